@@ -1,0 +1,167 @@
+"""Reach Debian suites other than the machine's own (bullseye, bullseye-security, sid deb-src) without
+touching the machine's apt configuration.
+
+The mirror hosts are read at run time from the machine's apt sources (/etc/apt/sources.list.d/*.sources
+and /etc/apt/sources.list); a private sources list and private list/cache directories live under the
+numaforge cache dir and are passed to apt with -o options.
+
+CLI (used by scripts/setup.d): python -m numaforge.debian_apt {update|download|install|source} SUITESET ARGS...
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import NumaforgeError
+from .paths import cache_dir
+
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+SUITESETS = {
+    # name: list of (archive kind, suite, types)
+    "bullseye": [("debian", "bullseye", "deb"), ("security", "bullseye-security", "deb")],
+    "sid-src": [("debian", "sid", "deb-src")],
+}
+
+
+def machine_mirrors() -> dict[str, str]:
+    """{'debian': 'http://host/debian', 'security': 'http://host/debian-security'} from the machine's config."""
+    uris: list[str] = []
+    parts = Path("/etc/apt/sources.list.d")
+    for f in sorted(parts.glob("*.sources")) if parts.is_dir() else []:
+        for m in re.finditer(r"^URIs:\s*(.+)$", f.read_text(), re.M):
+            uris.extend(m.group(1).split())
+    for f in [Path("/etc/apt/sources.list"), *sorted(parts.glob("*.list"))] if parts.is_dir() else []:
+        if f.is_file():
+            for line in f.read_text().splitlines():
+                m = re.match(r"^\s*deb(?:-src)?\s+(?:\[[^]]*\]\s+)?(\S+)", line)
+                if m:
+                    uris.append(m.group(1))
+    mirrors: dict[str, str] = {}
+    for u in uris:
+        u = u.rstrip("/")
+        if u.endswith("debian-security") and "security" not in mirrors:
+            mirrors["security"] = u
+        elif u.endswith("/debian") and "debian" not in mirrors:
+            mirrors["debian"] = u
+    if "debian" not in mirrors:
+        raise NumaforgeError("no Debian mirror found in the machine's apt sources",
+                             "/etc/apt/sources.list.d", "configure a Debian mirror for apt first")
+    if "security" not in mirrors:
+        mirrors["security"] = mirrors["debian"] + "-security"
+    return mirrors
+
+
+def _root(suiteset: str) -> Path:
+    return cache_dir() / "apt" / suiteset
+
+
+def apt_options(suiteset: str) -> list[str]:
+    root = _root(suiteset)
+    lists = root / "lists"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    (root / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    sources = root / "sources.list"
+    mirrors = machine_mirrors()
+    lines = [f"{types} [signed-by={KEYRING}] {mirrors[kind]} {suite} main"
+             for kind, suite, types in SUITESETS[suiteset]]
+    text = "\n".join(lines) + "\n"
+    if not sources.exists() or sources.read_text() != text:
+        sources.write_text(text)
+    return ["-o", f"Dir::Etc::sourcelist={sources}", "-o", "Dir::Etc::sourceparts=-",
+            "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache::Archives={root / 'archives'}",
+            "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache=",
+            "-o", "APT::Get::List-Cleanup=0"]
+
+
+def apt(suiteset: str, *args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["apt-get", "-q", *apt_options(suiteset), *args]
+    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+    if check and proc.returncode != 0:
+        raise NumaforgeError(f"apt-get {' '.join(args)} failed for suite set {suiteset}: "
+                             f"{proc.stderr.strip()[-800:]}", None,
+                             "check network access to the Debian mirror; re-run `python -m numaforge.debian_apt "
+                             f"update {suiteset}`")
+    return proc
+
+
+def update(suiteset: str) -> None:
+    apt(suiteset, "update")
+
+
+def ensure_updated(suiteset: str) -> None:
+    lists = _root(suiteset) / "lists"
+    if not any(lists.glob("*_Packages")) and not any(lists.glob("*_Sources")):
+        update(suiteset)
+
+
+def policy(suiteset: str, package: str) -> str | None:
+    """Candidate version of package in the suite set (None if absent)."""
+    ensure_updated(suiteset)
+    out = subprocess.run(["apt-cache", *apt_options(suiteset), "policy", package], text=True,
+                         capture_output=True).stdout
+    m = re.search(r"Candidate:\s*(\S+)", out)
+    return None if not m or m.group(1) == "(none)" else m.group(1)
+
+
+def versions(suiteset: str, package: str) -> list[str]:
+    ensure_updated(suiteset)
+    out = subprocess.run(["apt-cache", *apt_options(suiteset), "madison", package], text=True,
+                         capture_output=True).stdout
+    return [line.split("|")[1].strip() for line in out.splitlines() if "|" in line]
+
+
+def download(suiteset: str, spec: str, dest: str | os.PathLike) -> Path:
+    """apt-get download PACKAGE[=VERSION] into dest; returns the .deb path."""
+    ensure_updated(suiteset)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    before = set(dest.glob("*.deb"))
+    apt(suiteset, "download", spec, cwd=str(dest))
+    new = sorted(set(dest.glob("*.deb")) - before)
+    name = spec.split("=")[0]
+    if not new:
+        cands = sorted(dest.glob(f"{name}_*.deb"))
+        if not cands:
+            raise NumaforgeError(f"apt-get download {spec} produced no .deb", str(dest), None)
+        return cands[-1]
+    return new[0]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    verb, suiteset, *rest = argv
+    if verb == "update":
+        update(suiteset)
+    elif verb == "download":
+        for spec in rest[:-1]:
+            print(download(suiteset, spec, rest[-1]))
+    elif verb == "install":
+        ensure_updated(suiteset)
+        proc = subprocess.run(["apt-get", "-y", "-q", *apt_options(suiteset), "install", "--no-install-recommends",
+                               *rest])
+        return proc.returncode
+    elif verb == "source":
+        ensure_updated(suiteset)
+        proc = subprocess.run(["apt-get", "-q", *apt_options(suiteset), "source", "--download-only", *rest[:-1]],
+                              cwd=rest[-1])
+        return proc.returncode
+    elif verb == "policy":
+        print(policy(suiteset, rest[0]))
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except NumaforgeError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        sys.exit(1)

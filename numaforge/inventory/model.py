@@ -1,0 +1,147 @@
+"""Inventory model: hosts, groups and the typed sections every pipeline reads.
+
+Loaders (native YAML and Ansible YAML) build these objects; nothing else constructs them from files.
+Each object remembers where it was defined (``Location``) so later errors can point at file:line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SelectionError
+from ..secrets import SecretRef
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class SSHSpec:
+    address: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None        # private key path; None = agent / ~/.ssh/config
+    use_agent: bool = True
+    known_hosts: str | None = None     # None = ~/.ssh/known_hosts; host keys are always checked strictly
+    sudo: bool = False                 # run privileged commands through sudo -n
+    password: SecretRef | None = None  # only by reference
+    config_file: str | None = None     # ssh_config to honour (default ~/.ssh/config)
+
+
+@dataclass
+class BMCSpec:
+    url: str                           # https://bmc.example:443 (scheme + host[:port])
+    username: str = "root"
+    password: SecretRef | None = None  # only by reference
+    ca_bundle: str | None = None       # PEM file used to verify the BMC's TLS certificate
+    vendor: str = "auto"               # dell | hpe | supermicro | lenovo | generic | auto
+    system_id: str | None = None       # /redfish/v1/Systems/<id>; None = the only system
+    insecure: bool = False             # skip TLS verification (explicit, loud)
+
+
+@dataclass
+class KernelSpec:
+    release: str | None = None         # `uname -r` on the host, e.g. 5.10.0-46-amd64
+    target: str | None = None          # kpatch target name (kpatch/targets/<name>.yaml)
+
+
+@dataclass
+class HardwareSpec:
+    platform: str | None = None        # model, e.g. "PowerEdge R7525"
+    vendor: str | None = None          # dell | hpe | supermicro | lenovo | generic
+    sockets: int | None = None
+    cpu_model: str | None = None
+    gpus: list[str] = field(default_factory=list)   # PCI addresses 0000:41:00.0
+    nics: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Host:
+    name: str
+    location: Location
+    groups: list[str] = field(default_factory=list)      # every group the host is in, nested included
+    vars: dict[str, Any] = field(default_factory=dict)   # resolved: all -> outer group -> inner -> host
+    ssh: SSHSpec | None = None
+    bmc: BMCSpec | None = None
+    kernel: KernelSpec = field(default_factory=KernelSpec)
+    hardware: HardwareSpec = field(default_factory=HardwareSpec)
+    bios_profile: str | None = None
+
+
+@dataclass
+class Group:
+    name: str
+    location: Location
+    hosts: list[str] = field(default_factory=list)       # direct members
+    children: list[str] = field(default_factory=list)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Inventory:
+    path: str
+    hosts: dict[str, Host] = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
+    format: str = "native"                                # native | ansible
+
+    def group_members(self, name: str) -> list[str]:
+        """All hosts of a group, children included, in definition order."""
+        seen: list[str] = []
+
+        def walk(g: str) -> None:
+            for h in self.groups[g].hosts:
+                if h not in seen:
+                    seen.append(h)
+            for c in self.groups[g].children:
+                walk(c)
+
+        walk(name)
+        return seen
+
+    def select(self, hosts: list[str] | None = None, groups: list[str] | None = None,
+               limit: str | None = None) -> list[Host]:
+        """Hosts named by --host (repeatable), --group (repeatable) and --limit PATTERN.
+
+        --host and --group add up; with neither, every host. --limit then keeps only hosts whose name
+        matches one of its comma-separated glob patterns (or that are in a group of that name).
+        """
+        names: list[str] = []
+        for h in hosts or []:
+            if h not in self.hosts:
+                raise SelectionError(f"unknown host '{h}'", self.path, _did_you_mean(h, self.hosts,
+                                     "pick one of the hosts listed by `invoke inventory-check`"))
+            names.append(h)
+        for g in groups or []:
+            if g not in self.groups:
+                raise SelectionError(f"unknown group '{g}'", self.path, _did_you_mean(g, self.groups,
+                                     "pick one of the groups listed by `invoke inventory-check`"))
+            names.extend(self.group_members(g))
+        if not hosts and not groups:
+            names = list(self.hosts)
+        if limit:
+            pats = [p.strip() for p in limit.split(",") if p.strip()]
+
+            def keep(n: str) -> bool:
+                return any(fnmatch.fnmatchcase(n, p) or p in self.hosts[n].groups for p in pats)
+
+            names = [n for n in names if keep(n)]
+        ordered = list(dict.fromkeys(names))
+        if not ordered:
+            raise SelectionError("the host selection matched no host", self.path,
+                                 "check --host/--group/--limit against `invoke inventory-check`")
+        return [self.hosts[n] for n in ordered]
+
+
+def _did_you_mean(word: str, choices, fallback: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean '{close[0]}'?" if close else fallback

@@ -1,0 +1,162 @@
+"""Run reports: one structured result per task run, a human summary table, and ``--json`` output.
+
+The JSON shape is numaforge/schemas/report.schema.json; ``Report.write`` validates against it and scrubs
+every resolved secret before anything touches the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import NumaforgeError
+from .secrets import redact
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def load_schema() -> dict:
+    return json.loads(resources.files("numaforge.schemas").joinpath("report.schema.json").read_text())
+
+
+@dataclass
+class Step:
+    name: str
+    status: str = "ok"
+    seconds: float = 0.0
+    detail: Any = None
+
+    def as_dict(self) -> dict:
+        d = {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3)}
+        if self.detail is not None:
+            d["detail"] = self.detail
+        return d
+
+
+@dataclass
+class HostResult:
+    host: str
+    status: str = "ok"
+    message: str = ""
+    steps: list[Step] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+
+    def step(self, name: str) -> "_StepTimer":
+        """``with result.step("load") as s: ...`` records timing and failure of one named step."""
+        return _StepTimer(self, name)
+
+    def as_dict(self) -> dict:
+        d: dict[str, Any] = {"host": self.host, "status": self.status}
+        if self.message:
+            d["message"] = self.message
+        if self.steps:
+            d["steps"] = [s.as_dict() for s in self.steps]
+        if self.data:
+            d["data"] = self.data
+        return d
+
+
+class _StepTimer:
+    def __init__(self, result: HostResult, name: str):
+        self.step = Step(name)
+        self.result = result
+
+    def __enter__(self) -> Step:
+        self._t0 = time.monotonic()
+        self.result.steps.append(self.step)
+        return self.step
+
+    def __exit__(self, exc_type, exc, tb):
+        self.step.seconds = time.monotonic() - self._t0
+        if exc is not None:
+            self.step.status = "failed"
+            if self.step.detail is None:
+                self.step.detail = str(exc)
+        return False
+
+
+@dataclass
+class Report:
+    task: str
+    inventory: str | None = None
+    options: dict = field(default_factory=dict)
+    hosts: list[HostResult] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+    error: NumaforgeError | None = None
+    started: str = field(default_factory=_now)
+    finished: str | None = None
+
+    def host(self, name: str) -> HostResult:
+        for h in self.hosts:
+            if h.host == name:
+                return h
+        h = HostResult(name)
+        self.hosts.append(h)
+        return h
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(h.status not in ("failed",) for h in self.hosts)
+
+    def as_dict(self) -> dict:
+        err = None
+        if self.error is not None:
+            err = {"what": self.error.what, "where": self.error.where, "fix": self.error.fix,
+                   "kind": type(self.error).__name__}
+        return redact({
+            "tool": "numaforge",
+            "version": __version__,
+            "task": self.task,
+            "started": self.started,
+            "finished": self.finished or _now(),
+            "ok": self.ok,
+            "inventory": self.inventory,
+            "options": self.options,
+            "error": err,
+            "hosts": [h.as_dict() for h in self.hosts],
+            "data": self.data,
+        })
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Validate against the schema and write atomically (temp file + rename)."""
+        self.finished = self.finished or _now()
+        doc = self.as_dict()
+        jsonschema.validate(doc, load_schema())
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+        return path
+
+    def summary_table(self) -> Table:
+        table = Table(title=f"numaforge {self.task}", show_lines=False)
+        table.add_column("host")
+        table.add_column("status")
+        table.add_column("message", overflow="fold")
+        colors = {"ok": "green", "changed": "yellow", "unchanged": "green", "failed": "red",
+                  "skipped": "dim", "not-run": "dim"}
+        for h in self.hosts:
+            table.add_row(h.host, f"[{colors.get(h.status, 'white')}]{h.status}[/]", redact(h.message))
+        return table
+
+    def print_summary(self, console: Console | None = None) -> None:
+        console = console or Console()
+        if self.hosts:
+            console.print(self.summary_table())

@@ -1,0 +1,87 @@
+"""Secrets by reference only: ``env:VAR`` or ``file:PATH``.
+
+A resolved value is remembered in a process-wide redaction set so that reports and error messages can
+scrub it (``redact``); the reference itself (``env:BMC_PASS``) is what gets printed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SecretError
+
+_RESOLVED: set[str] = set()
+MASK = "********"
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A reference to a secret. ``kind`` is ``env``, ``file`` or ``plain`` (a literal, only if allowed)."""
+
+    kind: str
+    value: str
+    where: str = ""
+
+    @classmethod
+    def parse(cls, text: str, where: str = "", allow_plaintext: bool = False) -> "SecretRef":
+        if not isinstance(text, str) or not text:
+            raise SecretError("a secret must be a non-empty string reference", where,
+                              "write env:VARIABLE or file:/path/to/secret")
+        if text.startswith("env:"):
+            name = text[4:]
+            if not name or not name.replace("_", "").isalnum():
+                raise SecretError(f"'{text}' is not a valid environment variable reference", where,
+                                  "write env:NAME with letters, digits and underscores")
+            return cls("env", name, where)
+        if text.startswith("file:"):
+            if not text[5:]:
+                raise SecretError("'file:' needs a path", where, "write file:/path/to/secret")
+            return cls("file", text[5:], where)
+        if allow_plaintext:
+            return cls("plain", text, where)
+        raise SecretError("literal secret refused", where,
+                          "store it in an environment variable (env:NAME) or a file readable only by you "
+                          "(file:PATH), or pass --allow-plaintext-secrets")
+
+    def resolve(self) -> str:
+        if self.kind == "env":
+            if self.value not in os.environ:
+                raise SecretError(f"environment variable {self.value} is not set", self.where,
+                                  f"export {self.value}=... before running")
+            secret = os.environ[self.value]
+        elif self.kind == "file":
+            path = Path(self.value).expanduser()
+            try:
+                secret = path.read_text().rstrip("\n")
+            except OSError as exc:
+                raise SecretError(f"cannot read secret file {path}: {exc.strerror}", self.where,
+                                  "check the path and its permissions") from None
+        else:
+            secret = self.value
+        if secret:
+            _RESOLVED.add(secret)
+        return secret
+
+    def __str__(self) -> str:  # what gets printed: the reference, never the value
+        return MASK if self.kind == "plain" else f"{self.kind}:{self.value}"
+
+    def __repr__(self) -> str:
+        return f"SecretRef({self})"
+
+
+def redact(obj):
+    """Return a copy of obj (str/list/dict tree) with every resolved secret and SecretRef masked."""
+    if isinstance(obj, SecretRef):
+        return str(obj)
+    if isinstance(obj, str):
+        for secret in sorted(_RESOLVED, key=len, reverse=True):
+            if secret and secret in obj:
+                obj = obj.replace(secret, MASK)
+        return obj
+    if isinstance(obj, dict):
+        return {k: redact(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact(v) for v in obj]
+    return obj

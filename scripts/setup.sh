@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up a Debian 12 build server for numaforge: apt packages, the Python venv (.venv), and every
+# toolchain/cache the pipelines and tests need (scripts/setup.d/*.sh, run in order). Idempotent: a
+# second run only checks. Needs root (or sudo) for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+t0=$SECONDS
+
+# Base packages; each setup.d script installs what its own tier needs with apt_need (below).
+apt_need() {
+  local missing=()
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ ! -f /tmp/.numaforge-apt-updated ]; then $SUDO apt-get update -qq && touch /tmp/.numaforge-apt-updated; fi
+  echo "setup: apt-get install ${missing[*]}"
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/numaforge-apt.log 2>&1 \
+    || { tail -20 /tmp/numaforge-apt.log; echo "setup: apt-get install failed (log: /tmp/numaforge-apt.log)"; exit 1; }
+}
+export -f apt_need; export SUDO
+
+apt_need git ca-certificates debian-archive-keyring python3 python3-venv python3-pip gcc make xz-utils
+
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+stamp=.venv/.numaforge-deps
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' && touch "$stamp"
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+
+for step in scripts/setup.d/*.sh; do
+  [ -e "$step" ] || continue
+  s0=$SECONDS
+  bash "$step"
+  echo "setup: $(basename "$step") done in $((SECONDS - s0)) s"
+done
+echo "setup: ready in $((SECONDS - t0)) s"

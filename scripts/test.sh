@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up everything (scripts/setup.sh), then run the test suite tier by tier, printing each tier's time.
+# Tiers are pytest markers (see pyproject.toml); the fast core tier runs first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+bash scripts/setup.sh || exit 1
+echo "tier setup: $((SECONDS - t0)) s"
+PY=.venv/bin/python
+heavy="ssh or bmc or kernel_source or kpatch or lab_vm"
+tiers=("core|not ($heavy)" "ssh|ssh" "bmc|bmc" "kernel_source|kernel_source" "kpatch|kpatch" "lab_vm|lab_vm")
+fail=0; ran=0
+for t in "${tiers[@]}"; do
+  name=${t%%|*}; expr=${t#*|}
+  s0=$SECONDS
+  $PY -m pytest -m "$expr" "$@"
+  rc=$?
+  echo "tier $name: rc=$rc in $((SECONDS - s0)) s"
+  case $rc in
+    0) ran=1 ;;
+    5) echo "tier $name: no tests selected" ;;
+    *) fail=1 ;;
+  esac
+done
+echo "tests: total $((SECONDS - t0)) s"
+[ $ran = 1 ] || { echo "tests: no tier ran any test"; exit 1; }
+exit $fail
