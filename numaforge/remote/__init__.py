@@ -1,0 +1,1 @@
+"""Remote transports. ``numaforge.remote.ssh`` is the only one: paramiko with strict host keys."""

@@ -1,0 +1,608 @@
+"""SSH transport over paramiko: strict host keys, commands with timeouts, sudo, atomic verified uploads.
+
+    remote = connect(host.ssh, host.name)              # refuses unknown or changed host keys
+    with remote:
+        r = remote.run("uname -r", timeout=30)         # CommandResult(rc, stdout, stderr, seconds)
+        remote.put("build/x.ko", "/tmp/x.ko")          # temp name -> sha256sum on the host -> mv
+        remote.read_text("/sys/kernel/livepatch/x/enabled")
+
+Where the connection goes: the inventory's SSHSpec, merged with the ssh_config file (SSHSpec.config_file, default
+~/.ssh/config): ``HostName``, ``Port``, ``User``, ``IdentityFile``, ``UserKnownHostsFile`` and ``ProxyCommand`` of
+the ``Host`` block matching SSHSpec.address. An inventory port/user that differs from the defaults (22/root) wins
+over ssh_config, like a command-line option wins over ssh_config in OpenSSH. Host keys are always checked against
+known_hosts (SSHSpec.known_hosts, else UserKnownHostsFile, else ~/.ssh/known_hosts plus /etc/ssh/ssh_known_hosts);
+``StrictHostKeyChecking`` in ssh_config is ignored on purpose: only ``accept_new_host_key=True`` may add an
+unknown key, and a changed key is always refused.
+
+Every failure is an :class:`SSHError` (a NumaforgeError) whose ``where`` names the inventory host, user, address
+and, for commands, the command; secrets resolved for the login are redacted from every message.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import posixpath
+import re
+import secrets as _random
+import select
+import shlex
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import paramiko
+
+from ..errors import NumaforgeError
+from ..inventory.model import SSHSpec
+from ..secrets import redact
+
+__all__ = [
+    "connect", "Remote", "CommandResult", "Target", "resolve_target", "fingerprint",
+    "SSHError", "ConnectError", "AuthError", "HostKeyError", "CommandTimeout", "CommandFailed",
+    "SudoError", "ConnectionLost", "UploadError",
+]
+
+TMP_MARK = ".numaforge-tmp."          # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
+_PID_MARK = b"__numaforge_pid="        # first stdout line of every command: the remote session leader's pid
+_CHUNK = 32768
+
+
+# --------------------------------------------------------------------------------------------- errors
+class SSHError(NumaforgeError):
+    """Any SSH transport failure."""
+
+
+class ConnectError(SSHError):
+    """The host cannot be reached (DNS, refused, timeout, no SSH banner) or the ssh settings are unusable."""
+
+
+class AuthError(SSHError):
+    """The host refused every offered credential."""
+
+
+class HostKeyError(SSHError):
+    """The host's key is unknown to known_hosts or does not match it."""
+
+
+class ConnectionLost(SSHError):
+    """The connection dropped while a command or upload was in flight."""
+
+
+class CommandTimeout(SSHError):
+    """A command ran past its timeout; the remote process group was signalled and the channel closed."""
+
+    def __init__(self, what, where=None, fix=None, *, command="", timeout=0.0, stdout="", stderr=""):
+        self.command, self.timeout, self.stdout, self.stderr = command, timeout, stdout, stderr
+        super().__init__(what, where, fix)
+
+
+class CommandFailed(SSHError):
+    """A command exited non-zero (with check=True). Carries rc, stdout and stderr."""
+
+    def __init__(self, what, where=None, fix=None, *, command="", rc=-1, stdout="", stderr=""):
+        self.command, self.rc, self.stdout, self.stderr = command, rc, stdout, stderr
+        super().__init__(what, where, fix)
+
+
+class SudoError(SSHError):
+    """A privileged command needs sudo and sudo cannot run it without a password (or is missing)."""
+
+
+class UploadError(SSHError):
+    """An upload failed; the final path was not created or replaced."""
+
+
+# --------------------------------------------------------------------------------------------- data
+@dataclass
+class CommandResult:
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+    command: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+@dataclass
+class Target:
+    """Where and how to connect, after merging the SSHSpec with ssh_config. Pure data."""
+
+    host: str                          # inventory host name
+    hostname: str                      # address actually dialled
+    port: int
+    user: str
+    key_files: list[str] = field(default_factory=list)
+    known_hosts: str = ""
+    system_known_hosts: str | None = None
+    proxy_command: str | None = None
+    config_file: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"host {self.host} ({self.user}@{self.hostname}:{self.port})"
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name this host's keys are filed under in known_hosts ("addr" or "[addr]:port")."""
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style SHA256 fingerprint, e.g. ``SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU``."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def _resolve_path(p: str, base_dir: Path | None) -> str:
+    path = Path(os.path.expanduser(p))
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    return str(path)
+
+
+def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) -> Target:
+    """Merge an inventory SSHSpec with ssh_config (pure apart from reading the config file)."""
+    cfg_path = _resolve_path(spec.config_file, base_dir) if spec.config_file else os.path.expanduser("~/.ssh/config")
+    opts: dict = {}
+    used_cfg = None
+    if os.path.exists(cfg_path):
+        try:
+            opts = paramiko.SSHConfig.from_path(cfg_path).lookup(spec.address)
+        except (OSError, ValueError, paramiko.ssh_exception.ConfigParseError) as exc:
+            raise ConnectError(f"cannot read ssh_config {cfg_path}: {exc}", f"host {host_name}",
+                               "fix the file (see `man ssh_config`) or point ssh.config_file at another one") from None
+        used_cfg = cfg_path
+    elif spec.config_file:
+        raise ConnectError(f"ssh_config file {cfg_path} does not exist", f"host {host_name}",
+                           "fix ssh.config_file in the inventory (relative paths are relative to the inventory file)")
+    hostname = opts.get("hostname", spec.address)
+    port = spec.port if spec.port != 22 else int(opts.get("port", 22))
+    user = spec.user if spec.user != "root" else opts.get("user", "root")
+    if spec.key_file:
+        keys = [_resolve_path(spec.key_file, base_dir)]
+        if not os.path.exists(keys[0]):
+            raise ConnectError(f"private key {keys[0]} does not exist", f"host {host_name}",
+                               "fix ssh.key_file in the inventory, or remove it to use ssh-agent / ~/.ssh/config")
+    else:
+        keys = [os.path.expanduser(k) for k in opts.get("identityfile", []) if os.path.exists(os.path.expanduser(k))]
+    system_kh = None
+    if spec.known_hosts:
+        known_hosts = _resolve_path(spec.known_hosts, base_dir)
+    elif opts.get("userknownhostsfile"):
+        known_hosts = os.path.expanduser(opts["userknownhostsfile"].split()[0])
+    else:
+        known_hosts = os.path.expanduser("~/.ssh/known_hosts")
+        system_kh = "/etc/ssh/ssh_known_hosts"
+    proxy = opts.get("proxycommand")
+    if proxy and proxy.lower() == "none":
+        proxy = None
+    return Target(host_name, hostname, port, user, keys, known_hosts, system_kh, proxy, used_cfg)
+
+
+# --------------------------------------------------------------------------------------------- host keys
+class _StrictPolicy(paramiko.MissingHostKeyPolicy):
+    """Unknown host key: refuse, or (accept_new) append it to known_hosts. Changed keys never get here."""
+
+    def __init__(self, target: Target, accept_new: bool):
+        self.target = target
+        self.accept_new = accept_new
+        self.added: tuple[str, str, str] | None = None
+
+    def missing_host_key(self, client, hostname, key):
+        t = self.target
+        fp = fingerprint(key)
+        if not self.accept_new:
+            raise HostKeyError(
+                f"unknown host key: {t.known_hosts_name} offered {key.get_name()} {fp}, which is not in {t.known_hosts}",
+                t.where,
+                f"check the fingerprint out of band (on the host: ssh-keygen -lf /etc/ssh/ssh_host_{_short(key)}_key.pub), "
+                f"then re-run with --accept-new-host-key, or add it yourself: "
+                f"ssh-keyscan -p {t.port} -t {key.get_name()} {t.hostname} >> {t.known_hosts}")
+        path = Path(t.known_hosts)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a") as fh:
+                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        except OSError as exc:
+            raise HostKeyError(f"cannot add the new host key to {path}: {exc.strerror}", t.where,
+                               "make the known_hosts file writable or point ssh.known_hosts elsewhere") from None
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.added = (hostname, key.get_name(), fp)
+
+
+def _short(key: paramiko.PKey) -> str:
+    name = key.get_name()
+    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(name, "ecdsa" if "ecdsa" in name else name)
+
+
+# --------------------------------------------------------------------------------------------- connect
+def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False, connect_timeout: float = 15.0,
+            base_dir: Path | None = None) -> "Remote":
+    """Open an authenticated SSH connection to one inventory host (strict host-key checking)."""
+    if spec is None:
+        raise ConnectError("the host has no ssh section", f"host {host_name}",
+                           "add ssh: {address: ..., user: ...} to the host in the inventory")
+    target = resolve_target(spec, host_name, base_dir)
+    password = spec.password.resolve() if spec.password is not None else None
+    client = paramiko.SSHClient()
+    try:
+        if target.system_known_hosts and os.path.exists(target.system_known_hosts):
+            client.load_system_host_keys(target.system_known_hosts)
+        if os.path.exists(target.known_hosts):
+            client.load_host_keys(target.known_hosts)
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        client.close()
+        raise HostKeyError(f"cannot read known_hosts {target.known_hosts}: {exc}", target.where,
+                           "fix or remove the broken line (ssh-keygen -F <host> -f FILE shows entries)") from None
+    policy = _StrictPolicy(target, accept_new_host_key)
+    client.set_missing_host_key_policy(policy)
+    sock = None
+    try:
+        if target.proxy_command:
+            sock = paramiko.ProxyCommand(target.proxy_command)
+        client.connect(
+            target.hostname, target.port, username=target.user, password=password,
+            key_filename=target.key_files or None, allow_agent=spec.use_agent, look_for_keys=not target.key_files,
+            timeout=connect_timeout, banner_timeout=connect_timeout, auth_timeout=connect_timeout,
+            channel_timeout=connect_timeout, sock=sock)
+    except HostKeyError:
+        client.close()
+        raise
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyError(
+            f"HOST KEY MISMATCH: {target.known_hosts_name} offered {exc.key.get_name()} {fingerprint(exc.key)}, "
+            f"but {target.known_hosts} has {exc.expected_key.get_name()} {fingerprint(exc.expected_key)} "
+            f"(a reinstalled host, or someone intercepting the connection)",
+            target.where,
+            f"verify the new key out of band; if the host was really reinstalled, remove the old entry with "
+            f"ssh-keygen -R '{target.known_hosts_name}' -f {target.known_hosts} and connect again "
+            f"(--accept-new-host-key never replaces a changed key)") from None
+    except paramiko.PasswordRequiredException:
+        client.close()
+        raise AuthError(f"private key {', '.join(target.key_files) or '(default)'} is encrypted", target.where,
+                        "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true") from None
+    except paramiko.AuthenticationException as exc:
+        client.close()
+        how = []
+        if target.key_files:
+            how.append("key " + ", ".join(target.key_files))
+        if spec.use_agent:
+            how.append("ssh-agent" + ("" if os.environ.get("SSH_AUTH_SOCK") else " (SSH_AUTH_SOCK not set)"))
+        if password is not None:
+            how.append(f"password {spec.password}")
+        if not target.key_files:
+            how.append("~/.ssh/id_* keys")
+        raise AuthError(redact(f"authentication failed: {exc}; tried {', '.join(how)}"), target.where,
+                        f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
+                        f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory") from None
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        client.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
+        if isinstance(exc, socket.timeout):
+            reason = f"no answer within {connect_timeout:g} s"
+        raise ConnectError(redact(f"cannot connect: {reason}"), target.where,
+                           "check that the host is up and sshd listens on that address and port "
+                           "(ssh.address/ssh.port in the inventory or HostName/Port in ssh_config)") from None
+    transport = client.get_transport()
+    transport.set_keepalive(15)
+    return Remote(client, target, accepted_host_key=policy.added)
+
+
+# --------------------------------------------------------------------------------------------- remote
+class Remote:
+    """An open SSH connection to one host. Use as a context manager; not shared between threads."""
+
+    def __init__(self, client: paramiko.SSHClient, target: Target, accepted_host_key=None):
+        self._client = client
+        self.target = target
+        self.accepted_host_key = accepted_host_key   # (name, type, fingerprint) when accept-new added a key
+        self._sftp: paramiko.SFTPClient | None = None
+
+    # identity
+    @property
+    def host(self) -> str:
+        return self.target.host
+
+    @property
+    def user(self) -> str:
+        return self.target.user
+
+    @property
+    def is_root(self) -> bool:
+        return self.target.user == "root"
+
+    @property
+    def where(self) -> str:
+        return self.target.where
+
+    def __enter__(self) -> "Remote":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            try:
+                self._sftp.close()
+            except Exception:
+                pass
+            self._sftp = None
+        self._client.close()
+
+    @property
+    def connected(self) -> bool:
+        t = self._client.get_transport()
+        return t is not None and t.is_active()
+
+    def __repr__(self) -> str:
+        return f"Remote({self.where})"
+
+    # commands
+    def _wrap(self, command: str, sudo: bool) -> str:
+        inner = shlex.quote(command)
+        run = f"exec sudo -n -- sh -c {inner}" if sudo and not self.is_root else f"exec sh -c {inner}"
+        return f"printf '%s\\n' \"{_PID_MARK.decode()}$$\"; {run}"
+
+    def _lost(self, doing: str) -> ConnectionLost:
+        return ConnectionLost(f"connection lost while {doing}", self.where,
+                              "check the host (reboot? sshd restarted? network?) and re-run; "
+                              "finished hosts are kept")
+
+    def _channel(self, timeout: float | None) -> paramiko.Channel:
+        transport = self._client.get_transport()
+        if transport is None or not transport.is_active():
+            raise self._lost("opening a channel")
+        try:
+            return transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, OSError, EOFError):
+            raise self._lost("opening a channel") from None
+
+    def run(self, command: str, timeout: float | None = 30, sudo: bool = False, check: bool = True,
+            stdin: str | bytes | None = None) -> CommandResult:
+        """Run a shell command; sudo=True runs it as root (through ``sudo -n`` unless we log in as root).
+
+        Raises CommandTimeout after ``timeout`` seconds (the remote process group gets SIGTERM then SIGKILL),
+        CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password.
+        """
+        where = f"{self.where}: `{redact(command)}`"
+        t0 = time.monotonic()
+        chan = self._channel(timeout)
+        out, err = bytearray(), bytearray()
+        pid: int | None = None
+        header = True
+        try:
+            chan.exec_command(self._wrap(command, sudo))
+            if stdin is not None:
+                chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
+            chan.shutdown_write()
+            deadline = None if not timeout else t0 + timeout
+            while True:
+                got = False
+                while chan.recv_ready():
+                    out += chan.recv(_CHUNK)
+                    got = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(_CHUNK)
+                    got = True
+                if header and (b"\n" in out or chan.exit_status_ready()):
+                    header = False
+                    if out.startswith(_PID_MARK) and b"\n" in out:
+                        line, _, rest = bytes(out).partition(b"\n")
+                        try:
+                            pid = int(line[len(_PID_MARK):])
+                        except ValueError:
+                            pid = None
+                        out = bytearray(rest)
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    self._kill(pid, sudo)
+                    raise CommandTimeout(
+                        f"command still running after {timeout:g} s; stopped it", where,
+                        "raise the timeout if the host is just slow, or find out why the command hangs",
+                        command=command, timeout=timeout, stdout=_text(out), stderr=_text(err))
+                if not got:
+                    wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - now))
+                    select.select([chan], [], [], wait)
+            rc = chan.recv_exit_status()
+        except (socket.error, EOFError, paramiko.SSHException):
+            raise self._lost(f"running `{redact(command)}`") from None
+        finally:
+            chan.close()
+        seconds = time.monotonic() - t0
+        if rc == -1 and not self.connected:
+            raise self._lost(f"running `{redact(command)}`")
+        result = CommandResult(rc, _text(out), _text(err), seconds, command)
+        if sudo and not self.is_root:
+            _check_sudo(result, where, self.user)
+        if check and rc != 0:
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            tail = detail[-1] if detail else "no output"
+            status = "was killed by a signal" if rc == -1 else f"exited {rc}"
+            raise CommandFailed(redact(f"command {status}: {tail}"), where,
+                                "see the command's output in the report; fix the cause on the host and re-run",
+                                command=command, rc=rc, stdout=result.stdout, stderr=result.stderr)
+        return result
+
+    def _kill(self, pid: int | None, sudo: bool) -> None:
+        """Best effort: SIGTERM, then SIGKILL, the timed-out command's process group on the host."""
+        if pid is None or not self.connected:
+            return
+        p = int(pid)
+        script = (f"kill -TERM -- -{p} 2>/dev/null || kill -TERM {p} 2>/dev/null || exit 0; sleep 1; "
+                  f"kill -KILL -- -{p} 2>/dev/null || kill -KILL {p} 2>/dev/null; exit 0")
+        try:
+            chan = self._channel(10)
+            try:
+                chan.settimeout(10)
+                chan.exec_command(f"sudo -n -- sh -c {shlex.quote(script)}" if sudo and not self.is_root else script)
+                chan.recv_exit_status()
+            finally:
+                chan.close()
+        except Exception:
+            pass
+
+    # files
+    def _sftp_client(self, timeout: float | None) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            transport = self._client.get_transport()
+            if transport is None or not transport.is_active():
+                raise self._lost("opening SFTP")
+            try:
+                self._sftp = paramiko.SFTPClient.from_transport(transport, window_size=None)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise UploadError(f"cannot start SFTP: {exc or type(exc).__name__}", self.where,
+                                  "enable the sftp subsystem in the host's sshd_config "
+                                  "(Subsystem sftp internal-sftp) or install sftp-server") from None
+        self._sftp.get_channel().settimeout(timeout)
+        return self._sftp
+
+    def put(self, local_path, remote_path: str, mode: int = 0o600, timeout: float | None = 120,
+            progress: Callable[[int, int], None] | None = None) -> str:
+        """Upload atomically: write ``<dir>/.<name>.numaforge-tmp.<random>``, check its sha256 on the host with
+        sha256sum, chmod, then ``mv`` it over ``remote_path``. Returns the sha256 (hex).
+
+        On any failure the temp file is removed when the connection still allows it; a dropped connection
+        leaves at most a hidden temp file (removed by the next put to the same path), never a partial file
+        under ``remote_path``. ``progress(sent, total)`` is called as bytes go out.
+        """
+        local = Path(local_path)
+        rdir, rname = posixpath.split(remote_path)
+        where = f"{self.where}: {remote_path}"
+        if not rname:
+            raise UploadError(f"'{remote_path}' names a directory, not a file", where, "give the full target file path")
+        if not local.is_file():
+            raise UploadError(f"local file {local} does not exist", where, "build the artifact first or fix the path")
+        sha = _sha256_file(local)
+        size = local.stat().st_size
+        rdir = rdir or "."
+        prefix = f"{rdir}/.{rname}{TMP_MARK}"
+        tmp = prefix + _random.token_hex(6)
+        deadline = None if not timeout else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(1.0, deadline - time.monotonic())
+
+        def tick(sent: int, total: int) -> None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise socket.timeout(f"upload not finished after {timeout:g} s")
+            if progress is not None:
+                progress(sent, total)
+
+        try:
+            # stale temps of this target from an earlier, dropped upload
+            self.run(f"rm -f -- {shlex.quote(prefix)}*", timeout=left())
+            sftp = self._sftp_client(left())
+            with open(local, "rb") as fh:
+                sftp.putfo(fh, tmp, file_size=size, callback=tick, confirm=True)
+            sftp.chmod(tmp, mode)
+            r = self.run(f"sha256sum -- {shlex.quote(tmp)}", timeout=left(), check=False)
+            got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
+            if got is None:
+                raise UploadError(f"cannot checksum the upload on the host: {r.stderr.strip() or 'no output'}", where,
+                                  "install coreutils (sha256sum) on the host")
+            if got.lower() != sha:
+                raise UploadError(f"sha256 mismatch after upload: local {sha}, host {got}", where,
+                                  "the file changed in transit or on the host while uploading; re-run the upload")
+            self.run(f"mv -f -- {shlex.quote(tmp)} {shlex.quote(remote_path)}", timeout=left())
+        except BaseException as exc:
+            self._remove_quietly(tmp)
+            if isinstance(exc, UploadError):
+                raise
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            if isinstance(exc, CommandFailed):
+                msg = exc.what
+            elif isinstance(exc, (SSHError,)):
+                msg = exc.what
+            elif isinstance(exc, IOError) and getattr(exc, "strerror", None):
+                msg = f"{exc.strerror}"
+            else:
+                msg = str(exc) or type(exc).__name__
+            if not self.connected:
+                msg = f"connection lost ({msg})"
+            raise UploadError(f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
+                              where, "check free space and permissions of the target directory on the host "
+                              "and that the connection is stable, then re-run") from None
+        return sha
+
+    def _remove_quietly(self, path: str) -> None:
+        if not self.connected:
+            return
+        try:
+            if self._sftp is not None:
+                self._sftp.get_channel().settimeout(10)
+                self._sftp.remove(path)
+            else:
+                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False)
+        except Exception:
+            try:
+                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False)
+            except Exception:
+                pass
+
+    def read_text(self, path: str, timeout: float | None = 30, sudo: bool = False) -> str:
+        """Contents of a small remote file (sysfs, /proc, configs). Raises CommandFailed if unreadable."""
+        r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
+        if r.rc != 0:
+            reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"cat exited {r.rc}"
+            raise CommandFailed(f"cannot read {path}: {reason}", self.where,
+                                "check the path exists on the host (module loaded? right kernel?) and permissions"
+                                + ("" if sudo else "; pass sudo=True for root-only files"),
+                                command=r.command, rc=r.rc, stdout=r.stdout, stderr=r.stderr)
+        return r.stdout
+
+    def write_text(self, path: str, text: str, timeout: float | None = 30, sudo: bool = False) -> None:
+        """Write a short value in one write(2) (sysfs files need that), e.g. write_text(".../enabled", "0")."""
+        r = self.run(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
+        if r.rc != 0:
+            reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exited {r.rc}"
+            raise CommandFailed(f"cannot write {path}: {reason}", self.where,
+                                "check the path and that the value is accepted by it",
+                                command=r.command, rc=r.rc, stdout=r.stdout, stderr=r.stderr)
+
+    def exists(self, path: str, timeout: float | None = 30, sudo: bool = False) -> bool:
+        return self.run(f"test -e {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False).rc == 0
+
+
+# --------------------------------------------------------------------------------------------- helpers
+_SUDO_PASSWORD = re.compile(r"^sudo: (a password is required|a terminal is required|.*no tty present)", re.M)
+_SUDO_DENIED = re.compile(r"^(sudo: )?.*(is not in the sudoers file|is not allowed to execute|may not run sudo)", re.M)
+_SUDO_MISSING = re.compile(r"sudo: (not found|command not found)|sudo: No such file", re.M)
+
+
+def _check_sudo(r: CommandResult, where: str, user: str) -> None:
+    if r.rc == 0:
+        return
+    fix = (f"allow {user} to run commands without a password on the host, e.g. a file /etc/sudoers.d/numaforge "
+           f"with '{user} ALL=(root) NOPASSWD: ALL', or connect as root (ssh.user: root)")
+    if _SUDO_PASSWORD.search(r.stderr):
+        raise SudoError(f"sudo needs a password for {user}; numaforge only uses passwordless sudo (sudo -n)",
+                        where, fix)
+    if _SUDO_DENIED.search(r.stderr):
+        raise SudoError(f"{user} may not use sudo on this host", where, fix)
+    if r.rc == 127 and _SUDO_MISSING.search(r.stderr):
+        raise SudoError("sudo is not installed on the host", where, "install sudo on the host or connect as root")
+
+
+def _text(b: bytes | bytearray) -> str:
+    return bytes(b).decode("utf-8", "replace")
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
