@@ -81,7 +81,20 @@ def redact(obj):
                 obj = obj.replace(secret, MASK)
         return obj
     if isinstance(obj, dict):
-        return {k: redact(v) for k, v in obj.items()}
+        # belt and braces: a credential-named key only ever shows a reference
+        return {k: (MASK if _credential_key(k) and isinstance(v, str) and not _is_reference(v) else redact(v))
+                for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [redact(v) for v in obj]
     return obj
+
+
+_CREDENTIAL_KEYS = ("password", "passwd", "secret", "token", "x-auth-token", "authorization")
+
+
+def _credential_key(key) -> bool:
+    return isinstance(key, str) and key.lower() in _CREDENTIAL_KEYS
+
+
+def _is_reference(value: str) -> bool:
+    return value.startswith(("env:", "file:")) or value == MASK

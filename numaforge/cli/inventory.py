@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
 from invoke import task
 from rich.table import Table
@@ -23,6 +23,9 @@ def host_summary(host) -> dict:
         if isinstance(obj, list):
             return [clean(v) for v in obj]
         return obj
+
+    def asdict(obj) -> dict:  # shallow: keeps SecretRef objects whole so clean() prints only the reference
+        return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
     out = {
         "defined_at": str(host.location),

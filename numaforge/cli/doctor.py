@@ -1,0 +1,42 @@
+"""Task: doctor — check the build server and say how to fix each missing piece."""
+
+from __future__ import annotations
+
+from invoke import task
+from invoke.exceptions import Exit
+from rich.table import Table
+
+from ..doctor import run_checks
+from . import common
+
+
+@task(help={"pipeline": "which checks: all (default), kernel, firmware or lab",
+            "json": common.SELECT_HELP["json"]})
+def doctor(c, pipeline="all", json=None):
+    """Check tools (git, gcc versions, kpatch-build, qemu, lspci...), disk space and Python deps, with fixes."""
+    if pipeline not in ("all", "kernel", "firmware", "lab"):
+        common.err_console.print(f"error: --pipeline {pipeline!r} is not one of all, kernel, firmware, lab")
+        raise Exit(code=2)
+    results = run_checks(pipeline)
+    table = Table(title=f"numaforge doctor ({pipeline})")
+    for col in ("check", "pipeline", "state", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        state = "[green]ok[/]" if r.ok else ("[red]MISSING[/]" if r.required else "[yellow]optional[/]")
+        table.add_row(r.name, r.pipeline, state, r.detail, r.fix)
+
+    def body(report):
+        common.console.print(table)
+        report.data = {"checks": [r.__dict__ for r in results]}
+        missing = [r for r in results if not r.ok and r.required]
+        if missing:
+            from ..errors import ToolMissingError
+
+            raise ToolMissingError(f"{len(missing)} required check(s) failed: "
+                                   + ", ".join(r.name for r in missing), "this build server",
+                                   "run the fix shown for each, or `bash scripts/setup.sh` for all of them")
+
+    common.execute("doctor", body, json=json, options={"pipeline": pipeline})
+
+
+TASKS = [doctor]

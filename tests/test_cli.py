@@ -1,0 +1,105 @@
+"""The task surface, run as users run it: `invoke ...` in a subprocess from the project root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from numaforge.report import load_schema
+
+ROOT = Path(__file__).parents[1]
+BAD = ROOT / "tests" / "data" / "inventory" / "bad"
+
+
+def invoke(*args, env=None, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=120)
+
+
+def test_every_task_and_option_is_documented():
+    sys.path.insert(0, str(ROOT))
+    try:
+        import tasks
+    finally:
+        sys.path.pop(0)
+    names = set(tasks.ns.task_names)
+    assert {"inventory-check", "doctor"} <= names
+    for name in names:
+        t = tasks.ns[name]
+        assert (t.__doc__ or "").strip(), f"task {name} has no help line"
+        for arg in t.get_arguments():
+            assert arg.help, f"task {name}: option --{arg.name} has no help text"
+    listed = invoke("--list").stdout
+    for name in names:
+        assert name in listed
+
+
+def test_inventory_check_prints_resolved_hosts_and_masks_secrets(tmp_path):
+    r = invoke("inventory-check", "--inventory", "inventory/example-fleet.yaml", "--group", "hpe-dl385",
+               "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    assert "\ngpu-dl385-01  (inventory/example-fleet.yaml:30)" in r.stdout
+    assert "\ngpu-r7525-01  (" not in r.stdout, "only the selected host is shown"
+    assert "1 of 3 hosts selected" in r.stdout
+    assert "password=env:NUMAFORGE_BMC_PASSWORD" in r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(doc, load_schema())
+    assert doc["ok"] is True and [h["host"] for h in doc["hosts"]] == ["gpu-dl385-01"]
+    assert doc["hosts"][0]["data"]["vars"] == {"site": "fra1", "gpus_per_node": 1}
+
+
+def test_plaintext_secret_masked_everywhere(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  h:\n    bmc: {url: 'https://b.example', password: Sup3rS3cret}\n")
+    refused = invoke("inventory-check", "--inventory", str(inv))
+    assert refused.returncode == 2 and "literal secret refused" in refused.stderr
+    assert "--allow-plaintext-secrets" in refused.stderr
+    r = invoke("inventory-check", "--inventory", str(inv), "--allow-plaintext-secrets", "--json",
+               str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    assert "Sup3rS3cret" not in r.stdout + r.stderr + (tmp_path / "r.json").read_text()
+
+
+@pytest.mark.parametrize("name", ["group-cycle", "bmc-vendor-typo", "syntax-error-tab-indent", "duplicate-host"])
+def test_bad_inventory_exits_nonzero_with_location_and_fix(name, tmp_path):
+    path = BAD / f"{name}.yaml"
+    r = invoke("inventory-check", "--inventory", str(path), "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 2
+    assert f"{path}:" in r.stderr.replace("\n", "") or str(path) in r.stderr
+    assert "fix:" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(doc, load_schema())
+    assert doc["ok"] is False and doc["error"]["kind"] == "InventoryError"
+
+
+def test_unknown_host_selection_exits_2():
+    r = invoke("inventory-check", "--host", "lab-vn")
+    assert r.returncode == 2
+    assert "unknown host 'lab-vn'" in r.stderr and "did you mean 'lab-vm'" in r.stderr
+
+
+def test_doctor_names_missing_tools_with_fixes(tmp_path):
+    # a PATH holding only python: every external tool is missing, for real
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to(sys.executable)
+    r = invoke("doctor", "--pipeline", "kernel", "--json", str(tmp_path / "d.json"), env={"PATH": str(bindir)})
+    assert r.returncode == 3, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "d.json").read_text())
+    checks = {c["name"]: c for c in doc["data"]["checks"]}
+    assert checks["kpatch-build"]["ok"] is False and "scripts/setup.sh" in checks["kpatch-build"]["fix"]
+    assert checks["gcc-10"]["ok"] is False and "bullseye" in checks["gcc-10"]["fix"]
+    assert checks["python:paramiko"]["ok"] is True
+    assert "required check(s) failed" in r.stderr
+
+
+def test_doctor_rejects_unknown_pipeline():
+    r = invoke("doctor", "--pipeline", "bios")
+    assert r.returncode == 2 and "not one of" in r.stderr
