@@ -1,0 +1,199 @@
+"""Rolling rules of numaforge.fleet.run_fleet, with plain per-host functions (no peer involved: the runner is pure).
+
+Core tier (unmarked). Host names say what the per-host function does with them: ``ok-*`` passes,
+``fail-*`` returns a failed HostResult, ``boom-*`` raises.
+"""
+
+import io
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from numaforge.errors import NumaforgeError
+from numaforge.fleet import FleetOptionError, plan_phases, run_fleet
+from numaforge.inventory.model import Host, Location
+from numaforge.report import HostResult
+
+
+def by_name(host):
+    name = host if isinstance(host, str) else host.name
+    if name.startswith("boom"):
+        raise RuntimeError(f"exploded on {name}")
+    if name.startswith("typed"):
+        raise NumaforgeError("module refused", f"host {name}", "sign it")
+    return HostResult(name, "failed" if name.startswith("fail") else "ok", "did it")
+
+
+class Recorder:
+    """Per-host function that records call order and the peak number of concurrent calls."""
+
+    def __init__(self, barrier_parties=0):
+        self.lock = threading.Lock()
+        self.calls: list[str] = []
+        self.active = 0
+        self.peak = 0
+        self.barrier = threading.Barrier(barrier_parties) if barrier_parties else None
+
+    def __call__(self, host):
+        with self.lock:
+            self.calls.append(host)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            if self.barrier is not None:
+                self.barrier.wait(timeout=30)   # proves `parties` calls are in flight together
+            return by_name(host)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def statuses(outcome):
+    return {r.host: r.status for r in outcome.results}
+
+
+def test_every_host_runs_and_results_keep_the_input_order():
+    hosts = [f"ok-{i}" for i in range(7)]
+    out = run_fleet(hosts, by_name, forks=3, progress=False)
+    assert [r.host for r in out.results] == hosts
+    assert all(r.status == "ok" for r in out.results)
+    assert out.ok and not out.stopped and out.not_run == [] and out.reason == ""
+
+
+def test_forks_bound_parallelism_and_are_used():
+    rec = Recorder(barrier_parties=3)
+    hosts = [f"ok-{i}" for i in range(6)]
+    out = run_fleet(hosts, rec, forks=3, progress=False)
+    assert out.ok
+    assert rec.peak == 3          # the barrier needs 3 in flight; forks=3 allows no more
+
+
+def test_canaries_run_one_at_a_time_before_the_rest():
+    rec = Recorder()
+    hosts = ["ok-c1", "ok-c2", "ok-a", "ok-b", "ok-c"]
+    out = run_fleet(hosts, rec, forks=4, canary=2, progress=False)
+    assert rec.calls[:2] == ["ok-c1", "ok-c2"]
+    assert out.batches == [["ok-c1"], ["ok-c2"], ["ok-a", "ok-b", "ok-c"]]
+    assert out.ok
+
+
+def test_failed_canary_stops_the_rollout_and_keeps_the_done_canary():
+    hosts = ["ok-c1", "fail-c2", "ok-a", "ok-b"]
+    out = run_fleet(hosts, by_name, canary=2, progress=False)
+    assert out.stopped and not out.ok
+    assert "canary host fail-c2 failed" in out.reason and "already done stay" in out.reason
+    assert statuses(out) == {"ok-c1": "ok", "fail-c2": "failed", "ok-a": "not-run", "ok-b": "not-run"}
+    assert out.not_run == ["ok-a", "ok-b"]
+    assert "canary host fail-c2" in out.results[2].message
+
+
+def test_max_fail_stops_after_the_batch_that_exceeds_it():
+    # batch 1: 0/2 failed; batch 2: 2/4 = 50% > 25% -> stop; batches 3-5 never start
+    hosts = ["ok-1", "ok-2", "fail-3", "fail-4"] + [f"ok-{i}" for i in range(5, 11)]
+    rec = Recorder()
+    out = run_fleet(hosts, rec, forks=2, batch=2, max_fail_pct=25, progress=False)
+    assert out.stopped
+    assert "2 of 4 hosts failed (50% > --max-fail 25%)" in out.reason
+    assert sorted(rec.calls) == sorted(hosts[:4])
+    assert out.not_run == hosts[4:]
+    assert out.failed == ["fail-3", "fail-4"]
+
+
+def test_failures_at_exactly_max_fail_do_not_stop():
+    hosts = ["ok-1", "fail-2", "ok-3", "ok-4", "ok-5", "ok-6"]
+    out = run_fleet(hosts, by_name, batch=2, max_fail_pct=50, progress=False)   # 1/2 = 50%, not > 50%
+    assert not out.stopped and out.not_run == [] and out.failed == ["fail-2"]
+
+
+def test_max_fail_zero_stops_on_the_first_failed_batch():
+    out = run_fleet(["ok-1", "fail-2", "ok-3", "ok-4"], by_name, batch=2, max_fail_pct=0, progress=False)
+    assert out.stopped and out.not_run == ["ok-3", "ok-4"]
+
+
+def test_failure_in_the_last_batch_is_reported_but_nothing_is_left_to_stop():
+    out = run_fleet(["ok-1", "ok-2", "fail-3"], by_name, batch=2, max_fail_pct=0, progress=False)
+    assert not out.stopped and out.not_run == [] and out.failed == ["fail-3"] and not out.ok
+
+
+def test_exceptions_mark_only_that_host_failed():
+    hosts = ["ok-1", "boom-2", "typed-3", "ok-4"]
+    out = run_fleet(hosts, by_name, forks=4, progress=False)
+    st_ = statuses(out)
+    assert st_ == {"ok-1": "ok", "boom-2": "failed", "typed-3": "failed", "ok-4": "ok"}
+    msgs = {r.host: r.message for r in out.results}
+    assert msgs["boom-2"] == "RuntimeError: exploded on boom-2"
+    assert msgs["typed-3"] == "host typed-3: module refused\n  fix: sign it"
+
+
+def test_a_function_returning_something_else_is_a_failed_host():
+    out = run_fleet(["ok-1"], lambda h: {"status": "ok"}, progress=False)
+    assert out.results[0].status == "failed" and "returned dict" in out.results[0].message
+
+
+def test_inventory_host_objects_are_named_by_their_name():
+    hosts = [Host(name=f"ok-{i}", location=Location("inv.yaml", i)) for i in range(3)]
+    out = run_fleet(hosts, by_name, progress=False)
+    assert [r.host for r in out.results] == ["ok-0", "ok-1", "ok-2"]
+
+
+def test_duplicate_host_is_refused():
+    with pytest.raises(FleetOptionError, match="selected twice"):
+        run_fleet(["ok-1", "ok-1"], by_name, progress=False)
+
+
+@pytest.mark.parametrize("kw, option", [
+    ({"forks": 0}, "--forks"), ({"canary": -1}, "--canary"), ({"batch": -2}, "--batch"),
+    ({"max_fail_pct": 101}, "--max-fail"), ({"max_fail_pct": -1}, "--max-fail"),
+])
+def test_bad_options_name_the_option(kw, option):
+    with pytest.raises(FleetOptionError) as exc:
+        run_fleet(["ok-1"], by_name, progress=False, **kw)
+    assert exc.value.where == option and exc.value.fix
+
+
+def test_progress_display_names_hosts_and_failures():
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=False, width=120)
+    run_fleet(["ok-1", "fail-2"], by_name, progress=True, console=console)
+    text = buf.getvalue()
+    assert "ok-1: ok did it" in text and "fail-2: failed did it" in text
+    assert "2/2" in text
+
+
+def test_empty_fleet_is_an_empty_outcome():
+    out = run_fleet([], by_name, progress=False)
+    assert out.results == [] and not out.stopped
+
+
+def test_plan_phases():
+    assert plan_phases(list("abcdefg"), 2, 2) == [["a"], ["b"], ["c", "d"], ["e", "f"], ["g"]]
+    assert plan_phases(list("abc"), 0, 0) == [["a", "b", "c"]]
+    assert plan_phases(list("ab"), 5, 0) == [["a"], ["b"]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(fails=st.lists(st.booleans(), max_size=12), canary=st.integers(0, 4), batch=st.integers(0, 5),
+       max_fail=st.sampled_from([0, 10, 25, 50, 99, 100]), forks=st.integers(1, 4))
+def test_rollout_invariants(fails, canary, batch, max_fail, forks):
+    hosts = [("fail-" if f else "ok-") + str(i) for i, f in enumerate(fails)]
+    out = run_fleet(hosts, by_name, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail,
+                    progress=False)
+    # every host exactly once, in order; ran hosts are whole phases from the start, the rest are not-run
+    assert [r.host for r in out.results] == hosts
+    ran = [h for phase in out.batches for h in phase]
+    assert ran == hosts[:len(ran)]
+    assert out.not_run == hosts[len(ran):]
+    assert all(statuses(out)[h] == "not-run" for h in out.not_run)
+    assert all(statuses(out)[h] == ("failed" if h.startswith("fail") else "ok") for h in ran)
+    assert out.stopped == bool(out.not_run)
+    if out.stopped:
+        last = out.batches[-1]
+        n_canary = min(canary, len(hosts))
+        if len(out.batches) <= n_canary:
+            assert last[0].startswith("fail")                       # a canary failed
+        else:
+            failed = sum(h.startswith("fail") for h in ran)
+            assert 100 * failed / len(ran) > max_fail                # the budget was exceeded
