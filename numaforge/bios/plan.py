@@ -1,0 +1,151 @@
+"""Plan = registry validation + diff of current vs pending vs desired (pure core).
+
+``validate`` checks EVERY desired value against the registry before anything is written: the attribute
+exists, the type, the allowed values, bounds/lengths/expression, ReadOnly/GrayOut, and Map dependencies
+evaluated on the state the BIOS would have after the change. All problems are reported at once.
+
+``make_plan`` classifies each desired attribute:
+
+* ``ok``      current == desired and nothing different is pending;
+* ``pending`` the settings object already holds the desired value (applied on the next reset) -- no PATCH;
+* ``change``  the value to write; only these go into the PATCH.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BiosValidationError
+from .registry import Registry
+from .vendors import Desired
+
+
+@dataclass
+class PlanItem:
+    attribute: str
+    setting: str
+    desired: Any
+    current: Any
+    pending: Any          # value in the settings object, or None when nothing is pending for it
+    action: str           # ok | pending | change
+    resolved: str = ""
+
+    def as_dict(self) -> dict:
+        return {"attribute": self.attribute, "setting": self.setting, "current": self.current,
+                "pending": self.pending, "desired": self.desired, "action": self.action,
+                "resolved": self.resolved}
+
+
+@dataclass
+class Plan:
+    registry_id: str
+    items: list[PlanItem] = field(default_factory=list)
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        """The PATCH body's Attributes: only values that differ from what the BIOS will have."""
+        return {i.attribute: i.desired for i in self.items if i.action == "change"}
+
+    @property
+    def pending(self) -> list[str]:
+        return [i.attribute for i in self.items if i.action == "pending"]
+
+    @property
+    def needs_reset(self) -> bool:
+        return any(i.action in ("change", "pending") for i in self.items)
+
+    def as_dict(self) -> dict:
+        return {"registry": self.registry_id, "items": [i.as_dict() for i in self.items],
+                "changes": self.changes, "pending": self.pending}
+
+
+def pending_values(current: dict[str, Any], settings_attrs: dict[str, Any] | None) -> dict[str, Any]:
+    """Values in the settings object that differ from current (some BMCs echo every attribute there)."""
+    return {k: v for k, v in (settings_attrs or {}).items() if current.get(k, object()) != v}
+
+
+def _check_value(attr, value, host: str) -> str | None:
+    t = attr.type
+    if t == "Enumeration":
+        if not isinstance(value, str) or value not in attr.values:
+            return f"{attr.name}={value!r} is not allowed; {attr.allowed_text()}"
+    elif t == "Integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{attr.name}={value!r} must be an integer; {attr.allowed_text()}"
+        if attr.lower is not None and value < attr.lower:
+            return f"{attr.name}={value} is below the lower bound {attr.lower}; {attr.allowed_text()}"
+        if attr.upper is not None and value > attr.upper:
+            return f"{attr.name}={value} is above the upper bound {attr.upper}; {attr.allowed_text()}"
+        if attr.increment and attr.lower is not None and (value - attr.lower) % attr.increment:
+            return f"{attr.name}={value} is not a step of {attr.increment} from {attr.lower}"
+    elif t == "Boolean":
+        if not isinstance(value, bool):
+            return f"{attr.name}={value!r} must be true or false"
+    elif t in ("String", "Password"):
+        if not isinstance(value, str):
+            return f"{attr.name}={value!r} must be a string; {attr.allowed_text()}"
+        if attr.max_length is not None and len(value) > attr.max_length:
+            return f"{attr.name} is {len(value)} characters, longer than MaxLength {attr.max_length}"
+        if attr.min_length is not None and len(value) < attr.min_length:
+            return f"{attr.name} is {len(value)} characters, shorter than MinLength {attr.min_length}"
+        if attr.expression and not re.fullmatch(attr.expression, value):
+            return f"{attr.name}={value!r} does not match /{attr.expression}/"
+    return None
+
+
+def validate(desired: list[Desired], registry: Registry, current: dict[str, Any],
+             pending: dict[str, Any] | None = None, host: str = "") -> None:
+    """Raise BiosValidationError listing every problem; return None when all desired values may be written."""
+    import difflib
+
+    problems: list[str] = []
+    after = {**current, **(pending or {}), **{d.attribute: d.value for d in desired}}
+    for d in desired:
+        attr = registry.attributes.get(d.attribute)
+        if attr is None:
+            close = difflib.get_close_matches(d.attribute, list(registry.attributes), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(f"{host}/{d.attribute}: not in registry {registry.id}{hint} [from {d.setting}]")
+            continue
+        eff = registry.effective(d.attribute, after)
+        bad = _check_value(eff, d.value, host)
+        if bad:
+            problems.append(f"{host}/{bad} [from {d.setting}]")
+            continue
+        unchanged = current.get(d.attribute) == d.value and (pending or {}).get(d.attribute, d.value) == d.value
+        if eff.read_only or eff.gray_out:
+            if unchanged:
+                continue  # already right: nothing to write, a read-only attribute is fine
+            why = "is ReadOnly"
+            blockers = registry.blocking(d.attribute, after)
+            if blockers and not attr.read_only:
+                why = "is made read-only by registry dependency: " + "; ".join(b.describe() for b in blockers)
+            problems.append(f"{host}/{d.attribute} {why}; it cannot be set to {d.value!r} "
+                            f"(current {current.get(d.attribute)!r}) [from {d.setting}]")
+            continue
+        for dep, forced in registry.forced_values(d.attribute, after):
+            if forced != d.value:
+                problems.append(f"{host}/{d.attribute}={d.value!r} conflicts with registry dependency: "
+                                f"{dep.describe()} [from {d.setting}]")
+    if problems:
+        raise BiosValidationError(problems, host or None)
+
+
+def make_plan(desired: list[Desired], registry: Registry, current: dict[str, Any],
+              settings_attrs: dict[str, Any] | None = None, host: str = "") -> Plan:
+    """Validate, then diff. ``settings_attrs`` is the settings object's Attributes (pending values)."""
+    pending = pending_values(current, settings_attrs)
+    validate(desired, registry, current, pending, host)
+    plan = Plan(registry.id)
+    for d in desired:
+        cur = current.get(d.attribute)
+        pend = pending.get(d.attribute)
+        effective = pend if d.attribute in pending else cur
+        if effective == d.value:
+            action = "ok" if cur == d.value else "pending"
+        else:
+            action = "change"
+        plan.items.append(PlanItem(d.attribute, d.setting, d.value, cur, pend, action, d.resolved))
+    return plan

@@ -1,0 +1,259 @@
+"""BIOS profiles: Jinja2 templates over inventory facts that render to abstract settings (pure core).
+
+A profile is ``bios/profiles/<name>.yaml.j2``. It renders (with StrictUndefined, so a misspelled fact is an
+error) to YAML of this shape -- docs/bios-profiles.md is the full reference::
+
+    description: free text
+    extends: epyc-baseline          # optional; the parent renders over the same facts, the child wins
+    settings:                       # abstract settings, validated by SETTINGS_SCHEMA
+      numa_nodes_per_socket: 4
+      pcie_aspm: l0s
+    raw:                            # escape hatch: vendor AttributeName -> value, per vendor flavour
+      dell: {ProcCStates: Disabled}
+
+``render_profile(name, facts)`` returns a ``Profile`` with the merged settings, merged raw attributes and the
+chain of files it came from. Every error names the file (and line) and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jsonschema
+import yaml
+
+from .errors import ProfileError
+
+VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
+
+# The abstract settings a profile may set. Values are the profile author's vocabulary; vendors.py maps them.
+SETTINGS_SCHEMA: dict[str, dict] = {
+    "numa_nodes_per_socket": {"enum": [0, 1, 2, 4],
+                              "description": "NPS: NUMA nodes per socket (0 = one node for the whole machine)"},
+    "llc_as_numa": {"type": "boolean", "description": "report each L3 cache (CCX/CCD) as its own NUMA domain"},
+    "memory_interleaving": {"type": "boolean", "description": "interleave memory across channels/dies"},
+    "pcie_acs": {"type": "boolean", "description": "PCIe Access Control Services (off lets P2P DMA go direct)"},
+    "pcie_aspm": {"enum": ["disabled", "l0s", "l1", "l0s_l1"], "description": "PCIe link power states allowed"},
+    "iommu": {"type": "boolean", "description": "AMD IOMMU (AMD-Vi)"},
+    "sriov": {"type": "boolean", "description": "SR-IOV support"},
+    "determinism": {"enum": ["performance", "power"], "description": "AMD determinism slider"},
+}
+
+PROFILE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "extends": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        "settings": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": SETTINGS_SCHEMA,
+        },
+        "raw": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {v: {"type": ["object", "null"],
+                               "propertyNames": {"pattern": r"^[A-Za-z0-9_.:\[\]-]+$"},
+                               "additionalProperties": {"type": ["string", "integer", "boolean"]}}
+                           for v in VENDORS},
+        },
+    },
+}
+
+
+def default_profiles_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "bios" / "profiles"
+
+
+@dataclass
+class Profile:
+    name: str
+    settings: dict[str, Any]                      # abstract setting -> value (merged over the extends chain)
+    raw: dict[str, dict[str, Any]]                # vendor -> AttributeName -> value
+    chain: list[str] = field(default_factory=list)   # files, child first
+    description: str = ""
+    origin: dict[str, str] = field(default_factory=dict)  # setting -> profile name that set it
+
+    def raw_for(self, vendor: str) -> dict[str, Any]:
+        return dict(self.raw.get(vendor) or {})
+
+
+def host_facts(host) -> dict[str, Any]:
+    """The facts a profile renders over, from an inventory Host (numaforge.inventory.model.Host)."""
+    hw = host.hardware
+    vendor = hw.vendor or (host.bmc.vendor if host.bmc and host.bmc.vendor != "auto" else None)
+    return {
+        "host": host.name,
+        "vendor": vendor or "generic",
+        "model": hw.platform or "",
+        "sockets": hw.sockets or 1,
+        "cpu_model": hw.cpu_model or "",
+        "gpus": list(hw.gpus),
+        "gpu_count": len(hw.gpus),
+        "nics": list(hw.nics),
+        "nic_count": len(hw.nics),
+        "groups": list(host.groups),
+        "vars": dict(host.vars),
+    }
+
+
+def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
+    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file."""
+    profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
+    if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
+        p = Path(name)
+        if p.is_file():
+            return p
+        raise ProfileError(f"profile file {name} does not exist", name, "check the path")
+    p = profiles_dir / f"{name}.yaml.j2"
+    if p.is_file():
+        return p
+    known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
+    close = difflib.get_close_matches(name, known, n=1)
+    fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
+    raise ProfileError(f"unknown BIOS profile '{name}'", str(profiles_dir), fix)
+
+
+def _template_line(exc: BaseException, filename: str) -> int | None:
+    line = getattr(exc, "lineno", None)
+    if line:
+        return line
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            found = tb.tb_lineno
+        tb = tb.tb_next
+    return found
+
+
+def render_text(path: Path, facts: dict[str, Any]) -> str:
+    """Render one template file with StrictUndefined; errors carry file:line."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    if not os.access(path, os.R_OK):
+        raise ProfileError("cannot read profile", str(path), "check the file permissions")
+    try:
+        template = env.get_template(path.name)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ProfileError(f"template syntax error: {exc.message}", f"{path}:{exc.lineno}",
+                           "fix the Jinja2 syntax at that line") from None
+    try:
+        return template.render(**facts)
+    except jinja2.UndefinedError as exc:
+        line = _template_line(exc, template.filename)
+        where = f"{path}:{line}" if line else str(path)
+        raise ProfileError(f"template uses an undefined value: {exc.message}", where,
+                           f"profiles can use: {', '.join(sorted(facts))} "
+                           "(guard optional ones with `is defined`)") from None
+    except jinja2.TemplateError as exc:
+        line = _template_line(exc, template.filename)
+        where = f"{path}:{line}" if line else str(path)
+        raise ProfileError(f"template failed: {exc}", where, "fix the template expression") from None
+
+
+def _key_lines(text: str) -> dict[tuple, int]:
+    """Line (1-based, in the rendered text) of every mapping key path, for error messages."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path: tuple):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value
+                lines[path + (key,)] = k.start_mark.line + 1
+                walk(v, path + (key,))
+
+    try:
+        walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    except yaml.YAMLError:
+        pass
+    return lines
+
+
+def parse_rendered(text: str, path: Path) -> dict:
+    """Parse and schema-check one rendered profile document."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        snippet = text.splitlines()[line - 1].strip() if line and line <= len(text.splitlines()) else ""
+        where = f"{path} (rendered line {line}: {snippet!r})" if line else str(path)
+        raise ProfileError(f"rendered profile is not valid YAML: {getattr(exc, 'problem', exc)}", where,
+                           "check the template output with `invoke bios-plan --show-rendered`") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ProfileError("a profile must render to a mapping (description/extends/settings/raw)", str(path),
+                           "start the profile with `settings:`")
+    lines = _key_lines(text)
+    validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        keypath = tuple(str(p) for p in err.absolute_path)
+        where_line = None
+        if err.validator == "additionalProperties":
+            extra = [k for k in (err.instance or {}) if k not in (err.schema.get("properties") or {})]
+            if extra:
+                keypath = keypath + (extra[0],)
+                known = list((err.schema.get("properties") or {}).keys())
+                close = difflib.get_close_matches(extra[0], known, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                where_line = lines.get(keypath)
+                where = f"{path}:{where_line}" if where_line else str(path)
+                raise ProfileError(f"unknown key '{'.'.join(keypath)}'", where,
+                                   f"{hint}allowed here: {', '.join(known)}") from None
+        where_line = lines.get(keypath) or lines.get(keypath[:-1])
+        where = f"{path} (rendered line {where_line})" if where_line else str(path)
+        allowed = ""
+        if "enum" in err.schema:
+            allowed = "allowed values: " + ", ".join(repr(v) for v in err.schema["enum"])
+        elif "type" in err.schema:
+            allowed = f"expected {err.schema['type']}"
+        raise ProfileError(f"'{'.'.join(keypath) or '<top>'}': {err.message}", where,
+                           allowed or "see docs/bios-profiles.md") from None
+    return doc
+
+
+def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None = None) -> Profile:
+    """Render a profile and its ``extends`` chain over ``facts``; the child overrides the parent."""
+    chain: list[tuple[str, Path, dict]] = []
+    seen: list[str] = []
+    current = name
+    while current is not None:
+        path = find_profile(current, profiles_dir)
+        key = str(path.resolve())
+        if key in seen:
+            names = " -> ".join(Path(s).name for s in seen + [key])
+            raise ProfileError(f"profiles extend each other in a cycle: {names}", str(path),
+                               "remove one of the `extends:` lines")
+        seen.append(key)
+        doc = parse_rendered(render_text(path, facts), path)
+        chain.append((_profile_name(path), path, doc))
+        current = doc.get("extends")
+        profiles_dir = path.parent  # a parent is looked up next to its child
+    settings: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    raw: dict[str, dict[str, Any]] = {}
+    for pname, _path, doc in reversed(chain):  # parent first, child last wins
+        for k, v in (doc.get("settings") or {}).items():
+            settings[k] = v
+            origin[k] = pname
+        for vendor, attrs in (doc.get("raw") or {}).items():
+            raw.setdefault(vendor, {}).update(attrs or {})
+    head = chain[0][2]
+    return Profile(name=chain[0][0], settings=settings, raw=raw, chain=[str(p) for _, p, _ in chain],
+                   description=str(head.get("description", "")), origin=origin)
+
+
+def _profile_name(path: Path) -> str:
+    return re.sub(r"\.ya?ml(\.j2)?$", "", path.name)

@@ -1,0 +1,183 @@
+"""A BIOS AttributeRegistry (DMTF AttributeRegistry schema) as data: attributes, their rules, dependencies.
+
+Pure: built from the registry JSON document; the redfish adapter fetches it. Only what validation needs is
+modelled: Type, ReadOnly, Hidden/GrayOut, Value[] (enumerations), LowerBound/UpperBound/ScalarIncrement,
+MinLength/MaxLength/ValueExpression, and ``Dependencies`` of Type ``Map``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Attribute:
+    name: str
+    type: str
+    display_name: str = ""
+    read_only: bool = False
+    hidden: bool = False
+    gray_out: bool = False
+    values: list[str] = field(default_factory=list)             # Enumeration ValueName
+    value_display: dict[str, str] = field(default_factory=dict)  # ValueName -> ValueDisplayName
+    lower: int | float | None = None
+    upper: int | float | None = None
+    increment: int | float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    expression: str | None = None
+    raw: dict = field(default_factory=dict)
+
+    def allowed_text(self) -> str:
+        if self.type == "Enumeration":
+            return "allowed: " + ", ".join(self.values)
+        if self.type == "Integer":
+            return f"allowed: integer {self.lower if self.lower is not None else '-inf'}.." \
+                   f"{self.upper if self.upper is not None else 'inf'}" \
+                   + (f" in steps of {self.increment}" if self.increment else "")
+        if self.type == "Boolean":
+            return "allowed: true, false"
+        if self.type in ("String", "Password"):
+            parts = []
+            if self.min_length is not None:
+                parts.append(f"at least {self.min_length} characters")
+            if self.max_length is not None:
+                parts.append(f"at most {self.max_length} characters")
+            if self.expression:
+                parts.append(f"matching /{self.expression}/")
+            return "allowed: string" + (" " + ", ".join(parts) if parts else "")
+        return f"type {self.type}"
+
+
+@dataclass
+class MapDependency:
+    """``Dependencies[].Dependency`` of Type Map: if MapFrom conditions hold, MapToProperty of MapToAttribute = MapToValue."""
+
+    for_attribute: str
+    conditions: list[dict]
+    to_attribute: str
+    to_property: str
+    to_value: Any
+
+    def describe(self) -> str:
+        parts = []
+        for i, c in enumerate(self.conditions):
+            term = f" {c.get('MapTerms', 'AND')} " if i else ""
+            parts.append(f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} "
+                         f"{c.get('MapFromValue')!r}")
+        return f"if {''.join(parts)} then {self.to_attribute}.{self.to_property} = {self.to_value!r}"
+
+    def holds(self, state: dict[str, Any]) -> bool:
+        result: bool | None = None
+        for c in self.conditions:
+            ok = _compare(state.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"),
+                          c.get("MapFromValue"))
+            if result is None:
+                result = ok
+            elif c.get("MapTerms", "AND") == "OR":
+                result = result or ok
+            else:
+                result = result and ok
+        return bool(result)
+
+
+def _compare(left, op: str, right) -> bool:
+    try:
+        if op == "EQU":
+            return left == right
+        if op == "NEQ":
+            return left != right
+        if left is None:
+            return False
+        if op == "GTR":
+            return left > right
+        if op == "GEQ":
+            return left >= right
+        if op == "LSS":
+            return left < right
+        if op == "LEQ":
+            return left <= right
+    except TypeError:
+        return False
+    return False
+
+
+@dataclass
+class Registry:
+    id: str
+    attributes: dict[str, Attribute]
+    dependencies: list[MapDependency] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Registry":
+        entries = doc.get("RegistryEntries") or {}
+        attrs: dict[str, Attribute] = {}
+        for a in entries.get("Attributes") or []:
+            name = a.get("AttributeName")
+            if not name:
+                continue
+            values = [v.get("ValueName") for v in a.get("Value") or [] if v.get("ValueName") is not None]
+            attrs[name] = Attribute(
+                name=name, type=a.get("Type", "String"), display_name=a.get("DisplayName") or "",
+                read_only=bool(a.get("ReadOnly", False)), hidden=bool(a.get("Hidden", False)),
+                gray_out=bool(a.get("GrayOut", False)), values=values,
+                value_display={v.get("ValueName"): v.get("ValueDisplayName") or "" for v in a.get("Value") or []},
+                lower=a.get("LowerBound"), upper=a.get("UpperBound"), increment=a.get("ScalarIncrement"),
+                min_length=a.get("MinLength"), max_length=a.get("MaxLength"),
+                expression=a.get("ValueExpression"), raw=a)
+        deps = []
+        for d in entries.get("Dependencies") or []:
+            if d.get("Type", "Map") != "Map":
+                continue
+            dep = d.get("Dependency") or {}
+            deps.append(MapDependency(for_attribute=d.get("DependencyFor") or dep.get("MapToAttribute", ""),
+                                      conditions=list(dep.get("MapFrom") or []),
+                                      to_attribute=dep.get("MapToAttribute", ""),
+                                      to_property=dep.get("MapToProperty", ""),
+                                      to_value=dep.get("MapToValue")))
+        return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps)
+
+    def by_display_name(self, pattern: str) -> list[Attribute]:
+        rx = re.compile(pattern, re.IGNORECASE)
+        return [a for a in self.attributes.values() if rx.search(a.display_name or "")]
+
+    def by_name_pattern(self, pattern: str) -> list[Attribute]:
+        rx = re.compile(pattern)
+        return [a for a in self.attributes.values() if rx.search(a.name)]
+
+    def effective(self, name: str, state: dict[str, Any]) -> Attribute:
+        """The attribute with every Map dependency that holds in ``state`` applied to its properties."""
+        base = self.attributes[name]
+        a = Attribute(**{**base.__dict__})
+        for dep in self.dependencies:
+            if dep.to_attribute != name or not dep.holds(state):
+                continue
+            prop = dep.to_property
+            if prop == "ReadOnly":
+                a.read_only = bool(dep.to_value)
+            elif prop == "Hidden":
+                a.hidden = bool(dep.to_value)
+            elif prop == "GrayOut":
+                a.gray_out = bool(dep.to_value)
+            elif prop == "LowerBound":
+                a.lower = dep.to_value
+            elif prop == "UpperBound":
+                a.upper = dep.to_value
+            elif prop == "MinLength":
+                a.min_length = dep.to_value
+            elif prop == "MaxLength":
+                a.max_length = dep.to_value
+        return a
+
+    def forced_values(self, name: str, state: dict[str, Any]) -> list[tuple[MapDependency, Any]]:
+        """Dependencies that force ``name``'s CurrentValue in ``state``."""
+        return [(d, d.to_value) for d in self.dependencies
+                if d.to_attribute == name and d.to_property == "CurrentValue" and d.holds(state)]
+
+    def blocking(self, name: str, state: dict[str, Any]) -> list[MapDependency]:
+        """Dependencies that make ``name`` ReadOnly/GrayOut in ``state`` (for the error message)."""
+        return [d for d in self.dependencies
+                if d.to_attribute == name and d.to_property in ("ReadOnly", "GrayOut") and d.to_value is True
+                and d.holds(state)]
