@@ -1,0 +1,9 @@
+"""Redfish BMC simulator (issue 6): vendor-shaped BMCs (dell, hpe, supermicro, lenovo, generic) with BIOS
+attribute registries, pending settings applied only on a host reset, ETags, sessions, TLS, Dell-like config
+jobs, timed power transitions and fault injection. See docs/bmc-simulator.md."""
+
+from .errors import BMCSimulatorError
+from .flavours import FLAVOURS, load_flavour
+from .server import BMCSimulator
+
+__all__ = ["BMCSimulator", "BMCSimulatorError", "FLAVOURS", "load_flavour"]

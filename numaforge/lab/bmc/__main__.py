@@ -1,0 +1,92 @@
+"""Run one simulated BMC as a daemon (for `invoke lab-up`):
+
+    python -m numaforge.lab.bmc --flavour dell --port 8443 --state-dir .lab/bmc
+
+Writes STATE_DIR/{ca.pem,password,pid,url}; `password` (mode 0600) holds a random password, kept across
+restarts, for a `file:` secret reference in the inventory. Stops cleanly on SIGTERM/SIGINT (pid and url files
+are removed). Exit 2 with a message for bad options or a busy port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ...errors import NumaforgeError
+from .errors import BMCSimulatorError
+from .flavours import FLAVOURS
+from .server import BMCSimulator
+
+
+def _password(state_dir: Path) -> str:
+    path = state_dir / "password"
+    if path.exists():
+        pw = path.read_text().strip()
+        if pw:
+            return pw
+    pw = secrets.token_urlsafe(18)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(pw + "\n")
+    return pw
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m numaforge.lab.bmc", description="numaforge Redfish BMC simulator")
+    ap.add_argument("--flavour", choices=FLAVOURS, default="generic", help="vendor shape of the BMC")
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=8443, help="TCP port (0 = any free port; see STATE_DIR/url)")
+    ap.add_argument("--state-dir", default=".lab/bmc", help="where ca.pem, password, pid, url and state live")
+    ap.add_argument("--username", default="admin", help="account name (default admin)")
+    ap.add_argument("--power-delay", type=float, default=5.0, help="seconds a power transition takes")
+    ap.add_argument("--no-tls", action="store_true", help="serve plain HTTP (tests of the --insecure path only)")
+    ap.add_argument("--verbose", action="store_true", help="log every request")
+    args = ap.parse_args(argv)
+    state_dir = Path(args.state_dir)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        pid_file = state_dir / "pid"
+        if pid_file.exists():
+            try:
+                other = int(pid_file.read_text().strip())
+                os.kill(other, 0)
+            except (ValueError, ProcessLookupError, PermissionError):
+                pass
+            else:
+                raise BMCSimulatorError(f"a simulator (pid {other}) already runs with this state directory",
+                                        str(state_dir), f"stop it (kill {other}) or use another --state-dir")
+        sim = BMCSimulator(flavour=args.flavour, host=args.host, port=args.port, tls=not args.no_tls,
+                           username=args.username, password=_password(state_dir),
+                           power_delay=args.power_delay, state_dir=state_dir, verbose=args.verbose)
+        sim.start()
+    except NumaforgeError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        print(f"error: {state_dir}: {exc.strerror}\n  fix: choose a writable --state-dir", file=sys.stderr)
+        return 2
+    pid_file.write_text(f"{os.getpid()}\n")
+    (state_dir / "url").write_text(sim.url + "\n")
+    print(f"bmc-sim: {args.flavour} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
+          + (f", CA {sim.ca_file}" if sim.ca_file else "") + ")", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    sim.stop()
+    for name in ("pid", "url"):
+        try:
+            (state_dir / name).unlink()
+        except FileNotFoundError:
+            pass
+    print("bmc-sim: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

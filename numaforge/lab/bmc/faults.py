@@ -1,0 +1,72 @@
+"""Fault injection: a queue of faults, each matching request paths by regex (and optionally a method), used
+up after ``count`` matches.
+
+Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After header, default 1 s),
+"slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
+"bad_json" (200 with a truncated JSON body). A fault fires BEFORE the request is processed (nothing changes
+on the BMC) unless ``after=True`` (the change happens, then the answer is lost: the retry hazard).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+KINDS = ("5xx", "503", "slow", "reset", "bad_json")
+
+
+@dataclass
+class Fault:
+    kind: str
+    pattern: re.Pattern
+    count: int
+    method: str | None = None
+    after: bool = False
+    options: dict = field(default_factory=dict)
+
+
+class FaultPlan:
+    def __init__(self):
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self.fired: list[tuple[str, str, str]] = []   # (kind, method, path)
+
+    def add(self, kind: str, path_regex: str = ".*", count: int = 1, method: str | None = None,
+            after: bool = False, **options) -> Fault:
+        if kind not in KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        if after and kind not in ("5xx", "reset", "bad_json"):
+            raise ValueError("after=True only makes sense for 5xx, reset and bad_json")
+        allowed = {"5xx": {"status"}, "503": {"retry_after"}, "slow": {"seconds"}, "reset": set(), "bad_json": set()}
+        unknown = set(options) - allowed[kind]
+        if unknown:
+            raise ValueError(f"fault {kind} takes no option(s) {sorted(unknown)}")
+        fault = Fault(kind, re.compile(path_regex), count, method.upper() if method else None, after, options)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def take(self, method: str, path: str, after: bool) -> Fault | None:
+        """The first live fault matching this request at this stage (before/after processing), used once."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.after != after or (fault.method and fault.method != method):
+                    continue
+                if fault.pattern.search(path):
+                    fault.count -= 1
+                    if fault.count == 0:
+                        self._faults.remove(fault)
+                    self.fired.append((fault.kind, method, path))
+                    return fault
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(f.count for f in self._faults)

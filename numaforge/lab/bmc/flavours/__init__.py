@@ -1,0 +1,179 @@
+"""Per-flavour data of the BMC simulator: resource ids, paths and the BIOS attribute registry.
+
+Each ``<name>.yaml`` here is the spec of one vendor-shaped BMC (see docs/bmc-simulator.md). ``load_flavour``
+turns it into a ``Flavour``: the short attribute list becomes a DSP0266/DSP8010 AttributeRegistry document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from ..errors import BMCSimulatorError
+
+HERE = Path(__file__).resolve().parent
+FLAVOURS = ("dell", "hpe", "supermicro", "lenovo", "generic")
+
+
+@dataclass(frozen=True)
+class Flavour:
+    name: str
+    vendor: str
+    model: str
+    bios_version: str
+    system_id: str
+    manager_id: str
+    manager_model: str
+    manager_firmware: str
+    settings_path: str          # canonical @odata.id of the settings (pending) object
+    settings_link: str          # what @Redfish.Settings.SettingsObject says (may differ in case/slash)
+    settings_shows: str         # "full" (current + pending) or "pending_only"
+    registry_id: str
+    registry_uri: str
+    supported_apply_times: tuple
+    jobs: str                   # "dell" or "none"
+    jobs_path: str | None
+    trailing_slash: bool
+    case_insensitive_paths: bool
+    registry: dict = field(repr=False)   # the AttributeRegistry document
+    defaults: dict = field(repr=False)   # AttributeName -> default value
+
+    @property
+    def system_path(self) -> str:
+        return f"/redfish/v1/Systems/{self.system_id}"
+
+    @property
+    def manager_path(self) -> str:
+        return f"/redfish/v1/Managers/{self.manager_id}"
+
+    @property
+    def bios_path(self) -> str:
+        return f"{self.system_path}/Bios"
+
+    def attribute(self, name: str) -> dict | None:
+        for entry in self.registry["RegistryEntries"]["Attributes"]:
+            if entry["AttributeName"] == name:
+                return entry
+        return None
+
+
+_TYPES = {"Enumeration", "String", "Integer", "Boolean", "Password"}
+
+
+def _entry(raw: dict, order: int, where: str) -> dict:
+    try:
+        name, display, kind = raw["name"], raw["display"], raw["type"]
+    except KeyError as exc:
+        raise BMCSimulatorError(f"attribute entry lacks '{exc.args[0]}'", where,
+                                "give every attribute name, display and type") from None
+    if kind not in _TYPES:
+        raise BMCSimulatorError(f"attribute {name} has unknown type {kind!r}", where,
+                                f"use one of {sorted(_TYPES)}")
+    entry = {
+        "AttributeName": name,
+        "DisplayName": display,
+        "HelpText": raw.get("help", f"{display}."),
+        "MenuPath": raw.get("menu", "./"),
+        "DisplayOrder": order,
+        "Type": kind,
+        "ReadOnly": bool(raw.get("read_only", False)),
+        "Hidden": False,
+        "ResetRequired": True,
+        "CurrentValue": None,
+        "DefaultValue": raw.get("default"),
+    }
+    if kind == "Enumeration":
+        values = raw.get("values") or []
+        if not values:
+            raise BMCSimulatorError(f"enumeration {name} has no values", where, "list its values")
+        entry["Value"] = [{"ValueName": str(v), "ValueDisplayName": str(v)} for v in values]
+        if str(raw.get("default")) not in [str(v) for v in values]:
+            raise BMCSimulatorError(f"default of {name} is not one of its values", where, "fix the default")
+    if kind == "Integer":
+        entry["LowerBound"] = int(raw["lower"])
+        entry["UpperBound"] = int(raw["upper"])
+        entry["ScalarIncrement"] = int(raw.get("increment", 1))
+    if kind == "String":
+        entry["MinLength"] = int(raw.get("min_length", 0))
+        entry["MaxLength"] = int(raw.get("max_length", 255))
+    return entry
+
+
+def _dependency(raw: dict, where: str) -> dict:
+    return {
+        "DependencyFor": raw["for"],
+        "Type": "Map",
+        "Dependency": {
+            "MapFrom": [{
+                "MapFromAttribute": raw["from"],
+                "MapFromCondition": raw.get("condition", "EQU"),
+                "MapFromProperty": "CurrentValue",
+                "MapFromValue": raw["value"],
+            }],
+            "MapToAttribute": raw["for"],
+            "MapToProperty": raw.get("property", "ReadOnly"),
+            "MapToValue": raw.get("to", True),
+        },
+    }
+
+
+def build_flavour(data: dict, where: str) -> Flavour:
+    raw_attrs = list(data.get("attributes") or [])
+    slot = data.get("slot_aspm")
+    if slot:
+        for n in range(1, int(slot["slots"]) + 1):
+            raw_attrs.append({"name": f"PciSlot{n}Aspm", "display": f"PCIe Slot {n} ASPM",
+                              "type": "Enumeration", "values": slot["values"], "default": slot["default"],
+                              "menu": "./PciOptions/PcieSlotOptions"})
+    entries = [_entry(raw, i + 1, f"{where}: attribute #{i + 1}") for i, raw in enumerate(raw_attrs)]
+    names = [e["AttributeName"] for e in entries]
+    if len(set(names)) != len(names):
+        raise BMCSimulatorError("duplicate attribute names", where, "make every AttributeName unique")
+    deps = [_dependency(d, where) for d in data.get("dependencies") or []]
+    for d in deps:
+        for ref in (d["DependencyFor"], d["Dependency"]["MapFrom"][0]["MapFromAttribute"]):
+            if ref not in names:
+                raise BMCSimulatorError(f"dependency names unknown attribute {ref}", where, "fix the dependency")
+    menus = sorted({e["MenuPath"] for e in entries})
+    registry = {
+        "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry",
+        "Id": data["registry_id"],
+        "Name": f"{data['model']} BIOS Attribute Registry",
+        "Description": "BIOS attribute registry of the numaforge BMC simulator",
+        "Language": "en",
+        "OwningEntity": data["vendor"],
+        "RegistryVersion": data["registry_id"].split(".", 1)[-1].lstrip("v").replace("_", "."),
+        "SupportedSystems": [{"ProductName": data["model"], "SystemId": data["system_id"],
+                              "FirmwareVersion": str(data["bios_version"])}],
+        "RegistryEntries": {
+            "Attributes": entries,
+            "Dependencies": deps,
+            "Menus": [{"MenuName": (m.strip("./").replace("/", "_") or "Main"), "DisplayName": m.strip("./") or "Main",
+                       "MenuPath": m, "DisplayOrder": i + 1, "ReadOnly": False, "Hidden": False}
+                      for i, m in enumerate(menus)],
+        },
+    }
+    defaults = {e["AttributeName"]: e["DefaultValue"] for e in entries}
+    return Flavour(
+        name=data["name"], vendor=data["vendor"], model=data["model"], bios_version=str(data["bios_version"]),
+        system_id=str(data["system_id"]), manager_id=str(data["manager_id"]),
+        manager_model=data["manager_model"], manager_firmware=str(data["manager_firmware"]),
+        settings_path=data["settings_path"], settings_link=data["settings_link"],
+        settings_shows=data.get("settings_shows", "full"), registry_id=data["registry_id"],
+        registry_uri=data["registry_uri"], supported_apply_times=tuple(data["supported_apply_times"]),
+        jobs=data.get("jobs", "none"), jobs_path=data.get("jobs_path"),
+        trailing_slash=bool(data.get("trailing_slash")), case_insensitive_paths=bool(data.get("case_insensitive_paths")),
+        registry=registry, defaults=defaults,
+    )
+
+
+@lru_cache(maxsize=None)
+def load_flavour(name: str) -> Flavour:
+    if name not in FLAVOURS:
+        raise BMCSimulatorError(f"unknown BMC flavour {name!r}", "--flavour",
+                                f"use one of: {', '.join(FLAVOURS)}")
+    path = HERE / f"{name}.yaml"
+    return build_flavour(yaml.safe_load(path.read_text()), str(path))

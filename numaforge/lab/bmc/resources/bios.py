@@ -1,0 +1,115 @@
+"""Bios (current values + @Redfish.Settings), the settings object (pending values; PATCH with If-Match and
+@Redfish.SettingsApplyTime, validated against the attribute registry), Bios.ResetBios, and the attribute
+registry JSON document at the flavour's registry Location URI."""
+
+from __future__ import annotations
+
+import copy
+
+from ..http import Response, error, etag_of, json_ok, lit, normalise
+from ..messages import error_body, message
+from ..state import iso
+from ..validation import validate_settings_patch
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    def bare(t: str) -> str:
+        t = t.strip()
+        return t[2:] if t.startswith("W/") else t
+    return any(part.strip() == "*" or bare(part) == bare(etag) for part in header.split(","))
+
+
+def register(sim) -> None:
+    f = sim.flavour
+    st = sim.state
+    settings_id = normalise(f.settings_path).rsplit("/", 1)[-1]
+    reset_bios_target = f"{f.bios_path}/Actions/Bios.ResetBios"
+    system_reset = f"{f.system_path}/Actions/ComputerSystem.Reset"
+
+    def settings_body() -> dict:
+        with st.lock:
+            attrs = dict(st.pending) if f.settings_shows == "pending_only" else {**st.current, **st.pending}
+            body = {
+                "@odata.id": sim.link(f.settings_path),
+                "@odata.type": "#Bios.v1_2_3.Bios",
+                "Id": settings_id,
+                "Name": "BIOS Configuration Pending Settings",
+                "AttributeRegistry": f.registry_id,
+                "Attributes": attrs,
+            }
+            if st.apply_time:
+                body["@Redfish.SettingsApplyTime"] = {"@odata.type": "#Settings.v1_4_0.PreferredApplyTime",
+                                                      "ApplyTime": st.apply_time}
+            return body
+
+    def bios(req):
+        st.advance()
+        with st.lock:
+            body = {
+                "@odata.id": sim.link(f.bios_path),
+                "@odata.type": "#Bios.v1_2_3.Bios",
+                "Id": "Bios",
+                "Name": "BIOS Configuration Current Settings",
+                "AttributeRegistry": f.registry_id,
+                "Attributes": dict(st.current),
+                "@Redfish.Settings": {
+                    "@odata.type": "#Settings.v1_4_0.Settings",
+                    "SettingsObject": {"@odata.id": f.settings_link},
+                    "ETag": etag_of(settings_body()),
+                    "Time": iso(st.settings_time),
+                    "SupportedApplyTimes": list(f.supported_apply_times),
+                    "Messages": copy.deepcopy(st.settings_messages),
+                },
+                "Actions": {"#Bios.ResetBios": {"target": reset_bios_target}},
+            }
+        return json_ok(body)
+
+    def get_settings(req):
+        st.advance()
+        return json_ok(settings_body(), allow="GET, HEAD, PATCH")
+
+    def patch_settings(req):
+        st.advance()
+        with st.lock:
+            current_etag = etag_of(settings_body())
+            if_match = req.headers.get("if-match")
+            if if_match is not None and not _etag_matches(if_match, current_etag):
+                return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
+            if f.jobs == "dell" and st.active_job() is not None:
+                return error(400, message("SYS011"))
+            problems = validate_settings_patch(f.registry, st.effective(), req.body, f.supported_apply_times)
+            if problems:
+                return error(400, *problems)
+            body = req.body
+            apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
+            st.stage(body.get("Attributes") or {}, apply_time)
+            new_etag = etag_of(settings_body())
+            if f.jobs == "dell":
+                if apply_time is None:
+                    return Response(200, {"@Message.ExtendedInfo": [message("SYS413")]}, {"ETag": new_etag})
+                job = st.create_job(f.settings_path)
+                location = f"{f.jobs_path}/{job['Id']}"
+                if apply_time == "Immediate":
+                    st.reset("ForceRestart")
+                return Response(202, {"@Message.ExtendedInfo": [message("SYS409")]},
+                                {"Location": location, "ETag": new_etag})
+            return Response(200, {"@Message.ExtendedInfo": [message("Success"),
+                                                            message("ResetRequired", system_reset, "ForceRestart")]},
+                            {"ETag": new_etag})
+
+    def reset_bios(req):
+        if f.jobs == "dell" and st.active_job() is not None:
+            return error(400, message("SYS011"))
+        st.reset_bios_defaults()
+        return Response(204)
+
+    def registry_doc(req):
+        return json_ok(copy.deepcopy(f.registry))
+
+    def patch_current(req):
+        return Response(405, error_body([message("OperationNotAllowed")]), {"Allow": "GET, HEAD"})
+
+    sim.router.add(lit(f.bios_path), get=bios, patch=patch_current, put=patch_current)
+    sim.router.add(lit(f.settings_path), get=get_settings, patch=patch_settings)
+    sim.router.add(lit(reset_bios_target), post=reset_bios)
+    sim.router.add(lit(f.registry_uri), get=registry_doc)

@@ -1,0 +1,56 @@
+"""Managers collection and the one Manager (the BMC). Its Reset restarts the BMC: sessions are dropped and the
+service answers 503 for a moment, but BIOS pending values are NOT applied (only a host reset does that)."""
+
+from __future__ import annotations
+
+from ..http import Response, error, json_ok, lit
+from ..messages import message
+
+MANAGER_RESET_TYPES = ("GracefulRestart", "ForceRestart")
+
+
+def register(sim) -> None:
+    f = sim.flavour
+    path = f.manager_path
+    target = f"{path}/Actions/Manager.Reset"
+
+    def collection(req):
+        return json_ok({
+            "@odata.id": sim.link("/redfish/v1/Managers"),
+            "@odata.type": "#ManagerCollection.ManagerCollection",
+            "Name": "Manager Collection",
+            "Members@odata.count": 1,
+            "Members": [{"@odata.id": sim.link(path)}],
+        })
+
+    def manager(req):
+        return json_ok({
+            "@odata.id": sim.link(path),
+            "@odata.type": "#Manager.v1_24_0.Manager",
+            "Id": f.manager_id,
+            "Name": "Manager",
+            "ManagerType": "BMC",
+            "Manufacturer": f.vendor,
+            "Model": f.manager_model,
+            "FirmwareVersion": f.manager_firmware,
+            "PowerState": "On",
+            "Status": {"State": "Enabled", "Health": "OK"},
+            "Links": {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]},
+            "Actions": {"#Manager.Reset": {"target": target,
+                                           "ResetType@Redfish.AllowableValues": list(MANAGER_RESET_TYPES)}},
+        })
+
+    def reset(req):
+        body = req.body if isinstance(req.body, dict) else {}
+        rt = body.get("ResetType")
+        if rt is None:
+            return error(400, message("ActionParameterMissing", "Manager.Reset", "ResetType"))
+        if rt not in MANAGER_RESET_TYPES:
+            return error(400, message("ActionParameterValueNotInList", str(rt), "ResetType", "Manager.Reset"))
+        sim.state.manager_reset()
+        sim.bmc_rebooting(min(sim.power_delay, 2.0))
+        return Response(204)
+
+    sim.router.add(lit("/redfish/v1/Managers"), get=collection)
+    sim.router.add(lit(path), get=manager)
+    sim.router.add(lit(target), post=reset)

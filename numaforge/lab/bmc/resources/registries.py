@@ -1,0 +1,35 @@
+"""Registries collection with the BIOS AttributeRegistry file (its Location points at the registry JSON)."""
+
+from __future__ import annotations
+
+from ..http import json_ok, lit
+
+
+def register(sim) -> None:
+    f = sim.flavour
+    base = "/redfish/v1/Registries"
+    file_path = f"{base}/{f.registry_id}"
+
+    def collection(req):
+        return json_ok({
+            "@odata.id": sim.link(base),
+            "@odata.type": "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+            "Name": "Registry File Collection",
+            "Members@odata.count": 1,
+            "Members": [{"@odata.id": sim.link(file_path)}],
+        })
+
+    def registry_file(req):
+        return json_ok({
+            "@odata.id": sim.link(file_path),
+            "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
+            "Id": f.registry_id,
+            "Name": "BIOS Attribute Registry File",
+            "Description": "Location of the BIOS attribute registry",
+            "Languages": ["en"],
+            "Registry": f.registry_id,
+            "Location": [{"Language": "en", "Uri": f.registry_uri}],
+        })
+
+    sim.router.add(lit(base), get=collection)
+    sim.router.add(lit(file_path), get=registry_file)

@@ -1,0 +1,69 @@
+"""Systems collection, the one ComputerSystem (PowerState with timed transitions) and its Reset action."""
+
+from __future__ import annotations
+
+import uuid
+
+from ..http import Response, error, json_ok, lit
+from ..messages import message
+from ..state import RESET_TYPES
+
+
+def register(sim) -> None:
+    f = sim.flavour
+    sys_path = f.system_path
+    reset_target = f"{sys_path}/Actions/ComputerSystem.Reset"
+
+    def collection(req):
+        return json_ok({
+            "@odata.id": sim.link("/redfish/v1/Systems"),
+            "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
+            "Name": "Computer System Collection",
+            "Members@odata.count": 1,
+            "Members": [{"@odata.id": sim.link(sys_path)}],
+        })
+
+    def system(req):
+        sim.state.advance()
+        st = sim.state
+        power = st.power
+        body = {
+            "@odata.id": sim.link(sys_path),
+            "@odata.type": "#ComputerSystem.v1_27_0.ComputerSystem",
+            "Id": f.system_id,
+            "Name": "System",
+            "SystemType": "Physical",
+            "Manufacturer": f.vendor,
+            "Model": f.model,
+            "SerialNumber": f"SIM{abs(hash(f.name)) % 10**7:07d}",
+            "UUID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"numaforge-bmc-sim/{f.name}/system")),
+            "BiosVersion": f.bios_version,
+            "PowerState": power,
+            "Status": {"State": "Enabled" if power == "On" else "StandbyOffline", "Health": "OK"},
+            "ProcessorSummary": {"Count": 2, "Model": "AMD EPYC 7763 64-Core Processor"},
+            "MemorySummary": {"TotalSystemMemoryGiB": 1024},
+            "Bios": {"@odata.id": sim.link(f.bios_path)},
+            "Links": {"ManagedBy": [{"@odata.id": sim.link(f.manager_path)}]},
+            "Actions": {"#ComputerSystem.Reset": {
+                "target": reset_target,
+                "ResetType@Redfish.AllowableValues": list(RESET_TYPES),
+            }},
+        }
+        return json_ok(body)
+
+    def reset(req):
+        body = req.body if isinstance(req.body, dict) else {}
+        if "ResetType" not in body:
+            return error(400, message("ActionParameterMissing", "ComputerSystem.Reset", "ResetType"))
+        extra = [k for k in body if k != "ResetType"]
+        if extra:
+            return error(400, message("ActionParameterUnknown", "ComputerSystem.Reset", extra[0]))
+        rt = body["ResetType"]
+        if rt not in RESET_TYPES:
+            return error(400, message("ActionParameterValueNotInList", str(rt), "ResetType", "ComputerSystem.Reset"))
+        sim.state.reset(rt)
+        return Response(204)
+
+    sim.router.add(lit("/redfish/v1/Systems"), get=collection)
+    sim.router.add(lit(sys_path), get=system)
+    sim.router.add(lit(reset_target), post=reset)

@@ -1,0 +1,362 @@
+"""The BMC simulator: an HTTPS (or HTTP) Redfish service on a ThreadingHTTPServer.
+
+``BMCSimulator`` is the API for tests and the lab daemon (``python -m numaforge.lab.bmc``). Every request is
+counted (``sim.requests``); faults (``sim.inject``) fire before (or, with after=True, after) processing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import socket
+import ssl
+import struct
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from .errors import BMCSimulatorError
+from .faults import FaultPlan
+from .flavours import load_flavour
+from .http import Request, Response, Router, error, method_not_allowed, normalise, not_found
+from .messages import message
+from .state import BMCState
+from .tls import ensure_certificates
+
+# resources anyone may read without credentials (DSP0266: service root, odata, $metadata; POST to Sessions)
+PUBLIC = {("GET", "/redfish"), ("GET", "/redfish/v1/"), ("GET", "/redfish/v1/odata"),
+          ("GET", "/redfish/v1/$metadata")}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "numaforge-bmc-sim/1.0"
+    sys_version = ""
+    timeout = 60
+    sim: "BMCSimulator"  # set on the subclass
+
+    def setup(self):
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(self.timeout)
+            try:
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError):
+                self.request.close()
+                raise ConnectionAbortedError
+        super().setup()
+
+    def handle(self):
+        try:
+            super().handle()
+        except (ConnectionError, ssl.SSLError, TimeoutError, socket.timeout):
+            self.close_connection = True
+
+    def log_message(self, fmt, *args):  # quiet; the daemon logs through sim.log
+        self.sim.log(fmt % args)
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_HEAD(self):
+        self._dispatch("HEAD")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    # ------------------------------------------------------------------------------------------
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self, method: str):
+        sim = self.sim
+        raw = self._read_body()
+        path = normalise(self.path)
+        sim._count(method, path)
+        fault = sim.faults.take(method, path, after=False)
+        if fault is not None and fault.kind == "slow":
+            time.sleep(float(fault.options.get("seconds", 2.0)))
+            fault = None
+        if fault is not None:
+            return self._fault(fault)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        req = Request(method, path, self.path, headers)
+        if raw:
+            try:
+                req.body = json.loads(raw)
+            except ValueError:
+                req.body_error = True
+        try:
+            resp = sim._handle(req)
+        except Exception as exc:  # a bug in the simulator: answer like a BMC would, and keep serving
+            sim.log(f"internal error on {method} {path}: {exc!r}")
+            sim.errors.append(f"{method} {path}: {exc!r}")
+            resp = error(500, message("InternalError"))
+        after = sim.faults.take(method, path, after=True)
+        if after is not None:
+            return self._fault(after)
+        self._send(resp, head=(method == "HEAD"))
+
+    def _fault(self, fault):
+        if fault.kind == "reset":
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if fault.kind == "503":
+            retry = fault.options.get("retry_after", 1)
+            resp = error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
+        elif fault.kind == "5xx":
+            resp = error(int(fault.options.get("status", 500)), message("InternalError"))
+        else:  # bad_json
+            resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
+        self._send(resp)
+
+    def _send(self, resp: Response, head: bool = False):
+        data = resp.payload()
+        self.send_response(resp.status)
+        if data or resp.status not in (204, 304):
+            self.send_header("Content-Type", resp.content_type)
+        self.send_header("OData-Version", "4.0")
+        self.send_header("Cache-Control", "no-cache")
+        for k, v in resp.headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", "0" if resp.status == 204 else str(len(data)))
+        self.end_headers()
+        if not head and resp.status != 204:
+            self.wfile.write(data)
+
+
+class BMCSimulator:
+    """A vendor-flavoured Redfish BMC on host:port. Use as a context manager or start()/stop()."""
+
+    def __init__(self, flavour: str = "generic", host: str = "127.0.0.1", port: int = 0, tls: bool = True,
+                 username: str = "admin", password: str | None = None, power_delay: float = 1.0,
+                 state_dir: str | Path | None = None, verbose: bool = False):
+        self.flavour = load_flavour(flavour)
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.username = username
+        self.password = password if password is not None else secrets.token_urlsafe(18)
+        self.power_delay = power_delay
+        self.verbose = verbose
+        self._own_state_dir = state_dir is None
+        self.state_dir = Path(tempfile.mkdtemp(prefix=f"bmc-{flavour}-")) if state_dir is None else Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state = BMCState(self.flavour, power_delay, self.state_dir / "state.json")
+        self.faults = FaultPlan()
+        self.requests: list[tuple[str, str]] = []
+        self.errors: list[str] = []                   # simulator bugs seen (tests assert it stays empty)
+        self.sessions: dict[str, dict] = {}          # token -> {"Id", "UserName", "created"}
+        self._session_seq = 0
+        self._lock = threading.Lock()
+        self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
+        self.ca_file: Path | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.router = Router(case_insensitive=self.flavour.case_insensitive_paths)
+        from .resources import register_all
+        register_all(self)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "BMCSimulator":
+        handler = type("Handler", (_Handler,), {"sim": self})
+        try:
+            server = _Server((self.host, self.port), handler, bind_and_activate=False)
+            server.server_bind()
+            server.server_activate()
+        except OSError as exc:
+            raise BMCSimulatorError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}",
+                                    f"{self.host}:{self.port}",
+                                    "pick a free port (or 0 for any) or stop what is listening there") from None
+        if self.tls:
+            self.ca_file, cert, key = ensure_certificates(self.state_dir, self.host)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.load_cert_chain(cert, key)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name=f"bmc-sim-{self.flavour.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=10)
+            self._server = None
+        if self._own_state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # ------------------------------------------------------------------ test API
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    @property
+    def system_path(self) -> str:
+        return self.flavour.system_path
+
+    @property
+    def manager_path(self) -> str:
+        return self.flavour.manager_path
+
+    @property
+    def bios_path(self) -> str:
+        return self.flavour.bios_path
+
+    @property
+    def settings_path(self) -> str:
+        return self.flavour.settings_path
+
+    def inject(self, kind: str, path_regex: str = ".*", count: int = 1, **kw):
+        """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json;
+        method="PATCH" limits it to one method; after=True fires after the request was processed."""
+        return self.faults.add(kind, path_regex, count, **kw)
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def count(self, method: str | None = None, path_regex: str | None = None) -> int:
+        import re
+        with self._lock:
+            return sum(1 for m, p in self.requests
+                       if (method is None or m == method) and (path_regex is None or re.search(path_regex, p)))
+
+    def bios_current(self) -> dict:
+        self.state.advance()
+        with self.state.lock:
+            return dict(self.state.current)
+
+    def bios_pending(self) -> dict:
+        self.state.advance()
+        with self.state.lock:
+            return dict(self.state.pending)
+
+    def power_state(self) -> str:
+        self.state.advance()
+        return self.state.power
+
+    def jobs(self) -> list[dict]:
+        self.state.advance()
+        with self.state.lock:
+            return [dict(j) for j in self.state.jobs.values()]
+
+    def set_bios(self, **attributes) -> None:
+        """Test setup: force current values (as if set in BIOS setup), bypassing Redfish."""
+        with self.state.lock:
+            unknown = set(attributes) - set(self.flavour.defaults)
+            if unknown:
+                raise KeyError(f"unknown attributes {sorted(unknown)}")
+            self.state.current.update(attributes)
+            self.state.save()
+
+    @property
+    def graceful_ignored(self) -> bool:
+        return self.state.graceful_ignored
+
+    @graceful_ignored.setter
+    def graceful_ignored(self, value: bool) -> None:
+        """When True the host OS ignores GracefulRestart/GracefulShutdown (a hung OS): only Force* works."""
+        self.state.graceful_ignored = bool(value)
+
+    def log(self, text: str) -> None:
+        if self.verbose:
+            print(f"bmc-sim[{self.flavour.name}]: {text}", flush=True)
+
+    # ------------------------------------------------------------------ request handling
+    def _count(self, method: str, path: str) -> None:
+        with self._lock:
+            self.requests.append((method, path))
+
+    def link(self, path: str) -> str:
+        """How this flavour spells a link (iLO-like flavours end links with '/')."""
+        if self.flavour.trailing_slash and not path.endswith("/"):
+            return path + "/"
+        return path
+
+    def new_session(self) -> tuple[str, dict]:
+        with self._lock:
+            self._session_seq += 1
+            token = secrets.token_hex(16)
+            sess = {"Id": str(self._session_seq), "UserName": self.username, "created": time.time()}
+            self.sessions[token] = sess
+            return token, sess
+
+    def _authenticate(self, req: Request) -> bool:
+        token = req.headers.get("x-auth-token")
+        if token:
+            with self._lock:
+                sess = self.sessions.get(token)
+            if sess is not None:
+                req.session_id = sess["Id"]
+                return True
+            return False
+        auth = req.headers.get("authorization", "")
+        if auth.lower().startswith("basic "):
+            import base64
+            try:
+                user, _, pw = base64.b64decode(auth[6:].strip()).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                return False
+            return secrets.compare_digest(user, self.username) and secrets.compare_digest(pw, self.password)
+        return False
+
+    def _handle(self, req: Request) -> Response:
+        if time.time() < self._unavailable_until:
+            retry = max(1, int(self._unavailable_until - time.time() + 0.999))
+            return error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
+        methods, groups = self.router.find(req.path)
+        public = (req.method in ("GET", "HEAD") and
+                  (req.method if req.method != "HEAD" else "GET", req.path) in PUBLIC)
+        is_login = req.method == "POST" and methods is not None and methods.get("_LOGIN")
+        if not public and not is_login and not self._authenticate(req):
+            return error(401, message("NoValidSession"),
+                         headers={"WWW-Authenticate": 'Basic realm="numaforge BMC simulator"'})
+        if methods is None:
+            return not_found(req)
+        handler = methods.get(req.method)
+        if handler is None:
+            allow = ", ".join(m for m in methods if not m.startswith("_"))
+            return method_not_allowed(allow)
+        if req.body_error:
+            return error(400, message("MalformedJSON"))
+        return handler(req, **groups)
+
+    def bmc_rebooting(self, seconds: float) -> None:
+        """The manager restarts: sessions are dropped and the service answers 503 for a while."""
+        with self._lock:
+            self.sessions.clear()
+        self._unavailable_until = time.time() + seconds

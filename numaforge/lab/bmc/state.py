@@ -1,0 +1,230 @@
+"""The simulated machine: power state with timed transitions, BIOS current/pending values, Dell-like config
+jobs and sessions. Thread-safe (one lock); time comes from an injectable clock so the core is tested
+without sleeping. Timed transitions are evaluated lazily (``advance``) whenever the state is read.
+
+BIOS semantics (the behaviours users trip over on real BMCs):
+- a PATCH only stages values in ``pending``; they become ``current`` when the HOST boots (a system reset or
+  power-on), never on a BMC (manager) reset;
+- Dell-like: pending values apply only through a BIOS config job; without one they stay pending across
+  reboots; while a config job is scheduled or running, new PATCHes and new jobs are refused (SYS011).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .flavours import Flavour
+
+RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart")
+ACTIVE_JOB_STATES = ("Scheduled", "Running")
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
+class BMCState:
+    def __init__(self, flavour: Flavour, power_delay: float = 1.0, state_file: Path | None = None,
+                 clock=time.time):
+        self.flavour = flavour
+        self.power_delay = float(power_delay)
+        self.state_file = state_file
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.power = "On"
+        self.events: list[tuple[float, str]] = []     # (due time, "off" | "boot")
+        self.current = dict(flavour.defaults)
+        self.pending: dict = {}
+        self.apply_time: str | None = None           # ApplyTime requested with the pending values
+        self.settings_time: float = clock()          # when the settings last changed / applied
+        self.settings_messages: list[dict] = []      # @Redfish.Settings.Messages of the last apply
+        self.jobs: dict[str, dict] = {}
+        self.boot_count = 0
+        self.manager_resets = 0
+        self.graceful_ignored = False                # a hung OS ignores graceful shutdown requests
+        if state_file is not None and state_file.exists():
+            self._load()
+
+    # ---------------------------------------------------------------- persistence
+    def _snapshot(self) -> dict:
+        return {"flavour": self.flavour.name, "power": self.power, "events": self.events,
+                "current": self.current, "pending": self.pending, "apply_time": self.apply_time,
+                "settings_time": self.settings_time, "settings_messages": self.settings_messages,
+                "jobs": self.jobs, "boot_count": self.boot_count, "manager_resets": self.manager_resets}
+
+    def _load(self) -> None:
+        data = json.loads(self.state_file.read_text())
+        if data.get("flavour") != self.flavour.name:
+            return
+        self.power = data["power"]
+        self.events = [tuple(e) for e in data["events"]]
+        self.current = {**self.flavour.defaults, **{k: v for k, v in data["current"].items()
+                                                    if k in self.flavour.defaults}}
+        self.pending = data["pending"]
+        self.apply_time = data["apply_time"]
+        self.settings_time = data["settings_time"]
+        self.settings_messages = data["settings_messages"]
+        self.jobs = data["jobs"]
+        self.boot_count = data["boot_count"]
+        self.manager_resets = data["manager_resets"]
+
+    def save(self) -> None:
+        if self.state_file is None:
+            return
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._snapshot(), indent=1, sort_keys=True))
+        os.replace(tmp, self.state_file)
+
+    # ---------------------------------------------------------------- time
+    def advance(self) -> None:
+        """Run every timed transition that is due."""
+        with self.lock:
+            now = self.clock()
+            changed = False
+            while self.events and self.events[0][0] <= now:
+                _, what = self.events.pop(0)
+                changed = True
+                if what == "off":
+                    self.power = "Off"
+                elif what == "boot":
+                    self._boot()
+            if changed:
+                self.save()
+
+    def _schedule(self, delay: float, what: str) -> None:
+        self.events.append((self.clock() + delay, what))
+        self.events.sort()
+
+    def _boot(self) -> None:
+        """The host powers on and runs POST: this is where BIOS settings apply."""
+        self.power = "On"
+        self.boot_count += 1
+        if self.flavour.jobs == "dell":
+            job = self.active_job()
+            if job is not None:
+                self._apply_pending()
+                job.update(JobState="Completed", PercentComplete=100, EndTime=iso(self.clock()),
+                           Message="Job completed successfully.", MessageId="PR19")
+        elif self.pending:
+            self._apply_pending()
+
+    def _apply_pending(self) -> None:
+        self.current.update(self.pending)
+        applied = sorted(self.pending)
+        self.pending = {}
+        self.apply_time = None
+        self.settings_time = self.clock()
+        self.settings_messages = [{"MessageId": "Base.1.22.Success", "Message": "The request completed successfully.",
+                                   "RelatedProperties": [f"#/Attributes/{a}" for a in applied]}]
+
+    # ---------------------------------------------------------------- power
+    def reset(self, reset_type: str) -> None:
+        """Start a system reset; transitions complete power_delay seconds later."""
+        with self.lock:
+            self.advance()
+            d = self.power_delay
+            if reset_type == "ForceOff":
+                self.events = []
+                self.power = "Off"
+            elif reset_type == "GracefulShutdown":
+                if self.power == "On" and not self.graceful_ignored:
+                    self.power = "PoweringOff"
+                    self.events = []
+                    self._schedule(d, "off")
+            elif reset_type == "On":
+                if self.power == "Off":
+                    self.power = "PoweringOn"
+                    self._begin_jobs()
+                    self._schedule(d, "boot")
+            elif reset_type in ("GracefulRestart", "ForceRestart"):
+                if reset_type == "GracefulRestart" and self.power == "On" and self.graceful_ignored:
+                    pass
+                else:
+                    self.events = []
+                    self.power = "Off"
+                    self._begin_jobs()
+                    self._schedule(d, "boot")
+            else:
+                raise ValueError(reset_type)
+            self.save()
+
+    def _begin_jobs(self) -> None:
+        for job in self.jobs.values():
+            if job["JobState"] == "Scheduled":
+                job.update(JobState="Running", PercentComplete=50, Message="Task is running.", MessageId="PR20")
+
+    def manager_reset(self) -> None:
+        """A BMC reset: the manager restarts; BIOS pending values stay pending."""
+        with self.lock:
+            self.manager_resets += 1
+            self.save()
+
+    # ---------------------------------------------------------------- BIOS
+    def effective(self) -> dict:
+        with self.lock:
+            return {**self.current, **self.pending}
+
+    def stage(self, attributes: dict, apply_time: str | None) -> None:
+        with self.lock:
+            self.pending.update(attributes)
+            if apply_time:
+                self.apply_time = apply_time
+            self.settings_time = self.clock()
+            self.settings_messages = []
+            self.save()
+
+    def clear_pending(self) -> None:
+        with self.lock:
+            self.pending = {}
+            self.apply_time = None
+            self.settings_time = self.clock()
+            self.save()
+
+    def reset_bios_defaults(self) -> None:
+        """Bios.ResetBios: defaults become pending (applied on the next boot)."""
+        with self.lock:
+            self.pending = {k: v for k, v in self.flavour.defaults.items()
+                            if self.current.get(k) != v and not self.flavour.attribute(k)["ReadOnly"]}
+            self.settings_time = self.clock()
+            self.save()
+
+    # ---------------------------------------------------------------- Dell-like jobs
+    def active_job(self) -> dict | None:
+        with self.lock:
+            for job in self.jobs.values():
+                if job["JobState"] in ACTIVE_JOB_STATES:
+                    return job
+            return None
+
+    def create_job(self, target: str) -> dict:
+        with self.lock:
+            while True:
+                jid = f"JID_{random.randrange(10**11, 10**12)}"
+                if jid not in self.jobs:
+                    break
+            job = {"Id": jid, "Name": "Configure: BIOS.Setup.1-1", "JobType": "BIOSConfiguration",
+                   "JobState": "Scheduled", "PercentComplete": 0, "Message": "Task successfully scheduled.",
+                   "MessageId": "JCP001", "StartTime": "TIME_NOW", "EndTime": "TIME_NA",
+                   "TargetSettingsURI": target, "CreatedTime": iso(self.clock())}
+            self.jobs[jid] = job
+            self.save()
+            return copy.deepcopy(job)
+
+    def delete_job(self, jid: str) -> bool:
+        """Delete a job; deleting a scheduled BIOS job also discards the pending values (iDRAC-like)."""
+        with self.lock:
+            job = self.jobs.pop(jid, None)
+            if job is None:
+                return False
+            if job["JobState"] == "Scheduled":
+                self.pending = {}
+                self.apply_time = None
+            self.save()
+            return True
