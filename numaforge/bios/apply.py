@@ -1,0 +1,596 @@
+"""Per-host BIOS flow over Redfish: read -> render/map/validate/plan -> PATCH -> config job -> reboot -> verify.
+
+Explicit states per host (like kpatch's script): ``read`` (system, Bios, settings object, registry),
+``plan`` (profile render, vendor map, registry validation, diff -- all before any write), ``patch`` (one PATCH of
+only the differing attributes to the settings object named by @Redfish.Settings, If-Match its ETag; on 412
+re-read once and re-plan), ``job`` (Dell-like BMCs: a BIOS config job, never clobbering an existing one),
+``reboot`` (GracefulRestart, ForceRestart after a timeout, wait for power-on), ``verify`` (current == desired).
+
+Every step records into a ``HostResult`` (numaforge.report); nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NumaforgeError
+from ..report import HostResult
+from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
+from .plan import Plan, make_plan, pending_values
+from .profile import host_facts, render_profile
+from .redfish import RedfishClient, RetryPolicy, _path
+from .registry import Registry
+from .vendors import detect_vendor, load_vendor_map, translate
+
+ACTIVE_JOB_STATES = {"New", "Scheduled", "Scheduling", "Running", "Waiting", "Starting", "Pending",
+                     "ReadyForExecution", "Downloading", "Downloaded", "PendingReboot", "Suspended"}
+FINAL_JOB_OK = {"Completed", "CompletedWithWarnings"}
+FINAL_JOB_BAD = {"Failed", "CompletedWithErrors", "Cancelled", "Killed", "Exception"}
+
+
+@dataclass
+class Timeouts:
+    graceful: float = 300.0     # wait this long after GracefulRestart before ForceRestart
+    power_on: float = 900.0     # wait this long for the host to come back on after a reset
+    job: float = 120.0          # wait for a config job to reach Scheduled / Completed
+    poll: float = 5.0           # seconds between polls
+
+
+class RegistryCache:
+    """AttributeRegistry per registry id, shared by every host of one run (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._data: dict[str, Registry] = {}
+        self.fetches = 0
+
+    def get(self, registry_id: str, fetch) -> Registry:
+        with self._lock:
+            if registry_id in self._data:
+                return self._data[registry_id]
+        reg = fetch()
+        with self._lock:
+            self.fetches += 1
+            return self._data.setdefault(registry_id, reg)
+
+
+@dataclass
+class BiosState:
+    vendor: str
+    system_path: str
+    system: dict
+    bios_path: str
+    current: dict[str, Any]
+    settings_path: str
+    settings_attrs: dict[str, Any]
+    etag: str | None
+    apply_times: list[str]
+    registry: Registry
+    detected_by: str = ""
+
+
+@dataclass
+class HostOptions:
+    profile: str | None = None          # overrides host.bios_profile
+    insecure: bool = False
+    reboot: bool = False
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    profiles_dir: str | None = None
+    vendors_dir: str | None = None
+
+
+# -- connection -------------------------------------------------------------------------------------------
+def connect(host, opts: HostOptions) -> RedfishClient:
+    bmc = host.bmc
+    where = f"{host.name} ({host.location})"
+    if bmc is None:
+        raise NumaforgeError("host has no bmc section", where, "add bmc: {url: https://..., password: env:VAR}")
+    if bmc.password is None:
+        raise NumaforgeError("bmc.password is not set", where, "set bmc.password: env:VARIABLE or file:/path")
+    insecure = opts.insecure or bmc.insecure
+    if bmc.ca_bundle and not insecure and not os.path.isfile(os.path.expanduser(bmc.ca_bundle)):
+        raise NumaforgeError(f"bmc.ca_bundle {bmc.ca_bundle} does not exist", where,
+                             "point bmc.ca_bundle at the PEM file of the CA that signed the BMC certificate")
+    if not bmc.url.startswith("https://") and not insecure:
+        raise NumaforgeError(f"bmc.url {bmc.url} is not https", where,
+                             "use https://; plain http only with --insecure on a lab network")
+    password = bmc.password.resolve()
+    return RedfishClient(bmc.url, bmc.username, password, host=host.name,
+                         ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
+                         insecure=insecure, policy=opts.policy)
+
+
+# -- read -----------------------------------------------------------------------------------------------------
+def _link(doc: dict, *keys) -> str | None:
+    cur: Any = doc
+    for k in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    if isinstance(cur, dict):
+        cur = cur.get("@odata.id")
+    return _path(cur) if isinstance(cur, str) else None
+
+
+def find_system(client: RedfishClient, host) -> tuple[str, dict]:
+    coll = _link(client.root, "Systems")
+    where = f"{host.name} ({client.base_url})"
+    if not coll:
+        raise RedfishError("the service root has no Systems collection", where, "is this a Redfish BMC?")
+    sid = host.bmc.system_id
+    if sid:
+        path = coll.rstrip("/") + "/" + sid
+        r = client.request("GET", path)
+        if r.status == 404:
+            members = client.get(coll).body.get("Members") or []
+            ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
+            raise RedfishError(f"system '{sid}' not found", where,
+                               f"set bmc.system_id to one of: {', '.join(ids) or 'none'}")
+        if r.status >= 400:
+            raise RedfishError(f"GET {path} answered {r.status}: {r.error_text()}", where, "check bmc.system_id")
+        return path, r.body
+    members = client.get(coll).body.get("Members") or []
+    if len(members) != 1:
+        ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
+        raise RedfishError(f"the BMC manages {len(members)} systems", where,
+                           f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}")
+    path = _path(members[0]["@odata.id"])
+    return path, client.get(path).body
+
+
+def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> Registry:
+    """Registries/<id> -> Location[].Uri -> the AttributeRegistry JSON."""
+    where = f"{client.host} ({client.base_url})"
+    coll = _link(client.root, "Registries")
+    if not coll:
+        raise RedfishError("the service root has no Registries collection", where,
+                           "the BMC does not publish its BIOS attribute registry; nothing can be validated")
+    r = client.request("GET", coll.rstrip("/") + "/" + registry_id)
+    if r.status == 404:
+        members = client.get(coll).body.get("Members") or []
+        match = None
+        for m in members:
+            mid = _path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1]
+            if mid == registry_id or registry_id.startswith(mid) or mid.startswith(registry_id.split(".")[0]):
+                match = _path(m["@odata.id"])
+                break
+        if not match:
+            raise RedfishError(f"registry {registry_id} is not in {coll}", where,
+                               "the BMC's Bios names a registry it does not publish; update the BMC firmware")
+        r = client.get(match)
+    elif r.status >= 400:
+        raise RedfishError(f"GET registry {registry_id} answered {r.status}: {r.error_text()}", where,
+                           "check the BMC's registry service")
+    locations = r.body.get("Location") or []
+    uri = None
+    for loc in sorted(locations, key=lambda l: 0 if str(l.get("Language", "en")).startswith("en") else 1):
+        if loc.get("Uri"):
+            uri = _path(loc["Uri"])
+            break
+    if uri is None:
+        raise RedfishError(f"registry {registry_id} has no local Location[].Uri", where,
+                           "the BMC only publishes the registry externally; numaforge reads it from the BMC only")
+    doc = client.get(uri).body
+    if "RegistryEntries" not in doc:
+        raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
+                           "the BMC's registry file is malformed")
+    return Registry.from_json(doc)
+
+
+def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
+    where = f"{host.name} ({client.base_url})"
+    system_path, system = find_system(client, host)
+    bios_path = _link(system, "Bios")
+    if not bios_path:
+        raise RedfishError("the system has no Bios resource", where,
+                           "this BMC does not expose BIOS settings through Redfish")
+    bios = client.get(bios_path).body
+    settings = bios.get("@Redfish.Settings") or {}
+    settings_path = _link(settings, "SettingsObject")
+    if not settings_path:
+        raise RedfishError("Bios has no @Redfish.Settings SettingsObject", where,
+                           "this BMC does not accept BIOS changes through Redfish (read-only BIOS resource)")
+    sr = client.get(settings_path)
+    registry_id = bios.get("AttributeRegistry")
+    if not registry_id:
+        raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
+    registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path))
+    apply_times = list(settings.get("SupportedApplyTimes") or [])
+    sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
+    for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
+        if v not in apply_times:
+            apply_times.append(v)
+    cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
+    vendor, how = (cfg, "inventory bmc.vendor") if cfg else \
+        ((host.hardware.vendor, "inventory hardware.vendor") if host.hardware.vendor else
+         (detect_vendor(client.root, system), "detected from the service root"))
+    return BiosState(vendor=vendor, system_path=system_path, system=system, bios_path=bios_path,
+                     current=dict(bios.get("Attributes") or {}), settings_path=settings_path,
+                     settings_attrs=dict(sr.body.get("Attributes") or {}), etag=sr.etag or settings.get("ETag"),
+                     apply_times=apply_times, registry=registry, detected_by=how)
+
+
+def desired_for(host, state: BiosState, opts: HostOptions):
+    name = opts.profile or host.bios_profile
+    if not name:
+        raise ProfileError("no BIOS profile for this host", f"{host.name} ({host.location})",
+                           "set bios_profile in the inventory or pass --profile NAME")
+    facts = host_facts(host)
+    facts["vendor"] = state.vendor
+    profile = render_profile(name, facts, opts.profiles_dir)
+    vmap = load_vendor_map(state.vendor, opts.vendors_dir)
+    return profile, translate(profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name)
+
+
+def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> None:
+    result.data.update({
+        "vendor": state.vendor, "vendor_from": state.detected_by, "profile": profile.name,
+        "profile_chain": profile.chain, "system": state.system_path, "settings_object": state.settings_path,
+        "registry": state.registry.id, "plan": [i.as_dict() for i in plan.items],
+        "by_display_name": [f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items
+                            if i.resolved.startswith("by display name")],
+    })
+
+
+def _finish(result: HostResult, client: RedfishClient | None) -> None:
+    if client is not None:
+        result.data["requests"] = client.count()
+        result.data["patches"] = client.count("PATCH")
+        result.data["auth"] = client.auth_method
+        if client.warnings:
+            result.data["warnings"] = list(client.warnings)
+
+
+def _fail(result: HostResult, exc: NumaforgeError) -> None:
+    result.status = "failed"
+    result.message = exc.render()
+
+
+# -- plan ----------------------------------------------------------------------------------------------------
+def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> Plan | None:
+    client = None
+    try:
+        with result.step("connect"):
+            client = connect(host, opts)
+        with client:
+            with result.step("read"):
+                state = read_state(client, host, cache)
+            with result.step("plan"):
+                profile, desired = desired_for(host, state, opts)
+                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+        _record_plan(result, state, profile, plan)
+        n, p = len(plan.changes), len(plan.pending)
+        result.status = "unchanged" if not n and not p else "ok"
+        result.message = (f"{n} to change" if n else "no change") + (f", {p} pending a reset" if p else "") + \
+                         f" ({state.vendor}, profile {profile.name})"
+        return plan
+    except NumaforgeError as exc:
+        _fail(result, exc)
+        return None
+    finally:
+        _finish(result, client)
+
+
+# -- apply ---------------------------------------------------------------------------------------------------
+def _jobs_collection(client: RedfishClient, state: BiosState) -> str | None:
+    """Dell-like config jobs: Manager Links/Oem/Dell/Jobs, Manager Jobs, or the standard JobService."""
+    mgr = None
+    managed = (state.system.get("Links") or {}).get("ManagedBy") or []
+    if managed:
+        mgr_path = _path(managed[0].get("@odata.id", ""))
+        r = client.request("GET", mgr_path)
+        if r.status < 400:
+            mgr = r.body
+            for keys in (("Links", "Oem", "Dell", "Jobs"), ("Oem", "Dell", "Jobs"), ("Jobs",)):
+                link = _link(mgr, *keys)
+                if link:
+                    return link
+            r2 = client.request("GET", mgr_path.rstrip("/") + "/Jobs")
+            if r2.status < 400 and "Members" in r2.body:
+                return mgr_path.rstrip("/") + "/Jobs"
+    js = _link(client.root, "JobService")
+    if js:
+        r = client.request("GET", js)
+        if r.status < 400:
+            return _link(r.body, "Jobs")
+    return None
+
+
+def _job_targets_bios(job: dict, state: BiosState) -> bool:
+    text = " ".join(str(job.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI", "Description"))
+    low = text.lower()
+    return "bios" in low or state.settings_path.lower().rstrip("/") in low
+
+
+def _job_state(job: dict) -> str:
+    return str(job.get("JobState") or job.get("TaskState") or (job.get("Oem") or {}).get("Dell", {}).get("JobState")
+               or "Unknown")
+
+
+def active_bios_jobs(client: RedfishClient, jobs_path: str, state: BiosState) -> list[dict]:
+    out = []
+    for m in client.get(jobs_path).body.get("Members") or []:
+        job = m if "JobState" in m else client.get(_path(m["@odata.id"])).body
+        if _job_state(job) in ACTIVE_JOB_STATES and _job_targets_bios(job, state):
+            out.append(job)
+    return out
+
+
+def _wait_job(client: RedfishClient, job_path: str, want: set[str], timeout: float, poll: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(job_path).body
+        st = _job_state(job)
+        if st in want or st in FINAL_JOB_BAD or st in FINAL_JOB_OK:
+            return job
+        if time.monotonic() > deadline:
+            return job
+        time.sleep(poll)
+
+
+def _patch_once(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool):
+    body: dict[str, Any] = {"Attributes": changes}
+    if use_apply_time:
+        body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
+    return client.patch(state.settings_path, body, state.etag)
+
+
+def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
+    """Plan, then (only if something differs) PATCH, job, optional reboot and verify."""
+    client = None
+    try:
+        with result.step("connect"):
+            client = connect(host, opts)
+        with client:
+            with result.step("read"):
+                state = read_state(client, host, cache)
+            with result.step("plan"):
+                profile, desired = desired_for(host, state, opts)
+                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+            _record_plan(result, state, profile, plan)
+            result.data.update({"changed": [], "pending": list(plan.pending), "verified": [], "mismatches": []})
+            is_dell_jobs = state.vendor == "dell"
+            jobs_path = None
+            job_path = None
+            if plan.changes:
+                if is_dell_jobs:
+                    with result.step("job-check") as s:
+                        jobs_path = _jobs_collection(client, state)
+                        if jobs_path:
+                            active = active_bios_jobs(client, jobs_path, state)
+                            if active:
+                                ids = ", ".join(f"{j.get('Id')} ({_job_state(j)})" for j in active)
+                                s.detail = {"conflicting_jobs": ids}
+                                raise JobConflictError(
+                                    f"a BIOS configuration job is already queued: {ids}; nothing was written",
+                                    f"{host.name} ({client.base_url}{jobs_path})",
+                                    "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
+                                    "completes) or delete it on the BMC if it is stale, then re-run")
+                with result.step("patch") as s:
+                    use_at = "OnReset" in state.apply_times
+                    changes = plan.changes
+                    r = _patch_once(client, state, changes, use_at)
+                    if r.status == 412:
+                        s.detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
+                        state = read_state(client, host, cache)
+                        plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                        _record_plan(result, state, profile, plan)
+                        result.data["pending"] = list(plan.pending)
+                        result.data["replanned_after_412"] = True
+                        changes = plan.changes
+                        if changes:
+                            r = _patch_once(client, state, changes, use_at)
+                            if r.status == 412:
+                                raise ConcurrentChangeError(
+                                    "the BIOS settings object changed again while writing (412 twice); nothing "
+                                    "more was written", f"{host.name} ({client.base_url}{state.settings_path})",
+                                    "someone else is changing this BIOS: coordinate, then re-run")
+                    if changes and r.status >= 400:
+                        after = _settings_after_failure(client, state)
+                        raise RedfishError(f"PATCH {state.settings_path} answered {r.status}: {r.error_text()}"
+                                           + after, f"{host.name} ({client.base_url})",
+                                           "fix the reported attribute or re-run (the plan only writes what "
+                                           "still differs)")
+                    if changes:
+                        result.data["changed"] = sorted(changes)
+                        result.data["pending"] = sorted(set(result.data["pending"]) | set(changes))
+                        loc = r.headers.get("location")
+                        if loc and "job" in loc.lower():
+                            job_path = _path(loc)
+                if is_dell_jobs and result.data["changed"]:
+                    with result.step("job") as s:
+                        if job_path is None:
+                            jobs_path = jobs_path or _jobs_collection(client, state)
+                            if not jobs_path:
+                                raise RedfishError("no jobs collection found to create the BIOS config job",
+                                                   f"{host.name} ({client.base_url})",
+                                                   "without a config job the pending values never apply; check "
+                                                   "the iDRAC firmware")
+                            existing = active_bios_jobs(client, jobs_path, state)
+                            if existing:
+                                job_path = _path(existing[0].get("@odata.id"))
+                            else:
+                                jr = client.post(jobs_path, {"TargetSettingsURI": state.settings_path})
+                                if jr.status >= 400:
+                                    raise RedfishError(f"creating the BIOS config job answered {jr.status}: "
+                                                       f"{jr.error_text()}", f"{host.name} ({client.base_url})",
+                                                       "the values are pending without a job; create one on the "
+                                                       "iDRAC or re-run")
+                                job_path = _path(jr.headers.get("location") or jr.body.get("@odata.id") or "")
+                        job = _wait_job(client, job_path, {"Scheduled"}, opts.timeouts.job, opts.timeouts.poll)
+                        result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
+                        s.detail = result.data["job"]
+                        if _job_state(job) in FINAL_JOB_BAD:
+                            raise RedfishError(f"BIOS config job {job.get('Id')} {_job_state(job)}: "
+                                               f"{job.get('Message', '')}", f"{host.name} ({client.base_url})",
+                                               "see the job's message on the iDRAC")
+            elif is_dell_jobs and plan.pending and opts.reboot:
+                # values already pending from an earlier run: the job from that run applies them on reset
+                jobs_path = _jobs_collection(client, state)
+                if jobs_path:
+                    act = active_bios_jobs(client, jobs_path, state)
+                    if act:
+                        job_path = _path(act[0].get("@odata.id"))
+            if opts.reboot and plan.needs_reset:
+                with result.step("reboot") as s:
+                    s.detail = reboot(client, state, desired_values(plan), opts.timeouts)
+                if job_path:
+                    job = _wait_job(client, job_path, FINAL_JOB_OK, opts.timeouts.job, opts.timeouts.poll)
+                    result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
+                with result.step("verify") as s:
+                    verify_into(client, state, plan, result)
+                    s.detail = {"verified": len(result.data["verified"]),
+                                "mismatches": len(result.data["mismatches"])}
+            elif not plan.needs_reset:
+                result.data["verified"] = [i.attribute for i in plan.items]
+        mism = result.data.get("mismatches") or []
+        if mism:
+            result.status = "failed"
+            result.message = "after reboot: " + "; ".join(
+                f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism)
+        elif result.data["changed"] or (opts.reboot and plan.needs_reset):
+            result.status = "changed"
+            parts = [f"{len(result.data['changed'])} written"]
+            if opts.reboot:
+                parts.append(f"rebooted, {len(result.data['verified'])} verified")
+            else:
+                parts.append(f"{len(result.data['pending'])} pending until the host resets (use --reboot)")
+            result.message = ", ".join(parts)
+        else:
+            result.status = "unchanged"
+            result.message = "no change" + (f"; {len(plan.pending)} already pending a reset (use --reboot)"
+                                            if plan.pending else "")
+    except NumaforgeError as exc:
+        _fail(result, exc)
+    finally:
+        _finish(result, client)
+
+
+def desired_values(plan: Plan) -> dict[str, Any]:
+    return {i.attribute: i.desired for i in plan.items}
+
+
+def _settings_after_failure(client: RedfishClient, state: BiosState) -> str:
+    """After a failed PATCH: say what the settings object holds now (was anything half-written?)."""
+    try:
+        attrs = client.get(state.settings_path).body.get("Attributes") or {}
+    except NumaforgeError:
+        return " (the settings object could not be re-read)"
+    now = pending_values(state.current, attrs)
+    before = pending_values(state.current, state.settings_attrs)
+    if now == before:
+        return " (settings object unchanged: nothing was written)"
+    changed = sorted(k for k in now if before.get(k) != now[k])
+    return f" (settings object now also holds: {', '.join(changed)})"
+
+
+# -- reboot + verify -------------------------------------------------------------------------------------------
+def _reset_target(state: BiosState) -> tuple[str, list[str]]:
+    action = (state.system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+    target = action.get("target")
+    if not target:
+        raise RedfishError("the system has no ComputerSystem.Reset action", state.system_path,
+                           "reboot the host another way; the values stay pending until it resets")
+    return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
+
+
+def _power(client: RedfishClient, state: BiosState) -> str:
+    return str(client.get(state.system_path).body.get("PowerState") or "Unknown")
+
+
+def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> bool:
+    cur = client.get(state.bios_path).body.get("Attributes") or {}
+    return all(cur.get(k) == v for k, v in want.items())
+
+
+def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
+    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current."""
+    target, allowed = _reset_target(state)
+    log: dict[str, Any] = {"resets": []}
+
+    def post(kind: str) -> None:
+        if allowed and kind not in allowed:
+            return
+        r = client.post(target, {"ResetType": kind})
+        log["resets"].append({"type": kind, "status": r.status})
+        if r.status >= 400:
+            raise RedfishError(f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}",
+                               f"{client.host} ({client.base_url})", "reset the host another way")
+
+    first = "On" if _power(client, state) == "Off" else "GracefulRestart"
+    if allowed and first not in allowed:
+        first = next((k for k in ("GracefulRestart", "ForceRestart", "PowerCycle") if k in allowed), first)
+    post(first)
+    start = time.monotonic()
+    forced = first != "GracefulRestart"
+    seen_off = False
+    while True:
+        time.sleep(t.poll)
+        power = _power(client, state)
+        if power != "On":
+            seen_off = True
+        if power == "On" and (seen_off or _applied(client, state, want)):
+            if _applied(client, state, want) or time.monotonic() - start > t.power_on:
+                break
+        elapsed = time.monotonic() - start
+        if not forced and not seen_off and elapsed > t.graceful:
+            post("ForceRestart")
+            forced = True
+            log["forced_after_s"] = round(elapsed, 1)
+        if elapsed > t.power_on + (t.graceful if forced else 0):
+            raise RedfishError(f"host did not come back on within {t.power_on:.0f} s (PowerState {power})",
+                               f"{client.host} ({client.base_url})",
+                               "check the host console; the BIOS values may still be pending")
+    log["seconds"] = round(time.monotonic() - start, 1)
+    return log
+
+
+def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
+    cur = client.get(state.bios_path).body.get("Attributes") or {}
+    verified, mism = [], []
+    for i in plan.items:
+        if cur.get(i.attribute) == i.desired:
+            verified.append(i.attribute)
+        else:
+            mism.append({"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
+                         "current": cur.get(i.attribute)})
+    result.data["verified"] = verified
+    result.data["mismatches"] = mism
+    result.data["pending"] = [] if not mism else [m["attribute"] for m in mism]
+
+
+def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
+    """BMC-side verification: current BIOS values equal the profile's desired values, per attribute."""
+    client = None
+    try:
+        with result.step("connect"):
+            client = connect(host, opts)
+        with client:
+            with result.step("read"):
+                state = read_state(client, host, cache)
+            with result.step("verify"):
+                profile, desired = desired_for(host, state, opts)
+                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                _record_plan(result, state, profile, plan)
+                verified = [i.attribute for i in plan.items if i.current == i.desired]
+                mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
+                         "current": i.current, "pending": i.pending} for i in plan.items if i.current != i.desired]
+                result.data.update({"verified": verified, "mismatches": mism,
+                                    "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]]})
+        if mism:
+            result.status = "failed"
+            result.message = "; ".join(
+                f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
+                + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism)
+        else:
+            result.status = "ok"
+            result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
+    except NumaforgeError as exc:
+        _fail(result, exc)
+    finally:
+        _finish(result, client)

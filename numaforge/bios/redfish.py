@@ -1,0 +1,282 @@
+"""Thin adapter over DMTF's `redfish` library: session auth (basic fallback), logout always, verified TLS,
+safe retries, ETags. Everything vendor-specific or BIOS-specific lives in apply.py; this module only talks HTTP.
+
+Safety rules enforced here:
+
+* TLS is verified: with the inventory's ``ca_bundle`` when given, else the default CA store. (The library
+  itself would skip verification when no CA file is passed, so one is always passed.) ``insecure=True``
+  turns verification off and records a loud warning in the client's ``warnings``.
+* Retries (tenacity, exponential backoff, honouring ``Retry-After``): GET/DELETE on connection errors,
+  timeouts, 5xx and unparsable JSON; POST/PATCH only on 503 or a connect timeout, i.e. when the BMC cannot
+  have acted on the request. The library's own blind retry loop is disabled (max_retry=0).
+* The session token and password never leave this object: not in results, errors, or reports.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings as _warnings
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+import tenacity
+from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingError, RetriesExhaustedError,
+                             SessionCreationError)
+
+from .errors import RedfishAuthError, RedfishError, RedfishTLSError
+
+IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+
+
+@dataclass
+class Response:
+    status: int
+    body: dict
+    headers: dict
+    path: str
+
+    @property
+    def etag(self) -> str | None:
+        return self.headers.get("etag") or (self.body.get("@odata.etag") if isinstance(self.body, dict) else None)
+
+    def error_text(self) -> str:
+        """Redfish @Message.ExtendedInfo messages (or the status) for error reports."""
+        err = self.body.get("error") if isinstance(self.body, dict) else None
+        if isinstance(err, dict):
+            infos = err.get("@Message.ExtendedInfo") or []
+            msgs = [f"{i.get('MessageId', '')}: {i.get('Message', '')}".strip(": ") for i in infos if isinstance(i, dict)]
+            if msgs:
+                return "; ".join(msgs)
+            if err.get("message"):
+                return str(err["message"])
+        return f"HTTP {self.status}"
+
+
+class _Transient(Exception):
+    def __init__(self, what: str, retry_after: float | None = None):
+        super().__init__(what)
+        self.what = what
+        self.retry_after = retry_after
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 4           # total tries for a retryable request
+    backoff: float = 0.5        # first wait (s), doubled each time
+    max_wait: float = 10.0      # cap of one wait, Retry-After included
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+
+
+def _path(link: str) -> str:
+    """A link may be absolute (https://bmc/redfish/v1/...) or a path; the client wants the path."""
+    if link.startswith(("http://", "https://")):
+        p = urlparse(link)
+        return p.path + (f"?{p.query}" if p.query else "")
+    return link
+
+
+def default_ca_file() -> str:
+    return requests.certs.where()
+
+
+class RedfishClient:
+    """One authenticated conversation with one BMC. Use as a context manager: logout always happens."""
+
+    def __init__(self, base_url: str, username: str, password: str, *, host: str = "",
+                 ca_file: str | None = None, insecure: bool = False, policy: RetryPolicy | None = None):
+        self.host = host or base_url
+        self.base_url = base_url.rstrip("/")
+        self.policy = policy or RetryPolicy()
+        self.insecure = insecure
+        self.warnings: list[str] = []
+        self.auth_method: str | None = None
+        self.requests: list[tuple[str, str, int | None]] = []   # (method, path, status) -- no bodies, no headers
+        self._lock = threading.Lock()
+        self._username = username
+        self._password = password
+        if insecure:
+            self.warnings.append(f"TLS verification is OFF for {self.base_url} (--insecure / bmc.insecure): "
+                                 "the BMC's identity is not checked and the credentials can be intercepted")
+            cafile = None
+        else:
+            cafile = ca_file or default_ca_file()
+        self._client = HttpClient(self.base_url, username=username, password=password, cafile=cafile,
+                                  timeout=(self.policy.connect_timeout, self.policy.read_timeout),
+                                  max_retry=0, check_connectivity=False)
+        self.root: dict = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def __enter__(self) -> "RedfishClient":
+        try:
+            self.login()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        return False
+
+    def login(self) -> None:
+        self.root = self.get("/redfish/v1/").body
+        links = (self.root.get("Links") or {}).get("Sessions") or {}
+        self._client.login_url = _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
+        self._client.root_resp = True  # service root already read (by us, with retries)
+        for attempt in range(self.policy.attempts):
+            try:
+                with _warnings.catch_warnings():
+                    _warnings.simplefilter("ignore")
+                    self._client.login(auth="session")
+                self.auth_method = "session"
+                self.requests.append(("POST", self._client.login_url, 201))
+                return
+            except InvalidCredentialsError:
+                self.requests.append(("POST", self._client.login_url, 401))
+                raise RedfishAuthError("the BMC refused the credentials", f"{self.host} ({self.base_url})",
+                                       "check bmc.username and the password reference in the inventory") from None
+            except SessionCreationError as exc:
+                self.requests.append(("POST", self._client.login_url, None))
+                if "HTTP 503" in str(exc) and attempt + 1 < self.policy.attempts:
+                    import time
+                    time.sleep(min(self.policy.backoff * 2 ** attempt, self.policy.max_wait))
+                    continue
+                break  # no session service: fall back to basic authentication
+            except RetriesExhaustedError as exc:
+                raise self._transport_error("POST", self._client.login_url, exc) from None
+        self.warnings.append("session login failed; using HTTP basic authentication")
+        try:
+            with _warnings.catch_warnings():
+                _warnings.simplefilter("ignore")
+                self._client.login(auth="basic")
+            self.requests.append(("GET", self._client.login_url, 200))
+        except InvalidCredentialsError:
+            raise RedfishAuthError("the BMC refused the credentials (basic authentication)",
+                                   f"{self.host} ({self.base_url})",
+                                   "check bmc.username and the password reference in the inventory") from None
+        except RetriesExhaustedError as exc:
+            raise self._transport_error("GET", self._client.login_url, exc) from None
+        self.auth_method = "basic"
+
+    def close(self) -> None:
+        """Log out (DELETE the session, retried: it is idempotent) and drop the connection. Never raises."""
+        if self._client.get_session_key():
+            for attempt in range(self.policy.attempts):
+                try:
+                    self._client.logout()
+                    self.requests.append(("DELETE", "<session>", 204))
+                    break
+                except Exception as exc:  # logout problems must not hide the real result
+                    if attempt + 1 == self.policy.attempts:
+                        self.warnings.append(f"logout failed: {type(exc).__name__}; the session will time out "
+                                             "on the BMC")
+        try:
+            self._client._session.close()
+        except Exception:
+            pass
+        self._client.set_session_key(None)
+        self._client.set_authorization_key(None)
+        self._password = ""
+
+    # -- requests --------------------------------------------------------------------------------------
+    def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
+        cause = exc.__cause__ or exc
+        if isinstance(cause, requests.exceptions.SSLError):
+            return RedfishTLSError(f"TLS certificate of the BMC could not be verified ({_short(cause)})",
+                                   f"{self.host} ({self.base_url})",
+                                   "set bmc.ca_bundle in the inventory to the CA that signed the BMC certificate "
+                                   "(or, only on a lab network, pass --insecure)")
+        if isinstance(cause, requests.exceptions.Timeout):
+            return RedfishError(f"{method} {path} timed out", f"{self.host} ({self.base_url})",
+                                "check the BMC is reachable and responsive; re-run (finished hosts are kept)")
+        return RedfishError(f"{method} {path} failed: cannot reach the BMC ({_short(cause)})",
+                            f"{self.host} ({self.base_url})",
+                            "check bmc.url, the network path to the BMC and that its Redfish service is on")
+
+    def _once(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
+        retryable_transport = method in IDEMPOTENT
+        try:
+            fn = getattr(self._client, method.lower())
+            if method in ("GET", "DELETE", "HEAD"):
+                raw = fn(path, headers=headers)
+            else:
+                raw = fn(path, body=body, headers=headers)
+        except RetriesExhaustedError as exc:
+            cause = exc.__cause__
+            self.requests.append((method, path, None))
+            if isinstance(cause, requests.exceptions.SSLError):
+                raise self._transport_error(method, path, exc) from None
+            if retryable_transport or isinstance(cause, requests.exceptions.ConnectTimeout):
+                raise _Transient(f"{method} {path}: {_short(cause)}") from exc
+            raise self._transport_error(method, path, exc) from None
+        status = raw.status
+        self.requests.append((method, path, status))
+        hdrs = {k.lower(): v for k, v in raw.getheaders()}
+        if status == 503 or (status >= 500 and retryable_transport):
+            ra = raw.retry_after
+            raise _Transient(f"{method} {path}: HTTP {status}", float(ra) if ra is not None else None)
+        try:
+            parsed = raw.dict if raw.read else {}
+        except JsonDecodingError:
+            if retryable_transport:
+                raise _Transient(f"{method} {path}: the BMC answered with invalid JSON") from None
+            raise RedfishError(f"{method} {path}: the BMC answered with invalid JSON (HTTP {status})",
+                               f"{self.host} ({self.base_url})",
+                               "the BMC firmware misbehaves; check the request outcome on the BMC and re-run") from None
+        return Response(status, parsed if isinstance(parsed, dict) else {"value": parsed}, hdrs, path)
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
+        """One request with the retries that are safe for its method. Returns any HTTP status to the caller."""
+        path = _path(path)
+        policy = self.policy
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            base = min(policy.backoff * 2 ** (state.attempt_number - 1), policy.max_wait)
+            if isinstance(exc, _Transient) and exc.retry_after is not None:
+                return min(max(exc.retry_after, 0.0), policy.max_wait)
+            return base
+
+        try:
+            for attempt in tenacity.Retrying(retry=tenacity.retry_if_exception_type(_Transient),
+                                             stop=tenacity.stop_after_attempt(policy.attempts),
+                                             wait=wait, reraise=True):
+                with attempt:
+                    return self._once(method, path, body, headers)
+        except _Transient as exc:
+            raise RedfishError(f"{exc.what} (gave up after {policy.attempts} attempts)",
+                               f"{self.host} ({self.base_url})",
+                               "the BMC is busy or failing; re-run later (finished hosts are kept)") from None
+        raise AssertionError("unreachable")
+
+    def get(self, path: str) -> Response:
+        r = self.request("GET", path)
+        if r.status >= 400:
+            raise RedfishError(f"GET {_path(path)} answered {r.status}: {r.error_text()}",
+                               f"{self.host} ({self.base_url})", _fix_for(r.status))
+        return r
+
+    def patch(self, path: str, body: dict, etag: str | None = None) -> Response:
+        headers = {"If-Match": etag} if etag else None
+        return self.request("PATCH", path, body=body, headers=headers)
+
+    def post(self, path: str, body: dict) -> Response:
+        return self.request("POST", path, body=body)
+
+    def count(self, method: str | None = None) -> int:
+        return sum(1 for m, _, _ in self.requests if method is None or m == method)
+
+
+def _fix_for(status: int) -> str:
+    return {401: "check the BMC credentials in the inventory",
+            403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+            404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory"}.get(
+        status, "see the BMC message above")
+
+
+def _short(exc: BaseException | None) -> str:
+    text = str(exc or "")
+    return text if len(text) < 200 else text[:200] + "..."
