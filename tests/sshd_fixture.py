@@ -132,7 +132,7 @@ class SshdHost:
             f"ListenAddress {self.address}\n"
             f"HostKey {self.host_key}\n"
             "PidFile none\n"
-            f"AuthorizedKeysFile {self.dir}/authorized_keys\n"
+            f"AuthorizedKeysFile {self.dir}/authorized_keys .ssh/authorized_keys\n"
             "StrictModes no\n"
             "UsePAM no\n"
             "PermitRootLogin yes\n"
@@ -297,24 +297,38 @@ def netns_lab(tmp_path):
         lab.close()
 
 
+TEST_HOMES = Path("/tmp/numaforge-test-homes")
+
+
 @pytest.fixture
-def test_user(tmp_path):
-    """Factory: make_user(sudo="nopasswd"|"password"|None) -> name. Users and sudoers files removed after."""
+def test_user():
+    """Factory: make_user(sudo="nopasswd"|"password"|None, pubkey=PATH) -> user name.
+
+    A real local account (useradd) with a home under /tmp/numaforge-test-homes (sshd reads the user's
+    ~/.ssh/authorized_keys as that user, so it cannot live in pytest's root-only tmp dir). The account,
+    its home and its /etc/sudoers.d rule are removed on teardown.
+    """
     made: list[tuple[str, Path | None]] = []
 
-    def make_user(sudo: str | None = "nopasswd") -> str:
+    def make_user(sudo: str | None = "nopasswd", pubkey: Path | str | None = None) -> str:
+        TEST_HOMES.mkdir(mode=0o755, exist_ok=True)
         name = f"nft{secrets.token_hex(3)}"
-        home = tmp_path / f"home-{name}"
+        home = TEST_HOMES / name
         _run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", name])
+        made.append((name, None))
         # a usable (not locked) account: sshd refuses key logins to locked ("!") accounts without PAM
         _run(["usermod", "-p", "*", name])
-        rule = None
+        if pubkey is not None:
+            ssh = home / ".ssh"
+            ssh.mkdir(mode=0o700)
+            (ssh / "authorized_keys").write_text(Path(pubkey).read_text())
+            _run(["chown", "-R", f"{name}:", str(ssh)])
         if sudo:
             rule = Path(f"/etc/sudoers.d/numaforge-test-{name}")
             tag = "NOPASSWD: " if sudo == "nopasswd" else ""
             rule.write_text(f"{name} ALL=(root) {tag}ALL\n")
             rule.chmod(0o440)
-        made.append((name, rule))
+            made[-1] = (name, rule)
         return name
 
     try:
@@ -323,4 +337,4 @@ def test_user(tmp_path):
         for name, rule in made:
             if rule is not None:
                 rule.unlink(missing_ok=True)
-            _run(["userdel", "-f", name], check=False)
+            _run(["userdel", "-f", "-r", name], check=False)

@@ -284,17 +284,29 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         raise AuthError(redact(f"authentication failed: {exc}; tried {', '.join(how)}"), target.where,
                         f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
                         f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory") from None
-    except (paramiko.SSHException, OSError, EOFError) as exc:
+    except paramiko.SSHException as exc:
         client.close()
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
-        if isinstance(exc, socket.timeout):
-            reason = f"no answer within {connect_timeout:g} s"
-        raise ConnectError(redact(f"cannot connect: {reason}"), target.where,
-                           "check that the host is up and sshd listens on that address and port "
-                           "(ssh.address/ssh.port in the inventory or HostName/Port in ssh_config)") from None
+        if "No authentication methods available" not in str(exc):
+            raise _connect_error(exc, target, connect_timeout) from None
+        raise AuthError("no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
+                        + ("disabled" if not spec.use_agent else "without keys") + ", no ~/.ssh/id_* key, no password",
+                        target.where, "set ssh.key_file (or IdentityFile in ssh_config), load a key into ssh-agent, "
+                        "or give ssh.password as env:VAR / file:PATH") from None
+    except (OSError, EOFError) as exc:
+        client.close()
+        raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
     transport.set_keepalive(15)
     return Remote(client, target, accepted_host_key=policy.added)
+
+
+def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -> ConnectError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
+    if isinstance(exc, socket.timeout):
+        reason = f"no answer within {connect_timeout:g} s"
+    return ConnectError(redact(f"cannot connect: {reason}"), target.where,
+                        "check that the host is up and sshd listens on that address and port "
+                        "(ssh.address/ssh.port in the inventory or HostName/Port in ssh_config)")
 
 
 # --------------------------------------------------------------------------------------------- remote
@@ -440,8 +452,10 @@ class Remote:
         if pid is None or not self.connected:
             return
         p = int(pid)
-        script = (f"kill -TERM -- -{p} 2>/dev/null || kill -TERM {p} 2>/dev/null || exit 0; sleep 1; "
-                  f"kill -KILL -- -{p} 2>/dev/null || kill -KILL {p} 2>/dev/null; exit 0")
+        # the pid is the session leader sshd forked (it called setsid), so -pid is the command's process
+        # group; dash's and busybox's kill take no `--`, so the negative pid goes right after the signal
+        script = (f"kill -TERM -{p} 2>/dev/null || kill -TERM {p} 2>/dev/null || exit 0; sleep 1; "
+                  f"kill -KILL -{p} 2>/dev/null || kill -KILL {p} 2>/dev/null; exit 0")
         try:
             chan = self._channel(10)
             try:
