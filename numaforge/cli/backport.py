@@ -1,0 +1,53 @@
+"""`invoke backport`: apply a patch series onto a real 5.10 tree and compile-check it."""
+
+from __future__ import annotations
+
+from invoke import task
+
+from ..kernel import backport as kbackport
+from ..kernel.source import DEFAULT_DEBIAN
+from .common import SELECT_HELP, console, execute
+
+
+@task(
+    name="backport",
+    iterable=["compiler"],
+    help={
+        "source": "5.10 tree: debian:linux-source-5.10[=VERSION] (default %s), URL@REF (git URL + ref), "
+                  "a local git tree PATH[@REF], or a tarball path" % DEFAULT_DEBIAN,
+        "series": "series name under patches/ or a series directory (default sched-numa-prefer-local-fallback)",
+        "compiler": "compiler for the compile check (repeatable; default gcc-12 and gcc-10)",
+        "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
+        "json": SELECT_HELP["json"],
+    },
+)
+def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, compiler=None,
+                  no_compile_check=False, json=None):
+    """Apply a patch series with git am --3way onto a 5.10 tree; write combined.patch + manifest.json."""
+    compilers = tuple(compiler or ("gcc-12", "gcc-10"))
+
+    def body(report):
+        try:
+            res = kbackport.backport(source, series, compilers=compilers, compile_check=not no_compile_check,
+                                     log=lambda m: console.print(f"[dim]backport:[/] {m}"))
+        except kbackport.ConflictError as exc:
+            report.data["conflict"] = exc.detail
+            raise
+        report.data["manifest"] = res.manifest
+        m = res.manifest
+        console.print(f"backport {m['series']} onto {m['base_version']}: [green]{res.status}[/]")
+        console.print(f"  tree      {res.tree}  (branch {m['branch']})")
+        console.print(f"  base      {m['base_commit'][:12]}  {m['source_hash'][:23]}")
+        console.print(f"  result    {res.result_commit[:12]}")
+        console.print(f"  combined  {res.combined_patch}")
+        for ch in res.compile:
+            warn = f", {len(ch['warnings'])} warning(s)" if ch["warnings"] else ", no warnings"
+            console.print(f"  compile   {ch['compiler']} {ch['version']}: {' '.join(ch['objects'])} ok{warn}"
+                          f"{' (cached)' if ch.get('cached') else ''}")
+        console.print(f"  manifest  {kbackport.output_dir(m['series'], m['base_version']) / 'manifest.json'}")
+
+    execute("backport", body, json, {"source": source, "series": series, "compiler": list(compilers),
+                                     "no_compile_check": no_compile_check})
+
+
+TASKS = [backport_task]

@@ -1,0 +1,193 @@
+"""Pure parts of the backport machinery: source specs, patch/series parsing, conflict analysis, config checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from numaforge.kernel import compile as kcompile
+from numaforge.kernel.backport import conflict_markers, conflicting_hunks, locate_hunk, render_conflict
+from numaforge.kernel.series import (CorruptPatchError, MissingPatchError, SeriesError, load_series, parse_patch,
+                                     target_matches)
+from numaforge.kernel.source import SourceError, parse_kernel_version, parse_spec
+
+from .backport_helpers import DATA
+
+REAL = Path(__file__).resolve().parents[2] / "patches" / "sched-numa-prefer-local-fallback"
+NOFS = {"exists": lambda p: False, "isdir": lambda p: False}
+
+
+# ---- source specs
+
+@pytest.mark.parametrize("spec,kind,location,ref", [
+    ("debian:linux-source-5.10", "debian", "linux-source-5.10", "5.10.262-1"),
+    ("debian:linux-source-5.10=5.10.223-1", "debian", "linux-source-5.10", "5.10.223-1"),
+    ("https://git.example/linux.git@v5.10.262", "git-url", "https://git.example/linux.git", "v5.10.262"),
+    ("file:///srv/linux.git@linux-5.10.y", "git-url", "file:///srv/linux.git", "linux-5.10.y"),
+    ("ssh://git@host/linux.git@v5.10.223", "git-url", "ssh://git@host/linux.git", "v5.10.223"),
+    ("git@host:linux.git@abc123", "git-url", "git@host:linux.git", "abc123"),
+])
+def test_parse_spec_kinds(spec, kind, location, ref):
+    s = parse_spec(spec, **NOFS)
+    assert (s.kind, s.location, s.ref) == (kind, location, ref)
+
+
+def test_parse_spec_local_dir_and_tarball(tmp_path):
+    (tmp_path / "tree").mkdir()
+    tb = tmp_path / "linux.tar.xz"
+    tb.write_bytes(b"x")
+    assert parse_spec(str(tmp_path / "tree")).kind == "local-git"
+    assert parse_spec(str(tmp_path / "tree")).ref == "HEAD"
+    assert parse_spec(f"{tmp_path / 'tree'}@v5.10.262").ref == "v5.10.262"
+    assert parse_spec(str(tb)).kind == "tarball"
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("", "empty --source"),
+    ("debian:linux-source-6.1", "unknown Debian source package"),
+    ("debian:linux-source-5.10=latest!", "malformed Debian version"),
+    ("https://git.example/linux.git", "git URL without a ref"),
+    ("ssh://git@host/linux.git", "git URL without a ref"),
+    ("/nonexistent/linux-5.10.tar.xz", "tarball not found"),
+    ("/nonexistent/tree", "source not found"),
+])
+def test_parse_spec_errors_say_what_and_how(spec, needle):
+    with pytest.raises(SourceError) as ei:
+        parse_spec(spec)
+    assert needle in ei.value.what
+    assert ei.value.fix
+
+
+def test_kernel_version_from_makefile():
+    assert parse_kernel_version((DATA / "mini-tree-5.10.223" / "Makefile").read_text()) == "5.10.223"
+    with pytest.raises(SourceError, match="no SUBLEVEL"):
+        parse_kernel_version("VERSION = 5\nPATCHLEVEL = 10\n", "x/Makefile")
+
+
+# ---- patches and series
+
+def test_real_series_parses_and_targets_task_numa_migrate():
+    s = load_series(REAL, base_version="5.10.262")
+    assert [p.name for p in s.patches] == ["0001-sched-numa-prefer-local-fallback.patch"]
+    p = s.patches[0]
+    assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
+    assert p.subject.startswith("sched/numa: prefer the local node")
+    assert all("task_numa_migrate" in h.header for h in p.hunks)
+    assert s.touched_objects() == ["kernel/sched/fair.o"]
+    added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
+    assert any("env.src_stats.node_type == node_overloaded" in ln for ln in added)
+    assert any("ng->active_nodes > 1" in ln for ln in added)
+    assert set(s.file_hashes) >= {"series", "metadata.yaml", p.name, "compile-check.config"}
+    assert (REAL / s.metadata["loaded_check"]).is_file()
+
+
+def test_real_patch_has_a_full_commit_message():
+    text = (REAL / "0001-sched-numa-prefer-local-fallback.patch").read_text()
+    msg = text.split("\n---\n", 1)[0]
+    for section in ("Problem:", "Change:", "Why it is safe", "How tested:", "two NUMA nodes"):
+        assert section in msg
+
+
+def test_real_patch_is_livepatch_safe_by_construction():
+    """No struct, global, __read_mostly, __init, sysctl or sched_feat in the added lines."""
+    s = load_series(REAL)
+    added = "\n".join(ln[1:] for p in s.patches if p.kpatch for h in p.hunks for ln in h.lines
+                      if ln.startswith("+"))
+    for banned in ("struct ", "__read_mostly", "__init", "ctl_table", "SCHED_FEAT", "sched_feat", "static "):
+        assert banned not in added
+
+
+def test_corrupt_hunk_names_file_and_line():
+    with pytest.raises(CorruptPatchError) as ei:
+        load_series(DATA / "corrupt-hunk-line-count")
+    assert ei.value.where.endswith("corrupt-hunk-line-count/0001-pick-local-node.patch:22")
+    assert "does not start with" in ei.value.what and "git format-patch" in ei.value.fix
+
+
+def test_plain_diff_is_not_a_format_patch():
+    with pytest.raises(CorruptPatchError) as ei:
+        load_series(DATA / "not-a-format-patch")
+    assert ei.value.where.endswith("0001-plain-diff.patch:1")
+    assert "not a git format-patch" in ei.value.what
+
+
+def test_missing_patch_file_names_series_line():
+    with pytest.raises(MissingPatchError) as ei:
+        load_series(DATA / "missing-patch-file")
+    assert "0002-add-sysctl.patch does not exist" in ei.value.what
+    assert ei.value.where.endswith("missing-patch-file/series:2")
+
+
+def test_truncated_hunk_and_extra_lines():
+    good = (DATA / "applies-cleanly" / "0001-pick-local-node.patch").read_text()
+    with pytest.raises(CorruptPatchError, match="truncated"):
+        parse_patch(good.split(" \treturn best;")[0], "t.patch")
+    with pytest.raises(CorruptPatchError, match="malformed hunk header"):
+        parse_patch(good.replace("@@ -7,7 +7,7 @@", "@@ -7 +7,x @@"), "t.patch")
+
+
+def test_series_metadata_errors(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "series").write_text("0001-a.patch\n")
+    (d / "metadata.yaml").write_text("name: s\ntargets: ['5.10']\npatches: {0001-a.patch: {kpatch: maybe}}\n")
+    with pytest.raises(SeriesError, match="patches/0001-a.patch/kpatch"):
+        load_series(d)
+    (d / "metadata.yaml").write_text("name: s\ntargets: ['5.10']\npatches: {0001-b.patch: {kpatch: true}}\n")
+    with pytest.raises(SeriesError, match="does not list"):
+        load_series(d)
+    (d / "metadata.yaml").write_text("name: s\ntargets: ['5.10']\npatches: [\n")
+    with pytest.raises(SeriesError) as ei:
+        load_series(d)
+    assert ei.value.where.endswith("metadata.yaml:4")
+    (d / "series").write_text("notes.txt\n")
+    (d / "metadata.yaml").write_text("name: s\ntargets: ['5.10']\npatches: {0001-a.patch: {kpatch: true}}\n")
+    with pytest.raises(SeriesError) as ei:
+        load_series(d)
+    assert ei.value.where.endswith("series:1")
+
+
+def test_targets_and_variants():
+    assert target_matches("5.10.262", ["5.10"]) and not target_matches("5.15.1", ["5.10"])
+    with pytest.raises(SeriesError, match="not for base 6.1.0"):
+        load_series(REAL, base_version="6.1.0")
+    v = load_series(DATA / "needs-variant-on-223", base_version="5.10.223").patches[0]
+    assert v.variant_of == "0001-smooth-numa-weight.patch" and "variants/5.10.223" in str(v.path)
+    assert load_series(DATA / "needs-variant-on-223", base_version="5.10.262").patches[0].variant_of is None
+
+
+# ---- conflict analysis
+
+def test_conflicting_hunk_is_found_with_expected_and_found_lines():
+    patch = load_series(DATA / "conflicting-hunk").patches[0]
+    tree = (DATA / "mini-tree-5.10.262" / "kernel" / "sched" / "fair.c").read_text().split("\n")
+    bad = conflicting_hunks(tree, patch.hunks_for("kernel/sched/fair.c"))
+    assert [(b["hunk"], b["line"]) for b in bad] == [(2, 33)]
+    assert "-\treturn 100 * faults / total;" in bad[0]["diff"]
+    assert "+\treturn 1000 * faults / total;" in bad[0]["diff"]
+    ok = (DATA / "mini-tree-5.10.223" / "kernel" / "sched" / "fair.c").read_text().split("\n")
+    assert conflicting_hunks(ok, patch.hunks_for("kernel/sched/fair.c")) == []
+    assert locate_hunk(ok, patch.hunks[0]) == patch.hunks[0].old_start - 1
+
+
+def test_conflict_markers_and_rendering():
+    text = "a\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> patch\nb\n"
+    assert conflict_markers(text) == [{"start": 2, "ours": ["mine"], "theirs": ["theirs"], "end": 6}]
+    out = render_conflict({"patch": "0001-x.patch", "subject": "s", "base": "5.10.262", "git": "",
+                           "hunks": [{"file": "f.c", "line": 3, "hunk": 2, "header": "@@ -3 +3 @@",
+                                      "patch_line": 20, "diff": ["-a", "+b"]}],
+                           "markers": {"f.c": conflict_markers(text)}})
+    assert "f.c:3 hunk 2" in out and "3-way conflict f.c:2-6" in out
+
+
+# ---- config fragment
+
+def test_fragment_options_and_lost_options():
+    frag = (REAL / "compile-check.config").read_text()
+    opts = kcompile.fragment_options(frag)
+    assert opts["CONFIG_NUMA_BALANCING"] == "y" and opts["CONFIG_LIVEPATCH"] == "y"
+    assert kcompile.missing_options(opts, frag) == []
+    assert kcompile.missing_options({"CONFIG_LIVEPATCH": "y"}, "# CONFIG_LIVEPATCH is not set\n") == \
+        ["CONFIG_LIVEPATCH=y"]
+    assert kcompile.warnings_of("a.c:1:2: warning: x [-Wfoo]\nok\n") == ["a.c:1:2: warning: x [-Wfoo]"]
