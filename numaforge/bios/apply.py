@@ -374,7 +374,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 with result.step("patch") as s:
                     use_at = "OnReset" in state.apply_times
                     changes = plan.changes
-                    r = _patch_once(client, state, changes, use_at)
+                    r = _patch_checked(client, state, changes, use_at, result)
                     if r.status == 412:
                         s.detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
                         state = read_state(client, host, cache)
@@ -384,18 +384,12 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                         result.data["replanned_after_412"] = True
                         changes = plan.changes
                         if changes:
-                            r = _patch_once(client, state, changes, use_at)
+                            r = _patch_checked(client, state, changes, use_at, result)
                             if r.status == 412:
                                 raise ConcurrentChangeError(
                                     "the BIOS settings object changed again while writing (412 twice); nothing "
                                     "more was written", f"{host.name} ({client.base_url}{state.settings_path})",
                                     "someone else is changing this BIOS: coordinate, then re-run")
-                    if changes and r.status >= 400:
-                        after = _settings_after_failure(client, state)
-                        raise RedfishError(f"PATCH {state.settings_path} answered {r.status}: {r.error_text()}"
-                                           + after, f"{host.name} ({client.base_url})",
-                                           "fix the reported attribute or re-run (the plan only writes what "
-                                           "still differs)")
                     if changes:
                         result.data["changed"] = sorted(changes)
                         result.data["pending"] = sorted(set(result.data["pending"]) | set(changes))
@@ -471,22 +465,41 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
         _finish(result, client)
 
 
-def desired_values(plan: Plan) -> dict[str, Any]:
-    return {i.attribute: i.desired for i in plan.items}
-
-
-def _settings_after_failure(client: RedfishClient, state: BiosState) -> str:
-    """After a failed PATCH: say what the settings object holds now (was anything half-written?)."""
+def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool,
+                   result: HostResult):
+    """PATCH once (the adapter retries only a 503). If the answer is an error or is lost, re-read the settings
+    object -- never re-send blindly: when it holds every value we sent, the BMC did act; otherwise report what it
+    holds (nothing is half-written by us: the PATCH is one request) and stop."""
+    try:
+        r = _patch_once(client, state, changes, use_apply_time)
+    except RedfishError as exc:
+        r, lost = None, exc
+    if r is not None and (r.status < 400 or r.status == 412):
+        return r
+    what = f"PATCH {state.settings_path} " + (f"answered {r.status}: {r.error_text()}" if r is not None
+                                              else f"got no answer ({lost.what})")
     try:
         attrs = client.get(state.settings_path).body.get("Attributes") or {}
     except NumaforgeError:
-        return " (the settings object could not be re-read)"
+        raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
+                           f"{client.host} ({client.base_url})",
+                           "re-run `invoke bios-plan` to see what is pending, then `bios-apply` again") from None
     now = pending_values(state.current, attrs)
+    if all(now.get(k) == v for k, v in changes.items()):
+        client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
+        from .redfish import Response
+        return Response(200, {}, {}, state.settings_path)
     before = pending_values(state.current, state.settings_attrs)
-    if now == before:
-        return " (settings object unchanged: nothing was written)"
-    changed = sorted(k for k in now if before.get(k) != now[k])
-    return f" (settings object now also holds: {', '.join(changed)})"
+    extra = sorted(k for k in now if before.get(k) != now.get(k))
+    held = (f"the settings object now holds new values for: {', '.join(extra)}" if extra
+            else "the settings object is unchanged: nothing was written")
+    fix = ("fix the attribute the BMC names, then re-run" if r is not None and 400 <= r.status < 500
+           else "re-run when the BMC is healthy (the plan writes only what still differs)")
+    raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})", fix)
+
+
+def desired_values(plan: Plan) -> dict[str, Any]:
+    return {i.attribute: i.desired for i in plan.items}
 
 
 # -- reboot + verify -------------------------------------------------------------------------------------------
@@ -594,3 +607,26 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
         _fail(result, exc)
     finally:
         _finish(result, client)
+
+
+# -- many hosts -------------------------------------------------------------------------------------------------
+def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: int = 0, batch: int = 0,
+              max_fail_pct: float = 100.0, progress: bool = False):
+    """Run plan/apply/verify on every host with bounded concurrency (numaforge.fleet); one registry cache per run.
+
+    A failing host never stops the others (unless canary/max-fail say so). Returns the FleetOutcome.
+    """
+    from ..fleet import run_fleet
+
+    fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
+    cache = RegistryCache()
+
+    def one(host) -> HostResult:
+        result = HostResult(host.name)
+        fn(host, opts, cache, result)
+        return result
+
+    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,
+                        progress=progress)
+    outcome.registry_fetches = cache.fetches
+    return outcome

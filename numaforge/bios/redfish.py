@@ -79,6 +79,13 @@ def _path(link: str) -> str:
 
 
 def default_ca_file() -> str:
+    """The machine's CA store: $REQUESTS_CA_BUNDLE, $SSL_CERT_FILE, Debian's bundle, else certifi's."""
+    import os
+
+    for candidate in (os.environ.get("REQUESTS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE"),
+                      "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and os.path.isfile(candidate):
+            return candidate
     return requests.certs.where()
 
 
