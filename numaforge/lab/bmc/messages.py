@@ -130,5 +130,6 @@ def error_body(messages: list[dict]) -> dict:
         code, text = messages[0]["MessageId"], messages[0]["Message"]
     else:
         code = f"{BASE_PREFIX}.GeneralError"
-        text = "A general error has occurred.  See Resolution for information on how to resolve the error."
+        text = ("A general error has occurred.  See Resolution for information on how to resolve the error, or "
+                "@Message.ExtendedInfo if Resolution is not provided.")
     return {"error": {"code": code, "message": text, "@Message.ExtendedInfo": messages}}

@@ -8,6 +8,8 @@ effective + this PATCH (so a PATCH may change a dependency's source and target t
 
 from __future__ import annotations
 
+import json
+
 from .messages import message
 
 _CONDITIONS = {
@@ -29,6 +31,8 @@ def _json_text(value) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
     return str(value)
 
 

@@ -6,6 +6,7 @@ turns it into a ``Flavour``: the short attribute list becomes a DSP0266/DSP8010 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -83,8 +84,9 @@ def _entry(raw: dict, order: int, where: str) -> dict:
         "Hidden": False,
         "ResetRequired": True,
         "CurrentValue": None,
-        "DefaultValue": raw.get("default"),
     }
+    if raw.get("default") not in (None, ""):
+        entry["DefaultValue"] = raw["default"]
     if kind == "Enumeration":
         values = raw.get("values") or []
         if not values:
@@ -146,7 +148,7 @@ def build_flavour(data: dict, where: str) -> Flavour:
         "Language": "en",
         "OwningEntity": data["vendor"],
         "RegistryVersion": data["registry_id"].split(".", 1)[-1].lstrip("v").replace("_", "."),
-        "SupportedSystems": [{"ProductName": data["model"], "SystemId": data["system_id"],
+        "SupportedSystems": [{"ProductName": data["model"], "SystemId": re.sub(r"[^A-Za-z0-9]", "", data["model"]),
                               "FirmwareVersion": str(data["bios_version"])}],
         "RegistryEntries": {
             "Attributes": entries,
@@ -156,7 +158,7 @@ def build_flavour(data: dict, where: str) -> Flavour:
                       for i, m in enumerate(menus)],
         },
     }
-    defaults = {e["AttributeName"]: e["DefaultValue"] for e in entries}
+    defaults = {raw["name"]: raw.get("default") for raw in raw_attrs}
     return Flavour(
         name=data["name"], vendor=data["vendor"], model=data["model"], bios_version=str(data["bios_version"]),
         system_id=str(data["system_id"]), manager_id=str(data["manager_id"]),

@@ -22,7 +22,8 @@ def _etag_matches(header: str, etag: str) -> bool:
 def register(sim) -> None:
     f = sim.flavour
     st = sim.state
-    settings_id = normalise(f.settings_path).rsplit("/", 1)[-1]
+    # the settings object names itself exactly as the SettingsObject link spells it (iLO-like lowercase too)
+    settings_id = normalise(f.settings_link).rsplit("/", 1)[-1]
     reset_bios_target = f"{f.bios_path}/Actions/Bios.ResetBios"
     system_reset = f"{f.system_path}/Actions/ComputerSystem.Reset"
 
@@ -30,7 +31,7 @@ def register(sim) -> None:
         with st.lock:
             attrs = dict(st.pending) if f.settings_shows == "pending_only" else {**st.current, **st.pending}
             body = {
-                "@odata.id": sim.link(f.settings_path),
+                "@odata.id": f.settings_link,
                 "@odata.type": "#Bios.v1_2_3.Bios",
                 "Id": settings_id,
                 "Name": "BIOS Configuration Pending Settings",
