@@ -1,0 +1,145 @@
+"""Tasks: bios-render, bios-plan, bios-apply, bios-verify — BIOS profiles pushed through Redfish.
+
+Thin: parse options, call numaforge.bios.apply, print. Logic lives in numaforge/bios/.
+"""
+
+from __future__ import annotations
+
+from invoke import task
+from rich.table import Table
+
+from ..bios.apply import HostOptions, Timeouts, run_hosts
+from ..bios.errors import ProfileError
+from ..bios.profile import host_facts, render_profile
+from ..report import Report
+from . import common
+
+FLEET_HELP = {
+    "forks": "how many BMCs to talk to at once (default 8)",
+    "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
+    "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
+}
+BIOS_HELP = {
+    "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
+    "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
+}
+
+
+def _select_help(*extra: dict) -> dict:
+    out = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
+                                               "allow_plaintext_secrets")}
+    for e in extra:
+        out.update(e)
+    return out
+
+
+def _warn_insecure(insecure: bool) -> None:
+    if insecure:
+        common.err_console.print("[bold red]WARNING: --insecure: BMC TLS certificates are NOT verified; "
+                                 "credentials can be intercepted. Use bmc.ca_bundle instead.[/]")
+
+
+def _print_plans(report: Report) -> None:
+    for h in report.hosts:
+        items = h.data.get("plan") or []
+        if not items:
+            continue
+        t = Table(title=f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
+                        f"registry {h.data.get('registry')}")
+        for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
+            t.add_column(col, overflow="fold")
+        colour = {"change": "yellow", "pending": "cyan", "ok": "green"}
+        for i in items:
+            t.add_row(i["attribute"], i["setting"], _s(i["current"]), _s(i["pending"]), _s(i["desired"]),
+                      f"[{colour.get(i['action'], 'white')}]{i['action']}[/]", i["resolved"])
+        common.console.print(t)
+        for w in h.data.get("warnings") or []:
+            common.err_console.print(f"[red]{h.host}: {w}[/]")
+
+
+def _s(v) -> str:
+    return "-" if v is None else str(v)
+
+
+def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
+         opts: HostOptions, forks, canary=0, max_fail=100.0):
+    _warn_insecure(opts.insecure)
+
+    def body(report: Report):
+        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
+                            max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        report.hosts.extend(outcome.results)
+        report.data["fleet"] = outcome.as_dict()
+        report.data["registry_fetches"] = outcome.registry_fetches
+        if action != "verify" or any(h.status == "failed" for h in report.hosts):
+            _print_plans(report)
+
+    return common.execute(task_name, body, json=json, options=options)
+
+
+@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {"forks": FLEET_HELP["forks"]}))
+def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+              json=None, allow_plaintext_secrets=False):
+    """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
+    BMC's attribute registry. Writes nothing."""
+    _run(c, "bios-plan", "plan", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
+         json, allow_plaintext_secrets, HostOptions(profile=profile, insecure=insecure), forks)
+
+
+@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, FLEET_HELP, {
+    "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
+              "wait for power-on and verify every value",
+    "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
+    "power_timeout": "seconds to wait for the host to come back on (default 900)",
+}))
+def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
+               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, json=None,
+               allow_plaintext_secrets=False):
+    """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
+    differs), Dell config jobs, optional --reboot and verification."""
+    t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
+    _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
+         host, group, limit, json, allow_plaintext_secrets,
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t), forks, canary, max_fail)
+
+
+@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {"forks": FLEET_HELP["forks"]}))
+def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+                json=None, allow_plaintext_secrets=False):
+    """BMC-side check: every current BIOS value equals the profile's desired value (each mismatch reported)."""
+    _run(c, "bios-verify", "verify", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
+         json, allow_plaintext_secrets, HostOptions(profile=profile, insecure=insecure), forks)
+
+
+@task(iterable=["host", "group"], help=_select_help({"profile": BIOS_HELP["profile"]}, {
+    "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"}))
+def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=None, vendor=None, json=None,
+                allow_plaintext_secrets=False):
+    """Render each selected host's profile over its inventory facts (no BMC contact): the abstract settings."""
+
+    def body(report: Report):
+        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        for h in hosts:
+            res = report.host(h.name)
+            name = profile or h.bios_profile
+            if not name:
+                res.status = "failed"
+                res.message = f"{h.name}: no bios_profile; set it in the inventory or pass --profile"
+                continue
+            facts = host_facts(h)
+            if vendor:
+                facts["vendor"] = vendor
+            try:
+                p = render_profile(name, facts)
+            except ProfileError as exc:
+                res.status, res.message = "failed", exc.render()
+                continue
+            res.data = {"profile": p.name, "chain": p.chain, "vendor": facts["vendor"], "settings": p.settings,
+                        "raw": p.raw_for(facts["vendor"]), "set_by": p.origin}
+            res.message = ", ".join(f"{k}={v}" for k, v in p.settings.items())
+
+    common.execute("bios-render", body, json=json, options={"profile": profile, "vendor": vendor})
+
+
+TASKS = [bios_render, bios_plan, bios_apply, bios_verify]
