@@ -544,7 +544,9 @@ class Remote:
                 msg = f"{exc.strerror}"
             else:
                 msg = str(exc) or type(exc).__name__
-            if not self.connected:
+            dropped = isinstance(exc, (EOFError, ConnectionError, ConnectionLost)) or (
+                isinstance(exc, paramiko.SSHException) and re.search(r"dropped|closed|EOF", str(exc), re.I))
+            if dropped or not self.connected:
                 msg = f"connection lost ({msg})"
             raise UploadError(f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
                               where, "check free space and permissions of the target directory on the host "

@@ -1,0 +1,143 @@
+"""Several real sshd "hosts", each in its own network namespace (10.231.X.(10+i)), driven by run_fleet.
+
+The client is this pytest process in the root namespace, reaching the hosts over a bridge + veth pairs the
+fixture creates (tests/sshd_fixture.py: NetnsLab); nothing here talks to any other address.
+"""
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from numaforge.fleet import run_fleet
+from numaforge.remote.ssh import TMP_MARK, ConnectError, HostKeyError, UploadError, connect
+from numaforge.report import HostResult
+
+pytestmark = pytest.mark.ssh
+
+
+def probe(host):
+    """Per-host function: connect, report the address the host sees on its eth0, upload a file."""
+    res = HostResult(host.name)
+    with res.step("connect"):
+        remote = connect(host.ssh, host.name, connect_timeout=10)
+    with remote:
+        with res.step("facts"):
+            res.data["eth0"] = remote.run("ip -4 -o addr show dev eth0").stdout.split()[3]
+        with res.step("upload"):
+            src = Path(host.vars["payload"])
+            res.data["sha256"] = remote.put(src, f"/tmp/numaforge-fleet-{host.name}.bin")
+    res.message = res.data["eth0"]
+    return res
+
+
+def failing_probe(host):
+    try:
+        return probe(host)
+    except Exception as exc:
+        return HostResult(host.name, "failed", str(exc))
+
+
+def sessions_seen(h) -> int:
+    return h.log.read_text().count("Connection from") if h.log.exists() else 0
+
+
+def make_fleet(netns_lab, tmp_path, n, down=()):
+    payload = tmp_path / "payload.bin"
+    payload.write_bytes(os.urandom(256 * 1024))
+    hosts, inv = [], []
+    for i in range(n):
+        h = netns_lab.add_host(f"n{i}", start=i not in down)
+        hosts.append(h)
+        ih = h.inventory_host()
+        ih.vars["payload"] = str(payload)
+        inv.append(ih)
+    return hosts, inv
+
+
+def test_each_namespace_host_is_its_own_machine_on_the_network(netns_lab, tmp_path):
+    hosts, inv = make_fleet(netns_lab, tmp_path, 3)
+    out = run_fleet(inv, probe, forks=3, progress=False)
+    assert out.ok, out.summary()
+    for h, r in zip(hosts, out.results):
+        assert r.data["eth0"] == f"{h.address}/24"       # the sshd answering is the one inside that namespace
+        assert [s.name for s in r.steps] == ["connect", "facts", "upload"]
+        assert Path(f"/tmp/numaforge-fleet-{h.name}.bin").exists()
+        Path(f"/tmp/numaforge-fleet-{h.name}.bin").unlink()
+
+
+def test_rolling_stops_at_max_fail_when_hosts_are_down(netns_lab, tmp_path):
+    # n2 and n3 have no sshd: batch 2 fails 2 of 4 attempted (50% > 25%) -> n4, n5 are never contacted
+    hosts, inv = make_fleet(netns_lab, tmp_path, 6, down=(2, 3))
+    out = run_fleet(inv, probe, forks=2, batch=2, max_fail_pct=25, progress=False)
+    status = {r.host: r.status for r in out.results}
+    assert status == {"n0": "ok", "n1": "ok", "n2": "failed", "n3": "failed", "n4": "not-run", "n5": "not-run"}
+    assert out.stopped and out.not_run == ["n4", "n5"]
+    assert "2 of 4 hosts failed (50% > --max-fail 25%)" in out.reason
+    for r in out.results[2:4]:
+        assert "cannot connect" in r.message and f"host {r.host}" in r.message
+    assert sessions_seen(hosts[0]) == 1 and sessions_seen(hosts[1]) == 1
+    assert sessions_seen(hosts[4]) == 0 and sessions_seen(hosts[5]) == 0   # up, but never contacted
+    for h in hosts[:2]:
+        Path(f"/tmp/numaforge-fleet-{h.name}.bin").unlink()
+
+
+def test_failed_canary_stops_before_touching_the_fleet(netns_lab, tmp_path):
+    hosts, inv = make_fleet(netns_lab, tmp_path, 3, down=(0,))
+    out = run_fleet(inv, probe, canary=1, progress=False)
+    assert out.stopped and out.not_run == ["n1", "n2"]
+    assert sessions_seen(hosts[1]) == 0 and sessions_seen(hosts[2]) == 0
+
+
+def test_a_changed_host_key_fails_only_that_host(netns_lab, tmp_path):
+    from sshd_fixture import keygen
+    hosts, inv = make_fleet(netns_lab, tmp_path, 3)
+    other = keygen(tmp_path / "impostor")
+    hosts[1].known_hosts.write_text(f"{hosts[1].address} " + " ".join(Path(f"{other}.pub").read_text().split()[:2]))
+    out = run_fleet(inv, probe, forks=3, progress=False)
+    assert [r.status for r in out.results] == ["ok", "failed", "ok"]
+    assert "HOST KEY MISMATCH" in out.results[1].message
+    for h in (hosts[0], hosts[2]):
+        Path(f"/tmp/numaforge-fleet-{h.name}.bin").unlink()
+
+
+def test_sshd_stopped_mid_upload_leaves_no_partial_file(netns_lab, tmp_path):
+    (h,) = make_fleet(netns_lab, tmp_path, 1)[0]
+    src = tmp_path / "big.ko"
+    src.write_bytes(os.urandom(6 * 1024 * 1024))
+    dest_dir = tmp_path / "remote"
+    dest_dir.mkdir()
+    stopped = []
+
+    def stop_sshd(sent, total):
+        if not stopped and sent > 512 * 1024:
+            h.stop()                         # listener and every session: the host's sshd is gone
+            stopped.append(sent)
+
+    with connect(h.spec(), h.name) as r:
+        with pytest.raises(UploadError) as exc:
+            r.put(src, str(dest_dir / "big.ko"), progress=stop_sshd)
+    assert stopped and "connection lost" in exc.value.what
+    assert not (dest_dir / "big.ko").exists()
+    assert all(TMP_MARK in p.name and p.name.startswith(".big.ko") for p in dest_dir.iterdir())
+
+
+def test_hung_sshd_is_a_connect_timeout_not_a_hang(netns_lab, tmp_path):
+    """sshd is SIGSTOPped: the kernel still accepts the TCP connection, but no SSH banner ever comes."""
+    (h,) = make_fleet(netns_lab, tmp_path, 1)[0]
+    os.kill(h.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(ConnectError) as exc:
+            connect(h.spec(), h.name, connect_timeout=2)
+        assert "cannot connect" in exc.value.what and h.name in exc.value.where
+    finally:
+        os.kill(h.proc.pid, signal.SIGCONT)
+
+
+def test_unknown_key_on_a_namespace_host_is_refused(netns_lab, tmp_path):
+    (h,) = make_fleet(netns_lab, tmp_path, 1)[0]
+    h.known_hosts.write_text("")
+    with pytest.raises(HostKeyError) as exc:
+        connect(h.spec(), h.name)
+    assert h.address in exc.value.what and h.fingerprint() in exc.value.what
