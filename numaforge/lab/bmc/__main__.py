@@ -71,7 +71,9 @@ def main(argv=None) -> int:
         print(f"error: {state_dir}: {exc.strerror}\n  fix: choose a writable --state-dir", file=sys.stderr)
         return 2
     pid_file.write_text(f"{os.getpid()}\n")
-    (state_dir / "url").write_text(sim.url + "\n")
+    tmp = state_dir / "url.tmp"       # atomic: readers wait for `url` to exist, then read it whole
+    tmp.write_text(sim.url + "\n")
+    os.replace(tmp, state_dir / "url")
     print(f"bmc-sim: {args.flavour} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
           + (f", CA {sim.ca_file}" if sim.ca_file else "") + ")", flush=True)
     done = threading.Event()
