@@ -321,6 +321,32 @@ def active_bios_jobs(client: RedfishClient, jobs_path: str, state: BiosState) ->
     return out
 
 
+def _ensure_job(client: RedfishClient, state: BiosState, host, job_path: str | None, jobs_path: str | None,
+                opts: HostOptions) -> str:
+    """The config job that will apply the pending values: the one our PATCH created, an existing one (adopted,
+    never replaced), or a new one (POST {"TargetSettingsURI": <settings object>} to the jobs collection)."""
+    if job_path:
+        return job_path
+    jobs_path = jobs_path or _jobs_collection(client, state)
+    if not jobs_path:
+        raise RedfishError("no jobs collection found to create the BIOS config job",
+                           f"{host.name} ({client.base_url})",
+                           "without a config job the pending values never apply; check the iDRAC firmware")
+    existing = active_bios_jobs(client, jobs_path, state)
+    if existing:
+        return _path(existing[0].get("@odata.id"))
+    jr = client.post(jobs_path, {"TargetSettingsURI": state.settings_path})
+    if jr.status >= 400:
+        raise RedfishError(f"creating the BIOS config job answered {jr.status}: {jr.error_text()}",
+                           f"{host.name} ({client.base_url})",
+                           "the values are pending without a job; re-run, or create the job on the iDRAC")
+    link = jr.headers.get("location") or jr.body.get("@odata.id")
+    if not link:
+        raise RedfishError("the BMC created a config job but did not say where (no Location)",
+                           f"{host.name} ({client.base_url})", "check the iDRAC job queue")
+    return _path(link)
+
+
 def _wait_job(client: RedfishClient, job_path: str, want: set[str], timeout: float, poll: float) -> dict:
     deadline = time.monotonic() + timeout
     while True:
@@ -396,40 +422,17 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                         loc = r.headers.get("location")
                         if loc and "job" in loc.lower():
                             job_path = _path(loc)
-                if is_dell_jobs and result.data["changed"]:
-                    with result.step("job") as s:
-                        if job_path is None:
-                            jobs_path = jobs_path or _jobs_collection(client, state)
-                            if not jobs_path:
-                                raise RedfishError("no jobs collection found to create the BIOS config job",
-                                                   f"{host.name} ({client.base_url})",
-                                                   "without a config job the pending values never apply; check "
-                                                   "the iDRAC firmware")
-                            existing = active_bios_jobs(client, jobs_path, state)
-                            if existing:
-                                job_path = _path(existing[0].get("@odata.id"))
-                            else:
-                                jr = client.post(jobs_path, {"TargetSettingsURI": state.settings_path})
-                                if jr.status >= 400:
-                                    raise RedfishError(f"creating the BIOS config job answered {jr.status}: "
-                                                       f"{jr.error_text()}", f"{host.name} ({client.base_url})",
-                                                       "the values are pending without a job; create one on the "
-                                                       "iDRAC or re-run")
-                                job_path = _path(jr.headers.get("location") or jr.body.get("@odata.id") or "")
-                        job = _wait_job(client, job_path, {"Scheduled"}, opts.timeouts.job, opts.timeouts.poll)
-                        result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
-                        s.detail = result.data["job"]
-                        if _job_state(job) in FINAL_JOB_BAD:
-                            raise RedfishError(f"BIOS config job {job.get('Id')} {_job_state(job)}: "
-                                               f"{job.get('Message', '')}", f"{host.name} ({client.base_url})",
-                                               "see the job's message on the iDRAC")
-            elif is_dell_jobs and plan.pending and opts.reboot:
-                # values already pending from an earlier run: the job from that run applies them on reset
-                jobs_path = _jobs_collection(client, state)
-                if jobs_path:
-                    act = active_bios_jobs(client, jobs_path, state)
-                    if act:
-                        job_path = _path(act[0].get("@odata.id"))
+            if is_dell_jobs and (result.data["changed"] or plan.pending):
+                # iDRAC applies pending BIOS values only through a config job: make sure exactly one exists
+                with result.step("job") as s:
+                    job_path = _ensure_job(client, state, host, job_path, jobs_path, opts)
+                    job = _wait_job(client, job_path, {"Scheduled"}, opts.timeouts.job, opts.timeouts.poll)
+                    result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
+                    s.detail = result.data["job"]
+                    if _job_state(job) in FINAL_JOB_BAD:
+                        raise RedfishError(f"BIOS config job {job.get('Id')} {_job_state(job)}: "
+                                           f"{job.get('Message', '')}", f"{host.name} ({client.base_url})",
+                                           "see the job's message on the iDRAC")
             if opts.reboot and plan.needs_reset:
                 with result.step("reboot") as s:
                     s.detail = reboot(client, state, desired_values(plan), opts.timeouts)

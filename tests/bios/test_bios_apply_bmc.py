@@ -314,3 +314,17 @@ def test_json_report_never_contains_the_password_or_token(sim_factory, tmp_path)
     assert PASSWORD not in text
     assert "X-Auth-Token" not in text and "x-auth-token" not in text.lower()
     assert '"changed"' in text
+
+
+def test_dell_pending_values_keep_their_one_job_across_runs(sim_factory):
+    sim = sim_factory("dell")
+    h = host_for(sim)
+    first = run(apply_host, h)
+    assert first.status == "changed" and first.data["job"]["state"] == "Scheduled"
+    sim.reset_counts()
+    second = run(apply_host, h)
+    assert second.status == "unchanged" and sim.count("PATCH") == 0 and sim.count("POST", "Jobs") == 0
+    assert second.data["job"]["id"] == first.data["job"]["id"]
+    third = run(apply_host, h, opts(reboot=True))
+    assert third.status == "changed" and third.data["mismatches"] == []
+    assert [(j["Id"], j["JobState"]) for j in sim.jobs()] == [(first.data["job"]["id"], "Completed")]
