@@ -99,7 +99,7 @@ def conflicting_hunks(file_lines: list[str], hunks: list[Hunk]) -> list[dict]:
                      min(len(h.preimage), len(actual)))
         out.append({"file": h.file, "hunk": h.index, "header": h.header, "patch_line": h.patch_line,
                     "hunk_start": h.old_start, "line": h.old_start + first, "expected": h.preimage,
-                    "found": actual, "diff": diff[2:]})
+                    "found": actual, "diff": [d for d in diff[2:] if not d.startswith("@@")]})
     return out
 
 
@@ -129,7 +129,7 @@ def render_conflict(detail: dict) -> str:
     lines = [f"patch {detail['patch']} ({detail['subject']}) does not apply to {detail['base']}"]
     for h in detail.get("hunks", []):
         lines.append(f"  {h['file']}:{h['line']} hunk {h['hunk']} {h['header']} (patch line {h['patch_line']})")
-        lines.extend(f"    {d}" for d in h["diff"][:40])
+        lines.extend(f"    {'patch expects' if d[:1] == '-' else 'tree has     '}: {d[1:]}" for d in h["diff"][:40])
     for f, regions in detail.get("markers", {}).items():
         for r in regions:
             lines.append(f"  3-way conflict {f}:{r['start']}-{r['end']}")
@@ -161,6 +161,21 @@ def tree_state(repo: Path) -> dict:
 def _state_file(repo: Path, branch: str) -> Path:
     gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip())
     return gitdir / "numaforge" / (branch.replace("/", "__") + ".json")
+
+
+def recorded_base(repo: Path, branch: str) -> str | None:
+    """Base commit recorded for `branch` if HEAD is that branch at its recorded result, else None."""
+    head = _git(repo, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
+    state = _state_file(repo, branch)
+    if head != f"refs/heads/{branch}" or not state.exists():
+        return None
+    try:
+        rec = json.loads(state.read_text())
+    except ValueError:
+        return None
+    if rec.get("result") != _git(repo, "rev-parse", "HEAD").stdout.strip():
+        return None
+    return rec.get("wanted", {}).get("base_commit")
 
 
 def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base_label: str,
@@ -293,6 +308,11 @@ def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SE
     src = ksource.prepare(source_spec, log)
     ser = load_series(series, base_version=src.base_version)
     branch = f"backport/{ser.name}/{src.base_version}"
+    if src.spec.kind == "local-git" and src.spec.ref == "HEAD":
+        # a re-run on a tree we left checked out at our result branch: the base is the recorded one, not HEAD
+        recorded = recorded_base(src.repo, branch)
+        if recorded:
+            src.base_commit, src.source_hash = recorded, f"git:{recorded}"
     result, status = apply_series(src.repo, src.base_commit, branch, ser,
                                   f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})", log)
     out = output_dir(ser.name, src.base_version)

@@ -254,7 +254,7 @@ def _clone_url(url: str, ref: str, log=None) -> Path:
                 shutil.rmtree(dest)
             if log:
                 log(f"cloning {url}")
-            git.Repo.clone_from(url, dest, no_checkout=True)
+            git.Repo.clone_from(url, dest)
         repo = git.Repo(dest)
         try:
             repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
@@ -263,7 +263,11 @@ def _clone_url(url: str, ref: str, log=None) -> Path:
             try:
                 repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
             except git.GitCommandError:
-                repo.git.fetch("origin", "--quiet", ref)
+                try:
+                    repo.git.fetch("origin", "--quiet", ref)
+                except git.GitCommandError:
+                    raise SourceError(f"ref {ref!r} not found", url,
+                                      "give a tag, branch or commit the remote has (git ls-remote URL)") from None
         return dest
     except git.GitCommandError as exc:
         raise SourceError(f"git could not clone/fetch: {exc.stderr.strip()[-300:]}", url,

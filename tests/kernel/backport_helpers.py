@@ -28,7 +28,7 @@ def mini_repo(dest: Path, *versions: str, tag: bool = True) -> Path:
         for item in dest.iterdir():
             if item.name != ".git":
                 shutil.rmtree(item) if item.is_dir() else item.unlink()
-        shutil.copytree(DATA / f"mini-tree-{v}", dest, dirs_exist_ok=True)
+        shutil.copytree(DATA / f"mini-tree-{v}", dest, dirs_exist_ok=True, copy_function=shutil.copy)
         git(dest, "add", "-A")
         git(dest, "commit", "-q", "-m", f"mini tree {v}")
         if tag:
