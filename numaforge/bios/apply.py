@@ -38,6 +38,7 @@ class Timeouts:
     power_on: float = 900.0     # wait this long for the host to come back on after a reset
     job: float = 120.0          # wait for a config job to reach Scheduled / Completed
     poll: float = 5.0           # seconds between polls
+    settle: float = 120.0       # after power-on, wait this long for the BMC to report the new values
 
 
 class RegistryCache:
@@ -550,18 +551,21 @@ def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Tim
         power = _power(client, state)
         if power != "On":
             seen_off = True
-        if power == "On" and (seen_off or _applied(client, state, want)):
-            if _applied(client, state, want) or time.monotonic() - start > t.power_on:
-                break
+        elif seen_off or _applied(client, state, want):
+            break
         elapsed = time.monotonic() - start
         if not forced and not seen_off and elapsed > t.graceful:
             post("ForceRestart")
             forced = True
             log["forced_after_s"] = round(elapsed, 1)
         if elapsed > t.power_on + (t.graceful if forced else 0):
-            raise RedfishError(f"host did not come back on within {t.power_on:.0f} s (PowerState {power})",
+            raise RedfishError(f"host did not restart and come back on within {elapsed:.0f} s (PowerState {power})",
                                f"{client.host} ({client.base_url})",
                                "check the host console; the BIOS values may still be pending")
+    # the BMC reports the new values once POST has finished: give it up to t.settle seconds
+    settle_until = time.monotonic() + t.settle
+    while not _applied(client, state, want) and time.monotonic() < settle_until:
+        time.sleep(t.poll)
     log["seconds"] = round(time.monotonic() - start, 1)
     return log
 

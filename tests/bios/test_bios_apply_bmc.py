@@ -22,7 +22,7 @@ from .helpers import PROFILES, host
 pytestmark = pytest.mark.bmc
 
 PASSWORD = "s3cret-Bmc-pw"
-FAST = Timeouts(graceful=5.0, power_on=20.0, job=10.0, poll=0.1)
+FAST = Timeouts(graceful=5.0, power_on=20.0, job=10.0, poll=0.1, settle=5.0)
 POLICY = RetryPolicy(attempts=4, backoff=0.05, max_wait=1.0, connect_timeout=5, read_timeout=10)
 
 
@@ -328,3 +328,23 @@ def test_dell_pending_values_keep_their_one_job_across_runs(sim_factory):
     third = run(apply_host, h, opts(reboot=True))
     assert third.status == "changed" and third.data["mismatches"] == []
     assert [(j["Id"], j["JobState"]) for j in sim.jobs()] == [(first.data["job"]["id"], "Completed")]
+
+
+def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value(sim_factory):
+    sim = sim_factory("supermicro")
+    h = host_for(sim)
+    assert run(apply_host, h).status == "changed"
+    s = admin_session(sim)
+    s.patch(sim.url + sim.settings_path, json={"Attributes": {"SR-IOVSupport": "Disabled"}}).raise_for_status()
+    s.post(sim.url + sim.system_path + "/Actions/ComputerSystem.Reset",
+           json={"ResetType": "ForceRestart"}).raise_for_status()
+    for _ in range(100):
+        if sim.power_state() == "On" and not sim.bios_pending():
+            break
+        threading.Event().wait(0.1)
+    r = run(verify_host, h)
+    assert r.status == "failed"
+    assert r.data["mismatches"] == [{"attribute": "SR-IOVSupport", "setting": "sriov", "desired": "Enabled",
+                                     "current": "Disabled", "pending": None}]
+    assert "SR-IOVSupport (sriov) is 'Disabled', wanted 'Enabled'" in r.message
+    assert len(r.data["verified"]) == 7
