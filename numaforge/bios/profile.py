@@ -183,12 +183,12 @@ def parse_rendered(text: str, path: Path) -> dict:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)  # where the bad construct began
         line = mark.line + 1 if mark else None
         snippet = text.splitlines()[line - 1].strip() if line and line <= len(text.splitlines()) else ""
         where = f"{path} (rendered line {line}: {snippet!r})" if line else str(path)
         raise ProfileError(f"rendered profile is not valid YAML: {getattr(exc, 'problem', exc)}", where,
-                           "check the template output with `invoke bios-plan --show-rendered`") from None
+                           "fix the template so that line renders to valid YAML (the rendered line is quoted above)") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

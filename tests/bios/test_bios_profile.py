@@ -74,3 +74,10 @@ def test_bool_is_not_accepted_as_nps():
     from pathlib import Path
     with pytest.raises(ProfileError):
         parse_rendered("settings:\n  numa_nodes_per_socket: true\n", Path("x.yaml.j2"))
+
+
+def test_template_that_renders_invalid_yaml_quotes_the_rendered_line():
+    with pytest.raises(ProfileError) as ei:
+        render_profile("renders-invalid-yaml", facts(), PROFILES)
+    assert "not valid YAML" in ei.value.what
+    assert "renders-invalid-yaml.yaml.j2 (rendered line" in ei.value.where and "[unclosed" in ei.value.where
