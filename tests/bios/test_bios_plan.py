@@ -89,3 +89,32 @@ def test_profile_raw_escape_hatch_is_validated_like_everything_else():
         make_plan(desired, DELL, CURRENT, {}, "gpu-01")
     assert len(ei.value.problems) == 4
     assert "fix" not in ei.value.what and "raw:" in ei.value.fix
+
+
+ENUMS = {n: a.values for n, a in DELL.attributes.items() if a.type == "Enumeration" and not a.read_only}
+
+
+def test_plan_converges_property():
+    """For any current/pending/desired: writing plan.changes and resetting leaves nothing to do, and the
+    PATCH never carries a value the BIOS will already have."""
+    from hypothesis import given, settings, strategies as st
+
+    names = sorted(ENUMS)
+    state = st.fixed_dictionaries({n: st.sampled_from(ENUMS[n]) for n in names})
+    partial = st.dictionaries(st.sampled_from(names), st.just(None)).flatmap(
+        lambda keys: st.fixed_dictionaries({k: st.sampled_from(ENUMS[k]) for k in keys}))
+
+    @settings(max_examples=200, deadline=None)
+    @given(current=state, pending=partial, want=partial)
+    def check(current, pending, want):
+        cur = {**CURRENT, **current}
+        desired = [d(k, v) for k, v in want.items()]
+        plan = make_plan(desired, DELL, cur, pending)
+        effective = {**cur, **pending}
+        for k, v in plan.changes.items():
+            assert effective[k] != v
+        after_reset = {**cur, **pending, **plan.changes}
+        assert make_plan(desired, DELL, after_reset, {}).changes == {}
+        assert not make_plan(desired, DELL, after_reset, {}).needs_reset
+
+    check()
