@@ -348,3 +348,16 @@ def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value
                                      "current": "Disabled", "pending": None}]
     assert "SR-IOVSupport (sriov) is 'Disabled', wanted 'Enabled'" in r.message
     assert len(r.data["verified"]) == 7
+
+
+def test_session_login_503_is_retried_and_a_broken_session_service_falls_back_to_basic(sim_factory):
+    sim = sim_factory("generic")
+    sim.inject("503", r"SessionService/Sessions$", count=1, method="POST", retry_after=0)
+    r = run(plan_host, host_for(sim))
+    assert r.status == "ok" and r.data["auth"] == "session"
+    assert sim.count("POST", "Sessions$") == 2 and sim.count("DELETE", "Sessions/") == 1
+
+    sim.inject("5xx", r"SessionService/Sessions$", count=1, method="POST", status=501)
+    r = run(plan_host, host_for(sim))
+    assert r.status == "ok" and r.data["auth"] == "basic"
+    assert any("basic authentication" in w for w in r.data["warnings"])
