@@ -7,7 +7,7 @@ and stopped (with every session process it forked) on teardown, even when the te
 Use from any tier's conftest.py:
 
     import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from sshd_fixture import sshd_host, netns_lab          # noqa: F401  (pytest fixtures)
+    from sshd_fixture import sshd_host, netns_lab, test_user, dropbear_host   # noqa: F401 (fixtures)
 
     def test_x(sshd_host):                               # one sshd on 127.0.0.1:<free port>
         with connect(sshd_host.spec(), sshd_host.name) as r: ...
@@ -203,6 +203,96 @@ class SshdHost:
             fh.write(Path(pubkey_path).read_text())
 
 
+DROPBEAR = "/usr/sbin/dropbear"
+
+
+@dataclass
+class DropbearHost:
+    """dropbear (the SSH server of the lab VM's initramfs) on 127.0.0.1:<port>.
+
+    It runs as an unprivileged test account, which is then also the only login user (dropbear can only log in
+    as itself when it is not root); its authorized_keys, host key, pid and log live in that user's home.
+    SFTP goes through dropbear's sftp-server (/usr/lib/sftp-server), like in the VM.
+    """
+
+    name: str
+    user: str
+    home: Path
+    port: int
+    client_key: Path
+    proc: subprocess.Popen | None = None
+    host_key: Path = field(init=False)
+    known_hosts: Path = field(init=False)
+    log: Path = field(init=False)
+
+    def __post_init__(self):
+        self.dir = self.home / "dropbear"
+        self.dir.mkdir(exist_ok=True)
+        self.host_key = self.dir / "host_ed25519"
+        _run(["dropbearkey", "-t", "ed25519", "-f", str(self.host_key)])
+        pub = [ln for ln in _run(["dropbearkey", "-y", "-f", str(self.host_key)]).stdout.splitlines()
+               if ln.startswith("ssh-ed25519 ")][0]
+        self.host_pub = Path(f"{self.host_key}.pub")
+        self.host_pub.write_text(pub + "\n")
+        _run(["chown", "-R", f"{self.user}:", str(self.dir)])
+        self.known_hosts = self.client_key.parent / f"known_hosts-{self.name}"
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {self.host_key_line()}\n")
+        self.log = self.dir / "dropbear.log"
+
+    def host_key_line(self) -> str:
+        return " ".join(self.host_pub.read_text().split()[:2])
+
+    def fingerprint(self) -> str:
+        return _run(["ssh-keygen", "-l", "-f", str(self.host_pub)]).stdout.split()[1]
+
+    def spec(self, **kw) -> SSHSpec:
+        kw.setdefault("key_file", str(self.client_key))
+        kw.setdefault("use_agent", False)
+        kw.setdefault("known_hosts", str(self.known_hosts))
+        return SSHSpec(address="127.0.0.1", port=self.port, user=self.user, **kw)
+
+    def start(self, timeout: float = 15.0) -> "DropbearHost":
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [DROPBEAR, "-F", "-E", "-s", "-p", f"127.0.0.1:{self.port}", "-r", str(self.host_key),
+             "-P", str(self.dir / "pid")],
+            user=self.user, group=self.user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=str(self.home))
+        logf.close()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                break
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"dropbear {self.name} did not start; log:\n{self.log.read_text()[-2000:]}")
+
+    def kill_sessions(self) -> list[int]:
+        pids = descendants(self.proc.pid) if self.proc else []
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.kill_sessions()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
 class NetnsLab:
     """Hosts in network namespaces bridged to the root namespace. Call close() (the fixture does)."""
 
@@ -337,4 +427,32 @@ def test_user():
         for name, rule in made:
             if rule is not None:
                 rule.unlink(missing_ok=True)
+            _kill_user_processes(name)     # whatever a failed test left running as the test user
             _run(["userdel", "-f", "-r", name], check=False)
+
+
+def _kill_user_processes(name: str) -> None:
+    import pwd
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+
+
+@pytest.fixture
+def dropbear_host(tmp_path, test_user):
+    """A real dropbear on 127.0.0.1:<free port>, logging in its own (NOPASSWD-sudo) test user."""
+    key = keygen(tmp_path / "dropbear_client_ed25519", comment="client-dropbear")
+    user = test_user(sudo="nopasswd", pubkey=f"{key}.pub")
+    h = DropbearHost(name="dropbear", user=user, home=TEST_HOMES / user, port=free_port(), client_key=key)
+    try:
+        yield h.start()
+    finally:
+        h.stop()

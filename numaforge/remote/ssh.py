@@ -448,19 +448,16 @@ class Remote:
         return result
 
     def _kill(self, pid: int | None, sudo: bool) -> None:
-        """Best effort: SIGTERM, then SIGKILL, the timed-out command's process group on the host."""
+        """Best effort: SIGTERM, then SIGKILL, the timed-out command and its descendants on the host."""
         if pid is None or not self.connected:
             return
-        p = int(pid)
-        # the pid is the session leader sshd forked (it called setsid), so -pid is the command's process
-        # group; dash's and busybox's kill take no `--`, so the negative pid goes right after the signal
-        script = (f"kill -TERM -{p} 2>/dev/null || kill -TERM {p} 2>/dev/null || exit 0; sleep 1; "
-                  f"kill -KILL -{p} 2>/dev/null || kill -KILL {p} 2>/dev/null; exit 0")
+        script = _KILL_TREE.replace("PID", str(int(pid)))
         try:
             chan = self._channel(10)
             try:
                 chan.settimeout(10)
-                chan.exec_command(f"sudo -n -- sh -c {shlex.quote(script)}" if sudo and not self.is_root else script)
+                cmd = f"sh -c {shlex.quote(script)}"
+                chan.exec_command(f"sudo -n -- {cmd}" if sudo and not self.is_root else cmd)
                 chan.recv_exit_status()
             finally:
                 chan.close()
@@ -593,6 +590,23 @@ class Remote:
 
 
 # --------------------------------------------------------------------------------------------- helpers
+# Stops a timed-out command on the host: its process group (OpenSSH's session child calls setsid, so the pid
+# we got is a group leader) plus every descendant found through /proc (dropbear's shell is no group leader,
+# and /proc/PID/task/*/children is not in every kernel). POSIX sh only; dash and busybox `kill` take no `--`.
+_KILL_TREE = r"""all=PID; front=PID
+while [ -n "$front" ]; do
+  next=""
+  for s in /proc/[0-9]*/stat; do
+    { read -r l < "$s"; } 2>/dev/null || continue
+    r=${l##*) }; set -- $r
+    for f in $front; do if [ "$2" = "$f" ]; then p=${s#/proc/}; next="$next ${p%/stat}"; fi; done
+  done
+  all="$all $next"; front=$next
+done
+kill -TERM -PID 2>/dev/null; kill -TERM $all 2>/dev/null; sleep 1
+kill -KILL -PID 2>/dev/null; kill -KILL $all 2>/dev/null; exit 0
+"""
+
 _SUDO_PASSWORD = re.compile(r"^sudo: (a password is required|a terminal is required|.*no tty present)", re.M)
 _SUDO_DENIED = re.compile(r"^(sudo: )?.*(is not in the sudoers file|is not allowed to execute|may not run sudo)", re.M)
 _SUDO_MISSING = re.compile(r"sudo: (not found|command not found)|sudo: No such file", re.M)

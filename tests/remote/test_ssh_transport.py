@@ -311,6 +311,9 @@ def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path):
     def scribble(sent, total):
         if not scribbled and sent > total // 2:
             (tmp,) = [p for p in dest_dir.iterdir() if TMP_MARK in p.name]
+            # sftp writes are pipelined: wait until the server has written past the region we overwrite
+            # (it writes in order), so no later write of the real bytes can undo the scribble
+            wait_for(lambda: tmp.stat().st_size > 65536, "the server to write the first 64 KiB")
             with open(tmp, "r+b") as fh:
                 fh.write(b"\0" * 4096)
             scribbled.append(tmp.name)
