@@ -29,22 +29,23 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
     def body(report):
         try:
             res = kbackport.backport(source, series, compilers=compilers, compile_check=not no_compile_check,
-                                     log=lambda m: console.print(f"[dim]backport:[/] {m}"))
+                                     log=lambda m: console.print(f"[dim]backport:[/] {m}", soft_wrap=True))
         except kbackport.ConflictError as exc:
             report.data["conflict"] = exc.detail
             raise
         report.data["manifest"] = res.manifest
         m = res.manifest
-        console.print(f"backport {m['series']} onto {m['base_version']}: [green]{res.status}[/]")
-        console.print(f"  tree      {res.tree}  (branch {m['branch']})")
-        console.print(f"  base      {m['base_commit'][:12]}  {m['source_hash'][:23]}")
-        console.print(f"  result    {res.result_commit[:12]}")
-        console.print(f"  combined  {res.combined_patch}")
+        out = lambda text: console.print(text, soft_wrap=True, highlight=False)  # noqa: E731  (paths unwrapped)
+        out(f"backport {m['series']} onto {m['base_version']}: [green]{res.status}[/]")
+        out(f"  tree      {res.tree}  (branch {m['branch']})")
+        out(f"  base      {m['base_commit'][:12]}  {m['source_hash'][:23]}")
+        out(f"  result    {res.result_commit[:12]}")
+        out(f"  combined  {res.combined_patch}")
         for ch in res.compile:
             warn = f", {len(ch['warnings'])} warning(s)" if ch["warnings"] else ", no warnings"
-            console.print(f"  compile   {ch['compiler']} {ch['version']}: {' '.join(ch['objects'])} ok{warn}"
+            out(f"  compile   {ch['compiler']} {ch['version']}: {' '.join(ch['objects'])} ok{warn}"
                           f"{' (cached)' if ch.get('cached') else ''}")
-        console.print(f"  manifest  {kbackport.output_dir(m['series'], m['base_version']) / 'manifest.json'}")
+        out(f"  manifest  {kbackport.output_dir(m['series'], m['base_version']) / 'manifest.json'}")
 
     execute("backport", body, json, {"source": source, "series": series, "compiler": list(compilers),
                                      "no_compile_check": no_compile_check})

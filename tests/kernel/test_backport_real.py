@@ -1,0 +1,100 @@
+"""The done-state of issue 3 on the real Debian linux-source-5.10 trees (5.10.262-1 and bullseye main's
+5.10.223-1): download (cached), import, git am --3way, compile check with gcc-12 and gcc-10, outputs for
+kpatch-build, idempotent re-run. Uses the shared cache (cache_dir()) and build dir, as CI does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from numaforge.kernel import backport as kb
+from numaforge.paths import cache_dir
+from numaforge.report import load_schema
+
+pytestmark = pytest.mark.kernel_source
+
+ROOT = Path(__file__).resolve().parents[2]
+BASES = [("5.10.262-1", "5.10.262"), ("5.10.223-1", "5.10.223")]
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module", params=BASES, ids=[b[1] for b in BASES])
+def done(request):
+    deb_version, base = request.param
+    return deb_version, base, kb.backport(f"debian:linux-source-5.10={deb_version}")
+
+
+def test_series_applied_on_real_tree(done):
+    _, base, res = done
+    assert res.base_version == base
+    assert res.tree.parent == cache_dir() / "kernel" / "trees"
+    assert res.source_hash == "sha256:" + res.tree.name
+    assert git(res.tree, "symbolic-ref", "HEAD").strip() == \
+        f"refs/heads/backport/sched-numa-prefer-local-fallback/{base}"
+    assert git(res.tree, "rev-parse", "HEAD").strip() == res.result_commit
+    assert git(res.tree, "rev-parse", f"{res.result_commit}~1").strip() == res.base_commit
+    assert git(res.tree, "diff", "--name-only", res.base_commit, res.result_commit).split() == ["kernel/sched/fair.c"]
+    fair = (res.tree / "kernel/sched/fair.c").read_text()
+    assert "(env.best_cpu == -1 && env.src_stats.node_type == node_overloaded)) {" in fair
+    assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_combined_patch_and_manifest_for_kpatch(done):
+    deb_version, base, res = done
+    combined = res.combined_patch.read_text()
+    assert combined == git(res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index",
+                           res.base_commit, res.result_commit)
+    subprocess.run(["git", "-C", str(res.tree), "apply", "--check", "-R", str(res.combined_patch)], check=True)
+    m = json.loads((res.combined_patch.parent / "manifest.json").read_text())
+    assert m["base_version"] == base and m["source_spec"] == f"debian:linux-source-5.10={deb_version}"
+    assert m["result_commit"] == res.result_commit and m["tree"] == str(res.tree)
+    assert m["patches"][0]["kpatch"] is True and m["patches"][0]["variant"] is False
+    assert kb.latest("sched-numa-prefer-local-fallback", base).result_commit == res.result_commit
+
+
+def test_compile_check_gcc12_and_gcc10_clean(done):
+    _, base, res = done
+    by_cc = {c["compiler"]: c for c in res.compile}
+    assert set(by_cc) == {"gcc-12", "gcc-10"}
+    assert by_cc["gcc-12"]["version"].startswith("12.") and by_cc["gcc-10"]["version"].startswith("10.")
+    for c in by_cc.values():
+        assert c["ok"] and c["objects"] == ["kernel/sched/fair.o"]
+        assert (Path(c["objdir"]) / "kernel/sched/fair.o").stat().st_size > 0
+        config = (Path(c["objdir"]) / ".config").read_text()
+        for opt in ("CONFIG_NUMA_BALANCING=y", "CONFIG_LIVEPATCH=y", "CONFIG_NUMA=y"):
+            assert opt in config
+        assert c["warnings"] == [], c["warnings"]
+    assert len({c["objdir"] for c in res.compile}) == 2
+
+
+def test_rerun_is_idempotent_and_does_not_reimport(done):
+    deb_version, _, res = done
+    head_before = git(res.tree, "rev-parse", "HEAD")
+    again = kb.backport(f"debian:linux-source-5.10={deb_version}")
+    assert again.status == "unchanged" and again.result_commit == res.result_commit
+    assert again.manifest["source_imported"] is False
+    assert all(c["cached"] for c in again.compile)
+    assert git(res.tree, "rev-parse", "HEAD") == head_before
+
+
+def test_invoke_task_json_report_carries_manifest(done, tmp_path):
+    deb_version, base, res = done
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "invoke", "backport", "--source",
+                        f"debian:linux-source-5.10={deb_version}", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, load_schema())
+    assert doc["data"]["manifest"]["result_commit"] == res.result_commit
+    assert doc["data"]["manifest"]["base_version"] == base
