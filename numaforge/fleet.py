@@ -174,28 +174,11 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
     outcome = FleetOutcome(results=[])
     display = _Display(len(names), progress and bool(names), console)
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
-        for index, phase in enumerate(phases):
-            outcome.batches.append(list(phase))
-            interrupted = _run_phase(pool, fn, [by_name[n] for n in phase], done, display)
-            if interrupted:
-                outcome.stopped = outcome.interrupted = True
-                outcome.reason = "interrupted (Ctrl-C); hosts already done stay as they are"
-                break
-            if index < n_canary:
-                r = done[phase[0]]
-                if r.status == FAILED and index + 1 < len(phases):
-                    outcome.stopped = True
-                    outcome.reason = (f"canary host {r.host} failed; rollout stopped, "
-                                      "hosts already done stay as they are")
-                    break
-                continue
-            failed = sum(1 for r in done.values() if r.status == FAILED)
-            pct = 100.0 * failed / len(done)
-            if pct > max_fail_pct and index + 1 < len(phases):
-                outcome.stopped = True
-                outcome.reason = (f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail_pct:g}%); "
-                                  "rollout stopped, hosts already done stay as they are")
-                break
+        try:
+            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome)
+        except KeyboardInterrupt:
+            outcome.stopped = outcome.interrupted = True
+            outcome.reason = "interrupted (Ctrl-C); hosts already done stay as they are"
     for name in names:
         if name in done:
             outcome.results.append(done[name])
@@ -205,8 +188,29 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
     return outcome
 
 
-def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display) -> bool:
-    """Run one phase; returns True when interrupted by Ctrl-C (running hosts are let finish)."""
+def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome) -> None:
+    for index, phase in enumerate(phases):
+        outcome.batches.append(list(phase))
+        _run_phase(pool, fn, [by_name[n] for n in phase], done, display)
+        if index < n_canary:
+            r = done[phase[0]]
+            if r.status == FAILED and index + 1 < len(phases):
+                outcome.stopped = True
+                outcome.reason = (f"canary host {r.host} failed; rollout stopped, "
+                                  "hosts already done stay as they are")
+                return
+            continue
+        failed = sum(1 for r in done.values() if r.status == FAILED)
+        pct = 100.0 * failed / len(done)
+        if pct > max_fail_pct and index + 1 < len(phases):
+            outcome.stopped = True
+            outcome.reason = (f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail_pct:g}%); "
+                              "rollout stopped, hosts already done stay as they are")
+            return
+
+
+def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display) -> None:
+    """Run one phase. On Ctrl-C: cancel what has not started, let running hosts finish, re-raise."""
     futures = {pool.submit(_call, fn, h): host_name(h) for h in phase_hosts}
     display.running(list(futures.values()))
     pending = set(futures)
@@ -225,5 +229,4 @@ def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, disp
                 r = f.result()
                 done[futures[f]] = r
                 display.done(r)
-        return True
-    return False
+        raise

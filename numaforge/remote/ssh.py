@@ -180,6 +180,9 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
     else:
         known_hosts = os.path.expanduser("~/.ssh/known_hosts")
         system_kh = "/etc/ssh/ssh_known_hosts"
+    if opts.get("proxyjump") and opts["proxyjump"].lower() != "none":
+        raise ConnectError(f"ProxyJump {opts['proxyjump']} in {cfg_path} is not supported", f"host {host_name}",
+                           f"write it as a ProxyCommand instead: ProxyCommand ssh -W %h:%p {opts['proxyjump']}")
     proxy = opts.get("proxycommand")
     if proxy and proxy.lower() == "none":
         proxy = None

@@ -197,3 +197,18 @@ def test_rollout_invariants(fails, canary, batch, max_fail, forks):
         else:
             failed = sum(h.startswith("fail") for h in ran)
             assert 100 * failed / len(ran) > max_fail                # the budget was exceeded
+
+
+def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
+    import _thread
+
+    def fn(host):
+        if host == "ok-2":
+            _thread.interrupt_main()      # what Ctrl-C does: KeyboardInterrupt in the main thread
+        return by_name(host)
+
+    out = run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, batch=2, progress=False)
+    assert out.interrupted and out.stopped and "interrupted" in out.reason
+    st_ = statuses(out)
+    assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"        # the running host finished and is reported
+    assert out.not_run == [h for h in st_ if st_[h] == "not-run"] and "ok-6" in out.not_run

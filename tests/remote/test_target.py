@@ -76,3 +76,11 @@ def test_identity_files_that_do_not_exist_are_skipped(tmp_path):
     cfg.write_text(f"Host *\n  IdentityFile {tmp_path}/absent\n")
     t = resolve_target(SSHSpec(address="h", config_file=str(cfg)), "h1")
     assert t.key_files == []
+
+
+def test_proxyjump_is_refused_with_the_equivalent_proxycommand(tmp_path):
+    cfg = tmp_path / "c"
+    cfg.write_text("Host h\n  ProxyJump bastion.example\n")
+    with pytest.raises(ConnectError) as exc:
+        resolve_target(SSHSpec(address="h", config_file=str(cfg)), "h1")
+    assert "ProxyJump" in exc.value.what and "ProxyCommand ssh -W %h:%p bastion.example" in exc.value.fix
