@@ -42,21 +42,24 @@ class Timeouts:
 
 
 class RegistryCache:
-    """AttributeRegistry per registry id, shared by every host of one run (thread-safe)."""
+    """AttributeRegistry per registry id, shared by every host of one run (thread-safe: fetched once per id,
+    concurrent hosts needing the same id wait for the first fetch)."""
 
     def __init__(self):
         self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
         self._data: dict[str, Registry] = {}
         self.fetches = 0
 
     def get(self, registry_id: str, fetch) -> Registry:
         with self._lock:
-            if registry_id in self._data:
-                return self._data[registry_id]
-        reg = fetch()
-        with self._lock:
-            self.fetches += 1
-            return self._data.setdefault(registry_id, reg)
+            id_lock = self._locks.setdefault(registry_id, threading.Lock())
+        with id_lock:
+            if registry_id not in self._data:
+                self._data[registry_id] = fetch()
+                with self._lock:
+                    self.fetches += 1
+            return self._data[registry_id]
 
 
 @dataclass
