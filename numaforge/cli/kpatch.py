@@ -1,0 +1,86 @@
+"""Task: build-kpatch — turn the latest backport output into livepatch modules with the real kpatch-build,
+one per target kernel (kpatch/targets/<name>.yaml). `invoke backport build-kpatch` runs both in one go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..report import Report
+from . import common
+
+HELP = {
+    "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
+              "else 'lab'",
+    "series": "patch series whose latest backport output to build (default sched-numa-prefer-local-fallback)",
+    "jobs": "parallel make jobs for kpatch-build (default 2; raise it with --cc-wrapper for distcc/icecream)",
+    "cc_wrapper": "compiler wrapper for distributed builds, e.g. distcc or icecc: the target gcc runs as "
+                  "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
+    "check": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before building",
+    "force": "rebuild even when the artifact cache says the inputs are unchanged",
+    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
+}
+
+
+def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets):
+    """{target: [host names]} and {host: uname -r} from --target and/or the inventory."""
+    from ..kernel import targets as tg
+
+    selecting = bool(host or group or limit or inventory)
+    hosts = []
+    if selecting or not target:
+        path = Path(common.inventory_path(c, inventory))
+        if selecting or path.exists():
+            _, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+    groups = tg.group_hosts(hosts, explicit=target)
+    releases = {h.name: h.kernel.release for h in hosts if h.kernel and h.kernel.release}
+    return groups, releases
+
+
+@task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
+def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=False, force=False, inventory=None,
+                 host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
+    """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
+    from ..kernel import kpatch as kp
+
+    out = common.console
+
+    def body(report: Report):
+        groups, releases = _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets)
+        report.data["kpatch"] = {}
+        for name, members in groups.items():
+            row = report.host(f"target:{name}")
+            with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
+                          console=out, transient=False) as progress:
+                tid = progress.add_task(f"{name}: preflight", total=None)
+
+                def on_stage(sid, label, name=name, tid=tid):
+                    progress.update(tid, description=f"{name}: {label}")
+                    progress.console.print(f"  {name}: [cyan]{label}[/]")
+
+                def log(msg):
+                    progress.console.print(f"  {msg}")
+
+                with row.step("build-kpatch") as st:
+                    res = kp.build_kpatch(name, series=series, jobs=int(jobs), cc_wrapper=cc_wrapper,
+                                          host_releases={h: releases[h] for h in members if h in releases},
+                                          log=log, on_stage=on_stage, check_only=check, force=force)
+                    st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
+                progress.update(tid, description=f"{name}: {res.status}")
+            row.status = "ok" if res.status in ("checked", "unchanged") else "changed"
+            if res.module:
+                funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
+                row.message = f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] functions: {funcs}"
+            else:
+                row.message = f"{res.status}: preflight and kpatch-build checks passed"
+            row.data = {"hosts": members, "manifest": str(res.manifest_path) if res.manifest_path else None}
+            report.data["kpatch"][name] = res.manifest
+
+    common.execute("build-kpatch", body, json,
+                   {"target": target, "series": series, "jobs": jobs, "cc_wrapper": cc_wrapper, "check": check,
+                    "force": force, "host": host, "group": group, "limit": limit})
+
+
+TASKS = [build_kpatch]

@@ -1,0 +1,219 @@
+"""The lab kernel: our own 5.10 build that kpatch-build diffs against AND that the lab VM boots.
+
+One build serves both (docs/kpatch.md, "Why one build"): the tree is configured from x86_64_defconfig plus
+kpatch/lab/config.fragment, patched with kpatch/lab/patches/*.patch (a linker-script change so a tree built with
+-ffunction-sections/-fdata-sections boots), and built ONCE with kpatch-build's own make variables and KCFLAGS.
+kpatch-build then reuses the tree (-s) and its "Building original source" step finds nothing to do.
+
+The tree lives in cache_dir()/kpatch/lab/<key>/ where key = hash(source hash, config fragment, lab patches,
+compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json and does no work. The boot artifacts
+(bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later kpatch-build in the tree cannot
+change what the VM boots.
+
+API: lab_kernel(source_spec=None, log=print) -> LabKernel (building if needed).
+CLI: python -m numaforge.kernel.labkernel [SOURCE_SPEC]   (prints the paths; builds when cold)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import NumaforgeError
+from ..paths import ROOT, cache_dir
+from . import kpatch as kp
+
+LAB_DIR = ROOT / "kpatch" / "lab"
+FRAGMENT = LAB_DIR / "config.fragment"
+PATCH_DIR = LAB_DIR / "patches"
+DEFCONFIG = "x86_64_defconfig"
+LAB_COMPILER = "gcc-10"           # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
+DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
+STATE = "state.json"
+JOBS = int(os.environ.get("NUMAFORGE_KERNEL_JOBS", "2"))
+
+
+class LabKernelError(kp.KpatchError):
+    """The lab kernel cannot be configured or built."""
+
+
+@dataclass
+class LabKernel:
+    key: str
+    root: Path            # <cache>/kpatch/lab/<key>
+    tree: Path            # the built tree (kpatch-build -s)
+    bzimage: Path         # out/bzImage: what the lab VM boots
+    vmlinux: Path         # out/vmlinux: the ORIGINAL vmlinux (kpatch-build -v)
+    config: Path          # out/config
+    release: str          # e.g. 5.10.262
+    compiler: str         # gcc .comment
+    source_hash: str
+    built_now: bool = False
+    build_seconds: float | None = None
+
+    def as_dict(self) -> dict:
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+
+# ---------------------------------------------------------------- pure parts
+
+def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
+    """{'CONFIG_X': 'y' | 'n' | '"str"' | '123'} from a Kconfig fragment ('# CONFIG_X is not set' -> 'n')."""
+    import re
+
+    out: dict[str, str] = {}
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        m = re.fullmatch(r"# (CONFIG_\w+) is not set", s)
+        if m:
+            out[m.group(1)] = "n"
+            continue
+        if not s or s.startswith("#"):
+            continue
+        m = re.fullmatch(r"(CONFIG_\w+)=(.*)", s)
+        if not m:
+            raise LabKernelError(f"not a Kconfig line: {s!r}", f"{where}:{no}",
+                                 "write CONFIG_NAME=value or '# CONFIG_NAME is not set'")
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def config_mismatches(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
+    """Options of the fragment that Kconfig did not keep (dependency missing, typo...)."""
+    bad = []
+    for k, v in wanted.items():
+        got = final.get(k, "n")
+        if got != v:
+            bad.append(f"{k}={v} (got {got if k in final else 'unset'})")
+    return bad
+
+
+def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]], compiler: str,
+            tc_version: str, kcflags: str, make_vars: list[str]) -> str:
+    h = kp.hashlib.sha256()
+    for part in (b"numaforge-lab-v1", source_hash.encode(), DEFCONFIG.encode(), fragment, compiler.encode(),
+                 tc_version.encode(), " ".join(kcflags.split()).encode(), "\0".join(make_vars).encode()):
+        h.update(kp.sha256_bytes(part).encode())
+    for name, data in patches:
+        h.update(name.encode() + b"\0" + kp.sha256_bytes(data).encode())
+    return h.hexdigest()[:20]
+
+
+# ---------------------------------------------------------------- adapters
+
+def _lab_patches() -> list[tuple[str, bytes]]:
+    return [(p.name, p.read_bytes()) for p in sorted(PATCH_DIR.glob("*.patch"))]
+
+
+def _source(spec: str, log):
+    from . import source as src_mod
+
+    return src_mod.prepare(spec, log=log)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict, logf, what: str) -> None:
+    logf.write(f"\n$ {' '.join(cmd)}\n")
+    logf.flush()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise LabKernelError(f"{what} failed (exit {proc.returncode})", logf.name,
+                             f"read the end of the log {logf.name}; fix the tree/config and re-run")
+
+
+def lab_kernel(source_spec: str | None = None, log=print, tc: kp.Toolchain | None = None,
+               source=None) -> LabKernel:
+    """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
+
+    `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash)."""
+    tc = tc or kp.toolchain()
+    shim = kp.compiler_shim(LAB_COMPILER)
+    compiler = kp.gcc_comment(shim)
+    if source is None:
+        source = _source(source_spec or DEFAULT_SOURCE, log)
+    flags = kp.kcflags(tc)
+    mvars = kp.make_vars(tc)
+    key = lab_key(source.source_hash, FRAGMENT.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
+    root = cache_dir() / "kpatch" / "lab" / key
+    state = root / STATE
+    if state.exists():
+        st = json.loads(state.read_text())
+        lk = LabKernel(key, root, Path(st["tree"]), Path(st["bzimage"]), Path(st["vmlinux"]), Path(st["config"]),
+                       st["release"], st["compiler"], st["source_hash"])
+        if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)):
+            return lk
+    return _build(key, root, source, tc, shim, compiler, flags, mvars, log)
+
+
+def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
+    t0 = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    tree = root / "linux"
+    out = root / "out"
+    env = kp.BuildEnv(shim, {"KCFLAGS": flags}).env()
+    env.pop("KPATCH_GCC_TEMPDIR", None)
+    logpath = root / "build.log"
+    with open(logpath, "a") as logf:
+        if not (tree / ".numaforge-prepared").exists():
+            if tree.exists():
+                shutil.rmtree(tree)
+            tree.mkdir()
+            log(f"lab kernel: extracting {source.source_hash[:19]} @ {source.base_commit[:12]} into {tree}")
+            arch = subprocess.Popen(["git", "-C", str(source.repo), "archive", "--format=tar", source.base_commit],
+                                    stdout=subprocess.PIPE)
+            untar = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=arch.stdout, capture_output=True)
+            arch.stdout.close()
+            if arch.wait() != 0 or untar.returncode != 0:
+                raise LabKernelError("git archive of the base commit failed", f"{source.repo}@{source.base_commit}",
+                                     "check the source repo (python -m numaforge.kernel.source prefetch SPEC)")
+            for name, _ in _lab_patches():
+                log(f"lab kernel: applying {name}")
+                _run(["patch", "-p1", "--forward", "-i", str(PATCH_DIR / name)], tree, env, logf,
+                     f"lab patch {name}")
+            log(f"lab kernel: configuring ({DEFCONFIG} + {FRAGMENT.relative_to(ROOT)})")
+            _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
+            _run(["scripts/kconfig/merge_config.sh", "-m", ".config", str(FRAGMENT)], tree, env, logf,
+                 "merge_config.sh")
+            _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
+            final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
+            bad = config_mismatches(parse_fragment(FRAGMENT.read_text(), str(FRAGMENT)), final)
+            if bad:
+                raise LabKernelError(f"Kconfig did not keep: {', '.join(bad)}", str(FRAGMENT),
+                                     "add the missing dependencies to the fragment or drop the option")
+            (tree / ".numaforge-prepared").write_text(key + "\n")
+        log(f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
+            f"log: {logpath} (about 20 min on 2 cores, once)")
+        _run(["make", *mvars, f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
+        release = (tree / "include/config/kernel.release").read_text().strip()
+        out.mkdir(exist_ok=True)
+        for src, dst in (("arch/x86/boot/bzImage", "bzImage"), ("vmlinux", "vmlinux"),
+                         ("System.map", "System.map"), (".config", "config")):
+            shutil.copy2(tree / src, out / (dst + ".tmp"))
+            os.replace(out / (dst + ".tmp"), out / dst)
+    secs = round(time.monotonic() - t0, 1)
+    lk = LabKernel(key, root, tree, out / "bzImage", out / "vmlinux", out / "config", release, compiler,
+                   source.source_hash, built_now=True, build_seconds=secs)
+    st = lk.as_dict()
+    (root / (STATE + ".tmp")).write_text(json.dumps(st, indent=1))
+    os.replace(root / (STATE + ".tmp"), root / STATE)
+    log(f"lab kernel: built {release} in {secs} s")
+    return lk
+
+
+def main(argv: list[str]) -> int:
+    try:
+        lk = lab_kernel(argv[0] if argv else None, log=lambda m: print(m, flush=True))
+    except NumaforgeError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps(lk.as_dict(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

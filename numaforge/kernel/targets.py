@@ -1,0 +1,165 @@
+"""kpatch targets: which kernel a live patch is built for. Definitions are data (kpatch/targets/<name>.yaml) so
+users add their own kernels; hosts name theirs in the inventory (host.kernel.target), default `lab`.
+
+Pure: parse_target, group_hosts. Adapters: load_target, available, debian_inputs (downloads the Debian
+headers / -dbg packages once and extracts only .config and vmlinux).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..paths import ROOT, cache_dir
+from .kpatch import PreflightError
+
+TARGETS_DIR = ROOT / "kpatch" / "targets"
+DEFAULT_TARGET = "lab"
+KINDS = ("lab", "debian")
+ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian"}
+
+
+class TargetError(PreflightError):
+    """A target definition is missing or malformed."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str                  # lab | debian
+    kernel_release: str        # what `uname -r` says on the hosts
+    base_version: str          # kernel source version (Makefile), picks the backport output: 5.10.262
+    compiler: str              # gcc-10 ...
+    source: str                # --source SPEC of the matching kernel source
+    description: str = ""
+    debian: dict = field(default_factory=dict)   # version, headers_package, dbg_package (kind debian)
+    path: str = ""
+
+
+def parse_target(data, where: str) -> Target:
+    """Validate one target document (already YAML-parsed)."""
+    if not isinstance(data, dict):
+        raise TargetError("target definition is not a mapping", where, "see kpatch/targets/lab.yaml for the shape")
+    missing = [k for k in ("name", "kind", "kernel_release", "base_version", "compiler", "source") if not data.get(k)]
+    if missing:
+        raise TargetError(f"missing key(s): {', '.join(missing)}", where,
+                          "every target needs name, kind, kernel_release, base_version, compiler and source")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise TargetError(f"unknown kind {kind!r}", where, f"use one of: {', '.join(KINDS)}")
+    name = str(data["name"])
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise TargetError(f"bad target name {name!r}", where, "use letters, digits, '.', '_' and '-'")
+    if not re.fullmatch(r"gcc(-\d+)?", str(data["compiler"])):
+        raise TargetError(f"unsupported compiler {data['compiler']!r}", where, "use gcc or gcc-N (e.g. gcc-10)")
+    deb = data.get("debian") or {}
+    if kind == "debian":
+        need = [k for k in ("version", "headers_package", "dbg_package") if not deb.get(k)]
+        if need:
+            raise TargetError(f"debian target needs debian.{', debian.'.join(need)}", where,
+                              "add the linux-headers / -dbg package names and their version")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", str(data["base_version"])):
+        raise TargetError(f"bad base_version {data['base_version']!r}", where,
+                          "give the source's Makefile version, e.g. 5.10.262")
+    unknown = set(data) - ALLOWED
+    if unknown:
+        raise TargetError(f"unknown key(s): {', '.join(sorted(unknown))}", where,
+                          f"allowed: {', '.join(sorted(ALLOWED))}")
+    return Target(name, kind, str(data["kernel_release"]), str(data["base_version"]), str(data["compiler"]),
+                  str(data["source"]), str(data.get("description", "")), dict(deb), where)
+
+
+def available(directory: Path = TARGETS_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_target(name: str, directory: Path = TARGETS_DIR) -> Target:
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        raise TargetError(f"unknown kpatch target {name!r}", str(directory),
+                          f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise TargetError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where, "fix the YAML syntax") from None
+    t = parse_target(data, str(path))
+    if t.name != name:
+        raise TargetError(f"target file {path.name} defines name {t.name!r}", str(path),
+                          f"make the file name and `name:` agree ({t.name}.yaml)")
+    return t
+
+
+def group_hosts(hosts, explicit: str | None = None, default: str = DEFAULT_TARGET) -> dict[str, list[str]]:
+    """{target: [host names]} from host.kernel.target; --target overrides; no hosts -> {default: []}."""
+    if explicit:
+        return {explicit: [h.name for h in hosts]}
+    out: dict[str, list[str]] = {}
+    for h in hosts:
+        t = (getattr(getattr(h, "kernel", None), "target", None)) or default
+        out.setdefault(t, []).append(h.name)
+    return out or {default: []}
+
+
+# ---------------------------------------------------------------- Debian inputs (adapter)
+
+@dataclass
+class DebianInputs:
+    config: Path
+    vmlinux: Path
+    release: str
+
+
+def _extract_member(deb: Path, member: str, dest: Path) -> None:
+    tmp = dest.with_name(dest.name + ".part")
+    with open(tmp, "wb") as out:
+        p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+        p2 = subprocess.run(["tar", "-xO", member], stdin=p1.stdout, stdout=out, stderr=subprocess.PIPE)
+        p1.stdout.close()
+        p1.wait()
+    if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:
+        tmp.unlink(missing_ok=True)
+        raise TargetError(f"could not extract {member}: {p2.stderr.decode(errors='replace')[-300:]}", str(deb),
+                          "delete the cached .deb and re-run to download it again")
+    os.replace(tmp, dest)
+
+
+def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
+    """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
+    from .. import debian_apt
+
+    rel = t.kernel_release
+    root = cache_dir() / "kpatch" / "debian" / rel
+    root.mkdir(parents=True, exist_ok=True)
+    debs = cache_dir() / "kpatch" / "debian" / "debs"
+    ver = t.debian["version"]
+    wanted = {
+        "config": (t.debian["headers_package"], f"./usr/src/linux-headers-{rel}/.config"),
+        "vmlinux": (t.debian["dbg_package"], f"./usr/lib/debug/boot/vmlinux-{rel}"),
+    }
+    index = root / "inputs.json"
+    meta = json.loads(index.read_text()) if index.exists() else {}
+    for what, (pkg, member) in wanted.items():
+        dest = root / what
+        if dest.exists() and meta.get(what) == f"{pkg}={ver}":
+            continue
+        deb = next(iter(sorted(debs.glob(f"{pkg}_{ver.split(':')[-1]}_*.deb"))), None)
+        if deb is None:
+            log(f"{t.name}: downloading {pkg}={ver}" + (" (about 800 MB, once)" if what == "vmlinux" else ""))
+            deb = debian_apt.download("bullseye", f"{pkg}={ver}", debs)
+        log(f"{t.name}: extracting {member} from {deb.name}")
+        _extract_member(deb, member, dest)
+        meta[what] = f"{pkg}={ver}"
+        index.write_text(json.dumps(meta, indent=1))
+        if what == "vmlinux" and not keep_debs:
+            deb.unlink(missing_ok=True)        # only the vmlinux is needed; the 800 MB package is not kept
+    return DebianInputs(root / "config", root / "vmlinux", rel)
