@@ -108,6 +108,9 @@ class RedfishClient:
             self.warnings.append(f"TLS verification is OFF for {self.base_url} (--insecure / bmc.insecure): "
                                  "the BMC's identity is not checked and the credentials can be intercepted")
             cafile = None
+            # said once, loudly, by the task and in every host's report; not once per request
+            import urllib3
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
         self._client = HttpClient(self.base_url, username=username, password=password, cafile=cafile,
@@ -186,6 +189,7 @@ class RedfishClient:
             pass
         self._client.set_session_key(None)
         self._client.set_authorization_key(None)
+        self._client.set_password(None)
         self._password = ""
 
     # -- requests --------------------------------------------------------------------------------------

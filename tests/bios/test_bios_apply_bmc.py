@@ -102,7 +102,7 @@ def test_plan_apply_reboot_verify_then_second_apply_makes_zero_patch(sim_factory
     again = run(apply_host, h, opts(reboot=True))
     assert again.status == "unchanged", again.message
     assert sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0
-    assert sim.count() <= 10   # root, session, systems, system, bios, settings, registry x2, logout
+    assert sim.count() == 9    # root, session, Systems, system, Bios, settings, registry entry + file, logout
 
     ok = run(verify_host, h)
     assert ok.status == "ok" and ok.data["mismatches"] == []
@@ -129,6 +129,7 @@ def test_registry_is_fetched_once_per_run_across_hosts(sim_factory):
     assert [r.status for r in outcome.results] == ["ok", "ok"]
     assert outcome.registry_fetches == 1
     assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2   # Registries/<id> + the file, once
+    assert (a.count(), b.count()) == (9, 7)
 
 
 @pytest.mark.parametrize("profile, expect", [
