@@ -370,3 +370,44 @@ def test_daemon_on_a_busy_port_exits_2_with_a_fix(tmp_path):
                                str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"127.0.0.1:{port}" in proc.stderr and "fix:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_manager_reset_drops_sessions_and_answers_503_while_rebooting(make_sim):
+    sim = make_sim("supermicro")
+    sim.manager_reset_seconds = 600
+    anon = Client(sim, auth=None)
+    token = anon.post("/redfish/v1/SessionService/Sessions",
+                      json={"UserName": "admin", "Password": PASSWORD}).headers["X-Auth-Token"]
+    r = anon.post(f"{sim.manager_path}/Actions/Manager.Reset", json={"ResetType": "ForceRestart"},
+                  headers={"X-Auth-Token": token})
+    assert r.status_code == 204
+    r = anon.get(sim.system_path, headers={"X-Auth-Token": token})
+    assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1
+    sim._unavailable_until = 0          # the BMC is back
+    assert anon.get(sim.system_path, headers={"X-Auth-Token": token}).status_code == 401   # session gone
+    assert sim.state.manager_resets == 1 and sim.state.boot_count == 0
+
+
+def test_dell_immediate_apply_time_restarts_the_host(make_sim):
+    sim = make_sim("dell")
+    c = Client(sim)
+    r = c.patch(settings_uri(c), json={"Attributes": {"DeterminismSlider": "PerfDeterminism"},
+                                       "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}})
+    assert r.status_code == 202
+    wait_for(lambda: sim.power_state() == "On" and sim.state.boot_count == 1, what="immediate reboot")
+    assert sim.bios_current()["DeterminismSlider"] == "PerfDeterminism"
+    assert [j["JobState"] for j in sim.jobs()] == ["Completed"]
+
+
+def test_reset_bios_stages_defaults_applied_on_reboot(make_sim):
+    sim = make_sim("generic")
+    sim.set_bios(Q0100="NPS4", Q0105="Enabled")
+    c = Client(sim)
+    target = c.get(sim.bios_path).json()["Actions"]["#Bios.ResetBios"]["target"]
+    assert c.post(target, json={}).status_code == 204
+    assert sim.bios_pending() == {"Q0100": "NPS1", "Q0105": "Disabled"}
+    c.post(f"{sim.system_path}/Actions/ComputerSystem.Reset", json={"ResetType": "ForceRestart"})
+    wait_for(lambda: sim.bios_pending() == {}, what="defaults applied")
+    assert sim.bios_current()["Q0100"] == "NPS1"
+    with pytest.raises(KeyError):
+        sim.set_bios(NoSuch="x")

@@ -172,6 +172,7 @@ class BMCSimulator:
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
+        self.manager_reset_seconds: float | None = None   # None: min(power_delay, 2)
         self.ca_file: Path | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

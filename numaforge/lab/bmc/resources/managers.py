@@ -48,7 +48,8 @@ def register(sim) -> None:
         if rt not in MANAGER_RESET_TYPES:
             return error(400, message("ActionParameterValueNotInList", str(rt), "ResetType", "Manager.Reset"))
         sim.state.manager_reset()
-        sim.bmc_rebooting(min(sim.power_delay, 2.0))
+        seconds = sim.manager_reset_seconds
+        sim.bmc_rebooting(min(sim.power_delay, 2.0) if seconds is None else seconds)
         return Response(204)
 
     sim.router.add(lit("/redfish/v1/Managers"), get=collection)
