@@ -58,6 +58,15 @@ class SourceSpec:
     location: str      # package name, URL, or path
     ref: str | None = None       # git ref (git-url/local-git); Debian version (debian)
 
+    @property
+    def canonical(self) -> str:
+        """The spec with defaults filled in: debian:linux-source-5.10 -> debian:linux-source-5.10=5.10.262-1."""
+        if self.kind == "debian":
+            return f"debian:{self.location}={self.ref}"
+        if self.kind in ("git-url", "local-git"):
+            return f"{self.location}@{self.ref}"
+        return self.location
+
 
 @dataclass
 class Source:

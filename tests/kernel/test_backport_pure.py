@@ -31,6 +31,10 @@ NOFS = {"exists": lambda p: False, "isdir": lambda p: False}
 def test_parse_spec_kinds(spec, kind, location, ref):
     s = parse_spec(spec, **NOFS)
     assert (s.kind, s.location, s.ref) == (kind, location, ref)
+    again = parse_spec(s.canonical, **NOFS)
+    assert (again.kind, again.location, again.ref) == (kind, location, ref)
+    if kind == "debian":
+        assert s.canonical == f"debian:linux-source-5.10={ref}"
 
 
 def test_parse_spec_local_dir_and_tarball(tmp_path):
