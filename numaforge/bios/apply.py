@@ -268,6 +268,8 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
                 profile, desired = desired_for(host, state, opts)
                 plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
         _record_plan(result, state, profile, plan)
+        result.data.update({"would_change": sorted(plan.changes), "pending": list(plan.pending),
+                            "verified": [i.attribute for i in plan.items if i.action == "ok"]})
         n, p = len(plan.changes), len(plan.pending)
         result.status = "unchanged" if not n and not p else "ok"
         result.message = (f"{n} to change" if n else "no change") + (f", {p} pending a reset" if p else "") + \

@@ -83,6 +83,7 @@ def test_plan_apply_reboot_verify_then_second_apply_makes_zero_patch(sim_factory
     assert plan.status == "ok", plan.message
     changes = {i["attribute"]: i["desired"] for i in plan.data["plan"] if i["action"] == "change"}
     assert changes and sim.count("PATCH") == 0 and sim.bios_pending() == {}
+    assert plan.data["would_change"] == sorted(changes) and plan.data["pending"] == []
     assert plan.data["by_display_name"], "ACS/interleaving are resolved by display name and the plan says so"
 
     not_verified = run(verify_host, h)
@@ -362,3 +363,25 @@ def test_session_login_503_is_retried_and_a_broken_session_service_falls_back_to
     r = run(plan_host, host_for(sim))
     assert r.status == "ok" and r.data["auth"] == "basic"
     assert any("basic authentication" in w for w in r.data["warnings"])
+
+
+def test_412_twice_stops_without_writing_more(sim_factory):
+    """The settings object changes under every PATCH (here: the iLO-like object also shows current values, and
+    someone keeps changing one in BIOS setup): after one re-read and re-plan the host fails, nothing written."""
+    sim = sim_factory("hpe")
+    sim.inject("slow", r"(?i)bios/settings", count=2, method="PATCH", seconds=1.0)
+
+    def console_user():
+        for k in (1, 2):
+            for _ in range(200):
+                if sim.count("PATCH") >= k:
+                    break
+                threading.Event().wait(0.01)
+            sim.set_bios(ServerAssetTag=f"tag-{k}")
+
+    t = threading.Thread(target=console_user)
+    t.start()
+    r = run(apply_host, host_for(sim))
+    t.join()
+    assert r.status == "failed" and "412 twice" in r.message and "coordinate" in r.message
+    assert sim.count("PATCH") == 2 and sim.bios_pending() == {}
