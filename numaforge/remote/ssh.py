@@ -397,10 +397,21 @@ class Remote:
         header = True
         try:
             chan.exec_command(self._wrap(command, sudo))
-            if stdin is not None:
-                chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
-            chan.shutdown_write()
             deadline = None if not timeout else t0 + timeout
+            if stdin is not None:
+                # a command that never reads its stdin must not block us past the timeout
+                chan.settimeout(None if deadline is None else max(0.1, deadline - time.monotonic()))
+                try:
+                    chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
+                except socket.timeout:
+                    out += chan.recv(_CHUNK) if chan.recv_ready() else b""
+                    self._kill(_pid_from(out), sudo)
+                    raise CommandTimeout(
+                        f"command did not read its input within {timeout:g} s; stopped it", where,
+                        "check that the command reads stdin, or raise the timeout",
+                        command=command, timeout=timeout, stdout="", stderr=_text(err)) from None
+                chan.settimeout(None)
+            chan.shutdown_write()
             while True:
                 got = False
                 while chan.recv_ready():
@@ -627,6 +638,16 @@ def _check_sudo(r: CommandResult, where: str, user: str) -> None:
         raise SudoError(f"{user} may not use sudo on this host", where, fix)
     if r.rc == 127 and _SUDO_MISSING.search(r.stderr):
         raise SudoError("sudo is not installed on the host", where, "install sudo on the host or connect as root")
+
+
+def _pid_from(out: bytes | bytearray) -> int | None:
+    line = bytes(out).split(b"\n", 1)[0]
+    if line.startswith(_PID_MARK):
+        try:
+            return int(line[len(_PID_MARK):])
+        except ValueError:
+            return None
+    return None
 
 
 def _text(b: bytes | bytearray) -> str:

@@ -363,3 +363,19 @@ def test_upload_errors_name_the_problem(sshd_host, tmp_path):
         with pytest.raises(UploadError) as exc:
             r.put(src, str(tmp_path / "no-such-dir" / "a.ko"))
         assert "was not created or replaced" in exc.value.what and "no-such-dir" in exc.value.where
+
+
+def test_command_that_never_reads_its_stdin_times_out(sshd_host):
+    with connect(sshd_host.spec(), "loop") as r:
+        with pytest.raises(CommandTimeout) as exc:
+            r.run("sleep 600", stdin=b"x" * (16 * 1024 * 1024), timeout=3)   # more than the SSH window
+        assert "did not read its input" in exc.value.what
+        assert r.run("echo usable").stdout == "usable\n"
+
+
+def test_command_killed_by_a_signal_is_a_failure(sshd_host):
+    with connect(sshd_host.spec(), "loop") as r:
+        with pytest.raises(CommandFailed) as exc:
+            r.run("kill -9 $$")
+        assert exc.value.rc == -1 and "killed by a signal" in exc.value.what
+        assert r.run("kill -9 $$", check=False).rc == -1
