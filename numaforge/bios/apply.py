@@ -445,6 +445,8 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 if job_path:
                     job = _wait_job(client, job_path, FINAL_JOB_OK, opts.timeouts.job, opts.timeouts.poll)
                     result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
+                    if _job_state(job) not in FINAL_JOB_OK:
+                        result.data["job"]["message"] = str(job.get("Message", ""))
                 with result.step("verify") as s:
                     verify_into(client, state, plan, result)
                     s.detail = {"verified": len(result.data["verified"]),
@@ -456,6 +458,9 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
             result.status = "failed"
             result.message = "after reboot: " + "; ".join(
                 f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism)
+            job = result.data.get("job") or {}
+            if job and job.get("state") not in FINAL_JOB_OK:
+                result.message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
         elif result.data["changed"] or (opts.reboot and plan.needs_reset):
             result.status = "changed"
             parts = [f"{len(result.data['changed'])} written"]
