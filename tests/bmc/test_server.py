@@ -3,14 +3,11 @@ power transitions, faults, request counting, and the daemon entry point."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -411,3 +408,15 @@ def test_reset_bios_stages_defaults_applied_on_reboot(make_sim):
     assert sim.bios_current()["Q0100"] == "NPS1"
     with pytest.raises(KeyError):
         sim.set_bios(NoSuch="x")
+
+
+def test_a_stopped_bmc_stops_answering_on_kept_alive_connections(make_sim, tmp_path):
+    sim = make_sim()
+    c = Client(sim)
+    ca = tmp_path / "ca.pem"                                  # stop() removes the simulator's temp state dir
+    ca.write_bytes(sim.ca_file.read_bytes())
+    c.s.verify = str(ca)
+    assert c.get(sim.system_path).status_code == 200         # opens a keep-alive connection
+    sim.stop()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        c.get(sim.system_path)

@@ -6,12 +6,15 @@ counted (``sim.requests``); faults (``sim.inject``) fire before (or, with after=
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import secrets
 import shutil
 import socket
 import ssl
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +38,35 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
+
+    def __init__(self, *args, **kw):
+        self.connections: set = set()
+        self.conn_lock = threading.Lock()
+        self.log = lambda text: None
+        super().__init__(*args, **kw)
+
+    def process_request(self, request, client_address):
+        with self.conn_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self.conn_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Cut every open (keep-alive) connection: a stopped BMC must not keep answering on old sockets."""
+        with self.conn_lock:
+            conns = list(self.connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address):  # TLS handshake failures, clients going away: not bugs
+        self.log(f"connection from {client_address[0]} ended: {sys.exc_info()[1]!r}")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -197,6 +229,7 @@ class BMCSimulator:
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.load_cert_chain(cert, key)
             server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+        server.log = self.log
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
@@ -208,6 +241,7 @@ class BMCSimulator:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.close_connections()
             self._thread.join(timeout=10)
             self._server = None
         if self._own_state_dir:
@@ -251,7 +285,6 @@ class BMCSimulator:
             self.requests.clear()
 
     def count(self, method: str | None = None, path_regex: str | None = None) -> int:
-        import re
         with self._lock:
             return sum(1 for m, p in self.requests
                        if (method is None or m == method) and (path_regex is None or re.search(path_regex, p)))
@@ -327,7 +360,6 @@ class BMCSimulator:
             return False
         auth = req.headers.get("authorization", "")
         if auth.lower().startswith("basic "):
-            import base64
             try:
                 user, _, pw = base64.b64decode(auth[6:].strip()).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
