@@ -420,15 +420,17 @@ class Remote:
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(_CHUNK)
                     got = True
-                if header and (b"\n" in out or chan.exit_status_ready()):
-                    header = False
-                    if out.startswith(_PID_MARK) and b"\n" in out:
-                        line, _, rest = bytes(out).partition(b"\n")
-                        try:
-                            pid = int(line[len(_PID_MARK):])
-                        except ValueError:
-                            pid = None
-                        out = bytearray(rest)
+                if header:
+                    # the marker line comes first, unless the login shell's startup files (~/.bashrc,
+                    # ~/.ssh/rc) printed something: that is not the command's output, so it is dropped
+                    at = out.find(_PID_MARK)
+                    end = out.find(b"\n", at) if at >= 0 else -1
+                    if end >= 0:
+                        pid = _pid_from(out[at:end])
+                        del out[:end + 1]
+                        header = False
+                    elif chan.exit_status_ready() or len(out) > 65536:
+                        header = False
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     break
                 now = time.monotonic()
@@ -641,6 +643,7 @@ def _check_sudo(r: CommandResult, where: str, user: str) -> None:
 
 
 def _pid_from(out: bytes | bytearray) -> int | None:
+    """The pid from a marker line at the start of out."""
     line = bytes(out).split(b"\n", 1)[0]
     if line.startswith(_PID_MARK):
         try:

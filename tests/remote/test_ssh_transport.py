@@ -379,3 +379,19 @@ def test_command_killed_by_a_signal_is_a_failure(sshd_host):
             r.run("kill -9 $$")
         assert exc.value.rc == -1 and "killed by a signal" in exc.value.what
         assert r.run("kill -9 $$", check=False).rc == -1
+
+
+def test_output_of_the_login_shell_startup_does_not_break_commands(sshd_host, test_user):
+    """A user whose ~/.profile-style startup prints (bash sources ~/.bashrc for sshd commands when built so)."""
+    user = test_user(sudo=None, pubkey=f"{sshd_host.client_key}.pub")
+    subprocess.run(["usermod", "-s", "/bin/bash", user], check=True)
+    home = Path(f"/tmp/numaforge-test-homes/{user}")
+    (home / ".bashrc").write_text("echo from-bashrc\n")
+    # sshd's own per-user hook, run by the login shell for every command: prints before our marker
+    (home / ".ssh" / "rc").write_text("echo from-ssh-rc\n")
+    with connect(sshd_host.spec(user=user), "loop") as r:
+        res = r.run("echo payload")
+        assert res.stdout == "payload\n"          # the startup noise came before the marker and is dropped
+        assert r.read_text("/proc/sys/kernel/ostype") == "Linux\n"
+        with pytest.raises(CommandTimeout):
+            r.run("sleep 600", timeout=2)
