@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tls", action="store_true", help="serve plain HTTP (tests of the --insecure path only)")
     ap.add_argument("--verbose", action="store_true", help="log every request")
     args = ap.parse_args(argv)
+    if not 0 <= args.power_delay <= 3600:
+        ap.error("--power-delay must be between 0 and 3600 seconds")
     state_dir = Path(args.state_dir)
     try:
         state_dir.mkdir(parents=True, exist_ok=True)

@@ -186,6 +186,11 @@ class BMCSimulator:
                  username: str = "admin", password: str | None = None, power_delay: float = 1.0,
                  state_dir: str | Path | None = None, verbose: bool = False):
         self.flavour = load_flavour(flavour)
+        if not (isinstance(power_delay, (int, float)) and 0 <= power_delay <= 3600):
+            raise BMCSimulatorError(f"power_delay must be 0..3600 seconds, got {power_delay!r}", "power_delay",
+                                    "pass a number of seconds such as 1.0")
+        if not (isinstance(port, int) and 0 <= port <= 65535):
+            raise BMCSimulatorError(f"port must be 0..65535, got {port!r}", "port", "pass 0 for any free port")
         self.host = host
         self.port = port
         self.tls = tls
@@ -195,7 +200,14 @@ class BMCSimulator:
         self.verbose = verbose
         self._own_state_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"bmc-{flavour}-")) if state_dir is None else Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.state_dir / ".writable"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise BMCSimulatorError(f"state directory is not writable: {exc.strerror}", str(self.state_dir),
+                                    "pass a writable state_dir (or None for a temporary one)") from None
         self.state = BMCState(self.flavour, power_delay, self.state_dir / "state.json")
         self.faults = FaultPlan()
         self.requests: list[tuple[str, str]] = []
