@@ -208,9 +208,13 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
                 _git(repo, "checkout", "-q", branch)
             return existing, "unchanged"
     before = tree_state(repo)
-    _git(repo, "checkout", "-q", "-B", branch, base_commit)
-    am = _git(repo, "am", "--3way", "--committer-date-is-author-date", "--no-gpg-sign",
-              *[str(p.path) for p in series.patches], env=AM_IDENTITY, check=False)
+    try:
+        _git(repo, "checkout", "-q", "-B", branch, base_commit)
+        am = _git(repo, "am", "--3way", "--committer-date-is-author-date", "--no-gpg-sign",
+                  *[str(p.path) for p in series.patches], env=AM_IDENTITY, check=False)
+    except BaseException:          # Ctrl-C or a git failure mid-way: put the tree back before leaving
+        _restore(repo, branch, before, existing)
+        raise
     if am.returncode == 0:
         result = _git(repo, "rev-parse", "HEAD").stdout.strip()
         state.parent.mkdir(parents=True, exist_ok=True)
@@ -307,6 +311,12 @@ def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SE
              compilers=("gcc-12", "gcc-10"), compile_check: bool = True, log=None) -> BackportResult:
     src = ksource.prepare(source_spec, log)
     ser = load_series(series, base_version=src.base_version)
+    gitdir = Path(_git(src.repo, "rev-parse", "--absolute-git-dir").stdout.strip())
+    with ksource.locked(gitdir / "numaforge" / "lock"):      # one backport at a time per tree
+        return _backport(src, ser, compilers, compile_check, log)
+
+
+def _backport(src, ser: Series, compilers, compile_check: bool, log) -> BackportResult:
     branch = f"backport/{ser.name}/{src.base_version}"
     if src.spec.kind == "local-git" and src.spec.ref == "HEAD":
         # a re-run on a tree we left checked out at our result branch: the base is the recorded one, not HEAD
@@ -316,6 +326,13 @@ def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SE
     result, status = apply_series(src.repo, src.base_commit, branch, ser,
                                   f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})", log)
     out = output_dir(ser.name, src.base_version)
+    stale = out / "manifest.json"
+    if stale.exists():
+        try:
+            if json.loads(stale.read_text()).get("result_commit") != result:
+                stale.unlink()    # latest() must not offer an older result while this one is unchecked
+        except ValueError:
+            stale.unlink()
     combined = out / "combined.patch"
     text = combined_diff(src.repo, src.base_commit, result, ser)
     if not combined.exists() or combined.read_text() != text:

@@ -83,6 +83,13 @@ def check(tree: Path, objects: list[str], cc: str, objdir: Path, fragment: Path 
     key = {"result_commit": result_commit, "cc": cc, "cc_version": version, "objects": objects,
            "fragment_sha256": hashlib.sha256(frag_text.encode()).hexdigest(), "tree": str(tree)}
     objdir.mkdir(parents=True, exist_ok=True)
+    from .source import locked
+
+    with locked(objdir / ".numaforge-lock"):
+        return _check(tree, objects, cc, objdir, fragment, version, wanted, key, log)
+
+
+def _check(tree, objects, cc, objdir, fragment, version, wanted, key, log) -> dict:
     stamp = objdir / STAMP
     if stamp.exists():
         try:

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,11 @@ def debian_tarball(pkg: str, version: str, log=None) -> tuple[Path, str]:
                 return tb, meta["sha256"]
         except (OSError, ValueError, KeyError):
             pass
+    with locked(root / f".{pkg}_{version}.lock"):
+        return _debian_tarball(pkg, version, index, root, log)
+
+
+def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tuple[Path, str]:
     from .. import debian_apt
 
     debs = kernel_cache() / "debs"
@@ -213,12 +219,33 @@ def debian_tarball(pkg: str, version: str, log=None) -> tuple[Path, str]:
     return tarball, digest
 
 
+@contextmanager
+def locked(path: Path):
+    """Exclusive flock on `path` (created): serialises imports / applies / compiles of one thing across runs."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def import_tarball(tarball: Path, digest: str, log=None) -> tuple[Path, bool]:
     """Import the tarball into cache_dir()/kernel/trees/<sha256> once; returns (repo path, imported now?)."""
     trees = kernel_cache() / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     dest = trees / digest
     if (dest / ".git" / IMPORT_MARKER).exists():
+        return dest, False
+    with locked(trees / f".{digest}.lock"):
+        return _import_tarball(tarball, digest, dest, trees, log)
+
+
+def _import_tarball(tarball: Path, digest: str, dest: Path, trees: Path, log) -> tuple[Path, bool]:
+    if (dest / ".git" / IMPORT_MARKER).exists():   # another run finished it while we waited
         return dest, False
     if dest.exists():               # an interrupted import: start over
         shutil.rmtree(dest)

@@ -127,7 +127,7 @@ def test_tarball_imported_once_then_reused(tmp_path):
     first = run(tb)
     assert first.manifest["source_imported"] is True and first.source_hash.startswith("sha256:")
     trees = tmp_path / "cache/kernel/trees"
-    assert [p.name for p in trees.iterdir()] == [first.source_hash.split(":")[1]]
+    assert [p.name for p in trees.iterdir() if not p.name.startswith(".")] == [first.source_hash.split(":")[1]]
     marker = first.tree / ".git" / "numaforge-import.json"
     mtime = marker.stat().st_mtime_ns
     second = run(tb)
@@ -191,6 +191,25 @@ def test_corrupt_and_missing_patches_fail_before_touching_the_tree(tmp_path):
     with pytest.raises(MissingPatchError, match=r"missing-patch-file/series:2"):
         run(repo, DATA / "missing-patch-file")
     assert snapshot(repo) == before
+
+
+def test_failed_compile_check_leaves_no_stale_manifest(tmp_path):
+    """latest() must not hand build-kpatch an older result after the tree moved to an unchecked one."""
+    import shutil
+
+    from numaforge.errors import ToolMissingError
+
+    series = tmp_path / "series-copy"
+    shutil.copytree(DATA / "applies-cleanly", series)
+    repo = mini_repo(tmp_path / "linux", "5.10.262")
+    first = run(repo, series)
+    assert kb.latest("applies-cleanly").result_commit == first.result_commit
+    (series / "series").write_text("0001-pick-local-node.patch\n")
+    (series / "metadata.yaml").write_text("name: applies-cleanly\ntargets: ['5.10']\n"
+                                          "patches: {0001-pick-local-node.patch: {kpatch: true}}\n")
+    with pytest.raises(ToolMissingError, match="compiler gcc-nonexistent-99 not found"):
+        kb.backport(str(repo), str(series), compilers=("gcc-nonexistent-99",))
+    assert kb.latest("applies-cleanly") is None
 
 
 def test_not_a_kernel_tree(tmp_path):
