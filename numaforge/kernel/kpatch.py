@@ -590,6 +590,11 @@ def _debian_inputs(t, tc: Toolchain, bp, shim: Path, log) -> TargetInputs:
                         env_extra=release_makeflags(t.kernel_release))
 
 
+def _failed(out: str, running: Path, failed: Path) -> KpatchBuildError:
+    os.replace(running, failed)
+    return map_failure(out + "\n" + failed.read_text(errors="replace"), str(failed))
+
+
 def _ld_version() -> str:
     proc = subprocess.run(["ld", "--version"], capture_output=True, text=True)
     return proc.stdout.splitlines()[0] if proc.stdout else "?"
@@ -669,7 +674,10 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     work = cache_dir() / "kpatch" / "work" / t.name
     work.mkdir(parents=True, exist_ok=True)
     outdir.mkdir(parents=True, exist_ok=True)
-    log_path = outdir / "kpatch-build.log"
+    # the log of the last good build stays next to its module; a failing or --check run gets its own file
+    final_log = outdir / ("kpatch-build-check.log" if check_only else "kpatch-build.log")
+    log_path = outdir / ".kpatch-build.log.running"
+    failed_log = outdir / "kpatch-build-failed.log"
     log_path.write_text(f"# numaforge build-kpatch {t.name} {datetime.now(timezone.utc).isoformat()}\n")
     tmp_out = Path(tempfile.mkdtemp(prefix=".out-", dir=outdir))
     env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra}).env()
@@ -688,7 +696,7 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         if on_stage:
             on_stage(sid, label)
 
-    log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {log_path})")
+    log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {final_log})")
     try:
         with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
             rc, out, stopped = run_kpatch_build(cmd, env, log_path, on_stage=stage,
@@ -707,35 +715,41 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
                     restored = inputs.restore(BuildEnv(shim).env(), lf)
         if check_only:
             if not stopped:
-                raise map_failure(out + "\n" + log_path.read_text(errors="replace"), str(log_path))
+                raise _failed(out, log_path, failed_log)
+            os.replace(log_path, final_log)
+            log_path = final_log
             shutil.rmtree(tmp_out, ignore_errors=True)
             man = {"target": t.name, "status": "checked", "command": cmd, "kernel_release": inputs.release,
                    "stages": [s["stage"] for s in stages], "log": str(log_path),
                    "env": {k: env[k] for k in ("MAKEFLAGS",) if k in env}}
             return KpatchResult(t.name, "checked", None, man, None, log_path, round(time.monotonic() - t0, 2))
         if rc != 0:
-            raise map_failure(out + "\n" + log_path.read_text(errors="replace"), str(log_path))
+            raise _failed(out, log_path, failed_log)
         kos = sorted(tmp_out.glob("*.ko"))
         if not kos:
             raise KpatchBuildError("kpatch-build reported success but wrote no .ko", str(tmp_out),
-                                   "read the log", "unknown", str(log_path))
+                                   "read the log", "unknown", str(failed_log))
         ko = outdir / kos[0].name
         info = modinfo(kos[0])
         if info.get("livepatch") != "Y":
             raise KpatchBuildError(f"module is not a livepatch module (modinfo livepatch={info.get('livepatch')!r})",
                                    str(kos[0]), "the target kernel needs CONFIG_LIVEPATCH=y", "not-livepatch",
-                                   str(log_path))
+                                   str(failed_log))
         vermagic_release = info.get("vermagic", "").split(" ")[0]
         if vermagic_release != t.kernel_release:
             raise KpatchBuildError(f"module vermagic '{info.get('vermagic')}' does not match the target release "
                                    f"{t.kernel_release}", str(kos[0]),
-                                   "fix kernel_release / KERNELRELEASE for this target", "vermagic", str(log_path))
+                                   "fix kernel_release / KERNELRELEASE for this target", "vermagic", str(failed_log))
         for old_ko in outdir.glob("*.ko"):
             if old_ko.name != ko.name:
                 old_ko.unlink()
         os.replace(kos[0], ko)
+        os.replace(log_path, final_log)
+        log_path = final_log
     finally:
         shutil.rmtree(tmp_out, ignore_errors=True)
+        if log_path.name.endswith(".running") and log_path.exists():
+            os.replace(log_path, failed_log)
     if stages:
         stages[-1].setdefault("seconds", round(time.monotonic() - t_stage[0], 1))
     manifest = {
