@@ -1,0 +1,426 @@
+"""The 4-NUMA-node lab VM: qemu (TCG) booting a 5.10 kernel with the project's initramfs.
+
+Lifecycle: ``up(kernel=..., state_dir=...) -> VMInfo``, ``status(state_dir) -> VMStatus``, ``down(state_dir)``.
+State lives in ``state_dir`` (default ./.lab at the repo root, gitignored)::
+
+    vm/pid  vm/vm.json  vm/serial.log  vm/qemu.log  vm/initramfs.cpio.gz  vm/dropbear_ed25519_host_key
+    ssh/id_ed25519  ssh/id_ed25519.pub  ssh/known_hosts
+
+Kernels (``--kernel``): ``lab`` (the kpatch helper's 5.10.262 lab build, numaforge.kernel.kpatch.lab_kernel())
+and ``debian`` (Debian bullseye's 5.10.0-46-amd64 = 5.10.262-1, extracted into the cache with its headers, so
+out-of-tree livepatch modules can be built against it with gcc-10).
+
+qemu shape: ``-smp 4,sockets=4,cores=1,threads=1``, four 512M RAM backends, one ``-numa node`` per socket,
+SLIT 16 within a pair (0-1, 2-3) and 32 across; user networking restricted to one host forward on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import NumaforgeError, ToolMissingError
+from ..paths import ROOT, cache_dir
+from . import initramfs
+
+DEFAULT_STATE_DIR = ROOT / ".lab"
+DEFAULT_SSH_PORT = 2222
+NODES = 4
+NODE_MEM_MB = 512
+# random.trust_cpu=on + an RDRAND CPU: the crng is ready at boot, so dropbear does not block on getrandom()
+APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on"
+WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
+
+# Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
+DEBIAN_ABI = "5.10.0-46"
+DEBIAN_VERSION = "5.10.262-1"
+DEBIAN_PACKAGES = [f"linux-image-{DEBIAN_ABI}-amd64-unsigned", f"linux-headers-{DEBIAN_ABI}-amd64",
+                   f"linux-headers-{DEBIAN_ABI}-common", "linux-kbuild-5.10"]
+
+
+class LabVMError(NumaforgeError):
+    """The lab VM could not be started, reached or stopped."""
+
+
+@dataclass
+class LabKernel:
+    """A bootable kernel for the lab VM."""
+
+    name: str                       # debian | lab
+    image: Path                     # bzImage / vmlinuz
+    release: str                    # `uname -r` it reports
+    build_dir: Path | None = None   # tree (or headers) to build out-of-tree modules against (make -C)
+    modules_root: Path | None = None   # holds lib/modules/<release>/ (NIC driver when it is a module)
+    nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
+    cc: str = "gcc"
+
+
+@dataclass
+class VMInfo:
+    pid: int
+    ssh_port: int
+    kernel: str
+    release: str
+    nodes: int
+    state_dir: str
+    serial_log: str
+    boot_seconds: float             # qemu start -> ready line
+    ssh_seconds: float              # qemu start -> SSH banner
+    already_running: bool = False
+
+
+@dataclass
+class VMStatus:
+    running: bool
+    pid: int | None = None
+    ssh_port: int | None = None
+    kernel: str | None = None
+    release: str | None = None
+    serial_log: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    if proc.returncode != 0:
+        raise LabVMError(f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
+                         f"{(proc.stderr or proc.stdout).strip()[-1200:]}", where, fix)
+    return proc
+
+
+def debian_kernel() -> LabKernel:
+    """Debian bullseye's 5.10.0-46-amd64 (5.10.262-1) image + headers, extracted once into the cache."""
+    from .. import debian_apt
+
+    root = cache_dir() / "lab" / f"debian-{DEBIAN_ABI}-{DEBIAN_VERSION}"
+    release = f"{DEBIAN_ABI}-amd64"
+    if not (root / ".complete").exists():
+        debs = cache_dir() / "lab" / "debs"
+        files = []
+        for pkg in DEBIAN_PACKAGES:
+            have = sorted(debs.glob(f"{pkg}_{DEBIAN_VERSION}_*.deb"))
+            files.append(have[0] if have else debian_apt.download("bullseye", f"{pkg}={DEBIAN_VERSION}", debs))
+        tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=root.parent))
+        for deb in files:
+            _run(["dpkg-deb", "-x", str(deb), str(tmp)], str(deb), "delete the .deb from the cache and retry")
+        # the headers' Makefile includes the -common tree by absolute path; point it at our extracted copy
+        mk = tmp / "usr/src" / f"linux-headers-{release}" / "Makefile"
+        mk.write_text(mk.read_text().replace("/usr/src/", f"{root}/usr/src/"))
+        (tmp / ".complete").write_text(DEBIAN_VERSION + "\n")
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(tmp, root)
+    return LabKernel(
+        name="debian", image=root / "boot" / f"vmlinuz-{release}", release=release,
+        build_dir=root / "usr/src" / f"linux-headers-{release}", modules_root=root,
+        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10")
+
+
+def lab_kernel() -> LabKernel:
+    """The kpatch helper's lab kernel (5.10.262, 4-node NUMA config, e1000 built in)."""
+    try:
+        from ..kernel import kpatch
+        built = kpatch.lab_kernel()
+    except (ImportError, AttributeError):
+        raise LabVMError("the lab kernel is not available in this checkout (numaforge.kernel.kpatch.lab_kernel)",
+                         "--kernel lab", "build it with `invoke build-kpatch --target lab`, or use --kernel debian"
+                         ) from None
+    get = (lambda k: built.get(k)) if isinstance(built, dict) else (lambda k: getattr(built, k, None))
+    image = get("bzimage") or get("bzImage") or get("image")
+    release = get("release")
+    build_dir = get("build_dir") or get("tree")
+    if not image or not Path(image).is_file() or not release:
+        raise LabVMError("the lab kernel build has no bzImage yet", str(image),
+                         "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian")
+    return LabKernel(name="lab", image=Path(image), release=str(release),
+                     build_dir=Path(build_dir) if build_dir else None, cc="gcc")
+
+
+def resolve_kernel(kernel: str | LabKernel) -> LabKernel:
+    if isinstance(kernel, LabKernel):
+        return kernel
+    if kernel == "debian":
+        return debian_kernel()
+    if kernel == "lab":
+        return lab_kernel()
+    raise LabVMError(f"unknown lab kernel '{kernel}'", "--kernel", "use --kernel lab or --kernel debian")
+
+
+def build_module(src_dir: Path, kernel: LabKernel, out_dir: Path | None = None) -> Path:
+    """Build the out-of-tree module in src_dir (one <name>.c + Kbuild) against kernel; cached by content."""
+    if kernel.build_dir is None:
+        raise LabVMError(f"kernel '{kernel.name}' has no build tree to compile modules against", str(src_dir),
+                         "use --kernel debian or a lab kernel build with its tree")
+    h = hashlib.sha256(kernel.release.encode() + str(kernel.build_dir).encode())
+    for f in sorted(src_dir.iterdir()):
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    out = out_dir or cache_dir() / "lab" / "modules" / f"{src_dir.name}-{h.hexdigest()[:16]}"
+    kos = sorted(out.glob("*.ko")) if out.is_dir() else []
+    if kos:
+        return kos[0]
+    if shutil.which(kernel.cc) is None:
+        raise ToolMissingError(f"{kernel.cc} is not installed", str(src_dir),
+                               "python -m numaforge.debian_apt install bullseye gcc-10")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{src_dir.name}-", dir=out.parent if out.parent.exists()
+                                else _mk(out.parent)))
+    for f in src_dir.iterdir():
+        if f.is_file():
+            shutil.copy2(f, tmp / f.name)
+    _run(["make", "-C", str(kernel.build_dir), f"M={tmp}", f"CC={kernel.cc}", "modules"], str(src_dir),
+         "check the module source against the kernel headers")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return sorted(out.glob("*.ko"))[0]
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def workload_binary() -> Path:
+    """The static NUMA workload, built with gcc from numaforge/lab/workload/ and cached by source hash."""
+    src = WORKLOAD_SRC.read_bytes()
+    out = cache_dir() / "lab" / "workload" / hashlib.sha256(src).hexdigest()[:16] / "numa_workload"
+    if out.exists():
+        return out
+    if shutil.which("gcc") is None:
+        raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".numa_workload.{os.getpid()}")
+    _run(["gcc", "-O2", "-static", "-Wall", "-o", str(tmp), str(WORKLOAD_SRC)], str(WORKLOAD_SRC),
+         "install libc6-dev (static libc) and gcc")
+    os.replace(tmp, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- keys
+
+def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
+    """Client key (.lab/ssh/id_ed25519), dropbear host key, and a known_hosts naming 127.0.0.1:port.
+
+    Keys are generated once and reused, so known_hosts stays valid across boots.
+    """
+    initramfs.require_tools()
+    ssh = state_dir / "ssh"
+    vm = state_dir / "vm"
+    ssh.mkdir(parents=True, exist_ok=True, mode=0o700)
+    vm.mkdir(parents=True, exist_ok=True)
+    client = ssh / "id_ed25519"
+    if not client.exists():
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "numaforge-lab", "-f", str(client)],
+             str(client), "remove the partial key files and retry")
+    host_key = vm / "dropbear_ed25519_host_key"
+    if not host_key.exists():
+        _run(["dropbearkey", "-t", "ed25519", "-f", str(host_key)], str(host_key), "remove it and retry")
+    pub = _run(["dropbearkey", "-y", "-f", str(host_key)], str(host_key), "remove it and retry").stdout
+    line = next((ln for ln in pub.splitlines() if ln.startswith("ssh-ed25519 ")), None)
+    if line is None:
+        raise LabVMError("dropbearkey printed no ssh-ed25519 public key", str(host_key), "remove it and retry")
+    key_type, key_b64 = line.split()[:2]
+    known = ssh / "known_hosts"
+    entry = f"[127.0.0.1]:{ssh_port} {key_type} {key_b64}\n"
+    if not known.exists() or known.read_text() != entry:
+        known.write_text(entry)
+    return client, host_key
+
+
+# ---------------------------------------------------------------------------------------------- qemu
+
+def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int) -> list[str]:
+    """The qemu-system-x86_64 command line (pure)."""
+    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{NODES * NODE_MEM_MB}M",
+           "-smp", f"{NODES},sockets={NODES},cores=1,threads=1"]
+    for n in range(NODES):
+        cmd += ["-object", f"memory-backend-ram,id=mem{n},size={NODE_MEM_MB}M",
+                "-numa", f"node,nodeid={n},cpus={n},memdev=mem{n}"]
+    for a in range(NODES):
+        for b in range(a + 1, NODES):
+            cmd += ["-numa", f"dist,src={a},dst={b},val={16 if a // 2 == b // 2 else 32}"]
+    cmd += ["-kernel", str(kernel.image), "-initrd", str(initrd), "-append", APPEND,
+            "-display", "none", "-vga", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
+            "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+            "-device", "e1000,netdev=n0", "-no-reboot"]
+    return cmd
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _alive(pid: int, state_dir: Path) -> bool:
+    """pid is a qemu we started for this state dir (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmdline) and cmdline[0].endswith(b"qemu-system-x86_64") and \
+        any(str(state_dir.resolve()).encode() in part for part in cmdline)
+
+
+def serial_tail(state_dir: Path, lines: int = 30) -> str:
+    p = Path(state_dir) / "vm" / "serial.log"
+    if not p.exists():
+        return "(no serial log)"
+    return "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
+
+
+def parse_ready(text: str) -> dict | None:
+    """The init's ready line -> {'release':..., 'nodes': int, 'livepatch': bool}, or None if not yet printed."""
+    for line in text.splitlines():
+        if line.startswith(initramfs.READY_MARK):
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),
+                    "livepatch": fields.get("livepatch") == "yes"}
+    return None
+
+
+def _ssh_banner(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.settimeout(10)
+            return s.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
+    state_dir = Path(state_dir)
+    meta = state_dir / "vm" / "vm.json"
+    pidf = state_dir / "vm" / "pid"
+    if not pidf.exists():
+        return VMStatus(False)
+    try:
+        pid = int(pidf.read_text().strip())
+    except ValueError:
+        return VMStatus(False)
+    info = json.loads(meta.read_text()) if meta.exists() else {}
+    if not _alive(pid, state_dir):
+        return VMStatus(False, pid=pid)
+    return VMStatus(True, pid, info.get("ssh_port"), info.get("kernel"), info.get("release"),
+                    str(state_dir / "vm" / "serial.log"))
+
+
+def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
+       ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0) -> VMInfo:
+    """Boot the lab VM (or report the one already running) and wait until SSH answers."""
+    state_dir = Path(state_dir).resolve()
+    st = status(state_dir)
+    if st.running:
+        info = json.loads((state_dir / "vm" / "vm.json").read_text())
+        info["already_running"] = True
+        return VMInfo(**info)
+    if shutil.which("qemu-system-x86_64") is None:
+        raise ToolMissingError("qemu-system-x86_64 is not installed", None, "run scripts/setup.d/40-lab-vm.sh")
+    k = resolve_kernel(kernel)
+    if not _port_free(ssh_port):
+        raise LabVMError(f"127.0.0.1:{ssh_port} is already in use", "lab VM ssh port",
+                         "stop whatever listens there (`invoke lab-down`?) or choose another port")
+    client_key, host_key = ensure_keys(state_dir, ssh_port)
+    vm = state_dir / "vm"
+    modules = {}
+    for rel in k.nic_modules:
+        src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
+        modules[rel] = src
+    initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
+                             authorized_key=(client_key.with_suffix(".pub")).read_text(),
+                             workload=workload_binary(), modules=modules)
+    serial = vm / "serial.log"
+    serial.write_text("")
+    qlog = vm / "qemu.log"
+    cmd = qemu_command(k, initrd, serial, ssh_port)
+    t0 = time.monotonic()
+    with open(qlog, "w") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    (vm / "pid").write_text(f"{proc.pid}\n")
+
+    def fail(what: str, fix: str) -> LabVMError:
+        tail = serial_tail(state_dir)
+        qemu_out = qlog.read_text(errors="replace").strip()[-600:] if qlog.exists() else ""
+        _stop(proc.pid, state_dir)
+        return LabVMError(f"{what}\n--- serial log tail ({serial}) ---\n{tail}"
+                          + (f"\n--- qemu ---\n{qemu_out}" if qemu_out else ""), "lab VM", fix)
+
+    ready = None
+    while ready is None:
+        if proc.poll() is not None:
+            raise fail(f"qemu exited with rc={proc.returncode} before the ready line",
+                       "read the serial/qemu logs above; check the kernel image and initramfs")
+        if time.monotonic() - t0 > boot_timeout:
+            raise fail(f"no ready line on the serial console after {boot_timeout:.0f} s",
+                       "the machine may be overloaded; retry, or read the serial log for a panic")
+        time.sleep(0.5)
+        text = serial.read_text(errors="replace")
+        if initramfs.FAILED_MARK in text:
+            raise fail("the VM's init reported a failure", "read the serial log above")
+        ready = parse_ready(text)
+    boot_s = time.monotonic() - t0
+    if ready["nodes"] != NODES:
+        raise fail(f"the guest sees {ready['nodes']} NUMA nodes, expected {NODES}",
+                   "the kernel needs CONFIG_NUMA and ACPI SRAT support")
+    while not _ssh_banner(ssh_port):
+        if proc.poll() is not None:
+            raise fail(f"qemu exited with rc={proc.returncode} before SSH answered", "read the serial log above")
+        if time.monotonic() - t0 > boot_s + ssh_timeout:
+            raise fail("dropbear did not answer on the forwarded SSH port", "read /var/log/dropbear.log in the guest")
+        time.sleep(0.5)
+    info = VMInfo(pid=proc.pid, ssh_port=ssh_port, kernel=k.name, release=ready["release"], nodes=ready["nodes"],
+                  state_dir=str(state_dir), serial_log=str(serial), boot_seconds=round(boot_s, 1),
+                  ssh_seconds=round(time.monotonic() - t0, 1))
+    (vm / "vm.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
+    return info
+
+
+def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:
+    if not _alive(pid, state_dir):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _alive(pid, state_dir):
+            time.sleep(0.2)
+        if _alive(pid, state_dir):
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+    except ProcessLookupError:
+        pass
+    try:  # reap if it is our child
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return True
+
+
+def down(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> bool:
+    """Stop the VM of this state dir; True if one was running. Leaves logs and keys in place."""
+    state_dir = Path(state_dir).resolve()
+    pidf = state_dir / "vm" / "pid"
+    if not pidf.exists():
+        return False
+    try:
+        pid = int(pidf.read_text().strip())
+    except ValueError:
+        pid = -1
+    stopped = pid > 0 and _stop(pid, state_dir)
+    pidf.unlink(missing_ok=True)
+    (state_dir / "vm" / "vm.json").unlink(missing_ok=True)
+    return stopped
