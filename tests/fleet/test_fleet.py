@@ -212,3 +212,83 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
     st_ = statuses(out)
     assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"        # the running host finished and is reported
     assert out.not_run == [h for h in st_ if st_[h] == "not-run"] and "ok-6" in out.not_run
+
+
+# ------------------------------------------------------------------------------------------------ journal
+import json  # noqa: E402
+
+from numaforge.fleet import Journal, JournalError  # noqa: E402
+
+
+def test_journal_records_start_and_final_status_and_fn_milestones(tmp_path):
+    j = Journal(tmp_path / "run.journal", "bios-apply profile=hpc")
+
+    def fn(host):
+        j.mark(host, "patched", job="JID_1")
+        return by_name(host)
+
+    run_fleet(["ok-1", "fail-2"], fn, progress=False, journal=j)
+    again = Journal(tmp_path / "run.journal", "bios-apply profile=hpc")
+    assert again.resumed
+    assert again.statuses() == {"ok-1": "ok", "fail-2": "failed"}
+    assert again.states() == {"ok-1": "patched", "fail-2": "patched"} and again.data("ok-1") == {"job": "JID_1"}
+    recs = [json.loads(line) for line in (tmp_path / "run.journal").read_text().splitlines()[1:]]
+    assert [r.get("status") or r.get("state") for r in recs if r["host"] == "ok-1"] == ["started", "patched", "ok"]
+
+
+def test_resume_skips_work_already_done_by_asking_the_journal(tmp_path):
+    """The BIOS-style resume: a host already rebooted is verified, not rebooted again."""
+    path = tmp_path / "apply.journal"
+    reboots: list[str] = []
+
+    def apply_one(journal, crash_on=None):
+        def fn(host):
+            if journal.state(host) not in ("rebooted", "ok"):
+                reboots.append(host)
+                journal.mark(host, "rebooted")
+                if host == crash_on:
+                    raise KeyboardInterrupt          # the operator hits Ctrl-C right after the reboot
+            return HostResult(host, "ok", "verified")
+        return fn
+
+    hosts = ["ok-1", "ok-2", "ok-3", "ok-4"]
+    j1 = Journal(path, "apply")
+    first = run_fleet(hosts, apply_one(j1, crash_on="ok-2"), forks=1, batch=1, progress=False, journal=j1)
+    assert first.interrupted and "ok-3" in first.not_run
+    j2 = Journal(path, "apply")
+    assert j2.statuses() == {"ok-1": "ok", "ok-2": "started"}       # ok-2 was cut off mid-host
+    second = run_fleet(hosts, apply_one(j2), forks=2, progress=False, journal=j2)
+    assert second.ok
+    assert sorted(reboots) == ["ok-1", "ok-2", "ok-3", "ok-4"]       # each host rebooted exactly once
+    j2.remove()
+    assert not path.exists()
+
+
+def test_journal_of_another_run_is_refused(tmp_path):
+    Journal(tmp_path / "j", "bios-apply profile=a")
+    with pytest.raises(JournalError) as exc:
+        Journal(tmp_path / "j", "bios-apply profile=b")
+    assert "another run" in exc.value.what and "delete the journal" in exc.value.fix
+
+
+def test_torn_last_record_from_a_crash_is_ignored_but_earlier_corruption_is_not(tmp_path):
+    p = tmp_path / "j"
+    j = Journal(p, "k")
+    j.mark("h1", "rebooted")
+    with open(p, "a") as fh:
+        fh.write('{"host": "h2", "sta')                     # the write a crash cut short
+    assert Journal(p, "k").states() == {"h1": "rebooted"}
+    p.write_text(p.read_text().replace('"rebooted"', '"rebo', 1) + "\n")
+    with pytest.raises(JournalError) as exc:
+        Journal(p, "k")
+    assert exc.value.where == f"{p}:2"
+
+
+def test_journal_never_stores_resolved_secrets(tmp_path, monkeypatch):
+    from numaforge.secrets import SecretRef
+    monkeypatch.setenv("NF_JOURNAL_PW", "hunter2-secret")
+    SecretRef.parse("env:NF_JOURNAL_PW").resolve()
+    j = Journal(tmp_path / "j", "k")
+    j.mark("h1", "failed", message="login as root:hunter2-secret refused")
+    j.record_status("h1", "failed", "root:hunter2-secret")
+    assert "hunter2-secret" not in (tmp_path / "j").read_text()
