@@ -1,0 +1,216 @@
+"""Resume journal of a fleet run: which host reached which phase, kept on disk so a re-run resumes.
+
+    j = journal.open("bios-apply profile=hpc-v3 inventory=prod.yaml reboot")    # one file per run key
+    if not j.done(host, journal.REBOOT_REQUESTED):
+        ... PATCH ...;  j.record(host, journal.PATCHED)
+        j.record(host, journal.REBOOT_REQUESTED)        # BEFORE the reset request leaves
+        ... reset ...;  j.record(host, journal.REBOOTED)
+    ... verify ...;     j.record(host, journal.VERIFIED)
+    j.finish()                                          # every host done: nothing to resume, file removed
+
+On a re-run after Ctrl-C or a crash, ``resume_action(j.phases(host))`` says what is left for each host:
+``"skip"`` (verified), ``"verify"`` (a reset was requested or seen: wait for power-on and verify, never reset
+again), ``"reboot"`` (values written but no reset requested yet), ``"run"`` (nothing recorded).
+"Reboot requested" is recorded before the reset is sent, so a crash between the two errs on the side of not
+rebooting twice: the re-run verifies and reports the values still pending instead of resetting a host that
+may already be restarting.
+
+File format (``numaforge-journal/1``), one JSON document, replaced atomically on every record (write a temp file
+in the same directory, fsync, rename, fsync the directory), mode 0600::
+
+    {"format": "numaforge-journal/1", "run_key": "...", "created": 1764680000.0,
+     "hosts": {"gpu-01": {"patched": {"time": 1764680001.2}, "reboot-requested": {"time": ...}}}}
+
+So a crash leaves either the previous or the new state, never a torn file. Data attached to a phase is passed
+through numaforge.secrets.redact before it is written. Thread-safe: fleet workers record concurrently.
+Pure state: no peer is contacted here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import NumaforgeError
+from .secrets import redact
+
+FORMAT = "numaforge-journal/1"
+
+PATCHED = "patched"                     # the differing values were written (pending a reset)
+REBOOT_REQUESTED = "reboot-requested"   # recorded just before the reset request is sent
+REBOOTED = "rebooted"                   # the host came back on
+VERIFIED = "verified"                   # current values equal the desired ones
+PHASES = (PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED)
+
+
+class JournalError(NumaforgeError):
+    """The journal file cannot be read/written, is corrupt, or belongs to another run."""
+
+    exit_code = 2
+
+
+def default_dir() -> Path:
+    from .paths import build_dir
+
+    return build_dir() / "journal"
+
+
+def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
+    """The journal file of a run key: <dir>/<sha256(run_key)[:16]>.json (the key itself is inside)."""
+    if not isinstance(run_key, str) or not run_key.strip():
+        raise JournalError("the run key of a journal must be a non-empty string", "numaforge.journal.open",
+                           "pass what the run does, e.g. 'bios-apply profile=NAME inventory=PATH'")
+    digest = hashlib.sha256(run_key.encode()).hexdigest()[:16]
+    return Path(directory if directory is not None else default_dir()) / f"{digest}.json"
+
+
+def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":  # noqa: A001 (module API)
+    """The journal of ``run_key``: resumed if a previous run left one, else a new (not yet written) one."""
+    return Journal(path_for(run_key, directory), run_key)
+
+
+def resume_action(phases: Iterable[str]) -> str:
+    """What a re-run does for a host whose journal holds ``phases``: run / reboot / verify / skip."""
+    done = set(phases)
+    if VERIFIED in done:
+        return "skip"
+    if REBOOT_REQUESTED in done or REBOOTED in done:
+        return "verify"
+    if PATCHED in done:
+        return "reboot"
+    return "run"
+
+
+def _host_name(host: Any) -> str:
+    return host if isinstance(host, str) else str(getattr(host, "name", host))
+
+
+class Journal:
+    """Per-host phases of one run (see the module docstring). Create with :func:`open`."""
+
+    def __init__(self, path: str | os.PathLike, run_key: str):
+        self.path = Path(path)
+        self.run_key = run_key
+        self._lock = threading.Lock()
+        self._hosts: dict[str, dict[str, dict]] = {}
+        self.created = time.time()
+        self.resumed = False
+        if self.path.exists():
+            self._load()
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        where = str(self.path)
+        try:
+            text = self.path.read_text()
+        except OSError as exc:
+            raise JournalError(f"cannot read the resume journal: {exc.strerror}", where,
+                               "fix its permissions, or delete it to start the run from scratch") from None
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise JournalError(f"the resume journal is not valid JSON (line {exc.lineno}: {exc.msg})",
+                               f"{where}:{exc.lineno}", "delete it to start the run from scratch") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise JournalError(f"not a numaforge journal (format {doc.get('format') if isinstance(doc, dict) else None!r},"
+                               f" expected {FORMAT!r})", where, "delete it or point the run at another journal dir")
+        if doc.get("run_key") != self.run_key:
+            raise JournalError(f"the journal belongs to another run ({doc.get('run_key')!r}, this run is "
+                               f"{self.run_key!r})", where,
+                               "re-run the original command to finish it, or delete the journal to start over")
+        hosts = doc.get("hosts")
+        if not isinstance(hosts, dict) or not all(
+                isinstance(p, dict) and all(k in PHASES and isinstance(v, dict) for k, v in p.items())
+                for p in hosts.values()):
+            raise JournalError(f"the journal's hosts section is malformed (phases must be among {', '.join(PHASES)})",
+                               where, "delete it to start the run from scratch")
+        self._hosts = {h: dict(p) for h, p in hosts.items()}
+        self.created = float(doc.get("created") or self.created)
+        self.resumed = True
+
+    def done(self, host: Any, phase: str) -> bool:
+        """True if ``host`` reached ``phase`` in this or a previous (interrupted) run."""
+        self._check_phase(phase)
+        with self._lock:
+            return phase in self._hosts.get(_host_name(host), {})
+
+    def phases(self, host: Any) -> list[str]:
+        """Phases ``host`` reached, in pipeline order."""
+        with self._lock:
+            got = self._hosts.get(_host_name(host), {})
+            return [p for p in PHASES if p in got]
+
+    def data(self, host: Any, phase: str) -> dict:
+        with self._lock:
+            return dict(self._hosts.get(_host_name(host), {}).get(phase, {}))
+
+    def action(self, host: Any) -> str:
+        """resume_action() for this host."""
+        return resume_action(self.phases(host))
+
+    def hosts(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {h: [p for p in PHASES if p in got] for h, got in self._hosts.items()}
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def record(self, host: Any, phase: str, **data: Any) -> None:
+        """Record that ``host`` reached ``phase``; on disk (atomically replaced) before this returns."""
+        self._check_phase(phase)
+        entry = {"time": time.time(), **redact(data)}
+        with self._lock:
+            self._hosts.setdefault(_host_name(host), {})[phase] = entry
+            self._write()
+
+    def finish(self) -> None:
+        """The run completed: remove the journal (a later run starts fresh)."""
+        with self._lock:
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise JournalError(f"cannot remove the finished journal: {exc.strerror}", str(self.path),
+                                   "delete it by hand; otherwise the next identical run resumes from it") from None
+            self._hosts = {}
+
+    def _check_phase(self, phase: str) -> None:
+        if phase not in PHASES:
+            raise JournalError(f"unknown journal phase {phase!r}", "numaforge.journal",
+                               f"use one of: {', '.join(PHASES)}")
+
+    def _write(self) -> None:
+        doc = {"format": FORMAT, "run_key": self.run_key, "created": self.created, "hosts": self._hosts}
+        data = (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode()
+        where = str(self.path)
+        tmp = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+            try:
+                os.fchmod(fd, 0o600)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            tmp = None
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise JournalError(f"cannot write the resume journal: {exc.strerror}", where,
+                               "free disk space or fix permissions; the run cannot be resumed without it") from None
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
