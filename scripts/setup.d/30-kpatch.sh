@@ -19,7 +19,7 @@ if ! command -v gcc-10 >/dev/null 2>&1; then
   $SUDO env PATH="$PATH" NUMAFORGE_CACHE="$CACHE" "$PY" -m numaforge.debian_apt install bullseye gcc-10
 fi
 
-have="$("$PREFIX/bin/kpatch-build" --version 2>/dev/null || true)"
+have="$("$PREFIX/bin/kpatch-build" --version 2>/dev/null | awk '{print $NF}' || true)"
 if [ "$have" != "$WANT" ]; then
   src="$CACHE/kpatch/toolchain"
   mkdir -p "$src"
@@ -29,7 +29,10 @@ if [ "$have" != "$WANT" ]; then
     # apt-get source --download-only fetches .dsc, orig and debian tarballs; only the orig tarball is used,
     # so a missing debian tarball on the mirror is not fatal as long as the orig arrived.
     NUMAFORGE_CACHE="$CACHE" "$PY" -m numaforge.debian_apt source sid-src "kpatch=${WANT}-1.1" "$src" \
-      || NUMAFORGE_CACHE="$CACHE" "$PY" -m numaforge.debian_apt source sid-src kpatch "$src" || true
+      >"$src/download.log" 2>&1 || true
+    [ -s "$orig" ] || NUMAFORGE_CACHE="$CACHE" "$PY" -m numaforge.debian_apt source sid-src kpatch "$src" \
+      >>"$src/download.log" 2>&1 || true
+    [ -s "$orig" ] || cat "$src/download.log"
     [ -s "$orig" ] || { echo "setup: kpatch ${WANT} orig tarball not downloaded (see above)"; exit 1; }
   fi
   work="$(mktemp -d)"
@@ -41,4 +44,4 @@ if [ "$have" != "$WANT" ]; then
     || { tail -20 "$work/install.log"; echo "setup: kpatch install failed"; exit 1; }
   rm -rf "$work"
 fi
-echo "setup: kpatch-build $("$PREFIX/bin/kpatch-build" --version) at $PREFIX/bin/kpatch-build; $(gcc-10 --version | head -1)"
+echo "setup: kpatch-build $("$PREFIX/bin/kpatch-build" --version | awk '{print $NF}') at $PREFIX/bin/kpatch-build; $(gcc-10 --version | head -1)"
