@@ -11,7 +11,7 @@ PREFIX="${KPATCH_PREFIX:-/usr/local}"
 WANT=0.9.11
 CACHE="${NUMAFORGE_CACHE:-$HOME/.cache/numaforge}"
 
-apt_need gcc make gawk patchutils flex bison bc dwarves rsync libelf-dev libssl-dev elfutils binutils \
+apt_need gcc make gawk patchutils flex bison bc dwarves rsync libelf-dev libssl-dev binutils \
   dpkg-dev xz-utils kmod cpio
 
 if ! command -v gcc-10 >/dev/null 2>&1; then
