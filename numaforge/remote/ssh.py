@@ -41,7 +41,7 @@ from ..inventory.model import SSHSpec
 from ..secrets import redact
 
 __all__ = [
-    "connect", "Remote", "CommandResult", "Target", "resolve_target", "fingerprint",
+    "connect", "Remote", "CommandResult", "Target", "resolve_target", "fingerprint", "load_known_hosts",
     "SSHError", "ConnectError", "AuthError", "HostKeyError", "CommandTimeout", "CommandFailed",
     "SudoError", "ConnectionLost", "UploadError",
 ]
@@ -193,13 +193,15 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
 class _StrictPolicy(paramiko.MissingHostKeyPolicy):
     """Unknown host key: refuse, or (accept_new) append it to known_hosts. Changed keys never get here."""
 
-    def __init__(self, target: Target, accept_new: bool):
+    def __init__(self, target: Target, accept_new: bool, revoked: list | None = None):
         self.target = target
         self.accept_new = accept_new
+        self.revoked = revoked or []
         self.added: tuple[str, str, str] | None = None
 
     def missing_host_key(self, client, hostname, key):
         t = self.target
+        _refuse_revoked(key, self.revoked, t)
         fp = fingerprint(key)
         if not self.accept_new:
             raise HostKeyError(
@@ -221,6 +223,49 @@ class _StrictPolicy(paramiko.MissingHostKeyPolicy):
         self.added = (hostname, key.get_name(), fp)
 
 
+def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
+    """Parse a known_hosts file like OpenSSH does: tolerate what it tolerates.
+
+    Returns (entries, revoked keys, skipped lines). Comments, blank lines, ``@cert-authority`` lines (host
+    certificates are not supported: such hosts count as unknown), unsupported key types and unparsable lines
+    are skipped; ``@revoked`` keys are returned so a connection presenting one is refused.
+    """
+    entries, revoked, skipped = [], [], 0
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        raise HostKeyError(f"cannot read known_hosts {path}: {exc.strerror}", where,
+                           "fix its permissions or point ssh.known_hosts at another file") from None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        marker = None
+        if line.startswith("@"):
+            marker, _, line = line.partition(" ")
+            if marker not in ("@revoked", "@cert-authority"):
+                skipped += 1
+                continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line.strip())
+        except Exception:  # anything paramiko cannot parse is skipped, as OpenSSH skips it
+            entry = None
+        if entry is None or marker == "@cert-authority":
+            skipped += 1
+        elif marker == "@revoked":
+            revoked.append(entry.key)
+        else:
+            entries.append(entry)
+    return entries, revoked, skipped
+
+
+def _refuse_revoked(key: paramiko.PKey, revoked: list, t: Target) -> None:
+    if any(key.get_name() == r.get_name() and key.asbytes() == r.asbytes() for r in revoked):
+        raise HostKeyError(f"host key {key.get_name()} {fingerprint(key)} of {t.known_hosts_name} is marked "
+                           f"@revoked in known_hosts", t.where,
+                           "the host must get a new host key; then add that key after checking it out of band")
+
+
 def _short(key: paramiko.PKey) -> str:
     name = key.get_name()
     return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(name, "ecdsa" if "ecdsa" in name else name)
@@ -236,16 +281,15 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
     target = resolve_target(spec, host_name, base_dir)
     password = spec.password.resolve() if spec.password is not None else None
     client = paramiko.SSHClient()
-    try:
-        if target.system_known_hosts and os.path.exists(target.system_known_hosts):
-            client.load_system_host_keys(target.system_known_hosts)
-        if os.path.exists(target.known_hosts):
-            client.load_host_keys(target.known_hosts)
-    except (OSError, paramiko.SSHException, ValueError) as exc:
-        client.close()
-        raise HostKeyError(f"cannot read known_hosts {target.known_hosts}: {exc}", target.where,
-                           "fix or remove the broken line (ssh-keygen -F <host> -f FILE shows entries)") from None
-    policy = _StrictPolicy(target, accept_new_host_key)
+    revoked: list[paramiko.PKey] = []
+    for path in (target.system_known_hosts, target.known_hosts):
+        if path and os.path.exists(path):
+            known, bad, skipped = load_known_hosts(path, target.where)
+            for entry in known:
+                for name in entry.hostnames:
+                    client.get_host_keys().add(name, entry.key.get_name(), entry.key)
+            revoked += bad
+    policy = _StrictPolicy(target, accept_new_host_key, revoked)
     client.set_missing_host_key_policy(policy)
     sock = None
     try:
@@ -299,6 +343,11 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         client.close()
         raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
+    try:
+        _refuse_revoked(transport.get_remote_server_key(), revoked, target)
+    except HostKeyError:
+        client.close()
+        raise
     transport.set_keepalive(15)
     return Remote(client, target, accepted_host_key=policy.added)
 

@@ -395,3 +395,24 @@ def test_output_of_the_login_shell_startup_does_not_break_commands(sshd_host, te
         assert r.read_text("/proc/sys/kernel/ostype") == "Linux\n"
         with pytest.raises(CommandTimeout):
             r.run("sleep 600", timeout=2)
+
+
+def test_revoked_host_key_is_refused_even_when_also_listed(sshd_host):
+    line = sshd_host.known_hosts.read_text()
+    sshd_host.known_hosts.write_text(line + f"@revoked * {sshd_host.host_key_line()}\n")
+    for accept in (False, True):
+        with pytest.raises(HostKeyError) as exc:
+            connect(sshd_host.spec(), "loop", accept_new_host_key=accept)
+        assert "@revoked" in exc.value.what and sshd_host.fingerprint() in exc.value.what
+    sshd_host.known_hosts.write_text(f"@revoked * {sshd_host.host_key_line()}\n")
+    with pytest.raises(HostKeyError, match="@revoked"):
+        connect(sshd_host.spec(), "loop", accept_new_host_key=True)
+    assert sshd_host.known_hosts.read_text() == f"@revoked * {sshd_host.host_key_line()}\n"
+
+
+def test_odd_lines_in_known_hosts_do_not_break_connections(sshd_host):
+    data = (Path(__file__).resolve().parents[1] / "data" / "ssh" / "known_hosts-mixed").read_text()
+    data = "\n".join(line for line in data.splitlines() if not line.startswith("@revoked"))
+    sshd_host.known_hosts.write_text(data + "\n" + sshd_host.known_hosts.read_text())
+    with connect(sshd_host.spec(), "loop") as r:
+        assert r.run("echo fine").stdout == "fine\n"
