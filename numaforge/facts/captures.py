@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import NumaforgeError
+from ..secrets import redact
 
 META = "capture.yaml"
 
@@ -58,7 +59,7 @@ class Captures:
         d.mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             _check_name(name, d)
-            _atomic_write(d / name, text)
+            _atomic_write(d / name, redact(text))
         meta = {"source": self.source, "commands": dict(sorted(self.commands.items())),
                 "absent": dict(sorted(self.absent.items()))}
         if self.notes:
@@ -157,6 +158,21 @@ def parse_cpulist(text: str) -> list[int]:
         else:
             cpus.add(int(part))
     return sorted(cpus)
+
+
+def try_cpulist(text: str) -> list[int] | None:
+    """parse_cpulist, or None for a garbled value (a corrupt capture must not crash a facts run)."""
+    try:
+        return parse_cpulist(text)
+    except ValueError:
+        return None
+
+
+def try_int(text: str | None, base: int = 10) -> int | None:
+    try:
+        return int(str(text).strip(), base)
+    except (TypeError, ValueError):
+        return None
 
 
 def cpulist(cpus) -> str:

@@ -155,12 +155,10 @@ def collect_local(source: str = "this build server") -> Captures:
     return collect(LocalRunner(), source)
 
 
-def collect_ssh(host, accept_new_host_key: bool = False, remote=None) -> Captures:
+def collect_ssh(host, accept_new_host_key: bool = False) -> Captures:
     """Capture an inventory Host over SSH (numaforge.remote.ssh; strict host keys, sudo per ssh.sudo)."""
     from ..remote.ssh import connect
 
-    if remote is not None:
-        return collect(remote, host.name, sudo=host.ssh.sudo if host.ssh else False)
     with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as r:
         return collect(r, host.name, sudo=host.ssh.sudo)
 

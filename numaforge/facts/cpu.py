@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .captures import CPUINFO, LSCPU, SYS_CPU, Captures, cpulist, parse_cpulist, parse_head
+from .captures import CPUINFO, LSCPU, SYS_CPU, Captures, cpulist, parse_head, try_cpulist, try_int
 
 
 @dataclass
@@ -81,15 +81,17 @@ def parse_cpu_sysfs(head_text: str | None) -> dict:
     siblings: dict[int, int] = {}
     for path, content in parse_head(head_text).items():
         if m := _PKG.match(path):
-            pkgs[int(m.group(1))] = int(content.strip())
+            if (pkg := try_int(content)) is not None:
+                pkgs[int(m.group(1))] = pkg
         elif m := _L3.match(path):
             caches.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = content.strip()
         elif m := _CORE_SIB.match(path):
-            siblings[int(m.group(1))] = len(parse_cpulist(content))
+            if sib := try_cpulist(content):
+                siblings[int(m.group(1))] = len(sib)
     l3: list[list[int]] = []
     for (_cpu, _idx), c in sorted(caches.items()):
         if c.get("level") == "3" and "shared_cpu_list" in c:
-            s = parse_cpulist(c["shared_cpu_list"])
+            s = try_cpulist(c["shared_cpu_list"])
             if s and s not in l3:
                 l3.append(s)
     tpc = max(siblings.values()) if siblings else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .captures import NUMACTL, PROC_KERNEL, SYS_NODE, Captures, parse_cpulist, parse_head
+from .captures import NUMACTL, PROC_KERNEL, SYS_NODE, Captures, parse_head, try_cpulist, try_int
 
 
 @dataclass
@@ -65,9 +65,10 @@ def parse_node_sysfs(head_text: str | None) -> list[Node]:
         node = nodes.setdefault(int(m.group(1)), Node(int(m.group(1))))
         kind = m.group(2)
         if kind == "cpulist":
-            node.cpus = parse_cpulist(content)
+            node.cpus = try_cpulist(content) or []
         elif kind == "distance":
-            node.distances = [int(x) for x in content.split()]
+            dist = [try_int(x) for x in content.split()]
+            node.distances = [] if None in dist else dist
         else:
             mm = _MEMTOTAL.search(content)
             node.mem_kb = int(mm.group(1)) if mm else None

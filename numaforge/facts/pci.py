@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .captures import LSPCI, PCI_LINKS, SYS_PCI, Captures, parse_head
+from .captures import LSPCI, PCI_LINKS, SYS_PCI, Captures, parse_head, try_int
 
 GPU_VENDORS = {"10de": "NVIDIA", "1002": "AMD"}
 BRIDGE_CLASS = "0604"
@@ -219,9 +219,9 @@ def parse_lspci_vvv(text: str | None) -> dict[str, PciDevice]:
         if line.startswith("Physical Slot:"):
             dev.physical_slot = line.split(":", 1)[1].strip()
         elif line.startswith("NUMA node:"):
-            dev.numa_node = int(line.split(":", 1)[1])
+            dev.numa_node = try_int(line.split(":", 1)[1])
         elif line.startswith("IOMMU group:"):
-            dev.iommu_group = int(line.split(":", 1)[1])
+            dev.iommu_group = try_int(line.split(":", 1)[1])
         elif line.startswith("Kernel driver in use:"):
             dev.driver = line.split(":", 1)[1].strip()
         elif m := _BUS.match(line):

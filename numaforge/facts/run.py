@@ -69,7 +69,12 @@ def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None)
     p = render_profile(name, _profile_facts(host, facts))
     expected = {}
     if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):
-        expected = {str(k): int(v) for k, v in host.vars[EXPECTED_NODES_VAR].items()}
+        for k, v in host.vars[EXPECTED_NODES_VAR].items():
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise NumaforgeError(f"{EXPECTED_NODES_VAR}: {k!r} maps to {v!r}, not a NUMA node number",
+                                     f"{host.location} (host {host.name})",
+                                     f'write {EXPECTED_NODES_VAR}: {{"0000:41:00.0": 1, ...}}')
+            expected[str(k)] = v
     verdicts = verify(p.settings, facts, expected)
     result.data["os_verify"] = {"profile": p.name, "summary": summary(verdicts),
                                 "verdicts": [v.as_dict() for v in verdicts]}

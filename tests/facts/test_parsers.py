@@ -191,3 +191,14 @@ def test_load_bad_yaml_names_the_line(tmp_path):
     with pytest.raises(CaptureError) as e:
         Captures.load(tmp_path)
     assert e.value.where.endswith("capture.yaml:3") or e.value.where.endswith("capture.yaml:2")
+
+
+def test_garbled_values_become_unknown_not_exceptions():
+    d = parse_lspci_vvv("0000:41:00.0 3D controller [0302]: NVIDIA Corporation GA100 [10de:20f1]\n"
+                        "\tNUMA node: ??\n\tIOMMU group: \n")["0000:41:00.0"]
+    assert d.numa_node is None and d.iommu_group is None and d.is_gpu
+    nodes = parse_node_sysfs("==> /sys/devices/system/node/node0/cpulist <==\n0-\n\n"
+                             "==> /sys/devices/system/node/node0/distance <==\n10 1x\n")
+    assert nodes[0].cpus == [] and nodes[0].distances == []
+    cap = Captures(files={C.SYS_CPU: "==> /sys/devices/system/cpu/cpu0/topology/physical_package_id <==\n-\n"})
+    assert parse_facts(cap).cpu.sockets is None
