@@ -140,14 +140,25 @@ def lab_kernel(source_spec: str | None = None, log=print, tc: kp.Toolchain | Non
     mvars = kp.make_vars(tc)
     key = lab_key(source.source_hash, FRAGMENT.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
     root = cache_dir() / "kpatch" / "lab" / key
+    found = _cached(key, root)
+    if found:
+        return found
+    root.mkdir(parents=True, exist_ok=True)
+    with kp._Lock(root / ".build.lock"):          # one build per key, even with concurrent callers
+        found = _cached(key, root)
+        if found:
+            return found
+        return _build(key, root, source, tc, shim, compiler, flags, mvars, log)
+
+
+def _cached(key: str, root: Path) -> LabKernel | None:
     state = root / STATE
-    if state.exists():
-        st = json.loads(state.read_text())
-        lk = LabKernel(key, root, Path(st["tree"]), Path(st["bzimage"]), Path(st["vmlinux"]), Path(st["config"]),
-                       st["release"], st["compiler"], st["source_hash"])
-        if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)):
-            return lk
-    return _build(key, root, source, tc, shim, compiler, flags, mvars, log)
+    if not state.exists():
+        return None
+    st = json.loads(state.read_text())
+    lk = LabKernel(key, root, Path(st["tree"]), Path(st["bzimage"]), Path(st["vmlinux"]), Path(st["config"]),
+                   st["release"], st["compiler"], st["source_hash"], build_seconds=st.get("build_seconds"))
+    return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
 def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
