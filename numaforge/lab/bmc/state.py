@@ -79,8 +79,11 @@ class BMCState:
         if self.state_file is None:
             return
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._snapshot(), indent=1, sort_keys=True))
-        os.replace(tmp, self.state_file)
+        try:
+            tmp.write_text(json.dumps(self._snapshot(), indent=1, sort_keys=True))
+            os.replace(tmp, self.state_file)
+        except FileNotFoundError:   # the simulator was stopped and its temporary state dir removed
+            pass
 
     # ---------------------------------------------------------------- time
     def advance(self) -> None:
