@@ -210,7 +210,8 @@ def test_dell_config_job_lifecycle_and_conflicts(make_sim):
     sim = make_sim("dell")
     c = Client(sim)
     uri = settings_uri(c)
-    jobs = "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs"
+    jobs = c.get(sim.manager_path).json()["Links"]["Oem"]["Dell"]["Jobs"]["@odata.id"]
+    assert jobs == "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs"
     r = c.post(jobs, json={"TargetSettingsURI": uri})
     assert r.status_code == 400 and msg_ids(r) == ["JCP000"]          # nothing pending yet
     assert c.patch(uri, json={"Attributes": {"IommuSupport": "Enabled"}}).status_code == 200

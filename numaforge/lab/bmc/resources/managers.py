@@ -24,6 +24,10 @@ def register(sim) -> None:
         })
 
     def manager(req):
+        links = {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]}
+        if f.jobs == "dell":   # where iDRAC publishes its job queue
+            links["Oem"] = {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemLinks",
+                                     "Jobs": {"@odata.id": f.jobs_path}}}
         return json_ok({
             "@odata.id": sim.link(path),
             "@odata.type": "#Manager.v1_24_0.Manager",
@@ -35,7 +39,7 @@ def register(sim) -> None:
             "FirmwareVersion": f.manager_firmware,
             "PowerState": "On",
             "Status": {"State": "Enabled", "Health": "OK"},
-            "Links": {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]},
+            "Links": links,
             "Actions": {"#Manager.Reset": {"target": target,
                                            "ResetType@Redfish.AllowableValues": list(MANAGER_RESET_TYPES)}},
         })
