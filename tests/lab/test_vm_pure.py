@@ -1,0 +1,79 @@
+"""Lab VM pure parts: qemu command shape, ready line, initramfs archive format and init script."""
+
+import subprocess
+from pathlib import Path
+
+from numaforge.lab import initramfs as ir
+from numaforge.lab import vm
+
+
+def cmd() -> list[str]:
+    k = vm.LabKernel("lab", Path("/k/bzImage"), "5.10.262")
+    return vm.qemu_command(k, Path("/s/initrd"), Path("/s/serial.log"), 2222)
+
+
+def test_qemu_four_sockets_four_nodes_epyc_like_distances():
+    c = cmd()
+    assert c[c.index("-smp") + 1] == "4,sockets=4,cores=1,threads=1"
+    nodes = [a for a in c if a.startswith("node,")]
+    assert nodes == [f"node,nodeid={n},cpus={n},memdev=mem{n}" for n in range(4)]
+    dists = {a for a in c if a.startswith("dist,")}
+    assert "dist,src=0,dst=1,val=16" in dists and "dist,src=2,dst=3,val=16" in dists
+    assert "dist,src=0,dst=2,val=32" in dists and "dist,src=1,dst=3,val=32" in dists and len(dists) == 6
+
+
+def test_qemu_network_is_restricted_to_one_loopback_forward():
+    c = cmd()
+    nets = [a for a in c if a.startswith("user,")]
+    assert nets == ["user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22"]
+    assert "-accel" in c and c[c.index("-accel") + 1] == "tcg"
+
+
+def test_kernel_command_line_enables_numa_balancing_and_serial_console():
+    append = cmd()[cmd().index("-append") + 1].split()
+    assert {"nokaslr", "numa_balancing=enable", "console=ttyS0"} <= set(append)
+
+
+def test_ready_line_parse():
+    text = "[ 1.0] boot\nNUMAFORGE-LAB-READY release=5.10.262 nodes=4 livepatch=yes\n"
+    assert vm.parse_ready(text) == {"release": "5.10.262", "nodes": 4, "livepatch": True}
+    assert vm.parse_ready("[ 1.0] still booting\n") is None
+
+
+def test_init_script_loads_modules_then_starts_dropbear_then_prints_ready():
+    s = ir.init_script(["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], "5.10.0-46-amd64")
+    i_mod = s.index("insmod /lib/modules/5.10.0-46-amd64/kernel/drivers/net/ethernet/intel/e1000/e1000.ko")
+    i_db = s.index("/usr/sbin/dropbear")
+    i_ready = s.index(ir.READY_MARK)
+    assert i_mod < i_db < i_ready and "mount -t tracefs" in s
+
+
+def test_parse_ldd():
+    out = ("\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f)\n"
+           "\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n")
+    assert ir.parse_ldd(out) == ["/lib/x86_64-linux-gnu/libz.so.1", "/lib64/ld-linux-x86-64.so.2"]
+
+
+def test_newc_archive_lists_with_real_cpio(tmp_path):
+    """pack_newc output read back by GNU cpio (the same format the kernel unpacks)."""
+    t = ir.Tree()
+    t.mkdir("root/.ssh", 0o700)
+    t.add("/init", b"#!/bin/sh\necho hi\n", 0o755)
+    t.add("/root/.ssh/authorized_keys", b"ssh-ed25519 AAAA x\n", 0o600)
+    arc = tmp_path / "a.cpio"
+    arc.write_bytes(ir.pack_newc(t.entries))
+    out = subprocess.run(["cpio", "-itv", "--quiet"], stdin=arc.open("rb"), capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    names = [ln.split()[-1] for ln in out]
+    assert names == ["root", "root/.ssh", "init", "root/.ssh/authorized_keys"]
+    modes = {ln.split()[-1]: ln.split()[0] for ln in out}
+    assert modes["root/.ssh"] == "drwx------" and modes["init"] == "-rwxr-xr-x"
+    assert modes["root/.ssh/authorized_keys"] == "-rw-------"
+    assert all(ln.split()[2] == "root" for ln in out)   # owner root whoever builds it
+
+
+def test_newc_refuses_entries_before_their_directory():
+    import pytest
+
+    with pytest.raises(ValueError, match="before its directory"):
+        ir.pack_newc([ir.Entry("a/b", "file", 0o644, b"x")])
