@@ -187,3 +187,13 @@ def test_garbled_captures_never_crash(machine, data):
     cap.files[name] = "\n".join(lines)
     for v in verify(GPUDIRECT, parse_facts(cap)):
         assert v.verdict in (OK, MISMATCH, CANNOT)
+
+
+def test_lab_vm_real_capture_verdicts():
+    t = table("lab-vm-4node-busybox", {"numa_nodes_per_socket": 1, "llc_as_numa": False, "pcie_acs": False,
+                                       "pcie_aspm": "disabled", "iommu": False, "sriov": True})
+    assert t["numa_nodes_per_socket"].verdict == OK and t["iommu"].verdict == OK
+    assert t["llc_as_numa"].verdict == CANNOT and "same either way" in t["llc_as_numa"].why
+    assert t["pcie_acs"].verdict == CANNOT and "lspci is not installed" in t["pcie_acs"].why
+    assert t["sriov"].verdict == MISMATCH                      # a virtio NIC has no SR-IOV
+    assert table("lab-vm-4node-busybox", {"numa_nodes_per_socket": 4})["numa_nodes_per_socket"].verdict == MISMATCH
