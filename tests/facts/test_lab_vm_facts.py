@@ -5,6 +5,8 @@ again. Its userland has no lspci/numactl/lscpu, so this is also the real "tools 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from numaforge.bios.os_verify import CANNOT, OK, verify
@@ -25,7 +27,7 @@ def lab_host():
     except NumaforgeError:
         info = vm.up(kernel="debian")     # the kpatch helper's lab kernel is not built on this machine yet
     try:
-        inv = load_inventory("inventory/lab.yaml")
+        inv = load_inventory(str(Path(__file__).resolve().parents[2] / "inventory" / "lab.yaml"))
         yield inv.hosts["lab-vm"]
     finally:
         if not info.already_running:
