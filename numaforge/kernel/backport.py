@@ -30,7 +30,7 @@ from ..errors import NumaforgeError
 from ..paths import build_dir
 from . import compile as kcompile
 from . import source as ksource
-from .series import Hunk, Patch, Series, load_series
+from .series import Hunk, Patch, Series, SeriesError, load_series
 
 DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 AM_IDENTITY = {"GIT_COMMITTER_NAME": "numaforge backport", "GIT_COMMITTER_EMAIL": "numaforge@localhost"}
@@ -297,6 +297,28 @@ def combined_diff(repo: Path, base_commit: str, result_commit: str, series: Seri
     return "".join(parts)
 
 
+def check_applies_to_base(repo: Path, base_commit: str, text: str, series: Series) -> None:
+    """kpatch-build applies combined.patch to the unpatched base: prove it does (temporary index, tree untouched)."""
+    if not text.strip():
+        raise SeriesError(f"series {series.name} has no kpatch: true patch, so there is nothing for kpatch-build",
+                          str(series.dir / "metadata.yaml"), "mark the live-patchable patches kpatch: true")
+    gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip())
+    fd, idx = tempfile.mkstemp(prefix="combined-check.", suffix=".index", dir=gitdir)
+    os.close(fd)
+    os.unlink(idx)
+    try:
+        env = {"GIT_INDEX_FILE": idx}
+        _git(repo, "read-tree", base_commit, env=env)
+        proc = subprocess.run(["git", "-C", str(repo), "apply", "--cached", "--check", "-"], input=text,
+                              capture_output=True, text=True, env={**os.environ, **env})
+    finally:
+        Path(idx).unlink(missing_ok=True)
+    if proc.returncode != 0:
+        raise SeriesError("the kpatch: true patches do not apply to the base without the kpatch: false ones: "
+                          + proc.stderr.strip()[-400:], str(series.dir / "metadata.yaml"),
+                          "order the series so kpatch: true patches come first, or rebase them onto the base")
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -336,6 +358,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log) -> Backport
     combined = out / "combined.patch"
     text = combined_diff(src.repo, src.base_commit, result, ser)
     if not combined.exists() or combined.read_text() != text:
+        check_applies_to_base(src.repo, src.base_commit, text, ser)
         _atomic_write(combined, text)
     checks: list[dict] = []
     if compile_check:

@@ -212,6 +212,14 @@ def test_failed_compile_check_leaves_no_stale_manifest(tmp_path):
     assert kb.latest("applies-cleanly") is None
 
 
+def test_kpatch_patch_that_needs_a_non_kpatch_patch_is_refused(tmp_path):
+    repo = mini_repo(tmp_path / "linux", "5.10.262")
+    with pytest.raises(kb.SeriesError, match="do not apply to the base without the kpatch: false ones") as ei:
+        run(repo, DATA / "kpatch-patch-depends-on-non-kpatch")
+    assert ei.value.where.endswith("kpatch-patch-depends-on-non-kpatch/metadata.yaml")
+    assert not (tmp_path / "build/backport/kpatch-patch-depends-on-non-kpatch/5.10.262/combined.patch").exists()
+
+
 def test_not_a_kernel_tree(tmp_path):
     repo = tmp_path / "other"
     repo.mkdir()

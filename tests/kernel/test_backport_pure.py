@@ -73,12 +73,15 @@ def test_kernel_version_from_makefile():
 
 def test_real_series_parses_and_targets_task_numa_migrate():
     s = load_series(REAL, base_version="5.10.262")
-    assert [p.name for p in s.patches] == ["0001-sched-numa-prefer-local-fallback.patch"]
-    p = s.patches[0]
+    assert [p.name for p in s.patches] == ["0001-sched-numa-prefer-local-fallback.patch",
+                                           "0002-sched-numa-prefer-local-sysctl.patch"]
+    p, sysctl = s.patches
     assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
     assert p.subject.startswith("sched/numa: prefer the local node")
     assert all("task_numa_migrate" in h.header for h in p.hunks)
-    assert s.touched_objects() == ["kernel/sched/fair.o"]
+    # the optional sysctl is for full-kernel builds only
+    assert sysctl.kpatch is False and "kernel/sysctl.c" in sysctl.files
+    assert s.touched_objects() == ["kernel/sched/fair.o", "kernel/sysctl.o"]
     added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
     assert any("env.src_stats.node_type == node_overloaded" in ln for ln in added)
     assert any("ng->active_nodes > 1" in ln for ln in added)
@@ -87,10 +90,11 @@ def test_real_series_parses_and_targets_task_numa_migrate():
 
 
 def test_real_patch_has_a_full_commit_message():
-    text = (REAL / "0001-sched-numa-prefer-local-fallback.patch").read_text()
-    msg = text.split("\n---\n", 1)[0]
-    for section in ("Problem:", "Change:", "Why it is safe", "How tested:", "two NUMA nodes"):
-        assert section in msg
+    for name, extra in (("0001-sched-numa-prefer-local-fallback.patch", "two NUMA nodes"),
+                        ("0002-sched-numa-prefer-local-sysctl.patch", "NOT for kpatch")):
+        msg = (REAL / name).read_text().split("\n---\n", 1)[0]
+        for section in ("Problem:", "Change:", "Why it is safe", "How tested:", extra):
+            assert section in msg, (name, section)
 
 
 def test_real_patch_is_livepatch_safe_by_construction():

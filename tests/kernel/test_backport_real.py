@@ -42,23 +42,39 @@ def test_series_applied_on_real_tree(done):
     assert git(res.tree, "symbolic-ref", "HEAD").strip() == \
         f"refs/heads/backport/sched-numa-prefer-local-fallback/{base}"
     assert git(res.tree, "rev-parse", "HEAD").strip() == res.result_commit
-    assert git(res.tree, "rev-parse", f"{res.result_commit}~1").strip() == res.base_commit
-    assert git(res.tree, "diff", "--name-only", res.base_commit, res.result_commit).split() == ["kernel/sched/fair.c"]
+    assert git(res.tree, "rev-parse", f"{res.result_commit}~2").strip() == res.base_commit
+    assert git(res.tree, "diff", "--name-only", res.base_commit, f"{res.result_commit}~1").split() == \
+        ["kernel/sched/fair.c"]
+    assert git(res.tree, "diff", "--name-only", f"{res.result_commit}~1", res.result_commit).split() == \
+        ["include/linux/sched/sysctl.h", "kernel/sched/fair.c", "kernel/sysctl.c"]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
-    assert "(env.best_cpu == -1 && env.src_stats.node_type == node_overloaded)) {" in fair
+    assert "(env.best_cpu == -1 && (!sysctl_numa_balancing_prefer_local ||" in fair
+    assert '"numa_balancing_prefer_local"' in (res.tree / "kernel/sysctl.c").read_text()
     assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def tmp_index(res) -> Path:
+    """A throw-away index holding the base commit: `git apply --cached --check` tests the patch against base."""
+    idx = Path(git(res.tree, "rev-parse", "--absolute-git-dir").strip()) / "numaforge" / "test-base.index"
+    subprocess.run(["git", "-C", str(res.tree), "read-tree", res.base_commit], check=True,
+                   env={**os.environ, "GIT_INDEX_FILE": str(idx)})
+    return idx
 
 
 def test_combined_patch_and_manifest_for_kpatch(done):
     deb_version, base, res = done
+    # kpatch-build gets 0001 only (0002 adds a sysctl: kpatch: false), as a diff against the base commit
     combined = res.combined_patch.read_text()
     assert combined == git(res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index",
-                           res.base_commit, res.result_commit)
-    subprocess.run(["git", "-C", str(res.tree), "apply", "--check", "-R", str(res.combined_patch)], check=True)
+                           res.base_commit, f"{res.result_commit}~1")
+    assert "sysctl" not in combined
+    check = subprocess.run(["git", "-C", str(res.tree), "apply", "--check", "--cached", str(res.combined_patch)],
+                           capture_output=True, text=True, env={**os.environ, "GIT_INDEX_FILE": str(tmp_index(res))})
+    assert check.returncode == 0, check.stderr
     m = json.loads((res.combined_patch.parent / "manifest.json").read_text())
     assert m["base_version"] == base and m["source_spec"] == f"debian:linux-source-5.10={deb_version}"
     assert m["result_commit"] == res.result_commit and m["tree"] == str(res.tree)
-    assert m["patches"][0]["kpatch"] is True and m["patches"][0]["variant"] is False
+    assert [(p["kpatch"], p["variant"]) for p in m["patches"]] == [(True, False), (False, False)]
     assert kb.latest("sched-numa-prefer-local-fallback", base).result_commit == res.result_commit
 
 
@@ -68,10 +84,11 @@ def test_compile_check_gcc12_and_gcc10_clean(done):
     assert set(by_cc) == {"gcc-12", "gcc-10"}
     assert by_cc["gcc-12"]["version"].startswith("12.") and by_cc["gcc-10"]["version"].startswith("10.")
     for c in by_cc.values():
-        assert c["ok"] and c["objects"] == ["kernel/sched/fair.o"]
-        assert (Path(c["objdir"]) / "kernel/sched/fair.o").stat().st_size > 0
+        assert c["ok"] and c["objects"] == ["kernel/sched/fair.o", "kernel/sysctl.o"]
+        for obj in c["objects"]:
+            assert (Path(c["objdir"]) / obj).stat().st_size > 0
         config = (Path(c["objdir"]) / ".config").read_text()
-        for opt in ("CONFIG_NUMA_BALANCING=y", "CONFIG_LIVEPATCH=y", "CONFIG_NUMA=y"):
+        for opt in ("CONFIG_NUMA_BALANCING=y", "CONFIG_LIVEPATCH=y", "CONFIG_NUMA=y", "CONFIG_SCHED_DEBUG=y"):
             assert opt in config
         assert c["warnings"] == [], c["warnings"]
     assert len({c["objdir"] for c in res.compile}) == 2
