@@ -515,15 +515,19 @@ def _source_like(bp):
 
 def lab_kernel(source_spec: str | None = None, log=print):
     """For the lab VM helper: the built lab kernel (bzImage, vmlinux, release, build dir), building if needed.
-    With no spec it uses the latest backport's source, else Debian 5.10.262."""
+    With no spec it uses the source of the latest backport for the lab's base version, else the lab target's
+    source (Debian 5.10.262)."""
     from . import labkernel
+    from . import targets as tg
 
     if source_spec is None:
         from . import backport as bpm
 
-        bp = bpm.latest()
+        lab = tg.load_target("lab")
+        bp = bpm.latest(base_version=lab.base_version)
         if bp is not None:
             return labkernel.lab_kernel(log=log, source=_source_like(bp))
+        source_spec = lab.source
     return labkernel.lab_kernel(source_spec, log=log)
 
 

@@ -170,3 +170,21 @@ def test_real_kpatch_build_gcc_mismatch_is_mapped(bp, deb_inputs, tmp_path):
     assert rc != 0 and not stopped
     err = kp.map_failure(out, str(log))
     assert err.kind == "gcc-mismatch" and "10.2.1" in err.what and "12.2" in err.what
+
+
+def test_lab_kernel_for_the_vm_is_bootable_shape(lab):
+    """What the lab VM gets: a bzImage + vmlinux of 5.10.262 whose function/data sections were linked INTO
+    .text/.data/.bss (the lab linker-script patch), so the kpatch-flags build boots."""
+    lk = kp.lab_kernel(log=lambda m: None)
+    assert lk.release == "5.10.262" and str(lk.vmlinux) == lab.manifest["vmlinux"]
+    head = lk.bzimage.read_bytes()[:0x210]
+    assert head[0x202:0x206] == b"HdrS"                       # x86 boot protocol header
+    sections = subprocess.run(["readelf", "-SW", str(lk.vmlinux)], capture_output=True, text=True,
+                              check=True).stdout
+    names = [ln.split("]", 1)[1].split()[0] for ln in sections.splitlines() if ln.strip().startswith("[") and "]" in ln
+             and ln.split("]", 1)[1].split()]
+    orphans = [n for n in names if n.startswith((".text.", ".data.", ".bss.")) and not n.startswith(
+        (".text..", ".data..", ".bss.."))]
+    assert ".text" in names and ".bss" in names and orphans == []
+    cfg = lk.config.read_text()
+    assert "CONFIG_LIVEPATCH=y" in cfg and "CONFIG_NUMA_BALANCING=y" in cfg and "CONFIG_SCHED_DEBUG=y" in cfg
