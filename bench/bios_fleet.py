@@ -1,0 +1,263 @@
+"""Benchmark: `invoke bios-apply` vs Ansible community.general.redfish_config SetBiosAttributes, side by side.
+
+    .venv/bin/python bench/bios_fleet.py [--hosts 50] [--forks 8] [--flavour generic] [--sim-procs 2]
+                                         [--rounds 1] [--json bench-bios-fleet.json]
+
+N simulated BMCs (numaforge.lab.bmc, TLS on 127.0.0.1, in ``--sim-procs`` helper processes: bench/bmc_farm.py)
+all get the same BIOS values:
+
+1. desired values: `invoke bios-plan --host bmc000` (profile epyc-gpudirect) -> {attribute: desired}; nothing
+   written. The same dict is Ansible's ``bios_attributes``.
+2. first apply, fresh fleet each: `invoke bios-apply -i inv.yaml --forks F` and
+   `ansible-playbook -f F` (one task: redfish_config category=Systems command=SetBiosAttributes,
+   validate_certs=true, ca_path=<the BMC's CA>, username/password from an environment variable; everything else
+   Ansible's defaults: linear strategy, connection local, python = this venv's). Rounds alternate the order.
+3. compliant fleet (current values == desired, nothing pending): the same two commands again.
+
+Both are timed as the user runs them (process start included). The simulators count every HTTP request, per BMC.
+Prints wall times, Ansible/numaforge ratios and requests/PATCHes per host; ``--json`` writes everything.
+Targets (issue 8): >= 5x faster; <= 4 requests and 0 PATCH per compliant host. Nothing here asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
+
+PW_VAR = "NF_BENCH_BMC_PW"
+VENV_BIN = Path(sys.executable).parent
+TIMEOUT = 1800
+
+
+def write_numaforge_inventory(path: Path, bmcs: list[dict], profile: str) -> None:
+    lines = ["version: 1", "hosts:"]
+    for b in bmcs:
+        lines += [f"  {b['name']}:",
+                  f"    bmc: {{url: '{b['url']}', username: admin, password: 'env:{PW_VAR}', ca_bundle: '{b['ca']}'}}",
+                  "    hardware: {sockets: 2, gpus: ['0000:41:00.0'], nics: ['0000:81:00.0']}",
+                  f"    bios_profile: {profile}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_ansible_inventory(path: Path, bmcs: list[dict]) -> None:
+    hosts = {b["name"]: {"baseuri": b["url"].split("://", 1)[1], "bmc_ca": b["ca"]} for b in bmcs}
+    doc = {"all": {"hosts": hosts, "vars": {"ansible_connection": "local",
+                                            "ansible_python_interpreter": sys.executable}}}
+    path.write_text(json.dumps(doc, indent=1))     # JSON is YAML
+
+
+PLAYBOOK = """\
+- name: BIOS attributes through Redfish (community.general.redfish_config)
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: SetBiosAttributes
+      community.general.redfish_config:
+        category: Systems
+        command: SetBiosAttributes
+        bios_attributes: "{{ bios_attrs }}"
+        baseuri: "{{ baseuri }}"
+        username: admin
+        password: "{{ lookup('ansible.builtin.env', '%s') }}"
+        validate_certs: true
+        ca_path: "{{ bmc_ca }}"
+        timeout: 60
+""" % PW_VAR
+
+
+def run_timed(argv: list[str], env: dict, cwd: Path, log: Path) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    dt = time.monotonic() - t0
+    log.write_text(f"$ {' '.join(argv)}\nrc={r.returncode} seconds={dt:.2f}\n--- stdout\n{r.stdout}\n--- stderr\n"
+                   f"{r.stderr}")
+    return dt, r
+
+
+def numaforge_apply(work: Path, tag: str, inv: Path, forks: int, env: dict) -> dict:
+    report = work / f"numaforge-{tag}.json"
+    dt, r = run_timed([sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--forks", str(forks),
+                       "--json", str(report)], env, ROOT, work / f"numaforge-{tag}.log")
+    doc = json.loads(report.read_text()) if report.exists() else {"hosts": []}
+    statuses: dict[str, int] = {}
+    for h in doc["hosts"]:
+        statuses[h["status"]] = statuses.get(h["status"], 0) + 1
+    return {"seconds": round(dt, 2), "rc": r.returncode, "statuses": statuses,
+            "registry_fetches": doc.get("data", {}).get("registry_fetches")}
+
+
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def ansible_apply(work: Path, tag: str, inv: Path, play: Path, varsfile: Path, forks: int, env: dict) -> dict:
+    dt, r = run_timed([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play), "-f", str(forks),
+                       "-e", f"@{varsfile}"], env, work, work / f"ansible-{tag}.log")
+    statuses = {"changed": 0, "ok": 0, "failed": 0, "unreachable": 0}
+    for _host, ok, changed, unreach, failed in RECAP.findall(r.stdout):
+        if int(failed):
+            statuses["failed"] += 1
+        elif int(unreach):
+            statuses["unreachable"] += 1
+        elif int(changed):
+            statuses["changed"] += 1
+        else:
+            statuses["ok"] += 1
+    return {"seconds": round(dt, 2), "rc": r.returncode, "statuses": statuses}
+
+
+def desired_attributes(work: Path, bmcs: list[dict], profile: str, env: dict) -> dict:
+    inv = work / "probe.yaml"
+    write_numaforge_inventory(inv, bmcs[:1], profile)
+    out = work / "probe-plan.json"
+    r = subprocess.run([sys.executable, "-m", "invoke", "bios-plan", "-i", str(inv), "--json", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode not in (0,) or not out.exists():
+        raise SystemExit(f"bios-plan on the probe BMC failed (rc {r.returncode}):\n{r.stdout}\n{r.stderr}")
+    plan = json.loads(out.read_text())["hosts"][0]["data"]["plan"]
+    return {i["attribute"]: i["desired"] for i in plan}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--forks", type=int, default=8, help="forks for both tools (numaforge's default is 8)")
+    ap.add_argument("--flavour", default="generic", help="simulator flavour of every BMC (default generic)")
+    ap.add_argument("--profile", default="epyc-gpudirect")
+    ap.add_argument("--sim-procs", type=int, default=2, help="helper processes hosting the simulators")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat both phases; order alternates per round")
+    ap.add_argument("--json", help="write all measurements here")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories, reports)")
+    args = ap.parse_args()
+    if not (VENV_BIN / "ansible-playbook").exists():
+        raise SystemExit("ansible-playbook not found next to this python; run scripts/setup.d/60-bench.sh")
+
+    work = Path(tempfile.mkdtemp(prefix="numaforge-bench-bios-"))
+    pw = "Bench-" + secrets.token_urlsafe(12)
+    env = {**os.environ, PW_VAR: pw, "COLUMNS": "200", "ANSIBLE_HOME": str(work / "ansible-home"),
+           "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_DEPRECATION_WARNINGS": "0"}
+    env.pop("REQUESTS_CA_BUNDLE", None)
+    play = work / "play.yml"
+    play.write_text(PLAYBOOK)
+    results: dict = {"hosts": args.hosts, "forks": args.forks, "flavour": args.flavour, "profile": args.profile,
+                     "sim_procs": args.sim_procs, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                     "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "ansible": _ansible_version(),
+                     "rounds": []}
+    farm = Farm(procs=args.sim_procs)
+    try:
+        bmcs = farm.start(args.hosts, args.flavour, pw)
+        attrs = desired_attributes(work, bmcs, args.profile, env)
+        results["attributes"] = attrs
+        varsfile = work / "vars.json"
+        varsfile.write_text(json.dumps({"bios_attrs": attrs}))
+        print(f"{args.hosts} {args.flavour} BMCs, forks {args.forks}, {len(attrs)} attributes: "
+              + ", ".join(f"{k}={v}" for k, v in attrs.items()), flush=True)
+
+        for rnd in range(args.rounds):
+            order = ["numaforge", "ansible"] if rnd % 2 == 0 else ["ansible", "numaforge"]
+            rec: dict = {"order": order, "first": {}, "compliant": {}}
+            # first apply: a fresh fleet per tool
+            for tool in order:
+                bmcs = farm.restart()
+                rec["first"][tool] = run_tool(tool, farm, work, f"first-{rnd}", bmcs, args, play, varsfile, env)
+                # correctness: after the write, every BMC holds every desired value (pending or current)
+                rec["first"][tool]["hosts_holding_desired"] = sum(
+                    1 for cur, pend in zip(farm.current(), farm.pending())
+                    if all(pend.get(k, cur.get(k)) == v for k, v in attrs.items()))
+                _show("first apply", tool, rec["first"][tool])
+            # compliant fleet: current == desired, nothing pending; both tools against the same fleet
+            bmcs = farm.restart()
+            farm.comply(attrs)
+            for tool in order:
+                farm.reset_counts()
+                rec["compliant"][tool] = run_tool(tool, farm, work, f"compliant-{rnd}", bmcs, args, play,
+                                                  varsfile, env)
+                _show("compliant", tool, rec["compliant"][tool])
+            results["rounds"].append(rec)
+        errs = farm.errors()
+        results["simulator_errors"] = errs
+    finally:
+        farm.close()
+    results["loadavg_end"] = os.getloadavg()
+    summarize(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+        print(f"wrote {args.json}")
+    if args.keep:
+        print(f"work dir kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
+    farm.reset_counts()
+    if tool == "numaforge":
+        inv = work / f"nf-{tag}.yaml"
+        write_numaforge_inventory(inv, bmcs, args.profile)
+        res = numaforge_apply(work, tag, inv, args.forks, env)
+    else:
+        inv = work / f"ansible-{tag}.json"
+        write_ansible_inventory(inv, bmcs)
+        res = ansible_apply(work, tag, inv, play, varsfile, args.forks, env)
+    counts = farm.counts()
+    res["requests"] = per_host_summary(counts)
+    res["request_paths_host0"] = counts[0]["paths"] if counts else {}
+    return res
+
+
+def _show(phase: str, tool: str, r: dict) -> None:
+    q = r["requests"]
+    print(f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  rc={r['rc']}  {r['statuses']}  requests/host "
+          f"mean {q['requests_mean']} max {q['requests_max']}  PATCH total {q['patch_total']}"
+          + (f"  holding desired {r['hosts_holding_desired']}" if "hosts_holding_desired" in r else ""), flush=True)
+
+
+def summarize(results: dict) -> None:
+    for phase in ("first", "compliant"):
+        nf = [r[phase]["numaforge"]["seconds"] for r in results["rounds"]]
+        an = [r[phase]["ansible"]["seconds"] for r in results["rounds"]]
+        ratio = statistics.median(an) / statistics.median(nf)
+        results[f"{phase}_ratio"] = round(ratio, 2)
+        print(f"{phase:9s}: numaforge median {statistics.median(nf):.2f} s, ansible median "
+              f"{statistics.median(an):.2f} s -> ansible/numaforge = {ratio:.2f}x")
+    print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
+          f"simulator errors: {len(results['simulator_errors'])}")
+
+
+def _ansible_version() -> str:
+    try:
+        out = subprocess.run([str(VENV_BIN / "ansible-playbook"), "--version"], capture_output=True, text=True,
+                             timeout=120).stdout.splitlines()
+        core = out[0] if out else "?"
+        from importlib.metadata import version
+        return f"{core.strip()}; ansible {version('ansible')}; community.general {_cg_version()}"
+    except Exception as exc:  # informational only
+        return f"unknown ({exc})"
+
+
+def _cg_version() -> str:
+    import importlib.util
+    spec = importlib.util.find_spec("ansible_collections")
+    for loc in spec.submodule_search_locations if spec else []:
+        m = Path(loc) / "community" / "general" / "MANIFEST.json"
+        if m.exists():
+            return json.loads(m.read_text())["collection_info"]["version"]
+    return "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""A farm of simulated BMCs (numaforge.lab.bmc.BMCSimulator) in helper processes, for the BIOS benchmarks.
+
+The simulators run in their own processes (``--procs``, default 2), never in the process being measured, so
+numaforge and Ansible both talk to BMCs that do not share their interpreter. Every simulator listens on
+127.0.0.1 with TLS (its own CA) and counts every HTTP request it serves.
+
+    with Farm(procs=2) as farm:
+        bmcs = farm.start(50, flavour="generic", password=pw)   # [{"url", "ca", "name"}]
+        farm.counts()          # per BMC: {"total", "PATCH", "GET", "POST", "DELETE", "paths": {...}}
+        farm.reset_counts(); farm.comply(attrs); farm.restart(); farm.pending()
+
+Protocol between this module and its helper processes: one JSON object per line on stdin/stdout.
+Not a benchmark itself; used by bios_fleet.py and bios_scaling.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Farm:
+    def __init__(self, procs: int = 2):
+        self.procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=ROOT,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                      for _ in range(max(1, procs))]
+        self.layout: list[tuple[int, int]] = []   # global index -> (proc, local index)
+
+    def _ask(self, i: int, msg: dict):
+        p = self.procs[i]
+        p.stdin.write(json.dumps(msg) + "\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"BMC farm process {i} exited (rc {p.poll()})")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
+        return reply["ok"]
+
+    def _all(self, msg: dict) -> list:
+        for i, p in enumerate(self.procs):          # send to all first: the processes work in parallel
+            p.stdin.write(json.dumps(msg) + "\n")
+            p.stdin.flush()
+        out = []
+        for i, p in enumerate(self.procs):
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"BMC farm process {i} exited (rc {p.poll()})")
+            reply = json.loads(line)
+            if "error" in reply:
+                raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
+            out.append(reply["ok"])
+        return out
+
+    def _merge(self, per_proc: list[list]) -> list:
+        return [per_proc[p][k] for p, k in self.layout]
+
+    def start(self, n: int, flavour: str, password: str) -> list[dict]:
+        share = [n // len(self.procs) + (1 if i < n % len(self.procs) else 0) for i in range(len(self.procs))]
+        self.layout = []
+        for i in range(n):          # round-robin: bmc i lives in process i % procs
+            self.layout.append((i % len(self.procs), i // len(self.procs)))
+        for i, p in enumerate(self.procs):
+            p.stdin.write(json.dumps({"cmd": "start", "n": share[i], "flavour": flavour,
+                                      "password": password}) + "\n")
+            p.stdin.flush()
+        per = []
+        for i, p in enumerate(self.procs):
+            reply = json.loads(p.stdout.readline())
+            if "error" in reply:
+                raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
+            per.append(reply["ok"])
+        bmcs = self._merge(per)
+        for i, b in enumerate(bmcs):
+            b["name"] = f"bmc{i:03d}"
+        return bmcs
+
+    def restart(self) -> list[dict]:
+        """Fresh simulators (factory BIOS values, no pending, new ports and CAs) in place of the current ones."""
+        bmcs = self._merge(self._all({"cmd": "restart"}))
+        for i, b in enumerate(bmcs):
+            b["name"] = f"bmc{i:03d}"
+        return bmcs
+
+    def counts(self) -> list[dict]:
+        return self._merge(self._all({"cmd": "counts"}))
+
+    def reset_counts(self) -> None:
+        self._all({"cmd": "reset"})
+
+    def comply(self, attrs: dict) -> None:
+        """Make every BMC's current BIOS values equal ``attrs`` (as if set in BIOS setup; nothing pending)."""
+        self._all({"cmd": "comply", "attrs": attrs})
+
+    def pending(self) -> list[dict]:
+        return self._merge(self._all({"cmd": "pending"}))
+
+    def current(self) -> list[dict]:
+        return self._merge(self._all({"cmd": "current"}))
+
+    def errors(self) -> list[str]:
+        return [e for per in self._all({"cmd": "errors"}) for e in per]
+
+    def close(self) -> None:
+        for p in self.procs:
+            try:
+                p.stdin.write(json.dumps({"cmd": "stop"}) + "\n")
+                p.stdin.flush()
+                p.stdin.close()
+            except OSError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def per_host_summary(counts: list[dict]) -> dict:
+    """Mean / max requests and PATCHes per BMC over a list of count dicts."""
+    n = len(counts) or 1
+    tot = [c["total"] for c in counts]
+    patch = [c.get("PATCH", 0) for c in counts]
+    return {"hosts": len(counts), "requests_total": sum(tot), "requests_mean": round(sum(tot) / n, 2),
+            "requests_max": max(tot, default=0), "requests_min": min(tot, default=0),
+            "patch_total": sum(patch), "patch_max": max(patch, default=0)}
+
+
+# -- helper process ----------------------------------------------------------------------------------------
+def _serve() -> None:
+    sys.path.insert(0, str(ROOT))
+    from numaforge.lab.bmc import BMCSimulator
+
+    sims: list = []
+    spec: dict = {}
+
+    def launch():
+        sims.extend(BMCSimulator(flavour=spec["flavour"], host="127.0.0.1", port=0, tls=True, username="admin",
+                                 password=spec["password"], power_delay=0.5).start() for _ in range(spec["n"]))
+        return [{"url": s.url, "ca": str(s.ca_file)} for s in sims]
+
+    def stop_all():
+        for s in sims:
+            s.stop()
+        sims.clear()
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg["cmd"]
+        try:
+            if cmd == "start":
+                stop_all()
+                spec = {"flavour": msg["flavour"], "password": msg["password"], "n": msg["n"]}
+                out = launch()
+            elif cmd == "restart":
+                stop_all()
+                out = launch()
+            elif cmd == "counts":
+                out = []
+                for s in sims:
+                    reqs = list(s.requests)
+                    c = Counter(m for m, _ in reqs)
+                    out.append({"total": len(reqs), **c, "paths": dict(Counter(f"{m} {p}" for m, p in reqs))})
+            elif cmd == "reset":
+                out = [s.reset_counts() for s in sims]
+            elif cmd == "comply":
+                for s in sims:
+                    s.set_bios(**msg["attrs"])
+                out = True
+            elif cmd == "pending":
+                out = [s.bios_pending() for s in sims]
+            elif cmd == "current":
+                out = [s.bios_current() for s in sims]
+            elif cmd == "errors":
+                out = [e for s in sims for e in s.errors]
+            elif cmd == "stop":
+                stop_all()
+                print(json.dumps({"ok": True}), flush=True)
+                return
+            else:
+                raise ValueError(f"unknown command {cmd}")
+            print(json.dumps({"ok": out}), flush=True)
+        except Exception as exc:   # report to the parent instead of dying silently
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+    stop_all()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+    else:
+        print(__doc__)

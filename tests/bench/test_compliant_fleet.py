@@ -1,0 +1,125 @@
+"""A compliant fleet costs the BMCs reads only: the real bios-apply path (numaforge.bios.apply.run_hosts, what
+`invoke bios-apply` calls) against several simulated BMCs whose current values already equal the profile.
+
+Not timed: speed lives in bench/bios_fleet.py. Request counts are counted by the simulators themselves.
+Issue 8's target is <= 4 requests per compliant host; today's budget is 9 for the first host of a registry
+id and 7 for the others (docs/BENCHMARKS.md, "BIOS fleet vs Ansible"), and these tests pin that budget so a
+regression (or the improvement) shows up here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from numaforge.bios.apply import HostOptions, RegistryCache, plan_host, run_hosts
+from numaforge.inventory.model import BMCSpec, HardwareSpec, Host, Location
+from numaforge.lab.bmc import BMCSimulator
+from numaforge.report import HostResult
+from numaforge.secrets import SecretRef
+
+pytestmark = pytest.mark.bmc
+
+PW_VAR = "NF_TEST_BENCH_BMC_PW"
+PASSWORD = "bench-Fleet-pw-3"
+FIRST_HOST_OF_A_REGISTRY = 9   # root, session, Systems, system, Bios, settings object, registry entry + file, logout
+OTHER_HOSTS = 7                # the registry comes from the run's cache
+
+
+def make_host(name: str, sim: BMCSimulator) -> Host:
+    return Host(name=name, location=Location("<bench test>"),
+                bmc=BMCSpec(url=sim.url, username="admin", password=SecretRef.parse(f"env:{PW_VAR}"),
+                            ca_bundle=str(sim.ca_file)),
+                hardware=HardwareSpec(platform="test", sockets=2, gpus=["0000:41:00.0"], nics=["0000:81:00.0"]),
+                bios_profile="epyc-gpudirect")
+
+
+@pytest.fixture
+def compliant_fleet(monkeypatch):
+    """Simulators whose current BIOS values already equal the profile's (set as in BIOS setup; nothing pending)."""
+    monkeypatch.setenv(PW_VAR, PASSWORD)
+    started = []
+
+    def make(flavours):
+        fleet = []
+        for i, flavour in enumerate(flavours):
+            sim = BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD,
+                               power_delay=0.2).start()
+            started.append(sim)
+            host = make_host(f"bmc{i:02d}-{flavour}", sim)
+            res = HostResult(host.name)
+            plan = plan_host(host, HostOptions(), RegistryCache(), res)
+            assert plan is not None, res.message
+            sim.set_bios(**{i.attribute: i.desired for i in plan.items})
+            assert sim.bios_pending() == {}
+            sim.reset_counts()
+            fleet.append((host, sim))
+        return fleet
+
+    yield make
+    for sim in started:
+        sim.stop()
+
+
+def writes(sim: BMCSimulator) -> list[tuple[str, str]]:
+    """Every request that could change something on the BMC, except the session login/logout."""
+    return [(m, p) for m, p in sim.requests
+            if m in ("PATCH", "PUT", "POST", "DELETE") and not p.rstrip("/").lower().endswith("sessions")
+            and "/sessions/" not in p.lower()]
+
+
+def test_a_compliant_fleet_of_one_model_is_read_only_within_the_request_budget(compliant_fleet):
+    fleet = compliant_fleet(["generic"] * 4)
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=4)
+    assert [r.status for r in out.results] == ["unchanged"] * 4, out.summary()
+    assert out.registry_fetches == 1
+    for (host, sim), r in zip(fleet, out.results):
+        assert sim.count("PATCH") == 0 and writes(sim) == [], sim.requests
+        assert sim.count() == r.data["requests"]           # what the client counted is what the BMC served
+        assert r.data["patches"] == 0 and r.data["changed"] == []
+        assert sorted(r.data["verified"]) == sorted(i["attribute"] for i in r.data["plan"])
+    assert sorted(sim.count() for _, sim in fleet) == [OTHER_HOSTS] * 3 + [FIRST_HOST_OF_A_REGISTRY]
+
+
+def test_a_compliant_mixed_vendor_fleet_writes_nothing(compliant_fleet):
+    """Every flavour, Dell's config-job BMC included: no PATCH, no job, no reset on any host."""
+    fleet = compliant_fleet(["dell", "hpe", "supermicro", "lenovo", "generic", "generic"])
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=3)
+    assert [r.status for r in out.results] == ["unchanged"] * len(fleet), out.summary()
+    for (host, sim), r in zip(fleet, out.results):
+        assert writes(sim) == [], f"{host.name}: {writes(sim)}"
+        assert sim.count() <= FIRST_HOST_OF_A_REGISTRY, f"{host.name}: {sim.requests}"
+        assert sim.bios_pending() == {}
+        if sim.flavour.name == "dell":
+            assert sim.jobs() == []
+    assert out.registry_fetches == 5                        # one per distinct registry id
+
+
+def test_the_benchmark_farm_counts_every_request_per_bmc():
+    """bench/bmc_farm.py (simulators in helper processes) reports the same per-BMC counts a client causes."""
+    import requests
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from bmc_farm import Farm, per_host_summary
+
+    with Farm(procs=2) as farm:
+        bmcs = farm.start(3, "generic", PASSWORD)
+        assert [b["name"] for b in bmcs] == ["bmc000", "bmc001", "bmc002"]
+        for n, b in enumerate(bmcs):
+            with requests.Session() as s:
+                s.trust_env = False
+                for _ in range(n + 1):
+                    assert s.get(b["url"] + "/redfish/v1/Systems", auth=("admin", PASSWORD),
+                                 verify=b["ca"]).status_code == 200
+        assert [c["total"] for c in farm.counts()] == [1, 2, 3]
+        assert per_host_summary(farm.counts())["requests_max"] == 3
+        farm.reset_counts()
+        assert [c["total"] for c in farm.counts()] == [0, 0, 0]
+        farm.comply({"Q0100": "NPS4"})
+        assert [c["Q0100"] for c in farm.current()] == ["NPS4"] * 3
+        fresh = farm.restart()                              # factory values again, counts from zero
+        assert len(fresh) == 3 and [c["Q0100"] for c in farm.current()] != ["NPS4"] * 3
+        assert [c["total"] for c in farm.counts()] == [0, 0, 0]
+        assert farm.errors() == []
