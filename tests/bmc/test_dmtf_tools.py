@@ -23,7 +23,7 @@ import yaml
 
 from numaforge.lab.bmc import FLAVOURS
 
-from .conftest import PASSWORD, SHARED, wait_for
+from .conftest import PASSWORD, SHARED, Client, wait_for
 
 pytestmark = pytest.mark.bmc
 
@@ -33,6 +33,9 @@ KNOWN = yaml.safe_load((Path(__file__).parents[1] / "data" / "bmc" / "validator_
 CHANGE = {"dell": ("SriovGlobalEnable", "Enabled"), "hpe": ("PciSlot2Aspm", "L0s"),
           "supermicro": ("PCIeASPMSupport", "L0s"), "lenovo": ("SRIOV", "Enabled"), "generic": ("Q0105", "Enabled")}
 
+SECOND = {"dell": ("IommuSupport", "Enabled"), "hpe": ("Sriov", "Disabled"), "supermicro": ("IOMMU", "Enabled"),
+          "lenovo": ("IOMMU", "Disabled"), "generic": ("Q0106", "Enabled")}
+
 
 def _tool(name: str) -> str:
     path = BIN / name
@@ -40,10 +43,25 @@ def _tool(name: str) -> str:
     return str(path)
 
 
+def _exercise(sim, flavour):
+    """Apply one change through a reboot, then leave another pending with an apply time."""
+    c = Client(sim)
+    uri = c.get(sim.bios_path).json()["@Redfish.Settings"]["SettingsObject"]["@odata.id"]
+    attr, value = CHANGE[flavour]
+    apply = {"@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}}
+    assert c.patch(uri, json={"Attributes": {attr: value}, **apply}).status_code in (200, 202)
+    c.post(f"{sim.system_path}/Actions/ComputerSystem.Reset", json={"ResetType": "ForceRestart"})
+    wait_for(lambda: sim.power_state() == "On" and sim.bios_pending() == {}, what="applied")
+    attr2, value2 = SECOND[flavour]
+    assert c.patch(uri, json={"Attributes": {attr2: value2}, **apply}).status_code in (200, 202)
+    assert c.get(sim.bios_path).json()["@Redfish.Settings"]["Messages"]
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_redfish_service_validator_passes(make_sim, flavour, tmp_path):
     assert (SHARED / "csdl" / "Bios_v1.xml").exists(), f"DMTF schemas expected in {SHARED / 'csdl'}"
     sim = make_sim(flavour)
+    _exercise(sim, flavour)      # so the validator also sees Settings Messages, a pending ApplyTime, a job
     proc = subprocess.run([_tool("rf_service_validator"), "-r", sim.url, "-u", "admin", "-p", PASSWORD,
                            "--schema_directory", str(SHARED / "csdl"), "--skipschema", "--logdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)

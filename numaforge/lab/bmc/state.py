@@ -179,8 +179,7 @@ class BMCState:
             self.pending.update(attributes)
             if apply_time:
                 self.apply_time = apply_time
-            self.settings_time = self.clock()
-            self.settings_messages = []
+            self.settings_time = self.clock()     # Messages keep describing the last apply until the next one
             self.save()
 
     def clear_pending(self) -> None:
