@@ -55,3 +55,42 @@ def test_non_root_with_sudo_reads_capabilities(sshd_host, test_user):
     f = parse_facts(_collect(host))
     assert not f.pci.caps_denied
     assert f.pci.as_dict() == parse_facts(collect_local()).pci.as_dict()
+
+
+def test_facts_task_over_ssh_saves_a_corpus_and_checks_a_profile(sshd_host, tmp_path):
+    """`invoke facts` end to end against the real sshd: the profile asks for NPS4, this 1-socket machine shows
+    one node, so the OS side reports a mismatch and the task exits 1 with a schema-valid report."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import jsonschema
+
+    from numaforge.facts import Captures
+    from numaforge.report import load_schema
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n"
+        "  loop:\n"
+        f"    ssh: {{address: 127.0.0.1, port: {sshd_host.port}, key_file: {sshd_host.client_key}, agent: false,"
+        f" known_hosts: {sshd_host.known_hosts}}}\n"
+        "    bios_profile: epyc-gpudirect\n"
+        "    vars: {pci_numa_nodes: {'0000:00:03.0': 0}}\n")
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "invoke", "facts", "--inventory", str(inv), "--host", "loop",
+                        "--save", str(tmp_path / "corpus"), "--profile", "auto", "--json", str(tmp_path / "r.json")],
+                       cwd=root, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"}, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(doc, load_schema())
+    [h] = doc["hosts"]
+    verdicts = {v["setting"]: v for v in h["data"]["os_verify"]["verdicts"]}
+    assert verdicts["numa_nodes_per_socket"]["verdict"] == "mismatch"
+    assert "NPS4 on 1 socket(s) gives 4 node(s); the OS sees 1" in verdicts["numa_nodes_per_socket"]["why"]
+    assert verdicts["numa_node 0000:00:03.0 (nic)"]["verdict"] == "mismatch"   # sysfs says -1, inventory says 0
+    assert [s["name"] for s in h["steps"]] == ["collect", "save", "parse", "os-verify"]
+    saved = Captures.load(tmp_path / "corpus" / "loop")
+    assert saved.source == "loop" and set(saved.files) | set(saved.absent) == set(saved.commands)
