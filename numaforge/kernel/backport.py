@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import git
 
 from .. import __version__
 from ..errors import NumaforgeError

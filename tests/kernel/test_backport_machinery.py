@@ -242,12 +242,14 @@ def invoke(tmp_path, *args):
 def test_cli_success_writes_schema_valid_report_with_manifest(tmp_path):
     repo = mini_repo(tmp_path / "linux", "5.10.262")
     out = tmp_path / "report.json"
-    p = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "--no-compile-check", "--json", str(out))
+    p = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "--no-compile-check", "--json", str(out),
+               "-c", "gcc-12", "--compiler", "gcc-10")
     assert p.returncode == 0, p.stderr
     assert "backport applies-cleanly onto 5.10.262: applied" in p.stdout
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, load_schema())
     assert doc["ok"] is True and doc["data"]["manifest"]["result_commit"] == git(repo, "rev-parse", "HEAD")
+    assert doc["options"]["compiler"] == ["gcc-12", "gcc-10"] and doc["options"]["no_compile_check"] is True
     p2 = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "-n")
     assert p2.returncode == 0 and "unchanged" in p2.stdout
 
