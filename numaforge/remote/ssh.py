@@ -305,13 +305,14 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         raise
     except paramiko.BadHostKeyException as exc:
         client.close()
+        source = _file_listing(target) or target.known_hosts
         raise HostKeyError(
             f"HOST KEY MISMATCH: {target.known_hosts_name} offered {exc.key.get_name()} {fingerprint(exc.key)}, "
-            f"but {target.known_hosts} has {exc.expected_key.get_name()} {fingerprint(exc.expected_key)} "
+            f"but {source} has {exc.expected_key.get_name()} {fingerprint(exc.expected_key)} "
             f"(a reinstalled host, or someone intercepting the connection)",
             target.where,
             f"verify the new key out of band; if the host was really reinstalled, remove the old entry with "
-            f"ssh-keygen -R '{target.known_hosts_name}' -f {target.known_hosts} and connect again "
+            f"ssh-keygen -R '{target.known_hosts_name}' -f {source} and connect again "
             f"(--accept-new-host-key never replaces a changed key)") from None
     except paramiko.PasswordRequiredException:
         client.close()
@@ -333,6 +334,10 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
                         f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory") from None
     except paramiko.SSHException as exc:
         client.close()
+        if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
+            raise AuthError(f"cannot use private key {', '.join(target.key_files)}: {exc}", target.where,
+                            "point ssh.key_file (or IdentityFile) at the PRIVATE key, in OpenSSH or PEM format "
+                            "(ssh-keygen -y -f KEY checks it)") from None
         if "No authentication methods available" not in str(exc):
             raise _connect_error(exc, target, connect_timeout) from None
         raise AuthError("no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
@@ -350,6 +355,19 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         raise
     transport.set_keepalive(15)
     return Remote(client, target, accepted_host_key=policy.added)
+
+
+def _file_listing(target: Target) -> str | None:
+    """Which known_hosts file holds an entry for the target (for the mismatch message)."""
+    for path in (target.known_hosts, target.system_known_hosts):
+        if path and os.path.exists(path):
+            keys = paramiko.HostKeys()
+            for entry in load_known_hosts(path, target.where)[0]:
+                for name in entry.hostnames:
+                    keys.add(name, entry.key.get_name(), entry.key)
+            if keys.lookup(target.known_hosts_name) is not None:
+                return path
+    return None
 
 
 def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -> ConnectError:

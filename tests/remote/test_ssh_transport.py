@@ -196,6 +196,15 @@ def test_key_not_authorized_is_an_auth_error(sshd_host, tmp_path):
     assert "authorized_keys" in exc.value.fix
 
 
+@pytest.mark.parametrize("content", ["garbage\n", "public"])
+def test_unusable_key_file_is_an_auth_error_naming_it(sshd_host, tmp_path, content):
+    bad = tmp_path / "id_bad"
+    bad.write_text(Path(f"{sshd_host.client_key}.pub").read_text() if content == "public" else content)
+    with pytest.raises(AuthError) as exc:
+        connect(sshd_host.spec(key_file=str(bad)), "loop")
+    assert f"cannot use private key {bad}" in exc.value.what and "PRIVATE key" in exc.value.fix
+
+
 def test_password_only_by_reference_and_never_in_errors(sshd_host, test_user, monkeypatch):
     user = test_user(sudo=None)
     password = "Numa-Pw-" + os.urandom(6).hex()
