@@ -1,0 +1,122 @@
+"""Benchmark: per-host SSH work on 8 hosts vs 1 host (wall-time ratio; issue 8 target <= 1.5x).
+
+    sudo .venv/bin/python bench/ssh_fleet.py [--hosts 8] [--forks 8] [--rounds 3] [--work facts,validate]
+                                             [--json out.json]
+
+Each "host" is a real OpenSSH sshd in its own network namespace (tests/sshd_fixture.py NetnsLab: a bridge in the
+root namespace, 10.231.X.0/24, nothing else reachable), with its own host key checked strictly. The per-host
+work, under numaforge.fleet.run_fleet like every fleet task:
+
+* ``facts``: exactly what `invoke facts` does per host (numaforge.facts.run.run_host): one SSH connection, the
+  12 read-only capture commands (lspci -vvv, numactl, lscpu, sysfs reads...), parsing.
+* ``validate``: validate-like: one connection, an atomic sha256-checked upload of a 1 MiB module-sized file,
+  four short reads (uname -r, /proc/cmdline, tainted, /sys/kernel/livepatch), removal of the upload.
+Rounds alternate 1-host and N-host runs so machine load hits both alike; the ratio is of the medians.
+The namespaces share this machine's CPUs: on a 2-core build server the N hosts' commands compete for 2 cores,
+which a real fleet (one machine per host) would not. Needs root (network namespaces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--forks", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", default="facts,validate", help="comma list of: facts, validate")
+    ap.add_argument("--json", help="write the measurements here")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root: the hosts live in network namespaces (ip netns)")
+
+    from sshd_fixture import NetnsLab
+
+    from numaforge.facts.run import Options, run_host
+    from numaforge.fleet import run_fleet
+
+    base = Path(tempfile.mkdtemp(prefix="numaforge-bench-ssh-"))
+    lab = NetnsLab(base)
+    results = {"hosts": args.hosts, "forks": args.forks, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+               "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work": {}}
+    payload = base / "livepatch-like.ko"
+    payload.write_bytes(os.urandom(1024 * 1024))
+    kinds = [w.strip() for w in args.work.split(",") if w.strip()]
+    per_host = {"facts": lambda h: run_host(h, Options()), "validate": lambda h: validate_like(h, payload)}
+    unknown = set(kinds) - set(per_host)
+    if unknown:
+        raise SystemExit(f"--work: unknown {sorted(unknown)}; use facts and/or validate")
+    try:
+        inv = [lab.add_host(f"s{i}").inventory_host() for i in range(args.hosts)]
+
+        def run(fn, hosts) -> float:
+            t0 = time.monotonic()
+            out = run_fleet(hosts, fn, forks=args.forks, progress=False)
+            dt = time.monotonic() - t0
+            bad = [f"{r.host}: {r.message}" for r in out.results if r.status == "failed"]
+            if bad:
+                raise SystemExit("per-host work failed on: " + "; ".join(bad))
+            return dt
+
+        for work in kinds:
+            fn = per_host[work]
+            rec = results["work"][work] = {"one": [], "many": []}
+            run(fn, inv[:1])          # warm-up: imports, first connection (not measured)
+            for rnd in range(args.rounds):
+                order = ["one", "many"] if rnd % 2 == 0 else ["many", "one"]
+                for kind in order:
+                    dt = run(fn, inv[:1] if kind == "one" else inv)
+                    rec[kind].append(round(dt, 3))
+                    print(f"  {work} round {rnd}: {args.hosts if kind == 'many' else 1} host(s) {dt:6.2f} s",
+                          flush=True)
+            one, many = statistics.median(rec["one"]), statistics.median(rec["many"])
+            rec["ratio"] = round(many / one, 2)
+    finally:
+        lab.close()
+    results["loadavg_end"] = os.getloadavg()
+    for work, rec in results["work"].items():
+        print(f"{work} over SSH: 1 host median {statistics.median(rec['one']):.2f} s, {args.hosts} hosts "
+              f"(forks {args.forks}) median {statistics.median(rec['many']):.2f} s -> {args.hosts}/1 = "
+              f"{rec['ratio']:.2f}x (target <= 1.5x)")
+    print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def validate_like(host, payload: Path):
+    """One connection: upload (atomic, sha256-checked), four short reads, remove the upload."""
+    from numaforge.remote.ssh import connect
+    from numaforge.report import HostResult
+
+    res = HostResult(host.name)
+    with res.step("connect"):
+        remote = connect(host.ssh, host.name, connect_timeout=30)
+    with remote:
+        dest = f"/tmp/numaforge-bench-{host.name}.ko"
+        with res.step("upload"):
+            remote.put(payload, dest)
+        with res.step("checks"):
+            for cmd in ("uname -r", "cat /proc/cmdline", "cat /proc/sys/kernel/tainted",
+                        "ls /sys/kernel/livepatch 2>/dev/null || true"):
+                remote.run(cmd, timeout=60)
+            remote.run(f"rm -f {dest}", timeout=60)
+    return res
+
+
+if __name__ == "__main__":
+    sys.exit(main())
