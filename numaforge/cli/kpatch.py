@@ -8,6 +8,7 @@ from pathlib import Path
 from invoke import task
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..errors import NumaforgeError
 from ..report import Report
 from . import common
 
@@ -64,9 +65,16 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
                     progress.console.print(f"  {msg}")
 
                 with row.step("build-kpatch") as st:
-                    res = kp.build_kpatch(name, series=series, jobs=int(jobs), cc_wrapper=cc_wrapper,
-                                          host_releases={h: releases[h] for h in members if h in releases},
-                                          log=log, on_stage=on_stage, check_only=check, force=force)
+                    try:
+                        res = kp.build_kpatch(name, series=series, jobs=int(jobs), cc_wrapper=cc_wrapper,
+                                              host_releases={h: releases[h] for h in members if h in releases},
+                                              log=log, on_stage=on_stage, check_only=check, force=force)
+                    except NumaforgeError as exc:
+                        row.status = "failed"
+                        row.message = exc.what
+                        row.data = {"hosts": members, "kind": getattr(exc, "kind", type(exc).__name__),
+                                    "log": getattr(exc, "log", None)}
+                        raise
                     st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
                 progress.update(tid, description=f"{name}: {res.status}")
             row.status = "ok" if res.status in ("checked", "unchanged") else "changed"
