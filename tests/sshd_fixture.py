@@ -303,26 +303,56 @@ class NetnsLab:
         self.hosts: list[SshdHost] = []
         self.namespaces: list[str] = []
         self._lock = None
+        self.lockdir = Path("/tmp/numaforge-netns-locks")
+        self.lockdir.mkdir(exist_ok=True)
+        self._reap_stale()
         self.subnet = self._pick_subnet()
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"10.231.{self.subnet}.1/24", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
 
+    def _reap_stale(self) -> None:
+        """Remove what a killed test run left: each lab's lock file names its tag, and a lock nobody holds
+        means its owner is gone, so its namespaces (and the sshd processes in them) and bridge go too."""
+        for lock in self.lockdir.glob("*.lock"):
+            with open(lock, "r+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue                      # a live lab
+                tag = fh.read().strip()
+                if len(tag) == 4 and all(c in "0123456789abcdef" for c in tag):
+                    for ns in _run(["ip", "netns", "list"]).stdout.split("\n"):
+                        ns = ns.split(" ")[0]
+                        if ns.startswith(f"nf{tag}"):
+                            for pid in _run(["ip", "netns", "pids", ns], check=False).stdout.split():
+                                try:
+                                    os.kill(int(pid), signal.SIGKILL)
+                                except (ProcessLookupError, ValueError):
+                                    pass
+                            _run(["ip", "netns", "del", ns], check=False)
+                    _run(["ip", "link", "del", f"nfbr{tag}"], check=False)
+                fh.seek(0)
+                fh.truncate()
+
     def _pick_subnet(self) -> int:
         used = _run(["ip", "-4", "-o", "addr"]).stdout
-        lockdir = Path("/tmp/numaforge-netns-locks")
-        lockdir.mkdir(exist_ok=True)
+        lockdir = self.lockdir
         start = int(self.tag, 16) % 200
         for i in range(200):
             x = 20 + (start + i) % 200
             if f" 10.231.{x}." in used:
                 continue
-            fh = open(lockdir / f"{x}.lock", "w")
+            fh = open(lockdir / f"{x}.lock", "a+")
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 fh.close()
                 continue
+            fh.seek(0)
+            fh.truncate()
+            fh.write(self.tag)                    # lets a later run reap this lab if we get killed
+            fh.flush()
             self._lock = fh
             return x
         raise RuntimeError("no free 10.231.X.0/24 subnet for the test namespaces")
@@ -362,6 +392,8 @@ class NetnsLab:
                 errors.append(r.stderr)
         _run(["ip", "link", "del", self.bridge], check=False)
         if self._lock is not None:
+            self._lock.seek(0)
+            self._lock.truncate()
             self._lock.close()
         if errors:
             raise RuntimeError("netns teardown: " + "; ".join(errors))
