@@ -1,0 +1,68 @@
+"""One lab VM per test session (boots are slow under TCG): a private state dir and a free loopback port.
+
+Kernel: the kpatch helper's lab kernel when its live patch is built (kpatch/build/lab/manifest.json), else
+Debian bullseye's 5.10.0-46-amd64; NUMAFORGE_TEST_LAB_KERNEL=lab|debian overrides. The test live patches in
+tests/data/livepatch/ are compiled against whichever kernel boots.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.lab import vm
+from numaforge.paths import ROOT
+
+LP_DATA = ROOT / "tests" / "data" / "livepatch"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lab_kernel_name() -> str:
+    env = os.environ.get("NUMAFORGE_TEST_LAB_KERNEL")
+    if env:
+        return env
+    return "lab" if (ROOT / "kpatch" / "build" / "lab" / "manifest.json").is_file() else "debian"
+
+
+@dataclass
+class Lab:
+    info: vm.VMInfo
+    kernel: vm.LabKernel
+    host: Host
+    state_dir: Path
+
+    def module(self, name: str) -> Path:
+        return vm.build_module(LP_DATA / name, self.kernel)
+
+    def check_script(self, name: str) -> Path:
+        return LP_DATA / name / f"{name}-LOADED.test"
+
+    def remote(self):
+        from numaforge.remote.ssh import connect
+
+        return connect(self.host.ssh, self.host.name)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    kernel = vm.resolve_kernel(lab_kernel_name())
+    state = tmp_path_factory.mktemp("labvm")
+    port = _free_port()
+    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port)
+    host = Host("lab-vm", Location("tests/lab/conftest.py"), groups=["lab"],
+                ssh=SSHSpec("127.0.0.1", port, "root", key_file=str(state / "ssh" / "id_ed25519"),
+                            use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+    try:
+        yield Lab(info, kernel, host, state)
+    finally:
+        vm.down(state)
