@@ -143,7 +143,7 @@ def lab_kernel() -> LabKernel:
         raise LabVMError("the lab kernel build has no bzImage yet", str(image),
                          "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian")
     return LabKernel(name="lab", image=Path(image), release=str(release),
-                     build_dir=Path(build_dir) if build_dir else None, cc="gcc")
+                     build_dir=Path(build_dir) if build_dir else None, cc="gcc-10")
 
 
 def resolve_kernel(kernel: str | LabKernel) -> LabKernel:

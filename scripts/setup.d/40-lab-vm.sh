@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Lab VM tier (issue 5): qemu (TCG), the initramfs parts (busybox-static, dropbear, sftp-server, cpio for the
+# archive check), gcc + static libc for the NUMA workload, gcc-10 for test live patches, and the cached Debian
+# bullseye 5.10.0-46 kernel + headers (the VM's kernel until/alongside the lab kernel). Idempotent: warm runs
+# only check. Needs apt_need/$SUDO from scripts/setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=.venv/bin/python
+
+apt_need qemu-system-x86 busybox-static dropbear-bin openssh-sftp-server openssh-client cpio kmod gcc libc6-dev \
+  make dpkg-dev
+
+# gcc-10 (bullseye's kernel compiler) builds the test live patches against Debian's 5.10 headers
+if ! command -v gcc-10 >/dev/null 2>&1; then
+  echo "setup: installing gcc-10 from bullseye (private apt config)"
+  $SUDO env PATH="$PATH" NUMAFORGE_CACHE="${NUMAFORGE_CACHE:-$HOME/.cache/numaforge}" \
+    "$PY" -m numaforge.debian_apt install bullseye gcc-10
+fi
+
+# Debian kernel + headers (downloaded and extracted once into the cache), the static workload, and the
+# test live patches compiled against that kernel (cached by content hash)
+"$PY" - <<'PYEOF'
+from numaforge.lab import vm
+from numaforge.paths import ROOT
+k = vm.debian_kernel()
+print(f"setup: lab kernel 'debian' {k.release}: {k.image}")
+print(f"setup: NUMA workload {vm.workload_binary()}")
+for name in ("nf_lp_cmdline", "nf_lp_stall"):
+    print(f"setup: test live patch {vm.build_module(ROOT / 'tests/data/livepatch' / name, k)}")
+PYEOF
+qemu-system-x86_64 --version | head -1
