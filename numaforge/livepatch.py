@@ -219,7 +219,8 @@ def preflight_problems(facts: dict, art: Artifact) -> list[NumaforgeError]:
                                     "or leave the host alone: it already runs this patch"))
     others = [p for p in facts.get("patched", []) if p.split("/", 1)[0] != art.name]
     if art.functions:
-        clash = sorted({p for p in others if func_name(p.rsplit("/", 1)[-1]) in art.functions})
+        wanted = {func_name(f) for f in art.functions}
+        clash = sorted({p for p in others if func_name(p.rsplit("/", 1)[-1]) in wanted})
         if clash:
             probs.append(PreflightError(f"another live patch already replaces {', '.join(clash)}",
                                         f"{where} /sys/kernel/livepatch",
@@ -400,7 +401,7 @@ class _Host:
             problems.append(f"enabled={enabled}")
         if transition != "0":
             problems.append(f"transition={transition}")
-        missing = [f for f in self.art.functions if f not in patched]
+        missing = [f for f in self.art.functions if func_name(f) not in patched]
         if missing or not patched:
             problems.append(f"patched function(s) {', '.join(missing) or '(any)'} not under {self.sysfs}/<object>/")
         if bad:
