@@ -108,6 +108,9 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
 
     opts = opts or livepatch.Options()
     artifacts: dict = {}
+    if module or target:   # one artifact for every host: bad input fails before any host is contacted
+        art = resolve_module(module, target, check)
+        artifacts = {(target or h.kernel.target): art for h in hosts}
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
