@@ -104,12 +104,42 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
          HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t), forks, canary, max_fail)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {"forks": FLEET_HELP["forks"]}))
+@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
+    "forks": FLEET_HELP["forks"],
+    "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
+          "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
+    "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
+}))
 def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
-                json=None, allow_plaintext_secrets=False):
-    """BMC-side check: every current BIOS value equals the profile's desired value (each mismatch reported)."""
-    _run(c, "bios-verify", "verify", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
-         json, allow_plaintext_secrets, HostOptions(profile=profile, insecure=insecure), forks)
+                os=True, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+    """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
+    setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
+    from ..bios.verify import VerifyOptions, run_verify
+
+    _warn_insecure(insecure)
+    opts = HostOptions(profile=profile, insecure=insecure)
+    vopts = VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
+
+    def body(report: Report):
+        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
+        report.hosts.extend(outcome.results)
+        report.data["fleet"] = outcome.as_dict()
+        colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
+        for h in report.hosts:
+            rows = h.data.get("verify_rows") or []
+            if not rows:
+                continue
+            t = Table(title=f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})")
+            for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
+                t.add_column(col, overflow="fold")
+            for r in rows:
+                t.add_row(r["setting"], _s(r["desired"]), r["bmc_value"], r["os_evidence"] or "-",
+                          f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["why"] or "")
+            common.console.print(t)
+
+    common.execute("bios-verify", body, json=json,
+                   options={"profile": profile, "insecure": insecure, "os": os})
 
 
 @task(iterable=["host", "group"], help=_select_help({"profile": BIOS_HELP["profile"]}, {

@@ -76,8 +76,13 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
     assert [h["status"] for h in report(tmp_path / "again.json")["hosts"]] == ["unchanged", "unchanged"]
     assert all(s.count("PATCH") == 0 for s in sims.values())
 
-    r = invoke("bios-verify", "-i", str(inv), "--host", "gpu-hpe")
-    assert r.returncode == 0 and "attributes verified" in r.stdout
+    r = invoke("bios-verify", "-i", str(inv), "--host", "gpu-hpe", "--json", str(tmp_path / "verify.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "settings verified on the BMC" in r.stdout and "bios-verify (profile" in r.stdout
+    (hpe,) = report(tmp_path / "verify.json")["hosts"]
+    assert all(row["bmc_ok"] for row in hpe["data"]["verify_rows"])
+    # these inventory hosts have no ssh side: the OS half says so instead of guessing
+    assert {row["why"] for row in hpe["data"]["verify_rows"]} == {"the host has no ssh section: no OS facts to check"}
 
 
 def test_invalid_profile_value_exits_nonzero_without_traceback_or_write(fleet, tmp_path):
