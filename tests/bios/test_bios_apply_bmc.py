@@ -337,7 +337,7 @@ def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value
     h = host_for(sim)
     assert run(apply_host, h).status == "changed"
     s = admin_session(sim)
-    s.patch(sim.url + sim.settings_path, json={"Attributes": {"SR-IOVSupport": "Disabled"}}).raise_for_status()
+    s.patch(sim.url + sim.settings_path, json={"Attributes": {"SRIOVSupport": "Disabled"}}).raise_for_status()
     s.post(sim.url + sim.system_path + "/Actions/ComputerSystem.Reset",
            json={"ResetType": "ForceRestart"}).raise_for_status()
     for _ in range(100):
@@ -346,9 +346,9 @@ def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value
         threading.Event().wait(0.1)
     r = run(verify_host, h)
     assert r.status == "failed"
-    assert r.data["mismatches"] == [{"attribute": "SR-IOVSupport", "setting": "sriov", "desired": "Enabled",
+    assert r.data["mismatches"] == [{"attribute": "SRIOVSupport", "setting": "sriov", "desired": "Enabled",
                                      "current": "Disabled", "pending": None}]
-    assert "SR-IOVSupport (sriov) is 'Disabled', wanted 'Enabled'" in r.message
+    assert "SRIOVSupport (sriov) is 'Disabled', wanted 'Enabled'" in r.message
     assert len(r.data["verified"]) == 7
 
 
