@@ -12,6 +12,8 @@ work, under numaforge.fleet.run_fleet like every fleet task:
 * ``validate``: validate-like: one connection, an atomic sha256-checked upload of a 1 MiB module-sized file,
   four short reads (uname -r, /proc/cmdline, tainted, /sys/kernel/livepatch), removal of the upload.
 Rounds alternate 1-host and N-host runs so machine load hits both alike; the ratio is of the medians.
+Each run also reports CPU seconds: of this process (numaforge: paramiko, the fleet threads) and of the hosts'
+sshd + the commands they ran, to tell "the tool serialises" from "the machine has too few cores".
 The namespaces share this machine's CPUs: on a 2-core build server the N hosts' commands compete for 2 cores,
 which a real fleet (one machine per host) would not. Needs root (network namespaces).
 """
@@ -59,13 +61,16 @@ def main() -> int:
     unknown = set(kinds) - set(per_host)
     if unknown:
         raise SystemExit(f"--work: unknown {sorted(unknown)}; use facts and/or validate")
+    cpu: dict = {}
     try:
         inv = [lab.add_host(f"s{i}").inventory_host() for i in range(args.hosts)]
 
         def run(fn, hosts) -> float:
+            s0, c0 = server_cpu(lab), time.process_time()
             t0 = time.monotonic()
             out = run_fleet(hosts, fn, forks=args.forks, progress=False)
             dt = time.monotonic() - t0
+            cpu["client"], cpu["server"] = time.process_time() - c0, server_cpu(lab) - s0
             bad = [f"{r.host}: {r.message}" for r in out.results if r.status == "failed"]
             if bad:
                 raise SystemExit("per-host work failed on: " + "; ".join(bad))
@@ -73,14 +78,16 @@ def main() -> int:
 
         for work in kinds:
             fn = per_host[work]
-            rec = results["work"][work] = {"one": [], "many": []}
+            rec = results["work"][work] = {"one": [], "many": [], "cpu_one": [], "cpu_many": []}
             run(fn, inv[:1])          # warm-up: imports, first connection (not measured)
             for rnd in range(args.rounds):
                 order = ["one", "many"] if rnd % 2 == 0 else ["many", "one"]
                 for kind in order:
                     dt = run(fn, inv[:1] if kind == "one" else inv)
                     rec[kind].append(round(dt, 3))
-                    print(f"  {work} round {rnd}: {args.hosts if kind == 'many' else 1} host(s) {dt:6.2f} s",
+                    rec[f"cpu_{kind}"].append({k: round(v, 2) for k, v in cpu.items()})
+                    print(f"  {work} round {rnd}: {args.hosts if kind == 'many' else 1} host(s) {dt:6.2f} s  "
+                          f"CPU s: numaforge process {cpu['client']:.2f}, sshd+commands {cpu['server']:.2f}",
                           flush=True)
             one, many = statistics.median(rec["one"]), statistics.median(rec["many"])
             rec["ratio"] = round(many / one, 2)
@@ -96,6 +103,22 @@ def main() -> int:
         Path(args.json).write_text(json.dumps(results, indent=1))
         print(f"wrote {args.json}")
     return 0
+
+
+def server_cpu(lab) -> float:
+    """CPU seconds used so far by every host's sshd listener and the sessions/commands it reaped (/proc stat:
+    utime + stime + cutime + cstime)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for h in lab.hosts:
+        if h.proc is None:
+            continue
+        try:
+            fields = Path(f"/proc/{h.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])
+    return total / tick
 
 
 def validate_like(host, payload: Path):
