@@ -17,24 +17,17 @@ exception in ``fn`` marks that host failed with the exception's message (a Numaf
 it never stops the other workers. Ctrl-C lets running hosts finish, marks the rest not-run and returns an
 outcome with ``interrupted=True``.
 
-Resume after an interruption (Ctrl-C, crash, lost build server): pass ``journal=Journal(path, run_key)``.
-The runner records ``started`` and the final status of every host (``journal.status(host)``); ``fn``
-records its own milestones (``journal.mark(host, "rebooted")``) and asks ``journal.state(host)`` on the next
-run to verify instead of redoing (e.g. not rebooting again). The journal is an append-only JSON-lines file, flushed and fsync'd per
-record, so a crash loses at most the record being written.
+Resuming an interrupted run is the per-host function's business: it records its phases in
+numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
 
 Pure: no SSH or other peer here; per-host timeouts belong to ``fn`` (e.g. Remote.run(timeout=...)).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
@@ -52,117 +45,6 @@ class FleetOptionError(NumaforgeError):
     """--forks/--canary/--batch/--max-fail out of range."""
 
     exit_code = 2
-
-
-class JournalError(NumaforgeError):
-    """The resume journal belongs to another run or cannot be read/written."""
-
-    exit_code = 2
-
-
-class Journal:
-    """Per-host progress of one fleet run, kept on disk so a re-run can resume.
-
-    ``run_key`` names what the run does (e.g. "bios-apply profile=hpc-v3 inventory=prod.yaml"): a journal
-    written under another key is refused rather than silently reused or overwritten.
-    """
-
-    def __init__(self, path: str | os.PathLike, run_key: str):
-        self.path = Path(path)
-        self.run_key = run_key
-        self._lock = threading.Lock()
-        self._states: dict[str, dict] = {}     # last milestone fn recorded per host
-        self._status: dict[str, str] = {}      # last runner record per host: started / ok / failed / ...
-        self.resumed = False
-        if self.path.exists():
-            self._load()
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._append({"run_key": run_key, "created": time.time()})
-
-    def _load(self) -> None:
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError as exc:
-            raise JournalError(f"cannot read the resume journal: {exc.strerror}", str(self.path),
-                               "check its permissions, or delete it to start the run from scratch") from None
-        records = []
-        for n, line in enumerate(lines, 1):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                if n == len(lines):      # torn last record of a crash: ignore it
-                    break
-                raise JournalError(f"line {n} of the resume journal is corrupt", f"{self.path}:{n}",
-                                   "delete the journal to start the run from scratch") from None
-        if not records or records[0].get("run_key") is None:
-            raise JournalError("the file is not a numaforge fleet journal", str(self.path),
-                               "delete it or pass another --journal path")
-        if records[0]["run_key"] != self.run_key:
-            raise JournalError(f"the resume journal belongs to another run ({records[0]['run_key']!r}, "
-                               f"this run is {self.run_key!r})", str(self.path),
-                               "re-run the original command to finish it, or delete the journal to start over")
-        for rec in records[1:]:
-            self._remember(rec)
-        self.resumed = True
-
-    def _remember(self, rec: dict) -> None:
-        if "host" not in rec:
-            return
-        if "state" in rec:
-            self._states[rec["host"]] = rec
-        if "status" in rec:
-            self._status[rec["host"]] = rec["status"]
-
-    def _append(self, record: dict) -> None:
-        line = json.dumps(redact(record), sort_keys=True, default=str) + "\n"
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise JournalError(f"cannot write the resume journal: {exc.strerror}", str(self.path),
-                               "free disk space or fix permissions; the run cannot be resumed without it") from None
-
-    def mark(self, host: Any, state: str, **data: Any) -> None:
-        """Record that ``host`` reached milestone ``state`` (thread-safe, durable before returning)."""
-        self._record({"host": host_name(host), "state": state, **({"data": data} if data else {})})
-
-    def record_status(self, host: Any, status: str, message: str = "") -> None:
-        """The runner's own records: ``started`` and the final HostResult status. Kept apart from milestones."""
-        self._record({"host": host_name(host), "status": status, **({"message": message} if message else {})})
-
-    def _record(self, rec: dict) -> None:
-        rec["time"] = time.time()
-        with self._lock:
-            self._append(rec)
-            self._remember(redact(rec))
-
-    def state(self, host: Any) -> str | None:
-        """The last milestone ``fn`` recorded for ``host`` with mark() (None if none)."""
-        rec = self._states.get(host_name(host))
-        return rec["state"] if rec else None
-
-    def status(self, host: Any) -> str | None:
-        """The last runner status of ``host``: ``started`` (interrupted or crashed mid-host), ``ok``, ``failed``..."""
-        return self._status.get(host_name(host))
-
-    def data(self, host: Any) -> dict:
-        rec = self._states.get(host_name(host))
-        return dict(rec.get("data", {})) if rec else {}
-
-    def states(self) -> dict[str, str]:
-        return {h: r["state"] for h, r in self._states.items()}
-
-    def statuses(self) -> dict[str, str]:
-        return dict(self._status)
-
-    def remove(self) -> None:
-        """Delete the journal (the run finished; nothing left to resume)."""
-        self.path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -225,17 +107,8 @@ def check_options(forks: int, canary: int, batch: int, max_fail_pct: float) -> N
                                "pass --max-fail 25 to stop once more than a quarter of the hosts failed")
 
 
-def _call(fn: Callable[[Any], HostResult], host: Any, journal: Journal | None = None) -> HostResult:
+def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
     name = host_name(host)
-    if journal is not None:
-        journal.record_status(name, "started")
-    result = _call_fn(fn, host, name)
-    if journal is not None:
-        journal.record_status(name, result.status, result.message)
-    return result
-
-
-def _call_fn(fn: Callable[[Any], HostResult], host: Any, name: str) -> HostResult:
     try:
         result = fn(host)
     except NumaforgeError as exc:
@@ -288,7 +161,7 @@ class _Display:
 
 def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: int = 8, canary: int = 0,
               batch: int = 0, max_fail_pct: float = 100.0, progress: bool = True,
-              console: Console | None = None, journal: Journal | None = None) -> FleetOutcome:
+              console: Console | None = None) -> FleetOutcome:
     """Run fn on every host under the rolling rules (module docstring); results keep the input order."""
     check_options(forks, canary, batch, max_fail_pct)
     by_name: dict[str, Any] = {}
@@ -305,7 +178,7 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
     display = _Display(len(names), progress and bool(names), console)
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
         try:
-            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, journal)
+            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome)
         except KeyboardInterrupt:
             outcome.stopped = outcome.interrupted = True
             outcome.reason = "interrupted (Ctrl-C); hosts already done stay as they are"
@@ -318,10 +191,10 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
     return outcome
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, journal) -> None:
+def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome) -> None:
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
-        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, journal)
+        _run_phase(pool, fn, [by_name[n] for n in phase], done, display)
         if index < n_canary:
             r = done[phase[0]]
             if r.status == FAILED and index + 1 < len(phases):
@@ -339,10 +212,9 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
             return
 
 
-def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display,
-               journal: Journal | None = None) -> None:
+def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display) -> None:
     """Run one phase. On Ctrl-C: cancel what has not started, let running hosts finish, re-raise."""
-    futures = {pool.submit(_call, fn, h, journal): host_name(h) for h in phase_hosts}
+    futures = {pool.submit(_call, fn, h): host_name(h) for h in phase_hosts}
     display.running(list(futures.values()))
     pending = set(futures)
     try:
