@@ -1,6 +1,6 @@
 """Benchmark: per-host SSH work on 8 hosts vs 1 host (wall-time ratio; issue 8 target <= 1.5x).
 
-    sudo .venv/bin/python bench/ssh_fleet.py [--hosts 8] [--forks 8] [--rounds 3] [--work facts,validate]
+    sudo .venv/bin/python bench/ssh_fleet.py [--hosts 8] [--forks 8] [--rounds 3] [--work facts,validate,wait]
                                              [--json out.json]
 
 Each "host" is a real OpenSSH sshd in its own network namespace (tests/sshd_fixture.py NetnsLab: a bridge in the
@@ -11,6 +11,8 @@ work, under numaforge.fleet.run_fleet like every fleet task:
   12 read-only capture commands (lspci -vvv, numactl, lscpu, sysfs reads...), parsing.
 * ``validate``: validate-like: one connection, an atomic sha256-checked upload of a 1 MiB module-sized file,
   four short reads (uname -r, /proc/cmdline, tainted, /sys/kernel/livepatch), removal of the upload.
+* ``wait``: one connection and three 1-second waits on the host (like validate polling a live-patch transition):
+  almost no CPU anywhere, so it shows the fleet runner's own overhead, apart from CPU contention.
 Rounds alternate 1-host and N-host runs so machine load hits both alike; the ratio is of the medians.
 Each run also reports CPU seconds: of this process (numaforge: paramiko, the fleet threads) and of the hosts'
 sshd + the commands they ran, to tell "the tool serialises" from "the machine has too few cores".
@@ -39,7 +41,7 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--forks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--work", default="facts,validate", help="comma list of: facts, validate")
+    ap.add_argument("--work", default="facts,validate,wait", help="comma list of: facts, validate, wait")
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -57,10 +59,11 @@ def main() -> int:
     payload = base / "livepatch-like.ko"
     payload.write_bytes(os.urandom(1024 * 1024))
     kinds = [w.strip() for w in args.work.split(",") if w.strip()]
-    per_host = {"facts": lambda h: run_host(h, Options()), "validate": lambda h: validate_like(h, payload)}
+    per_host = {"facts": lambda h: run_host(h, Options()), "validate": lambda h: validate_like(h, payload),
+                "wait": wait_like}
     unknown = set(kinds) - set(per_host)
     if unknown:
-        raise SystemExit(f"--work: unknown {sorted(unknown)}; use facts and/or validate")
+        raise SystemExit(f"--work: unknown {sorted(unknown)}; use facts, validate, wait")
     cpu: dict = {}
     try:
         inv = [lab.add_host(f"s{i}").inventory_host() for i in range(args.hosts)]
@@ -69,7 +72,7 @@ def main() -> int:
             s0, c0 = server_cpu(lab), time.process_time()
             t0 = time.monotonic()
             out = run_fleet(hosts, fn, forks=args.forks, progress=False)
-            dt = time.monotonic() - t0
+            dt = time.monotonic() - t0        # measured before waiting for sshd to reap its sessions
             cpu["client"], cpu["server"] = time.process_time() - c0, server_cpu(lab) - s0
             bad = [f"{r.host}: {r.message}" for r in out.results if r.status == "failed"]
             if bad:
@@ -108,8 +111,13 @@ def main() -> int:
 def server_cpu(lab) -> float:
     """CPU seconds used so far by every host's sshd listener and the sessions/commands it reaped (/proc stat:
     utime + stime + cutime + cstime)."""
+    from sshd_fixture import descendants
+
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
+    deadline = time.monotonic() + 5      # a session's CPU is added to the listener's when it is reaped
+    while any(h.proc is not None and descendants(h.proc.pid) for h in lab.hosts) and time.monotonic() < deadline:
+        time.sleep(0.05)
     for h in lab.hosts:
         if h.proc is None:
             continue
@@ -119,6 +127,17 @@ def server_cpu(lab) -> float:
             continue
         total += sum(int(x) for x in fields[11:15])
     return total / tick
+
+
+def wait_like(host):
+    from numaforge.remote.ssh import connect
+    from numaforge.report import HostResult
+
+    res = HostResult(host.name)
+    with connect(host.ssh, host.name, connect_timeout=30) as remote:
+        for _ in range(3):
+            remote.run("sleep 1", timeout=60)
+    return res
 
 
 def validate_like(host, payload: Path):
