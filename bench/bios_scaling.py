@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,12 +29,20 @@ from bios_fleet import PW_VAR, write_numaforge_inventory  # noqa: E402
 from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
 
 
+TIMEOUT = 1800
+
+
 def run_measured(argv: list[str], env: dict, log: Path) -> tuple[float, int, int]:
-    """(seconds, peak RSS in MiB, exit status) of one child process."""
+    """(seconds, peak RSS in MiB, exit status) of one child process; killed after TIMEOUT seconds."""
     with open(log, "w") as out:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _pid, status, usage = os.wait4(p.pid, 0)
+        watchdog = threading.Timer(TIMEOUT, p.kill)
+        watchdog.start()
+        try:
+            _pid, status, usage = os.wait4(p.pid, 0)
+        finally:
+            watchdog.cancel()
         dt = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     return dt, usage.ru_maxrss // 1024, p.returncode
