@@ -201,11 +201,16 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
         print(f"wrote {args.json}")
-    if args.keep:
+    failed = [f"round {i} {phase} {tool} (rc {r[phase][tool]['rc']}, {r[phase][tool]['statuses']})"
+              for i, r in enumerate(results["rounds"]) for phase in ("first", "again", "compliant")
+              for tool in ("numaforge", "ansible") if r[phase][tool]["rc"] != 0]
+    if failed:
+        print("FAILED runs (their times do not count; see the logs with --keep): " + "; ".join(failed))
+    if args.keep or failed:
         print(f"work dir kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return 1 if failed else 0
 
 
 def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
