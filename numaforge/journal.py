@@ -15,14 +15,18 @@ again), ``"reboot"`` (values written but no reset requested yet), ``"run"`` (not
 rebooting twice: the re-run verifies and reports the values still pending instead of resetting a host that
 may already be restarting.
 
-File format (``numaforge-journal/1``), one JSON document, replaced atomically on every record (write a temp file
-in the same directory, fsync, rename, fsync the directory), mode 0600::
+File format (``numaforge-journal/1``), JSON lines, mode 0600::
 
-    {"format": "numaforge-journal/1", "run_key": "...", "created": 1764680000.0,
-     "hosts": {"gpu-01": {"patched": {"time": 1764680001.2}, "reboot-requested": {"time": ...}}}}
+    {"format": "numaforge-journal/1", "run_key": "...", "created": 1764680000.0}
+    {"host": "gpu-01", "phase": "patched", "time": 1764680001.2, "changed": ["NumaNodesPerSocket"]}
+    {"host": "gpu-01", "phase": "reboot-requested", "time": 1764680002.0}
 
-So a crash leaves either the previous or the new state, never a torn file. Data attached to a phase is passed
-through numaforge.secrets.redact before it is written. Thread-safe: fleet workers record concurrently.
+The header is created atomically (temp file in the same directory, fsync, rename, fsync of the directory); each
+record is one appended line, fsync'd before ``record`` returns (O(1) per record: a few ms, not a rewrite of the
+fleet's state). A crash can only tear the last line; it is ignored on load and the file is compacted atomically
+before anything is appended after it. A bad line anywhere else is an error naming file:line. Data attached to
+a phase goes through numaforge.secrets.redact before it is written. Thread-safe: fleet workers record
+concurrently.
 Pure state: no peer is contacted here.
 """
 
@@ -108,31 +112,44 @@ class Journal:
     def _load(self) -> None:
         where = str(self.path)
         try:
-            text = self.path.read_text()
+            lines = self.path.read_bytes().split(b"\n")
         except OSError as exc:
             raise JournalError(f"cannot read the resume journal: {exc.strerror}", where,
                                "fix its permissions, or delete it to start the run from scratch") from None
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise JournalError(f"the resume journal is not valid JSON (line {exc.lineno}: {exc.msg})",
-                               f"{where}:{exc.lineno}", "delete it to start the run from scratch") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise JournalError(f"not a numaforge journal (format {doc.get('format') if isinstance(doc, dict) else None!r},"
-                               f" expected {FORMAT!r})", where, "delete it or point the run at another journal dir")
-        if doc.get("run_key") != self.run_key:
-            raise JournalError(f"the journal belongs to another run ({doc.get('run_key')!r}, this run is "
+        torn = lines[-1] != b""            # a complete file ends with a newline: anything after it is torn
+        lines = lines[:-1]
+        if not lines:
+            raise JournalError("the resume journal is empty or torn before its header", where,
+                               "delete it to start the run from scratch")
+        header = self._parse(lines[0], 1)
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            got = header.get("format") if isinstance(header, dict) else None
+            raise JournalError(f"not a numaforge journal (format {got!r}, expected {FORMAT!r})", f"{where}:1",
+                               "delete it or point the run at another journal dir")
+        if header.get("run_key") != self.run_key:
+            raise JournalError(f"the journal belongs to another run ({header.get('run_key')!r}, this run is "
                                f"{self.run_key!r})", where,
                                "re-run the original command to finish it, or delete the journal to start over")
-        hosts = doc.get("hosts")
-        if not isinstance(hosts, dict) or not all(
-                isinstance(p, dict) and all(k in PHASES and isinstance(v, dict) for k, v in p.items())
-                for p in hosts.values()):
-            raise JournalError(f"the journal's hosts section is malformed (phases must be among {', '.join(PHASES)})",
-                               where, "delete it to start the run from scratch")
-        self._hosts = {h: dict(p) for h, p in hosts.items()}
-        self.created = float(doc.get("created") or self.created)
+        hosts: dict[str, dict[str, dict]] = {}
+        for n, line in enumerate(lines[1:], 2):
+            rec = self._parse(line, n)
+            if not (isinstance(rec, dict) and isinstance(rec.get("host"), str) and rec.get("phase") in PHASES):
+                raise JournalError(f"line {n} of the journal is not a host/phase record (phases are "
+                                   f"{', '.join(PHASES)})", f"{where}:{n}", "delete it to start the run from scratch")
+            entry = {k: v for k, v in rec.items() if k not in ("host", "phase")}
+            hosts.setdefault(rec["host"], {})[rec["phase"]] = entry
+        self._hosts = hosts
+        self.created = float(header.get("created") or self.created)
         self.resumed = True
+        if torn:      # the last append of a crashed run: drop it so new records do not follow garbage
+            self._rewrite()
+
+    def _parse(self, line: bytes, n: int):
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise JournalError(f"line {n} of the resume journal is not valid JSON ({exc})", f"{self.path}:{n}",
+                               "delete it to start the run from scratch") from None
 
     def done(self, host: Any, phase: str) -> bool:
         """True if ``host`` reached ``phase`` in this or a previous (interrupted) run."""
@@ -160,12 +177,16 @@ class Journal:
 
     # -- writing ---------------------------------------------------------------------------------------
     def record(self, host: Any, phase: str, **data: Any) -> None:
-        """Record that ``host`` reached ``phase``; on disk (atomically replaced) before this returns."""
+        """Record that ``host`` reached ``phase``; on disk (appended and fsync'd) before this returns."""
         self._check_phase(phase)
+        name = _host_name(host)
         entry = {"time": time.time(), **redact(data)}
+        line = json.dumps({"host": name, "phase": phase, **entry}, default=str) + "\n"
         with self._lock:
-            self._hosts.setdefault(_host_name(host), {})[phase] = entry
-            self._write()
+            if not self.path.exists():
+                self._rewrite()            # header first, created atomically
+            self._append(line.encode())
+            self._hosts.setdefault(name, {})[phase] = entry
 
     def finish(self) -> None:
         """The run completed: remove the journal (a later run starts fresh)."""
@@ -182,9 +203,26 @@ class Journal:
             raise JournalError(f"unknown journal phase {phase!r}", "numaforge.journal",
                                f"use one of: {', '.join(PHASES)}")
 
-    def _write(self) -> None:
-        doc = {"format": FORMAT, "run_key": self.run_key, "created": self.created, "hosts": self._hosts}
-        data = (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode()
+    def _append(self, data: bytes) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise JournalError(f"cannot write the resume journal: {exc.strerror}", str(self.path),
+                               "free disk space or fix permissions; the run cannot be resumed without it") from None
+
+    def _rewrite(self) -> None:
+        """Write header + every known record to a temp file, fsync, rename over the journal, fsync the dir."""
+        header = {"format": FORMAT, "run_key": self.run_key, "created": self.created}
+        lines = [json.dumps(header)] + [json.dumps({"host": h, "phase": p, **e}, default=str)
+                                        for h, phases in self._hosts.items() for p, e in phases.items()]
+        data = ("\n".join(lines) + "\n").encode()
         where = str(self.path)
         tmp = None
         try:

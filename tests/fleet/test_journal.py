@@ -67,21 +67,40 @@ def test_each_run_key_has_its_own_file_and_a_foreign_file_is_refused(tmp_path):
     assert exc.value.where == str(a.path) and "delete" in exc.value.fix
 
 
-@pytest.mark.parametrize("content, what", [
-    ('{"format": "numaforge-journal/1", "run_key"', "not valid JSON"),
-    ('{"format": "something-else/3", "run_key": "x", "hosts": {}}', "not a numaforge journal"),
-    ('[1, 2]', "not a numaforge journal"),
-    (json.dumps({"format": "numaforge-journal/1", "run_key": KEY, "hosts": {"h": {"exploded": {}}}}),
-     "hosts section is malformed"),
+HEADER = json.dumps({"format": "numaforge-journal/1", "run_key": KEY}) + "\n"
+GOOD = json.dumps({"host": "gpu-01", "phase": "patched", "time": 1.0}) + "\n"
+
+
+@pytest.mark.parametrize("content, what, line", [
+    ('{"format": "numaforge-journal/1", "run_key"\n', "not valid JSON", 1),
+    ('{"format": "something-else/3", "run_key": "x"}\n', "not a numaforge journal", 1),
+    ("[1, 2]\n", "not a numaforge journal", 1),
+    ("", "empty or torn before its header", None),
+    (HEADER + '{"host": "gpu-01", "phase": "exploded"}\n' + GOOD, "not a host/phase record", 2),
+    (HEADER + GOOD + "{garbage\n" + GOOD, "not valid JSON", 3),     # only the LAST line may be torn
 ])
-def test_a_corrupt_journal_is_a_clear_error_not_a_traceback(tmp_path, content, what):
+def test_a_corrupt_journal_is_a_clear_error_not_a_traceback(tmp_path, content, what, line):
     path = journal.path_for(KEY, tmp_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     with pytest.raises(JournalError) as exc:
         journal.open(KEY, tmp_path)
-    assert what in exc.value.what and str(path) in exc.value.where and exc.value.fix
+    assert what in exc.value.what and exc.value.fix
+    assert exc.value.where == (f"{path}:{line}" if line else str(path))
     assert JournalError.exit_code == 2
+
+
+def test_a_torn_last_record_is_dropped_and_the_journal_stays_appendable(tmp_path):
+    j = journal.open(KEY, tmp_path)
+    j.record("gpu-01", PATCHED)
+    j.record("gpu-02", PATCHED)
+    with open(j.path, "a") as fh:
+        fh.write('{"host": "gpu-03", "phase": "pat')           # a crash in the middle of an append
+    again = journal.open(KEY, tmp_path)
+    assert again.hosts() == {"gpu-01": [PATCHED], "gpu-02": [PATCHED]}
+    assert again.path.read_text().endswith("\n") and "gpu-03" not in again.path.read_text()
+    again.record("gpu-03", PATCHED)
+    assert journal.open(KEY, tmp_path).hosts()["gpu-03"] == [PATCHED]
 
 
 def test_unknown_phase_and_empty_run_key_are_refused(tmp_path):
