@@ -86,6 +86,7 @@ class HostOptions:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     profiles_dir: str | None = None
     vendors_dir: str | None = None
+    journal: Any = None                 # numaforge.journal.Journal of a --reboot run (resume after a crash)
 
 
 # -- connection -------------------------------------------------------------------------------------------
@@ -386,6 +387,15 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
             _record_plan(result, state, profile, plan)
             result.data.update({"changed": [], "pending": list(plan.pending), "verified": [], "mismatches": []})
+            journal = opts.journal if opts.reboot else None
+            if journal is not None and journal.action(host.name) == "verify" and plan.needs_reset:
+                # an interrupted run already asked this host to reset: never reset it twice
+                with result.step("resume") as s:
+                    s.detail = {"journal": str(journal.path), "phases": journal.phases(host.name),
+                                "waited": wait_back(client, state, desired_values(plan), opts.timeouts)}
+                state = read_state(client, host, cache)
+                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                result.data["resumed"] = True
             is_dell_jobs = state.vendor == "dell"
             jobs_path = None
             job_path = None
@@ -428,6 +438,8 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                         loc = r.headers.get("location")
                         if loc and "job" in loc.lower():
                             job_path = _path(loc)
+                        if journal is not None:
+                            journal.record(host.name, "patched", attributes=sorted(changes))
             if is_dell_jobs and (result.data["changed"] or plan.pending):
                 # iDRAC applies pending BIOS values only through a config job: make sure exactly one exists
                 with result.step("job") as s:
@@ -441,7 +453,11 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                                            "see the job's message on the iDRAC")
             if opts.reboot and plan.needs_reset:
                 with result.step("reboot") as s:
+                    if journal is not None:   # on disk before the reset is requested
+                        journal.record(host.name, "reboot-requested")
                     s.detail = reboot(client, state, desired_values(plan), opts.timeouts)
+                    if journal is not None:
+                        journal.record(host.name, "rebooted")
                 if job_path:
                     job = _wait_job(client, job_path, FINAL_JOB_OK, opts.timeouts.job, opts.timeouts.poll)
                     result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
@@ -454,6 +470,8 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
             elif not plan.needs_reset:
                 result.data["verified"] = [i.attribute for i in plan.items]
         mism = result.data.get("mismatches") or []
+        if journal is not None and not mism:
+            journal.record(host.name, "verified")
         if mism:
             result.status = "failed"
             result.message = "after reboot: " + "; ".join(
@@ -461,6 +479,10 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
             job = result.data.get("job") or {}
             if job and job.get("state") not in FINAL_JOB_OK:
                 result.message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
+        elif result.data.get("resumed"):
+            result.status = "changed"
+            result.message = (f"resumed an interrupted run (its reset was already requested; not reset again), "
+                              f"{len(result.data['verified'])} verified")
         elif result.data["changed"] or (opts.reboot and plan.needs_reset):
             result.status = "changed"
             parts = [f"{len(result.data['changed'])} written"]
@@ -578,6 +600,17 @@ def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Tim
         time.sleep(t.poll)
     log["seconds"] = round(time.monotonic() - start, 1)
     return log
+
+
+def wait_back(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
+    """Resume after a crash mid-reboot: no reset request, only wait until the host is On with the new values
+    current (or the power-on timeout passes; verification then reports what is still pending)."""
+    start = time.monotonic()
+    while time.monotonic() - start < t.power_on:
+        if _power(client, state) == "On" and _applied(client, state, want):
+            break
+        time.sleep(t.poll)
+    return {"seconds": round(time.monotonic() - start, 1), "power": _power(client, state)}
 
 
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:

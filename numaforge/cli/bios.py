@@ -5,6 +5,8 @@ Thin: parse options, call numaforge.bios.apply, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import task
 from rich.table import Table
 
@@ -62,13 +64,28 @@ def _s(v) -> str:
 
 
 def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
-         opts: HostOptions, forks, canary=0, max_fail=100.0):
+         opts: HostOptions, forks, canary=0, max_fail=100.0, journaled=False):
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        if journaled:
+            # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
+            # resets a host twice (docs/journal.md)
+            from .. import journal
+
+            key = (f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                   f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}")
+            opts.journal = journal.open(key)
+            resumed = opts.journal.hosts()
+            if resumed:
+                common.console.print(f"resuming an interrupted run from {opts.journal.path}: "
+                                     + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items()))
+            report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
                             max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
+            opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         report.data["registry_fetches"] = outcome.registry_fetches
@@ -101,7 +118,8 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
     t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
     _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t), forks, canary, max_fail)
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t), forks, canary, max_fail,
+         journaled=reboot)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
