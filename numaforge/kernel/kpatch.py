@@ -408,6 +408,39 @@ def modinfo(ko: Path) -> dict[str, str]:
     return parse_modinfo(proc.stdout)
 
 
+BUILD_COMMANDS = ("make", "gcc", "cc1", "as", "ld", "kpatch-cc")
+
+
+def _stop_builds(proc) -> None:
+    """kpatch-build (bash) defers its TERM trap until the running command ends, and a SIGTERM that lands
+    between its stage echo and the fork of make never reaches make. So, until kpatch-build exits, keep
+    stopping build processes (make/gcc/...) in its process group; its cleanup (patch -R, mv) is left alone."""
+    import signal
+    import threading
+
+    def reap():
+        while proc.poll() is None:
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                try:
+                    stat = (d / "stat").read_text()
+                except OSError:
+                    continue
+                comm = stat[stat.index("(") + 1:stat.rindex(")")]
+                pgrp = int(stat[stat.rindex(")") + 2:].split()[2])
+                if pgrp == proc.pid and comm in BUILD_COMMANDS:
+                    try:
+                        os.kill(int(d.name), signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(0.5)
+
+    import time
+
+    threading.Thread(target=reap, daemon=True).start()
+
+
 def run_kpatch_build(cmd: list[str], env: dict, log_path: Path, on_stage=None, on_line=None,
                      stop_at: str | None = None) -> tuple[int, str, bool]:
     """Run kpatch-build in its own process group, streaming lines to the log and stage callbacks.
@@ -432,9 +465,10 @@ def run_kpatch_build(cmd: list[str], env: dict, log_path: Path, on_stage=None, o
                     on_stage(*st)
                 if on_line:
                     on_line(line.rstrip("\n"))
-                if st and stop_at and st[0] == stop_at:
+                if st and stop_at and st[0] == stop_at and not stopped:
                     stopped = True
                     os.killpg(proc.pid, signal.SIGTERM)
+                    _stop_builds(proc)
             rc = proc.wait()
         except BaseException:
             try:
