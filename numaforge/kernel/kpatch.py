@@ -725,7 +725,16 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     stages: list[dict] = []
     t_stage = [time.monotonic()]
 
+    kb_log = work / "build.log"                      # kpatch-build's own log; it deletes it on success
+    kb_keep = outdir / ".kpatch-build-own.log"
+    kb_keep.unlink(missing_ok=True)
+
     def stage(sid, label):
+        if not kb_keep.exists() and kb_log.exists():
+            try:
+                os.link(kb_log, kb_keep)             # a second name keeps the content after kpatch-build's rm
+            except OSError:
+                pass
         now = time.monotonic()
         if stages:
             stages[-1]["seconds"] = round(now - t_stage[0], 1)
@@ -739,13 +748,15 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
             rc, out, stopped = run_kpatch_build(cmd, env, log_path, on_stage=stage,
                                                 stop_at="build-original" if check_only else None)
-            kb_log = work / "build.log"
-            if kb_log.exists():
+            own = kb_keep if kb_keep.exists() else kb_log
+            if own.exists():
                 with open(log_path, "a") as lf:
                     lf.write("\n# ---- kpatch-build's own log (CACHEDIR/build.log) ----\n")
-                    lf.write(kb_log.read_text(errors="replace"))
+                    lf.write(own.read_text(errors="replace"))
+            kb_keep.unlink(missing_ok=True)
             restored = None
             if inputs.restore and not stopped:
+                stage("restore", "restoring the prebuilt tree")
                 log(f"{t.name}: restoring the prebuilt tree (kpatch-build leaves patched objects)")
                 with open(log_path, "a") as lf:
                     lf.write("\n# ---- restore: rebuild the original objects ----\n")
