@@ -22,12 +22,12 @@ PYEOF
 }
 
 if have; then
-  echo "setup(bench): ansible present: $(.venv/bin/ansible-playbook --version | head -1)"
+  echo "setup(bench): ansible present: $(.venv/bin/ansible-playbook --version 2>/dev/null | sed -n 1p)"
 else
   echo "setup(bench): pip install '$ANSIBLE_SPEC' into .venv (community.general.redfish_config for bench/bios_fleet.py)"
   .venv/bin/pip install -q --disable-pip-version-check "$ANSIBLE_SPEC"
   have || { echo "setup(bench): community.general.redfish_config still missing after installing ansible"; exit 1; }
-  echo "setup(bench): installed $(.venv/bin/ansible-playbook --version | head -1)"
+  echo "setup(bench): installed $(.venv/bin/ansible-playbook --version 2>/dev/null | sed -n 1p)"
 fi
 for tool in /usr/sbin/sshd ip; do
   command -v "$tool" >/dev/null || { echo "setup(bench): $tool missing (scripts/setup.d/15-ssh-test-peers.sh installs it)"; exit 1; }
