@@ -131,6 +131,27 @@ def download(suiteset: str, spec: str, dest: str | os.PathLike) -> Path:
     return new[0]
 
 
+def extract_member(deb: str | os.PathLike, member: str, dest: str | os.PathLike, error=NumaforgeError) -> Path:
+    """Write one file of a .deb (``./usr/src/x.tar.xz``) to dest without unpacking the rest; atomic.
+
+    dpkg-deb --fsys-tarfile | tar -xO MEMBER, into dest.part, renamed on success. ``error`` is the
+    NumaforgeError subclass the caller wants raised.
+    """
+    dest = Path(dest)
+    tmp = dest.with_name(dest.name + ".part")
+    with open(tmp, "wb") as out:
+        p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+        p2 = subprocess.run(["tar", "-xO", member], stdin=p1.stdout, stdout=out, stderr=subprocess.PIPE)
+        p1.stdout.close()
+        p1.wait()
+    if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:
+        tmp.unlink(missing_ok=True)
+        raise error(f"could not extract {member} from the package: {p2.stderr.decode(errors='replace')[-300:]}",
+                    str(deb), "delete the cached .deb and re-run to download it again")
+    os.replace(tmp, dest)
+    return dest
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)

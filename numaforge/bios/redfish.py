@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import warnings as _warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 

@@ -7,7 +7,6 @@ preflight_config, parse_modinfo. Adapters: toolchain(), compiler_shim(), run_kpa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -16,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..digest import sha256_bytes, sha256_file  # noqa: F401 (re-exported: callers use kpatch.sha256_*)
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 
@@ -135,18 +135,6 @@ def make_vars(tc: Toolchain, cc: str = "gcc") -> list[str]:
     """make variables kpatch-build passes (CC/LD through kpatch-cc). A prebuilt tree must use the same ones,
     or Kbuild sees a changed command line and rebuilds everything."""
     return [f"CC={tc.kpatch_cc} {cc}", f"LD={tc.kpatch_cc} ld"]
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass

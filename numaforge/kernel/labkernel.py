@@ -16,6 +16,7 @@ CLI: python -m numaforge.kernel.labkernel [SOURCE_SPEC]   (prints the paths; bui
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -96,7 +97,7 @@ def config_mismatches(wanted: dict[str, str], final: dict[str, str]) -> list[str
 
 def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]], compiler: str,
             tc_version: str, kcflags: str, make_vars: list[str]) -> str:
-    h = kp.hashlib.sha256()
+    h = hashlib.sha256()
     for part in (b"numaforge-lab-v1", source_hash.encode(), DEFCONFIG.encode(), fragment, compiler.encode(),
                  tc_version.encode(), " ".join(kcflags.split()).encode(), "\0".join(make_vars).encode()):
         h.update(kp.sha256_bytes(part).encode())

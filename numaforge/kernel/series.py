@@ -18,7 +18,6 @@ metadata.yaml:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from ..digest import sha256_bytes
 from ..errors import NumaforgeError
 from ..paths import ROOT
 
@@ -128,10 +128,6 @@ class Series:
                     if o not in objs:
                         objs.append(o)
         return objs
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]:

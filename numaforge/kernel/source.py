@@ -29,6 +29,7 @@ from pathlib import Path
 
 import git
 
+from ..digest import sha256_file  # noqa: F401 (re-exported: callers use source.sha256_file)
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 
@@ -141,14 +142,6 @@ def parse_kernel_version(makefile_text: str, where: str = "Makefile") -> str:
     return f"{vals['VERSION']}.{vals['PATCHLEVEL']}.{vals['SUBLEVEL']}"
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 # ---------------------------------------------------------------- adapters
 
 def kernel_cache() -> Path:
@@ -201,17 +194,7 @@ def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tup
     _need("dpkg-deb", "dpkg")
     member = f"./usr/src/{pkg}.tar.xz"
     tarball = root / f"{pkg}_{version.split(':')[-1]}.tar.xz"
-    tmp = tarball.with_name(tarball.name + ".part")
-    with open(tmp, "wb") as out:
-        p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
-        p2 = subprocess.run(["tar", "-xO", member], stdin=p1.stdout, stdout=out, stderr=subprocess.PIPE)
-        p1.stdout.close()
-        p1.wait()
-    if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:
-        tmp.unlink(missing_ok=True)
-        raise SourceError(f"could not extract {member} from the package: {p2.stderr.decode(errors='replace')[-300:]}",
-                          str(deb), "delete the cached .deb and re-run to download it again")
-    os.replace(tmp, tarball)
+    debian_apt.extract_member(deb, member, tarball, error=SourceError)
     digest = sha256_file(tarball)
     st = tarball.stat()
     index.write_text(json.dumps({"tarball": str(tarball), "sha256": digest, "size": st.st_size,

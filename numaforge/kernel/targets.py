@@ -8,9 +8,7 @@ headers / -dbg packages once and extracts only .config and vmlinux).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,20 +117,6 @@ class DebianInputs:
     release: str
 
 
-def _extract_member(deb: Path, member: str, dest: Path) -> None:
-    tmp = dest.with_name(dest.name + ".part")
-    with open(tmp, "wb") as out:
-        p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
-        p2 = subprocess.run(["tar", "-xO", member], stdin=p1.stdout, stdout=out, stderr=subprocess.PIPE)
-        p1.stdout.close()
-        p1.wait()
-    if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:
-        tmp.unlink(missing_ok=True)
-        raise TargetError(f"could not extract {member}: {p2.stderr.decode(errors='replace')[-300:]}", str(deb),
-                          "delete the cached .deb and re-run to download it again")
-    os.replace(tmp, dest)
-
-
 def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
     """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
     from .. import debian_apt
@@ -157,7 +141,7 @@ def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs
             log(f"{t.name}: downloading {pkg}={ver}" + (" (about 800 MB, once)" if what == "vmlinux" else ""))
             deb = debian_apt.download("bullseye", f"{pkg}={ver}", debs)
         log(f"{t.name}: extracting {member} from {deb.name}")
-        _extract_member(deb, member, dest)
+        debian_apt.extract_member(deb, member, dest, error=TargetError)
         meta[what] = f"{pkg}={ver}"
         index.write_text(json.dumps(meta, indent=1))
         if what == "vmlinux" and not keep_debs:

@@ -36,6 +36,7 @@ from typing import Callable
 
 import paramiko
 
+from ..digest import sha256_file
 from ..errors import NumaforgeError
 from ..inventory.model import SSHSpec
 from ..secrets import redact
@@ -578,7 +579,7 @@ class Remote:
             raise UploadError(f"'{remote_path}' names a directory, not a file", where, "give the full target file path")
         if not local.is_file():
             raise UploadError(f"local file {local} does not exist", where, "build the artifact first or fix the path")
-        sha = _sha256_file(local)
+        sha = sha256_file(local)
         size = local.stat().st_size
         rdir = rdir or "."
         prefix = f"{rdir}/.{rname}{TMP_MARK}"
@@ -724,9 +725,3 @@ def _text(b: bytes | bytearray) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
