@@ -41,15 +41,64 @@ class Timeouts:
     settle: float = 120.0       # after power-on, wait this long for the BMC to report the new values
 
 
+@dataclass(frozen=True)
+class Shape:
+    """Where one BMC model keeps things, learnt from the first host of that model in a run."""
+
+    login_url: str
+    system_path: str
+    bios_path: str
+    registry_id: str
+
+
 class RegistryCache:
-    """AttributeRegistry per registry id, shared by every host of one run (thread-safe: fetched once per id,
-    concurrent hosts needing the same id wait for the first fetch)."""
+    """Per-run knowledge shared by every host (thread-safe): the AttributeRegistry per registry id (fetched
+    once per id, concurrent hosts needing the same id wait for the first fetch), and per BMC model the
+    sessions URL, system path and Bios path, so later hosts of that model skip discovery (service root,
+    Systems, system): a compliant host then costs login, Bios, settings object, logout."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._data: dict[str, Registry] = {}
+        self._shapes: dict[tuple, Shape] = {}
+        self._discovering: dict[tuple, threading.Event] = {}
         self.fetches = 0
+
+    def claim(self, key: tuple | None, wait: float) -> Shape | None:
+        """The model's shape; or None when the caller must discover it (then learn() or release()). Hosts of
+        a model whose first host is still discovering wait up to ``wait`` seconds for it."""
+        if not key:
+            return None
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                if key in self._shapes:
+                    return self._shapes[key]
+                event = self._discovering.get(key)
+                if event is None:
+                    self._discovering[key] = threading.Event()
+                    return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None               # discover in parallel rather than wait any longer
+            event.wait(remaining)
+
+    def learn(self, key: tuple | None, shape: Shape) -> None:
+        if not key:
+            return
+        with self._lock:
+            self._shapes.setdefault(key, shape)
+            event = self._discovering.pop(key, None)
+        if event:
+            event.set()
+
+    def release(self, key: tuple | None) -> None:
+        """The discovering host ended without learning (failed): let a waiting host discover instead."""
+        with self._lock:
+            event = self._discovering.pop(key, None) if key not in self._shapes else None
+        if event:
+            event.set()
 
     def get(self, registry_id: str, fetch) -> Registry:
         with self._lock:
@@ -66,7 +115,7 @@ class RegistryCache:
 class BiosState:
     vendor: str
     system_path: str
-    system: dict
+    system: dict | None                 # None until needed (skipped for hosts of a model already seen)
     bios_path: str
     current: dict[str, Any]
     settings_path: str
@@ -90,7 +139,7 @@ class HostOptions:
 
 
 # -- connection -------------------------------------------------------------------------------------------
-def connect(host, opts: HostOptions) -> RedfishClient:
+def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> RedfishClient:
     bmc = host.bmc
     where = f"{host.name} ({host.location})"
     if bmc is None:
@@ -105,9 +154,27 @@ def connect(host, opts: HostOptions) -> RedfishClient:
         raise NumaforgeError(f"bmc.url {bmc.url} is not https", where,
                              "use https://; plain http only with --insecure on a lab network")
     password = bmc.password.resolve()
-    return RedfishClient(bmc.url, bmc.username, password, host=host.name,
-                         ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
-                         insecure=insecure, policy=opts.policy)
+    client = RedfishClient(bmc.url, bmc.username, password, host=host.name,
+                           ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
+                           insecure=insecure, policy=opts.policy)
+    if cache is not None:
+        key = shape_key(host)
+        client.shape = cache.claim(key, wait=opts.policy.connect_timeout + opts.policy.read_timeout)
+        if client.shape is not None:
+            client.known_login_url = client.shape.login_url
+        elif key:
+            client.on_close.append(lambda: cache.release(key))
+    return client
+
+
+def shape_key(host) -> tuple | None:
+    """Hosts that share this key are the same BMC model. Only hosts whose vendor the inventory states take
+    part: with `auto` the service root must be read anyway to detect the vendor."""
+    bmc, hw = host.bmc, host.hardware
+    vendor = bmc.vendor if bmc.vendor and bmc.vendor != "auto" else hw.vendor
+    if not vendor:
+        return None
+    return (vendor, hw.platform or "", bmc.system_id or "")
 
 
 # -- read -----------------------------------------------------------------------------------------------------
@@ -123,7 +190,7 @@ def _link(doc: dict, *keys) -> str | None:
 
 
 def find_system(client: RedfishClient, host) -> tuple[str, dict]:
-    coll = _link(client.root, "Systems")
+    coll = _link(client.ensure_root(), "Systems")
     where = f"{host.name} ({client.base_url})"
     if not coll:
         raise RedfishError("the service root has no Systems collection", where, "is this a Redfish BMC?")
@@ -151,7 +218,7 @@ def find_system(client: RedfishClient, host) -> tuple[str, dict]:
 def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> Registry:
     """Registries/<id> -> Location[].Uri -> the AttributeRegistry JSON."""
     where = f"{client.host} ({client.base_url})"
-    coll = _link(client.root, "Registries")
+    coll = _link(client.ensure_root(), "Registries")
     if not coll:
         raise RedfishError("the service root has no Registries collection", where,
                            "the BMC does not publish its BIOS attribute registry; nothing can be validated")
@@ -189,12 +256,22 @@ def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> R
 
 def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     where = f"{host.name} ({client.base_url})"
-    system_path, system = find_system(client, host)
-    bios_path = _link(system, "Bios")
-    if not bios_path:
-        raise RedfishError("the system has no Bios resource", where,
-                           "this BMC does not expose BIOS settings through Redfish")
-    bios = client.get(bios_path).body
+    key = shape_key(host)
+    shape = getattr(client, "shape", None)
+    bios = None
+    if shape is not None:
+        # same model as a host already read in this run: go straight to its Bios; anything unexpected
+        # (moved, different registry) falls back to full discovery
+        r = client.request("GET", shape.bios_path)
+        if r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
+            system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
+    if bios is None:
+        system_path, system = find_system(client, host)
+        bios_path = _link(system, "Bios")
+        if not bios_path:
+            raise RedfishError("the system has no Bios resource", where,
+                               "this BMC does not expose BIOS settings through Redfish")
+        bios = client.get(bios_path).body
     settings = bios.get("@Redfish.Settings") or {}
     settings_path = _link(settings, "SettingsObject")
     if not settings_path:
@@ -213,7 +290,9 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
     vendor, how = (cfg, "inventory bmc.vendor") if cfg else \
         ((host.hardware.vendor, "inventory hardware.vendor") if host.hardware.vendor else
-         (detect_vendor(client.root, system), "detected from the service root"))
+         (detect_vendor(client.ensure_root(), system), "detected from the service root"))
+    if shape is None and client.login_url:
+        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id))
     return BiosState(vendor=vendor, system_path=system_path, system=system, bios_path=bios_path,
                      current=dict(bios.get("Attributes") or {}), settings_path=settings_path,
                      settings_attrs=dict(sr.body.get("Attributes") or {}), etag=sr.etag or settings.get("ETag"),
@@ -261,7 +340,7 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
     client = None
     try:
         with result.step("connect"):
-            client = connect(host, opts)
+            client = connect(host, opts, cache)
         with client:
             with result.step("read"):
                 state = read_state(client, host, cache)
@@ -284,10 +363,17 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
 
 
 # -- apply ---------------------------------------------------------------------------------------------------
+def system_of(client: RedfishClient, state: BiosState) -> dict:
+    """The ComputerSystem document, read on first use."""
+    if state.system is None:
+        state.system = client.get(state.system_path).body
+    return state.system
+
+
 def _jobs_collection(client: RedfishClient, state: BiosState) -> str | None:
     """Dell-like config jobs: Manager Links/Oem/Dell/Jobs, Manager Jobs, or the standard JobService."""
     mgr = None
-    managed = (state.system.get("Links") or {}).get("ManagedBy") or []
+    managed = (system_of(client, state).get("Links") or {}).get("ManagedBy") or []
     if managed:
         mgr_path = _path(managed[0].get("@odata.id", ""))
         r = client.request("GET", mgr_path)
@@ -300,7 +386,7 @@ def _jobs_collection(client: RedfishClient, state: BiosState) -> str | None:
             r2 = client.request("GET", mgr_path.rstrip("/") + "/Jobs")
             if r2.status < 400 and "Members" in r2.body:
                 return mgr_path.rstrip("/") + "/Jobs"
-    js = _link(client.root, "JobService")
+    js = _link(client.ensure_root(), "JobService")
     if js:
         r = client.request("GET", js)
         if r.status < 400:
@@ -378,7 +464,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
     client = None
     try:
         with result.step("connect"):
-            client = connect(host, opts)
+            client = connect(host, opts, cache)
         with client:
             with result.step("read"):
                 state = read_state(client, host, cache)
@@ -539,8 +625,8 @@ def desired_values(plan: Plan) -> dict[str, Any]:
 
 
 # -- reboot + verify -------------------------------------------------------------------------------------------
-def _reset_target(state: BiosState) -> tuple[str, list[str]]:
-    action = (state.system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+def _reset_target(client: RedfishClient, state: BiosState) -> tuple[str, list[str]]:
+    action = (system_of(client, state).get("Actions") or {}).get("#ComputerSystem.Reset") or {}
     target = action.get("target")
     if not target:
         raise RedfishError("the system has no ComputerSystem.Reset action", state.system_path,
@@ -559,7 +645,7 @@ def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> b
 
 def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
     """Graceful restart, force after ``t.graceful``; wait until On and the new values are current."""
-    target, allowed = _reset_target(state)
+    target, allowed = _reset_target(client, state)
     log: dict[str, Any] = {"resets": []}
 
     def post(kind: str) -> None:
@@ -632,7 +718,7 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
     client = None
     try:
         with result.step("connect"):
-            client = connect(host, opts)
+            client = connect(host, opts, cache)
         with client:
             with result.step("read"):
                 state = read_state(client, host, cache)

@@ -117,11 +117,14 @@ class RedfishClient:
                                   timeout=(self.policy.connect_timeout, self.policy.read_timeout),
                                   max_retry=0, check_connectivity=False)
         self.root: dict = {}
+        self.known_login_url: str | None = None   # set by the caller from a per-run model cache
+        self.shape = None                         # that cache's entry for this BMC's model, if any
+        self.on_close: list = []                  # callbacks run by close()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> "RedfishClient":
         try:
-            self.login()
+            self.login(self.known_login_url)
         except BaseException:
             self.close()
             raise
@@ -131,11 +134,26 @@ class RedfishClient:
         self.close()
         return False
 
-    def login(self) -> None:
-        self.root = self.get("/redfish/v1/").body
-        links = (self.root.get("Links") or {}).get("Sessions") or {}
-        self._client.login_url = _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
-        self._client.root_resp = True  # service root already read (by us, with retries)
+    def ensure_root(self) -> dict:
+        """The service root, read on first use (a login through a known sessions URL skips it)."""
+        if not self.root:
+            self.root = self.get("/redfish/v1/").body
+        return self.root
+
+    @property
+    def login_url(self) -> str:
+        return self._client.login_url
+
+    def login(self, known_login_url: str | None = None) -> None:
+        """Session login (basic as fallback). ``known_login_url``: the sessions collection another host of the
+        same model answered with in this run; then the service root is not read until something needs it."""
+        if known_login_url:
+            self._client.login_url = known_login_url
+        else:
+            self.ensure_root()
+            links = (self.root.get("Links") or {}).get("Sessions") or {}
+            self._client.login_url = _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
+        self._client.root_resp = True  # the library must not read the service root on its own
         for attempt in range(self.policy.attempts):
             try:
                 with _warnings.catch_warnings():
@@ -173,6 +191,12 @@ class RedfishClient:
 
     def close(self) -> None:
         """Log out (DELETE the session, retried: it is idempotent) and drop the connection. Never raises."""
+        for callback in self.on_close:
+            try:
+                callback()
+            except Exception:
+                pass
+        self.on_close = []
         if self._client.get_session_key():
             for attempt in range(self.policy.attempts):
                 try:
