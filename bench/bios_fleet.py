@@ -43,11 +43,14 @@ VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 1800
 
 
-def write_numaforge_inventory(path: Path, bmcs: list[dict], profile: str) -> None:
+def write_numaforge_inventory(path: Path, bmcs: list[dict], profile: str, vendor: str = "auto") -> None:
+    # a fleet inventory states each BMC's vendor (inventory/example-fleet.yaml does); with `auto` every host
+    # reads the service root to detect it (--vendor-auto measures that case)
     lines = ["version: 1", "hosts:"]
     for b in bmcs:
         lines += [f"  {b['name']}:",
-                  f"    bmc: {{url: '{b['url']}', username: admin, password: 'env:{PW_VAR}', ca_bundle: '{b['ca']}'}}",
+                  f"    bmc: {{url: '{b['url']}', username: admin, password: 'env:{PW_VAR}', ca_bundle: '{b['ca']}', "
+                  f"vendor: {vendor}}}",
                   "    hardware: {sockets: 2, gpus: ['0000:41:00.0'], nics: ['0000:81:00.0']}",
                   f"    bios_profile: {profile}"]
     path.write_text("\n".join(lines) + "\n")
@@ -139,6 +142,9 @@ def main() -> int:
     ap.add_argument("--profile", default="epyc-gpudirect")
     ap.add_argument("--sim-procs", type=int, default=2, help="helper processes hosting the simulators")
     ap.add_argument("--rounds", type=int, default=1, help="repeat both phases; order alternates per round")
+    ap.add_argument("--vendor-auto", action="store_true",
+                    help="leave bmc.vendor at auto in numaforge's inventory (default: the flavour, as a fleet "
+                         "inventory states it)")
     ap.add_argument("--json", help="write all measurements here")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories, reports)")
     args = ap.parse_args()
@@ -217,7 +223,7 @@ def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
     farm.reset_counts()
     if tool == "numaforge":
         inv = work / f"nf-{tag}.yaml"
-        write_numaforge_inventory(inv, bmcs, args.profile)
+        write_numaforge_inventory(inv, bmcs, args.profile, "auto" if args.vendor_auto else args.flavour)
         res = numaforge_apply(work, tag, inv, args.forks, env)
     else:
         inv = work / f"ansible-{tag}.json"
