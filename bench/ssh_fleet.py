@@ -1,7 +1,7 @@
 """Benchmark: per-host SSH work on 8 hosts vs 1 host (wall-time ratio; issue 8 target <= 1.5x).
 
     sudo .venv/bin/python bench/ssh_fleet.py [--hosts 8] [--forks 8] [--rounds 3] [--work facts,validate,wait]
-                                             [--json out.json]
+                                             [--login deploy|root] [--json out.json]
 
 Each "host" is a real OpenSSH sshd in its own network namespace (tests/sshd_fixture.py NetnsLab: a bridge in the
 root namespace, 10.231.X.0/24, nothing else reachable), with its own host key checked strictly. The per-host
@@ -13,6 +13,10 @@ work, under numaforge.fleet.run_fleet like every fleet task:
   four short reads (uname -r, /proc/cmdline, tainted, /sys/kernel/livepatch), removal of the upload.
 * ``wait``: one connection and three 1-second waits on the host (like validate polling a live-patch transition):
   almost no CPU anywhere, so it shows the fleet runner's own overhead, apart from CPU contention.
+The hosts are logged into as a fleet would be (``--login deploy``, the default): a dedicated account with
+/bin/sh, no startup files and NOPASSWD sudo (``ssh.sudo: true``, so `lspci -vvv` runs as root). ``--login root``
+logs in as this machine's root instead, whose ~/.bashrc (the build server's, shared by every namespace) runs
+`pyenv init` twice per SSH session: ~0.15 CPU s per command, which then dominates every number.
 Rounds alternate 1-host and N-host runs so machine load hits both alike; the ratio is of the medians.
 Each run also reports CPU seconds: of this process (numaforge: paramiko, the fleet threads) and of the hosts'
 sshd + the commands they ran, to tell "the tool serialises" from "the machine has too few cores".
@@ -42,19 +46,22 @@ def main() -> int:
     ap.add_argument("--forks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="facts,validate,wait", help="comma list of: facts, validate, wait")
+    ap.add_argument("--login", choices=("deploy", "root"), default="deploy",
+                    help="deploy: a fresh /bin/sh account with NOPASSWD sudo (default); root: this machine's root")
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root: the hosts live in network namespaces (ip netns)")
 
-    from sshd_fixture import NetnsLab
+    from sshd_fixture import LocalUsers, NetnsLab
 
     from numaforge.facts.run import Options, run_host
     from numaforge.fleet import run_fleet
 
     base = Path(tempfile.mkdtemp(prefix="numaforge-bench-ssh-"))
     lab = NetnsLab(base)
-    results = {"hosts": args.hosts, "forks": args.forks, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    users = LocalUsers()
+    results = {"hosts": args.hosts, "forks": args.forks, "login": args.login, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work": {}}
     payload = base / "livepatch-like.ko"
     payload.write_bytes(os.urandom(1024 * 1024))
@@ -66,7 +73,14 @@ def main() -> int:
         raise SystemExit(f"--work: unknown {sorted(unknown)}; use facts, validate, wait")
     cpu: dict = {}
     try:
-        inv = [lab.add_host(f"s{i}").inventory_host() for i in range(args.hosts)]
+        sshds = [lab.add_host(f"s{i}") for i in range(args.hosts)]
+        if args.login == "root":
+            inv = [h.inventory_host() for h in sshds]
+        else:
+            keys = base / "deploy.pub"
+            keys.write_text("".join(Path(f"{h.client_key}.pub").read_text() for h in sshds))
+            user = users.make(sudo="nopasswd", pubkey=keys)
+            inv = [h.inventory_host(user=user, sudo=True) for h in sshds]
 
         def run(fn, hosts) -> float:
             s0, c0 = server_cpu(lab), time.process_time()
@@ -96,11 +110,13 @@ def main() -> int:
             rec["ratio"] = round(many / one, 2)
     finally:
         lab.close()
+        users.close()
     results["loadavg_end"] = os.getloadavg()
     for work, rec in results["work"].items():
         print(f"{work} over SSH: 1 host median {statistics.median(rec['one']):.2f} s, {args.hosts} hosts "
               f"(forks {args.forks}) median {statistics.median(rec['many']):.2f} s -> {args.hosts}/1 = "
               f"{rec['ratio']:.2f}x (target <= 1.5x)")
+    print(f"logged in as: {args.login}")
     print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -422,22 +422,24 @@ def netns_lab(tmp_path):
 TEST_HOMES = Path("/tmp/numaforge-test-homes")
 
 
-@pytest.fixture
-def test_user():
-    """Factory: make_user(sudo="nopasswd"|"password"|None, pubkey=PATH) -> user name.
+class LocalUsers:
+    """Real local accounts (useradd) with homes under /tmp/numaforge-test-homes, removed by close().
 
-    A real local account (useradd) with a home under /tmp/numaforge-test-homes (sshd reads the user's
-    ~/.ssh/authorized_keys as that user, so it cannot live in pytest's root-only tmp dir). The account,
-    its home and its /etc/sudoers.d rule are removed on teardown.
+    sshd reads a user's ~/.ssh/authorized_keys as that user, so the home cannot live in a root-only tmp dir.
+    Login shell /bin/sh with no startup files: a session costs what the command costs, not what a
+    build server's root dotfiles cost (this machine's root ~/.bashrc runs pyenv twice per session).
     """
-    made: list[tuple[str, Path | None]] = []
 
-    def make_user(sudo: str | None = "nopasswd", pubkey: Path | str | None = None) -> str:
+    def __init__(self):
+        self.made: list[tuple[str, Path | None]] = []
+
+    def make(self, sudo: str | None = "nopasswd", pubkey: Path | str | None = None) -> str:
+        """A new account; sudo = "nopasswd" | "password" | None; pubkey = a .pub file for its authorized_keys."""
         TEST_HOMES.mkdir(mode=0o755, exist_ok=True)
         name = f"nft{secrets.token_hex(3)}"
         home = TEST_HOMES / name
         _run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", name])
-        made.append((name, None))
+        self.made.append((name, None))
         # a usable (not locked) account: sshd refuses key logins to locked ("!") accounts without PAM
         _run(["usermod", "-p", "*", name])
         if pubkey is not None:
@@ -450,17 +452,27 @@ def test_user():
             tag = "NOPASSWD: " if sudo == "nopasswd" else ""
             rule.write_text(f"{name} ALL=(root) {tag}ALL\n")
             rule.chmod(0o440)
-            made[-1] = (name, rule)
+            self.made[-1] = (name, rule)
         return name
 
-    try:
-        yield make_user
-    finally:
-        for name, rule in made:
+    def close(self) -> None:
+        for name, rule in self.made:
             if rule is not None:
                 rule.unlink(missing_ok=True)
             _kill_user_processes(name)     # whatever a failed test left running as the test user
             _run(["userdel", "-f", "-r", name], check=False)
+        self.made.clear()
+
+
+@pytest.fixture
+def test_user():
+    """Factory: make_user(sudo="nopasswd"|"password"|None, pubkey=PATH) -> user name (LocalUsers.make);
+    the accounts, their homes and their /etc/sudoers.d rules are removed on teardown."""
+    users = LocalUsers()
+    try:
+        yield users.make
+    finally:
+        users.close()
 
 
 def _kill_user_processes(name: str) -> None:

@@ -296,6 +296,9 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
     try:
         if target.proxy_command:
             sock = paramiko.ProxyCommand(target.proxy_command)
+        else:
+            sock = socket.create_connection((target.hostname, target.port), timeout=connect_timeout)
+            _no_delay(sock)
         client.connect(
             target.hostname, target.port, username=target.user, password=password,
             key_filename=target.key_files or None, allow_agent=spec.use_agent, look_for_keys=not target.key_files,
@@ -347,6 +350,8 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
                         "or give ssh.password as env:VAR / file:PATH") from None
     except (OSError, EOFError) as exc:
         client.close()
+        if isinstance(sock, socket.socket):
+            sock.close()
         raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
     try:
@@ -356,6 +361,17 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         raise
     transport.set_keepalive(15)
     return Remote(client, target, accepted_host_key=policy.added)
+
+
+def _no_delay(sock) -> None:
+    """Send each SSH message at once (TCP_NODELAY), as OpenSSH's ssh does. Without it, the handshake and every
+    new channel wait ~40 ms: a small packet sits behind Nagle's algorithm until the host's delayed ACK of the
+    previous one. That was 45 of the 50 ms of a short command (measured, docs/BENCHMARKS.md "SSH fleet")."""
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
 
 
 def _file_listing(target: Target) -> str | None:
