@@ -94,3 +94,12 @@ def test_facts_task_over_ssh_saves_a_corpus_and_checks_a_profile(sshd_host, tmp_
     assert [s["name"] for s in h["steps"]] == ["collect", "save", "parse", "os-verify"]
     saved = Captures.load(tmp_path / "corpus" / "loop")
     assert saved.source == "loop" and set(saved.files) | set(saved.absent) == set(saved.commands)
+
+
+def test_sudo_refused_inside_the_batch_is_a_reason_for_that_capture_only(sshd_host, test_user):
+    user = test_user(sudo=None, pubkey=f"{sshd_host.client_key}.pub")
+    host = sshd_host.inventory_host(user=user, sudo=True)          # the inventory asks for sudo; the host says no
+    caps = _collect(host)
+    assert caps.absent[C.LSPCI].startswith("`lspci -vvv -D -nn` needs root and sudo refused: ")
+    assert f"sudo needs a password for {user}" in caps.absent[C.LSPCI]      # what `sudo -n` says without a rule
+    assert caps.files[C.UNAME].strip() and C.LSPCI_TREE in caps.files       # the rest came back
