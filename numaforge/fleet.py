@@ -20,11 +20,16 @@ outcome with ``interrupted=True``.
 Resuming an interrupted run is the per-host function's business: it records its phases in
 numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
 
-Pure: no SSH or other peer here; per-host timeouts belong to ``fn`` (e.g. Remote.run(timeout=...)).
+Per-host budget: ``host_timeout`` seconds (None/0: none) per host, through numaforge.budget: the host's SSH
+commands, uploads and Redfish requests stop starting once it is used up, so the host fails with "used up its
+--host-timeout" at a step boundary (never in the middle of a write) and its fork goes to the next host.
+
+Pure: no SSH or other peer here.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -33,6 +38,7 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .budget import host_deadline
 from .errors import NumaforgeError
 from .report import HostResult
 from .secrets import redact
@@ -94,7 +100,14 @@ def plan_phases(names: Sequence[str], canary: int, batch: int) -> list[list[str]
     return phases
 
 
-def check_options(forks: int, canary: int, batch: int, max_fail_pct: float) -> None:
+def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout: float | None = None) -> None:
+    try:
+        bad = host_timeout is not None and (isinstance(host_timeout, bool) or not float(host_timeout) >= 0)
+    except (TypeError, ValueError):
+        bad = True
+    if bad:
+        raise FleetOptionError(f"--host-timeout must be 0 (none) or a number of seconds, got {host_timeout}",
+                               "--host-timeout", "pass --host-timeout 900 (seconds per host) or leave it out")
     if not isinstance(forks, int) or forks < 1:
         raise FleetOptionError(f"--forks must be at least 1, got {forks}", "--forks", "pass --forks 8 (or any N >= 1)")
     if not isinstance(canary, int) or canary < 0:
@@ -105,6 +118,11 @@ def check_options(forks: int, canary: int, batch: int, max_fail_pct: float) -> N
     if not 0 <= float(max_fail_pct) <= 100:
         raise FleetOptionError(f"--max-fail must be a percentage from 0 to 100, got {max_fail_pct}", "--max-fail",
                                "pass --max-fail 25 to stop once more than a quarter of the hosts failed")
+
+
+def _timed(fn: Callable[[Any], HostResult], seconds: float, host: Any) -> HostResult:
+    with host_deadline(seconds, host_name(host)):
+        return fn(host)
 
 
 def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
@@ -161,9 +179,11 @@ class _Display:
 
 def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: int = 8, canary: int = 0,
               batch: int = 0, max_fail_pct: float = 100.0, progress: bool = True,
-              console: Console | None = None) -> FleetOutcome:
+              console: Console | None = None, host_timeout: float | None = None) -> FleetOutcome:
     """Run fn on every host under the rolling rules (module docstring); results keep the input order."""
-    check_options(forks, canary, batch, max_fail_pct)
+    check_options(forks, canary, batch, max_fail_pct, host_timeout)
+    if host_timeout:
+        fn = functools.partial(_timed, fn, float(host_timeout))
     by_name: dict[str, Any] = {}
     for h in hosts:
         name = host_name(h)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import numa_effect
+from . import budget, numa_effect
 from .errors import NumaforgeError
 from .report import HostResult
 
@@ -520,7 +520,8 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
         _rollback(h, result)
     finally:
         try:
-            h.cleanup_files()
+            with budget.lifted():
+                h.cleanup_files()
         except NumaforgeError:
             result.data["remote_dir_removed"] = False
     return result
@@ -530,7 +531,7 @@ def _rollback(h: _Host, result: HostResult) -> None:
     if not h.rdir:
         result.data["final"] = "untouched"
         return
-    with result.step("rollback") as s:
+    with result.step("rollback") as s, budget.lifted():      # a host out of time is still put back
         h.state("rollback")
         try:
             s.detail = h.disable_and_unload() if h.module_loaded() else {"loaded": False}

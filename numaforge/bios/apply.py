@@ -136,6 +136,7 @@ class HostOptions:
     profiles_dir: str | None = None
     vendors_dir: str | None = None
     journal: Any = None                 # numaforge.journal.Journal of a --reboot run (resume after a crash)
+    host_timeout: float | None = None   # --host-timeout: budget per host (numaforge.budget), None = none
 
 
 # -- connection -------------------------------------------------------------------------------------------
@@ -763,6 +764,6 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
         return result
 
     outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,
-                        progress=progress)
+                        progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
     return outcome

@@ -25,6 +25,7 @@ import tenacity
 from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingError, RetriesExhaustedError,
                              SessionCreationError)
 
+from .. import budget
 from .errors import RedfishAuthError, RedfishError, RedfishTLSError
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
@@ -147,6 +148,7 @@ class RedfishClient:
     def login(self, known_login_url: str | None = None) -> None:
         """Session login (basic as fallback). ``known_login_url``: the sessions collection another host of the
         same model answered with in this run; then the service root is not read until something needs it."""
+        budget.check(f"logging in to {self.host}")
         if known_login_url:
             self._client.login_url = known_login_url
         else:
@@ -266,6 +268,7 @@ class RedfishClient:
     def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         """One request with the retries that are safe for its method. Returns any HTTP status to the caller."""
         path = _path(path)
+        budget.check(f"{method} {path} on {self.host}")
         policy = self.policy
 
         def wait(state: tenacity.RetryCallState) -> float:

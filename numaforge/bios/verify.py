@@ -105,6 +105,6 @@ def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8
         verify_host_full(host, opts, vopts, cache, result)
         return result
 
-    outcome = run_fleet(hosts, one, forks=forks, progress=progress)
+    outcome = run_fleet(hosts, one, forks=forks, progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
     return outcome

@@ -20,6 +20,7 @@ FLEET_HELP = {
     "forks": "how many BMCs to talk to at once (default 8)",
     "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
     "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
+    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command or Redfish request and fails; the others go on",
 }
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
@@ -68,6 +69,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
+        opts.host_timeout = common.seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
@@ -95,13 +97,14 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
     return common.execute(task_name, body, json=json, options=options)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {"forks": FLEET_HELP["forks"]}))
+@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
 def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
-              json=None, allow_plaintext_secrets=False):
+              host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
     _run(c, "bios-plan", "plan", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
-         json, allow_plaintext_secrets, HostOptions(profile=profile, insecure=insecure), forks)
+         json, allow_plaintext_secrets,
+         HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout), forks)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, FLEET_HELP, {
@@ -111,34 +114,37 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
 }))
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, json=None,
+               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None, json=None,
                allow_plaintext_secrets=False):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
     t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
     _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t), forks, canary, max_fail,
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t,
+                     host_timeout=host_timeout), forks, canary, max_fail,
          journaled=reboot)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
     "forks": FLEET_HELP["forks"],
+    "host_timeout": FLEET_HELP["host_timeout"],
     "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }))
 def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
-                os=True, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+                host_timeout=None, os=True, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     from ..bios.verify import VerifyOptions, run_verify
 
     _warn_insecure(insecure)
-    opts = HostOptions(profile=profile, insecure=insecure)
+    opts = HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout)
     vopts = VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
+        opts.host_timeout = common.seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)

@@ -24,6 +24,7 @@ HELP.update({
                "each host's bios_profile); a mismatch fails the host",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
     "forks": "how many hosts to collect from at once (default 8)",
+    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command and fails; the others go on",
 })
 
 
@@ -77,12 +78,13 @@ def _chain(devs: dict, address: str) -> list[str]:
 
 @task(iterable=["host", "group"], help=HELP)
 def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=None, local=False, profile=None,
-          accept_new_host_key=False, forks=8, json=None, allow_plaintext_secrets=False):
+          accept_new_host_key=False, forks=8, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
     opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, profile=profile)
 
     def body(report: Report):
+        budget = common.seconds(host_timeout)
         if load:
             hosts_by_name = {}
             if inventory or host or group:
@@ -96,7 +98,7 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts), forks=int(forks),
-                                progress=len(hosts) > 1)
+                                progress=len(hosts) > 1, host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
         _show(report)

@@ -26,6 +26,8 @@ HELP = {
     "batch": "then validate the rest in batches of this many hosts (0 = all at once)",
     "max_fail": "stop the rollout when more than this percentage of attempted hosts failed",
     "forks": "hosts validated at the same time within a batch",
+    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
+                    "command, rolls back (unload/revert) and fails",
     "effect": "measure the NUMA effect (A/B tracepoint counts) on hosts with >= 3 NUMA nodes (--no-effect skips)",
     "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
     "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
@@ -101,7 +103,7 @@ def _write_atomic(path: str, text: str) -> Path:
 
 
 def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
-                   forks=4, canary=0, batch=0, max_fail=100.0, progress=True):
+                   forks=4, canary=0, batch=0, max_fail=100.0, progress=True, host_timeout=None):
     """Library entry (the task and the tests call it): run the states on every host under the rolling rules."""
     from .. import livepatch
     from ..remote.ssh import connect
@@ -131,13 +133,13 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
                                            log=lambda m: common.console.print(f"{host.name}: {m}"))
 
     return run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
-                     max_fail_pct=float(max_fail), progress=progress)
+                     max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
 
 
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
              keep=False, install=False, accept_new_host_key=False, canary=1, batch=0, max_fail=0.0, forks=4,
-             effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
+             host_timeout=None, effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch, numa_effect
@@ -153,10 +155,12 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
 
     def body(report: Report):
         try:
+            budget = common.seconds(host_timeout)
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
-                                     batch=batch, max_fail=max_fail, progress=len(hosts) > 1)
+                                     batch=batch, max_fail=max_fail, progress=len(hosts) > 1,
+                                     host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:

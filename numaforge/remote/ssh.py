@@ -36,6 +36,7 @@ from typing import Callable
 
 import paramiko
 
+from .. import budget
 from ..digest import sha256_file
 from ..errors import NumaforgeError
 from ..inventory.model import SSHSpec
@@ -280,6 +281,8 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
         raise ConnectError("the host has no ssh section", f"host {host_name}",
                            "add ssh: {address: ..., user: ...} to the host in the inventory")
     target = resolve_target(spec, host_name, base_dir)
+    budget.check(f"connecting to {target.where}")
+    connect_timeout = budget.cap(connect_timeout)
     password = spec.password.resolve() if spec.password is not None else None
     client = paramiko.SSHClient()
     revoked: list[paramiko.PKey] = []
@@ -474,6 +477,7 @@ class Remote:
         CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password.
         """
         where = f"{self.where}: `{redact(command)}`"
+        budget.check(f"`{redact(command)}`")
         t0 = time.monotonic()
         chan = self._channel(timeout)
         out, err = bytearray(), bytearray()
@@ -591,6 +595,7 @@ class Remote:
         local = Path(local_path)
         rdir, rname = posixpath.split(remote_path)
         where = f"{self.where}: {remote_path}"
+        budget.check(f"uploading {remote_path}")
         if not rname:
             raise UploadError(f"'{remote_path}' names a directory, not a file", where, "give the full target file path")
         if not local.is_file():

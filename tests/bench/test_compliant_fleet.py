@@ -162,3 +162,16 @@ def test_the_benchmark_farm_counts_every_request_per_bmc():
         assert len(fresh) == 3 and [c["Q0100"] for c in farm.current()] != ["NPS4"] * 3
         assert [c["total"] for c in farm.counts()] == [0, 0, 0]
         assert farm.errors() == []
+
+
+def test_host_timeout_stops_hosts_before_their_next_request_and_never_mid_write(compliant_fleet):
+    """--host-timeout on the BIOS path: a budget used up before the first request leaves the BMC untouched
+    (no login, no PATCH); a sufficient budget changes nothing about the run."""
+    fleet = compliant_fleet(["generic", "dell"], vendor="auto")
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(host_timeout=1e-6), forks=2)
+    for (host, sim), r in zip(fleet, out.results):
+        assert r.status == "failed" and "used up its --host-timeout of 1e-06 s; stopped before logging in" in r.message
+        assert sim.count() == 0, sim.requests
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(host_timeout=120), forks=2)
+    assert [r.status for r in out.results] == ["unchanged"] * 2, out.summary()
+    assert all(writes(sim) == [] for _, sim in fleet)

@@ -213,3 +213,52 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
     assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"        # the running host finished and is reported
     assert out.not_run == [h for h in st_ if st_[h] == "not-run"] and "ok-6" in out.not_run
 
+
+
+# ------------------------------------------------------------------------------ per-host budget (--host-timeout)
+def test_host_over_its_budget_fails_at_a_step_boundary_and_the_others_finish():
+    """``slow-*`` keeps starting steps (budget.check is what every SSH command and Redfish request calls
+    first); ``ok-*`` is done at once. Only the slow host fails, with the budget and the step it did not start."""
+    import time
+
+    from numaforge import budget
+
+    steps: dict[str, int] = {}
+
+    def work(name):
+        steps[name] = 0
+        while name.startswith("slow") and steps[name] < 1000:
+            budget.check(f"step {steps[name] + 1}")
+            steps[name] += 1
+            time.sleep(0.02)
+        return HostResult(name, "ok", f"{steps[name]} steps")
+
+    out = run_fleet(["slow-1", "ok-1", "ok-2"], work, forks=3, progress=False, host_timeout=0.3)
+    assert statuses(out) == {"slow-1": "failed", "ok-1": "ok", "ok-2": "ok"}
+    slow = out.results[0]
+    assert "used up its --host-timeout of 0.3 s; stopped before step " in slow.message
+    assert "host slow-1" in slow.message and "raise --host-timeout" in slow.message
+    assert 5 <= steps["slow-1"] < 30                          # stopped after ~0.3 s, not after 1000 steps
+    assert budget.remaining() is None                       # the budget ends with the host
+
+
+def test_without_a_budget_nothing_is_cut_and_lifted_suspends_one():
+    from numaforge import budget
+
+    budget.check("anything")                                # no budget: never raises
+    with budget.host_deadline(0.001, "h"):
+        import time
+        time.sleep(0.01)
+        with pytest.raises(budget.HostTimeout):
+            budget.check("the next step")
+        with budget.lifted():
+            budget.check("rollback")                        # clean-up still runs
+        assert budget.cap(30) == 0.1                        # watching waits shrink to what is left (min 0.1)
+    assert budget.cap(30) == 30
+
+
+@pytest.mark.parametrize("bad", [-1, "soon", True])
+def test_bad_host_timeout_is_refused(bad):
+    with pytest.raises(FleetOptionError) as exc:
+        run_fleet(["ok-1"], by_name, progress=False, host_timeout=bad)
+    assert exc.value.where == "--host-timeout" and "seconds" in exc.value.what
