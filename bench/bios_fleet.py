@@ -13,7 +13,12 @@ all get the same BIOS values:
    validate_certs=true, ca_path=<the BMC's CA>, username/password from an environment variable; everything else
    Ansible's defaults: linear strategy, connection local, python = this venv's). Rounds alternate the order.
    Then the same command again on the same fleet before any reboot ("again": the values are pending).
-3. compliant fleet (current values == desired, nothing pending): the same two commands again.
+3. compliant fleet (current values == desired, nothing pending): the same two commands again. numaforge runs
+   it twice: "compliant" with the discovery cache its first apply left (numaforge.bios.discovery: a re-run, as
+   users check a fleet they applied) and "compliant-cold" with an empty one (a first run ever on this server).
+
+numaforge's discovery cache (NUMAFORGE_REDFISH_CACHE) is a fresh directory per round, so each "first apply" starts
+cold; "again" and "compliant" reuse it.
 
 Both are timed as the user runs them (process start included). The simulators count every HTTP request, per BMC.
 Prints wall times, Ansible/numaforge ratios and requests/PATCHes per host; ``--json`` writes everything.
@@ -38,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
 
+CACHE_VAR = "NUMAFORGE_REDFISH_CACHE"
 PW_VAR = "NF_BENCH_BMC_PW"
 VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 1800
@@ -166,7 +172,7 @@ def main() -> int:
     farm = Farm(procs=args.sim_procs)
     try:
         bmcs = farm.start(args.hosts, args.flavour, pw)
-        attrs = desired_attributes(work, bmcs, args.profile, env)
+        attrs = desired_attributes(work, bmcs, args.profile, {**env, CACHE_VAR: str(work / "redfish-plan")})
         results["attributes"] = attrs
         varsfile = work / "vars.json"
         varsfile.write_text(json.dumps({"bios_attrs": attrs}))
@@ -176,6 +182,7 @@ def main() -> int:
         for rnd in range(args.rounds):
             order = ["numaforge", "ansible"] if rnd % 2 == 0 else ["ansible", "numaforge"]
             rec: dict = {"order": order, "first": {}, "compliant": {}}
+            env = {**env, CACHE_VAR: str(work / f"redfish-{rnd}")}        # cold for this round's first apply
             # first apply: a fresh fleet per tool
             for tool in order:
                 bmcs = farm.restart()
@@ -197,6 +204,10 @@ def main() -> int:
                 rec["compliant"][tool] = run_tool(tool, farm, work, f"compliant-{rnd}", bmcs, args, play,
                                                   varsfile, env)
                 _show("compliant", tool, rec["compliant"][tool])
+            rec["compliant_cold"] = {"numaforge": run_tool(
+                "numaforge", farm, work, f"compliant-cold-{rnd}", bmcs, args, play, varsfile,
+                {**env, CACHE_VAR: str(work / f"redfish-cold-{rnd}")})}
+            _show("compliant-cold", "numaforge", rec["compliant_cold"]["numaforge"])
             results["rounds"].append(rec)
         errs = farm.errors()
         results["simulator_errors"] = errs
@@ -210,6 +221,8 @@ def main() -> int:
     failed = [f"round {i} {phase} {tool} (rc {r[phase][tool]['rc']}, {r[phase][tool]['statuses']})"
               for i, r in enumerate(results["rounds"]) for phase in ("first", "again", "compliant")
               for tool in ("numaforge", "ansible") if r[phase][tool]["rc"] != 0]
+    failed += [f"round {i} compliant-cold numaforge (rc {r['compliant_cold']['numaforge']['rc']})"
+               for i, r in enumerate(results["rounds"]) if r["compliant_cold"]["numaforge"]["rc"] != 0]
     if failed:
         print("FAILED runs (their times do not count; see the logs with --keep): " + "; ".join(failed))
     if args.keep or failed:
@@ -250,6 +263,11 @@ def summarize(results: dict) -> None:
         results[f"{phase}_ratio"] = round(ratio, 2)
         print(f"{phase:9s}: numaforge median {statistics.median(nf):.2f} s, ansible median "
               f"{statistics.median(an):.2f} s -> ansible/numaforge = {ratio:.2f}x")
+    cold = [r["compliant_cold"]["numaforge"]["seconds"] for r in results["rounds"]]
+    an = [r["compliant"]["ansible"]["seconds"] for r in results["rounds"]]
+    results["compliant_cold_ratio"] = round(statistics.median(an) / statistics.median(cold), 2)
+    print(f"compliant, numaforge with an empty discovery cache: median {statistics.median(cold):.2f} s -> "
+          f"ansible/numaforge = {results['compliant_cold_ratio']:.2f}x")
     print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
           f"simulator errors: {len(results['simulator_errors'])}")
 

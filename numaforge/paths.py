@@ -20,3 +20,21 @@ def build_dir() -> Path:
     p = Path(os.environ.get("NUMAFORGE_BUILD", ROOT / "build"))
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so readers see the old or the new content, never a part (temp file + rename; the temp
+    file is removed if anything fails)."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -12,7 +12,6 @@ Every step records into a ``HostResult`` (numaforge.report); nothing here prints
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from .errors import ConcurrentChangeError, JobConflictError, ProfileError, Redfi
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, RetryPolicy, _path
+from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
 from .registry import Registry
 from .vendors import detect_vendor, load_vendor_map, translate
 
@@ -39,76 +39,6 @@ class Timeouts:
     job: float = 120.0          # wait for a config job to reach Scheduled / Completed
     poll: float = 5.0           # seconds between polls
     settle: float = 120.0       # after power-on, wait this long for the BMC to report the new values
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Where one BMC model keeps things, learnt from the first host of that model in a run."""
-
-    login_url: str
-    system_path: str
-    bios_path: str
-    registry_id: str
-
-
-class RegistryCache:
-    """Per-run knowledge shared by every host (thread-safe): the AttributeRegistry per registry id (fetched
-    once per id, concurrent hosts needing the same id wait for the first fetch), and per BMC model the
-    sessions URL, system path and Bios path, so later hosts of that model skip discovery (service root,
-    Systems, system): a compliant host then costs login, Bios, settings object, logout."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-        self._data: dict[str, Registry] = {}
-        self._shapes: dict[tuple, Shape] = {}
-        self._discovering: dict[tuple, threading.Event] = {}
-        self.fetches = 0
-
-    def claim(self, key: tuple | None, wait: float) -> Shape | None:
-        """The model's shape; or None when the caller must discover it (then learn() or release()). Hosts of
-        a model whose first host is still discovering wait up to ``wait`` seconds for it."""
-        if not key:
-            return None
-        deadline = time.monotonic() + wait
-        while True:
-            with self._lock:
-                if key in self._shapes:
-                    return self._shapes[key]
-                event = self._discovering.get(key)
-                if event is None:
-                    self._discovering[key] = threading.Event()
-                    return None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None               # discover in parallel rather than wait any longer
-            event.wait(remaining)
-
-    def learn(self, key: tuple | None, shape: Shape) -> None:
-        if not key:
-            return
-        with self._lock:
-            self._shapes.setdefault(key, shape)
-            event = self._discovering.pop(key, None)
-        if event:
-            event.set()
-
-    def release(self, key: tuple | None) -> None:
-        """The discovering host ended without learning (failed): let a waiting host discover instead."""
-        with self._lock:
-            event = self._discovering.pop(key, None) if key not in self._shapes else None
-        if event:
-            event.set()
-
-    def get(self, registry_id: str, fetch) -> Registry:
-        with self._lock:
-            id_lock = self._locks.setdefault(registry_id, threading.Lock())
-        with id_lock:
-            if registry_id not in self._data:
-                self._data[registry_id] = fetch()
-                with self._lock:
-                    self.fetches += 1
-            return self._data[registry_id]
 
 
 @dataclass
@@ -137,6 +67,7 @@ class HostOptions:
     vendors_dir: str | None = None
     journal: Any = None                 # numaforge.journal.Journal of a --reboot run (resume after a crash)
     host_timeout: float | None = None   # --host-timeout: budget per host (numaforge.budget), None = none
+    discovery_cache: bool = True        # keep registries and per-model paths on disk (numaforge.bios.discovery)
 
 
 # -- connection -------------------------------------------------------------------------------------------
@@ -166,16 +97,6 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
         elif key:
             client.on_close.append(lambda: cache.release(key))
     return client
-
-
-def shape_key(host) -> tuple | None:
-    """Hosts that share this key are the same BMC model. Only hosts whose vendor the inventory states take
-    part: with `auto` the service root must be read anyway to detect the vendor."""
-    bmc, hw = host.bmc, host.hardware
-    vendor = bmc.vendor if bmc.vendor and bmc.vendor != "auto" else hw.vendor
-    if not vendor:
-        return None
-    return (vendor, hw.platform or "", bmc.system_id or "")
 
 
 # -- read -----------------------------------------------------------------------------------------------------
@@ -260,12 +181,16 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     key = shape_key(host)
     shape = getattr(client, "shape", None)
     bios = None
+    stale = False
     if shape is not None:
         # same model as a host already read in this run: go straight to its Bios; anything unexpected
         # (moved, different registry) falls back to full discovery
         r = client.request("GET", shape.bios_path)
         if r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
+        else:
+            stale = True
+        stale = stale or client.login_url != shape.login_url
     if bios is None:
         system_path, system = find_system(client, host)
         bios_path = _link(system, "Bios")
@@ -282,7 +207,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     registry_id = bios.get("AttributeRegistry")
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
-    registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path))
+    registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path),
+                         attributes=(bios.get("Attributes") or {}).keys())
     apply_times = list(settings.get("SupportedApplyTimes") or [])
     sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
     for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
@@ -292,8 +218,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     vendor, how = (cfg, "inventory bmc.vendor") if cfg else \
         ((host.hardware.vendor, "inventory hardware.vendor") if host.hardware.vendor else
          (detect_vendor(client.ensure_root(), system), "detected from the service root"))
-    if shape is None and client.login_url:
-        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id))
+    if (shape is None or stale) and client.login_url:
+        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
     return BiosState(vendor=vendor, system_path=system_path, system=system, bios_path=bios_path,
                      current=dict(bios.get("Attributes") or {}), settings_path=settings_path,
                      settings_attrs=dict(sr.body.get("Attributes") or {}), etag=sr.etag or settings.get("ETag"),
@@ -756,7 +682,7 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
     from ..fleet import run_fleet
 
     fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
-    cache = RegistryCache()
+    cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
@@ -766,4 +692,5 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
     outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,
                         progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
+    outcome.registry_loaded = cache.loaded
     return outcome

@@ -166,10 +166,17 @@ class RedfishClient:
                 return
             except InvalidCredentialsError:
                 self.requests.append(("POST", self._client.login_url, 401))
+                if known_login_url:
+                    # a BMC answers 401 for a sessions URL it does not have (unauthenticated request to an
+                    # unknown path): ask its service root before calling the credentials wrong
+                    return self.login(None)
                 raise RedfishAuthError("the BMC refused the credentials", f"{self.host} ({self.base_url})",
                                        "check bmc.username and the password reference in the inventory") from None
             except SessionCreationError as exc:
                 self.requests.append(("POST", self._client.login_url, None))
+                if known_login_url and "HTTP 503" not in str(exc):
+                    # the model's sessions URL (another host's, or a past run's) is not this BMC's
+                    return self.login(None)
                 if "HTTP 503" in str(exc) and attempt + 1 < self.policy.attempts:
                     import time
                     time.sleep(min(self.policy.backoff * 2 ** attempt, self.policy.max_wait))

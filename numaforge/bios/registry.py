@@ -109,6 +109,7 @@ class Registry:
     id: str
     attributes: dict[str, Attribute]
     dependencies: list[MapDependency] = field(default_factory=list)
+    doc: dict = field(default_factory=dict, repr=False, compare=False)   # the JSON as served (for the disk cache)
 
     @classmethod
     def from_json(cls, doc: dict) -> "Registry":
@@ -137,7 +138,7 @@ class Registry:
                                       to_attribute=dep.get("MapToAttribute", ""),
                                       to_property=dep.get("MapToProperty", ""),
                                       to_value=dep.get("MapToValue")))
-        return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps)
+        return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps, doc=doc)
 
     def by_display_name(self, pattern: str) -> list[Attribute]:
         rx = re.compile(pattern, re.IGNORECASE)

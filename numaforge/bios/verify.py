@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..errors import NumaforgeError
 from ..report import HostResult
 from .apply import HostOptions, RegistryCache, verify_host
+from .discovery import discovery_dir
 
 
 @dataclass
@@ -98,7 +99,7 @@ def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: Regis
 def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8, progress: bool = False):
     from ..fleet import run_fleet
 
-    cache = RegistryCache()
+    cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
@@ -107,4 +108,5 @@ def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8
 
     outcome = run_fleet(hosts, one, forks=forks, progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
+    outcome.registry_loaded = cache.loaded
     return outcome

@@ -90,7 +90,8 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
             opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
-        report.data["registry_fetches"] = outcome.registry_fetches
+        report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
+        report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
             _print_plans(report)
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from ..paths import atomic_write_text
 from ..errors import NumaforgeError
 from ..secrets import redact
 
@@ -59,14 +59,14 @@ class Captures:
         d.mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             _check_name(name, d)
-            _atomic_write(d / name, redact(text))
+            atomic_write_text(d / name, redact(text))
         meta = {"source": self.source, "commands": dict(sorted(self.commands.items())),
                 "absent": dict(sorted(self.absent.items()))}
         if self.notes:
             meta["notes"] = self.notes
         if self.warnings:
             meta["warnings"] = dict(sorted(self.warnings.items()))
-        _atomic_write(d / META, yaml.safe_dump(meta, sort_keys=False, width=200))
+        atomic_write_text(d / META, yaml.safe_dump(meta, sort_keys=False, width=200))
         return d
 
     @classmethod
@@ -99,18 +99,6 @@ class Captures:
 def _check_name(name: str, d: Path) -> None:
     if "/" in name or name in ("", ".", "..", META):
         raise CaptureError(f"bad capture name {name!r}", str(d), "capture names are plain file names")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 _HEAD = re.compile(r"^==> (.+) <==$")

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+from ..paths import atomic_write_text
 from .. import __version__
 from ..errors import NumaforgeError
 from ..paths import build_dir
@@ -318,14 +319,6 @@ def check_applies_to_base(repo: Path, base_commit: str, text: str, series: Serie
                           "order the series so kpatch: true patches come first, or rebase them onto the base")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 # ---------------------------------------------------------------- orchestration
 
 def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SERIES,
@@ -358,7 +351,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log) -> Backport
     text = combined_diff(src.repo, src.base_commit, result, ser)
     if not combined.exists() or combined.read_text() != text:
         check_applies_to_base(src.repo, src.base_commit, text, ser)
-        _atomic_write(combined, text)
+        atomic_write_text(combined, text)
     checks: list[dict] = []
     if compile_check:
         objects = ser.touched_objects()
@@ -392,7 +385,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log) -> Backport
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "numaforge_version": __version__,
     }
-    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return _result(manifest)
 
 

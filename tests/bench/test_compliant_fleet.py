@@ -5,7 +5,9 @@ Not timed: speed lives in bench/bios_fleet.py. Request counts are counted by the
 Issue 8's target is <= 4 requests per compliant host. When the inventory states the vendor, hosts of one model
 share what the first one discovered (sessions URL, system and Bios paths): 9 requests for the first host of a
 model, 4 for the others (login, Bios, settings object, logout). With `vendor: auto` every host reads the service
-root to detect its vendor and finds its system: 7 after the first. These tests pin both budgets.
+root to detect its vendor and finds its system: 7 after the first. What the first host discovered is kept on
+disk (numaforge.bios.discovery), so a re-run costs every host of a stated model 4, the first one included.
+These tests pin the budgets (each test starts with an empty discovery cache: tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -175,3 +177,46 @@ def test_host_timeout_stops_hosts_before_their_next_request_and_never_mid_write(
     out = run_hosts([h for h, _ in fleet], "apply", HostOptions(host_timeout=120), forks=2)
     assert [r.status for r in out.results] == ["unchanged"] * 2, out.summary()
     assert all(writes(sim) == [] for _, sim in fleet)
+
+
+@pytest.mark.parametrize("flavour", ["generic", "dell"])
+def test_a_rerun_costs_every_compliant_host_four_requests(compliant_fleet, flavour):
+    """The discovery the first run did (registry, per-model paths) is on disk (numaforge.bios.discovery), so
+    re-checking a compliant fleet -- the usual second run -- costs every host login, Bios, settings, logout."""
+    fleet = compliant_fleet([flavour] * 3, vendor=flavour)
+    hosts = [h for h, _ in fleet]
+    out = run_hosts(hosts, "apply", HostOptions(), forks=3)
+    assert sorted(sim.count() for _, sim in fleet) == [SAME_MODEL_HOSTS] * 2 + [FIRST_HOST_OF_A_REGISTRY]
+    for _, sim in fleet:
+        sim.reset_counts()
+    out = run_hosts(hosts, "apply", HostOptions(), forks=3)
+    assert [r.status for r in out.results] == ["unchanged"] * 3, out.summary()
+    assert [sim.count() for _, sim in fleet] == [SAME_MODEL_HOSTS] * 3, [s.requests for _, s in fleet]
+    assert all(writes(sim) == [] for _, sim in fleet)
+    assert (out.registry_fetches, out.registry_loaded) == (0, 1)
+    for _, sim in fleet:
+        sim.reset_counts()
+    out = run_hosts(hosts, "apply", HostOptions(discovery_cache=False), forks=3)    # opting out: as a first run
+    assert sorted(sim.count() for _, sim in fleet) == [SAME_MODEL_HOSTS] * 2 + [FIRST_HOST_OF_A_REGISTRY]
+
+
+def test_a_stale_sessions_url_on_disk_costs_one_discovery_not_basic_auth(compliant_fleet):
+    """A past run's sessions URL that this BMC does not have (other firmware): the host reads the service root,
+    logs in with a session as usual, and the corrected shape is what the next run uses."""
+    import json
+    import os
+
+    ((host, sim),) = compliant_fleet(["generic"], vendor="generic")
+    run_hosts([host], "plan", HostOptions())
+    cache = Path(os.environ["NUMAFORGE_REDFISH_CACHE"]) / "shapes.json"
+    doc = json.loads(cache.read_text())
+    right = doc["shapes"][0]["shape"]["login_url"]
+    doc["shapes"][0]["shape"]["login_url"] = "/redfish/v1/Old/Sessions"
+    cache.write_text(json.dumps(doc))
+    sim.reset_counts()
+    out = run_hosts([host], "plan", HostOptions())
+    [r] = out.results
+    assert r.status == "unchanged", r.message
+    assert not any("basic" in w for w in r.data.get("warnings") or []), r.data.get("warnings")
+    assert [m for m, p in sim.requests if p.rstrip("/").endswith("Sessions")] == ["POST", "POST"]
+    assert json.loads(cache.read_text())["shapes"][0]["shape"]["login_url"] == right
