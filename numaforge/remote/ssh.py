@@ -26,7 +26,6 @@ import os
 import posixpath
 import re
 import secrets as _random
-import select
 import shlex
 import socket
 import time
@@ -51,6 +50,7 @@ __all__ = [
 TMP_MARK = ".numaforge-tmp."          # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
 _PID_MARK = b"__numaforge_pid="        # first stdout line of every command: the remote session leader's pid
 _CHUNK = 32768
+_EOF_GRACE = 2.0                        # s to wait for EOF after the exit status (a background child may hold it)
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -500,6 +500,7 @@ class Remote:
                         command=command, timeout=timeout, stdout="", stderr=_text(err)) from None
                 chan.settimeout(None)
             chan.shutdown_write()
+            idle, exited_at = 0.0, None
             while True:
                 got = False
                 while chan.recv_ready():
@@ -519,18 +520,28 @@ class Remote:
                         header = False
                     elif chan.exit_status_ready() or len(out) > 65536:
                         header = False
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    break
                 now = time.monotonic()
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    # the exit status can come before the last output: done at EOF (or close), or when a
+                    # background child keeps the output open past a short grace
+                    if chan.eof_received or chan.closed:
+                        break
+                    exited_at = exited_at or now
+                    if now - exited_at >= _EOF_GRACE:
+                        break
                 if deadline is not None and now >= deadline:
                     self._kill(pid, sudo)
                     raise CommandTimeout(
                         f"command still running after {timeout:g} s; stopped it", where,
                         "raise the timeout if the host is just slow, or find out why the command hangs",
                         command=command, timeout=timeout, stdout=_text(out), stderr=_text(err))
-                if not got:
-                    wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - now))
-                    select.select([chan], [], [], wait)
+                if got:
+                    idle = 0.0
+                else:
+                    # poll, 1 ms doubling to 20 ms: select() on a channel makes paramiko open a pipe whose
+                    # close races with its transport thread (EBADF killed whole connections, bench/ssh_fleet.py)
+                    idle = min(idle * 2, 0.02) if idle else 0.001
+                    time.sleep(idle if deadline is None else max(0.0, min(idle, deadline - now)))
             rc = chan.recv_exit_status()
         except (socket.error, EOFError, paramiko.SSHException):
             raise self._lost(f"running `{redact(command)}`") from None

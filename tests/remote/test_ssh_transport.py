@@ -436,3 +436,20 @@ def test_messages_are_not_held_back_by_nagle(sshd_host):
         sock = r._client.get_transport().sock
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         assert r.run("echo ok").stdout == "ok\n"
+
+
+def test_output_written_after_the_exit_status_is_not_lost(sshd_host):
+    """sshd sends the exit status when the shell exits; a child still holding stdout writes after that. run()
+    waits for EOF (the old loop returned at the exit status and dropped "late")."""
+    with connect(sshd_host.spec(), sshd_host.name) as r:
+        res = r.run("(sleep 0.5; echo late) & echo early")
+        assert res.rc == 0 and res.stdout == "early\nlate\n"
+
+
+def test_a_background_child_holding_stdout_does_not_hold_the_command(sshd_host):
+    """...but only for a short grace: a daemon started without redirecting its output keeps EOF away for good."""
+    with connect(sshd_host.spec(), sshd_host.name) as r:
+        t0 = time.monotonic()
+        res = r.run("sleep 20 & echo started", timeout=60)
+        assert res.rc == 0 and res.stdout == "started\n" and time.monotonic() - t0 < 10
+        r.run("pkill -f '^sleep 20$' || true")
