@@ -238,6 +238,17 @@ def desired_for(host, state: BiosState, opts: HostOptions):
     return profile, translate(profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name)
 
 
+def replan(state: BiosState, desired, host) -> Plan:
+    """The plan of ``desired`` against what ``state`` read (current, pending, registry). Pure."""
+    return make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+
+
+def plan_for(host, state: BiosState, opts: HostOptions):
+    """Render the host's profile for the vendor read, translate and validate it, plan it: (profile, desired, plan)."""
+    profile, desired = desired_for(host, state, opts)
+    return profile, desired, replan(state, desired, host)
+
+
 def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> None:
     result.data.update({
         "vendor": state.vendor, "vendor_from": state.detected_by, "profile": profile.name,
@@ -272,8 +283,7 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
             with result.step("read"):
                 state = read_state(client, host, cache)
             with result.step("plan"):
-                profile, desired = desired_for(host, state, opts)
-                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                profile, desired, plan = plan_for(host, state, opts)
         _record_plan(result, state, profile, plan)
         result.data.update({"would_change": sorted(plan.changes), "pending": list(plan.pending),
                             "verified": [i.attribute for i in plan.items if i.action == "ok"]})
@@ -396,8 +406,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
             with result.step("read"):
                 state = read_state(client, host, cache)
             with result.step("plan"):
-                profile, desired = desired_for(host, state, opts)
-                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                profile, desired, plan = plan_for(host, state, opts)
             _record_plan(result, state, profile, plan)
             result.data.update({"changed": [], "pending": list(plan.pending), "verified": [], "mismatches": []})
             journal = opts.journal if opts.reboot else None
@@ -407,7 +416,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                     s.detail = {"journal": str(journal.path), "phases": journal.phases(host.name),
                                 "waited": wait_back(client, state, desired_values(plan), opts.timeouts)}
                 state = read_state(client, host, cache)
-                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                plan = replan(state, desired, host)
                 result.data["resumed"] = True
             is_dell_jobs = state.vendor == "dell"
             jobs_path = None
@@ -433,7 +442,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                     if r.status == 412:
                         s.detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
                         state = read_state(client, host, cache)
-                        plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                        plan = replan(state, desired, host)
                         _record_plan(result, state, profile, plan)
                         result.data["pending"] = list(plan.pending)
                         result.data["replanned_after_412"] = True
@@ -650,8 +659,7 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
             with result.step("read"):
                 state = read_state(client, host, cache)
             with result.step("verify"):
-                profile, desired = desired_for(host, state, opts)
-                plan = make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+                profile, desired, plan = plan_for(host, state, opts)
                 _record_plan(result, state, profile, plan)
                 verified = [i.attribute for i in plan.items if i.current == i.desired]
                 mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
