@@ -78,8 +78,40 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+class _ServerProcess:
+    """Stopping a test SSH server: its per-connection children first, then the listener (``self.proc``)."""
+
+    proc: subprocess.Popen | None
+
+    def kill_sessions(self) -> list[int]:
+        """SIGKILL every per-connection process (drops live connections), keep the listener."""
+        if self.proc is None:
+            return []
+        pids = descendants(self.proc.pid)     # `ip netns exec` execs sshd, so proc.pid is the listener
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def stop(self) -> None:
+        """Stop the listener and every session it forked."""
+        if self.proc is None:
+            return
+        self.kill_sessions()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
 @dataclass
-class SshdHost:
+class SshdHost(_ServerProcess):
     """One running sshd. ``spec()`` gives the SSHSpec that reaches it with the test client key."""
 
     name: str
@@ -171,33 +203,6 @@ class SshdHost:
         self.stop()
         raise RuntimeError(f"sshd {self.name} did not start; log:\n{self.log.read_text()[-2000:]}")
 
-    def kill_sessions(self) -> list[int]:
-        """SIGKILL every per-connection sshd process (drops live connections), keep the listener."""
-        if self.proc is None:
-            return []
-        pids = descendants(self.proc.pid)
-        # `ip netns exec` execs sshd, so proc.pid is the listener; its descendants are sessions
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return pids
-
-    def stop(self) -> None:
-        """Stop the listener and every session it forked."""
-        if self.proc is None:
-            return
-        self.kill_sessions()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
     def add_authorized_key(self, pubkey_path: Path) -> None:
         with open(self.dir / "authorized_keys", "a") as fh:
             fh.write(Path(pubkey_path).read_text())
@@ -207,7 +212,7 @@ DROPBEAR = "/usr/sbin/dropbear"
 
 
 @dataclass
-class DropbearHost:
+class DropbearHost(_ServerProcess):
     """dropbear (the SSH server of the lab VM's initramfs) on 127.0.0.1:<port>.
 
     It runs as an unprivileged test account, which is then also the only login user (dropbear can only log in
@@ -269,28 +274,6 @@ class DropbearHost:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"dropbear {self.name} did not start; log:\n{self.log.read_text()[-2000:]}")
-
-    def kill_sessions(self) -> list[int]:
-        pids = descendants(self.proc.pid) if self.proc else []
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return pids
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.kill_sessions()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
 
 
 class NetnsLab:
