@@ -73,7 +73,9 @@ def main() -> int:
                 write_numaforge_inventory(inv, bmcs, args.profile)
                 report = work / f"plan-{n}.json"
                 dt, rss, rc = run_measured([sys.executable, "-m", "invoke", "bios-plan", "-i", str(inv), "--forks",
-                                            str(args.forks), "--json", str(report)], env, work / f"plan-{n}.log")
+                                            str(args.forks), "--json", str(report)],
+                                           {**env, "NUMAFORGE_REDFISH_CACHE": str(work / f"redfish-{n}")},
+                                           work / f"plan-{n}.log")   # each size starts with no discovery cache
                 doc = json.loads(report.read_text()) if report.exists() else {"hosts": [], "data": {}}
                 ok = sum(1 for h in doc["hosts"] if h["status"] in ("ok", "unchanged"))
                 q = per_host_summary(farm.counts())
