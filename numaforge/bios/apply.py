@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,8 +274,10 @@ def _fail(result: HostResult, exc: NumaforgeError) -> None:
     result.message = exc.render()
 
 
-# -- plan ----------------------------------------------------------------------------------------------------
-def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> Plan | None:
+@contextmanager
+def bmc_session(host, opts: HostOptions, cache: RegistryCache, result: HostResult):
+    """connect -> read for one host, as steps of ``result``; yields (client, state). On the way out the session
+    is logged out and the request counts and warnings go into ``result.data`` (also when the body failed)."""
     client = None
     try:
         with result.step("connect"):
@@ -282,6 +285,15 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
         with client:
             with result.step("read"):
                 state = read_state(client, host, cache)
+            yield client, state
+    finally:
+        _finish(result, client)
+
+
+# -- plan ----------------------------------------------------------------------------------------------------
+def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> Plan | None:
+    try:
+        with bmc_session(host, opts, cache, result) as (client, state):
             with result.step("plan"):
                 profile, desired, plan = plan_for(host, state, opts)
         _record_plan(result, state, profile, plan)
@@ -295,8 +307,6 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
     except NumaforgeError as exc:
         _fail(result, exc)
         return None
-    finally:
-        _finish(result, client)
 
 
 # -- apply ---------------------------------------------------------------------------------------------------
@@ -398,13 +408,8 @@ def _patch_once(client: RedfishClient, state: BiosState, changes: dict, use_appl
 
 def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
     """Plan, then (only if something differs) PATCH, job, optional reboot and verify."""
-    client = None
     try:
-        with result.step("connect"):
-            client = connect(host, opts, cache)
-        with client:
-            with result.step("read"):
-                state = read_state(client, host, cache)
+        with bmc_session(host, opts, cache, result) as (client, state):
             with result.step("plan"):
                 profile, desired, plan = plan_for(host, state, opts)
             _record_plan(result, state, profile, plan)
@@ -519,8 +524,6 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                                             if plan.pending else "")
     except NumaforgeError as exc:
         _fail(result, exc)
-    finally:
-        _finish(result, client)
 
 
 def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool,
@@ -651,13 +654,8 @@ def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: Hos
 
 def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
     """BMC-side verification: current BIOS values equal the profile's desired values, per attribute."""
-    client = None
     try:
-        with result.step("connect"):
-            client = connect(host, opts, cache)
-        with client:
-            with result.step("read"):
-                state = read_state(client, host, cache)
+        with bmc_session(host, opts, cache, result) as (client, state):
             with result.step("verify"):
                 profile, desired, plan = plan_for(host, state, opts)
                 _record_plan(result, state, profile, plan)
@@ -676,8 +674,6 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
             result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
     except NumaforgeError as exc:
         _fail(result, exc)
-    finally:
-        _finish(result, client)
 
 
 # -- many hosts -------------------------------------------------------------------------------------------------
