@@ -586,11 +586,9 @@ def debian_tree(t, tc: Toolchain, bp, cfg: Path, shim: Path, log) -> Path:
         shutil.rmtree(tree)
     tree.mkdir(parents=True)
     log(f"{t.name}: extracting the base source into {tree}")
-    arch = subprocess.Popen(["git", "-C", str(bp.tree), "archive", "--format=tar", bp.base_commit],
-                            stdout=subprocess.PIPE)
-    untar = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=arch.stdout, capture_output=True)
-    arch.stdout.close()
-    if arch.wait() != 0 or untar.returncode != 0:
+    from .source import export_tree
+
+    if not export_tree(bp.tree, bp.base_commit, tree):
         raise KpatchError("git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}",
                           "re-run `invoke backport`")
     shutil.copy2(cfg, tree / ".config")

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import NumaforgeError
 from ..paths import ROOT, cache_dir
 from . import kpatch as kp
+from .source import export_tree
 
 LAB_DIR = ROOT / "kpatch" / "lab"
 FRAGMENT = LAB_DIR / "config.fragment"
@@ -176,11 +177,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
                 shutil.rmtree(tree)
             tree.mkdir()
             log(f"lab kernel: extracting {source.source_hash[:19]} @ {source.base_commit[:12]} into {tree}")
-            arch = subprocess.Popen(["git", "-C", str(source.repo), "archive", "--format=tar", source.base_commit],
-                                    stdout=subprocess.PIPE)
-            untar = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=arch.stdout, capture_output=True)
-            arch.stdout.close()
-            if arch.wait() != 0 or untar.returncode != 0:
+            if not export_tree(source.repo, source.base_commit, tree):
                 raise LabKernelError("git archive of the base commit failed", f"{source.repo}@{source.base_commit}",
                                      "check the source repo (python -m numaforge.kernel.source prefetch SPEC)")
             for name, _ in _lab_patches():

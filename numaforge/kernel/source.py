@@ -293,6 +293,15 @@ def _clone_url(url: str, ref: str, log=None) -> Path:
                           "check the URL is reachable and the ref exists (git ls-remote URL)") from None
 
 
+def export_tree(repo: str | Path, commit: str, dest: str | Path) -> bool:
+    """Write the files of ``commit`` (no .git) into the existing directory ``dest``: git archive | tar -x.
+    False when either side failed (the caller says what to do)."""
+    arch = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=arch.stdout, capture_output=True)
+    arch.stdout.close()
+    return arch.wait() == 0 and untar.returncode == 0
+
+
 def resolve_commit(repo: git.Repo, ref: str, where: str) -> str:
     for cand in (ref, f"origin/{ref}"):
         try:

@@ -276,3 +276,17 @@ def test_cli_bad_source_and_missing_patch(tmp_path):
     repo = mini_repo(tmp_path / "linux", "5.10.262")
     p = invoke(tmp_path, "--source", str(repo), "--series", str(DATA / "missing-patch-file"), "-n")
     assert p.returncode == 2 and "0002-add-sysctl.patch does not exist" in p.stderr
+
+
+def test_export_tree_writes_a_commits_files_without_git(tmp_path):
+    """numaforge.kernel.source.export_tree: how build-kpatch and the lab kernel get a plain tree of the base."""
+    from numaforge.kernel.source import export_tree
+
+    repo = mini_repo(tmp_path / "repo", "5.10.223", "5.10.262")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert export_tree(repo, "v5.10.223", out)
+    assert (out / "kernel/sched/fair.c").read_bytes() == \
+        (DATA / "mini-tree-5.10.223/kernel/sched/fair.c").read_bytes()
+    assert not (out / ".git").exists()
+    assert not export_tree(repo, "no-such-commit", tmp_path)
