@@ -50,6 +50,13 @@ def json_ok(body: dict, status: int = 200, allow: str = "GET, HEAD", headers: di
     return Response(status, body, h)
 
 
+def collection_ok(path: str, odata_type: str, name: str, members: list[str], allow: str = "GET, HEAD") -> Response:
+    """A Redfish resource collection: its @odata.id/type, Name and Members (links given as paths)."""
+    return json_ok({"@odata.id": path, "@odata.type": odata_type, "Name": name,
+                    "Members@odata.count": len(members), "Members": [{"@odata.id": m} for m in members]},
+                   allow=allow)
+
+
 def error(status: int, *messages: dict, headers: dict | None = None) -> Response:
     return Response(status, error_body(list(messages)), dict(headers or {}))
 

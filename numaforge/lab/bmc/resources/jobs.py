@@ -7,7 +7,7 @@ the pending values)."""
 
 from __future__ import annotations
 
-from ..http import Response, error, json_ok, lit, normalise, not_found
+from ..http import Response, collection_ok, error, json_ok, lit, normalise, not_found
 from ..messages import message
 
 
@@ -25,13 +25,8 @@ def register(sim) -> None:
         st.advance()
         with st.lock:
             jobs = sorted(st.jobs.values(), key=lambda j: j["CreatedTime"])
-        return json_ok({
-            "@odata.id": base,
-            "@odata.type": "#DellJobCollection.DellJobCollection",
-            "Name": "JobQueue",
-            "Members@odata.count": len(jobs),
-            "Members": [{"@odata.id": f"{base}/{j['Id']}"} for j in jobs],
-        }, allow="GET, HEAD, POST")
+        return collection_ok(base, "#DellJobCollection.DellJobCollection", "JobQueue",
+                             [f"{base}/{j['Id']}" for j in jobs], allow="GET, HEAD, POST")
 
     def create(req):
         body = req.body if isinstance(req.body, dict) else {}

@@ -3,7 +3,7 @@ service answers 503 for a moment, but BIOS pending values are NOT applied (only 
 
 from __future__ import annotations
 
-from ..http import Response, error, json_ok, lit
+from ..http import Response, collection_ok, error, json_ok, lit
 from ..messages import message
 
 MANAGER_RESET_TYPES = ("GracefulRestart", "ForceRestart")
@@ -15,13 +15,8 @@ def register(sim) -> None:
     target = f"{path}/Actions/Manager.Reset"
 
     def collection(req):
-        return json_ok({
-            "@odata.id": sim.link("/redfish/v1/Managers"),
-            "@odata.type": "#ManagerCollection.ManagerCollection",
-            "Name": "Manager Collection",
-            "Members@odata.count": 1,
-            "Members": [{"@odata.id": sim.link(path)}],
-        })
+        return collection_ok(sim.link("/redfish/v1/Managers"), "#ManagerCollection.ManagerCollection",
+                             "Manager Collection", [sim.link(path)])
 
     def manager(req):
         links = {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..http import json_ok, lit
+from ..http import collection_ok, json_ok, lit
 
 
 def register(sim) -> None:
@@ -11,13 +11,8 @@ def register(sim) -> None:
     file_path = f"{base}/{f.registry_id}"
 
     def collection(req):
-        return json_ok({
-            "@odata.id": sim.link(base),
-            "@odata.type": "#MessageRegistryFileCollection.MessageRegistryFileCollection",
-            "Name": "Registry File Collection",
-            "Members@odata.count": 1,
-            "Members": [{"@odata.id": sim.link(file_path)}],
-        })
+        return collection_ok(sim.link(base), "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+                             "Registry File Collection", [sim.link(file_path)])
 
     def registry_file(req):
         return json_ok({

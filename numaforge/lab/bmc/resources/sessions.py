@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 
-from ..http import Response, error, json_ok, lit, not_found
+from ..http import Response, collection_ok, error, json_ok, lit, not_found
 from ..messages import message
 
 BASE = "/redfish/v1/SessionService"
@@ -37,13 +37,9 @@ def register(sim) -> None:
     def collection(req):
         with sim._lock:
             members = sorted(sim.sessions.values(), key=lambda s: int(s["Id"]))
-        return json_ok({
-            "@odata.id": sim.link(f"{BASE}/Sessions"),
-            "@odata.type": "#SessionCollection.SessionCollection",
-            "Name": "Session Collection",
-            "Members@odata.count": len(members),
-            "Members": [{"@odata.id": sim.link(f"{BASE}/Sessions/{s['Id']}")} for s in members],
-        }, allow="GET, HEAD, POST")
+        return collection_ok(sim.link(f"{BASE}/Sessions"), "#SessionCollection.SessionCollection",
+                             "Session Collection", [sim.link(f"{BASE}/Sessions/{s['Id']}") for s in members],
+                             allow="GET, HEAD, POST")
 
     def login(req):
         body = req.body if isinstance(req.body, dict) else {}

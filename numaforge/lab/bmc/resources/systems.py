@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..http import Response, error, json_ok, lit
+from ..http import Response, collection_ok, error, json_ok, lit
 from ..messages import message
 from ..state import RESET_TYPES
 
@@ -15,13 +15,8 @@ def register(sim) -> None:
     reset_target = f"{sys_path}/Actions/ComputerSystem.Reset"
 
     def collection(req):
-        return json_ok({
-            "@odata.id": sim.link("/redfish/v1/Systems"),
-            "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
-            "Name": "Computer System Collection",
-            "Members@odata.count": 1,
-            "Members": [{"@odata.id": sim.link(sys_path)}],
-        })
+        return collection_ok(sim.link("/redfish/v1/Systems"), "#ComputerSystemCollection.ComputerSystemCollection",
+                             "Computer System Collection", [sim.link(sys_path)])
 
     def system(req):
         sim.state.advance()
