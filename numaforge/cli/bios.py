@@ -25,6 +25,9 @@ FLEET_HELP = {
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
     "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
+    "discovery_cache": "reuse the attribute registries and per-model Redfish paths earlier runs learnt "
+                       "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
+                       "keeps nothing",
 }
 
 
@@ -100,12 +103,13 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
 def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
-              host_timeout=None, json=None, allow_plaintext_secrets=False):
+              host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
     _run(c, "bios-plan", "plan", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
          json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout), forks)
+         HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout,
+                     discovery_cache=discovery_cache), forks)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, FLEET_HELP, {
@@ -115,15 +119,15 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
 }))
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None, json=None,
-               allow_plaintext_secrets=False):
+               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None,
+               discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
     t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
     _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
          HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t,
-                     host_timeout=host_timeout), forks, canary, max_fail,
+                     host_timeout=host_timeout, discovery_cache=discovery_cache), forks, canary, max_fail,
          journaled=reboot)
 
 
@@ -135,13 +139,14 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }))
 def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
-                host_timeout=None, os=True, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+                host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
+                allow_plaintext_secrets=False):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     from ..bios.verify import VerifyOptions, run_verify
 
     _warn_insecure(insecure)
-    opts = HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout)
+    opts = HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache)
     vopts = VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):

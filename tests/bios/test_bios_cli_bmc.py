@@ -73,10 +73,12 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
 
     for s in sims.values():
         s.reset_counts()
-    r = invoke("bios-apply", "-i", str(inv), "--json", str(tmp_path / "again.json"))
+    r = invoke("bios-apply", "-i", str(inv), "--no-discovery-cache", "--json", str(tmp_path / "again.json"))
     assert r.returncode == 0
-    assert [h["status"] for h in report(tmp_path / "again.json")["hosts"]] == ["unchanged", "unchanged"]
+    doc = report(tmp_path / "again.json")
+    assert [h["status"] for h in doc["hosts"]] == ["unchanged", "unchanged"]
     assert all(s.count("PATCH") == 0 for s in sims.values())
+    assert (doc["data"]["registry_fetches"], doc["data"]["registry_loaded"]) == (2, 0)   # nothing reused
 
     r = invoke("bios-verify", "-i", str(inv), "--host", "gpu-hpe", "--json", str(tmp_path / "verify.json"))
     assert r.returncode == 0, r.stdout + r.stderr
