@@ -81,6 +81,25 @@ def test_stalled_transition_is_signalled_reverted_unloaded_and_failed(lab):
     assert clean(host_state(lab, "nf_lp_stall")) == CLEAN
 
 
+def test_host_out_of_budget_mid_transition_is_still_rolled_back(lab):
+    """--host-timeout during a stalled transition (revert_after is far away): the next poll stops the host with
+    HostTimeout, and the rollback, which runs with the budget lifted, still disables and unloads the patch."""
+    import time
+
+    from numaforge import budget
+
+    art = lp.load_artifact(lab.module("nf_lp_stall"), functions=["msleep_interruptible"])
+    t0 = time.monotonic()
+    with budget.host_deadline(8, lab.host.name):
+        res = run(lab, art, revert_after=120.0)
+    assert time.monotonic() - t0 < 90                                    # not the 120 s revert_after
+    assert res.status == "failed" and res.data["error"]["kind"] == "HostTimeout", res.message
+    assert "used up its --host-timeout of 8 s" in res.data["error"]["what"]
+    assert res.data["states"][-1] == "rollback" and res.data["final"] == "rolled-back"
+    assert res.data["remote_dir_removed"] is True
+    assert clean(host_state(lab, "nf_lp_stall")) == CLEAN
+
+
 def test_vermagic_mismatch_is_refused_before_anything_is_uploaded(lab, tmp_path):
     ko = lab.module("nf_lp_cmdline")
     data = ko.read_bytes()
