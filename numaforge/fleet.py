@@ -100,14 +100,22 @@ def plan_phases(names: Sequence[str], canary: int, batch: int) -> list[list[str]
     return phases
 
 
-def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout: float | None = None) -> None:
+def host_timeout_seconds(value) -> float | None:
+    """--host-timeout as given (CLI string or number): None/0 -> None (no budget), else seconds >= 0."""
+    if value is None:
+        return None
     try:
-        bad = host_timeout is not None and (isinstance(host_timeout, bool) or not float(host_timeout) >= 0)
+        v = -1.0 if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
-        bad = True
-    if bad:
-        raise FleetOptionError(f"--host-timeout must be 0 (none) or a number of seconds, got {host_timeout}",
+        v = -1.0
+    if not v >= 0:
+        raise FleetOptionError(f"--host-timeout must be 0 (none) or a number of seconds, got {value!r}",
                                "--host-timeout", "pass --host-timeout 900 (seconds per host) or leave it out")
+    return v or None
+
+
+def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout=None) -> None:
+    host_timeout_seconds(host_timeout)
     if not isinstance(forks, int) or forks < 1:
         raise FleetOptionError(f"--forks must be at least 1, got {forks}", "--forks", "pass --forks 8 (or any N >= 1)")
     if not isinstance(canary, int) or canary < 0:
@@ -182,8 +190,9 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
               console: Console | None = None, host_timeout: float | None = None) -> FleetOutcome:
     """Run fn on every host under the rolling rules (module docstring); results keep the input order."""
     check_options(forks, canary, batch, max_fail_pct, host_timeout)
-    if host_timeout:
-        fn = functools.partial(_timed, fn, float(host_timeout))
+    seconds = host_timeout_seconds(host_timeout)
+    if seconds:
+        fn = functools.partial(_timed, fn, seconds)
     by_name: dict[str, Any] = {}
     for h in hosts:
         name = host_name(h)

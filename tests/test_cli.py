@@ -103,3 +103,11 @@ def test_doctor_names_missing_tools_with_fixes(tmp_path):
 def test_doctor_rejects_unknown_pipeline():
     r = invoke("doctor", "--pipeline", "bios")
     assert r.returncode == 2 and "not one of" in r.stderr
+
+
+@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify"])
+def test_bad_host_timeout_exits_2_naming_the_option(task):
+    r = invoke(task, "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--host-timeout must be 0 (none) or a number of seconds, got 'soon'" in r.stderr.replace("\n", " ")
+    assert "Traceback" not in r.stderr

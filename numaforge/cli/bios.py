@@ -13,6 +13,7 @@ from rich.table import Table
 from ..bios.apply import HostOptions, Timeouts, run_hosts
 from ..bios.errors import ProfileError
 from ..bios.profile import host_facts, render_profile
+from ..fleet import host_timeout_seconds
 from ..report import Report
 from . import common
 
@@ -72,7 +73,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
-        opts.host_timeout = common.seconds(opts.host_timeout)
+        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
@@ -150,7 +151,7 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     vopts = VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
-        opts.host_timeout = common.seconds(opts.host_timeout)
+        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)

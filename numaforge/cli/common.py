@@ -83,19 +83,3 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
 
 def eprint(msg: str) -> None:
     print(redact(msg), file=sys.stderr)
-
-
-def seconds(value, option: str = "--host-timeout"):
-    """A seconds option: None/"0" -> None (no budget), "900" -> 900.0; anything else is a clear error (exit 2)."""
-    from ..fleet import FleetOptionError
-
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = -1.0
-    if not v >= 0:
-        raise FleetOptionError(f"{option} must be 0 (none) or a number of seconds, got {value!r}", option,
-                               f"pass {option} 900 (seconds per host) or leave it out")
-    return v or None

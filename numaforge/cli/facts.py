@@ -9,7 +9,7 @@ from invoke import task
 from rich.table import Table
 
 from ..facts import run as facts_run
-from ..fleet import run_fleet
+from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
 from . import common
 
@@ -84,7 +84,7 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
     opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, profile=profile)
 
     def body(report: Report):
-        budget = common.seconds(host_timeout)
+        budget = host_timeout_seconds(host_timeout)
         if load:
             hosts_by_name = {}
             if inventory or host or group:

@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke import task
 
 from ..errors import NumaforgeError
-from ..fleet import run_fleet
+from ..fleet import host_timeout_seconds, run_fleet
 from ..report import HostResult, Report
 from . import common
 
@@ -155,7 +155,7 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
 
     def body(report: Report):
         try:
-            budget = common.seconds(host_timeout)
+            budget = host_timeout_seconds(host_timeout)
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
