@@ -144,9 +144,9 @@ def collect(runner: Runner, source: str, sudo: bool = False, specs: list[Spec] |
     for spec in specs:
         cap.commands[spec.name] = spec.command
     token = f"NUMAFORGE-{secrets.token_hex(8)}"
-    budget = max(s.timeout for s in specs)
+    batch_timeout = max(s.timeout for s in specs)
     try:
-        r = runner.run(batch_script(specs, as_root, token), timeout=budget, sudo=False, check=False)
+        r = runner.run(batch_script(specs, as_root, token), timeout=batch_timeout, sudo=False, check=False)
         out, err, timed_out = r.stdout, r.stderr, False
     except (CommandTimeout, _LocalTimeout) as exc:
         out, err, timed_out = exc.stdout, exc.stderr, True
@@ -157,7 +157,7 @@ def collect(runner: Runner, source: str, sudo: bool = False, specs: list[Spec] |
             _record(cap, spec, rc, stdout, stderr, as_root[spec.name], getattr(runner, "where", source),
                     getattr(runner, "user", ""))
         elif timed_out and i == started:
-            cap.absent[spec.name] = f"`{_short(spec)}` did not finish within {budget:g} s"
+            cap.absent[spec.name] = f"`{_short(spec)}` did not finish within {batch_timeout:g} s"
         else:
             _collect_one(runner, cap, spec, sudo)      # not reached by the batch (or its output was unreadable)
     return cap
@@ -185,15 +185,14 @@ def split_batch(out: str, err: str, token: str, count: int) -> tuple[dict[int, t
         if i >= count:
             continue
         started = i
-        end = re.compile(rf"\n{token} {i} end (-?\d+)\n").search(out, m.end() - 1)
+        end = re.compile(rf"\n{token} {i} end (-?\d+)\n").search(out, m.end())
         if end is None:
             continue
         e_start = err.find(f"{token} {i}\n")
         e_end = err.find(f"\n{token} {i} end\n", e_start)
         if e_start < 0 or e_end < 0:
             continue
-        body = out[m.end():end.start()] if end.start() >= m.end() else ""
-        finished[i] = (int(end.group(1)), body, err[e_start + len(f"{token} {i}\n"):e_end])
+        finished[i] = (int(end.group(1)), out[m.end():end.start()], err[e_start + len(f"{token} {i}\n"):e_end])
     return finished, started
 
 
