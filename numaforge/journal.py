@@ -207,10 +207,7 @@ class Journal:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                _write_synced(fd, data)
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -230,10 +227,7 @@ class Journal:
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             try:
                 os.fchmod(fd, 0o600)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                _write_synced(fd, data)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
@@ -252,3 +246,11 @@ class Journal:
                     os.unlink(tmp)
                 except OSError:
                     pass
+
+
+def _write_synced(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (os.write may write less than asked), then fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
