@@ -138,10 +138,10 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
 
 
 def _series_check(series: str) -> Path | None:
-    from .paths import ROOT
+    from .paths import find_data
 
-    meta = ROOT / "patches" / series / "metadata.yaml"
-    if not meta.is_file():
+    meta = find_data("patches", series, "metadata.yaml")
+    if meta is None or not meta.is_file():
         return None
     import yaml
 

@@ -28,6 +28,7 @@ import jinja2
 import jsonschema
 import yaml
 
+from .. import paths
 from .errors import ProfileError
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
@@ -70,7 +71,8 @@ PROFILE_SCHEMA = {
 
 
 def default_profiles_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "bios" / "profiles"
+    """The project's bios/profiles, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("bios", "profiles")
 
 
 @dataclass
@@ -107,19 +109,20 @@ def host_facts(host) -> dict[str, Any]:
 
 def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
     """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file."""
-    profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
+    dirs = [Path(profiles_dir)] if profiles_dir else (paths.data_dirs("bios", "profiles") or [default_profiles_dir()])
     if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
         p = Path(name)
         if p.is_file():
             return p
         raise ProfileError(f"profile file {name} does not exist", name, "check the path")
-    p = profiles_dir / f"{name}.yaml.j2"
-    if p.is_file():
-        return p
-    known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
+    for d in dirs:   # the project's profiles first, then the built-in ones
+        p = d / f"{name}.yaml.j2"
+        if p.is_file():
+            return p
+    known = sorted({f.name[: -len(".yaml.j2")] for d in dirs for f in d.glob("*.yaml.j2")})
     close = difflib.get_close_matches(name, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown BIOS profile '{name}'", str(profiles_dir), fix)
+    raise ProfileError(f"unknown BIOS profile '{name}'", ", ".join(str(d) for d in dirs), fix)
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:

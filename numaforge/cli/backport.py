@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from invoke import task
-
 from ..kernel import backport as kbackport
 from ..kernel.source import DEFAULT_DEBIAN
-from .common import SELECT_HELP, console, execute
+from .common import console, execute
+from .optionsets import task
 
 
 @task(
@@ -18,7 +17,6 @@ from .common import SELECT_HELP, console, execute
         "series": "series name under patches/ or a series directory (default sched-numa-prefer-local-fallback)",
         "compiler": "compiler for the compile check (repeatable; default gcc-12 and gcc-10)",
         "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
-        "json": SELECT_HELP["json"],
     },
 )
 def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, compiler=None,

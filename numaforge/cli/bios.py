@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from rich.table import Table
 
 from ..bios.apply import HostOptions, Timeouts, run_hosts
@@ -16,13 +15,8 @@ from ..bios.profile import host_facts, render_profile
 from ..fleet import host_timeout_seconds
 from ..report import Report
 from . import common
+from .optionsets import task
 
-FLEET_HELP = {
-    "forks": "how many BMCs to talk to at once (default 8)",
-    "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
-    "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
-    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command or Redfish request and fails; the others go on",
-}
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
     "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
@@ -30,14 +24,6 @@ BIOS_HELP = {
                        "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
                        "keeps nothing",
 }
-
-
-def _select_help(*extra: dict) -> dict:
-    out = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                               "allow_plaintext_secrets")}
-    for e in extra:
-        out.update(e)
-    return out
 
 
 def _warn_insecure(insecure: bool) -> None:
@@ -102,7 +88,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
     return common.execute(task_name, body, json=json, options=options)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
+@task(hosts=True, help=BIOS_HELP)
 def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
@@ -113,12 +99,12 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
                      discovery_cache=discovery_cache), forks)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, FLEET_HELP, {
+@task(hosts=True, write=True, help={**BIOS_HELP, **{
     "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
               "wait for power-on and verify every value",
     "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
-}))
+}})
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
                graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None,
                discovery_cache=True, json=None, allow_plaintext_secrets=False):
@@ -132,13 +118,11 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
          journaled=reboot)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
-    "forks": FLEET_HELP["forks"],
-    "host_timeout": FLEET_HELP["host_timeout"],
+@task(hosts=True, help={
+    **BIOS_HELP,
     "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
-    "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
-}))
+})
 def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
                 host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
                 allow_plaintext_secrets=False):
@@ -173,8 +157,8 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
                    options={"profile": profile, "insecure": insecure, "os": os})
 
 
-@task(iterable=["host", "group"], help=_select_help({"profile": BIOS_HELP["profile"]}, {
-    "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"}))
+@task(hosts=True, help={"profile": BIOS_HELP["profile"],
+                        "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"})
 def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=None, vendor=None, json=None,
                 allow_plaintext_secrets=False):
     """Render each selected host's profile over its inventory facts (no BMC contact): the abstract settings."""

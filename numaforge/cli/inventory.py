@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from invoke import task
 from rich.table import Table
 
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
+from .optionsets import task
 
 
 def host_summary(host) -> dict:
@@ -40,11 +40,7 @@ def host_summary(host) -> dict:
     return {k: v for k, v in out.items() if v not in (None, {}, [])}
 
 
-@task(
-    iterable=["host", "group"],
-    help={k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                               "allow_plaintext_secrets")},
-)
+@task(hosts=True)
 def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=None,
                     allow_plaintext_secrets=False):
     """Validate the inventory and print hosts, groups and resolved variables (secrets masked)."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import NumaforgeError
 from ..report import Report
 from . import common
+from .optionsets import task
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
@@ -21,7 +21,6 @@ HELP = {
                   "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
     "check": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before building",
     "force": "rebuild even when the artifact cache says the inputs are unchanged",
-    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
 }
 
 
@@ -40,7 +39,7 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
     return groups, releases
 
 
-@task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
+@task(hosts=True, help=HELP)
 def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=False, force=False, inventory=None,
                  host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
@@ -54,7 +53,7 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
         for name, members in groups.items():
             row = report.host(f"target:{name}")
             with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                          console=out, transient=False) as progress:
+                          console=out.rich, transient=False) as progress:
                 tid = progress.add_task(f"{name}: preflight", total=None)
 
                 def on_stage(sid, label, name=name, tid=tid):

@@ -3,44 +3,32 @@
 from __future__ import annotations
 
 import json as _json
-import xml.etree.ElementTree as ET
-from pathlib import Path
-
-from invoke import task
 
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import HostResult, Report
 from . import common
+from .optionsets import task
 
 HELP = {
-    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
-    "target": "kpatch target whose built module to use (kpatch/build/TARGET/manifest.json); default: each "
+    "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
               "host's kernel.target from the inventory",
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also `kpatch install` it where the host has kpatch (persist across reboots)",
-    "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
-    "canary": "validate this many hosts first, one by one; any failure stops the rollout",
-    "batch": "then validate the rest in batches of this many hosts (0 = all at once)",
-    "max_fail": "stop the rollout when more than this percentage of attempted hosts failed",
-    "forks": "hosts validated at the same time within a batch",
-    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
-                    "command, rolls back (unload/revert) and fails",
     "effect": "measure the NUMA effect (A/B tracepoint counts) on hosts with >= 3 NUMA nodes (--no-effect skips)",
     "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
     "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
     "signal_after": "seconds of unfinished transition before stalled tasks are signalled",
     "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails",
-    "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
 }
 
 
 def resolve_module(module: str | None, target: str | None, check: str | None, host_target: str | None = None):
     """The Artifact to validate: --module, else --target's (or the host's target's) kpatch build manifest."""
     from .. import livepatch
-    from ..paths import ROOT
+    from ..paths import kpatch_build_dir
 
     if module:
         return livepatch.load_artifact(module, check_script=check)
@@ -49,7 +37,7 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         raise livepatch.ArtifactError("no module to validate: neither --module nor --target, and the host has "
                                       "no kernel.target", "--module/--target",
                                       "pass --module PATH.ko or --target NAME (see kpatch/targets/)")
-    manifest = ROOT / "kpatch" / "build" / t / "manifest.json"
+    manifest = kpatch_build_dir() / t / "manifest.json"
     if not manifest.is_file():
         raise livepatch.ArtifactError(f"target '{t}' has no built module ({manifest} missing)", "--target",
                                       f"build it with `invoke build-kpatch --target {t}`")
@@ -59,47 +47,6 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         raise livepatch.ArtifactError(f"{manifest} is not JSON: {exc}", str(manifest),
                                       f"rebuild: invoke build-kpatch --target {t}") from None
     return livepatch.load_artifact(manifest.parent / man["module_file"], check_script=check, manifest=manifest)
-
-
-def junit_xml(report: Report, suite: str = "numaforge.validate") -> str:
-    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
-    cases = report.hosts
-    failures = sum(1 for h in cases if h.status == "failed")
-    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
-    total = sum(s.seconds for h in cases for s in h.steps)
-    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
-                    skipped=str(skipped), time=f"{total:.3f}")
-    if report.error is not None:
-        ts.set("errors", "1")
-        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
-                            message=report.error.what)
-        err.text = report.error.render()
-    for h in cases:
-        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
-                             time=f"{sum(s.seconds for s in h.steps):.3f}")
-        if h.status == "failed":
-            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
-                              type=h.data.get("error", {}).get("kind", "failed"))
-            f.text = h.message
-        elif h.status in ("not-run", "skipped"):
-            ET.SubElement(case, "skipped", message=h.message or h.status)
-        out = ET.SubElement(case, "system-out")
-        out.text = _json.dumps(h.as_dict(), indent=1, default=str)
-    ET.indent(ts)
-    return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _write_atomic(path: str, text: str) -> Path:
-    import os
-    import tempfile
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, p)
-    return p
 
 
 def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
@@ -136,10 +83,10 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
                      max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
 
 
-@task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
+@task(hosts=True, write=True, help=HELP)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
              keep=False, install=False, accept_new_host_key=False, canary=1, batch=0, max_fail=0.0, forks=4,
-             host_timeout=None, effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
+             host_timeout=None, effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch, numa_effect
@@ -173,11 +120,8 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                         f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
                         f"{eff['stick_local']['on']}")
         except NumaforgeError as exc:
-            report.error = exc   # so the JUnit file records it too; execute() reports it as usual
+            report.error = exc   # execute() records it (report, --junit) and reports it as usual
             raise
-        finally:
-            if junit:
-                common.console.print(f"junit: {_write_atomic(junit, junit_xml(report))}")
 
     common.execute("validate", body, json=json,
                    options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,

@@ -470,17 +470,15 @@ def run_kpatch_build(cmd: list[str], env: dict, log_path: Path, on_stage=None, o
 
 # ---------------------------------------------------------------- orchestration
 
-BUILD_ROOT_DEFAULT = None   # kpatch/build/ under the project root (ignored by git)
 DRIVER_VERSION = "1"        # bump when the build procedure changes what a module contains
 DISK_NEED = 8 * 2**30
 
 
 def build_root() -> Path:
-    from ..paths import ROOT
+    """Where modules are built, one directory per target (numaforge.paths.kpatch_build_dir)."""
+    from .. import paths
 
-    p = Path(os.environ.get("NUMAFORGE_KPATCH_BUILD", ROOT / "kpatch" / "build"))
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    return paths.kpatch_build_dir()
 
 
 @dataclass

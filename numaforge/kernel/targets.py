@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from ..paths import ROOT, cache_dir
+from .. import paths
+from ..paths import cache_dir
 from .kpatch import PreflightError
 
-TARGETS_DIR = ROOT / "kpatch" / "targets"
 DEFAULT_TARGET = "lab"
 KINDS = ("lab", "debian")
 ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian"}
@@ -75,14 +75,21 @@ def parse_target(data, where: str) -> Target:
                   str(data["source"]), str(data.get("description", "")), dict(deb), where)
 
 
-def available(directory: Path = TARGETS_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.yaml"))
+def available(directory: Path | None = None) -> list[str]:
+    """Target names in ``directory``, else in the project's and the built-in kpatch/targets (numaforge.paths)."""
+    if directory is not None:
+        return sorted(p.stem for p in Path(directory).glob("*.yaml"))
+    return paths.data_names("kpatch", "targets", suffix=".yaml")
 
 
-def load_target(name: str, directory: Path = TARGETS_DIR) -> Target:
-    path = directory / f"{name}.yaml"
+def load_target(name: str, directory: Path | None = None) -> Target:
+    if directory is not None:
+        path = Path(directory) / f"{name}.yaml"
+    else:   # the project's target overrides the built-in one of the same name
+        path = paths.find_data("kpatch", "targets", f"{name}.yaml") or \
+            paths.data_dir("kpatch", "targets") / f"{name}.yaml"
     if not path.is_file():
-        raise TargetError(f"unknown kpatch target {name!r}", str(directory),
+        raise TargetError(f"unknown kpatch target {name!r}", str(path.parent),
                           f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
     try:
         data = yaml.safe_load(path.read_text())

@@ -1,7 +1,8 @@
 """The 4-NUMA-node lab VM: qemu (TCG) booting a 5.10 kernel with the project's initramfs.
 
 Lifecycle: ``up(kernel=..., state_dir=...) -> VMInfo``, ``status(state_dir) -> VMStatus``, ``down(state_dir)``.
-State lives in ``state_dir`` (default ./.lab at the repo root, gitignored)::
+State lives in ``state_dir`` (default numaforge.paths.lab_state_dir(): per user and project, under
+$XDG_STATE_HOME/numaforge)::
 
     vm/pid  vm/vm.json  vm/serial.log  vm/qemu.log  vm/initramfs.cpio.gz  vm/dropbear_ed25519_host_key
     ssh/id_ed25519  ssh/id_ed25519.pub  ssh/known_hosts
@@ -29,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import NumaforgeError, ToolMissingError
-from ..paths import ROOT, cache_dir
+from .. import paths
+from ..paths import cache_dir
 from . import initramfs
 
-DEFAULT_STATE_DIR = ROOT / ".lab"
 DEFAULT_SSH_PORT = 2222
 NODES = 4
 NODE_MEM_MB = 512
@@ -256,7 +257,8 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
     return cmd
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:port (a bind test, as qemu's forward and the simulator bind)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -302,8 +304,8 @@ def _ssh_banner(port: int) -> bool:
         return False
 
 
-def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
-    state_dir = Path(state_dir)
+def status(state_dir: str | os.PathLike | None = None) -> VMStatus:
+    state_dir = Path(state_dir or paths.lab_state_dir())
     meta = state_dir / "vm" / "vm.json"
     pidf = state_dir / "vm" / "pid"
     if not pidf.exists():
@@ -319,10 +321,10 @@ def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
                     str(state_dir / "vm" / "serial.log"))
 
 
-def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
+def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = None,
        ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0) -> VMInfo:
     """Boot the lab VM (or report the one already running) and wait until SSH answers."""
-    state_dir = Path(state_dir).resolve()
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     st = status(state_dir)
     if st.running:
         info = json.loads((state_dir / "vm" / "vm.json").read_text())
@@ -331,7 +333,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     if shutil.which("qemu-system-x86_64") is None:
         raise ToolMissingError("qemu-system-x86_64 is not installed", None, "run scripts/setup.d/40-lab-vm.sh")
     k = resolve_kernel(kernel)
-    if not _port_free(ssh_port):
+    if not port_free(ssh_port):
         raise LabVMError(f"127.0.0.1:{ssh_port} is already in use", "lab VM ssh port",
                          "stop whatever listens there (`invoke lab-down`?) or choose another port")
     client_key, host_key = ensure_keys(state_dir, ssh_port)
@@ -410,9 +412,9 @@ def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:
     return True
 
 
-def down(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> bool:
+def down(state_dir: str | os.PathLike | None = None) -> bool:
     """Stop the VM of this state dir; True if one was running. Leaves logs and keys in place."""
-    state_dir = Path(state_dir).resolve()
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     pidf = state_dir / "vm" / "pid"
     if not pidf.exists():
         return False

@@ -31,7 +31,7 @@ def test_killed_mid_reboot_resumes_and_verifies_without_a_second_reset(tmp_path)
             "hosts:\n  gpu-01:\n"
             f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
             "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
-        env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_BUILD": str(tmp_path / "build"),
+        env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"),
                "COLUMNS": "200"}
         cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
         first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -43,7 +43,7 @@ def test_killed_mid_reboot_resumes_and_verifies_without_a_second_reset(tmp_path)
             time.sleep(0.05)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-        journals = list((tmp_path / "build" / "journal").glob("*.json"))
+        journals = list((tmp_path / "state" / "journal").glob("*.json"))
         assert len(journals) == 1
         text = journals[0].read_text()
         assert '"phase": "patched"' in text and '"phase": "reboot-requested"' in text

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from numaforge import livepatch as lp
-from numaforge.cli.validate import junit_xml
+from numaforge.cli.common import junit_xml
 from numaforge.report import HostResult, Report
 
 MODINFO = (b"\x7fELF junk\0name=nf_lp_x\0vermagic=5.10.262 SMP mod_unload \0livepatch=Y\0license=GPL\0"
