@@ -61,6 +61,8 @@ class FleetOutcome:
     not_run: list[str] = field(default_factory=list)
     interrupted: bool = False
     batches: list[list[str]] = field(default_factory=list)   # host names per phase, canaries first (one each)
+    registry_fetches: int = 0          # bios runs: attribute registries fetched from a BMC / loaded from cache
+    registry_loaded: int = 0
 
     @property
     def failed(self) -> list[str]:

@@ -74,7 +74,7 @@ def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
     return Path(directory if directory is not None else default_dir()) / f"{digest}.json"
 
 
-def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":  # noqa: A001 (module API)
+def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":
     """The journal of ``run_key``: resumed if a previous run left one, else a new (not yet written) one."""
     return Journal(path_for(run_key, directory), run_key)
 

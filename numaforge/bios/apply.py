@@ -19,11 +19,11 @@ from typing import Any
 
 from ..errors import NumaforgeError
 from ..report import HostResult
+from .discovery import RegistryCache, Shape, discovery_dir, shape_key
 from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, RetryPolicy, _path
-from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
 from .registry import Registry
 from .vendors import detect_vendor, load_vendor_map, translate
 
@@ -163,7 +163,7 @@ def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> R
                            "check the BMC's registry service")
     locations = r.body.get("Location") or []
     uri = None
-    for loc in sorted(locations, key=lambda l: 0 if str(l.get("Language", "en")).startswith("en") else 1):
+    for loc in sorted(locations, key=lambda x: 0 if str(x.get("Language", "en")).startswith("en") else 1):
         if loc.get("Uri"):
             uri = _path(loc["Uri"])
             break

@@ -20,10 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+import certifi
 import requests
 import tenacity
-from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingError, RetriesExhaustedError,
-                             SessionCreationError)
+from redfish.rest.v1 import (
+    HttpClient,
+    InvalidCredentialsError,
+    JsonDecodingError,
+    RetriesExhaustedError,
+    SessionCreationError,
+)
 
 from .. import budget
 from .errors import RedfishAuthError, RedfishError, RedfishTLSError
@@ -87,7 +93,7 @@ def default_ca_file() -> str:
                       "/etc/ssl/certs/ca-certificates.crt"):
         if candidate and os.path.isfile(candidate):
             return candidate
-    return requests.certs.where()
+    return certifi.where()   # what requests itself uses when no CA bundle is given
 
 
 class RedfishClient:

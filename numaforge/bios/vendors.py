@@ -50,7 +50,7 @@ class VendorMap:
     def source_text(self, setting: str) -> str:
         src = (self.settings.get(setting) or {}).get("source", "")
         ids = src if isinstance(src, list) else [src]
-        return "; ".join(self.sources.get(s, s) for s in ids if s)
+        return "; ".join(self.sources.get(s) or s for s in ids if s)
 
 
 def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:

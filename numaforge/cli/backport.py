@@ -33,7 +33,7 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
             raise
         report.data["manifest"] = res.manifest
         m = res.manifest
-        out = lambda text: console.print(text, soft_wrap=True, highlight=False)  # noqa: E731  (paths unwrapped)
+        out = lambda text: console.print(text, soft_wrap=True, highlight=False)
         out(f"backport {m['series']} onto {m['base_version']}: [green]{res.status}[/]")
         out(f"  tree      {res.tree}  (branch {m['branch']})")
         out(f"  base      {m['base_commit'][:12]}  {m['source_hash'][:23]}")

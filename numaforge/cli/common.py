@@ -16,7 +16,6 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import paths
-
 from ..errors import NumaforgeError, SelectionError
 from ..lab.services import lab_inventory_path, write_lab_inventory
 from ..report import Report
@@ -91,7 +90,7 @@ def plain_table(table: Table) -> list[str]:
     header = [_plain_cell(c.header) for c in cols]
     rows = [[_plain_cell(cell) for cell in row] for row in zip(*(list(c.cells) for c in cols))]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(cols))]
-    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
     out = [f"{_plain_cell(table.title)}:"] if table.title else []
     return out + [fmt(header)] + [fmt(r) for r in rows]
 
@@ -100,7 +99,7 @@ console = Output()
 err_console = Output(stderr=True)
 
 
-def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool = False,  # noqa: A002
+def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool = False,
               output: str | None = None, junit: str | None = None) -> None:
     """Called before every task body: project directory (config numaforge.root), output mode, shared options."""
     cfg = _config(c)
@@ -112,7 +111,7 @@ def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool =
         raise Exit(code=2)
     console.configure(mode)
     err_console.configure("table" if sys.stderr.isatty() and mode == "table" else "plain")
-    RUN.__init__(task=task, options=dict(options), write=write, all=bool(all), output=mode, junit=junit)
+    RUN.task, RUN.options, RUN.write, RUN.all, RUN.output, RUN.junit = task, dict(options), write, bool(all), mode, junit
 
 
 def _config(c: Any) -> dict:
@@ -174,7 +173,8 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         interrupted = True
         report.error = NumaforgeError("interrupted", None, "re-run the same command; finished hosts are kept")
     finally:
-        report.print_summary(console)   # type: ignore[arg-type]  (Output prints tables as the mode says)
+        if report.hosts:
+            console.print(report.summary_table())
         if json:
             written = report.write(json)
             console.print(f"report: {written}")

@@ -32,8 +32,8 @@ def namespace() -> Collection:
 
 class NumaforgeConfig(Config):
     prefix = "numaforge"
-    file_prefix = "numaforge"
-    env_prefix = "NUMAFORGE_CFG"
+    file_prefix = "numaforge"   # type: ignore[assignment]
+    env_prefix = "NUMAFORGE_CFG"   # type: ignore[assignment]
 
 
 class NumaforgeProgram(Program):

@@ -105,7 +105,7 @@ def task(*args: Any, hosts: bool = False, write: bool = False, **kwargs: Any) ->
     if hosts:
         iterable += [n for n in ("host", "group") if n not in iterable]
 
-    def wrap(body: Callable) -> NumaforgeTask:
+    def wrap(body: Callable) -> Any:
         help_ = _with_shared_help(body, kwargs.pop("help", {}))
         if not hosts:
             help_ = {k: v for k, v in help_.items() if k not in HOST_EXTRAS or k in inspect.signature(body).parameters}

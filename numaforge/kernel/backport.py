@@ -22,12 +22,11 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-
-from ..paths import atomic_write_text
 from .. import __version__
 from ..errors import NumaforgeError
-from ..paths import build_dir
+from ..paths import atomic_write_text, build_dir
 from . import compile as kcompile
 from . import source as ksource
 from .series import Hunk, Patch, Series, SeriesError, load_series
@@ -105,7 +104,8 @@ def conflicting_hunks(file_lines: list[str], hunks: list[Hunk]) -> list[dict]:
 
 def conflict_markers(text: str) -> list[dict]:
     """<<<<<<< / ======= / >>>>>>> regions left by a 3-way merge, with their 1-based line numbers."""
-    regions, cur = [], None
+    regions: list[dict] = []
+    cur: dict[str, Any] | None = None
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("<<<<<<<"):
             cur = {"start": n, "ours": [], "theirs": [], "side": "ours"}

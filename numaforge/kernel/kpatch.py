@@ -14,8 +14,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from ..digest import sha256_bytes, sha256_file  # noqa: F401 (re-exported: callers use kpatch.sha256_*)
+from ..digest import sha256_bytes, sha256_file
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 
@@ -492,7 +493,7 @@ class TargetInputs:
     identity: dict          # hashes identifying the inputs (for the artifact key)
     config_arg: Path | None = None          # -c (Debian: the headers' .config)
     env_extra: dict = field(default_factory=dict)
-    restore: object = None  # callable(env) restoring the tree after kpatch-build
+    restore: Callable[..., dict] | None = None  # callable(env, logf) restoring the tree after kpatch-build
 
 
 @dataclass

@@ -26,12 +26,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import NumaforgeError
 from .. import paths
+from ..errors import NumaforgeError
 from ..paths import cache_dir
 from . import kpatch as kp
 from .source import export_tree
-
 
 
 def lab_dir() -> Path:

@@ -25,9 +25,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from .. import paths
 from ..digest import sha256_bytes
 from ..errors import NumaforgeError
-from .. import paths
 
 FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")

@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import NumaforgeError, ToolMissingError
 from .. import paths
+from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 from . import initramfs
 
