@@ -247,6 +247,8 @@ def is_ini(path: str, text: str) -> bool:
 def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
     """Build the Ansible view of an inventory file (YAML document already parsed, or INI text)."""
     inv = AnsibleInventory(path=path)
+    inv.add_group("all", path)          # both exist before parsing, as in Ansible: [all:vars] is valid
+    inv.add_group("ungrouped", path)
     if yaml_doc is None:
         _parse_ini(inv, path, text)
     else:
@@ -328,7 +330,6 @@ def _kind(v) -> str:
 def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
     pending: dict[str, dict] = {}    # groups named before their own section: {state, line, parents}
     group, state = "ungrouped", "hosts"
-    inv.add_group("ungrouped", path)
     for n, raw in enumerate(text.splitlines(), 1):
         where = f"{path}:{n}"
         line = raw.strip()
@@ -582,3 +583,16 @@ def _load_vars_file(path: Path) -> LMap | None:
         if not isinstance(k, str):
             raise InventoryError(f"variable name {k!r} must be a string", f"{path}:{doc.line_of(k)}", "quote the name")
     return doc
+
+
+def read(path: str | Path) -> AnsibleInventory:
+    """Read an Ansible inventory file (YAML, JSON or INI, told apart as load_inventory does)."""
+    path = str(path)
+    text = read_regular(path)
+    if is_ini(path, text):
+        return load(path, text, None)
+    doc = parse_yaml(text, path)
+    if not isinstance(doc, LMap):
+        raise InventoryError(f"an Ansible YAML inventory must be a mapping of groups, got a {_kind(doc)}",
+                             f"{path}:{getattr(doc, 'line', 1)}", "start with `all:`")
+    return load(path, text, doc)
