@@ -352,6 +352,12 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
     url = _get(ctx, f, "url", str, host, "bmc", required=True, line=line)
     uline = f["url"][1]
     parsed = urlparse(url)
+    if "@" in parsed.netloc:
+        # never echo the URL: it holds a password. Say where, and how to move it out.
+        ctx.fail(uline, f"host '{host}': bmc.url carries credentials (user:password@ before the host name); they "
+                        "would be printed and sent as basic auth on every request",
+                 "write only https://host[:port] and set bmc.username and bmc.password: env:VARIABLE or "
+                 "file:PATH (then change that BMC password: it has been stored in the inventory)")
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
     except ValueError:
