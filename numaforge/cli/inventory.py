@@ -7,6 +7,8 @@ from dataclasses import fields
 from invoke import task
 from rich.table import Table
 
+from ..errors import InventoryError
+from ..inventory import preflight
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
@@ -42,12 +44,15 @@ def host_summary(host) -> dict:
 
 @task(
     iterable=["host", "group"],
-    help={k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                               "allow_plaintext_secrets")},
+    help={**{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
+                                                 "allow_plaintext_secrets")},
+          "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
+                         "CA bundles, file: secrets and env: variables it refers to exist"},
 )
 def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=None,
-                    allow_plaintext_secrets=False):
-    """Validate the inventory and print hosts, groups and resolved variables (secrets masked)."""
+                    allow_plaintext_secrets=False, syntax_only=False):
+    """Validate the inventory, print hosts, groups and resolved variables (secrets masked), and check that every
+    file and environment variable it refers to is there (never printing a value)."""
 
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
@@ -56,6 +61,8 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
         for h in hosts:
             out.print(f"\n[bold]{h.name}[/]  ({h.location})  groups: {', '.join(h.groups) or '-'}")
             rows = []
+            if h.connection != "ssh":
+                rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
             if h.ssh:
                 s = h.ssh
                 extra = " ".join(f"{k}={v}" for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts),
@@ -93,9 +100,33 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
                 gt.add_row(g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-")
             common.console.print(gt)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
+        if not syntax_only:
+            _preflight(report, inv, hosts)
 
     common.execute("inventory-check", body, json=json,
-                   options={"inventory": inventory, "host": host, "group": group, "limit": limit})
+                   options={"inventory": inventory, "host": host, "group": group, "limit": limit,
+                            "syntax_only": syntax_only})
+
+
+def _preflight(report: Report, inv, hosts) -> None:
+    """Every referenced file and env: variable, all problems listed with host/attribute; exit 2 if any."""
+    problems = preflight.check_hosts(hosts)
+    report.data["preflight"] = {"checked_hosts": len(hosts), "problems": len(problems)}
+    if not problems:
+        common.console.print(f"\npreflight: every file and environment variable referenced by {len(hosts)} "
+                             "host(s) is present")
+        return
+    common.console.print(f"\npreflight: {len(problems)} problem(s)", markup=False)
+    for p in problems:
+        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False,
+                             soft_wrap=True)
+        hr = report.host(p.host)
+        hr.status = "failed"
+        hr.message = f"{p.attribute}: {p.what}" if not hr.message else f"{hr.message}; {p.attribute}: {p.what}"
+        hr.data.setdefault("problems", []).append({"attribute": p.attribute, "what": p.what, "fix": p.fix})
+    raise InventoryError(f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
+                         f"(on {len({p.host for p in problems})} host(s), listed above)", inv.path,
+                         "fix each one listed, or pass --syntax-only to check only the inventory file")
 
 
 TASKS = [inventory_check]
