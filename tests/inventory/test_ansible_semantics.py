@@ -16,11 +16,7 @@ from numaforge.errors import InventoryError, SelectionError
 from numaforge.inventory.graph import MAX_GROUP_DEPTH
 from numaforge.inventory.loader import load_inventory
 
-
-def write(tmp_path, text, name="inv.yaml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+from .helpers import write
 
 
 def test_host_in_two_groups_keeps_ansible_host_yaml(tmp_path):

@@ -9,13 +9,9 @@ import pytest
 from numaforge.errors import SelectionError
 from numaforge.inventory.loader import load_inventory
 
+from .helpers import write
+
 ROOT = Path(__file__).parents[2]
-
-
-def write(tmp_path, text, name="inv.yaml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 def test_precedence_defaults_outer_inner_host(tmp_path):
