@@ -101,6 +101,15 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     assert not {"Sup3rS3cret", "An0therSecret", "Env5ecretValue"} & set((r.stdout + r.stderr).split())
 
 
+def test_inventory_text_is_printed_as_data(tmp_path):
+    """Rich markup or emoji codes in inventory values are shown verbatim (was: MarkupError traceback)."""
+    inv = tmp_path / "hosts.ini"
+    inv.write_text('[gpu]\ng1 note="[/b] [red]x :smile: 0000:41:00.0"\n')
+    r = invoke("inventory-check", "--inventory", str(inv), "--syntax-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note='[/b] [red]x :smile: 0000:41:00.0'" in r.stdout
+
+
 def test_plaintext_secret_masked_everywhere(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text("hosts:\n  h:\n    bmc: {url: 'https://b.example', password: Sup3rS3cret}\n")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import fields
 
 from invoke import task
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InventoryError
 from ..inventory import preflight
@@ -57,9 +59,11 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         out = common.console
-        out.print(f"[bold]{inv.path}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected")
+        out.print(f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
+                  emoji=False)
         for h in hosts:
-            out.print(f"\n[bold]{h.name}[/]  ({h.location})  groups: {', '.join(h.groups) or '-'}")
+            out.print(f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: "
+                      f"{escape(', '.join(h.groups) or '-')}", emoji=False)
             rows = []
             if h.connection != "ssh":
                 rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
@@ -70,7 +74,7 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
                 rows.append(("ssh", f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"))
             if h.bmc:
                 b = h.bmc
-                trust = "[red]INSECURE (TLS not verified)[/]" if b.insecure else \
+                trust = "INSECURE (TLS not verified)" if b.insecure else \
                     (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
                 rows.append(("bmc", f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
                                     + (f" system={b.system_id}" if b.system_id else "")))
@@ -87,8 +91,9 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
                 rows.append(("profile", h.bios_profile))
             if h.vars:
                 rows.append(("vars", ", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items()))))
-            for key, text in rows:
-                out.print(f"  {key:<9} {text}", soft_wrap=True, markup=True)
+            for key, text in rows:  # inventory text is data: no markup, no emoji codes
+                style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
+                out.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
             report.host(h.name).data = host_summary(h)
         if inv.groups:
             gt = Table(title="groups")
@@ -97,7 +102,8 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
             gt.add_column("hosts (nested included)", overflow="fold")
             common.console.print()
             for g in inv.groups.values():
-                gt.add_row(g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-")
+                gt.add_row(*(Text(t) for t in (g.name, ", ".join(g.children) or "-",
+                                               ", ".join(inv.group_members(g.name)) or "-")))
             common.console.print(gt)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
         if not syntax_only:
