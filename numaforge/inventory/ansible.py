@@ -75,7 +75,8 @@ class AnsibleInventory:
     path: str
     groups: dict[str, AGroup] = field(default_factory=dict)
     hosts: dict[str, AHost] = field(default_factory=dict)
-    depth: dict[str, int] = field(default_factory=dict)
+    depth: dict[str, int] = field(default_factory=dict)                 # set by reconcile()
+    parents: dict[str, list[str]] = field(default_factory=dict)         # set by reconcile()
     group_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)   # group_vars/ contents
     host_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)    # host_vars/ contents
 
@@ -93,7 +94,7 @@ class AnsibleInventory:
             if port is not None:
                 self.set_var(name, "ansible_port", port, where, host=True)
         h = self.hosts[name]
-        if group and name not in self.groups[group].hosts:
+        if group and group not in h.groups:   # (a host's own group list is short; a group's may be 10^5)
             self.groups[group].hosts.append(name)
             h.groups.append(group)
         return h
@@ -135,16 +136,17 @@ class AnsibleInventory:
                 h.groups.remove("ungrouped")
             elif not real and "ungrouped" not in h.groups:
                 self.add_host(h.name, "ungrouped", h.where)
+        self.parents = {}
+        for g in self.groups.values():
+            for c in g.children:
+                self.parents.setdefault(c, []).append(g.name)
         self.depth = nesting_depths({g.name: g.children for g in self.groups.values()},
                                     {g.name: g.where for g in self.groups.values()}, root="all")
 
     # ------------------------------------------------------------------------------------------ queries
     def host_groups(self, host: str) -> list[str]:
         """Every group the host is in (ancestors included, `all` included), in Ansible's var order."""
-        parents: dict[str, list[str]] = {}
-        for g in self.groups.values():
-            for c in g.children:
-                parents.setdefault(c, []).append(g.name)
+        parents = self.parents
         seen: set[str] = set()
         todo = list(self.hosts[host].groups)
         while todo:
