@@ -48,7 +48,7 @@ def _live_paths(item, state: HostState) -> list[str]:
     return [item.path]
 
 
-def previous_values(plan: Plan, state: HostState) -> dict:
+def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] | None = None) -> dict:
     """What the host had before this apply, merged over what an earlier apply saved (that one wins)."""
     saved = {"format": STATE_FORMAT, "values": {}, "files": {}, "link": None}
     old = state.files.get(STATE_FILE)
@@ -70,6 +70,10 @@ def previous_values(plan: Plan, state: HostState) -> dict:
             else:
                 value = item.current
             saved["values"].setdefault(p, value)
+    for addr in numa_override or {}:
+        dev = state.devices.get(addr)
+        saved["values"].setdefault(f"/sys/bus/pci/devices/{addr}/numa_node",
+                                   str(dev.numa_node) if dev and dev.numa_node is not None else None)
     if saved.get("link") is None:
         saved["link"] = state.unit_linked
     return saved
@@ -84,7 +88,7 @@ def apply_script(plan: Plan, state: HostState, root: str, numa_override: dict[st
     if not changes and not link_needed and not link_drop and not numa_override:
         return None
     lines = _prelude(root)
-    lines += _put(STATE_FILE, json.dumps(previous_values(plan, state), indent=1, sort_keys=True), "0644")
+    lines += _put(STATE_FILE, json.dumps(previous_values(plan, state, numa_override), indent=1, sort_keys=True), "0644")
     for item in changes:
         if item.kind == "file":
             continue
