@@ -14,7 +14,7 @@ def corpus(name: str) -> str:
     return (DATA / f"{name}.snapshot").read_text()
 
 
-def build_tree(root: Path, name: str = "lab-vm") -> Path:
+def build_tree(root: Path, name: str = "lab-vm-numanic") -> Path:
     """Materialise a captured snapshot as files under root (the boundary fake of /proc and /sys for SSH hosts:
     a test must not retune the build server's own kernel, and sysfs cannot be created by a test)."""
     snap = parse_snapshot(corpus(name))
@@ -31,6 +31,6 @@ def build_tree(root: Path, name: str = "lab-vm") -> Path:
     return root
 
 
-def lab_like_host(name: str = "h", nics=("0000:00:02.0",), sockets: int = 4, **vars) -> Host:
+def lab_like_host(name: str = "h", nics=("0000:21:04.0",), sockets: int = 4, **vars) -> Host:
     return Host(name=name, location=Location("<test>"), hardware=HardwareSpec(sockets=sockets, nics=list(nics)),
                 vars={"hostos_profile": "lab-vm-host", **vars})

@@ -38,6 +38,13 @@ def test_lab_vm_corpus():
     assert all(v is None for v in st.files.values()) and not st.unit_linked
 
 
+def test_lab_vm_numa_nic_corpus():
+    st = _state("lab-vm-numanic", ["0000:00:02.0", "0000:21:04.0"])
+    nic = st.devices["0000:21:04.0"]                  # virtio-net behind qemu's pxb with numa_node=1
+    assert (nic.numa_node, nic.local_cpus, nic.irqs) == (1, [1], ["29", "30", "31"])
+    assert st.interrupts["29"].chip == "PCI-MSI" and "virtio" in st.interrupts["29"].name
+
+
 def test_buildserver_corpus():
     st = _state("buildserver", ["0000:00:03.0"])
     assert st.thp["enabled"] == ("madvise", ["always", "madvise", "never"])
@@ -68,14 +75,14 @@ def test_snapshot_script_runs_under_a_root_prefix(tmp_path):
     assert snap.files["/proc/sys/vm/swappiness"] == "60" and snap.files["/proc/irq/10/smp_affinity_list"] == "0"
 
 
-def _profile(name="lab-vm-host", **vars):
-    return render_profile(name, profile_facts(lab_like_host(**vars)))
+def _profile(name="lab-vm-host", **kw):
+    return render_profile(name, profile_facts(lab_like_host(**kw)))
 
 
 def test_profiles_render_with_extends():
     p = _profile()
     assert p.sysctl == {"vm.zone_reclaim_mode": "0", "kernel.numa_balancing": "1", "vm.swappiness": "10"}
-    assert p.thp == {} and p.governor is None and p.irq_devices == ["0000:00:02.0"] and p.irq_cpus == "node:1"
+    assert p.thp == {} and p.governor is None and p.irq_devices == ["0000:21:04.0"] and p.irq_cpus == "local"
     base = render_profile("epyc-gpudirect-host", profile_facts(lab_like_host()))
     assert base.thp == {"enabled": "madvise", "defrag": "defer+madvise"} and base.governor == "performance"
 
@@ -113,19 +120,23 @@ def test_plan_reports_every_problem_at_once(tmp_path):
 
 def test_plan_diff_and_device_checks():
     prof = _profile()
-    st = _state("lab-vm", ["0000:00:02.0"], list(prof.sysctl))
+    st = _state("lab-vm-numanic", ["0000:21:04.0"], list(prof.sysctl))
     plan = make_plan(prof, st, host="lab")
     by = {(i.kind, i.name): i for i in plan.items}
     assert by[("sysctl", "vm.swappiness")].action == "change" and by[("sysctl", "vm.zone_reclaim_mode")].action == "ok"
-    assert (by[("irq", "10 (0000:00:02.0)")].current, by[("irq", "10 (0000:00:02.0)")].desired) == ("0", "1")
-    checks = {c.name: c for c in plan.checks}
-    assert checks["numa-nodes"].verdict == "ok"
+    assert {n: (i.current, i.desired) for (k, n), i in by.items() if k == "irq"} == {
+        "29 (0000:21:04.0)": ("1", "1"), "30 (0000:21:04.0)": ("0-3", "1"), "31 (0000:21:04.0)": ("0-3", "1")}
+    assert {c.name: c.verdict for c in plan.checks} == {"numa-nodes": "ok", "numa_node 0000:21:04.0": "ok"}
+    # the e1000 on qemu's main root reports -1 on a 4-node machine: a failed check with the likely BIOS cause
+    e1000 = _profile(nics=("0000:00:02.0",))
+    st = _state("lab-vm", ["0000:00:02.0"], list(e1000.sysctl))
+    checks = {c.name: c for c in make_plan(e1000, st).checks}
     bad = checks["numa_node 0000:00:02.0"]
     assert bad.verdict == "fail" and "-1" in bad.evidence and "likely BIOS cause" in bad.why
     assert "--numa-node-override" in bad.why
     # without checks.nodes the count comes from sockets x the BIOS NPS: NPS 4 on 4 sockets is not what qemu shows
-    prof.nodes = None
-    assert {c.name: c for c in make_plan(prof, st, nps=4, sockets=4).checks}["numa-nodes"].verdict == "fail"
+    e1000.nodes = None
+    assert {c.name: c for c in make_plan(e1000, st, nps=4, sockets=4).checks}["numa-nodes"].verdict == "fail"
 
 
 def test_apply_script_saves_first_and_second_apply_is_empty(tmp_path):
@@ -143,7 +154,7 @@ def test_apply_script_saves_first_and_second_apply_is_empty(tmp_path):
     assert script.index("previous.json") < script.index("w 10 /proc/sys/vm/swappiness")
     subprocess.run(["sh", "-c", script], check=True)
     assert (root / "proc/sys/vm/swappiness").read_text() == "10"
-    assert (root / "proc/irq/10/smp_affinity_list").read_text() == "1"
+    assert (root / "proc/irq/30/smp_affinity_list").read_text() == "1"
     saved = json.loads((root / STATE_FILE.lstrip("/")).read_text())
     assert saved["values"]["/proc/sys/vm/swappiness"] == "60"
     st2 = state()
