@@ -264,9 +264,9 @@ def snapshot_request(sysctls: list[str], devices: list[str], managed_files: list
 
 def take_snapshot(runner, root: str, sysctls: list[str], devices: list[str], managed_files: list[str] = (),
                   timeout: float = 60) -> str:
-    """Run the snapshot script through ``runner`` (numaforge.remote.ssh.Remote or facts' LocalRunner): its text."""
+    """Run the snapshot script on the host (``sh -s``, the script on stdin so errors name a short command)."""
     files, dirs = snapshot_request(list(sysctls), list(devices), list(managed_files))
-    r = runner.run(snapshot_script(root, files, dirs), timeout=timeout, check=False)
+    r = runner.run("sh -s", stdin=snapshot_script(root, files, dirs), timeout=timeout, check=False)
     if r.rc != 0:
         from ..errors import NumaforgeError
 

@@ -151,7 +151,7 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         changed = [i.as_dict() for i in plan.changes]
         if script is not None:
             with res.step("apply") as s:
-                remote.run(script, timeout=120, sudo=sudo)
+                remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
                 s.detail = {"changed": len(changed)}
         with res.step("verify"):
             _state, after_plan = _plan(remote, host, profile)
@@ -188,10 +188,10 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
             res.status, res.message = "failed", f"{exc}; nothing was changed"
             return res
         with res.step("rollback"):
-            remote.run(script, timeout=120, sudo=sudo)
+            remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
         with res.step("verify"):
             paths = sorted(p for p, v in saved.get("values", {}).items() if v is not None)
-            check = parse_snapshot(remote.run(_cat_script(root, paths), timeout=60, check=False).stdout)
+            check = parse_snapshot(remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout)
     wrong = [f"{p}: {check.files.get(p)!r} (want {v!r})" for p, v in saved["values"].items()
              if v is not None and _norm(check.files.get(p)) != _norm(v)]
     res.data["restored"] = saved

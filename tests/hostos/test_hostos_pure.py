@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +195,25 @@ def test_locality_gate():
     assert not ok and "cannot tell" in text
     st = host_state(parse_snapshot(corpus("lab-vm")))
     assert locality_counters(st)["local_node"] == 583 + 228 + 2387 + 1594
+
+
+def _cli(tmp_path, *args, profile_text=None):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, agent: false}\n"
+                   "    vars: {hostos_profile: lab-vm-host}\n")
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([str(Path(sys.executable).with_name("invoke")), *args, "-i", str(inv)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_bad_profile_is_a_clear_error_before_any_connection(tmp_path):
+    bad = tmp_path / "bad.yaml.j2"
+    bad.write_text("sysctl:\n  vm.swappiness: 10\n  vm.swappiness: 20\n")
+    r = _cli(tmp_path, "os-apply", "--profile", str(bad), "--json", str(tmp_path / "r.json"))
+    out = json.loads((tmp_path / "r.json").read_text())["hosts"][0]["message"]
+    assert r.returncode == 1 and "duplicate key 'vm.swappiness'" in out and str(bad) in out
+    assert "refused" not in out                                # the profile fails before SSH is tried
+    r = _cli(tmp_path, "os-apply", "--gate", "locality")
+    assert r.returncode != 0 and "--canary" in r.stdout + r.stderr
+    r = _cli(tmp_path, "os-apply", "--numa-node-override", "0000:21:04.0")
+    assert r.returncode != 0 and "ADDR=NODE" in r.stdout + r.stderr
