@@ -9,6 +9,7 @@ scripts, the fleet runner and the CLI are the real ones.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -114,7 +115,9 @@ class _Traffic(threading.Thread):
             applied = (self.root / "var/lib/numaforge/hostos/previous.json").exists()
             dl, do = self.after if applied else (95, 5)
             local, other = local + dl, other + do
-            f.write_text(f"numa_hit {local}\nnuma_miss 0\nlocal_node {local}\nother_node {other}\n")
+            tmp = f.with_name(".numastat.tmp")           # atomic, like the kernel's single read
+            tmp.write_text(f"numa_hit {local}\nnuma_miss 0\nlocal_node {local}\nother_node {other}\n")
+            os.replace(tmp, f)
             time.sleep(0.05)
 
 
