@@ -145,14 +145,18 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         if gate:
             with res.step("locality-before"):
                 before = measure_locality(remote, root, opts.gate_seconds)
-        with res.step("plan"):
-            state, plan = _plan(remote, host, profile)
-        script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
-        changed = [i.as_dict() for i in plan.changes]
-        if script is not None:
-            with res.step("apply") as s:
-                remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
-                s.detail = {"changed": len(changed)}
+        changed: list[dict] = []
+        # with --numa-node-override the device's local_cpulist changes with the write: a second pass plans the
+        # IRQ affinity from the node the device reports now (the first pass's save is kept)
+        for _pass in range(2 if opts.numa_override else 1):
+            with res.step("plan"):
+                state, plan = _plan(remote, host, profile)
+            script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
+            changed += [i.as_dict() for i in plan.changes]
+            if script is not None:
+                with res.step("apply") as s:
+                    remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
+                    s.detail = {"changed": len(plan.changes)}
         with res.step("verify"):
             _state, after_plan = _plan(remote, host, profile)
         if gate:
