@@ -5,10 +5,13 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import task
 from rich.markup import escape
 from rich.table import Table
 
+from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
@@ -67,9 +70,21 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
          forks=8, canary=0, batch=0, max_fail=100.0, host_timeout=None, options=None):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        if action == "apply" and not opts.rollback:
+            # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
+            key = (f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                   f"hosts={','.join(h.name for h in hosts)} gate={opts.gate or '-'} "
+                   f"override={sorted(opts.numa_override.items())}")
+            opts.journal = journal.open(key)
+            resumed = opts.journal.hosts()
+            if resumed:
+                common.console.print(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}")
+            report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_os(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
                          max_fail_pct=float(max_fail), progress=len(hosts) > 1,
                          host_timeout=host_timeout_seconds(host_timeout))
+        if opts.journal is not None and outcome.ok:
+            opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import journal as jr
 from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
 from ..errors import NumaforgeError
@@ -47,6 +48,7 @@ class OsOptions:
     gate_threshold: float = DEFAULT_GATE_THRESHOLD
     accept_new_host_key: bool = False
     canary_hosts: list[str] = field(default_factory=list)
+    journal: Any = None          # numaforge.journal.Journal of this os-apply run (None: no resume)
 
 
 def host_root(host) -> str:
@@ -139,6 +141,11 @@ def apply_host(host, opts: OsOptions) -> HostResult:
     sudo = bool(host.ssh.sudo)
     if opts.rollback:
         return _rollback_host(host, opts, res, root, sudo)
+    if opts.journal is not None and opts.journal.done(host, jr.VERIFIED):
+        # an interrupted identical run already applied and verified this host (its gate included): verify only
+        res = verify_host(host, opts)
+        res.message = f"resumed from {opts.journal.path}: applied and verified before; {res.message}"
+        return res
     profile = resolve_profile(host, opts)
     gate = opts.gate == "locality" and host.name in opts.canary_hosts
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
@@ -157,6 +164,8 @@ def apply_host(host, opts: OsOptions) -> HostResult:
                 with res.step("apply") as s:
                     remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
                     s.detail = {"changed": len(plan.changes)}
+                if opts.journal is not None:
+                    opts.journal.record(host, jr.PATCHED, changed=len(plan.changes))
         with res.step("verify"):
             _state, after_plan = _plan(remote, host, profile)
         if gate:
@@ -175,6 +184,8 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         if not ok:
             res.status = "failed"
             res.message += f" (the rollout stops; undo this host with os-apply --rollback --host {host.name})"
+    if opts.journal is not None and res.status == "ok":
+        opts.journal.record(host, jr.VERIFIED)
     return res
 
 
