@@ -100,13 +100,18 @@ def _failed_checks(plan: Plan) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- per host
-def plan_host(host, opts: OsOptions) -> HostResult:
+def _read_plan(host, opts: OsOptions) -> tuple[HostResult, Plan]:
     res = HostResult(host.name)
     profile = resolve_profile(host, opts)
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
         with res.step("read"):
             _state, plan = _plan(remote, host, profile)
     _record(res, profile, plan)
+    return res, plan
+
+
+def plan_host(host, opts: OsOptions) -> HostResult:
+    res, plan = _read_plan(host, opts)
     res.message = f"{len(plan.changes)} to change, {len(plan.items) - len(plan.changes)} ok"
     bad = _failed_checks(plan)
     if bad:
@@ -115,12 +120,7 @@ def plan_host(host, opts: OsOptions) -> HostResult:
 
 
 def verify_host(host, opts: OsOptions) -> HostResult:
-    res = HostResult(host.name)
-    profile = resolve_profile(host, opts)
-    with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
-        with res.step("read"):
-            _state, plan = _plan(remote, host, profile)
-    _record(res, profile, plan)
+    res, plan = _read_plan(host, opts)
     _verdict(res, plan)
     return res
 
