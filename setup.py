@@ -1,7 +1,7 @@
 """Wheel build step: ship the built-in data as package data (everything else is in pyproject.toml).
 
-The profiles, vendor maps, patch series, kpatch targets and lab kernel files, and inventory templates live at the
-top of the checkout (bios/, patches/, kpatch/targets, kpatch/lab, inventory/). build_py copies them into
+The BIOS and host OS profiles, vendor maps, patch series, kpatch targets and lab kernel files, and inventory templates live at the
+top of the checkout (bios/, hostos/, patches/, kpatch/targets, kpatch/lab, inventory/). build_py copies them into
 numaforge/_data in the wheel, where numaforge.paths finds them when no checkout is around; a project directory's
 own files override them.
 """
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-DATA_DIRS = ("bios", "patches", "kpatch/targets", "kpatch/lab", "inventory")   # = numaforge.paths.DATA_DIRS
+DATA_DIRS = ("bios", "hostos", "patches", "kpatch/targets", "kpatch/lab", "inventory")   # = numaforge.paths.DATA_DIRS
 
 
 class BuildPyWithData(build_py):

@@ -1,6 +1,6 @@
 """Where numaforge finds its data and keeps its outputs: the one module that knows the layout.
 
-Data (BIOS profiles and vendor maps in bios/, patch series in patches/, kpatch targets and lab kernel files in
+Data (BIOS profiles and vendor maps in bios/, host OS profiles in hostos/, patch series in patches/, kpatch targets and lab kernel files in
 kpatch/{targets,lab}, inventory templates in inventory/) is looked up in two places, first hit wins:
 
 1. the **project directory**: ``--root DIR``, else ``$NUMAFORGE_ROOT``, else the current directory when it looks
@@ -36,8 +36,8 @@ CHECKOUT: Path | None = _PARENT if (_PARENT / "pyproject.toml").is_file() and (_
 # the built-in data: the wheel's numaforge/_data, else the checkout
 BUILTIN: Path = PACKAGE_DIR / "_data" if (PACKAGE_DIR / "_data").is_dir() or CHECKOUT is None else CHECKOUT
 # the data directories a wheel ships (setup.py copies them into numaforge/_data)
-DATA_DIRS = ("bios", "patches", "kpatch/targets", "kpatch/lab", "inventory")
-PROJECT_MARKERS = ("numaforge.yaml", "bios", "patches", "kpatch/targets", "inventory")
+DATA_DIRS = ("bios", "hostos", "patches", "kpatch/targets", "kpatch/lab", "inventory")
+PROJECT_MARKERS = ("numaforge.yaml", "bios", "hostos", "patches", "kpatch/targets", "inventory")
 # kept for code that means "the source checkout" (tests, benchmarks); library code uses the functions below
 ROOT = CHECKOUT or BUILTIN
 

@@ -28,7 +28,8 @@ SHARED_HELP = {
                  "default: numaforge.inventory in the config (`lab`)",
     "host": "host name from the inventory (repeatable)",
     "group": "group name from the inventory, nested groups included (repeatable)",
-    "limit": "keep only hosts matching these comma-separated globs or group names",
+    "limit": "keep only hosts matching this Ansible host pattern: names, globs, ~regex, &and, !not, @file "
+             "(comma-separated; docs/inventory.md)",
     "all": "every host of the inventory (needed by tasks that change hosts when the inventory has several)",
     "json": "write a machine-readable report of the run (schema: numaforge/schemas/report.schema.json)",
     "output": "how results print: plain (no boxes or wrapping, one row per line; the default when stdout is "
