@@ -75,7 +75,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
                                      + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items()))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
-                            max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+                            max_fail_pct=float(max_fail), progress=True)
         if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
             opts.journal.finish()
         report.hosts.extend(outcome.results)
@@ -137,7 +137,7 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
+        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=True)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}

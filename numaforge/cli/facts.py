@@ -94,7 +94,7 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts), forks=int(forks),
-                                progress=len(hosts) > 1, host_timeout=budget)
+                                progress=True, host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
         _show(report)

@@ -84,7 +84,7 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
                 common.console.print(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}")
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_os(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
-                         max_fail_pct=float(max_fail), progress=len(hosts) > 1,
+                         max_fail_pct=float(max_fail), progress=True,
                          host_timeout=host_timeout_seconds(host_timeout))
         if opts.journal is not None and outcome.ok:
             opts.journal.finish()

@@ -106,7 +106,7 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
-                                     batch=batch, max_fail=max_fail, progress=len(hosts) > 1,
+                                     batch=batch, max_fail=max_fail, progress=True,
                                      host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
