@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke import task
+from rich.markup import escape
 from rich.table import Table
 
 from ..bios.apply import HostOptions, Timeouts, run_hosts
@@ -51,17 +52,19 @@ def _print_plans(report: Report) -> None:
         items = h.data.get("plan") or []
         if not items:
             continue
-        t = Table(title=f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
-                        f"registry {h.data.get('registry')}")
+        t = Table(title=escape(f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
+                               f"registry {h.data.get('registry')}"))
         for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
             t.add_column(col, overflow="fold")
-        colour = {"change": "yellow", "pending": "cyan", "ok": "green"}
+        colour = {"change": "yellow", "pending": "cyan", "ok": "green", "gap": "magenta", "skipped": "bright_black"}
         for i in items:
-            t.add_row(i["attribute"], i["setting"], _s(i["current"]), _s(i["pending"]), _s(i["desired"]),
-                      f"[{colour.get(i['action'], 'white')}]{i['action']}[/]", i["resolved"])
+            # attribute names, values and resolved texts come from the BMC (DisplayNames): data, not markup
+            t.add_row(escape(str(i["attribute"])), i["setting"], escape(_s(i["current"])), escape(_s(i["pending"])),
+                      escape(_s(i["desired"])), f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
+                      escape(str(i["resolved"])))
         common.console.print(t)
         for w in h.data.get("warnings") or []:
-            common.err_console.print(f"[red]{h.host}: {w}[/]")
+            common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
 
 
 def _s(v) -> str:
