@@ -117,21 +117,22 @@ def host_facts(host) -> dict[str, Any]:
     }
 
 
-def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
-    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file."""
+def find_profile(name: str, profiles_dir: Path | None = None, kind: str = "BIOS profile") -> Path:
+    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file (``kind`` names it in errors; the
+    host OS pipeline passes its own profiles_dir and kind)."""
     profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
     if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
         p = Path(name)
         if p.is_file():
             return p
-        raise ProfileError(f"profile file {name} does not exist", name, "check the path")
+        raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
     p = profiles_dir / f"{name}.yaml.j2"
     if p.is_file():
         return p
     known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
     close = difflib.get_close_matches(name, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown BIOS profile '{name}'", str(profiles_dir), fix)
+    raise ProfileError(f"unknown {kind} '{name}'", str(profiles_dir), fix)
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:
