@@ -16,9 +16,11 @@ from . import common
     "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
     "vm": "start the VM (--no-vm to start only the BMC simulator)",
     "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
+    "persist": "attach the VM's persistent disk (.lab/vm/persist.img): host OS settings survive a VM reboot",
+    "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
     "json": common.SELECT_HELP["json"],
 })
-def lab_up(c, kernel="lab", bmc_flavour="dell", vm=True, bmc=True, json=None):
+def lab_up(c, kernel="lab", bmc_flavour="dell", vm=True, bmc=True, persist=False, numa_nic=False, json=None):
     """Start the lab: a 4-NUMA-node qemu VM (ssh 127.0.0.1:2222) and a Redfish BMC simulator (127.0.0.1:8443)."""
     from ..lab import services
     from ..lab import vm as labvm
@@ -34,7 +36,7 @@ def lab_up(c, kernel="lab", bmc_flavour="dell", vm=True, bmc=True, json=None):
         if vm:
             with host.step("vm-up") as s:
                 common.console.print(f"vm: booting the {kernel} kernel under qemu (TCG boots take 10-50 s)...")
-                vinfo = labvm.up(kernel=kernel)
+                vinfo = labvm.up(kernel=kernel, persist=persist, numa_nic=numa_nic)
                 s.detail = asdict(vinfo)
             common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes, ssh on 127.0.0.1:{vinfo.ssh_port}"
                                  f" (ready after {vinfo.ssh_seconds} s)")

@@ -31,7 +31,7 @@ from ..fleet import FleetOutcome, run_fleet
 from ..remote.ssh import connect
 from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
-from .plan import MANAGED_FILES, HostPlanError, Plan, make_plan
+from .plan import MANAGED_FILES, Plan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
 from .read import HostState, bracketed, host_state, parse_snapshot, snapshot_script, take_snapshot
 

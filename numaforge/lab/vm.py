@@ -271,6 +271,15 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
     return cmd
 
 
+def irqbalance_binary() -> Path:
+    """Debian's irqbalance (1.9.2), extracted -- not installed, so it never runs on this build server -- into
+    the cache by scripts/setup.d/47-hostos.sh; the numa_nic VM carries it for the host OS tests."""
+    p = cache_dir() / "hostos" / "irqbalance" / "usr" / "sbin" / "irqbalance"
+    if not p.is_file():
+        raise ToolMissingError("irqbalance is not in the cache", str(p), "run scripts/setup.d/47-hostos.sh")
+    return p
+
+
 def ensure_persist_disk(path: Path, size_mb: int = 32) -> Path:
     """An ext4 image for the guest's persistent files (created once, kept across boots of this state dir)."""
     if path.exists():
@@ -375,7 +384,8 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
         modules[rel] = src
     initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
                              authorized_key=(client_key.with_suffix(".pub")).read_text(),
-                             workload=workload_binary(), modules=modules)
+                             workload=workload_binary(), modules=modules,
+                             irqbalance=irqbalance_binary() if numa_nic else None)
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
