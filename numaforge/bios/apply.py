@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NumaforgeError
+from ..fleet import rolling_batch, run_fleet
 from ..report import HostResult
 from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
-from .redfish import RedfishClient, RetryPolicy, _path
+from .redfish import RedfishClient, Response, RetryPolicy, _path
+from .resources import ServiceRoot, System, find_jobs
 from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
 from .registry import Registry
 from .vendors import detect_vendor, load_vendor_map, translate
@@ -530,7 +532,9 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
                    result: HostResult):
     """PATCH once (the adapter retries only a 503). If the answer is an error or is lost, re-read the settings
     object -- never re-send blindly: when it holds every value we sent, the BMC did act; otherwise report what it
-    holds (nothing is half-written by us: the PATCH is one request) and stop."""
+    holds (nothing is half-written by us: the PATCH is one request) and stop. A lost answer (timeout, reset) is
+    not a "no": the settings object is re-read for up to the read timeout (the BMC may still be working on the
+    request), and the report names what the BMC holds then, pending values and BIOS jobs."""
     try:
         r = _patch_once(client, state, changes, use_apply_time)
     except RedfishError as exc:
@@ -539,24 +543,47 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
         return r
     what = f"PATCH {state.settings_path} " + (f"answered {r.status}: {r.error_text()}" if r is not None
                                               else f"got no answer ({lost.what})")
-    try:
-        attrs = client.get(state.settings_path).body.get("Attributes") or {}
-    except NumaforgeError:
-        raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
-                           f"{client.host} ({client.base_url})",
-                           "re-run `invoke bios-plan` to see what is pending, then `bios-apply` again") from None
-    now = pending_values(state.current, attrs)
-    if all(now.get(k) == v for k, v in changes.items()):
-        client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
-        from .redfish import Response
-        return Response(200, {}, {}, state.settings_path)
+    deadline = time.monotonic() + (client.policy.read_timeout if r is None else 0.0)
+    while True:
+        try:
+            attrs = client.get(state.settings_path).body.get("Attributes") or {}
+        except NumaforgeError:
+            raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
+                               f"{client.host} ({client.base_url})",
+                               "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then "
+                               "`bios-apply` again") from None
+        now = pending_values(state.current, attrs)
+        if all(now.get(k) == v for k, v in changes.items()):
+            client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
+            return Response(200, {}, {}, state.settings_path)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     before = pending_values(state.current, state.settings_attrs)
     extra = sorted(k for k in now if before.get(k) != now.get(k))
+    if r is None:
+        held = ("the BMC now holds " + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else
+                                        "no new pending value") + f"; BIOS jobs: {_jobs_text(client, state)}; "
+                "it may still act on the request")
+        raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})",
+                           "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
+                           "re-running bios-apply writes only what still differs")
     held = (f"the settings object now holds new values for: {', '.join(extra)}" if extra
             else "the settings object is unchanged: nothing was written")
-    fix = ("fix the attribute the BMC names, then re-run" if r is not None and 400 <= r.status < 500
+    fix = ("fix the attribute the BMC names, then re-run" if 400 <= r.status < 500
            else "re-run when the BMC is healthy (the plan writes only what still differs)")
     raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})", fix)
+
+
+def _jobs_text(client: RedfishClient, state: BiosState) -> str:
+    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
+    try:
+        managers = System(client, state.system_path, system_of(client, state)).manager_paths
+        jobs = find_jobs(client, ServiceRoot.load(client), managers)
+        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
+    except NumaforgeError as exc:
+        return f"unknown ({exc.what})"
+    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
 def desired_values(plan: Plan) -> dict[str, Any]:
@@ -662,13 +689,22 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
                 verified = [i.attribute for i in plan.items if i.current == i.desired]
                 mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
                          "current": i.current, "pending": i.pending} for i in plan.items if i.current != i.desired]
-                result.data.update({"verified": verified, "mismatches": mism,
+                # a value staged on the BMC that differs from the profile: it takes effect at the next reset
+                conflicts = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
+                              "current": i.current, "pending": i.pending} for i in plan.items
+                             if i.pending is not None and i.pending != i.desired]
+                verified = [a for a in verified if a not in {c["attribute"] for c in conflicts}]
+                result.data.update({"verified": verified, "mismatches": mism, "conflicts": conflicts,
                                     "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]]})
-        if mism:
+        if mism or conflicts:
             result.status = "failed"
             result.message = "; ".join(
-                f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
-                + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism)
+                [f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
+                 + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism
+                 if m not in conflicts]
+                + [f"{host.name}/{c['attribute']} ({c['setting']}): a pending value {c['pending']!r} conflicts with "
+                   f"the profile's {c['desired']!r} (current {c['current']!r}); it will flip at the next reboot "
+                   "(clear it with `invoke bios-clear-pending` or re-run bios-apply)" for c in conflicts])
         else:
             result.status = "ok"
             result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
@@ -681,9 +717,9 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
               max_fail_pct: float = 100.0, progress: bool = False):
     """Run plan/apply/verify on every host with bounded concurrency (numaforge.fleet); one registry cache per run.
 
-    A failing host never stops the others (unless canary/max-fail say so). Returns the FleetOutcome.
+    A failing host never stops the others (unless canary/max-fail say so; with --max-fail below 100 and no
+    --batch, hosts run in waves of ``forks``, numaforge.fleet.rolling_batch). Returns the FleetOutcome.
     """
-    from ..fleet import run_fleet
 
     fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
@@ -693,8 +729,8 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
         fn(host, opts, cache, result)
         return result
 
-    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,
-                        progress=progress, host_timeout=opts.host_timeout)
+    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=rolling_batch(batch, forks, max_fail_pct),
+                        max_fail_pct=max_fail_pct, progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
     outcome.registry_loaded = cache.loaded
     return outcome
