@@ -5,29 +5,29 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import task
 from rich.markup import escape
 from rich.table import Table
 
+from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
 from ..report import Report
 from . import common
+from .bios import FLEET_HELP, _select_help
 from .validate import _write_atomic, junit_xml
 
 HELP = {
+    **FLEET_HELP, **_select_help(),
     "profile": "host OS profile name (hostos/profiles/NAME.yaml.j2) or path; default: each host's vars.hostos_profile",
     "forks": "how many hosts at once (default 8)",
-    "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
     "batch": "hosts per batch after the canaries (default 0 = all remaining at once)",
-    "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
-    "host_timeout": "seconds of budget per host (default: none)",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
 }
-for _k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets"):
-    HELP[_k] = common.SELECT_HELP[_k]
 
 
 def _s(v) -> str:
@@ -52,6 +52,19 @@ def _print(report: Report) -> None:
         common.console.print(t)
 
 
+def _number(value, default: float, option: str, lo: float, hi: float) -> float:
+    if value is None:
+        return default
+    try:
+        v = float(value)
+    except ValueError:
+        v = float("nan")
+    if not lo <= v <= hi:
+        raise NumaforgeError(f"{option} must be a number from {lo:g} to {hi:g}, got {value!r}", option,
+                             f"pass e.g. {option} {default:g}")
+    return v
+
+
 def _overrides(values) -> dict[str, int]:
     out = {}
     for v in values or []:
@@ -67,9 +80,21 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
          forks=8, canary=0, batch=0, max_fail=100.0, host_timeout=None, options=None):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        if action == "apply" and not opts.rollback:
+            # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
+            key = (f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                   f"hosts={','.join(h.name for h in hosts)} gate={opts.gate or '-'} "
+                   f"override={sorted(opts.numa_override.items())}")
+            opts.journal = journal.open(key)
+            resumed = opts.journal.hosts()
+            if resumed:
+                common.console.print(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}")
+            report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_os(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
                          max_fail_pct=float(max_fail), progress=len(hosts) > 1,
                          host_timeout=host_timeout_seconds(host_timeout))
+        if opts.journal is not None and outcome.ok:
+            opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)
@@ -97,13 +122,15 @@ def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, 
                           "without proximity info; taints the kernel, lost at reboot; fix the BIOS instead)",
 })
 def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, rollback=False, gate=None,
-             gate_seconds=10.0, gate_threshold=DEFAULT_GATE_THRESHOLD, numa_node_override=None, forks=8, canary=0,
+             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=8, canary=0,
              batch=0, max_fail=100, host_timeout=None, accept_new_host_key=False, json=None, junit=None,
              allow_plaintext_secrets=False):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
-    opts = OsOptions(profile=profile, rollback=rollback, gate=gate, gate_seconds=float(gate_seconds),
-                     gate_threshold=float(gate_threshold), numa_override=_overrides(numa_node_override),
+    opts = OsOptions(profile=profile, rollback=rollback, gate=gate,
+                     gate_seconds=_number(gate_seconds, 10.0, "--gate-seconds", 0.1, 3600),
+                     gate_threshold=_number(gate_threshold, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
+                     numa_override=_overrides(numa_node_override),
                      accept_new_host_key=accept_new_host_key)
     _run(c, "os-apply", "apply", opts, inventory, host, group, limit, json, junit, allow_plaintext_secrets,
          forks=forks, canary=canary, batch=batch, max_fail=max_fail, host_timeout=host_timeout,

@@ -36,6 +36,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..bios.errors import ProfileError
 from ..bios.profile import _key_lines, _template_line, host_facts
+from ..bios.profile import find_profile as find_bios_style
 
 __all__ = ["HostProfile", "render_profile", "find_profile", "default_profiles_dir", "profile_facts", "ProfileError"]
 
@@ -101,19 +102,7 @@ def profile_facts(host) -> dict[str, Any]:
 
 
 def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
-    profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
-    if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
-        p = Path(name)
-        if p.is_file():
-            return p
-        raise ProfileError(f"host profile file {name} does not exist", name, "check the path")
-    p = profiles_dir / f"{name}.yaml.j2"
-    if p.is_file():
-        return p
-    known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
-    close = difflib.get_close_matches(name, known, n=1)
-    fix = f"did you mean '{close[0]}'?" if close else f"known host profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown host profile '{name}'", str(profiles_dir), fix)
+    return find_bios_style(name, profiles_dir or default_profiles_dir(), kind="host profile")
 
 
 def _render(path: Path, facts: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import journal as jr
 from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
 from ..errors import NumaforgeError
@@ -47,6 +48,7 @@ class OsOptions:
     gate_threshold: float = DEFAULT_GATE_THRESHOLD
     accept_new_host_key: bool = False
     canary_hosts: list[str] = field(default_factory=list)
+    journal: Any = None          # numaforge.journal.Journal of this os-apply run (None: no resume)
 
 
 def host_root(host) -> str:
@@ -98,13 +100,18 @@ def _failed_checks(plan: Plan) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- per host
-def plan_host(host, opts: OsOptions) -> HostResult:
+def _read_plan(host, opts: OsOptions) -> tuple[HostResult, Plan]:
     res = HostResult(host.name)
     profile = resolve_profile(host, opts)
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
         with res.step("read"):
             _state, plan = _plan(remote, host, profile)
     _record(res, profile, plan)
+    return res, plan
+
+
+def plan_host(host, opts: OsOptions) -> HostResult:
+    res, plan = _read_plan(host, opts)
     res.message = f"{len(plan.changes)} to change, {len(plan.items) - len(plan.changes)} ok"
     bad = _failed_checks(plan)
     if bad:
@@ -113,12 +120,7 @@ def plan_host(host, opts: OsOptions) -> HostResult:
 
 
 def verify_host(host, opts: OsOptions) -> HostResult:
-    res = HostResult(host.name)
-    profile = resolve_profile(host, opts)
-    with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
-        with res.step("read"):
-            _state, plan = _plan(remote, host, profile)
-    _record(res, profile, plan)
+    res, plan = _read_plan(host, opts)
     _verdict(res, plan)
     return res
 
@@ -139,20 +141,31 @@ def apply_host(host, opts: OsOptions) -> HostResult:
     sudo = bool(host.ssh.sudo)
     if opts.rollback:
         return _rollback_host(host, opts, res, root, sudo)
+    if opts.journal is not None and opts.journal.done(host, jr.VERIFIED):
+        # an interrupted identical run already applied and verified this host (its gate included): verify only
+        res = verify_host(host, opts)
+        res.message = f"resumed from {opts.journal.path}: applied and verified before; {res.message}"
+        return res
     profile = resolve_profile(host, opts)
     gate = opts.gate == "locality" and host.name in opts.canary_hosts
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
         if gate:
             with res.step("locality-before"):
                 before = measure_locality(remote, root, opts.gate_seconds)
-        with res.step("plan"):
-            state, plan = _plan(remote, host, profile)
-        script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
-        changed = [i.as_dict() for i in plan.changes]
-        if script is not None:
-            with res.step("apply") as s:
-                remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
-                s.detail = {"changed": len(changed)}
+        changed: list[dict] = []
+        # with --numa-node-override the device's local_cpulist changes with the write: a second pass plans the
+        # IRQ affinity from the node the device reports now (the first pass's save is kept)
+        for _pass in range(2 if opts.numa_override else 1):
+            with res.step("plan"):
+                state, plan = _plan(remote, host, profile)
+            script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
+            changed += [i.as_dict() for i in plan.changes]
+            if script is not None:
+                with res.step("apply") as s:
+                    remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
+                    s.detail = {"changed": len(plan.changes)}
+                if opts.journal is not None:
+                    opts.journal.record(host, jr.PATCHED, changed=len(plan.changes))
         with res.step("verify"):
             _state, after_plan = _plan(remote, host, profile)
         if gate:
@@ -171,6 +184,8 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         if not ok:
             res.status = "failed"
             res.message += f" (the rollout stops; undo this host with os-apply --rollback --host {host.name})"
+    if opts.journal is not None and res.status == "ok":
+        opts.journal.record(host, jr.VERIFIED)
     return res
 
 

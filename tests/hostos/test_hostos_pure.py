@@ -217,3 +217,5 @@ def test_cli_bad_profile_is_a_clear_error_before_any_connection(tmp_path):
     assert r.returncode != 0 and "--canary" in r.stdout + r.stderr
     r = _cli(tmp_path, "os-apply", "--numa-node-override", "0000:21:04.0")
     assert r.returncode != 0 and "ADDR=NODE" in r.stdout + r.stderr
+    r = _cli(tmp_path, "os-apply", "--canary", "1", "--gate", "locality", "--gate-threshold", "5")
+    assert r.returncode != 0 and "--gate-threshold must be a number from 0 to 1" in r.stdout + r.stderr

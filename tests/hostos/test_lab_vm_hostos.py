@@ -99,3 +99,15 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     failed = _one(host, "verify")
     assert failed.status == "failed" and "vm.swappiness" in failed.message
     assert _one(host, "apply", rollback=True).message.startswith("nothing to roll back")
+
+    # the talk's `echo N > numa_node` workaround, only when asked for: the e1000 on qemu's main PCI root reports -1
+    e1000 = Host(name="lab-vm", location=host.location, ssh=host.ssh, vars=host.vars,
+                 hardware=HardwareSpec(sockets=4, nics=["0000:00:02.0"]))
+    plain = _one(e1000, "plan")
+    assert any(c["verdict"] == "fail" and "reports -1" in c["evidence"] for c in plain.data["checks"])
+    fixed = _one(e1000, "apply", numa_override={"0000:00:02.0": 2})
+    assert fixed.status == "ok", fixed.message
+    assert _read(host, "/sys/bus/pci/devices/0000:00:02.0/numa_node", "/proc/irq/10/smp_affinity_list") == ["2", "2"]
+    assert int(_read(host, "/proc/sys/kernel/tainted")[0]) & (1 << 11)         # TAINT_FIRMWARE_WORKAROUND
+    assert _one(e1000, "apply", rollback=True).status == "ok"
+    assert _read(host, "/sys/bus/pci/devices/0000:00:02.0/numa_node") == ["-1"]

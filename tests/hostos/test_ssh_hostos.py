@@ -9,6 +9,7 @@ scripts, the fleet runner and the CLI are the real ones.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -43,9 +44,10 @@ def _inventory(path: Path, hosts) -> Path:
     return path
 
 
-def _invoke(*args, check_rc=None):
+def _invoke(*args, check_rc=None, build=None):
+    env = {**os.environ, "NUMAFORGE_BUILD": str(build)} if build else None    # the run journal stays in tmp
     r = subprocess.run([str(Path(sys.executable).with_name("invoke")), *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=300, env=env)
     if check_rc is not None:
         assert r.returncode == check_rc, r.stdout + r.stderr
     return r
@@ -57,13 +59,14 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
     shutil.rmtree(roots[1] / "sys/bus/pci/devices" / NIC)          # h1: the NIC is not there
     inv = _inventory(tmp_path / "inv.yaml", zip(hosts, roots))
     swappiness = roots[0] / "proc/sys/vm/swappiness"
+    b = tmp_path / "build"
 
-    plan = _invoke("os-plan", "-i", str(inv), "--json", str(tmp_path / "plan.json"), check_rc=1)
+    plan = _invoke("os-plan", "-i", str(inv), "--json", str(tmp_path / "plan.json"), check_rc=1, build=b)
     assert "no such PCI device on the host" in plan.stdout + plan.stderr
     assert swappiness.read_text() == "60\n"                          # os-plan writes nothing
 
     _invoke("os-apply", "-i", str(inv), "--canary", "1", "--json", str(tmp_path / "apply.json"),
-            "--junit", str(tmp_path / "apply.xml"), check_rc=1)
+            "--junit", str(tmp_path / "apply.xml"), check_rc=1, build=b)
     report = json.loads((tmp_path / "apply.json").read_text())
     status = {h["host"]: h["status"] for h in report["hosts"]}
     assert status == {"h0": "ok", "h1": "failed", "h2": "ok"}
@@ -76,17 +79,19 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
         assert "vm.swappiness = 10" in (roots[i] / "etc/sysctl.d/60-numaforge-hostos.conf").read_text()
         assert (roots[i] / "etc/systemd/system/multi-user.target.wants/numaforge-hostos.service").is_symlink()
     assert 'failures="1"' in (tmp_path / "apply.xml").read_text()
+    kept = Path(report["data"]["journal"]["path"])                    # a failed run stays resumable
+    assert kept.parent == b / "journal" and kept.exists()
 
     again = _invoke("os-apply", "-i", str(inv), "--host", "h0", "--host", "h2", "--json", str(tmp_path / "a2.json"),
-                    check_rc=0)
+                    check_rc=0, build=b)
     assert all(h["data"]["changed"] == [] for h in json.loads((tmp_path / "a2.json").read_text())["hosts"]), again.stdout
-    _invoke("os-verify", "-i", str(inv), "--host", "h0", "--host", "h2", check_rc=0)
+    _invoke("os-verify", "-i", str(inv), "--host", "h0", "--host", "h2", check_rc=0, build=b)
 
     (roots[2] / "proc/irq/30/smp_affinity_list").write_text("0,2\n")   # the talk's wrong-node affinity
-    bad = _invoke("os-verify", "-i", str(inv), "--host", "h2", check_rc=1)
+    bad = _invoke("os-verify", "-i", str(inv), "--host", "h2", check_rc=1, build=b)
     assert "irq 30 (0000:21:04.0): 0,2 (want 1)" in " ".join((bad.stdout + bad.stderr).split())
 
-    _invoke("os-apply", "-i", str(inv), "--rollback", "--host", "h0", "--host", "h2", check_rc=0)
+    _invoke("os-apply", "-i", str(inv), "--rollback", "--host", "h0", "--host", "h2", check_rc=0, build=b)
     assert swappiness.read_text() == "60"
     assert (roots[0] / "proc/irq/30/smp_affinity_list").read_text() == "0-3"
     assert not (roots[0] / "etc/sysctl.d/60-numaforge-hostos.conf").exists()
@@ -114,7 +119,9 @@ class _Traffic(threading.Thread):
             applied = (self.root / "var/lib/numaforge/hostos/previous.json").exists()
             dl, do = self.after if applied else (95, 5)
             local, other = local + dl, other + do
-            f.write_text(f"numa_hit {local}\nnuma_miss 0\nlocal_node {local}\nother_node {other}\n")
+            tmp = f.with_name(".numastat.tmp")           # atomic, like the kernel's single read
+            tmp.write_text(f"numa_hit {local}\nnuma_miss 0\nlocal_node {local}\nother_node {other}\n")
+            os.replace(tmp, f)
             time.sleep(0.05)
 
 
@@ -165,3 +172,21 @@ def test_sudo_user_applies_and_a_user_without_sudo_writes_nothing(sshd_host, tes
             assert "`sh -s`" in res.message and "set -eu" not in res.message       # no script dump
             assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
             assert not (root / "var/lib/numaforge").exists()
+
+
+def test_interrupted_apply_resumes_from_the_journal(sshd_host, tmp_path):
+    """A host the journal holds as verified is only verified on the re-run (no plan/apply steps, no gate wait);
+    a host only patched is applied again (idempotent)."""
+    from numaforge import journal
+
+    roots = [build_tree(tmp_path / f"root{i}") for i in range(2)]
+    hosts = [_host(sshd_host, r, name=f"j{i}") for i, r in enumerate(roots)]
+    j = journal.open("os-apply test", tmp_path / "journal")
+    out = run_os(hosts[:1], "apply", OsOptions(journal=j), progress=False)
+    assert out.results[0].status == "ok" and j.done("j0", journal.VERIFIED) and j.done("j0", journal.PATCHED)
+    j2 = journal.open("os-apply test", tmp_path / "journal")          # the re-run reads what the first left
+    out = run_os(hosts, "apply", OsOptions(journal=j2), progress=False)
+    first, second = out.results
+    assert first.status == "ok" and first.message.startswith("resumed from") and first.data.get("changed") is None
+    assert [s.name for s in first.steps] == ["read"]
+    assert second.status == "ok" and "changed" in second.message
