@@ -29,7 +29,7 @@ from .errors import (ConcurrentChangeError, JobConflictError, ProfileError, Redf
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, Response, RetryPolicy, _path
-from .resources import Job, JobCollection, ServiceRoot, SettingsObject, System, find_jobs
+from .resources import Job, JobCollection, ServiceRoot, SettingsObject, System, find_jobs, link_path
 from .resources.jobs import FINAL_BAD, FINAL_OK
 from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
 from .registry import Registry
@@ -107,15 +107,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
 
 
 # -- read -----------------------------------------------------------------------------------------------------
-def _link(doc: dict, *keys) -> str | None:
-    cur: Any = doc
-    for k in keys:
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(k)
-    if isinstance(cur, dict):
-        cur = cur.get("@odata.id")
-    return _path(cur) if isinstance(cur, str) else None
+_link = link_path      # (doc, *keys) -> the path of doc[k1][k2]...["@odata.id"], or None
 
 
 def find_system(client: RedfishClient, host) -> tuple[str, dict]:
