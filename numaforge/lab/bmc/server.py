@@ -143,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
             sim.errors.append(f"{method} {path}: {exc!r}")
             resp = error(500, message("InternalError"))
         after = sim.faults.take(method, path, after=True)
+        if after is not None and after.kind == "slow":   # done, but the answer comes late
+            time.sleep(float(after.options.get("seconds", 2.0)))
+            after = None
         if after is not None:
             return self._fault(after)
         self._send(resp, head=(method == "HEAD"))
