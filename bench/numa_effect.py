@@ -7,7 +7,9 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
-grouped workload on backplane4, for cpuless4 (buffers first-touched on memory-only node 3) and for 2node.
+grouped workload on backplane4, for 2node and for cpuless4 (buffers first-touched on memory-only node 3),
+run in that order (one boot per consecutive run of cases on one topology). Defaults: 10 rounds, 16 s runs
+(3 s pinned warm-up on node 0, then 4 s unpinned / 2 s pinned), 4 tasks x 16 MB, 2 CPUs per node.
 Each case is written to --out (default reports/numa-effect-bench/<topology>-<workload>.json) as soon as it
 finishes, so a cut-short run keeps what it measured; `render` writes summary.md and numa-effect.png beside
 them (docs/BENCHMARKS.md "NUMA outcomes" quotes them; copy the PNG to docs/ with --docs).
@@ -35,7 +37,7 @@ from numaforge.paths import ROOT  # noqa: E402
 from numaforge.remote.ssh import connect  # noqa: E402
 
 OUT = ROOT / "reports" / "numa-effect-bench"
-CASES = ["nps2:single", "backplane4:single", "cpuless4:single:off+winner+null", "2node:single:off+winner+null",
+CASES = ["nps2:single", "backplane4:single", "2node:single:off+winner+null", "cpuless4:single:off+winner+null",
          "backplane4:grouped:off+winner+null"]
 
 
@@ -51,31 +53,38 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cases = [parse_case(c) for c in args.cases.split(",")]
-    for topo in dict.fromkeys(t for t, _, _ in cases):
+    # one boot per run of consecutive cases on the same topology, in the order given
+    groups: list[tuple[str, list]] = []
+    for c in cases:
+        if groups and groups[-1][0] == c[0]:
+            groups[-1][1].append(c)
+        else:
+            groups.append((c[0], [c]))
+    for topo, topo_cases in groups:
         state = out / f".lab-{topo}"
         t0 = time.monotonic()
-        info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=topo)
-        print(f"{topo}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
+        info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=topo,
+                     cpus_per_node=args.cpus_per_node)
+        print(f"{topo}: booted {info.release}, {info.nodes} nodes, {args.cpus_per_node} CPU(s) per node, "
+              f"in {info.ssh_seconds} s", flush=True)
         host = Host(f"lab-{topo}", Location("bench/numa_effect.py"), groups=["lab"],
                     ssh=SSHSpec("127.0.0.1", args.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
                                 use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
         try:
-            for t, workload, arm_names in cases:
-                if t != topo:
-                    continue
+            for _t, workload, arm_names in topo_cases:
                 built = marms.built_arms(args.series, args.target, arm_names)
                 arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
                         for a in built}
-                params = WorkloadParams.for_seconds(args.seconds, procs=args.procs, mb=args.mb,
-                                                    grouped=workload == "grouped",
-                                                    mem_node=3 if topo == "cpuless4" else -1)
+                params = WorkloadParams(procs=args.procs, mb=args.mb, warm=args.warm, unpinned=args.unpinned,
+                                        pinned=args.pinned, duration=args.seconds, grouped=workload == "grouped",
+                                        mem_node=3 if topo == "cpuless4" else -1)
                 name = f"{topo} {workload}"
                 c0 = time.monotonic()
                 with connect(host.ssh, host.name) as r:
                     data = livepatch.measure_arms(r, arts, params, args.rounds, order=args.order, seed=args.seed,
-                                                  log=lambda m, n=name: print(f"{n}: {m}", flush=True))
+                                                  log=lambda m, n=name: print(f"{n}: {m}", flush=True), nudge=True)
                 data.update({"case": name, "topology": topo, "workload_kind": workload, "kernel": info.release,
-                             "seconds": round(time.monotonic() - c0, 1),
+                             "cpus_per_node": args.cpus_per_node, "seconds": round(time.monotonic() - c0, 1),
                              "command": "python bench/numa_effect.py run " + " ".join(sys.argv[2:])})
                 path = out / f"{topo}-{workload}.json"
                 path.write_text(json.dumps(data, indent=1) + "\n")
@@ -100,6 +109,7 @@ def render_all(out: Path, docs: bool) -> None:
     md = []
     for name, d in cases.items():
         md.append(f"### {name} ({d['rounds']} rounds per arm, {d['workload']['duration']} s runs, "
+                  f"{d.get('cpus_per_node', 1)} CPU(s) per node, {d['workload']['procs']} tasks, "
                   f"{d['order']} order, {d['kernel']})\n\n{render.markdown(d)}")
     (out / "summary.md").write_text("\n".join(md))
     png = render.plot(cases, out / "numa-effect.png")
@@ -117,8 +127,13 @@ def main(argv: list[str]) -> int:
     r = sub.add_parser("run")
     r.add_argument("--cases", default=",".join(CASES))
     r.add_argument("--rounds", type=int, default=10)
-    r.add_argument("--seconds", type=int, default=20)
-    r.add_argument("--procs", type=int, default=3)
+    r.add_argument("--seconds", type=int, default=16, help="workload run length")
+    r.add_argument("--warm", type=int, default=3, help="pinned warm-up seconds (node 0 becomes preferred)")
+    r.add_argument("--unpinned", type=int, default=4, help="seconds of each unpinned phase")
+    r.add_argument("--pinned", type=int, default=2, help="seconds of each pinned phase")
+    r.add_argument("--cpus-per-node", type=int, default=2,
+                   help="CPUs per NUMA node (2: a migration can stay inside a node)")
+    r.add_argument("--procs", type=int, default=4, help="workload tasks (node 0 has --cpus-per-node CPUs)")
     r.add_argument("--mb", type=int, default=16)
     r.add_argument("--order", default="random", choices=["random", "abba"])
     r.add_argument("--seed", type=int, default=13)

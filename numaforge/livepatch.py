@@ -582,16 +582,25 @@ def _effect(h: _Host, remote, opts: Options, log) -> dict:
     return out
 
 
+# Wakes every CPU: a short busy loop pinned to each CPU makes its idle task leave and re-enter the idle loop,
+# where it takes a pending livepatch state. Under qemu TCG with 8 vCPUs the idle tasks otherwise held a
+# transition for ~80 s (measured on the nps2 lab VM, 2 CPUs per node); with one pass it finished at once.
+SPIN = ("n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
+        "i=$((i+1)); done' & c=$((c+1)); done; wait")
+
+
 class ArmSwitcher:
     """Several live patches of the same functions on one host, at most one loaded: ``set_arm(name)``.
 
     arms: {name: Artifact, or None for "no live patch"}. ``open()`` preflights and uploads every module before
     any is loaded; ``close()`` disables and unloads whatever is loaded and removes the uploads (always call it).
+    nudge: while a switch's transition is pending, wake the host's CPUs (SPIN; for lab VMs under emulation);
+    it runs in the foreground, so it never overlaps a measured run.
     """
 
     def __init__(self, remote, arms: dict[str, Artifact | None], opts: Options | None = None,
-                 log: Callable[[str], None] = lambda m: None):
-        self.remote, self.opts, self.log = remote, opts or Options(effect=False), log
+                 log: Callable[[str], None] = lambda m: None, nudge: bool = False):
+        self.remote, self.opts, self.log, self.nudge = remote, opts or Options(effect=False), log, nudge
         self.hosts = {name: _Host(remote, art, self.opts, HostResult(f"{remote.where} ({name})"), log)
                       for name, art in arms.items() if art is not None}
         self.arms = list(arms)
@@ -607,18 +616,38 @@ class ArmSwitcher:
         if name not in self.arms:
             raise LivepatchError(f"unknown arm {name}", self.remote.where, f"one of {', '.join(self.arms)}")
         for n, h in self.hosts.items():
-            if n != name:
-                h.set_patch(False)
+            if n != name and h.module_loaded():
+                self._off(h)
         if name in self.hosts:
-            self.hosts[name].set_patch(True)
+            h = self.hosts[name]
+            if self.nudge and not h.module_loaded():
+                h.load()
+                self._settle(h)
+                if not h.wait_transition("1").get("done"):
+                    raise TransitionError(f"the transition to arm {name} did not finish", self.remote.where,
+                                          "see the host's stalled tasks (/proc/*/patch_state)")
+            h.set_patch(True)
         self.current = name
+
+    def _off(self, h: _Host) -> None:
+        if self.nudge and h.patch_state()[0] == "1":
+            h.sh(f"echo 0 > {h.sysfs}/enabled", check=False)
+            self._settle(h)
+        h.disable_and_unload()
+
+    def _settle(self, h: _Host, passes: int = 60) -> None:
+        """SPIN until h's transition is no longer pending (or `passes` spins)."""
+        for _ in range(passes):
+            if h.patch_state()[1] != "1":
+                return
+            self.remote.run(SPIN, sudo=True, check=False, timeout=120)
 
     def close(self) -> None:
         with budget.lifted():
             for h in self.hosts.values():
                 try:
                     if h.module_loaded():
-                        h.disable_and_unload()
+                        self._off(h)
                 finally:
                     h.cleanup_files()
 
@@ -629,14 +658,15 @@ class ArmSwitcher:
 
 def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.WorkloadParams, rounds: int,
                  order: str = "random", seed: int = 13, workload_binary: Path | None = None,
-                 log: Callable[[str], None] = lambda m: None) -> dict:
-    """Interleaved rounds of every arm on one booted host; the runner's report plus the host's NUMA facts."""
+                 log: Callable[[str], None] = lambda m: None, nudge: bool = False) -> dict:
+    """Interleaved rounds of every arm on one booted host; the runner's report plus the host's NUMA facts.
+    nudge: see ArmSwitcher (lab VMs under TCG)."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
         raise LivepatchError(f"automatic NUMA balancing is off on the host (kernel.numa_balancing="
                              f"{numa['numa_balancing']})", remote.where,
                              "boot with numa_balancing=enable; numaforge does not change it")
-    sw = ArmSwitcher(remote, arms, log=log)
+    sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
     try:
         sw.open()
         if sw.hosts:
@@ -650,7 +680,8 @@ def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.Workl
     finally:
         sw.close()
     out = mrunner.report(runs, list(arms))
-    out.update({"workload": mrunner.params_dict(params), "rounds": rounds, "order": order, "seed": seed, **numa,
+    out.update({"workload": mrunner.params_dict(params), "rounds": rounds, "order": order, "seed": seed,
+                "nudge": nudge, **numa,
                 "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}})
     return out
 

@@ -71,6 +71,12 @@ class Topology:
     def nodes(self) -> int:
         return len(self.cpus)
 
+    def scaled(self, cpus_per_node: int) -> "Topology":
+        """The same shape with cpus_per_node CPUs on every node that has CPUs (memory-only nodes stay so)."""
+        if cpus_per_node < 1:
+            raise LabVMError(f"cpus per node must be >= 1, not {cpus_per_node}", "--cpus-per-node", "use 1 or 2")
+        return Topology(self.name, tuple(c * cpus_per_node for c in self.cpus), self.distances, self.note)
+
     @property
     def ncpus(self) -> int:
         return sum(self.cpus)
@@ -377,10 +383,10 @@ def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
 
 def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
        ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0,
-       topo: str | Topology = DEFAULT_TOPOLOGY) -> VMInfo:
+       topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1) -> VMInfo:
     """Boot the lab VM (or report the one already running) and wait until SSH answers."""
     state_dir = Path(state_dir).resolve()
-    tp = topology(topo)
+    tp = topology(topo).scaled(cpus_per_node)
     st = status(state_dir)
     if st.running:
         info = json.loads((state_dir / "vm" / "vm.json").read_text())
