@@ -34,6 +34,8 @@ HELP = {
     "mem_node": "first-touch node of the buffers (default: node 0, the tasks' home node)",
     "case": "name of this case in the output (default: <host> single|grouped)",
     "out": "measurement JSON to write (default reports/numa-effect-<host>-<UTC time>.json); the PNG goes beside it",
+    "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
+                 "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
 }
 
@@ -41,7 +43,7 @@ HELP = {
 @task(iterable=["host", "arm"], help=HELP, auto_shortflags=False)
 def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=None, rounds=10, seconds=20,
                 order="random", seed=13, grouped=False, procs=3, mb=16, mem_node=-1, case=None, out=None,
-                accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+                wake_cpus=False, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
     from .. import livepatch
     from ..errors import NumaforgeError
@@ -66,7 +68,8 @@ def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=Non
         result = report.host(h.name)
         with result.step("measure") as s, connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
             data = livepatch.measure_arms(r, arts, params, int(rounds), order=order, seed=int(seed),
-                                          log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"))
+                                          log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
+                                          nudge=bool(wake_cpus))
             s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
         data["case"] = name
         path = Path(out) if out else common.project_root() / "reports" / (
