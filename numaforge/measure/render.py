@@ -52,6 +52,22 @@ def markdown(case: dict, keys=None) -> str:
     return head + "".join("| " + " | ".join(r) + " |\n" for r in table_rows(case, keys))
 
 
+def headline(cases: dict[str, dict], arm: str = "winner", control: str = "null") -> str:
+    """Markdown table beside the talk's claim: per case, cross-NUMA migration rate and mean latency off -> arm
+    (median [95% interval]) with the verdict, and the null control's verdict for the same metric."""
+    out = ["| case | cross-NUMA migration rate: off -> " + arm + " | verdict | null control | "
+           "mean latency (us): off -> " + arm + " | verdict | null control |", "|---|---|---|---|---|---|---|"]
+    for name, c in cases.items():
+        row = [name]
+        for key, unit in (("cross_numa_rate", "%"), ("mean_latency_us", "")):
+            per, ver = c["metrics"].get(key, {}), c["verdicts"].get(key, {})
+            row.append(f"{cell(per.get('off'), unit)} -> {cell(per.get(arm), unit)}")
+            row.append(ver.get(arm, "n/a"))
+            row.append(f"{cell(per.get(control), unit)} ({ver[control]})" if control in ver else "not run")
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
 def plot(cases: dict[str, dict], path: str | Path, keys=PLOTTED) -> Path:
     """PNG of per-round values: one row per case (e.g. "nps2 single"), one panel per metric, one column of
     points per arm with its median marked."""

@@ -41,3 +41,11 @@ def test_numa_effect_task_refuses_arms_that_are_not_built(tmp_path):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["ok"] is False and "no built module" in json.dumps(doc)
     assert "bench/numa_effect.py build" in r.stdout + r.stderr
+
+
+def test_headline_puts_off_to_winner_and_the_null_control_side_by_side():
+    rep = report()
+    md = render.headline({"nps2 single": rep})
+    row = md.splitlines()[2]
+    assert row.startswith("| nps2 single | 41.0% [") and "-> 13.0% [" in row
+    assert "| better |" in row and "| no detectable change |" in row and row.count("not run") == 2
