@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import NumaforgeError
 from ..report import HostResult
+from . import discovery
 from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
@@ -139,42 +140,8 @@ def find_system(client: RedfishClient, host) -> tuple[str, dict]:
 
 
 def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> Registry:
-    """Registries/<id> -> Location[].Uri -> the AttributeRegistry JSON."""
-    where = f"{client.host} ({client.base_url})"
-    coll = _link(client.ensure_root(), "Registries")
-    if not coll:
-        raise RedfishError("the service root has no Registries collection", where,
-                           "the BMC does not publish its BIOS attribute registry; nothing can be validated")
-    r = client.request("GET", coll.rstrip("/") + "/" + registry_id)
-    if r.status == 404:
-        members = client.get(coll).body.get("Members") or []
-        match = None
-        for m in members:
-            mid = _path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1]
-            if mid == registry_id or registry_id.startswith(mid) or mid.startswith(registry_id.split(".")[0]):
-                match = _path(m["@odata.id"])
-                break
-        if not match:
-            raise RedfishError(f"registry {registry_id} is not in {coll}", where,
-                               "the BMC's Bios names a registry it does not publish; update the BMC firmware")
-        r = client.get(match)
-    elif r.status >= 400:
-        raise RedfishError(f"GET registry {registry_id} answered {r.status}: {r.error_text()}", where,
-                           "check the BMC's registry service")
-    locations = r.body.get("Location") or []
-    uri = None
-    for loc in sorted(locations, key=lambda l: 0 if str(l.get("Language", "en")).startswith("en") else 1):
-        if loc.get("Uri"):
-            uri = _path(loc["Uri"])
-            break
-    if uri is None:
-        raise RedfishError(f"registry {registry_id} has no local Location[].Uri", where,
-                           "the BMC only publishes the registry externally; numaforge reads it from the BMC only")
-    doc = client.get(uri).body
-    if "RegistryEntries" not in doc:
-        raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
-                           "the BMC's registry file is malformed")
-    return Registry.from_json(doc)
+    """The Bios's AttributeRegistry, looked up per DSP0266 (numaforge.bios.discovery.fetch_registry)."""
+    return discovery.fetch_registry(client, registry_id)
 
 
 def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
@@ -236,7 +203,8 @@ def desired_for(host, state: BiosState, opts: HostOptions):
     facts["vendor"] = state.vendor
     profile = render_profile(name, facts, opts.profiles_dir)
     vmap = load_vendor_map(state.vendor, opts.vendors_dir)
-    return profile, translate(profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name)
+    return profile, translate(profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name,
+                              optional=profile.optional)
 
 
 def replan(state: BiosState, desired, host) -> Plan:
@@ -256,7 +224,7 @@ def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> N
         "profile_chain": profile.chain, "system": state.system_path, "settings_object": state.settings_path,
         "registry": state.registry.id, "plan": [i.as_dict() for i in plan.items],
         "by_display_name": [f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items
-                            if i.resolved.startswith("by display name")],
+                            if "by display name" in i.resolved],
     })
 
 
@@ -495,7 +463,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                     s.detail = {"verified": len(result.data["verified"]),
                                 "mismatches": len(result.data["mismatches"])}
             elif not plan.needs_reset:
-                result.data["verified"] = [i.attribute for i in plan.items]
+                result.data["verified"] = [i.attribute for i in plan.settable]
         mism = result.data.get("mismatches") or []
         if journal is not None and not mism:
             journal.record(host.name, "verified")
@@ -560,7 +528,7 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
 
 
 def desired_values(plan: Plan) -> dict[str, Any]:
-    return {i.attribute: i.desired for i in plan.items}
+    return {i.attribute: i.desired for i in plan.settable}
 
 
 # -- reboot + verify -------------------------------------------------------------------------------------------
@@ -641,7 +609,7 @@ def wait_back(client: RedfishClient, state: BiosState, want: dict[str, Any], t: 
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
     cur = client.get(state.bios_path).body.get("Attributes") or {}
     verified, mism = [], []
-    for i in plan.items:
+    for i in plan.settable:
         if cur.get(i.attribute) == i.desired:
             verified.append(i.attribute)
         else:
@@ -659,9 +627,9 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
             with result.step("verify"):
                 profile, desired, plan = plan_for(host, state, opts)
                 _record_plan(result, state, profile, plan)
-                verified = [i.attribute for i in plan.items if i.current == i.desired]
+                verified = [i.attribute for i in plan.settable if i.current == i.desired]
                 mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
-                         "current": i.current, "pending": i.pending} for i in plan.items if i.current != i.desired]
+                         "current": i.current, "pending": i.pending} for i in plan.settable if i.current != i.desired]
                 result.data.update({"verified": verified, "mismatches": mism,
                                     "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]]})
         if mism:

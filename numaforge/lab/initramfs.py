@@ -81,6 +81,21 @@ def pack_newc(entries: list[Entry]) -> bytes:
     return bytes(out)
 
 
+# With a virtio disk (lab VM `persist`): the directories the host OS pipeline writes live on it, and the init
+# stands in for systemd at boot: systemd-sysctl (every /etc/sysctl.d/*.conf) and the enabled oneshot units of
+# multi-user.target (their ExecStart). Without the disk nothing of this runs.
+PERSIST_DIRS = ["etc/sysctl.d", "etc/numaforge", "etc/systemd", "etc/default", "var/lib/numaforge"]
+PERSIST_INIT = ("if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
+                "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
+                "done; fi")
+BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
+for u in /etc/systemd/system/multi-user.target.wants/*.service; do
+  [ -f "$u" ] || continue
+  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1)
+  [ -n "$x" ] && { sh -c "$x" || echo "init: $u failed"; }
+done"""
+
+
 def init_script(modules: list[str], release: str) -> str:
     """/init for the lab VM: mount the pseudo filesystems, load NIC modules, static IP, dropbear, ready line."""
     insmods = "\n".join(f"insmod /lib/modules/{release}/{m} || echo 'init: insmod {m} failed'" for m in modules)
@@ -96,9 +111,15 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 {insmods}
+{PERSIST_INIT}
 hostname numaforge-lab
 ip link set lo up
-ip addr add {GUEST_ADDR} dev eth0 && ip link set eth0 up && ip route add default via {GUEST_GW}
+# the forwarded NIC is the e1000 (a virtio-net NIC, when there is one, probes first and may take eth0)
+nic=eth0
+for n in /sys/class/net/*; do case "$(readlink $n/device/driver)" in */e1000) nic=${{n##*/}};; esac; done
+ip addr add {GUEST_ADDR} dev $nic && ip link set $nic up && ip route add default via {GUEST_GW}
+for n in /sys/class/net/eth*; do ip link set ${{n##*/}} up; done
+{BOOT_INIT}
 /usr/sbin/dropbear -r /etc/dropbear/dropbear_ed25519_host_key -p 22 -s -E 2>>/var/log/dropbear.log
 sleep 1
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)

@@ -43,6 +43,7 @@ DEFAULT_STATE_DIR = ROOT / ".lab"
 DEFAULT_SSH_PORT = 2222
 NODES = 4                       # nodes of the default topology
 NODE_MEM_MB = 512
+NUMA_NIC_NODE = 1          # the node the optional virtio-net NIC's expander bridge belongs to
 # random.trust_cpu=on + an RDRAND CPU: the crng is ready at boot, so dropbear does not block on getrandom()
 APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on"
 WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
@@ -297,8 +298,16 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------------------------------- qemu
 
 def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int,
-                 topo: str | Topology = DEFAULT_TOPOLOGY) -> list[str]:
-    """The qemu-system-x86_64 command line (pure)."""
+                 topo: str | Topology = DEFAULT_TOPOLOGY, persist_disk: Path | None = None,
+                 numa_nic: bool = False) -> list[str]:
+    """The qemu-system-x86_64 command line (pure).
+
+    ``topo``: the NUMA shape (TOPOLOGIES, or a Topology, e.g. scaled to more CPUs per node).
+    ``persist_disk``: an ext4 image attached as virtio-blk; the init keeps the host OS pipeline's files on it
+    (numaforge.lab.initramfs.PERSIST_DIRS) so they survive a reboot. ``numa_nic``: a second NIC, virtio-net
+    (MSI-X IRQs), behind a PCI expander bridge with numa_node=1 (``pxb``), so the guest's sysfs reports a
+    device local to node 1 like a NIC on an EPYC root complex; its netdev has no forwards at all.
+    """
     tp = topology(topo)
     cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{tp.nodes * NODE_MEM_MB}M",
            "-smp", f"{tp.ncpus},sockets={tp.ncpus},cores=1,threads=1"]
@@ -315,7 +324,29 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
             "-display", "none", "-vga", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
             "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
             "-device", "e1000,netdev=n0", "-no-reboot"]
+    if numa_nic:
+        cmd += ["-device", f"pxb,id=pxb1,bus_nr=32,numa_node={NUMA_NIC_NODE},bus=pci.0",
+                "-netdev", "user,id=n1,restrict=on",
+                "-device", "virtio-net-pci,netdev=n1,bus=pxb1,addr=0x4"]
+    if persist_disk is not None:
+        cmd += ["-drive", f"file={persist_disk},if=none,id=persist,format=raw,cache=writeback",
+                "-device", "virtio-blk-pci,drive=persist,bus=pci.0"]
     return cmd
+
+
+def ensure_persist_disk(path: Path, size_mb: int = 32) -> Path:
+    """An ext4 image for the guest's persistent files (created once, kept across boots of this state dir)."""
+    if path.exists():
+        return path
+    if shutil.which("mkfs.ext4") is None and not Path("/usr/sbin/mkfs.ext4").exists():
+        raise ToolMissingError("mkfs.ext4 is not installed", None, "install e2fsprogs")
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.truncate(size_mb * 1024 * 1024)
+    mkfs = shutil.which("mkfs.ext4") or "/usr/sbin/mkfs.ext4"
+    _run([mkfs, "-q", "-F", "-L", "nfpersist", str(tmp)], "lab VM persistent disk", "install e2fsprogs")
+    os.replace(tmp, path)
+    return path
 
 
 def _port_free(port: int) -> bool:
@@ -383,8 +414,12 @@ def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
 
 def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
        ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0,
-       topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1) -> VMInfo:
-    """Boot the lab VM (or report the one already running) and wait until SSH answers."""
+       topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1, persist: bool = False,
+       numa_nic: bool = False) -> VMInfo:
+    """Boot the lab VM (or report the one already running) and wait until SSH answers.
+
+    ``topo``/``cpus_per_node``: the NUMA shape (TOPOLOGIES); ``persist``/``numa_nic``: see qemu_command (the
+    host OS tests use both; the disk lives in state_dir/vm)."""
     state_dir = Path(state_dir).resolve()
     tp = topology(topo).scaled(cpus_per_node)
     st = status(state_dir)
@@ -414,7 +449,8 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
-    cmd = qemu_command(k, initrd, serial, ssh_port, tp)
+    disk = ensure_persist_disk(vm / "persist.img") if persist else None
+    cmd = qemu_command(k, initrd, serial, ssh_port, tp, persist_disk=disk, numa_nic=numa_nic)
     t0 = time.monotonic()
     with open(qlog, "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

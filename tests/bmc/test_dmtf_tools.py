@@ -30,7 +30,7 @@ pytestmark = pytest.mark.bmc
 BIN = Path(sys.executable).parent
 KNOWN = yaml.safe_load((Path(__file__).parents[1] / "data" / "bmc" / "validator_known_failures.yaml").read_text()) or {}
 # (attribute, new value) per flavour for rf_bios_settings
-CHANGE = {"dell": ("SriovGlobalEnable", "Enabled"), "hpe": ("PciSlot2Aspm", "L0s"),
+CHANGE = {"dell": ("SriovGlobalEnable", "Enabled"), "hpe": ("PciSlot2Aspm", "AspmL1Enabled"),
           "supermicro": ("PCIeASPMSupport", "L0s"), "lenovo": ("SRIOV", "Enabled"), "generic": ("Q0105", "Enabled")}
 
 SECOND = {"dell": ("IommuSupport", "Enabled"), "hpe": ("Sriov", "Disabled"), "supermicro": ("IOMMU", "Enabled"),
