@@ -46,7 +46,8 @@ def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, 
         host.message = "lab is up"
 
     common.execute("lab-up", body, json=json, options={"kernel": kernel, "topology": topology,
-                                                         "bmc_flavour": bmc_flavour})
+                                                         "bmc_flavour": bmc_flavour, "persist": persist,
+                                                         "numa_nic": numa_nic})
 
 
 @task(help={"json": common.SELECT_HELP["json"]})
