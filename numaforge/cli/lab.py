@@ -18,14 +18,19 @@ from .optionsets import task
 @task(help={
     "kernel": "kernel the VM boots: lab (our 5.10.262 build, built and cached if needed) or debian "
               "(bullseye's 5.10.0-46-amd64)",
+    "topology": "NUMA shape of the VM: backplane4 (default: 4 nodes, SLIT 16/32), nps2 (EPYC-like 2-socket NPS2: "
+                "10/12/32), cpuless4 (node 3 memory-only) or 2node (control)",
     "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
     "vm": "start the VM (--no-vm to start only the BMC simulator)",
     "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
+    "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
+    "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
     "ssh_port": "127.0.0.1 port for the VM's SSH (default 2222, or a free port when 2222 is busy)",
     "bmc_port": "127.0.0.1 port for the BMC simulator (default 8443, or a free port when 8443 is busy)",
 })
-def lab_up(c, kernel="lab", bmc_flavour="dell", vm=True, bmc=True, ssh_port=None, bmc_port=None, json=None):
-    """Start the lab: a 4-NUMA-node qemu VM and a Redfish BMC simulator on 127.0.0.1; write its inventory."""
+def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, persist=False,
+           numa_nic=False, ssh_port=None, bmc_port=None, json=None):
+    """Start the lab: a NUMA qemu VM (--topology) and a Redfish BMC simulator on 127.0.0.1; write its inventory."""
 
     def body(report: Report):
         host = report.host("lab-vm")
@@ -42,10 +47,10 @@ def lab_up(c, kernel="lab", bmc_flavour="dell", vm=True, bmc=True, ssh_port=None
             with host.step("vm-up") as s:
                 port = int(ssh_port) if ssh_port else services.pick_port(labvm.DEFAULT_SSH_PORT)
                 common.console.print(f"vm: booting the {kernel} kernel under qemu (TCG boots take 10-50 s)...")
-                vinfo = labvm.up(kernel=kernel, ssh_port=port)
+                vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic, ssh_port=port)
                 s.detail = asdict(vinfo)
                 vport = vinfo.ssh_port
-            common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes, ssh on 127.0.0.1:{vinfo.ssh_port}"
+            common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                                  f" (ready after {vinfo.ssh_seconds} s)")
         inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url)
         report.data["inventory"] = str(inv)

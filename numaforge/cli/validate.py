@@ -17,9 +17,10 @@ HELP = {
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also `kpatch install` it where the host has kpatch (persist across reboots)",
-    "effect": "measure the NUMA effect (A/B tracepoint counts) on hosts with >= 3 NUMA nodes (--no-effect skips)",
+    "effect": "measure the NUMA effect (A/B outcomes and tracepoint counts, numaforge.measure) on hosts with >= 3 "
+              "NUMA nodes (--no-effect skips); `invoke numa-effect` is the full interleaved measurement",
     "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
-    "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
+    "rounds": "A/B rounds (each = one run with the patch off and one with it on, ABBA order, in one boot)",
     "signal_after": "seconds of unfinished transition before stalled tasks are signalled",
     "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails",
 }
@@ -89,13 +90,10 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
              host_timeout=None, effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
-    from .. import livepatch, numa_effect
+    from .. import livepatch
+    from ..measure.runner import WorkloadParams
 
-    secs = int(effect_seconds)
-    work = numa_effect.WorkloadParams(duration=secs)
-    if secs < 60:  # short runs (mechanism checks): scale the phases down with the run
-        work = numa_effect.WorkloadParams(warm=max(1, secs // 10), unpinned=max(1, secs // 7),
-                                          pinned=max(1, secs // 15), duration=secs)
+    work = WorkloadParams.for_seconds(int(effect_seconds))   # short runs (mechanism checks) scale the phases
     opts = livepatch.Options(keep=keep, install=install, signal_after=float(signal_after),
                              revert_after=float(revert_after), effect=effect, effect_rounds=int(rounds),
                              workload=work)
@@ -118,7 +116,9 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                     common.console.print(
                         f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
                         f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
-                        f"{eff['stick_local']['on']}")
+                        f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
+                        f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
+                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}")
         except NumaforgeError as exc:
             report.error = exc   # execute() records it (report, --junit) and reports it as usual
             raise

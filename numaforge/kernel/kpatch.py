@@ -625,10 +625,13 @@ def _ld_version() -> str:
 
 def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, jobs: int = 2,
                  cc_wrapper: str | None = None, host_releases: dict | None = None, log=print,
-                 on_stage=None, check_only: bool = False, force: bool = False) -> KpatchResult:
+                 on_stage=None, check_only: bool = False, force: bool = False,
+                 out_name: str | None = None) -> KpatchResult:
     """Build (or reuse) the live-patch module of the backported series for one target.
 
-    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`)."""
+    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
+    out_name: directory under kpatch/build/ for the module and manifest (default: the target's name); the
+    measurement arms (alternatives, null control) use their own, so the shipped module stays in place."""
     import json
     import time
     from datetime import datetime, timezone
@@ -681,7 +684,7 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "kcflags": " ".join(kcflags(tc).split()),
     }
     key = artifact_key(key_inputs)
-    outdir = build_root() / t.name
+    outdir = build_root() / (out_name or t.name)
     mpath = outdir / "manifest.json"
     if not force and not check_only and mpath.exists():
         try:

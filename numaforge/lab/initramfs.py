@@ -199,10 +199,12 @@ class Tree:
 
 
 def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workload: Path | None,
-          modules: dict[str, Path]) -> Path:
+          modules: dict[str, Path], irqbalance: Path | None = None) -> Path:
     """Assemble the initramfs and write it atomically to `out` (gzip'd newc cpio).
 
     modules: {path relative to /lib/modules/<release>/: file on the build server}, loaded in that order.
+    irqbalance: Debian's irqbalance binary (extracted into the cache by scripts/setup.d/47-hostos.sh), put at
+    /usr/sbin/irqbalance with its shared libraries; never started by the init (tests run it in --oneshot).
     """
     t = Tree()
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc/dropbear", "proc", "sys", "dev", "tmp", "run", "var/log"):
@@ -224,6 +226,8 @@ def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workl
         t.add_host_file(workload, WORKLOAD_GUEST_PATH, 0o755)
     for rel, src in modules.items():
         t.add_host_file(src, f"/lib/modules/{release}/{rel}", 0o644)
+    if irqbalance is not None:
+        t.add_binary(str(irqbalance), "/usr/sbin/irqbalance")
     data = gzip.compress(pack_newc(t.entries), compresslevel=6, mtime=0)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)

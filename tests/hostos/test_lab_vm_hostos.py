@@ -78,6 +78,17 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     again = _one(host, "apply")
     assert again.status == "ok" and again.data["changed"] == [] and "nothing to change" in again.message
 
+    # the real irqbalance (Debian 1.9.2, in the VM's initramfs) started as its unit would, with the
+    # IRQBALANCE_ARGS of /etc/default/irqbalance: it bans the pinned IRQs through the policy script and leaves
+    # their affinity alone, while it still balances the others
+    with connect(host.ssh, host.name) as r:
+        log = r.run(". /etc/default/irqbalance && timeout 90 /usr/sbin/irqbalance --oneshot --debug $IRQBALANCE_ARGS",
+                    timeout=120).stdout
+    irq_numbers = [p.split("/")[3] for p in pinned]
+    for n in irq_numbers:
+        assert f"IRQ {n} was BANNED." in log, log
+    assert all(v == "1" for v in _read(host, *pinned))
+
     # a real reboot: reboot(2) in the guest (qemu runs with -no-reboot, so it exits), then the next boot
     with connect(host.ssh, host.name) as r:
         try:
