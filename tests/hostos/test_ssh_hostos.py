@@ -80,7 +80,7 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
         assert (roots[i] / "etc/systemd/system/multi-user.target.wants/numaforge-hostos.service").is_symlink()
     assert 'failures="1"' in (tmp_path / "apply.xml").read_text()
     kept = Path(report["data"]["journal"]["path"])                    # a failed run stays resumable
-    assert kept.parent == b / "journal" and kept.exists()
+    assert kept.parent == b / "state" / "journal" and kept.exists()
 
     again = _invoke("os-apply", "-i", str(inv), "--host", "h0", "--host", "h2", "--json", str(tmp_path / "a2.json"),
                     check_rc=0, build=b)
