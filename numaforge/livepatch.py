@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import budget, numa_effect
+from . import budget, numa_effect, yamlsrc
 from .errors import NumaforgeError
 from .report import HostResult
 
@@ -143,9 +143,7 @@ def _series_check(series: str) -> Path | None:
     meta = ROOT / "patches" / series / "metadata.yaml"
     if not meta.is_file():
         return None
-    import yaml
-
-    doc = yaml.safe_load(meta.read_text()) or {}
+    doc = yamlsrc.load(meta, error=LivepatchError, what="series metadata", empty={}) or {}
     name = doc.get("loaded_check")
     return (meta.parent / name) if name and (meta.parent / name).is_file() else None
 

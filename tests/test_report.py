@@ -58,4 +58,13 @@ def test_secret_reference_errors(tmp_path, monkeypatch):
     with pytest.raises(Exception, match="cannot read secret file"):
         SecretRef.parse(f"file:{tmp_path}/missing").resolve()
     (tmp_path / "s").write_text("from-file\n")
+    (tmp_path / "s").chmod(0o644)
+    with pytest.raises(Exception, match=r"(?s)readable by others \(mode 0644\).*chmod 600"):
+        SecretRef.parse(f"file:{tmp_path}/s").resolve()
+    monkeypatch.setenv("NUMAFORGE_ALLOW_READABLE_SECRET_FILES", "1")
     assert SecretRef.parse(f"file:{tmp_path}/s").resolve() == "from-file"
+    monkeypatch.delenv("NUMAFORGE_ALLOW_READABLE_SECRET_FILES")
+    (tmp_path / "s").chmod(0o600)
+    assert SecretRef.parse(f"file:{tmp_path}/s").resolve() == "from-file"
+    with pytest.raises(Exception, match="not a regular file"):
+        SecretRef.parse("file:/dev/zero").resolve()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .. import yamlsrc
 
 from .errors import VendorMapError
 from .profile import SETTINGS_SCHEMA, VENDORS
@@ -57,12 +57,8 @@ def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
     if not path.is_file():
         raise VendorMapError(f"no vendor map for '{vendor}'", str(path),
                              f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)")
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise VendorMapError(f"vendor map is not valid YAML: {getattr(exc, 'problem', exc)}",
-                             f"{path}:{mark.line + 1}" if mark else str(path), "fix the YAML") from None
+    doc = yamlsrc.load(path, error=VendorMapError, what="vendor map", empty={},
+                       syntax="vendor map is not valid YAML")
     settings = doc.get("settings") or {}
     for name, entry in settings.items():
         where = f"{path}: settings.{name}"

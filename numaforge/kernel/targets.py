@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from .. import yamlsrc
 from ..paths import ROOT, cache_dir
 from .kpatch import PreflightError
 
@@ -84,12 +83,7 @@ def load_target(name: str, directory: Path = TARGETS_DIR) -> Target:
     if not path.is_file():
         raise TargetError(f"unknown kpatch target {name!r}", str(directory),
                           f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise TargetError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where, "fix the YAML syntax") from None
+    data = yamlsrc.load(path, error=TargetError, what="kpatch target file", syntax="invalid YAML")
     t = parse_target(data, str(path))
     if t.name != name:
         raise TargetError(f"target file {path.name} defines name {t.name!r}", str(path),
