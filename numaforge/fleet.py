@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .budget import host_deadline
+from .display import esc, make_console
 from .errors import NumaforgeError
 from .report import HostResult
 from .secrets import redact
@@ -157,7 +158,7 @@ class _Display:
         if enabled:
             self.progress = Progress(TextColumn("[bold]fleet[/]"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.description}"), TimeElapsedColumn(),
-                                     console=console or Console(stderr=True), transient=False)
+                                     console=console or make_console(stderr=True), transient=False)
             self.task = self.progress.add_task("", total=total)
 
     def __enter__(self):
@@ -171,7 +172,7 @@ class _Display:
 
     def running(self, names: list[str]) -> None:
         if self.enabled:
-            shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+            shown = esc(", ".join(names[:4])) + (f" +{len(names) - 4}" if len(names) > 4 else "")
             self.progress.update(self.task, description=f"failed {self.failed} | running {shown}")
 
     def done(self, result: HostResult) -> None:
@@ -181,7 +182,7 @@ class _Display:
             if self.enabled:
                 self.progress.advance(self.task)
                 mark = "[red]failed[/]" if result.status == FAILED else f"[green]{result.status}[/]"
-                self.progress.console.print(f"  {result.host}: {mark} {redact(result.message)}".rstrip())
+                self.progress.console.print(f"  {esc(result.host)}: {mark} {esc(result.message)}".rstrip())
                 self.progress.update(self.task, description=f"failed {self.failed}")
 
 

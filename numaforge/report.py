@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .display import esc, make_console
 from .errors import NumaforgeError
 from .secrets import redact
 
@@ -153,10 +154,10 @@ class Report:
         colors = {"ok": "green", "changed": "yellow", "unchanged": "green", "failed": "red",
                   "skipped": "dim", "not-run": "dim"}
         for h in self.hosts:
-            table.add_row(h.host, f"[{colors.get(h.status, 'white')}]{h.status}[/]", redact(h.message))
+            table.add_row(esc(h.host), f"[{colors.get(h.status, 'white')}]{esc(h.status)}[/]", esc(h.message))
         return table
 
     def print_summary(self, console: Console | None = None) -> None:
-        console = console or Console()
+        console = console or make_console()
         if self.hosts:
             console.print(self.summary_table())

@@ -13,6 +13,7 @@ from rich.table import Table
 from ..bios.apply import HostOptions, Timeouts, run_hosts
 from ..bios.errors import ProfileError
 from ..bios.profile import host_facts, render_profile
+from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
 from . import common
@@ -51,21 +52,21 @@ def _print_plans(report: Report) -> None:
         items = h.data.get("plan") or []
         if not items:
             continue
-        t = Table(title=f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
-                        f"registry {h.data.get('registry')}")
+        t = Table(title=esc(f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
+                            f"registry {h.data.get('registry')}"))
         for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
             t.add_column(col, overflow="fold")
         colour = {"change": "yellow", "pending": "cyan", "ok": "green"}
         for i in items:
-            t.add_row(i["attribute"], i["setting"], _s(i["current"]), _s(i["pending"]), _s(i["desired"]),
-                      f"[{colour.get(i['action'], 'white')}]{i['action']}[/]", i["resolved"])
+            t.add_row(esc(i["attribute"]), esc(i["setting"]), _s(i["current"]), _s(i["pending"]), _s(i["desired"]),
+                      f"[{colour.get(i['action'], 'white')}]{esc(i['action'])}[/]", esc(i["resolved"]))
         common.console.print(t)
         for w in h.data.get("warnings") or []:
-            common.err_console.print(f"[red]{h.host}: {w}[/]")
+            common.err_console.print(f"[red]{esc(h.host)}: {esc(w)}[/]")
 
 
 def _s(v) -> str:
-    return "-" if v is None else str(v)
+    return "-" if v is None else esc(v)
 
 
 def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
@@ -85,8 +86,8 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(f"resuming an interrupted run from {opts.journal.path}: "
-                                     + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items()))
+                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: "
+                                         + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
         outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
                             max_fail_pct=float(max_fail), progress=len(hosts) > 1)
@@ -161,12 +162,12 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
             rows = h.data.get("verify_rows") or []
             if not rows:
                 continue
-            t = Table(title=f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})")
+            t = Table(title=esc(f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})"))
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
-                t.add_row(r["setting"], _s(r["desired"]), r["bmc_value"], r["os_evidence"] or "-",
-                          f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["why"] or "")
+                t.add_row(esc(r["setting"]), _s(r["desired"]), esc(r["bmc_value"]), esc(r["os_evidence"] or "-"),
+                          f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]", esc(r["why"] or ""))
             common.console.print(t)
 
     common.execute("bios-verify", body, json=json,

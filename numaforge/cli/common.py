@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Callable
 
 from invoke.exceptions import Exit
-from rich.console import Console
-
+from ..display import esc, make_console
 from ..errors import NumaforgeError
 from ..report import Report
 from ..secrets import redact
 
 DEFAULT_INVENTORY = "inventory/lab.yaml"
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = make_console(stderr=False)
+err_console = make_console(stderr=True)
 
 # help strings shared by every task that selects hosts
 SELECT_HELP = {
@@ -69,14 +68,14 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         report.print_summary(console)
         if json:
             written = report.write(json)
-            console.print(f"report: {written}")
+            console.print(f"report: {esc(written)}")
     if report.error is not None:
         err = report.error
-        err_console.print(f"[bold red]error[/]: {redact(err.render())}")
+        err_console.print(f"[bold red]error[/]: {esc(err.render())}")
         raise Exit(code=130 if interrupted else getattr(err, "exit_code", 1))
     if not report.ok:
         failed = [h.host for h in report.hosts if h.status == "failed"]
-        err_console.print(f"[bold red]failed[/] on: {', '.join(failed)}")
+        err_console.print(f"[bold red]failed[/] on: {esc(', '.join(failed))}")
         raise Exit(code=1)
     return report
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from invoke import task
 from rich.table import Table
 
+from ..display import esc
 from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
@@ -37,7 +38,7 @@ def _show(report: Report) -> None:
         devs = pci.get("devices", {})
         rows = [d for d in devs.values() if d["kind"] in ("gpu", "nic")]
         if rows:
-            t = Table(title=f"{h.host}: GPUs and NICs")
+            t = Table(title=esc(f"{h.host}: GPUs and NICs"))
             for col in ("address", "kind", "name", "node", "slot", "link", "aspm", "bridges above (ACS P2P bits)"):
                 t.add_column(col, overflow="fold")
             for d in rows:
@@ -55,7 +56,7 @@ def _show(report: Report) -> None:
             common.console.print(t)
         ov = h.data.get("os_verify")
         if ov:
-            t = Table(title=f"{h.host}: BIOS profile {ov['profile']} as the OS sees it")
+            t = Table(title=esc(f"{h.host}: BIOS profile {ov['profile']} as the OS sees it"))
             for col in ("setting", "desired", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -64,7 +65,7 @@ def _show(report: Report) -> None:
                           f"[{colour[v['verdict']]}]{v['verdict']}[/]", v["why"])
             common.console.print(t)
         for name, why in sorted(facts.get("absent", {}).items()):
-            common.console.print(f"[yellow]{h.host}: {name} absent: {why}[/]")
+            common.console.print(f"[yellow]{esc(h.host)}: {esc(name)} absent: {esc(why)}[/]")
 
 
 def _chain(devs: dict, address: str) -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import fields
 from invoke import task
 from rich.table import Table
 
+from ..display import esc
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
@@ -52,36 +53,36 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         out = common.console
-        out.print(f"[bold]{inv.path}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected")
+        out.print(f"[bold]{esc(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected")
         for h in hosts:
-            out.print(f"\n[bold]{h.name}[/]  ({h.location})  groups: {', '.join(h.groups) or '-'}")
+            out.print(f"\n[bold]{esc(h.name)}[/]  ({esc(h.location)})  groups: {esc(', '.join(h.groups) or '-')}")
             rows = []
             if h.ssh:
                 s = h.ssh
                 extra = " ".join(f"{k}={v}" for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts),
                                                           ("password", s.password)) if v)
-                rows.append(("ssh", f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"))
+                rows.append(("ssh", esc(f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}")))
             if h.bmc:
                 b = h.bmc
                 trust = "[red]INSECURE (TLS not verified)[/]" if b.insecure else \
-                    (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
-                rows.append(("bmc", f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
-                                    + (f" system={b.system_id}" if b.system_id else "")))
+                    esc(f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
+                rows.append(("bmc", esc(f"{b.url} vendor={b.vendor} user={b.username} password={b.password} ")
+                             + trust + esc(f" system={b.system_id}" if b.system_id else "")))
             if h.kernel.release or h.kernel.target:
-                rows.append(("kernel", f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}"))
+                rows.append(("kernel", esc(f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}")))
             hw = h.hardware
             hw_text = " ".join(f"{k}={v}" for k, v in (("vendor", hw.vendor), ("platform", hw.platform),
                                                         ("sockets", hw.sockets), ("cpu", hw.cpu_model)) if v)
             if hw.gpus or hw.nics:
                 hw_text += f" gpus={','.join(hw.gpus) or '-'} nics={','.join(hw.nics) or '-'}"
             if hw_text:
-                rows.append(("hardware", hw_text))
+                rows.append(("hardware", esc(hw_text)))
             if h.bios_profile:
-                rows.append(("profile", h.bios_profile))
+                rows.append(("profile", esc(h.bios_profile)))
             if h.vars:
-                rows.append(("vars", ", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items()))))
+                rows.append(("vars", esc(", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items())))))
             for key, text in rows:
-                out.print(f"  {key:<9} {text}", soft_wrap=True, markup=True)
+                out.print(f"  {key:<9} {text}", soft_wrap=True)  # each row escaped above
             report.host(h.name).data = host_summary(h)
         if inv.groups:
             gt = Table(title="groups")
@@ -90,7 +91,7 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
             gt.add_column("hosts (nested included)", overflow="fold")
             common.console.print()
             for g in inv.groups.values():
-                gt.add_row(g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-")
+                gt.add_row(esc(g.name), esc(", ".join(g.children) or "-"), esc(", ".join(inv.group_members(g.name)) or "-"))
             common.console.print(gt)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from invoke import task
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..display import esc
 from ..errors import NumaforgeError
 from ..report import Report
 from . import common
@@ -58,11 +59,11 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
                 tid = progress.add_task(f"{name}: preflight", total=None)
 
                 def on_stage(sid, label, name=name, tid=tid):
-                    progress.update(tid, description=f"{name}: {label}")
-                    progress.console.print(f"  {name}: [cyan]{label}[/]")
+                    progress.update(tid, description=esc(f"{name}: {label}"))
+                    progress.console.print(f"  {esc(name)}: [cyan]{esc(label)}[/]")
 
                 def log(msg):
-                    progress.console.print(f"  {msg}")
+                    progress.console.print(f"  {esc(msg)}")
 
                 with row.step("build-kpatch") as st:
                     try:

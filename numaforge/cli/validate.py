@@ -8,6 +8,7 @@ from pathlib import Path
 
 from invoke import task
 
+from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import HostResult, Report
@@ -130,7 +131,7 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
         result.data["artifact"] = art.as_dict()
         with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
             return livepatch.validate_host(remote, art, opts, result,
-                                           log=lambda m: common.console.print(f"{host.name}: {m}"))
+                                           log=lambda m: common.console.print(esc(f"{host.name}: {m}")))
 
     return run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
                      max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
@@ -164,7 +165,7 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
-                common.console.print(f"rollout: {outcome.summary()}")
+                common.console.print(f"rollout: {esc(outcome.summary())}")
             for h in outcome.results:
                 eff = h.data.get("numa_effect") or {}
                 if "third_node_moves" in eff:
