@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +19,7 @@ import jsonschema
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from . import __version__, safeio
 from .display import esc, make_console
 from .errors import NumaforgeError
 from .secrets import redact
@@ -133,18 +132,13 @@ class Report:
         })
 
     def write(self, path: str | os.PathLike) -> Path:
-        """Validate against the schema and write atomically (temp file + rename)."""
+        """Validate against the schema and write atomically (numaforge.safeio: ``-`` is standard output, special
+        files and directories are refused). Returns the path as given."""
         self.finished = self.finished or _now()
         doc = self.as_dict()
         jsonschema.validate(doc, load_schema())
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-        return path
+        safeio.write_output(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        return Path(path)
 
     def summary_table(self) -> Table:
         table = Table(title=f"numaforge {self.task}", show_lines=False)

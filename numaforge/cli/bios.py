@@ -16,7 +16,7 @@ from ..bios.profile import host_facts, render_profile
 from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
-from . import common
+from . import common, values
 
 FLEET_HELP = {
     "forks": "how many BMCs to talk to at once (default 8)",
@@ -70,11 +70,16 @@ def _s(v) -> str:
 
 
 def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
-         opts: HostOptions, forks, canary=0, max_fail=100.0, journaled=False):
+         opts: HostOptions, forks, canary=None, max_fail=None, journaled=False, timeouts=None):
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
+        n_forks = values.positive_int(forks, "--forks", 8)
+        n_canary = values.non_negative_int(canary, "--canary", 0)
+        fail_pct = values.max_fail(max_fail, "--max-fail", 100.0)
+        if timeouts is not None:
+            opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
@@ -89,8 +94,8 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
                 common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: "
                                          + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
-                            max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        outcome = run_hosts(hosts, action, opts, forks=n_forks, canary=n_canary,
+                            max_fail_pct=fail_pct, progress=len(hosts) > 1)
         if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
             opts.journal.finish()
         report.hosts.extend(outcome.results)
@@ -104,7 +109,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
-def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
@@ -121,16 +126,19 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
 }))
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None,
+               graceful_timeout=None, power_timeout=None, forks=None, canary=None, max_fail=None, host_timeout=None,
                discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
-    t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
+    def timeouts() -> Timeouts:
+        return Timeouts(graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
+                        power_on=values.positive_float(power_timeout, "--power-timeout", 900.0))
+
     _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t,
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot,
                      host_timeout=host_timeout, discovery_cache=discovery_cache), forks, canary, max_fail,
-         journaled=reboot)
+         journaled=reboot, timeouts=timeouts)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
@@ -140,7 +148,7 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }))
-def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
                 host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
                 allow_plaintext_secrets=False):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
@@ -154,7 +162,8 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
+        outcome = run_verify(hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8),
+                             progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}

@@ -8,6 +8,7 @@ from typing import Callable
 
 from invoke.exceptions import Exit
 from ..display import esc, make_console
+from .. import safeio
 from ..errors import NumaforgeError
 from ..report import Report
 from ..secrets import redact
@@ -57,6 +58,16 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
     """Run body(report); print the summary; write --json; map errors to a message and exit code."""
     report = Report(task, options={k: v for k, v in (options or {}).items() if v not in (None, [], False)})
     interrupted = False
+    # --json - puts the report on standard output: everything for humans goes to standard error then
+    to_stdout = json == safeio.STDOUT
+    out = err_console if to_stdout else console
+    try:
+        safeio.check_output(json, "--json")   # a bad report path is refused before any work is done
+    except NumaforgeError as exc:
+        err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+        raise Exit(code=exc.exit_code) from None
+    if to_stdout:
+        console.file = sys.stderr   # the tasks' own tables and lines too; restored below
     try:
         body(report)
     except NumaforgeError as exc:
@@ -65,10 +76,17 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         interrupted = True
         report.error = NumaforgeError("interrupted", None, "re-run the same command; finished hosts are kept")
     finally:
-        report.print_summary(console)
+        report.print_summary(out)
         if json:
-            written = report.write(json)
-            console.print(f"report: {esc(written)}")
+            try:
+                written = report.write(json)
+            except NumaforgeError as exc:   # e.g. the path changed under us: say so, keep the run's own error
+                report.error = report.error or exc
+            else:
+                if not to_stdout:
+                    out.print(f"report: {esc(written)}")
+        if to_stdout:
+            console.file = None   # back to the current sys.stdout
     if report.error is not None:
         err = report.error
         err_console.print(f"[bold red]error[/]: {esc(err.render())}")

@@ -12,7 +12,7 @@ from ..display import esc
 from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
-from . import common
+from . import common, values
 
 HELP = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")}
 HELP.update({
@@ -79,7 +79,7 @@ def _chain(devs: dict, address: str) -> list[str]:
 
 @task(iterable=["host", "group"], help=HELP)
 def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=None, local=False, profile=None,
-          accept_new_host_key=False, forks=8, host_timeout=None, json=None, allow_plaintext_secrets=False):
+          accept_new_host_key=False, forks=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
     opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, profile=profile)
@@ -98,7 +98,8 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
             report.hosts.append(facts_run.run_local(opts))
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts), forks=int(forks),
+            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts),
+                                forks=values.positive_int(forks, "--forks", 8),
                                 progress=len(hosts) > 1, host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()

@@ -11,7 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from ..display import esc
 from ..errors import NumaforgeError
 from ..report import Report
-from . import common
+from . import common, values
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
@@ -42,7 +42,7 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
 
 
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
-def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=False, force=False, inventory=None,
+def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=False, force=False, inventory=None,
                  host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
     from ..kernel import kpatch as kp
@@ -50,6 +50,7 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
     out = common.console
 
     def body(report: Report):
+        n_jobs = values.positive_int(jobs, "--jobs", 2)
         groups, releases = _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets)
         report.data["kpatch"] = {}
         for name, members in groups.items():
@@ -67,7 +68,7 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
 
                 with row.step("build-kpatch") as st:
                     try:
-                        res = kp.build_kpatch(name, series=series, jobs=int(jobs), cc_wrapper=cc_wrapper,
+                        res = kp.build_kpatch(name, series=series, jobs=n_jobs, cc_wrapper=cc_wrapper,
                                               host_releases={h: releases[h] for h in members if h in releases},
                                               log=log, on_stage=on_stage, check_only=check, force=force)
                     except NumaforgeError as exc:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from invoke import task
 
+from .. import safeio
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import HostResult, Report
-from . import common
+from . import common, values
 
 HELP = {
     **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
@@ -23,17 +24,17 @@ HELP = {
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also `kpatch install` it where the host has kpatch (persist across reboots)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
-    "canary": "validate this many hosts first, one by one; any failure stops the rollout",
-    "batch": "then validate the rest in batches of this many hosts (0 = all at once)",
-    "max_fail": "stop the rollout when more than this percentage of attempted hosts failed",
-    "forks": "hosts validated at the same time within a batch",
+    "canary": "validate this many hosts first, one by one; any failure stops the rollout (default 1)",
+    "batch": "then validate the rest in batches of this many hosts (0 = all at once; default 0)",
+    "max_fail": "stop the rollout when more than this percentage of attempted hosts failed (default 0)",
+    "forks": "hosts validated at the same time within a batch (default 4)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
                     "command, rolls back (unload/revert) and fails",
     "effect": "measure the NUMA effect (A/B tracepoint counts) on hosts with >= 3 NUMA nodes (--no-effect skips)",
-    "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
-    "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
-    "signal_after": "seconds of unfinished transition before stalled tasks are signalled",
-    "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails",
+    "effect_seconds": "workload run length per A/B run, in seconds (default 60, which shows the effect on the lab VM)",
+    "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot; default 1)",
+    "signal_after": "seconds of unfinished transition before stalled tasks are signalled (default 15)",
+    "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails (default 60)",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
 }
 
@@ -90,17 +91,8 @@ def junit_xml(report: Report, suite: str = "numaforge.validate") -> str:
     return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _write_atomic(path: str, text: str) -> Path:
-    import os
-    import tempfile
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, p)
-    return p
+def _write_atomic(path: str, text: str) -> str:
+    return safeio.write_output(path, text, "--junit")
 
 
 def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
@@ -139,29 +131,37 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
 
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
-             keep=False, install=False, accept_new_host_key=False, canary=1, batch=0, max_fail=0.0, forks=4,
-             host_timeout=None, effect=True, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
-             allow_plaintext_secrets=False):
+             keep=False, install=False, accept_new_host_key=False, canary=None, batch=None, max_fail=None,
+             forks=None, host_timeout=None, effect=True, effect_seconds=None, rounds=None, signal_after=None,
+             revert_after=None, junit=None, json=None, allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch, numa_effect
 
-    secs = int(effect_seconds)
-    work = numa_effect.WorkloadParams(duration=secs)
-    if secs < 60:  # short runs (mechanism checks): scale the phases down with the run
-        work = numa_effect.WorkloadParams(warm=max(1, secs // 10), unpinned=max(1, secs // 7),
-                                          pinned=max(1, secs // 15), duration=secs)
-    opts = livepatch.Options(keep=keep, install=install, signal_after=float(signal_after),
-                             revert_after=float(revert_after), effect=effect, effect_rounds=int(rounds),
-                             workload=work)
+    def options():
+        secs = values.positive_int(effect_seconds, "--effect-seconds", 60)
+        work = numa_effect.WorkloadParams(duration=secs)
+        if secs < 60:  # short runs (mechanism checks): scale the phases down with the run
+            work = numa_effect.WorkloadParams(warm=max(1, secs // 10), unpinned=max(1, secs // 7),
+                                              pinned=max(1, secs // 15), duration=secs)
+        return livepatch.Options(keep=keep, install=install,
+                                 signal_after=values.positive_float(signal_after, "--signal-after", 15.0),
+                                 revert_after=values.positive_float(revert_after, "--revert-after", 60.0),
+                                 effect=effect, effect_rounds=values.positive_int(rounds, "--rounds", 1),
+                                 workload=work)
 
     def body(report: Report):
         try:
+            safeio.check_output(junit, "--junit")   # before any work
+            opts = options()
             budget = host_timeout_seconds(host_timeout)
+            fleet_opts = dict(forks=values.positive_int(forks, "--forks", 4),
+                              canary=values.non_negative_int(canary, "--canary", 1),
+                              batch=values.non_negative_int(batch, "--batch", 0),
+                              max_fail=values.max_fail(max_fail, "--max-fail", 0.0))
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             outcome = validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
-                                     accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
-                                     batch=batch, max_fail=max_fail, progress=len(hosts) > 1,
-                                     host_timeout=budget)
+                                     accept_new_host_key=accept_new_host_key, progress=len(hosts) > 1,
+                                     host_timeout=budget, **fleet_opts)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
@@ -178,7 +178,8 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
             raise
         finally:
             if junit:
-                common.console.print(f"junit: {_write_atomic(junit, junit_xml(report))}")
+                safeio.check_output(junit, "--junit")
+                common.console.print(f"junit: {esc(_write_atomic(junit, junit_xml(report)))}")
 
     common.execute("validate", body, json=json,
                    options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,

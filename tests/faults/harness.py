@@ -31,6 +31,7 @@ class Outcome:
     output: str                       # stdout + stderr + report text
     exception: BaseException | None = None
     writes: int = 0                   # writes the BMC (or the file system) saw that it should not have
+    secrets: list = field(default_factory=list)   # values known only after the run (session tokens)
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Case:
                 bad.append("unclear")
         if out.writes:
             bad.append("wrong writes")
-        if any(s and s in out.output for s in self.secrets):
+        if any(s and s in out.output for s in (*self.secrets, *out.secrets)):
             bad.append("secrets leaked")
         return bad
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import cases_cli  # noqa: E402
 import cases_input  # noqa: E402
 from harness import Case  # noqa: E402
 
-CASES: list[Case] = cases_input.cases()
+CASES: list[Case] = cases_input.cases() + cases_cli.cases()
 
 
 def test_the_campaign_is_large_enough():
@@ -21,7 +22,8 @@ def test_the_campaign_is_large_enough():
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.bmc] if c.tier == "bmc" else [])
+                                  for c in CASES])
 def test_case(case: Case, tmp_path, monkeypatch):
     monkeypatch.setenv(cases_input.PW_VAR, cases_input.PASSWORD)
     out = case.run(tmp_path)
