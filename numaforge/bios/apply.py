@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import NumaforgeError
 from ..report import HostResult
-from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
+from .errors import (ConcurrentChangeError, JobConflictError, ProfileError, RedfishAuthError, RedfishError,
+                     RedfishRedirectError)
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, RetryPolicy, _path
@@ -533,10 +534,22 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
     holds (nothing is half-written by us: the PATCH is one request) and stop."""
     try:
         r = _patch_once(client, state, changes, use_apply_time)
+    except RedfishRedirectError:
+        raise   # answered, and not carried out: nothing to re-read
     except RedfishError as exc:
         r, lost = None, exc
     if r is not None and (r.status < 400 or r.status == 412):
         return r
+    if r is not None and r.status in (401, 403):
+        # refused before the BMC looked at the attributes: an authentication/authorisation problem, not a value
+        kind = RedfishAuthError if r.status == 401 else RedfishError
+        raise kind(f"PATCH {state.settings_path} answered {r.status} "
+                   f"({'authentication refused: the session is no longer valid' if r.status == 401 else 'forbidden'}"
+                   f"): {r.error_text()}; the BMC refused the request, nothing was written",
+                   f"{client.host} ({client.base_url})",
+                   "check bmc.username / the password reference and the BMC's session timeout, then re-run"
+                   if r.status == 401 else
+                   "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)")
     what = f"PATCH {state.settings_path} " + (f"answered {r.status}: {r.error_text()}" if r is not None
                                               else f"got no answer ({lost.what})")
     try:

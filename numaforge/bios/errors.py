@@ -38,6 +38,10 @@ class RedfishAuthError(RedfishError):
     """The BMC refused the credentials."""
 
 
+class RedfishRedirectError(RedfishError):
+    """The BMC answered with a redirect (3xx); numaforge never follows one. The request was not carried out."""
+
+
 class RedfishTLSError(RedfishError):
     """The BMC's TLS certificate could not be verified."""
 

@@ -375,6 +375,13 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
     url = _get(ctx, f, "url", str, host, "bmc", required=True, line=line)
     uline = f["url"][1]
     parsed = urlparse(url)
+    if "@" in parsed.netloc:
+        # never echo the URL: what precedes '@' is a password as often as not
+        shown = f"{parsed.scheme}://***@{parsed.netloc.rsplit('@', 1)[1]}"
+        ctx.fail(uline, f"host '{host}': bmc.url carries credentials ({shown}); they would be sent as basic "
+                        "authentication on every request and printed with the URL",
+                 "remove 'user:password@' from the URL; set bmc.username, and bmc.password as a reference "
+                 "(env:VARIABLE or file:/path/to/secret)")
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
     except ValueError:

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import cases_bmc  # noqa: E402
 import cases_cli  # noqa: E402
 import cases_input  # noqa: E402
 from harness import Case  # noqa: E402
 
-CASES: list[Case] = cases_input.cases() + cases_cli.cases()
+CASES: list[Case] = cases_input.cases() + cases_cli.cases() + cases_bmc.cases()
 
 
 def test_the_campaign_is_large_enough():
