@@ -25,6 +25,9 @@ from .errors import NumaforgeError
 from .secrets import redact
 
 
+UNEXPECTED_ERROR = "unexpected_error"   # HostResult.data key: the host's work raised something that is a bug
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -97,6 +100,8 @@ class Report:
     hosts: list[HostResult] = field(default_factory=list)
     data: dict = field(default_factory=dict)
     error: NumaforgeError | None = None
+    interrupted: str | None = None          # "SIGINT"/"SIGTERM" when the run was interrupted
+    selected: list[str] | None = None       # hosts the run was asked to act on (expect_hosts)
     started: str = field(default_factory=_now)
     finished: str | None = None
 
@@ -108,9 +113,28 @@ class Report:
         self.hosts.append(h)
         return h
 
+    def expect_hosts(self, names) -> None:
+        """The run acts on these hosts: the report is not ok unless each of them has a result."""
+        self.selected = list(names)
+
+    def missing_hosts(self) -> list[str]:
+        have = {h.host for h in self.hosts}
+        return [n for n in self.selected or [] if n not in have]
+
+    @property
+    def status(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        return "ok" if self.ok else "failed"
+
     @property
     def ok(self) -> bool:
-        return self.error is None and all(h.status not in ("failed",) for h in self.hosts)
+        """True only when nothing failed: no error, no interrupt, no failed or not-run host, no stopped rollout,
+        and every selected host has a result."""
+        fleet = self.data.get("fleet") if isinstance(self.data.get("fleet"), dict) else {}
+        return (self.error is None and self.interrupted is None
+                and all(h.status not in ("failed", "not-run") for h in self.hosts)
+                and not fleet.get("stopped") and not self.missing_hosts())
 
     def as_dict(self) -> dict:
         err = None
@@ -124,6 +148,7 @@ class Report:
             "started": self.started,
             "finished": self.finished or _now(),
             "ok": self.ok,
+            "status": self.status,
             "inventory": self.inventory,
             "options": self.options,
             "error": err,

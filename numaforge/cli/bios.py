@@ -81,6 +81,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
         if timeouts is not None:
             opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        report.expect_hosts(h.name for h in hosts)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
@@ -162,6 +163,7 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        report.expect_hosts(h.name for h in hosts)
         outcome = run_verify(hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8),
                              progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)

@@ -98,6 +98,7 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
             report.hosts.append(facts_run.run_local(opts))
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            report.expect_hosts(h.name for h in hosts)
             outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts),
                                 forks=values.positive_int(forks, "--forks", 8),
                                 progress=len(hosts) > 1, host_timeout=budget)

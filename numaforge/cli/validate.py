@@ -159,6 +159,7 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                               batch=values.non_negative_int(batch, "--batch", 0),
                               max_fail=values.max_fail(max_fail, "--max-fail", 0.0))
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            report.expect_hosts(h.name for h in hosts)
             outcome = validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, progress=len(hosts) > 1,
                                      host_timeout=budget, **fleet_opts)
