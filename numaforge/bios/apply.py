@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from ..errors import NumaforgeError
-from ..report import HostResult
+from ..report import UNEXPECTED_ERROR, HostResult
 from .errors import (ConcurrentChangeError, JobConflictError, ProfileError, RedfishAuthError, RedfishError,
                      RedfishRedirectError)
 from .plan import Plan, make_plan, pending_values
@@ -171,11 +172,43 @@ def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> R
     if uri is None:
         raise RedfishError(f"registry {registry_id} has no local Location[].Uri", where,
                            "the BMC only publishes the registry externally; numaforge reads it from the BMC only")
-    doc = client.get(uri).body
+    got = client.get(uri)
+    doc = got.body
     if "RegistryEntries" not in doc:
         raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
                            "the BMC's registry file is malformed")
-    return Registry.from_json(doc)
+    reg = Registry.from_json(doc)
+    reg.source_uri, reg.etag = uri, got.headers.get("etag")   # what confirm_registry() compares later
+    client.confirmed.add(id(reg))
+    return reg
+
+
+def confirm_registry(client: RedfishClient, reg: Registry) -> bool:
+    """A cached registry (another host's, or a past run's) serves this host only if this BMC serves the same
+    document now: a HEAD of its URI must answer the ETag recorded when it was fetched. Anything else (no ETag,
+    HEAD refused, another ETag) means: fetch it from this BMC."""
+    if id(reg) in client.confirmed:
+        return True
+    if not reg.source_uri or not reg.etag:
+        return False
+    r = client.request("HEAD", reg.source_uri)
+    if r.status < 400 and r.headers.get("etag") == reg.etag:
+        client.confirmed.add(id(reg))
+        return True
+    return False
+
+
+def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
+    """The model's system path serves this host only if this BMC's Systems collection lists it -- and, when
+    the inventory names no system_id, lists nothing else (a BMC that now manages two systems is refused by
+    discovery, so it must not be let through by the cache)."""
+    coll = shape.system_path.rstrip("/").rsplit("/", 1)[0]
+    r = client.request("GET", coll)
+    if r.status >= 400:
+        return False
+    members = [_path(m.get("@odata.id", "")).rstrip("/") for m in r.body.get("Members") or [] if isinstance(m, dict)]
+    mine = shape.system_path.rstrip("/")
+    return mine in members if host.bmc.system_id else members == [mine]
 
 
 def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
@@ -187,8 +220,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if shape is not None:
         # same model as a host already read in this run: go straight to its Bios; anything unexpected
         # (moved, different registry) falls back to full discovery
-        r = client.request("GET", shape.bios_path)
-        if r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
+        r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
+        if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
         else:
             stale = True
@@ -210,7 +243,13 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
     registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path),
-                         attributes=(bios.get("Attributes") or {}).keys())
+                         attributes=(bios.get("Attributes") or {}).keys(),
+                         confirm=lambda reg: confirm_registry(client, reg))
+    if not (sr.etag or settings.get("ETag")):
+        note = ("the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
+                "without If-Match (a change made by someone else in between cannot be detected)")
+        if note not in client.warnings:
+            client.warnings.append(note)
     apply_times = list(settings.get("SupportedApplyTimes") or [])
     sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
     for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
@@ -270,9 +309,17 @@ def _finish(result: HostResult, client: RedfishClient | None) -> None:
             result.data["warnings"] = list(client.warnings)
 
 
-def _fail(result: HostResult, exc: NumaforgeError) -> None:
+def _fail(result: HostResult, exc: BaseException) -> None:
+    """Mark the host failed; the message also says what this run had already done to it."""
     result.status = "failed"
-    result.message = exc.render()
+    result.message = exc.render() if isinstance(exc, NumaforgeError) else f"{type(exc).__name__}: {exc}"
+    done = []
+    if result.data.get("changed"):
+        done.append(f"written before it stopped: {', '.join(result.data['changed'])} (pending until a reset)")
+    if result.data.get("reset_requested"):
+        done.append(f"a reset was requested at {result.data['reset_requested']}")
+    if done:
+        result.message += "\n  " + "; ".join(done)
 
 
 @contextmanager
@@ -416,14 +463,29 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
             _record_plan(result, state, profile, plan)
             result.data.update({"changed": [], "pending": list(plan.pending), "verified": [], "mismatches": []})
             journal = opts.journal if opts.reboot else None
-            if journal is not None and journal.action(host.name) == "verify" and plan.needs_reset:
-                # an interrupted run already asked this host to reset: never reset it twice
+            if journal is not None and journal.action(host.name) == "verify":
+                # an interrupted run already asked this host to reset: wait for that reset, never send another
+                # (whatever the plan says now: mid power-cycle a BMC may show the values neither pending nor
+                # current yet)
+                when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
+                    journal.data(host.name, "reboot-requested").get("time") or 0))
+                note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
                 with result.step("resume") as s:
-                    s.detail = {"journal": str(journal.path), "phases": journal.phases(host.name),
+                    s.detail = {"journal": str(journal.path), "phases": journal.phases(host.name), "note": note,
                                 "waited": wait_back(client, state, desired_values(plan), opts.timeouts)}
                 state = read_state(client, host, cache)
                 plan = replan(state, desired, host)
                 result.data["resumed"] = True
+                result.data["reset_requested_by_previous_run"] = when
+                if plan.changes or plan.needs_reset:
+                    differ = sorted({i.attribute for i in plan.items if i.current != i.desired})
+                    raise RedfishError(
+                        f"{note}: after {s.detail['waited']['seconds']:g} s (--power-timeout) the host "
+                        f"(power {s.detail['waited']['power']}) does not show the new values yet "
+                        f"({', '.join(differ) or 'settings still pending'}); it was not reset again",
+                        f"{host.name} ({client.base_url})",
+                        "check the host (console, power state); once it is back on, re-run the same command: it "
+                        f"verifies and never resets; to start over instead, delete {journal.path}")
             is_dell_jobs = state.vendor == "dell"
             jobs_path = None
             job_path = None
@@ -443,9 +505,16 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                                     "completes) or delete it on the BMC if it is stale, then re-run")
                 with result.step("patch") as s:
                     use_at = "OnReset" in state.apply_times
+                    if not state.etag:
+                        # no ETag, no If-Match: re-read right before writing (the plan says so in its warnings)
+                        state = read_state(client, host, cache)
+                        plan = replan(state, desired, host)
+                        _record_plan(result, state, profile, plan)
+                        result.data["pending"] = list(plan.pending)
+                        s.detail = "no ETag on the settings object: re-read and re-planned right before the PATCH"
                     changes = plan.changes
-                    r = _patch_checked(client, state, changes, use_at, result)
-                    if r.status == 412:
+                    r = _patch_checked(client, state, changes, use_at, result) if changes else None
+                    if r is not None and r.status == 412:
                         s.detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
                         state = read_state(client, host, cache)
                         plan = replan(state, desired, host)
@@ -483,7 +552,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 with result.step("reboot") as s:
                     if journal is not None:   # on disk before the reset is requested
                         journal.record(host.name, "reboot-requested")
-                    s.detail = reboot(client, state, desired_values(plan), opts.timeouts)
+                    s.detail = reboot(client, state, desired_values(plan), opts.timeouts, result)
                     if journal is not None:
                         journal.record(host.name, "rebooted")
                 if job_path:
@@ -509,7 +578,8 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 result.message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
         elif result.data.get("resumed"):
             result.status = "changed"
-            result.message = (f"resumed an interrupted run (its reset was already requested; not reset again), "
+            result.message = (f"resumed an interrupted run: reset requested by the previous run at "
+                              f"{result.data['reset_requested_by_previous_run']}; waited for it, not reset again; "
                               f"{len(result.data['verified'])} verified")
         elif result.data["changed"] or (opts.reboot and plan.needs_reset):
             result.status = "changed"
@@ -595,14 +665,21 @@ def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> b
     return all(cur.get(k) == v for k, v in want.items())
 
 
-def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
-    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current."""
+def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts,
+           result: HostResult | None = None) -> dict:
+    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current. Each reset
+    request is noted in ``result.data["resets"]`` before it is sent (the report says so even if the run stops)."""
     target, allowed = _reset_target(client, state)
     log: dict[str, Any] = {"resets": []}
 
     def post(kind: str) -> None:
         if allowed and kind not in allowed:
             return
+        budget.check(f"the {kind} reset request")   # an interrupted run stops here, before anything is noted
+        if result is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            result.data.setdefault("resets", []).append({"type": kind, "requested": stamp})
+            result.data.setdefault("reset_requested", stamp)
         r = client.post(target, {"ResetType": kind})
         log["resets"].append({"type": kind, "status": r.status})
         if r.status >= 400:
@@ -703,7 +780,11 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
-        fn(host, opts, cache, result)
+        try:
+            fn(host, opts, cache, result)
+        except Exception as exc:   # a bug: keep what the host recorded (written, reset) and let the runner stop
+            _fail(result, exc)
+            result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"
         return result
 
     outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,

@@ -151,6 +151,7 @@ class RedfishClient:
         self.known_login_url: str | None = None   # set by the caller from a per-run model cache
         self.shape = None                         # that cache's entry for this BMC's model, if any
         self.on_close: list = []                  # callbacks run by close()
+        self.confirmed: set = set()               # ids of cached objects this BMC confirmed (bios.discovery)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> "RedfishClient":

@@ -223,6 +223,8 @@ class BMCSimulator:
         self.errors: list[str] = []                   # simulator bugs seen (tests assert it stays empty)
         self.sessions: dict[str, dict] = {}          # token -> {"Id", "UserName", "created"}
         self.issued_tokens: list[str] = []           # every token ever issued (tests: must never leak)
+        self.extra_systems: list[str] = []           # more members of the Systems collection (a BMC that grew one)
+        self.settings_etag = True                    # False: the settings object carries no ETag at all
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
