@@ -173,7 +173,7 @@ def test_validate_task_writes_schema_valid_json_and_junit(lab, tmp_path):
                    f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
     ko = lab.module("nf_lp_cmdline")
     cmd = [str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--module", str(ko),
-           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-effect", "--canary", "1",
+           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-measure", "--canary", "1",
            "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")]
     ok = subprocess.run(cmd + ["--host", "lab-vm"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr

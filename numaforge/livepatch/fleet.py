@@ -1,0 +1,127 @@
+"""validate over a fleet (library; `invoke validate` and the lifecycle tasks are thin over it): pick each host's
+artifact, decide the A/B measurement per host, run numaforge.livepatch.validate_host under the rolling rules
+(canary, batches, max-fail: numaforge.fleet), and render JUnit XML.
+
+Measurement policy: the A/B NUMA effect step burns CPU for minutes and unloads/reloads the patch, so it runs
+only on hosts in the inventory group `lab` or when the caller asks (`--measure`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json as _json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ..errors import NumaforgeError
+from ..fleet import run_fleet
+from ..paths import ROOT
+from ..remote.ssh import connect
+from ..report import HostResult, Report
+from . import Artifact, ArtifactError, Options, load_artifact, validate_host
+
+LAB_GROUP = "lab"
+MEASURE_WARNING = ("--measure: the A/B step runs a CPU-burning NUMA workload twice per round and unloads/reloads "
+                   "the live patch on every selected host; use it on lab or drained hosts")
+
+
+def measure_on(host, measure: bool | None) -> bool:
+    """The A/B step for this host: --measure / --no-measure decide; by default only hosts in group `lab`."""
+    if measure is not None:
+        return bool(measure)
+    return LAB_GROUP in (getattr(host, "groups", None) or [])
+
+
+def resolve_module(module: str | None, target: str | None, check: str | None, host_target: str | None = None):
+    """The Artifact to validate: --module, else --target's (or the host's target's) kpatch build manifest."""
+    if module:
+        return load_artifact(module, check_script=check)
+    t = target or host_target
+    if not t:
+        raise ArtifactError("no module to validate: neither --module nor --target, and the host has "
+                                      "no kernel.target", "--module/--target",
+                                      "pass --module PATH.ko or --target NAME (see kpatch/targets/)")
+    manifest = ROOT / "kpatch" / "build" / t / "manifest.json"
+    if not manifest.is_file():
+        raise ArtifactError(f"target '{t}' has no built module ({manifest} missing)", "--target",
+                                      f"build it with `invoke build-kpatch --target {t}`")
+    try:
+        man = _json.loads(manifest.read_text())
+    except ValueError as exc:
+        raise ArtifactError(f"{manifest} is not JSON: {exc}", str(manifest),
+                                      f"rebuild: invoke build-kpatch --target {t}") from None
+    return load_artifact(manifest.parent / man["module_file"], check_script=check, manifest=manifest)
+
+
+def junit_xml(report: Report, suite: str = "numaforge.validate") -> str:
+    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
+    cases = report.hosts
+    failures = sum(1 for h in cases if h.status == "failed")
+    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
+    total = sum(s.seconds for h in cases for s in h.steps)
+    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
+                    skipped=str(skipped), time=f"{total:.3f}")
+    if report.error is not None:
+        ts.set("errors", "1")
+        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
+                            message=report.error.what)
+        err.text = report.error.render()
+    for h in cases:
+        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
+                             time=f"{sum(s.seconds for s in h.steps):.3f}")
+        if h.status == "failed":
+            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
+                              type=h.data.get("error", {}).get("kind", "failed"))
+            f.text = h.message
+        elif h.status in ("not-run", "skipped"):
+            ET.SubElement(case, "skipped", message=h.message or h.status)
+        out = ET.SubElement(case, "system-out")
+        out.text = _json.dumps(h.as_dict(), indent=1, default=str)
+    ET.indent(ts)
+    return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_atomic(path: str, text: str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, p)
+    return p
+
+
+def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
+                   forks=4, canary=0, batch=0, max_fail=100.0, progress=True, host_timeout=None, measure=None,
+                   log=print):
+    """Run the states on every host under the rolling rules. measure: None = the A/B step only on hosts in
+    group `lab`; True/False = on every/no host."""
+    opts = opts or Options()
+    artifacts: dict = {}
+    if module or target:   # one artifact for every host: bad input fails before any host is contacted
+        art = resolve_module(module, target, check)
+        artifacts = {(target or h.kernel.target): art for h in hosts}
+
+    def one(host) -> HostResult:
+        result = HostResult(host.name)
+        key = target or getattr(host.kernel, "target", None)
+        if key not in artifacts:
+            try:
+                artifacts[key] = resolve_module(module, target, check, getattr(host.kernel, "target", None))
+            except NumaforgeError as exc:
+                artifacts[key] = exc
+        art = artifacts[key]
+        if isinstance(art, NumaforgeError):
+            result.status, result.message = "failed", art.render()
+            result.data["error"] = {"kind": type(art).__name__, "what": art.what, "where": art.where, "fix": art.fix}
+            return result
+        result.data["artifact"] = art.as_dict()
+        host_opts = dataclasses.replace(opts, effect=measure_on(host, measure))
+        result.data["measure"] = host_opts.effect
+        with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
+            return validate_host(remote, art, host_opts, result, log=lambda m: log(f"{host.name}: {m}"))
+
+    return run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
+                     max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
