@@ -14,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from .. import debian_apt
 from ..paths import ROOT, cache_dir
-from .kpatch import PreflightError
+from .kpatch_errors import PreflightError
 
 TARGETS_DIR = ROOT / "kpatch" / "targets"
 DEFAULT_TARGET = "lab"
@@ -119,7 +120,7 @@ class DebianInputs:
 
 def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
     """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
-    from .. import debian_apt
+
 
     rel = t.kernel_release
     root = cache_dir() / "kpatch" / "debian" / rel

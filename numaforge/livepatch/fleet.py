@@ -20,7 +20,7 @@ from ..fleet import run_fleet
 from ..paths import ROOT
 from ..remote.ssh import connect
 from ..report import HostResult, Report
-from . import Artifact, ArtifactError, Options, load_artifact, validate_host
+from . import ArtifactError, Options, load_artifact, validate_host
 
 LAB_GROUP = "lab"
 MEASURE_WARNING = ("--measure: the A/B step runs a CPU-burning NUMA workload twice per round and unloads/reloads "
