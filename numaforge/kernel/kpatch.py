@@ -25,6 +25,7 @@ from ..paths import ROOT, cache_dir
 from . import backport as bpm
 from . import labkernel
 from . import targets as tg
+from .signing import sign_module, signing_inputs
 from .source import export_tree
 from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
 from .kpatch_steps import FileLock as _Lock  # noqa: F401
@@ -33,7 +34,7 @@ from .kpatch_steps import (FORBIDDEN_CONFIG, REQUIRED_CONFIG, STAGES, artifact_k
                            preflight_compiler, preflight_config, preflight_disk, preflight_release,
                            preflight_toolchain, release_makeflags, run_kpatch_build)
 from .toolchain import (KPATCH_VERSION_WANTED, BuildEnv, Toolchain, comment_of, compiler_shim,  # noqa: F401
-                        gcc_comment, kcflags, make_vars, toolchain)
+                        gcc_comment, kcflags, make_vars, toolchain, wrapper_env)
 
 
 # ---------------------------------------------------------------- orchestration
@@ -110,9 +111,29 @@ def _lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
                         {"lab_key": lk.key, "source_hash": lk.source_hash}, restore=restore)
 
 
-def debian_tree(t, tc: Toolchain, bp, cfg: Path, shim: Path, log) -> Path:
-    """A pristine copy of the base source, configured with Debian's .config (prepared once, cached)."""
-    key = sha256_bytes(f"{bp.source_hash}\0{sha256_file(cfg)}\0{t.compiler}\0{tc.version}".encode())[:16]
+# how a Debian tree is prepared: part of its cache key (change it and a new tree is prepared)
+DEBIAN_SIG_KEY = "certs/signing_key.pem"
+
+
+def debian_recipe(t) -> str:
+    return (f"MODULE_SIG_KEY={DEBIAN_SIG_KEY};Module.symvers=headers;"
+            f"targets={' '.join(t.build_targets) or 'vmlinux modules'}")
+
+
+def debian_tree_key(source_hash: str, config_sha256: str, compiler: str, kpatch_version: str, recipe: str) -> str:
+    """Content hash naming a prepared Debian tree: the source, Debian's .config, compiler, kpatch and recipe."""
+    return sha256_bytes(f"{source_hash}\0{config_sha256}\0{compiler}\0{kpatch_version}\0{recipe}".encode())[:16]
+
+
+def debian_tree(t, tc: Toolchain, bp, di, shim: Path, log) -> Path:
+    """The base source configured with Debian's .config and carrying Debian's Module.symvers (prepared once,
+    cached by content hash; kpatch-build's "Building original source" then builds it incrementally, so a
+    second build of any patch for the same kernel skips the cold kernel build).
+
+    Debian's config names its signing key (MODULE_SIG_KEY, private to Debian); the tree signs with a key the
+    build generates instead. Modules are not signed at build time (only by modules_install): numaforge signs
+    the live patch with the user's key afterwards (build_kpatch(sign_key=..., sign_cert=...))."""
+    key = debian_tree_key(bp.source_hash, sha256_file(di.config), t.compiler, tc.version, debian_recipe(t))
     root = cache_dir() / "kpatch" / "debian" / t.kernel_release / key
     tree = root / "linux"
     if (tree / ".numaforge-prepared").exists():
@@ -124,24 +145,28 @@ def debian_tree(t, tc: Toolchain, bp, cfg: Path, shim: Path, log) -> Path:
     if not export_tree(bp.tree, bp.base_commit, tree):
         raise KpatchError("git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}",
                           "re-run `invoke backport`")
-    shutil.copy2(cfg, tree / ".config")
+    shutil.copy2(di.config, tree / ".config")
     env = BuildEnv(shim, {"KCFLAGS": kcflags(tc)}).env()
-    proc = subprocess.run(["make", *make_vars(tc), "olddefconfig"], cwd=tree, env=env, capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        raise KpatchError(f"make olddefconfig failed: {proc.stdout[-400:]}{proc.stderr[-400:]}", str(tree),
-                          "check the Debian config and the compiler")
+    for cmd in (["scripts/config", "--file", ".config", "--set-str", "MODULE_SIG_KEY", DEBIAN_SIG_KEY],
+                ["make", *make_vars(tc), "olddefconfig"]):
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise KpatchError(f"{' '.join(cmd[:2])} failed: {proc.stdout[-400:]}{proc.stderr[-400:]}", str(tree),
+                              "check the Debian config and the compiler")
+    if di.symvers:
+        shutil.copy2(di.symvers, tree / "Module.symvers")
     (tree / ".numaforge-prepared").write_text(key + "\n")
     return tree
 
 
 def _debian_inputs(t, tc: Toolchain, bp, shim: Path, log) -> TargetInputs:
     di = tg.debian_inputs(t, log=log)
-    tree = debian_tree(t, tc, bp, di.config, shim, log)
+    tree = debian_tree(t, tc, bp, di, shim, log)
     st = di.vmlinux.stat()
     ident = {"source_hash": bp.source_hash, "config_sha256": sha256_file(di.config),
+             "symvers_sha256": sha256_file(di.symvers) if di.symvers else None, "recipe": debian_recipe(t),
              "vmlinux": f"{t.debian['dbg_package']}={t.debian['version']}:{st.st_size}"}
-    return TargetInputs(tree, di.vmlinux, di.config, t.kernel_release, ident, config_arg=di.config,
+    return TargetInputs(tree, di.vmlinux, tree / ".config", t.kernel_release, ident,
                         env_extra=release_makeflags(t.kernel_release))
 
 
@@ -157,10 +182,13 @@ def _ld_version() -> str:
 
 def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, jobs: int = 2,
                  cc_wrapper: str | None = None, host_releases: dict | None = None, log=print,
-                 on_stage=None, check_only: bool = False, force: bool = False) -> KpatchResult:
+                 on_stage=None, check_only: bool = False, force: bool = False, sign_key: str | None = None,
+                 sign_cert: str | None = None) -> KpatchResult:
     """Build (or reuse) the live-patch module of the backported series for one target.
 
-    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`)."""
+    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
+    sign_key/sign_cert: PEM private key and X.509 certificate to sign the module with (the tree's
+    scripts/sign-file); the key is only read by sign-file, never copied or recorded."""
     t0 = time.monotonic()
     t = tg.load_target(target_name)
     if bp is None:
@@ -182,6 +210,8 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     tc = toolchain()
     where = f"target {t.name} ({t.path})"
     errs = preflight_toolchain(tc.version, str(tc.kpatch_build))
+    cc_wrapper = cc_wrapper or (t.cc_wrapper if t.cc_wrapper and shutil.which(t.cc_wrapper) else None)
+    signing = signing_inputs(sign_key, sign_cert)
     shim = compiler_shim(t.compiler, cc_wrapper)
     comp = gcc_comment(shim)
     if t.kind == "lab":
@@ -203,6 +233,7 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "driver": DRIVER_VERSION, "target": Path(t.path).read_text(), "inputs": inputs.identity,
         "patch_sha256": sha256_file(patch), "module": name, "kpatch": tc.version, "compiler": comp,
         "kcflags": " ".join(kcflags(tc).split()),
+        "signing_cert_sha256": signing["cert_sha256"] if signing else None,
     }
     key = artifact_key(key_inputs)
     outdir = build_root() / t.name
@@ -227,10 +258,11 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     failed_log = outdir / "kpatch-build-failed.log"
     log_path.write_text(f"# numaforge build-kpatch {t.name} {datetime.now(timezone.utc).isoformat()}\n")
     tmp_out = Path(tempfile.mkdtemp(prefix=".out-", dir=outdir))
-    env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra}).env()
+    env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra, **wrapper_env(cc_wrapper)}).env()
     for k in ("KCFLAGS", "KCPPFLAGS", "KPATCH_GCC_TEMPDIR", "KPATCH_GCC_SRCDIR"):
         env.pop(k, None)
-    cmd = kpatch_command(tc, inputs.tree, inputs.vmlinux, patch, name, tmp_out, jobs, inputs.config_arg)
+    cmd = kpatch_command(tc, inputs.tree, inputs.vmlinux, patch, name, tmp_out, jobs, inputs.config_arg,
+                         replace=t.replace, build_targets=t.build_targets)
     stages: list[dict] = []
     t_stage = [time.monotonic()]
 
@@ -298,6 +330,9 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
             raise KpatchBuildError(f"module vermagic '{info.get('vermagic')}' does not match the target release "
                                    f"{t.kernel_release}", str(kos[0]),
                                    "fix kernel_release / KERNELRELEASE for this target", "vermagic", str(failed_log))
+        signature = None
+        if signing:
+            signature = sign_module(kos[0], inputs.tree, signing, log)
         for old_ko in outdir.glob("*.ko"):
             if old_ko.name != ko.name:
                 old_ko.unlink()
@@ -319,6 +354,9 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "size": ko.stat().st_size,
         "vermagic": info.get("vermagic"),
         "livepatch": info.get("livepatch"),
+        "replace": t.replace,
+        "signature": signature,
+        "build_targets": list(t.build_targets),
         "kernel_release": t.kernel_release,
         "patched_functions": parse_functions(out),
         "series": series_name,

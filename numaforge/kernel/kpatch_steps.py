@@ -149,9 +149,15 @@ def artifact_key(inputs: dict) -> str:
 
 
 def kpatch_command(tc: Toolchain, tree: Path, vmlinux: Path, patch: Path, name: str, outdir: Path, jobs: int,
-                   config: Path | None = None) -> list[str]:
+                   config: Path | None = None, replace: bool = False, build_targets=()) -> list[str]:
+    """kpatch-build's command line. Non-replace (-R) unless the target asks for replace: a replace-mode patch
+    disables every other live patch on the host when it loads."""
     cmd = [str(tc.kpatch_build), "-s", str(tree), "-v", str(vmlinux), "-n", name, "-o", str(outdir),
            "-j", str(jobs)]
+    if not replace:
+        cmd.append("-R")
+    for t in build_targets:
+        cmd += ["-t", t]
     if config:
         cmd += ["-c", str(config)]
     return cmd + [str(patch)]

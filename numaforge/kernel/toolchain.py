@@ -88,6 +88,13 @@ def compiler_shim(gcc: str, wrapper: str | None = None) -> Path:
     return d
 
 
+def wrapper_env(wrapper: str | None) -> dict:
+    """Environment for the compiler wrapper: ccache keeps its objects in the numaforge cache."""
+    if wrapper and Path(wrapper).name == "ccache":
+        return {"CCACHE_DIR": str(cache_dir() / "ccache")}
+    return {}
+
+
 def gcc_comment(gcc_bin_dir: Path | None, gcc: str = "gcc") -> str:
     """The 'GCC: (...) x.y.z' string the compiler writes into .comment (what kpatch-build compares)."""
     env = dict(os.environ)
