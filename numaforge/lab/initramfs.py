@@ -81,9 +81,32 @@ def pack_newc(entries: list[Entry]) -> bytes:
     return bytes(out)
 
 
+PERSIST_DEV = "/dev/vda"
+# what survives a VM reboot (the root is the initramfs, rebuilt every boot): bind-mounted from the ext4 disk
+PERSIST_BINDS = (("numaforge", "/var/lib/numaforge"), ("systemd", "/etc/systemd/system"))
+
+
+def boot_units_script(wants_dir: str = "/etc/systemd/system/multi-user.target.wants") -> str:
+    """Shell run by init: start each enabled unit's ExecStart= (%v = uname -r; ConditionPathIsDirectory=)."""
+    return f"""for u in {wants_dir}/*.service; do
+  [ -e "$u" ] || continue
+  cond=$(sed -n 's/^ConditionPathIsDirectory=//p' "$u" | sed "s/%v/$(uname -r)/g")
+  [ -z "$cond" ] || [ -d "$cond" ] || continue
+  cmd=$(sed -n 's/^ExecStart=//p' "$u" | sed "s/%v/$(uname -r)/g")
+  if eval "$cmd"; then echo "init: started ${{u##*/}}"; else echo "init: ${{u##*/}} failed"; fi
+done
+"""
+
+
 def init_script(modules: list[str], release: str) -> str:
-    """/init for the lab VM: mount the pseudo filesystems, load NIC modules, static IP, dropbear, ready line."""
+    """/init for the lab VM: mount the pseudo filesystems, load modules (NIC, disk), the persistent disk, static
+    IP, dropbear, the enabled boot units, ready line.
+
+    The lab VM has no systemd (busybox initramfs): as the boundary stand-in for it, init runs the ExecStart= of
+    each unit linked in /etc/systemd/system/multi-user.target.wants/ (with %v = uname -r, honouring
+    ConditionPathIsDirectory=), so a unit numaforge installs is started at boot as systemd would."""
     insmods = "\n".join(f"insmod /lib/modules/{release}/{m} || echo 'init: insmod {m} failed'" for m in modules)
+    binds = "\n".join(f"  mkdir -p /persist/{d} {t} && mount --bind /persist/{d} {t}" for d, t in PERSIST_BINDS)
     return f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/bin
@@ -96,14 +119,19 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 {insmods}
-hostname numaforge-lab
+persist=no
+if [ -b {PERSIST_DEV} ] && mkdir -p /persist && mount -t ext4 {PERSIST_DEV} /persist; then
+{binds}
+  persist=yes
+fi
+{boot_units_script()}hostname numaforge-lab
 ip link set lo up
 ip addr add {GUEST_ADDR} dev eth0 && ip link set eth0 up && ip route add default via {GUEST_GW}
 /usr/sbin/dropbear -r /etc/dropbear/dropbear_ed25519_host_key -p 22 -s -E 2>>/var/log/dropbear.log
 sleep 1
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if pidof dropbear >/dev/null; then
-  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no)"
+  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no) persist=$persist"
 else
   echo "{FAILED_MARK} dropbear did not start: $(cat /var/log/dropbear.log)"
 fi

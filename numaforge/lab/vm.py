@@ -62,6 +62,7 @@ class LabKernel:
     modules_root: Path | None = None   # holds lib/modules/<release>/ (NIC driver when it is a module)
     nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
     cc: str = "gcc"
+    disk_modules: list[str] = field(default_factory=list)  # virtio disk + ext4 (the persistent disk), load order
 
 
 @dataclass
@@ -76,6 +77,7 @@ class VMInfo:
     boot_seconds: float             # qemu start -> ready line
     ssh_seconds: float              # qemu start -> SSH banner
     already_running: bool = False
+    persist: bool = False           # the persistent disk is mounted (what survives reboot())
 
 
 @dataclass
@@ -96,6 +98,13 @@ def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProc
         raise LabVMError(f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
                          f"{(proc.stderr or proc.stdout).strip()[-1200:]}", where, fix)
     return proc
+
+
+# Debian builds these as modules; dependency order (modinfo depends), crc32c for ext4's checksum driver
+DEBIAN_DISK_MODULES = ("drivers/virtio/virtio", "drivers/virtio/virtio_ring", "drivers/virtio/virtio_pci",
+                       "drivers/block/virtio_blk", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2",
+                       "crypto/crc32c_generic", "fs/ext4/ext4")
+PERSIST_MB = 32
 
 
 def debian_kernel() -> LabKernel:
@@ -123,7 +132,8 @@ def debian_kernel() -> LabKernel:
     return LabKernel(
         name="debian", image=root / "boot" / f"vmlinuz-{release}", release=release,
         build_dir=root / "usr/src" / f"linux-headers-{release}", modules_root=root,
-        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10")
+        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10",
+        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES])
 
 
 def lab_kernel() -> LabKernel:
@@ -239,7 +249,8 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
 
 # ---------------------------------------------------------------------------------------------- qemu
 
-def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int) -> list[str]:
+def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int,
+                 disk: Path | None = None) -> list[str]:
     """The qemu-system-x86_64 command line (pure)."""
     cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{NODES * NODE_MEM_MB}M",
            "-smp", f"{NODES},sockets={NODES},cores=1,threads=1"]
@@ -253,7 +264,22 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
             "-display", "none", "-vga", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
             "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
             "-device", "e1000,netdev=n0", "-no-reboot"]
+    if disk is not None:
+        cmd += ["-drive", f"file={disk},if=virtio,format=raw"]
     return cmd
+
+
+def persist_disk(vm_dir: Path) -> Path:
+    """The VM's persistent ext4 disk (what survives a reboot: /var/lib/numaforge, /etc/systemd/system)."""
+    img = vm_dir / "persist.img"
+    if not img.exists():
+        tmp = vm_dir / ".persist.img.tmp"
+        with open(tmp, "wb") as fh:
+            fh.truncate(PERSIST_MB * 2**20)
+        _run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "numaforge", str(tmp)], str(tmp),
+             "install e2fsprogs")
+        os.replace(tmp, img)
+    return img
 
 
 def _port_free(port: int) -> bool:
@@ -289,7 +315,7 @@ def parse_ready(text: str) -> dict | None:
         if line.startswith(initramfs.READY_MARK):
             fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
             return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),
-                    "livepatch": fields.get("livepatch") == "yes"}
+                    "livepatch": fields.get("livepatch") == "yes", "persist": fields.get("persist") == "yes"}
     return None
 
 
@@ -337,7 +363,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"
     modules = {}
-    for rel in k.nic_modules:
+    for rel in [*k.nic_modules, *k.disk_modules]:
         src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
         modules[rel] = src
     initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
@@ -346,7 +372,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
-    cmd = qemu_command(k, initrd, serial, ssh_port)
+    cmd = qemu_command(k, initrd, serial, ssh_port, persist_disk(vm) if k.disk_modules else None)
     t0 = time.monotonic()
     with open(qlog, "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -385,9 +411,21 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
         time.sleep(0.5)
     info = VMInfo(pid=proc.pid, ssh_port=ssh_port, kernel=k.name, release=ready["release"], nodes=ready["nodes"],
                   state_dir=str(state_dir), serial_log=str(serial), boot_seconds=round(boot_s, 1),
-                  ssh_seconds=round(time.monotonic() - t0, 1))
+                  ssh_seconds=round(time.monotonic() - t0, 1), persist=ready.get("persist", False))
     (vm / "vm.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
+
+
+def reboot(state_dir: str | os.PathLike = DEFAULT_STATE_DIR, wait_exit: float = 60.0) -> VMInfo:
+    """Boot the VM again with the same kernel, port and persistent disk. qemu runs with -no-reboot, so a guest
+    `reboot -f` ends qemu: wait for that (up to wait_exit s), stop it if it is still up, then boot."""
+    state_dir = Path(state_dir).resolve()
+    info = json.loads((state_dir / "vm" / "vm.json").read_text())
+    t0 = time.monotonic()
+    while status(state_dir).running and time.monotonic() - t0 < wait_exit:
+        time.sleep(0.5)
+    down(state_dir)
+    return up(kernel=info["kernel"], state_dir=state_dir, ssh_port=info["ssh_port"])
 
 
 def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:

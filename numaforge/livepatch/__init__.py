@@ -289,7 +289,7 @@ def transition_action(elapsed: float, signalled: bool, signal_after: float, reve
 @dataclass
 class Options:
     keep: bool = False
-    install: bool = False            # with keep: `kpatch install` when the host has kpatch
+    install: bool = False            # with keep: persist it (numaforge.livepatch.lifecycle.persist, fleet layer)
     signal_after: float = 15.0
     revert_after: float = 60.0
     poll: float = 0.5
@@ -582,11 +582,8 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
             with result.step("keep") as s:
                 h.state("keep")
                 h.set_patch(True)
-                detail = {"kept": True}
-                if opts.install and h.kpatch:
-                    r = h.sh(f"kpatch install {shlex.quote(h.rko)}", check=False)
-                    detail["kpatch_install_rc"] = r.rc
-                s.detail = detail
+                s.detail = {"kept": True, "other_livepatches": h.check_others(),
+                            "taint": h.check_taint("after the keep")}
             result.status = "changed"
             result.message = f"{art.name} loaded, verified and kept"
         else:

@@ -15,11 +15,13 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import run_fleet
 from ..paths import ROOT
 from ..remote.ssh import connect
 from ..report import HostResult, Report
+from . import lifecycle
 from . import ArtifactError, Options, load_artifact, validate_host
 
 LAB_GROUP = "lab"
@@ -121,7 +123,102 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
         host_opts = dataclasses.replace(opts, effect=measure_on(host, measure))
         result.data["measure"] = host_opts.effect
         with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
-            return validate_host(remote, art, host_opts, result, log=lambda m: log(f"{host.name}: {m}"))
+            hlog = lambda m: log(f"{host.name}: {m}")   # noqa: E731
+            validate_host(remote, art, host_opts, result, log=hlog)
+            if opts.keep and result.status != "failed":
+                lifecycle.keep_record(remote, art)
+                if opts.install:
+                    with result.step("install") as s:
+                        s.detail = lifecycle.persist(remote, art, result.data.get("preflight", {}).get("kpatch"), hlog)
+                    result.data["final"] = "installed"
+            return result
 
     return run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
                      max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
+
+
+# ---------------------------------------------------------------- lifecycle over a fleet
+
+def _lifecycle(hosts, per_host, *, run_key: str | None, accept_new_host_key=False, forks=4, canary=0, batch=0,
+               max_fail=100.0, progress=True, host_timeout=None, resumed_check=None, journal_dir=None):
+    """run_fleet over per_host(remote, host, result) with an optional resume journal: a host recorded as done
+    by an interrupted run of the same command is only checked (resumed_check), never redone."""
+    jr = journal.open(run_key, journal_dir) if run_key else None
+
+    def one(host) -> HostResult:
+        result = HostResult(host.name)
+        with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
+            if jr is not None and jr.done(host, journal.VERIFIED) and resumed_check is not None:
+                result.data["resumed"] = True
+                return resumed_check(remote, host, result)
+            per_host(remote, host, result)
+        if jr is not None and result.status != "failed":
+            jr.record(host, journal.VERIFIED, status=result.status)
+        return result
+
+    outcome = run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
+                        max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
+    if jr is not None:
+        outcome.journal = str(jr.path)
+        if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
+            jr.finish()
+    return outcome
+
+
+def status_hosts(hosts, **fleet):
+    """livepatch-status: read-only, no journal."""
+    return _lifecycle(hosts, lambda remote, host, result: lifecycle.status_host(remote, result), run_key=None,
+                      **fleet)
+
+
+def install_hosts(hosts, *, module=None, target=None, opts=None, run_key=None, log=print, **fleet):
+    """livepatch-install: load (validated) where it is not loaded, then persist across reboots."""
+    opts = opts or Options()
+    arts: dict = {}
+
+    def art_for(host):
+        key = target or getattr(host.kernel, "target", None)
+        if key not in arts:
+            arts[key] = resolve_module(module, target, None, getattr(host.kernel, "target", None))
+        return arts[key]
+
+    if module or target:   # one artifact for every host: bad input fails before any host is contacted
+        one_art = resolve_module(module, target, None)
+        arts.update({(target or getattr(h.kernel, "target", None)): one_art for h in hosts})
+
+    def per_host(remote, host, result):
+        art = art_for(host)
+        result.data["artifact"] = art.as_dict()
+        host_opts = dataclasses.replace(opts, effect=False)
+        return lifecycle.install_host(remote, art, host_opts, result, log=lambda m: log(f"{host.name}: {m}"))
+
+    def check(remote, host, result):
+        art = art_for(host)
+        st = lifecycle.host_status(remote)
+        rec = st["records"].get(art.name) or {}
+        ok = rec.get("installed") and rec.get("sha256") == art.sha256
+        result.status = "ok" if ok else "failed"
+        result.message = (f"{art.name} installed (resumed run: checked only)" if ok else
+                          f"{art.name} is not installed although an interrupted run recorded it\n"
+                          "  fix: delete the journal and re-run")
+        return result
+
+    return _lifecycle(hosts, per_host, run_key=run_key, resumed_check=check, **fleet)
+
+
+def unload_hosts(hosts, *, module: str, force=False, opts=None, run_key=None, log=print, **fleet):
+    """livepatch-unload: disable, wait, remove; refuses foreign live patches unless force."""
+    name = module.replace("-", "_")
+
+    def per_host(remote, host, result):
+        return lifecycle.unload_host(remote, name, result, force=force, opts=opts,
+                                     log=lambda m: log(f"{host.name}: {m}"))
+
+    def check(remote, host, result):
+        st = lifecycle.host_status(remote)
+        gone = name not in st["livepatches"] and name not in st["records"]
+        result.status = "ok" if gone else "failed"
+        result.message = f"{name} not loaded (resumed run: checked only)" if gone else f"{name} is still loaded"
+        return result
+
+    return _lifecycle(hosts, per_host, run_key=run_key, resumed_check=check, **fleet)
