@@ -372,7 +372,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
-    cmd = qemu_command(k, initrd, serial, ssh_port, persist_disk(vm) if k.disk_modules else None)
+    cmd = qemu_command(k, initrd, serial, ssh_port, persist_disk(vm))
     t0 = time.monotonic()
     with open(qlog, "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -66,3 +66,22 @@ def lab(tmp_path_factory):
         yield Lab(info, kernel, host, state)
     finally:
         vm.down(state)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that change the session VM for good (module.sig_enforce can only be switched on) run last."""
+    items.sort(key=lambda item: "sig_enforce" in item.nodeid)
+
+
+def manifest_for(ko: Path, dest_dir: Path, **fields) -> Path:
+    """Copy a test module next to a manifest.json declaring its mode (what build-kpatch writes for its modules)."""
+    import hashlib
+    import json
+    import shutil
+
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    out = dest_dir / ko.name
+    shutil.copy2(ko, out)
+    (dest_dir / "manifest.json").write_text(json.dumps(
+        {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "module_file": out.name, **fields}))
+    return out

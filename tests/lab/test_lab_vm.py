@@ -75,8 +75,12 @@ def test_stalled_transition_is_signalled_reverted_unloaded_and_failed(lab):
     assert res.data["states"] == ["preflight", "upload", "load", "transition", "revert", "rollback"]
     tr = res.data["transition"]
     assert tr["done"] is False and "signalled" in tr
-    assert any(t.endswith(":nf_lp_stall") for t in tr["stalled_tasks"])   # the module's sleeping kthread
+    # every stalled thread with its kernel stack: the module's kthread sleeps in the patched function
+    stall = [t for t in tr["stalled_tasks"] if t["comm"] == "nf_lp_stall"]
+    assert stall and any("msleep_interruptible" in line for line in stall[0]["stack"]), tr["stalled_tasks"]
+    assert "nf_lp_stall" in res.data["error"]["what"] and "msleep_interruptible" in res.data["error"]["what"]
     assert tr["reverted"]["disable"]["done"] is True and tr["reverted"]["unload"]["rc"] == 0
+    assert tr["reverted"]["refcount"].startswith("refcnt=")          # waited for the module reference
     assert res.data["final"] == "reverted"
     assert clean(host_state(lab, "nf_lp_stall")) == CLEAN
 
