@@ -128,7 +128,7 @@ def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp
         assert unload["other_livepatches"] == {"nf_lp_version": {"enabled": "1"}}
         assert next(s for s in h.steps if s.name == "uninstall").detail["unit_removed"] is True
         assert enabled(lab, "nf_lp_cmdline") == "gone" and enabled(lab, "nf_lp_version") == "1"
-        assert sh(lab, f"ls {lifecycle.STATE_DIR}/*/ {lifecycle.WANTS_LINK} 2>/dev/null").stdout.strip() == ""
+        assert sh(lab, f"ls {lifecycle.STATE_DIR}/*/* {lifecycle.WANTS_LINK} 2>/dev/null").stdout.strip() == ""
         # --force removes a foreign patch on purpose
         forced = lpfleet.unload_hosts([lab.host], module="nf_lp_version", force=True, run_key=None,
                                       progress=False)
