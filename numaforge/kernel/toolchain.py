@@ -67,9 +67,14 @@ def compiler_shim(gcc: str, wrapper: str | None = None) -> Path:
         if not wrap:
             raise ToolMissingError(f"compiler wrapper {wrapper} not found", "--cc-wrapper",
                                    f"install it (e.g. apt-get install {wrapper}) or drop --cc-wrapper")
+        # the wrapper runs the plain shim's `gcc` (a symlink to the real gcc-N), not gcc-N itself: gcc names
+        # itself after argv[0] in `--version`, which Kbuild records as CONFIG_CC_VERSION_TEXT; "gcc-10 (...)"
+        # instead of "gcc (...)" would touch include/config/cc/version/text.h and rebuild every object of a
+        # prebuilt tree when a wrapper is switched on or off
+        plain = compiler_shim(gcc) / "gcc"
         d = cache_dir() / "kpatch" / "shims" / f"{gcc}+{Path(wrap).name}" / "bin"
         d.mkdir(parents=True, exist_ok=True)
-        text = f'#!/bin/sh\nexec {wrap} {real} "$@"\n'
+        text = f'#!/bin/sh\nexec {wrap} {plain} "$@"\n'
         link = d / "gcc"
         if not link.is_file() or link.read_text() != text:
             tmp = d / ".gcc.tmp"
