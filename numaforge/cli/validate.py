@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import task
 
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..livepatch import fleet as lpfleet
+from ..paths import atomic_write_text
 from ..report import Report
 from . import common
 
@@ -80,7 +83,8 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
             raise
         finally:
             if junit:
-                common.console.print(f"junit: {lpfleet.write_atomic(junit, lpfleet.junit_xml(report))}")
+                atomic_write_text(Path(junit), lpfleet.junit_xml(report))
+                common.console.print(f"junit: {junit}")
 
     common.execute("validate", body, json=json,
                    options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json as _json
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import run_fleet
-from ..paths import ROOT
+from ..paths import ROOT, atomic_write_text
 from ..remote.ssh import connect
 from ..report import HostResult, Report
 from . import lifecycle
@@ -83,16 +81,6 @@ def junit_xml(report: Report, suite: str = "numaforge.validate") -> str:
         out.text = _json.dumps(h.as_dict(), indent=1, default=str)
     ET.indent(ts)
     return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def write_atomic(path: str, text: str) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, p)
-    return p
 
 
 def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,

@@ -18,7 +18,6 @@ from numaforge.kernel import targets as tg
 pytestmark = pytest.mark.kpatch
 
 DEB = "debian-5.10.0-46-amd64"
-SERIES = "sched-numa-prefer-local-fallback"
 
 
 def prepared_tree(bp) -> Path | None:
@@ -31,16 +30,6 @@ def prepared_tree(bp) -> Path | None:
                              kp.debian_recipe(t))
     tree = di.config.parent / key / "linux"
     return tree if (tree / ".numaforge-prepared").exists() else None
-
-
-@pytest.fixture(scope="module")
-def bp():
-    from numaforge.kernel import backport
-
-    res = backport.latest(SERIES, base_version="5.10.262")
-    if res is None or not Path(res.combined_patch).exists():
-        res = backport.backport("debian:linux-source-5.10=5.10.262-1", series=SERIES, compile_check=False)
-    return res
 
 
 def test_debian_module_is_built_for_debians_kernel(bp):
