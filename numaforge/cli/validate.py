@@ -7,7 +7,7 @@ from pathlib import Path
 from invoke import task
 
 from ..errors import NumaforgeError
-from ..fleet import host_timeout_seconds
+from ..fleet import FleetOptionError, host_timeout_seconds
 from ..livepatch import fleet as lpfleet
 from ..paths import atomic_write_text
 from ..report import Report
@@ -29,7 +29,8 @@ HELP = {
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
                     "command, rolls back (unload/revert) and fails",
     "measure": "run the A/B NUMA effect step (CPU-burning workload, patch unloaded and reloaded) on every host with "
-               ">= 3 NUMA nodes; default: only hosts in inventory group 'lab' (--no-measure: none)",
+               ">= 3 NUMA nodes; default: only hosts in inventory group 'lab'",
+    "no_measure": "no A/B step on any host, not even the lab group",
     "replace": "allow a replace-mode module to supersede (disable) the other live patches loaded on a host",
     "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
     "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
@@ -42,7 +43,7 @@ HELP = {
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
              keep=False, install=False, accept_new_host_key=False, canary=1, batch=0, max_fail=0.0, forks=4,
-             host_timeout=None, measure=None, replace=False, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
+             host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch, numa_effect
@@ -60,12 +61,15 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
         try:
             budget = host_timeout_seconds(host_timeout)
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            if measure and no_measure:
+                raise FleetOptionError("--measure and --no-measure contradict each other", "--measure/--no-measure",
+                                       "give one of them (or neither: the A/B step runs on group lab only)")
             if measure:
                 common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
             outcome = lpfleet.validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
                                      batch=batch, max_fail=max_fail, progress=len(hosts) > 1,
-                                     host_timeout=budget, measure=measure,
+                                     host_timeout=budget, measure=True if measure else (False if no_measure else None),
                                      log=common.console.print)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
@@ -89,7 +93,7 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
     common.execute("validate", body, json=json,
                    options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,
                             "max_fail": max_fail, "effect_seconds": effect_seconds, "rounds": rounds,
-                            "measure": measure, "replace": replace})
+                            "measure": measure, "no_measure": no_measure, "replace": replace})
 
 
 TASKS = [validate]
