@@ -20,7 +20,7 @@ HELP = {
               "host's kernel.target from the inventory",
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
-    "install": "with --keep: also `kpatch install` it where the host has kpatch (persist across reboots)",
+    "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
     "canary": "validate this many hosts first, one by one; any failure stops the rollout",
     "batch": "then validate the rest in batches of this many hosts (0 = all at once)",

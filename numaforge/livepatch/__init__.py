@@ -3,18 +3,22 @@
     preflight -> upload -> load -> transition -> verify -> effect -> unload | keep
 
 - preflight: `uname -r` equals the module's vermagic release; /sys/kernel/livepatch exists; module signature
-  policy (sig_enforce, lockdown, modules_disabled) lets an unsigned module load; the module is not loaded yet and
-  no other live patch replaces the same functions. Nothing is uploaded before preflight passes.
+  policy (sig_enforce, lockdown, modules_disabled) lets an unsigned module load; the module is not loaded yet;
+  every loaded live patch is read: a replace-mode (or unknown-mode) module is refused while others are loaded
+  unless Options.replace, and none may patch the same functions; the kernel taint is recorded. Nothing is
+  uploaded before preflight passes.
 - upload: into a private `mktemp -d` directory (atomic put with sha256 check on the host).
-- load: `kpatch load` when the host has kpatch, else insmod.
-- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. After `signal_after` s (15) the stalled tasks
-  are signalled through the `signal` file where the kernel has one (5.10 signals them itself and has none; the
-  report then lists the stalled tasks); after `revert_after` s (60) the patch is reverted (enabled=0), the
-  module unloaded, and the host fails.
+- load: `kpatch load` when the host has kpatch, else insmod; EBUSY retried 5 x 2 s (hostops).
+- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. After `signal_after` s (15) the stalled
+  threads (with kernel stacks) are recorded and signalled through the `signal` file where the kernel has one
+  (5.10 signals them itself); after `revert_after` s (60) the patch is reverted (enabled=0), the module
+  unloaded, and the host fails.
 - verify: enabled=1, the patched functions under the module's sysfs object dir, no livepatch errors in dmesg,
-  the series' LOADED check script run on the host.
-- effect: A/B NUMA counts on hosts with >= 3 nodes (numaforge.numa_effect).
-- unload (default) or keep (--keep; `kpatch install` with install=True when the host has kpatch).
+  the other live patches still enabled, no new taint but K/O/E, the series' LOADED check script on the host.
+- effect: A/B NUMA counts on hosts with >= 3 nodes (numaforge.numa_effect); the fleet layer turns it on only
+  for group lab or --measure.
+- unload (default: disable with EBUSY retries, wait, refcount 0, rmmod) or keep (--keep; the fleet layer
+  persists it with install=True: numaforge.livepatch.lifecycle).
 
 Any failure after the load rolls back: disable, wait, unload, remove the uploaded files; the report says so.
 Pure parts (artifact modinfo, preflight verdicts, sysfs/dmesg parsing) are plain functions tested without a host.
