@@ -29,7 +29,8 @@ from .signing import sign_module, signing_inputs
 from .source import export_tree
 from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
 from .kpatch_steps import FileLock as _Lock  # noqa: F401
-from .kpatch_steps import (FORBIDDEN_CONFIG, REQUIRED_CONFIG, STAGES, artifact_key, kpatch_command,  # noqa: F401
+from .kpatch_steps import (FORBIDDEN_CONFIG, REQUIRED_CONFIG, STAGES, artifact_key, expand_build_targets,  # noqa: F401
+                           kpatch_command,
                            modinfo, module_name, parse_config, parse_functions, parse_modinfo, parse_stage,
                            preflight_compiler, preflight_config, preflight_disk, preflight_release,
                            preflight_toolchain, release_makeflags, run_kpatch_build)
@@ -116,8 +117,8 @@ DEBIAN_SIG_KEY = "certs/signing_key.pem"
 
 
 def debian_recipe(t) -> str:
-    return (f"MODULE_SIG_KEY={DEBIAN_SIG_KEY};Module.symvers=headers;"
-            f"targets={' '.join(t.build_targets) or 'vmlinux modules'}")
+    """How the tree is prepared (not how much of it is built: any build target set reuses the same tree)."""
+    return f"MODULE_SIG_KEY={DEBIAN_SIG_KEY};Module.symvers=headers"
 
 
 def debian_tree_key(source_hash: str, config_sha256: str, compiler: str, kpatch_version: str, recipe: str) -> str:
@@ -261,8 +262,9 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra, **wrapper_env(cc_wrapper)}).env()
     for k in ("KCFLAGS", "KCPPFLAGS", "KPATCH_GCC_TEMPDIR", "KPATCH_GCC_SRCDIR"):
         env.pop(k, None)
+    build_targets = expand_build_targets(t.build_targets, patch.read_text(errors="replace"))
     cmd = kpatch_command(tc, inputs.tree, inputs.vmlinux, patch, name, tmp_out, jobs, inputs.config_arg,
-                         replace=t.replace, build_targets=t.build_targets)
+                         replace=t.replace, build_targets=build_targets)
     stages: list[dict] = []
     t_stage = [time.monotonic()]
 
@@ -356,7 +358,7 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "livepatch": info.get("livepatch"),
         "replace": t.replace,
         "signature": signature,
-        "build_targets": list(t.build_targets),
+        "build_targets": build_targets,
         "kernel_release": t.kernel_release,
         "patched_functions": parse_functions(out),
         "series": series_name,

@@ -148,6 +148,36 @@ def artifact_key(inputs: dict) -> str:
     return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())[:32]
 
 
+PATCH_DIRS = "patch-dirs"
+
+
+def patch_dirs(patch_text: str) -> list[str]:
+    """The directories (as make targets, 'kernel/sched/') of the files a patch changes, minimal: a directory
+    already covered by a parent in the set is dropped (make recurses)."""
+    dirs = set()
+    for line in patch_text.splitlines():
+        if line.startswith("+++ ") or line.startswith("--- "):
+            path = line[4:].split("\t")[0].strip()
+            if path == "/dev/null":
+                continue
+            path = path.split("/", 1)[1] if path.startswith(("a/", "b/")) else path
+            if "/" in path:
+                dirs.add(path.rsplit("/", 1)[0] + "/")
+    return sorted(d for d in dirs if not any(d != o and d.startswith(o) for o in dirs))
+
+
+def expand_build_targets(targets, patch_text: str) -> list[str]:
+    """Target YAML build_targets -> make targets; `patch-dirs` becomes the directories the patch touches
+    (kpatch-build then builds those directories' objects and built-in.a instead of the whole vmlinux: the
+    target vmlinux for symbols is the distribution's -dbg one)."""
+    out: list[str] = []
+    for t in targets:
+        for x in (patch_dirs(patch_text) if t == PATCH_DIRS else [t]):
+            if x not in out:
+                out.append(x)
+    return out
+
+
 def kpatch_command(tc: Toolchain, tree: Path, vmlinux: Path, patch: Path, name: str, outdir: Path, jobs: int,
                    config: Path | None = None, replace: bool = False, build_targets=()) -> list[str]:
     """kpatch-build's command line. Non-replace (-R) unless the target asks for replace: a replace-mode patch

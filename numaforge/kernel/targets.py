@@ -76,7 +76,7 @@ def parse_target(data, where: str) -> Target:
         raise TargetError(f"replace must be true or false, not {data['replace']!r}", where,
                           "leave it out (non-replace, the safe default) or write `replace: true`")
     bt = data.get("build_targets") or []
-    if not isinstance(bt, list) or not all(isinstance(x, str) and re.fullmatch(r"[a-z_][a-z0-9_.-]*", x) for x in bt):
+    if not isinstance(bt, list) or not all(isinstance(x, str) and re.fullmatch(r"[a-z_][a-z0-9_./-]*", x) for x in bt):
         raise TargetError(f"build_targets must be a list of make targets, not {bt!r}", where,
                           "e.g. build_targets: [vmlinux, modules_prepare]")
     wrapper = data.get("cc_wrapper")

@@ -130,7 +130,7 @@ def test_debian_target_passes_preflight_and_kpatch_builds_own_checks(bp, deb_inp
     assert m["stages"][-1] == "build-original" and "test-patch" in m["stages"]
     cmd = m["command"]
     assert cmd[cmd.index("-v") + 1] == str(deb_inputs.vmlinux) and "-c" not in cmd   # the prepared tree's .config
-    assert "-R" in cmd and cmd[cmd.index("-t") + 1] == "vmlinux"                      # non-replace, vmlinux-only
+    assert "-R" in cmd and cmd[cmd.index("-t") + 1] == "kernel/sched/"          # non-replace, the patch's dirs
     tree = Path(cmd[cmd.index("-s") + 1])
     assert (tree / "Module.symvers").read_bytes() == deb_inputs.symvers.read_bytes()   # Debian's CRCs
     assert 'CONFIG_MODULE_SIG_KEY="certs/signing_key.pem"' in (tree / ".config").read_text()

@@ -147,7 +147,15 @@ def test_shipped_targets_load():
     assert deb.kernel_release == "5.10.0-46-amd64" and deb.debian["dbg_package"].endswith("-dbg")
     # non-replace unless a target says so; Debian builds vmlinux only, through ccache
     assert lab.replace is False and deb.replace is False
-    assert deb.build_targets == ("vmlinux", "modules_prepare") and deb.cc_wrapper == "ccache"
+    assert deb.build_targets == ("patch-dirs", "modules_prepare") and deb.cc_wrapper == "ccache"
+
+
+def test_patch_dirs_are_the_minimal_directories_a_patch_touches():
+    patch = ("--- a/kernel/sched/fair.c\n+++ b/kernel/sched/fair.c\n@@ -1 +1 @@\n"
+             "--- a/kernel/sysctl.c\n+++ b/kernel/sysctl.c\n--- /dev/null\n+++ b/mm/new.c\n")
+    assert kp.expand_build_targets(("patch-dirs", "modules_prepare"), patch) == ["kernel/", "mm/",
+                                                                                 "modules_prepare"]
+    assert kp.expand_build_targets(("patch-dirs",), "+++ b/kernel/sched/fair.c\n") == ["kernel/sched/"]
 
 
 @pytest.mark.parametrize("extra, needle", [
