@@ -28,12 +28,13 @@ HELP = {
     "forks": "hosts validated at the same time within a batch",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
                     "command, rolls back (unload/revert) and fails",
-    "measure": "run the A/B NUMA effect step (CPU-burning workload, patch unloaded and reloaded) on every host with "
-               ">= 3 NUMA nodes; default: only hosts in inventory group 'lab'",
+    "measure": "run the A/B NUMA effect step (A/B outcomes and tracepoint counts, numaforge.measure; CPU-burning "
+               "workload, patch unloaded and reloaded) on every host with >= 3 NUMA nodes; default: only hosts in "
+               "inventory group 'lab'. `invoke numa-effect` is the full interleaved measurement",
     "no_measure": "no A/B step on any host, not even the lab group",
     "replace": "allow a replace-mode module to supersede (disable) the other live patches loaded on a host",
     "effect_seconds": "workload run length per A/B run, in seconds (60 shows the effect on the lab VM)",
-    "rounds": "A/B rounds (each = one run with the patch off and one with it on, interleaved in one boot)",
+    "rounds": "A/B rounds (each = one run with the patch off and one with it on, ABBA order, in one boot)",
     "signal_after": "seconds of unfinished transition before stalled tasks are signalled",
     "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
@@ -46,13 +47,10 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
              host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
-    from .. import livepatch, numa_effect
+    from .. import livepatch
+    from ..measure.runner import WorkloadParams
 
-    secs = int(effect_seconds)
-    work = numa_effect.WorkloadParams(duration=secs)
-    if secs < 60:  # short runs (mechanism checks): scale the phases down with the run
-        work = numa_effect.WorkloadParams(warm=max(1, secs // 10), unpinned=max(1, secs // 7),
-                                          pinned=max(1, secs // 15), duration=secs)
+    work = WorkloadParams.for_seconds(int(effect_seconds))   # short runs (mechanism checks) scale the phases
     opts = livepatch.Options(keep=keep, install=install, signal_after=float(signal_after),
                              revert_after=float(revert_after), replace=replace, effect_rounds=int(rounds),
                              workload=work)
@@ -81,7 +79,9 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                     common.console.print(
                         f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
                         f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
-                        f"{eff['stick_local']['on']}")
+                        f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
+                        f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
+                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}")
         except NumaforgeError as exc:
             report.error = exc   # so the JUnit file records it too; execute() reports it as usual
             raise

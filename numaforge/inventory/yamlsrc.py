@@ -95,6 +95,11 @@ def load_yaml(path: str | Path):
                              "save the inventory as UTF-8 YAML") from None
     except OSError as exc:
         raise InventoryError(f"cannot read inventory: {exc.strerror}", where, "check the path and permissions") from None
+    return parse_yaml(text, where)
+
+
+def parse_yaml(text: str, where: str):
+    """Parse YAML text already read from `where` (a file name, for messages)."""
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:

@@ -184,12 +184,14 @@ def _ld_version() -> str:
 def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, jobs: int = 2,
                  cc_wrapper: str | None = None, host_releases: dict | None = None, log=print,
                  on_stage=None, check_only: bool = False, force: bool = False, sign_key: str | None = None,
-                 sign_cert: str | None = None) -> KpatchResult:
+                 sign_cert: str | None = None, out_name: str | None = None) -> KpatchResult:
     """Build (or reuse) the live-patch module of the backported series for one target.
 
     bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
     sign_key/sign_cert: PEM private key and X.509 certificate to sign the module with (the tree's
-    scripts/sign-file); the key is only read by sign-file, never copied or recorded."""
+    scripts/sign-file); the key is only read by sign-file, never copied or recorded.
+    out_name: directory under kpatch/build/ for the module and manifest (default: the target's name); the
+    measurement arms (alternatives, null control) use their own, so the shipped module stays in place."""
     t0 = time.monotonic()
     t = tg.load_target(target_name)
     if bp is None:
@@ -237,7 +239,7 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "signing_cert_sha256": signing["cert_sha256"] if signing else None,
     }
     key = artifact_key(key_inputs)
-    outdir = build_root() / t.name
+    outdir = build_root() / (out_name or t.name)
     mpath = outdir / "manifest.json"
     if not force and not check_only and mpath.exists():
         try:

@@ -15,13 +15,16 @@
   unloaded, and the host fails.
 - verify: enabled=1, the patched functions under the module's sysfs object dir, no livepatch errors in dmesg,
   the other live patches still enabled, no new taint but K/O/E, the series' LOADED check script on the host.
-- effect: A/B NUMA counts on hosts with >= 3 nodes (numaforge.numa_effect); the fleet layer turns it on only
-  for group lab or --measure.
+- effect: A/B NUMA outcomes on hosts with >= 3 nodes (numaforge.measure: interleaved off/on runs); the fleet
+  layer turns it on only for group lab or --measure.
 - unload (default: disable with EBUSY retries, wait, refcount 0, rmmod) or keep (--keep; the fleet layer
   persists it with install=True: numaforge.livepatch.lifecycle).
 
 Any failure after the load rolls back: disable, wait, unload, remove the uploaded files; the report says so.
 Pure parts (artifact modinfo, preflight verdicts, sysfs/dmesg parsing) are plain functions tested without a host.
+
+``ArmSwitcher`` / ``measure_arms`` drive several live patches of the same function on one host (one loaded at
+a time) for the NUMA outcome measurement (`invoke numa-effect`, bench/numa_effect.py).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import budget, numa_effect
+from .. import budget
 from ..errors import NumaforgeError
+from ..measure import runner as mrunner
 from ..paths import ROOT
 from ..report import HostResult
 from . import hostops
@@ -300,7 +304,7 @@ class Options:
     replace: bool = False            # allow a replace-mode module to supersede the host's other live patches
     effect: bool = False             # the A/B step: the fleet layer turns it on for the lab group or --measure
     effect_rounds: int = 1
-    workload: numa_effect.WorkloadParams = field(default_factory=numa_effect.WorkloadParams)
+    workload: mrunner.WorkloadParams = field(default_factory=mrunner.WorkloadParams)
     workload_binary: Path | None = None   # local static binary; None = build numaforge/lab/workload
     command_timeout: float = 60.0
 
@@ -629,19 +633,145 @@ def _rollback(h: _Host, result: HostResult) -> None:
             result.message += f"\n  rollback failed: {exc.what}"
 
 
-def _effect(h: _Host, remote, opts: Options, log) -> dict:
-    numa = numa_effect.host_numa(remote)
-    if numa["nodes"] < 3:
-        return {"skipped": True, "reason": f"host has {numa['nodes']} NUMA node(s); the effect needs >= 3", **numa}
-    if numa["numa_balancing"] != "1":
-        return {"skipped": True, "reason": "automatic NUMA balancing is off on the host "
-                f"(kernel.numa_balancing={numa['numa_balancing']}); numaforge does not change it", **numa}
-    binary = opts.workload_binary
+def _upload_workload(h: _Host, remote, binary: Path | None) -> str:
     if binary is None:
         from ..lab.vm import workload_binary
         binary = workload_binary()
     rpath = f"{h.rdir}/numa_workload"
     remote.put(binary, rpath, mode=0o700)
-    out = numa_effect.run_ab(remote, rpath, opts.workload, opts.effect_rounds, h.set_patch, log=log)
-    out.update(numa)
+    return rpath
+
+
+def _numa_ready(remote) -> dict | None:
+    """None when the host can show a NUMA effect, else the 'skipped' detail."""
+    numa = mrunner.host_numa(remote)
+    if numa["nodes"] < 3:
+        return {"skipped": True, "reason": f"host has {numa['nodes']} NUMA node(s); the effect needs >= 3", **numa}
+    if numa["numa_balancing"] != "1":
+        return {"skipped": True, "reason": "automatic NUMA balancing is off on the host "
+                f"(kernel.numa_balancing={numa['numa_balancing']}); numaforge does not change it", **numa}
+    return None
+
+
+def _effect(h: _Host, remote, opts: Options, log) -> dict:
+    skip = _numa_ready(remote)
+    if skip:
+        return skip
+    rpath = _upload_workload(h, remote, opts.workload_binary)
+    runs = mrunner.run_rounds(remote, rpath, opts.workload, ["off", "on"], opts.effect_rounds,
+                              lambda arm: h.set_patch(arm == "on"), order="abba", log=log)
+    out = mrunner.report(runs, ["off", "on"])
+    out.update(mrunner.legacy_counts(runs))
+    out["workload"] = mrunner.params_dict(opts.workload)
+    out["rounds"] = opts.effect_rounds
+    out.update(mrunner.host_numa(remote))
     return out
+
+
+# Wakes every CPU: a short busy loop pinned to each CPU makes its idle task leave and re-enter the idle loop,
+# where it takes a pending livepatch state. Under qemu TCG with 8 vCPUs the idle tasks otherwise held a
+# transition for ~80 s (measured on the nps2 lab VM, 2 CPUs per node); with one pass it finished at once.
+SPIN = ("n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
+        "i=$((i+1)); done' & c=$((c+1)); done; wait")
+
+
+class ArmSwitcher:
+    """Several live patches of the same functions on one host, at most one loaded: ``set_arm(name)``.
+
+    arms: {name: Artifact, or None for "no live patch"}. ``open()`` preflights and uploads every module before
+    any is loaded; ``close()`` disables and unloads whatever is loaded and removes the uploads (always call it).
+    nudge: while a switch's transition is pending, wake the host's CPUs (SPIN; for lab VMs under emulation);
+    it runs in the foreground, so it never overlaps a measured run.
+    """
+
+    def __init__(self, remote, arms: dict[str, Artifact | None], opts: Options | None = None,
+                 log: Callable[[str], None] = lambda m: None, nudge: bool = False):
+        self.remote, self.opts, self.log, self.nudge = remote, opts or Options(effect=False), log, nudge
+        self.hosts = {name: _Host(remote, art, self.opts, HostResult(f"{remote.where} ({name})"), log)
+                      for name, art in arms.items() if art is not None}
+        self.arms = list(arms)
+        self.current: str | None = None
+
+    def open(self) -> None:
+        for h in self.hosts.values():
+            h.preflight()
+        for h in self.hosts.values():
+            h.upload()
+
+    def set_arm(self, name: str) -> None:
+        if name not in self.arms:
+            raise LivepatchError(f"unknown arm {name}", self.remote.where, f"one of {', '.join(self.arms)}")
+        for n, h in self.hosts.items():
+            if n != name and h.module_loaded():
+                self._off(h)
+        if name in self.hosts:
+            h = self.hosts[name]
+            if self.nudge and not h.module_loaded():
+                h.load()
+                self._settle(h)
+                if not h.wait_transition("1").get("done"):
+                    raise TransitionError(f"the transition to arm {name} did not finish", self.remote.where,
+                                          "see the host's stalled tasks (/proc/*/patch_state)")
+            h.set_patch(True)
+        self.current = name
+
+    def _off(self, h: _Host) -> None:
+        if self.nudge and h.patch_state()[0] == "1":
+            h.sh(f"echo 0 > {h.sysfs}/enabled", check=False)
+            self._settle(h)
+        h.disable_and_unload()
+
+    def _settle(self, h: _Host, passes: int = 60) -> None:
+        """SPIN until h's transition is no longer pending (or `passes` spins)."""
+        for _ in range(passes):
+            if h.patch_state()[1] != "1":
+                return
+            self.remote.run(SPIN, sudo=True, check=False, timeout=120)
+
+    def close(self) -> None:
+        with budget.lifted():
+            for h in self.hosts.values():
+                try:
+                    if h.module_loaded():
+                        self._off(h)
+                finally:
+                    h.cleanup_files()
+
+    @property
+    def workdir(self) -> str | None:
+        return next((h.rdir for h in self.hosts.values() if h.rdir), None)
+
+
+def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.WorkloadParams, rounds: int,
+                 order: str = "random", seed: int = 13, workload_binary: Path | None = None,
+                 log: Callable[[str], None] = lambda m: None, nudge: bool = False) -> dict:
+    """Interleaved rounds of every arm on one booted host; the runner's report plus the host's NUMA facts.
+    nudge: see ArmSwitcher (lab VMs under TCG)."""
+    numa = mrunner.host_numa(remote)
+    if numa["numa_balancing"] != "1":
+        raise LivepatchError(f"automatic NUMA balancing is off on the host (kernel.numa_balancing="
+                             f"{numa['numa_balancing']})", remote.where,
+                             "boot with numa_balancing=enable; numaforge does not change it")
+    sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
+    try:
+        sw.open()
+        if sw.hosts:
+            rpath = _upload_workload(next(iter(sw.hosts.values())), remote, workload_binary)
+        else:
+            rdir = remote.run("mktemp -d /tmp/numaforge-measure.XXXXXX", sudo=True).stdout.strip()
+            rpath = f"{rdir}/numa_workload"
+            remote.put(workload_binary or _default_workload(), rpath, mode=0o700)
+        runs = mrunner.run_rounds(remote, rpath, params, list(arms), rounds, sw.set_arm, order=order, seed=seed,
+                                  log=log)
+    finally:
+        sw.close()
+    out = mrunner.report(runs, list(arms))
+    out.update({"workload": mrunner.params_dict(params), "rounds": rounds, "order": order, "seed": seed,
+                "nudge": nudge, **numa,
+                "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}})
+    return out
+
+
+def _default_workload() -> Path:
+    from ..lab.vm import workload_binary
+    return workload_binary()

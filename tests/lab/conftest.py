@@ -58,7 +58,7 @@ def lab(tmp_path_factory):
     kernel = vm.resolve_kernel(lab_kernel_name())
     state = tmp_path_factory.mktemp("labvm")
     port = _free_port()
-    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port)
+    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)   # livepatch-install survives reboot()
     host = Host("lab-vm", Location("tests/lab/conftest.py"), groups=["lab"],
                 ssh=SSHSpec("127.0.0.1", port, "root", key_file=str(state / "ssh" / "id_ed25519"),
                             use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))

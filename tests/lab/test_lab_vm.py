@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from numaforge import livepatch as lp
-from numaforge import numa_effect
+from numaforge.measure.runner import WorkloadParams
 from numaforge.lab import vm
 from numaforge.paths import ROOT
 from numaforge.report import HostResult
@@ -155,16 +155,18 @@ def test_keep_leaves_the_patch_loaded_and_a_second_run_refuses_it(lab):
 def test_effect_mechanism_counts_the_workload_in_both_states(lab):
     """Short A/B run (mechanism, not the effect size): the workload's 3 processes are traced in each run."""
     art = lp.load_artifact(lab.module("nf_lp_cmdline"), functions=["cmdline_proc_show"])
-    work = numa_effect.WorkloadParams(warm=2, unpinned=3, pinned=1, duration=8, mb=16)
+    work = WorkloadParams(warm=2, unpinned=3, pinned=1, duration=8, mb=16)
     res = run(lab, art, effect=True, workload=work)
     assert res.status == "ok", res.message
     eff = res.data["numa_effect"]
     assert eff["nodes"] == 4 and eff["numa_balancing"] == "1"
     assert [r["label"] for r in eff["runs"]] == ["off", "on"]
     for r in eff["runs"]:
-        assert len(r["pids"]) == 3 and r["unpinned_phases"] >= 3
+        assert len(r["tasks"]) == 3 and r["unpinned_phases"] >= 3
         assert r["vmstat_delta"]["numa_pte_updates"] > 0          # NUMA balancing scanned the workload
+        assert r["units"] > 0 and r["mean_latency_us"] > 0 and r["migrations"] > 0
     assert set(eff["third_node_moves"]) == {"off", "on"}
+    assert set(eff["metrics"]["cross_numa_rate"]) == {"off", "on"}
     assert clean(host_state(lab, "nf_lp_cmdline")) == CLEAN
 
 
