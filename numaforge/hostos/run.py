@@ -207,8 +207,8 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
         with res.step("verify"):
             paths = sorted(p for p, v in saved.get("values", {}).items() if v is not None)
             check = parse_snapshot(remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout)
-    wrong = [f"{p}: {check.files.get(p)!r} (want {v!r})" for p, v in saved["values"].items()
-             if v is not None and _norm(check.files.get(p)) != _norm(v)]
+    wrong = [f"{p}: {'gone' if p not in check.files else repr(check.files[p])} (want {v!r})"
+             for p, v in saved["values"].items() if v is not None and _norm(check.files.get(p)) != _norm(v)]
     res.data["restored"] = saved
     if wrong:
         res.status, res.message = "failed", "rolled back, but not every value came back: " + "; ".join(wrong)
