@@ -184,17 +184,18 @@ def test_irqbalance_block_keeps_user_args():
 
 
 def test_locality_gate():
-    a = {"local_node": 100, "other_node": 0, "hint_faults": 0, "hint_faults_local": 0}
-    b = {"local_node": 190, "other_node": 10, "hint_faults": 10, "hint_faults_local": 9}
-    c = {"local_node": 260, "other_node": 40, "hint_faults": 20, "hint_faults_local": 18}
+    a = {"local_node": 1000, "other_node": 0, "hint_faults": 0, "hint_faults_local": 0}
+    b = {"local_node": 1900, "other_node": 100, "hint_faults": 4, "hint_faults_local": 1}
+    c = {"local_node": 2600, "other_node": 400, "hint_faults": 8, "hint_faults_local": 0}
     before, after = locality_share(a, b), locality_share(b, c)
     assert before["alloc_local_share"] == 0.9 and after["alloc_local_share"] == 0.7
     ok, text, _ = gate_verdict(before, after, 0.02)
     assert not ok and "WORSE" in text and "90.0% -> 70.0%" in text
+    assert "hint faults" not in text                       # 4 hint faults per window: too few to judge
     assert gate_verdict(before, after, 0.25)[0]
-    idle = locality_share(a, a)
-    ok, text, _ = gate_verdict(idle, after, 0.02)
-    assert not ok and "cannot tell" in text
+    few = locality_share(a, {**a, "local_node": 1050})
+    ok, text, _ = gate_verdict(few, after, 0.02)
+    assert not ok and "cannot tell: fewer than 100" in text
     st = host_state(parse_snapshot(corpus("lab-vm")))
     assert locality_counters(st)["local_node"] == 583 + 228 + 2387 + 1594
 
