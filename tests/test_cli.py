@@ -42,7 +42,7 @@ def test_every_task_and_option_is_documented():
 
 def test_inventory_check_prints_resolved_hosts_and_masks_secrets(tmp_path):
     r = invoke("inventory-check", "--inventory", "inventory/example-fleet.yaml", "--group", "hpe-dl385",
-               "--json", str(tmp_path / "r.json"))
+               "--syntax-only", "--json", str(tmp_path / "r.json"))
     assert r.returncode == 0, r.stderr
     assert "\ngpu-dl385-01  (inventory/example-fleet.yaml:30)" in r.stdout
     assert "\ngpu-r7525-01  (" not in r.stdout, "only the selected host is shown"
@@ -52,6 +52,62 @@ def test_inventory_check_prints_resolved_hosts_and_masks_secrets(tmp_path):
     jsonschema.validate(doc, load_schema())
     assert doc["ok"] is True and [h["host"] for h in doc["hosts"]] == ["gpu-dl385-01"]
     assert doc["hosts"][0]["data"]["vars"] == {"site": "fra1", "gpus_per_node": 1}
+
+
+def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
+    """Issue 16 item 7: key files, known_hosts, CA bundles, file: secrets and env: variables are checked; every
+    problem is listed with host/attribute; no value is ever printed."""
+    (tmp_path / "bmc.pass").write_text("Sup3rS3cret\n")
+    (tmp_path / "id_fleet").write_text("key\n")
+    (tmp_path / "empty.pass").write_text("")
+    (tmp_path / "ca").mkdir()
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu]\n"
+        "g1 ansible_ssh_private_key_file=missing_key numaforge_bmc_url=https://bmc1 numaforge_bmc_ca_bundle=ca "
+        "numaforge_bmc_password=env:NF_PREFLIGHT_UNSET\n"
+        "g2 ansible_ssh_private_key_file=id_fleet numaforge_bmc_url=https://bmc2 "
+        "numaforge_bmc_password=file:bmc.pass\n"
+        "g3 numaforge_bmc_url=https://bmc3 numaforge_bmc_password=file:empty.pass\n"
+        "[gpu:vars]\nnumaforge_ssh_known_hosts=/nonexistent/known_hosts\n")
+    env = {"NF_PREFLIGHT_SET": "Env5ecretValue"}
+    r = invoke("inventory-check", "--inventory", str(inv), "--json", str(tmp_path / "r.json"), env=env)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    for host, attr in (("g1", "ssh.key_file"), ("g1", "bmc.ca_bundle"), ("g1", "bmc.password"),
+                       ("g1", "ssh.known_hosts"), ("g2", "ssh.known_hosts"), ("g3", "ssh.known_hosts"),
+                       ("g3", "bmc.password")):
+        assert f"{host}: {attr}:" in out, (host, attr, out)
+    assert "g2: bmc.password" not in out and "g2: ssh.key_file" not in out
+    assert "environment variable NF_PREFLIGHT_UNSET is not set" in out and "is empty" in out
+    assert "7 problem(s)" in out and "Traceback" not in out
+    report = (tmp_path / "r.json").read_text()
+    doc = json.loads(report)
+    jsonschema.validate(doc, load_schema())
+    assert doc["ok"] is False and {h["host"]: h["status"] for h in doc["hosts"]} == \
+        {"g1": "failed", "g2": "failed", "g3": "failed"}
+    assert "Sup3rS3cret" not in out + report
+    # everything present: ok, and the secret file's value and env values are still never printed
+    (tmp_path / "missing_key").write_text("key\n")
+    (tmp_path / "empty.pass").write_text("An0therSecret\n")
+    (tmp_path / "ca.pem").write_text("pem\n")
+    (tmp_path / "known_hosts").write_text("")
+    inv.write_text(inv.read_text().replace("ca_bundle=ca ", "ca_bundle=ca.pem ")
+                   .replace("NF_PREFLIGHT_UNSET", "NF_PREFLIGHT_SET")
+                   .replace("/nonexistent/known_hosts", str(tmp_path / "known_hosts")))
+    r = invoke("inventory-check", "--inventory", str(inv), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "every file and environment variable referenced by 3 host(s) is present" in r.stdout
+    assert not {"Sup3rS3cret", "An0therSecret", "Env5ecretValue"} & set((r.stdout + r.stderr).split())
+
+
+def test_inventory_text_is_printed_as_data(tmp_path):
+    """Rich markup or emoji codes in inventory values are shown verbatim (was: MarkupError traceback)."""
+    inv = tmp_path / "hosts.ini"
+    inv.write_text('[gpu]\ng1 note="[/b] [red]x :smile: 0000:41:00.0"\n')
+    r = invoke("inventory-check", "--inventory", str(inv), "--syntax-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note='[/b] [red]x :smile: 0000:41:00.0'" in r.stdout
 
 
 def test_plaintext_secret_masked_everywhere(tmp_path):
@@ -105,9 +161,15 @@ def test_doctor_rejects_unknown_pipeline():
     assert r.returncode == 2 and "not one of" in r.stderr
 
 
-@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify"])
+@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify", "livepatch-status",
+                                  "livepatch-install", "livepatch-unload --module x"])
 def test_bad_host_timeout_exits_2_naming_the_option(task):
-    r = invoke(task, "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
+    r = invoke(*task.split(), "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--host-timeout must be 0 (none) or a number of seconds, got 'soon'" in r.stderr.replace("\n", " ")
     assert "Traceback" not in r.stderr
+
+
+def test_measure_and_no_measure_contradict():
+    r = invoke("validate", "--inventory", "inventory/lab.yaml", "--measure", "--no-measure")
+    assert r.returncode == 2 and "contradict" in r.stderr and "Traceback" not in r.stderr

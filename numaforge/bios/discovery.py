@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..paths import atomic_write_text, cache_dir
+from .errors import RedfishError
+from .redfish import _path
 from .registry import Registry
 
 
@@ -210,3 +212,74 @@ class RegistryCache:
                                                                         "etag": getattr(reg, "etag", None)}))
         except OSError:
             pass
+
+
+# -- registry lookup (DSP0266: Registries collection -> MessageRegistryFile -> Location[].Uri) -----------------
+def _odata(link) -> str | None:
+    if isinstance(link, dict):
+        link = link.get("@odata.id")
+    return _path(link) if isinstance(link, str) and link else None
+
+
+def _same_registry(file: dict, registry_id: str) -> bool:
+    """A MessageRegistryFile describes ``registry_id`` when its Id or Registry names it (case-insensitively:
+    the Bios's AttributeRegistry and the file's Id are both "<name>.<version>")."""
+    want = registry_id.lower()
+    return any(str(file.get(k) or "").lower() == want for k in ("Id", "Registry"))
+
+
+def fetch_registry(client, registry_id: str) -> Registry:
+    """The AttributeRegistry the Bios names, found as DSP0266 says: read the Registries collection's members
+    (MessageRegistryFile), take the one whose Id or Registry is ``registry_id``, and GET its Location[].Uri
+    (English first). A member is recognised by what it says (Id/Registry), never by its URI: vendors spell
+    those differently (HPE lists the file at a lower-case, dotted URI). The usual URI is tried first only to
+    save the collection read when it does hold that registry."""
+    where = f"{client.host} ({client.base_url})"
+    coll = _odata((client.ensure_root() or {}).get("Registries"))
+    if not coll:
+        raise RedfishError("the service root has no Registries collection", where,
+                           "the BMC does not publish its BIOS attribute registry; nothing can be validated")
+    # fast path (one request on most BMCs): the member named after the id -- accepted only if the file itself
+    # says it is that registry; otherwise (404, another file) the collection decides
+    file, seen = None, []
+    guess = coll.rstrip("/") + "/" + registry_id
+    r = client.request("GET", guess)
+    if r.status < 400 and isinstance(r.body, dict) and _same_registry(r.body, registry_id):
+        file = r.body
+    members = [] if file else [m for m in (_odata(m) for m in client.get(coll).body.get("Members") or []) if m]
+    for uri in members:
+        if uri.rstrip("/") == guess:
+            continue
+        r = client.request("GET", uri)
+        if r.status >= 400 or not isinstance(r.body, dict):
+            seen.append(f"{uri} (HTTP {r.status})")
+            continue
+        if _same_registry(r.body, registry_id):
+            file = r.body
+            break
+        seen.append(str(r.body.get("Id") or uri))
+    if file is None:
+        raise RedfishError(f"registry {registry_id} is not among the {len(members)} members of {coll} "
+                           f"(their Id: {', '.join(seen) or 'none'})", where,
+                           "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
+                           "settings under raw: after checking them in the BMC's web UI")
+    locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
+    locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
+    uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
+    if uri is None:
+        pubs = [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
+        what = (f"registry {registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
+                if pubs else f"registry {registry_id} has no Location[].Uri")
+        raise RedfishError(what, where, "numaforge reads the registry from the BMC only (it must match the BIOS "
+                           "exactly); enable the BMC's local registry store, or validate by hand and use raw:")
+    r = client.request("GET", uri)
+    if r.status >= 400:
+        raise RedfishError(f"GET {uri} (the Location of registry {registry_id}) answered {r.status}: "
+                           f"{r.error_text()}", where, "check the BMC's registry store")
+    if "RegistryEntries" not in (r.body or {}):
+        raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
+                           "the BMC's registry file is malformed")
+    reg = Registry.from_json(r.body)
+    reg.source_uri, reg.etag = uri, r.headers.get("etag")   # what apply.confirm_registry() compares later
+    client.confirmed.add(id(reg))
+    return reg

@@ -64,6 +64,9 @@ def verify(settings: dict[str, Any], facts: HostFacts, expected_nodes: dict[str,
         check = _CHECKS.get(name)
         if check is None:
             out.append(Verdict(name, value, CANNOT, "", "numaforge has no OS-side check for this setting"))
+        elif isinstance(value, list):     # a preference list: the OS may show any of the values
+            verdicts = [check(v, facts, settings) for v in value]
+            out.append(next((v for v in verdicts if v.verdict == OK), verdicts[0]))
         else:
             out.append(check(value, facts, settings))
     if device_rows:

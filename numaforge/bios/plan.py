@@ -8,7 +8,9 @@ evaluated on the state the BIOS would have after the change. All problems are re
 
 * ``ok``      current == desired and nothing different is pending;
 * ``pending`` the settings object already holds the desired value (applied on the next reset) -- no PATCH;
-* ``change``  the value to write; only these go into the PATCH.
+* ``change``  the value to write; only these go into the PATCH;
+* ``gap``     a documented platform gap: this platform has no such setting (nothing to write, not a failure);
+* ``skipped`` an ``optional`` setting the platform lacks (nothing to write).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class PlanItem:
     desired: Any
     current: Any
     pending: Any          # value in the settings object, or None when nothing is pending for it
-    action: str           # ok | pending | change
+    action: str           # ok | pending | change | gap | skipped
     resolved: str = ""
 
     def as_dict(self) -> dict:
@@ -51,6 +53,11 @@ class Plan:
     @property
     def pending(self) -> list[str]:
         return [i.attribute for i in self.items if i.action == "pending"]
+
+    @property
+    def settable(self) -> list[PlanItem]:
+        """Items naming an attribute on this BMC (not gaps or skipped settings)."""
+        return [i for i in self.items if i.action not in ("gap", "skipped")]
 
     @property
     def needs_reset(self) -> bool:
@@ -101,8 +108,10 @@ def validate(desired: list[Desired], registry: Registry, current: dict[str, Any]
     import difflib
 
     problems: list[str] = []
-    after = {**current, **(pending or {}), **{d.attribute: d.value for d in desired}}
+    after = {**current, **(pending or {}), **{d.attribute: d.value for d in desired if d.status == "set"}}
     for d in desired:
+        if d.status in ("gap", "skipped"):
+            continue
         attr = registry.attributes.get(d.attribute)
         if attr is None:
             close = difflib.get_close_matches(d.attribute, list(registry.attributes), n=1)
@@ -140,6 +149,9 @@ def make_plan(desired: list[Desired], registry: Registry, current: dict[str, Any
     validate(desired, registry, current, pending, host)
     plan = Plan(registry.id)
     for d in desired:
+        if d.status in ("gap", "skipped"):
+            plan.items.append(PlanItem(d.attribute, d.setting, None, None, None, d.status, d.resolved))
+            continue
         cur = current.get(d.attribute)
         pend = pending.get(d.attribute)
         effective = pend if d.attribute in pending else cur

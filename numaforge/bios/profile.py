@@ -7,9 +7,10 @@ error) to YAML of this shape -- docs/bios-profiles.md is the full reference::
     extends: epyc-baseline          # optional; the parent renders over the same facts, the child wins
     settings:                       # abstract settings, validated by SETTINGS_SCHEMA
       numa_nodes_per_socket: 4
-      pcie_aspm: l0s
-    raw:                            # escape hatch: vendor AttributeName -> value, per vendor flavour
-      dell: {ProcCStates: Disabled}
+      pcie_aspm: [l0s, disabled]    # a preference list: the first value the platform offers wins
+      pcie_acs: {value: false, optional: true}   # skipped (and shown so) where the platform lacks it
+    raw:                            # escape hatch: vendor AttributeName -> value, per vendor flavour;
+      dell: {ProcCStates: Disabled} # supersedes any setting mapped to the same attribute, even a failing one
 
 ``render_profile(name, facts)`` returns a ``Profile`` with the merged settings, merged raw attributes and the
 chain of files it came from. Every error names the file (and line) and how to fix it.
@@ -46,6 +47,16 @@ SETTINGS_SCHEMA: dict[str, dict] = {
     "determinism": {"enum": ["performance", "power"], "description": "AMD determinism slider"},
 }
 
+def _setting_forms(one: dict) -> dict:
+    """A setting is a value, a preference list of values, or {value: <value or list>, optional: bool}."""
+    value = {k: v for k, v in one.items() if k != "description"}
+    prefs = {"type": "array", "items": value, "minItems": 1, "uniqueItems": True}
+    return {"description": one.get("description", ""),
+            "anyOf": [value, prefs,
+                      {"type": "object", "additionalProperties": False, "required": ["value"],
+                       "properties": {"value": {"anyOf": [value, prefs]}, "optional": {"type": "boolean"}}}]}
+
+
 PROFILE_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -56,7 +67,7 @@ PROFILE_SCHEMA = {
         "settings": {
             "type": ["object", "null"],
             "additionalProperties": False,
-            "properties": SETTINGS_SCHEMA,
+            "properties": {k: _setting_forms(v) for k, v in SETTINGS_SCHEMA.items()},
         },
         "raw": {
             "type": ["object", "null"],
@@ -82,6 +93,7 @@ class Profile:
     chain: list[str] = field(default_factory=list)   # files, child first
     description: str = ""
     origin: dict[str, str] = field(default_factory=dict)  # setting -> profile name that set it
+    optional: set[str] = field(default_factory=set)       # settings skipped where the platform lacks them
 
     def raw_for(self, vendor: str) -> dict[str, Any]:
         return dict(self.raw.get(vendor) or {})
@@ -106,21 +118,22 @@ def host_facts(host) -> dict[str, Any]:
     }
 
 
-def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
-    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file."""
+def find_profile(name: str, profiles_dir: Path | None = None, kind: str = "BIOS profile") -> Path:
+    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file (``kind`` names it in errors; the
+    host OS pipeline passes its own profiles_dir and kind)."""
     profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
     if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
         p = Path(name)
         if p.is_file():
             return p
-        raise ProfileError(f"profile file {name} does not exist", name, "check the path")
+        raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
     p = profiles_dir / f"{name}.yaml.j2"
     if p.is_file():
         return p
     known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
     close = difflib.get_close_matches(name, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown BIOS profile '{name}'", str(profiles_dir), fix)
+    raise ProfileError(f"unknown {kind} '{name}'", str(profiles_dir), fix)
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:
@@ -202,6 +215,8 @@ def parse_rendered(text: str, path: Path) -> dict:
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
+        if err.validator == "anyOf" and err.context:   # a setting's forms: report the plain-value form's error
+            err = min(err.context, key=lambda e: (len(e.relative_schema_path) > 2, e.relative_schema_path[0]))
         keypath = tuple(str(p) for p in err.absolute_path)
         where_line = None
         if err.validator == "additionalProperties":
@@ -246,16 +261,22 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         profiles_dir = path.parent  # a parent is looked up next to its child
     settings: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    optional: set[str] = set()
     raw: dict[str, dict[str, Any]] = {}
     for pname, _path, doc in reversed(chain):  # parent first, child last wins
         for k, v in (doc.get("settings") or {}).items():
+            if isinstance(v, dict):          # {value: ..., optional: true}
+                (optional.add if v.get("optional") else optional.discard)(k)
+                v = v["value"]
+            else:
+                optional.discard(k)
             settings[k] = v
             origin[k] = pname
         for vendor, attrs in (doc.get("raw") or {}).items():
             raw.setdefault(vendor, {}).update(attrs or {})
     head = chain[0][2]
     return Profile(name=chain[0][0], settings=settings, raw=raw, chain=[str(p) for _, p, _ in chain],
-                   description=str(head.get("description", "")), origin=origin)
+                   description=str(head.get("description", "")), origin=origin, optional=optional)
 
 
 def _profile_name(path: Path) -> str:

@@ -28,7 +28,8 @@ SELECT_HELP = {
     "inventory": "inventory file (native or Ansible YAML); default from invoke.yaml (inventory/lab.yaml)",
     "host": "host name from the inventory (repeatable)",
     "group": "group name from the inventory, nested groups included (repeatable)",
-    "limit": "keep only hosts matching these comma-separated globs or group names",
+    "limit": "keep only hosts matching this Ansible host pattern: names, globs, ~regex, &and, !not, @file "
+             "(comma-separated; docs/inventory.md)",
     "json": "write a machine-readable report of the run (schema: numaforge/schemas/report.schema.json)",
     "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
 }

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import fields
 
 from invoke import task
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ..display import esc
+from ..errors import InventoryError
+from ..inventory import preflight
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
@@ -43,46 +46,54 @@ def host_summary(host) -> dict:
 
 @task(
     iterable=["host", "group"],
-    help={k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                               "allow_plaintext_secrets")},
+    help={**{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
+                                                 "allow_plaintext_secrets")},
+          "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
+                         "CA bundles, file: secrets and env: variables it refers to exist"},
 )
 def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=None,
-                    allow_plaintext_secrets=False):
-    """Validate the inventory and print hosts, groups and resolved variables (secrets masked)."""
+                    allow_plaintext_secrets=False, syntax_only=False):
+    """Validate the inventory, print hosts, groups and resolved variables (secrets masked), and check that every
+    file and environment variable it refers to is there (never printing a value)."""
 
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         out = common.console
-        out.print(f"[bold]{esc(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected")
+        out.print(f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
+                  emoji=False)
         for h in hosts:
-            out.print(f"\n[bold]{esc(h.name)}[/]  ({esc(h.location)})  groups: {esc(', '.join(h.groups) or '-')}")
+            out.print(f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: "
+                      f"{escape(', '.join(h.groups) or '-')}", emoji=False)
             rows = []
+            if h.connection != "ssh":
+                rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
             if h.ssh:
                 s = h.ssh
                 extra = " ".join(f"{k}={v}" for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts),
                                                           ("password", s.password)) if v)
-                rows.append(("ssh", esc(f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}")))
+                rows.append(("ssh", f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"))
             if h.bmc:
                 b = h.bmc
-                trust = "[red]INSECURE (TLS not verified)[/]" if b.insecure else \
-                    esc(f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
-                rows.append(("bmc", esc(f"{b.url} vendor={b.vendor} user={b.username} password={b.password} ")
-                             + trust + esc(f" system={b.system_id}" if b.system_id else "")))
+                trust = "INSECURE (TLS not verified)" if b.insecure else \
+                    (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
+                rows.append(("bmc", f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
+                                    + (f" system={b.system_id}" if b.system_id else "")))
             if h.kernel.release or h.kernel.target:
-                rows.append(("kernel", esc(f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}")))
+                rows.append(("kernel", f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}"))
             hw = h.hardware
             hw_text = " ".join(f"{k}={v}" for k, v in (("vendor", hw.vendor), ("platform", hw.platform),
                                                         ("sockets", hw.sockets), ("cpu", hw.cpu_model)) if v)
             if hw.gpus or hw.nics:
                 hw_text += f" gpus={','.join(hw.gpus) or '-'} nics={','.join(hw.nics) or '-'}"
             if hw_text:
-                rows.append(("hardware", esc(hw_text)))
+                rows.append(("hardware", hw_text))
             if h.bios_profile:
-                rows.append(("profile", esc(h.bios_profile)))
+                rows.append(("profile", h.bios_profile))
             if h.vars:
-                rows.append(("vars", esc(", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items())))))
-            for key, text in rows:
-                out.print(f"  {key:<9} {text}", soft_wrap=True)  # each row escaped above
+                rows.append(("vars", ", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items()))))
+            for key, text in rows:  # inventory text is data: no markup, no emoji codes
+                style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
+                out.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
             report.host(h.name).data = host_summary(h)
         if inv.groups:
             gt = Table(title="groups")
@@ -91,12 +102,37 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
             gt.add_column("hosts (nested included)", overflow="fold")
             common.console.print()
             for g in inv.groups.values():
-                gt.add_row(esc(g.name), esc(", ".join(g.children) or "-"), esc(", ".join(inv.group_members(g.name)) or "-"))
+                gt.add_row(*(Text(t) for t in (g.name, ", ".join(g.children) or "-",
+                                               ", ".join(inv.group_members(g.name)) or "-")))
             common.console.print(gt)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
+        if not syntax_only:
+            _preflight(report, inv, hosts)
 
     common.execute("inventory-check", body, json=json,
-                   options={"inventory": inventory, "host": host, "group": group, "limit": limit})
+                   options={"inventory": inventory, "host": host, "group": group, "limit": limit,
+                            "syntax_only": syntax_only})
+
+
+def _preflight(report: Report, inv, hosts) -> None:
+    """Every referenced file and env: variable, all problems listed with host/attribute; exit 2 if any."""
+    problems = preflight.check_hosts(hosts)
+    report.data["preflight"] = {"checked_hosts": len(hosts), "problems": len(problems)}
+    if not problems:
+        common.console.print(f"\npreflight: every file and environment variable referenced by {len(hosts)} "
+                             "host(s) is present")
+        return
+    common.console.print(f"\npreflight: {len(problems)} problem(s)", markup=False)
+    for p in problems:
+        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False,
+                             soft_wrap=True)
+        hr = report.host(p.host)
+        hr.status = "failed"
+        hr.message = f"{p.attribute}: {p.what}" if not hr.message else f"{hr.message}; {p.attribute}: {p.what}"
+        hr.data.setdefault("problems", []).append({"attribute": p.attribute, "what": p.what, "fix": p.fix})
+    raise InventoryError(f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
+                         f"(on {len({p.host for p in problems})} host(s), listed above)", inv.path,
+                         "fix each one listed, or pass --syntax-only to check only the inventory file")
 
 
 TASKS = [inventory_check]

@@ -17,7 +17,9 @@ from urllib.parse import urlparse
 from ..errors import InventoryError, SecretError
 from ..secrets import SecretRef
 from .model import BMCSpec, Group, HardwareSpec, Host, Inventory, KernelSpec, Location, SSHSpec
-from .yamlsrc import LMap, LSeq, load_yaml
+from . import ansible
+from .graph import nesting_depths
+from .yamlsrc import LMap, LSeq, parse_yaml
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 PROFILE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -70,7 +72,9 @@ class _Ctx:
         self.base = Path(path).resolve().parent
         self.allow_plaintext = allow_plaintext
 
-    def at(self, line: int | None) -> str:
+    def at(self, line: int | str | None) -> str:
+        if isinstance(line, str):  # already file:line (Ansible inventories: group_vars/host_vars files)
+            return line
         return f"{self.path}:{line}" if line else self.path
 
     def fail(self, line, what, fix=None):
@@ -99,21 +103,24 @@ def _kind(v) -> str:
 
 
 def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> Inventory:
-    """Load and validate an inventory; raises InventoryError (file:line, what, fix) on any problem."""
+    """Load and validate an inventory; raises InventoryError (file:line, what, fix) on any problem.
+
+    The file must be a regular file (no device, FIFO or directory) of at most 16 MiB. Native YAML (`hosts:` at
+    the top), Ansible YAML (groups at the top, usually `all:`) and Ansible INI are told apart by their shape.
+    """
     path = str(path)
-    doc = load_yaml(path)
+    text = ansible.read_regular(path)
     ctx = _Ctx(path, allow_plaintext_secrets)
+    if ansible.is_ini(path, text):
+        return _from_ansible(ansible.load(path, text, None), ctx)
+    doc = parse_yaml(text, path)
     if not isinstance(doc, LMap):
         ctx.fail(getattr(doc, "line", 1), f"the inventory must be a mapping at the top, got {_kind(doc)}",
                  "start with `hosts:` (native) or `all:` (Ansible YAML); see docs/inventory.md")
-    if "all" in doc and "hosts" not in doc:
-        raw = _ansible_to_native(doc, ctx)
-        fmt = "ansible"
-    else:
-        raw = doc
-        fmt = "native"
-    inv = _build(raw, ctx)
-    inv.format = fmt
+    if "all" in doc or not any(k in doc for k in TOP_KEYS):
+        return _from_ansible(ansible.load(path, text, doc), ctx)
+    inv = _build(doc, ctx)
+    inv.format = "native"
     return inv
 
 
@@ -196,9 +203,7 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
             if c not in inv.groups:
                 ctx.fail(lines[("children", c)], f"group '{g.name}' has child group '{c}', which is not defined",
                          _hint(c, inv.groups) if inv.groups else "define it under `groups:`")
-    _check_cycles(inv, ctx)
-
-    depth = _depths(inv)
+    depth = _depths(inv, ctx)
     membership = {h: [] for h in inv.hosts}
     for g in inv.groups.values():
         for h in inv.group_members(g.name):
@@ -237,38 +242,10 @@ def _vars(m: LMap, ctx: _Ctx, what: str) -> dict:
     return dict(v)
 
 
-def _check_cycles(inv: Inventory, ctx: _Ctx) -> None:
-    state: dict[str, int] = {}
-
-    def visit(g: str, chain: list[str]):
-        if state.get(g) == 1:
-            cyc = chain[chain.index(g):] + [g]
-            ctx.fail(inv.groups[g].location.line, f"groups form a cycle: {' -> '.join(cyc)}",
-                     "remove one of the `children:` links so that groups nest as a tree")
-        if state.get(g) == 2:
-            return
-        state[g] = 1
-        for c in inv.groups[g].children:
-            visit(c, chain + [g])
-        state[g] = 2
-
-    for g in inv.groups:
-        visit(g, [])
-
-
-def _depths(inv: Inventory) -> dict[str, int]:
-    parents: dict[str, list[str]] = {g: [] for g in inv.groups}
-    for g in inv.groups.values():
-        for c in g.children:
-            parents[c].append(g.name)
-    memo: dict[str, int] = {}
-
-    def depth(g: str) -> int:
-        if g not in memo:
-            memo[g] = 1 + max((depth(p) for p in parents[g]), default=0)
-        return memo[g]
-
-    return {g: depth(g) for g in inv.groups}
+def _depths(inv: Inventory, ctx: _Ctx) -> dict[str, int]:
+    """Group depths (outer groups 1); a cycle or nesting deeper than graph.MAX_GROUP_DEPTH is an error."""
+    return nesting_depths({g.name: g.children for g in inv.groups.values()},
+                          {g.name: ctx.at(g.location.line) for g in inv.groups.values()})
 
 
 def _resolve_sections(ctx: _Ctx, host: Host, layers: list[LMap]) -> None:
@@ -302,8 +279,8 @@ def _resolve_sections(ctx: _Ctx, host: Host, layers: list[LMap]) -> None:
             ctx.fail(line, f"host '{host.name}': bios_profile {value!r} is not a profile name",
                      "name a file in bios/profiles/ without its .yaml.j2 suffix, e.g. epyc-gpudirect")
         host.bios_profile = value
-    if host.ssh is None and host.bmc is None:
-        ctx.fail(host.location.line, f"host '{host.name}' has neither `ssh:` nor `bmc:`",
+    if host.ssh is None and host.bmc is None and host.connection == "ssh":
+        ctx.fail(str(host.location) if host.location.file != ctx.path else host.location.line, f"host '{host.name}' has neither `ssh:` nor `bmc:`",
                  "give the host an ssh address (kernel pipeline) and/or a bmc url (firmware pipeline)")
 
 
@@ -376,12 +353,11 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
     uline = f["url"][1]
     parsed = urlparse(url)
     if "@" in parsed.netloc:
-        # never echo the URL: what precedes '@' is a password as often as not
-        shown = f"{parsed.scheme}://***@{parsed.netloc.rsplit('@', 1)[1]}"
-        ctx.fail(uline, f"host '{host}': bmc.url carries credentials ({shown}); they would be sent as basic "
-                        "authentication on every request and printed with the URL",
-                 "remove 'user:password@' from the URL; set bmc.username, and bmc.password as a reference "
-                 "(env:VARIABLE or file:/path/to/secret)")
+        # never echo the URL: it holds a password. Say where, and how to move it out.
+        ctx.fail(uline, f"host '{host}': bmc.url carries credentials (user:password@ before the host name); they "
+                        "would be printed and sent as basic auth on every request",
+                 "write only https://host[:port] and set bmc.username and bmc.password: env:VARIABLE or "
+                 "file:PATH (then change that BMC password: it has been stored in the inventory)")
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
     except ValueError:
@@ -447,98 +423,117 @@ def _hardware(ctx, host, f) -> HardwareSpec:
 
 # --------------------------------------------------------------------------------------------- Ansible
 
-def _ansible_to_native(doc: LMap, ctx: _Ctx) -> LMap:
-    """Translate an Ansible YAML inventory (all/hosts/children/vars) into the native shape, keeping lines."""
-    for key in doc:
-        if key != "all" and not isinstance(doc[key], LMap):
-            ctx.fail(doc.line_of(key), f"top-level group '{key}' must be a mapping", "indent its hosts:/children:/vars:")
-    hosts = _lmap(doc.line)
-    groups = _lmap(doc.line)
-    top_vars = _lmap(doc.line)
-
-    def group(name: str, body, line: int, is_all: bool):
-        if body is None:
-            body = _lmap(line)
-        body = ctx.expect_map(body, line, f"Ansible group '{name}'")
-        ctx.check_keys(body, ("hosts", "children", "vars"), f"Ansible group '{name}'")
-        native = _lmap(line)
-        members = []
-        if "hosts" in body and body["hosts"] is not None:
-            hm = ctx.expect_map(body["hosts"], body.line_of("hosts"), f"Ansible group '{name}' hosts")
-            for hname, hvars in hm.items():
-                hline = hm.line_of(hname)
-                _check_name(ctx, hname, hline, "host")
-                if hvars is None:
-                    hvars = _lmap(hline)
-                hvars = ctx.expect_map(hvars, hline, f"Ansible host '{hname}' vars")
-                if hname in hosts:
-                    # same host listed again in another group: Ansible merges its vars
-                    prev = hosts[hname]
-                    for k, v in _host_from_vars(ctx, hname, hvars, hline).items():
-                        if k in prev and isinstance(prev[k], LMap) and isinstance(v, LMap):
-                            prev[k].update(v)
-                            prev[k].key_lines.update(v.key_lines)
-                        else:
-                            prev[k] = v
-                            prev.key_lines[k] = v.line if isinstance(v, (LMap, LSeq)) else hline
-                else:
-                    _set(hosts, hname, _host_from_vars(ctx, hname, hvars, hline), hline)
-                members.append(hname)
-        children = []
-        if "children" in body and body["children"] is not None:
-            cm = ctx.expect_map(body["children"], body.line_of("children"), f"Ansible group '{name}' children")
-            for cname, cbody in cm.items():
-                cline = cm.line_of(cname)
-                _check_name(ctx, cname, cline, "group")
-                if cname in groups and cbody is None:
-                    children.append(cname)
-                    continue
-                group(cname, cbody, cline, False)
-                children.append(cname)
-        gvars = LMap()
-        gvars.line, gvars.key_lines = body.line_of("vars"), {}
-        if "vars" in body and body["vars"] is not None:
-            gvars = ctx.expect_map(body["vars"], body.line_of("vars"), f"Ansible group '{name}' vars")
-        sections = _sections_from_vars(ctx, name, gvars)
-        gvars = _plain_vars(gvars)
-        if is_all:
-            for k, v in sections.items():
-                _set(top_defaults, k, v, v.line if isinstance(v, (LMap, LSeq)) else gvars.line)
-            for k, v in gvars.items():
-                _set(top_vars, k, v, gvars.line_of(k))
-            return
-        native_hosts = LSeq(members)
-        native_hosts.line, native_hosts.item_lines = line, [hosts.line_of(m) for m in members]
-        native_children = LSeq(children)
-        native_children.line, native_children.item_lines = line, [line] * len(children)
-        _set(native, "hosts", native_hosts, line)
-        _set(native, "children", native_children, line)
-        _set(native, "vars", gvars, gvars.line)
-        for k, v in sections.items():
-            _set(native, k, v, v.line if isinstance(v, (LMap, LSeq)) else gvars.line)
-        if name in groups:
-            ctx.fail(line, f"Ansible group '{name}' is defined twice (first on line {groups.line_of(name)})",
-                     "define each group once and refer to it by name elsewhere")
-        _set(groups, name, native, line)
-
-    top_defaults = _lmap(doc.line)
-    group("all", doc["all"], doc.line_of("all"), True)
-    for key in doc:
-        if key != "all":
-            group(key, doc[key], doc.line_of(key), False)
-    # Ansible puts ungrouped hosts under all.hosts: they are plain hosts here
-    out = _lmap(doc.line)
-    _set(out, "hosts", hosts, doc.line)
-    if groups:
-        _set(out, "groups", groups, doc.line)
-    if top_vars:
-        _set(out, "vars", top_vars, top_vars.line)
-    if top_defaults:
-        _set(out, "defaults", top_defaults, top_defaults.line)
-    return out
+CONNECTIONS_SSH = ("ssh", "smart", "paramiko", "paramiko_ssh")
+TEMPLATE_RE = re.compile(r"\{\{|\{%")
 
 
-def _lmap(line: int) -> LMap:
+def _from_ansible(ainv: "ansible.AnsibleInventory", ctx: _Ctx) -> Inventory:
+    """The numaforge model of an Ansible inventory: every host's variables resolved as Ansible resolves them,
+    then read as numaforge sections (ansible_* SSH variables, numaforge_* sections)."""
+    inv = Inventory(path=ctx.path, format="ansible")
+    for name, h in ainv.hosts.items():
+        values, where = ainv.resolve(name)
+        host = Host(name=name, location=_location(h.where, ctx))
+        host.groups = [g for g in ainv.host_groups(name) if g != "all"]
+        layer, plain = _host_layer(ctx, name, h.where, values, where)
+        conn = values.get("ansible_connection", "ssh")
+        if not isinstance(conn, str) or not conn:
+            ctx.fail(where.get("ansible_connection"), f"host '{name}': ansible_connection {conn!r} is not a name",
+                     "write ansible_connection: ssh (or local)")
+        host.connection = "ssh" if conn in CONNECTIONS_SSH else conn
+        if host.connection != "ssh":
+            layer.pop("ssh", None)  # a local (or winrm, docker...) host has no SSH side
+        if isinstance(layer.get("bmc"), dict) and "url" not in layer["bmc"]:
+            layer.pop("bmc")        # shared BMC settings (all/group vars) without a url: this host has no BMC
+        host.vars = plain
+        _resolve_sections(ctx, host, [layer])
+        inv.hosts[name] = host
+    for name, g in ainv.groups.items():
+        if name == "all" or (name == "ungrouped" and not g.hosts):
+            continue
+        group_vars = dict(g.vars)
+        for data, _fname in ainv.group_files.get(name, []):
+            group_vars.update(data)
+        inv.groups[name] = Group(name=name, location=_location(g.where, ctx), hosts=list(g.hosts),
+                                 children=list(g.children), vars=group_vars)
+    return inv
+
+
+def _location(where: str, ctx: _Ctx) -> Location:
+    file, _, line = where.rpartition(":")
+    return Location(file, int(line)) if line.isdigit() else Location(where or ctx.path)
+
+
+def _host_layer(ctx: _Ctx, host: str, host_where: str, values: dict, where: dict) -> tuple[LMap, dict]:
+    """Resolved Ansible variables -> one native host layer (sections with the file:line of every value)
+    and the plain variables (everything numaforge did not read as a section)."""
+    layer = _lmap(host_where)
+    plain: dict[str, Any] = {}
+    flat: dict[str, list[tuple[str, str]]] = {}
+    for key, value in values.items():
+        if key in ANSIBLE_SSH_VARS or key == "ansible_connection":
+            continue
+        if key.startswith("numaforge_"):
+            rest = key[len("numaforge_"):]
+            if rest in SECTION_KEYS:
+                if rest != "bios_profile" and value is not None and not isinstance(value, dict):
+                    ctx.fail(where.get(key), f"host '{host}': {key} must be a mapping, got {_kind(value)}",
+                             f"write {key}: {{key: value}}, or set single keys as {key}_KEY")
+                _set(layer, rest, _as_lmap(value, where.get(key)) if isinstance(value, dict) else value,
+                     where.get(key))
+                continue
+            section = next((s for s in SECTION_FIELDS if rest.startswith(s + "_")), None)
+            if section is None:
+                ctx.fail(where.get(key), f"unknown numaforge variable '{key}'",
+                         _hint(key, [f"numaforge_{s}" for s in SECTION_KEYS]) +
+                         "; single keys are numaforge_SECTION_KEY, e.g. numaforge_bmc_password")
+            flat.setdefault(section, []).append((rest[len(section) + 1:], key))
+            continue
+        plain[key] = value
+    # flat numaforge_<section>_<key> variables override that key of the section's mapping
+    for section, keys in flat.items():
+        body = layer.get(section)
+        if not isinstance(body, LMap):
+            body = _lmap(where.get(keys[0][1]))
+        for field, key in keys:
+            _set(body, field, values[key], where.get(key))
+        _set(layer, section, body, layer.key_lines.get(section, body.line))
+    ssh = layer.get("ssh")
+    if not isinstance(ssh, LMap):
+        ssh = _lmap(where.get("ansible_host") or host_where)
+    done: set[str] = set()
+    for var, fld in ANSIBLE_SSH_VARS.items():   # the current name of each variable comes first and wins
+        if var not in values or fld in done:
+            continue
+        done.add(fld)
+        value, vline = values[var], where.get(var)
+        if isinstance(value, str) and TEMPLATE_RE.search(value):
+            ctx.fail(vline, f"host '{host}': {var} is a Jinja2 template ({value!r}); numaforge does not evaluate "
+                            "inventory templates", f"write the value itself, e.g. {var}: 10.0.0.5")
+        if fld == "port" and isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if fld == "sudo" and isinstance(value, str) and value.lower() in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+            value = value.lower() in ("yes", "true", "on", "1")
+        if fld in ("address", "user") and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        _set(ssh, fld, value, vline)
+    if "address" not in ssh:
+        _set(ssh, "address", host, ssh.line)  # Ansible connects to the inventory name without ansible_host
+    _set(layer, "ssh", ssh, ssh.line)
+    return layer, plain
+
+
+def _as_lmap(value: dict, where) -> LMap:
+    """A section mapping whose key lines are file:line strings (the file the mapping was written in)."""
+    m = _lmap(where)
+    file = where.rpartition(":")[0] if isinstance(where, str) else None
+    for k, v in value.items():
+        kline = value.line_of(k) if isinstance(value, LMap) else None
+        _set(m, k, v, f"{file}:{kline}" if file and kline else where)
+    return m
+
+
+def _lmap(line) -> LMap:
     m = LMap()
     m.line, m.key_lines = line, {}
     return m
@@ -547,54 +542,3 @@ def _lmap(line: int) -> LMap:
 def _set(m: LMap, key, value, line):
     m[key] = value
     m.key_lines[key] = line
-
-
-def _sections_from_vars(ctx, owner: str, v: LMap) -> LMap:
-    """numaforge sections carried as Ansible vars: ansible_* SSH vars and numaforge_{bmc,kernel,hardware,...}."""
-    out = _lmap(v.line)
-    ssh = _lmap(v.line)
-    for key, value in v.items():
-        if key in ANSIBLE_SSH_VARS:
-            field = ANSIBLE_SSH_VARS[key]
-            if field == "port" and isinstance(value, str) and value.isdigit():
-                value = int(value)
-            if field == "sudo" and isinstance(value, str) and value.lower() in ("yes", "no", "true", "false"):
-                value = value.lower() in ("yes", "true")
-            _set(ssh, field, value, v.line_of(key))
-        elif key.startswith("numaforge_"):
-            section = key[len("numaforge_"):]
-            if section not in SECTION_KEYS:
-                ctx.fail(v.line_of(key), f"unknown numaforge variable '{key}'",
-                         _hint(key, [f"numaforge_{s}" for s in SECTION_KEYS]))
-            _set(out, section, value, v.line_of(key))
-    if ssh:
-        if "ssh" in out and isinstance(out["ssh"], LMap):
-            for k, val in ssh.items():
-                _set(out["ssh"], k, val, ssh.line_of(k))
-        else:
-            ssh.line = min(ssh.key_lines.values())
-            _set(out, "ssh", ssh, ssh.line)
-    return out
-
-
-def _host_from_vars(ctx, name: str, hvars: LMap, line: int) -> LMap:
-    host = _sections_from_vars(ctx, name, hvars)
-    host.line = line
-    # Ansible connects to the inventory name when ansible_host is not given
-    if "ssh" not in host:
-        _set(host, "ssh", _lmap(line), line)
-    if "address" not in host["ssh"]:
-        _set(host["ssh"], "address", name, line)
-    plain = _plain_vars(hvars)
-    if plain:
-        _set(host, "vars", plain, line)
-    return host
-
-
-def _plain_vars(v: LMap) -> LMap:
-    """Vars minus the ones numaforge turned into host sections (ansible_* SSH vars, numaforge_*)."""
-    plain = _lmap(v.line)
-    for k, val in v.items():
-        if k not in ANSIBLE_SSH_VARS and not str(k).startswith("numaforge_"):
-            _set(plain, k, val, v.line_of(k))
-    return plain

@@ -6,12 +6,14 @@ Each object remembers where it was defined (``Location``) so later errors can po
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import SelectionError
 from ..secrets import SecretRef
+from .graph import members
+from .patterns import did_you_mean, limit_hosts
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Host:
     kernel: KernelSpec = field(default_factory=KernelSpec)
     hardware: HardwareSpec = field(default_factory=HardwareSpec)
     bios_profile: str | None = None
+    connection: str = "ssh"                              # ssh | local | another ansible_connection (no SSH side)
 
 
 @dataclass
@@ -93,55 +96,44 @@ class Inventory:
     format: str = "native"                                # native | ansible
 
     def group_members(self, name: str) -> list[str]:
-        """All hosts of a group, children included, in definition order."""
-        seen: list[str] = []
+        """All hosts of a group, children included: its own hosts first, then its children's (breadth first)."""
+        return members({g.name: g.children for g in self.groups.values()},
+                       {g.name: g.hosts for g in self.groups.values()}, name)
 
-        def walk(g: str) -> None:
-            for h in self.groups[g].hosts:
-                if h not in seen:
-                    seen.append(h)
-            for c in self.groups[g].children:
-                walk(c)
-
-        walk(name)
-        return seen
+    def pattern_groups(self) -> dict[str, list[str]]:
+        """Group name -> hosts (nested included) for host patterns, with Ansible's implicit `all` and `ungrouped`."""
+        out = {g: self.group_members(g) for g in self.groups}
+        grouped = {h for hs in out.values() for h in hs}
+        out.setdefault("all", list(self.hosts))
+        out.setdefault("ungrouped", [h for h in self.hosts if h not in grouped])
+        return out
 
     def select(self, hosts: list[str] | None = None, groups: list[str] | None = None,
                limit: str | None = None) -> list[Host]:
         """Hosts named by --host (repeatable), --group (repeatable) and --limit PATTERN.
 
-        --host and --group add up; with neither, every host. --limit then keeps only hosts whose name
-        matches one of its comma-separated glob patterns (or that are in a group of that name).
+        --host and --group add up; with neither, every host. --limit then keeps the hosts its Ansible host
+        pattern selects (numaforge/inventory/patterns.py: globs, ~regex, &, !, @file, group[0]).
         """
         names: list[str] = []
         for h in hosts or []:
             if h not in self.hosts:
-                raise SelectionError(f"unknown host '{h}'", self.path, _did_you_mean(h, self.hosts,
+                raise SelectionError(f"unknown host '{h}'", self.path, did_you_mean(h, self.hosts,
                                      "pick one of the hosts listed by `invoke inventory-check`"))
             names.append(h)
         for g in groups or []:
             if g not in self.groups:
-                raise SelectionError(f"unknown group '{g}'", self.path, _did_you_mean(g, self.groups,
+                raise SelectionError(f"unknown group '{g}'", self.path, did_you_mean(g, self.groups,
                                      "pick one of the groups listed by `invoke inventory-check`"))
             names.extend(self.group_members(g))
         if not hosts and not groups:
             names = list(self.hosts)
         if limit:
-            pats = [p.strip() for p in limit.split(",") if p.strip()]
-
-            def keep(n: str) -> bool:
-                return any(fnmatch.fnmatchcase(n, p) or p in self.hosts[n].groups for p in pats)
-
-            names = [n for n in names if keep(n)]
+            base = Path(self.path).resolve().parent
+            kept = set(limit_hosts(list(self.hosts), self.pattern_groups(), limit, base=base))
+            names = [n for n in names if n in kept]
         ordered = list(dict.fromkeys(names))
         if not ordered:
             raise SelectionError("the host selection matched no host", self.path,
                                  "check --host/--group/--limit against `invoke inventory-check`")
         return [self.hosts[n] for n in ordered]
-
-
-def _did_you_mean(word: str, choices, fallback: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"did you mean '{close[0]}'?" if close else fallback

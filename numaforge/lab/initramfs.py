@@ -81,6 +81,30 @@ def pack_newc(entries: list[Entry]) -> bytes:
     return bytes(out)
 
 
+# With a virtio disk (lab VM `persist`): the directories the host OS pipeline writes live on it, and the init
+# stands in for systemd at boot: systemd-sysctl (every /etc/sysctl.d/*.conf) and the enabled oneshot units of
+# multi-user.target (their ExecStart). Without the disk nothing of this runs.
+PERSIST_DIRS = ["etc/sysctl.d", "etc/numaforge", "etc/systemd", "etc/default", "var/lib/numaforge"]
+PERSIST_INIT = ("if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
+                "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
+                "done; fi")
+def boot_units_script(wants_dir: str = "/etc/systemd/system/multi-user.target.wants") -> str:
+    """Shell run by init in place of systemd: start each enabled unit's ExecStart= with systemd's %v (the
+    kernel release) expanded, honouring ConditionPathIsDirectory= (numaforge-livepatch.service uses both)."""
+    return f"""for u in {wants_dir}/*.service; do
+  [ -f "$u" ] || continue
+  cond=$(sed -n 's/^ConditionPathIsDirectory=//p' "$u" | sed "s/%v/$(uname -r)/g")
+  [ -z "$cond" ] || [ -d "$cond" ] || continue
+  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1 | sed "s/%v/$(uname -r)/g")
+  [ -n "$x" ] || continue
+  if eval "$x"; then echo "init: started ${{u##*/}}"; else echo "init: $u failed"; fi
+done"""
+
+
+BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
+""" + boot_units_script()
+
+
 def init_script(modules: list[str], release: str) -> str:
     """/init for the lab VM: mount the pseudo filesystems, load NIC modules, static IP, dropbear, ready line."""
     insmods = "\n".join(f"insmod /lib/modules/{release}/{m} || echo 'init: insmod {m} failed'" for m in modules)
@@ -96,14 +120,20 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 {insmods}
+{PERSIST_INIT}
 hostname numaforge-lab
 ip link set lo up
-ip addr add {GUEST_ADDR} dev eth0 && ip link set eth0 up && ip route add default via {GUEST_GW}
+# the forwarded NIC is the e1000 (a virtio-net NIC, when there is one, probes first and may take eth0)
+nic=eth0
+for n in /sys/class/net/*; do case "$(readlink $n/device/driver)" in */e1000) nic=${{n##*/}};; esac; done
+ip addr add {GUEST_ADDR} dev $nic && ip link set $nic up && ip route add default via {GUEST_GW}
+for n in /sys/class/net/eth*; do ip link set ${{n##*/}} up; done
+{BOOT_INIT}
 /usr/sbin/dropbear -r /etc/dropbear/dropbear_ed25519_host_key -p 22 -s -E 2>>/var/log/dropbear.log
 sleep 1
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if pidof dropbear >/dev/null; then
-  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no)"
+  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no) persist=$(grep -q ' /persist ' /proc/mounts && echo yes || echo no)"
 else
   echo "{FAILED_MARK} dropbear did not start: $(cat /var/log/dropbear.log)"
 fi
@@ -178,10 +208,12 @@ class Tree:
 
 
 def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workload: Path | None,
-          modules: dict[str, Path]) -> Path:
+          modules: dict[str, Path], irqbalance: Path | None = None) -> Path:
     """Assemble the initramfs and write it atomically to `out` (gzip'd newc cpio).
 
     modules: {path relative to /lib/modules/<release>/: file on the build server}, loaded in that order.
+    irqbalance: Debian's irqbalance binary (extracted into the cache by scripts/setup.d/47-hostos.sh), put at
+    /usr/sbin/irqbalance with its shared libraries; never started by the init (tests run it in --oneshot).
     """
     t = Tree()
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc/dropbear", "proc", "sys", "dev", "tmp", "run", "var/log"):
@@ -203,6 +235,8 @@ def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workl
         t.add_host_file(workload, WORKLOAD_GUEST_PATH, 0o755)
     for rel, src in modules.items():
         t.add_host_file(src, f"/lib/modules/{release}/{rel}", 0o644)
+    if irqbalance is not None:
+        t.add_binary(str(irqbalance), "/usr/sbin/irqbalance")
     data = gzip.compress(pack_newc(t.entries), compresslevel=6, mtime=0)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)

@@ -278,8 +278,10 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
             base_dir: Path | None = None) -> "Remote":
     """Open an authenticated SSH connection to one inventory host (strict host-key checking)."""
     if spec is None:
-        raise ConnectError("the host has no ssh section", f"host {host_name}",
-                           "add ssh: {address: ..., user: ...} to the host in the inventory")
+        raise ConnectError("the host has no ssh section (in an Ansible inventory: its ansible_connection is "
+                           "local or another non-SSH connection)", f"host {host_name}",
+                           "add ssh: {address: ..., user: ...} to the host (Ansible: ansible_connection: ssh and "
+                           "ansible_host); for the machine you are on, run the task there with --local where offered")
     target = resolve_target(spec, host_name, base_dir)
     budget.check(f"connecting to {target.where}")
     connect_timeout = budget.cap(connect_timeout)

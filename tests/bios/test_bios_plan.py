@@ -78,8 +78,9 @@ def test_read_only_attribute_already_at_desired_value_is_fine():
 def test_hpe_determinism_dependency_is_satisfied_by_setting_control_manual():
     hpe = registry("registry-hpe-like-per-slot-aspm.json")
     desired = translate({"determinism": "power"}, {}, load_vendor_map("hpe"), hpe)
-    plan = make_plan(desired, hpe, {"DeterminismControl": "Auto", "PerformanceDeterminism": "PerformanceDeterministic"})
-    assert plan.changes == {"DeterminismControl": "Manual", "PerformanceDeterminism": "PowerDeterministic"}
+    plan = make_plan(desired, hpe, {"DeterminismControl": "DeterminismCtrlAuto",
+                                   "PerformanceDeterminism": "PerformanceDeterministic"})
+    assert plan.changes == {"DeterminismControl": "DeterminismCtrlManual", "PerformanceDeterminism": "PowerDeterministic"}
 
 
 def test_profile_raw_escape_hatch_is_validated_like_everything_else():

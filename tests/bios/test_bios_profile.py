@@ -13,7 +13,7 @@ from .helpers import PROFILES, facts, host
 def test_shipped_gpudirect_profile_extends_baseline_and_turns_acs_off_with_gpus():
     p = render_profile("epyc-gpudirect", facts())
     assert p.settings == {"numa_nodes_per_socket": 4, "llc_as_numa": False, "memory_interleaving": False,
-                          "pcie_acs": False, "pcie_aspm": "l0s", "iommu": True, "sriov": True,
+                          "pcie_acs": False, "pcie_aspm": ["l0s", "disabled"], "iommu": True, "sriov": True,
                           "determinism": "performance"}
     assert [c.rsplit("/", 1)[1] for c in p.chain] == ["epyc-gpudirect.yaml.j2", "epyc-baseline.yaml.j2"]
     assert p.origin["llc_as_numa"] == "epyc-baseline" and p.origin["pcie_acs"] == "epyc-gpudirect"

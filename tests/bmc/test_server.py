@@ -20,7 +20,7 @@ from .conftest import PASSWORD, Client, wait_for
 pytestmark = pytest.mark.bmc
 
 # one valid change per flavour: (attribute, new value)
-CHANGE = {"dell": ("NumaNodesPerSocket", "4"), "hpe": ("NumaMemoryDomainsPerSocket", "FourMemoryDomains"),
+CHANGE = {"dell": ("NumaNodesPerSocket", "4"), "hpe": ("NumaMemoryDomainsPerSocket", "FourMemoryDomainsPerSocket"),
           "supermicro": ("NUMANodesPerSocket", "NPS4"), "lenovo": ("Processors_NUMANodesPerSocket", "NPS4"),
           "generic": ("Q0100", "NPS4")}
 

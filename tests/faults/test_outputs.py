@@ -23,7 +23,8 @@ def test_json_dash_is_standard_output_and_creates_no_file(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text(INVENTORY)
     r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "inventory-check", "--inventory", str(inv),
-                        "--json", "-"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                        "--json", "-"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "NF_X_PW": "x-pw"})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)            # nothing but the report on stdout
     assert doc["ok"] is True and [h["host"] for h in doc["hosts"]] == ["h1"]

@@ -378,3 +378,10 @@ def test_report_is_never_ok_when_anything_did_not_happen():
     rep.data = {}
     rep.interrupted = "SIGTERM"
     assert not rep.ok and rep.as_dict()["status"] == "interrupted"
+def test_rolling_batch_makes_max_fail_effective_without_batch():
+    from numaforge.fleet import rolling_batch
+
+    assert rolling_batch(0, 8, 100) == 0        # no failure budget: all at once
+    assert rolling_batch(0, 1, 0) == 1          # budget: waves of --forks, checked after each
+    assert rolling_batch(0, 8, 25.0) == 8
+    assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins

@@ -9,13 +9,9 @@ import pytest
 from numaforge.errors import SelectionError
 from numaforge.inventory.loader import load_inventory
 
+from .helpers import write
+
 ROOT = Path(__file__).parents[2]
-
-
-def write(tmp_path, text, name="inv.yaml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 def test_precedence_defaults_outer_inner_host(tmp_path):
@@ -81,8 +77,11 @@ def test_realistic_ansible_inventory():
     sm = inv.hosts["gpu-as4124-01"]
     assert sm.ssh.key_file == "~/.ssh/fleet_ed25519" and sm.vars == {"rack": "b07"}
     assert sm.hardware.nics == ["0000:81:00.0"]
+    # ansible_connection: local is a local host, not an SSH host
+    assert inv.hosts["buildbox"].connection == "local" and inv.hosts["buildbox"].ssh is None
+    assert inv.hosts["buildbox"].bmc is None and inv.hosts["buildbox"].kernel.release == "5.10.0-46-amd64"
     # a host without ansible_host connects to its inventory name, as Ansible does
-    assert inv.hosts["buildbox"].ssh.address == "buildbox" and inv.hosts["buildbox"].bmc is None
+    assert inv.hosts["gpu-r7525-01"].ssh.address == "10.20.0.11"
 
 
 def test_native_example_and_lab_inventory_load():
