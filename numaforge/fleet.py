@@ -114,6 +114,15 @@ def host_timeout_seconds(value) -> float | None:
     return v or None
 
 
+def rolling_batch(batch: int, forks: int, max_fail_pct: float) -> int:
+    """The batch size a rollout with a failure budget uses: ``batch`` when given; else, when --max-fail is below
+    100, ``forks`` (so the budget is checked after every wave of hosts instead of once after all of them: with
+    one batch, max-fail could never stop anything); else 0 (all at once)."""
+    if batch or float(max_fail_pct) >= 100:
+        return batch
+    return max(1, int(forks))
+
+
 def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout=None) -> None:
     host_timeout_seconds(host_timeout)
     if not isinstance(forks, int) or forks < 1:

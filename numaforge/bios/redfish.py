@@ -26,7 +26,7 @@ from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingEr
                              SessionCreationError)
 
 from .. import budget
-from .errors import RedfishAuthError, RedfishError, RedfishTLSError
+from .errors import RedfishAuthError, RedfishError, RedfishTLSError, http_error
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 
@@ -300,8 +300,8 @@ class RedfishClient:
     def get(self, path: str) -> Response:
         r = self.request("GET", path)
         if r.status >= 400:
-            raise RedfishError(f"GET {_path(path)} answered {r.status}: {r.error_text()}",
-                               f"{self.host} ({self.base_url})", _fix_for(r.status))
+            raise http_error(r.status, f"GET {_path(path)} answered {r.status}: {r.error_text()}",
+                             f"{self.host} ({self.base_url})", _fix_for(r.status))
         return r
 
     def patch(self, path: str, body: dict, etag: str | None = None) -> Response:

@@ -18,18 +18,20 @@ from .common import SELECT_HELP, console, execute
         "series": "series name under patches/ or a series directory (default sched-numa-prefer-local-fallback)",
         "compiler": "compiler for the compile check (repeatable; default gcc-12 and gcc-10)",
         "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
+        "signoff": "commit as your git identity (git config user.name/user.email) and add your Signed-off-by "
+                   "(git am --signoff); default: a fixed numaforge committer, the patches' own trailers only",
         "json": SELECT_HELP["json"],
     },
 )
 def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, compiler=None,
-                  no_compile_check=False, json=None):
+                  no_compile_check=False, signoff=False, json=None):
     """Apply a patch series with git am --3way onto a 5.10 tree; write combined.patch + manifest.json."""
     compilers = tuple(compiler or ("gcc-12", "gcc-10"))
 
     def body(report):
         try:
             res = kbackport.backport(source, series, compilers=compilers, compile_check=not no_compile_check,
-                                     log=lambda m: console.print(f"[dim]backport:[/] {m}", soft_wrap=True))
+                                     signoff=signoff, log=lambda m: console.print(f"[dim]backport:[/] {m}", soft_wrap=True))
         except kbackport.ConflictError as exc:
             report.data["conflict"] = exc.detail
             raise
@@ -48,7 +50,7 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
         out(f"  manifest  {kbackport.output_dir(m['series'], m['base_version']) / 'manifest.json'}")
 
     execute("backport", body, json, {"source": source, "series": series, "compiler": list(compilers),
-                                     "no_compile_check": no_compile_check})
+                                     "no_compile_check": no_compile_check, "signoff": signoff})
 
 
 TASKS = [backport_task]

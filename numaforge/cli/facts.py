@@ -8,6 +8,7 @@ from __future__ import annotations
 from invoke import task
 from rich.table import Table
 
+from ..bios.verify import check_profile
 from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
@@ -81,7 +82,8 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
           accept_new_host_key=False, forks=8, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
-    opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, profile=profile)
+    check = (lambda result, f, h: check_profile(result, f, profile, h)) if profile else None
+    opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, check=check)
 
     def body(report: Report):
         budget = host_timeout_seconds(host_timeout)

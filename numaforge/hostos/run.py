@@ -56,13 +56,17 @@ def host_root(host) -> str:
 
 
 def bios_nps(host) -> int | None:
-    """numa_nodes_per_socket of the host's BIOS profile, or None when it has none (or it does not render)."""
+    """numa_nodes_per_socket of the host's BIOS profile, or None when it has none (or it does not render, or it is
+    a preference list of several values: which one the BMC takes is only known from its registry)."""
     if not host.bios_profile:
         return None
     try:
-        return render_bios_profile(host.bios_profile, profile_facts(host)).settings.get("numa_nodes_per_socket")
+        nps = render_bios_profile(host.bios_profile, profile_facts(host)).settings.get("numa_nodes_per_socket")
     except ProfileError:
         return None
+    if isinstance(nps, list):
+        return nps[0] if len(nps) == 1 else None
+    return nps
 
 
 def resolve_profile(host, opts: OsOptions) -> HostProfile:

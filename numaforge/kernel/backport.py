@@ -178,9 +178,30 @@ def recorded_base(repo: Path, branch: str) -> str | None:
     return rec.get("wanted", {}).get("base_commit")
 
 
+def user_identity(cwd: Path | None = None) -> dict:
+    """The user's git identity (`git config user.name` / `user.email`, as git resolves them in the numaforge
+    checkout) as GIT_COMMITTER_* variables, for `backport --signoff`."""
+    from ..paths import ROOT
+
+    vals = {}
+    for key in ("user.name", "user.email"):
+        r = subprocess.run(["git", "config", key], cwd=cwd or ROOT, text=True, capture_output=True)
+        vals[key] = r.stdout.strip()
+    missing = [k for k, v in vals.items() if not v]
+    if missing:
+        raise BackportError(f"--signoff needs your git identity, but {' and '.join(missing)} is not set",
+                            "git config", "set it: git config --global user.name 'Your Name'; "
+                            "git config --global user.email you@example.org")
+    return {"GIT_COMMITTER_NAME": vals["user.name"], "GIT_COMMITTER_EMAIL": vals["user.email"]}
+
+
 def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base_label: str,
-                 log=None) -> tuple[str, str]:
+                 log=None, signoff: dict | None = None) -> tuple[str, str]:
     """Apply the series on `branch` (created at base_commit); returns (result_commit, "applied"|"unchanged").
+
+    signoff: a committer identity (user_identity()): the commits are made by it and `git am --signoff` adds its
+    Signed-off-by (git adds none when the patch's last trailer already is that line). Without it the committer
+    is the fixed AM_IDENTITY and each patch keeps exactly its own trailers.
 
     On failure the tree is restored (git am --abort, original HEAD/branch, branch ref as before) and a
     ConflictError describing the patch, file, hunk and lines is raised."""
@@ -194,7 +215,7 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
         raise BackportError(f"tree has uncommitted changes ({files})", str(repo),
                             "commit or stash them (git stash) before backporting")
     wanted = {"base_commit": base_commit, "series": series.name, "files": series.file_hashes,
-              "patches": [p.sha256 for p in series.patches]}
+              "patches": [p.sha256 for p in series.patches], "signoff": signoff or None}
     state = _state_file(repo, branch)
     existing = _git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False).stdout.strip() or None
     if existing and state.exists():
@@ -211,7 +232,8 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
     try:
         _git(repo, "checkout", "-q", "-B", branch, base_commit)
         am = _git(repo, "am", "--3way", "--committer-date-is-author-date", "--no-gpg-sign",
-                  *[str(p.path) for p in series.patches], env=AM_IDENTITY, check=False)
+                  *(["--signoff"] if signoff else []), *[str(p.path) for p in series.patches],
+                  env=signoff or AM_IDENTITY, check=False)
     except BaseException:          # Ctrl-C or a git failure mid-way: put the tree back before leaving
         _restore(repo, branch, before, existing)
         raise
@@ -322,15 +344,18 @@ def check_applies_to_base(repo: Path, base_commit: str, text: str, series: Serie
 # ---------------------------------------------------------------- orchestration
 
 def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SERIES,
-             compilers=("gcc-12", "gcc-10"), compile_check: bool = True, log=None) -> BackportResult:
+             compilers=("gcc-12", "gcc-10"), compile_check: bool = True, log=None,
+             signoff: bool = False) -> BackportResult:
+    """signoff: commit as the user's git identity and add its Signed-off-by (git am --signoff)."""
+    ident = user_identity() if signoff else None
     src = ksource.prepare(source_spec, log)
     ser = load_series(series, base_version=src.base_version)
     gitdir = Path(_git(src.repo, "rev-parse", "--absolute-git-dir").stdout.strip())
     with ksource.locked(gitdir / "numaforge" / "lock"):      # one backport at a time per tree
-        return _backport(src, ser, compilers, compile_check, log)
+        return _backport(src, ser, compilers, compile_check, log, ident)
 
 
-def _backport(src, ser: Series, compilers, compile_check: bool, log) -> BackportResult:
+def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: dict | None = None) -> BackportResult:
     branch = f"backport/{ser.name}/{src.base_version}"
     if src.spec.kind == "local-git" and src.spec.ref == "HEAD":
         # a re-run on a tree we left checked out at our result branch: the base is the recorded one, not HEAD
@@ -338,7 +363,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log) -> Backport
         if recorded:
             src.base_commit, src.source_hash = recorded, f"git:{recorded}"
     result, status = apply_series(src.repo, src.base_commit, branch, ser,
-                                  f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})", log)
+                                  f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})", log, signoff)
     out = output_dir(ser.name, src.base_version)
     stale = out / "manifest.json"
     if stale.exists():
@@ -380,6 +405,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log) -> Backport
         "combined_patch": str(combined),
         "combined_patch_sha256": ksource.sha256_file(combined),
         "compile_check": compile_check,
+        "signoff": signoff or None,
         "compilers": checks,
         "loaded_check": str(ser.dir / ser.metadata["loaded_check"]) if ser.metadata.get("loaded_check") else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -10,8 +10,15 @@ Kernels (``--kernel``): ``lab`` (the kpatch helper's 5.10.262 lab build, numafor
 and ``debian`` (Debian bullseye's 5.10.0-46-amd64 = 5.10.262-1, extracted into the cache with its headers, so
 out-of-tree livepatch modules can be built against it with gcc-10).
 
-qemu shape: ``-smp 4,sockets=4,cores=1,threads=1``, four 512M RAM backends, one ``-numa node`` per socket,
-SLIT 16 within a pair (0-1, 2-3) and 32 across; user networking restricted to one host forward on 127.0.0.1.
+qemu shape (``topology``, TOPOLOGIES): one 512M RAM backend and one ``-numa node`` per NUMA node, one CPU (a
+socket) per node that has CPUs, a SLIT from ``-numa dist``; user networking restricted to one host forward on
+127.0.0.1. Topologies:
+
+- ``backplane4`` (default): 4 nodes, SLIT 16 within a pair (0-1, 2-3) and 32 across (the kernel classifies it
+  NUMA_BACKPLANE);
+- ``nps2``: an EPYC-like 2-socket NPS2 machine, 4 nodes, 10 local, 12 within a socket, 32 across sockets;
+- ``cpuless4``: the backplane4 SLIT with node 3 memory-only (no CPU), like a CXL/PMEM node;
+- ``2node``: 2 nodes, SLIT 32 (no third node: the control where the scheduler change cannot act).
 """
 
 from __future__ import annotations
@@ -34,11 +41,14 @@ from . import initramfs
 
 DEFAULT_STATE_DIR = ROOT / ".lab"
 DEFAULT_SSH_PORT = 2222
-NODES = 4
+NODES = 4                       # nodes of the default topology
 NODE_MEM_MB = 512
 NUMA_NIC_NODE = 1          # the node the optional virtio-net NIC's expander bridge belongs to
 # random.trust_cpu=on + an RDRAND CPU: the crng is ready at boot, so dropbear does not block on getrandom()
-APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on"
+# no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer check can time out and panic the boot
+# ("IO-APIC + timer doesn't work", seen booting the cpuless4 topology while two other VMs ran); the emulated
+# timer works, the check is what fails
+APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on no_timer_check"
 WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
 
 # Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
@@ -52,6 +62,55 @@ class LabVMError(NumaforgeError):
     """The lab VM could not be started, reached or stopped."""
 
 
+@dataclass(frozen=True)
+class Topology:
+    """A NUMA shape for the lab VM: CPUs per node and the SLIT (distances[a][b], 10 on the diagonal)."""
+
+    name: str
+    cpus: tuple[int, ...]                       # CPUs of node 0, 1, ...; 0 = a memory-only node
+    distances: tuple[tuple[int, ...], ...]
+    note: str = ""
+
+    @property
+    def nodes(self) -> int:
+        return len(self.cpus)
+
+    def scaled(self, cpus_per_node: int) -> "Topology":
+        """The same shape with cpus_per_node CPUs on every node that has CPUs (memory-only nodes stay so)."""
+        if cpus_per_node < 1:
+            raise LabVMError(f"cpus per node must be >= 1, not {cpus_per_node}", "--cpus-per-node", "use 1 or 2")
+        return Topology(self.name, tuple(c * cpus_per_node for c in self.cpus), self.distances, self.note)
+
+    @property
+    def ncpus(self) -> int:
+        return sum(self.cpus)
+
+
+def _slit(n: int, dist) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(10 if a == b else dist(a, b) for b in range(n)) for a in range(n))
+
+
+TOPOLOGIES = {
+    "backplane4": Topology("backplane4", (1, 1, 1, 1), _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
+                           "4 nodes, SLIT 16 within a pair, 32 across (NUMA_BACKPLANE)"),
+    "nps2": Topology("nps2", (1, 1, 1, 1), _slit(4, lambda a, b: 12 if a // 2 == b // 2 else 32),
+                     "2-socket EPYC-like NPS2: 4 nodes, 12 within a socket, 32 across"),
+    "cpuless4": Topology("cpuless4", (1, 1, 1, 0), _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
+                         "backplane4 SLIT, node 3 memory-only (no CPU)"),
+    "2node": Topology("2node", (1, 1), _slit(2, lambda a, b: 32), "2 nodes, SLIT 32: no third node (control)"),
+}
+DEFAULT_TOPOLOGY = "backplane4"
+
+
+def topology(name: str | Topology) -> Topology:
+    if isinstance(name, Topology):
+        return name
+    if name not in TOPOLOGIES:
+        raise LabVMError(f"unknown lab VM topology '{name}'", "--topology",
+                         f"use one of: {', '.join(TOPOLOGIES)}")
+    return TOPOLOGIES[name]
+
+
 @dataclass
 class LabKernel:
     """A bootable kernel for the lab VM."""
@@ -62,6 +121,7 @@ class LabKernel:
     build_dir: Path | None = None   # tree (or headers) to build out-of-tree modules against (make -C)
     modules_root: Path | None = None   # holds lib/modules/<release>/ (NIC driver when it is a module)
     nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
+    disk_modules: list[str] = field(default_factory=list)  # virtio disk + ext4 for the persistent disk, load order
     cc: str = "gcc"
 
 
@@ -77,6 +137,8 @@ class VMInfo:
     boot_seconds: float             # qemu start -> ready line
     ssh_seconds: float              # qemu start -> SSH banner
     already_running: bool = False
+    topology: str = DEFAULT_TOPOLOGY
+    persist: bool = False           # the persistent disk is mounted (what survives reboot())
 
 
 @dataclass
@@ -97,6 +159,13 @@ def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProc
         raise LabVMError(f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
                          f"{(proc.stderr or proc.stdout).strip()[-1200:]}", where, fix)
     return proc
+
+
+# Debian builds these as modules (the lab kernel has them built in): the persistent disk's virtio-blk and ext4,
+# in dependency order (modinfo depends), crc32c for ext4's checksum driver
+DEBIAN_DISK_MODULES = ("drivers/virtio/virtio", "drivers/virtio/virtio_ring", "drivers/virtio/virtio_pci",
+                       "drivers/block/virtio_blk", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2",
+                       "crypto/crc32c_generic", "fs/ext4/ext4")
 
 
 def debian_kernel() -> LabKernel:
@@ -124,7 +193,8 @@ def debian_kernel() -> LabKernel:
     return LabKernel(
         name="debian", image=root / "boot" / f"vmlinuz-{release}", release=release,
         build_dir=root / "usr/src" / f"linux-headers-{release}", modules_root=root,
-        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10")
+        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10",
+        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES])
 
 
 def lab_kernel() -> LabKernel:
@@ -201,7 +271,7 @@ def workload_binary() -> Path:
         raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".numa_workload.{os.getpid()}")
-    _run(["gcc", "-O2", "-static", "-Wall", "-o", str(tmp), str(WORKLOAD_SRC)], str(WORKLOAD_SRC),
+    _run(["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)], str(WORKLOAD_SRC),
          "install libc6-dev (static libc) and gcc")
     os.replace(tmp, out)
     return out
@@ -241,22 +311,28 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------------------------------- qemu
 
 def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int,
-                 persist_disk: Path | None = None, numa_nic: bool = False) -> list[str]:
+                 topo: str | Topology = DEFAULT_TOPOLOGY, persist_disk: Path | None = None,
+                 numa_nic: bool = False) -> list[str]:
     """The qemu-system-x86_64 command line (pure).
 
+    ``topo``: the NUMA shape (TOPOLOGIES, or a Topology, e.g. scaled to more CPUs per node).
     ``persist_disk``: an ext4 image attached as virtio-blk; the init keeps the host OS pipeline's files on it
     (numaforge.lab.initramfs.PERSIST_DIRS) so they survive a reboot. ``numa_nic``: a second NIC, virtio-net
     (MSI-X IRQs), behind a PCI expander bridge with numa_node=1 (``pxb``), so the guest's sysfs reports a
     device local to node 1 like a NIC on an EPYC root complex; its netdev has no forwards at all.
     """
-    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{NODES * NODE_MEM_MB}M",
-           "-smp", f"{NODES},sockets={NODES},cores=1,threads=1"]
-    for n in range(NODES):
-        cmd += ["-object", f"memory-backend-ram,id=mem{n},size={NODE_MEM_MB}M",
-                "-numa", f"node,nodeid={n},cpus={n},memdev=mem{n}"]
-    for a in range(NODES):
-        for b in range(a + 1, NODES):
-            cmd += ["-numa", f"dist,src={a},dst={b},val={16 if a // 2 == b // 2 else 32}"]
+    tp = topology(topo)
+    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{tp.nodes * NODE_MEM_MB}M",
+           "-smp", f"{tp.ncpus},sockets={tp.ncpus},cores=1,threads=1"]
+    cpu = 0
+    for n, k in enumerate(tp.cpus):
+        cmd += ["-object", f"memory-backend-ram,id=mem{n},size={NODE_MEM_MB}M"]
+        cpus = f",cpus={cpu}" if k == 1 else (f",cpus={cpu}-{cpu + k - 1}" if k > 1 else "")
+        cmd += ["-numa", f"node,nodeid={n}{cpus},memdev=mem{n}"]
+        cpu += k
+    for a in range(tp.nodes):
+        for b in range(a + 1, tp.nodes):
+            cmd += ["-numa", f"dist,src={a},dst={b},val={tp.distances[a][b]}"]
     cmd += ["-kernel", str(kernel.image), "-initrd", str(initrd), "-append", APPEND,
             "-display", "none", "-vga", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
             "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
@@ -328,7 +404,7 @@ def parse_ready(text: str) -> dict | None:
         if line.startswith(initramfs.READY_MARK):
             fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
             return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),
-                    "livepatch": fields.get("livepatch") == "yes"}
+                    "livepatch": fields.get("livepatch") == "yes", "persist": fields.get("persist") == "yes"}
     return None
 
 
@@ -360,14 +436,21 @@ def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
 
 def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
        ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0,
-       persist: bool = False, numa_nic: bool = False) -> VMInfo:
+       topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1, persist: bool = False,
+       numa_nic: bool = False) -> VMInfo:
     """Boot the lab VM (or report the one already running) and wait until SSH answers.
 
-    ``persist``/``numa_nic``: see qemu_command (the host OS tests use both; the disk lives in state_dir/vm)."""
+    ``topo``/``cpus_per_node``: the NUMA shape (TOPOLOGIES); ``persist``/``numa_nic``: see qemu_command (the
+    host OS tests use both; the disk lives in state_dir/vm)."""
     state_dir = Path(state_dir).resolve()
+    tp = topology(topo).scaled(cpus_per_node)
     st = status(state_dir)
     if st.running:
         info = json.loads((state_dir / "vm" / "vm.json").read_text())
+        if info.get("topology", DEFAULT_TOPOLOGY) != tp.name:
+            raise LabVMError(f"the lab VM of {state_dir} is running with topology {info.get('topology')}, "
+                             f"not {tp.name}", "--topology", "stop it first (`invoke lab-down`) or ask for its "
+                             "topology")
         info["already_running"] = True
         return VMInfo(**info)
     if shutil.which("qemu-system-x86_64") is None:
@@ -379,7 +462,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"
     modules = {}
-    for rel in k.nic_modules:
+    for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
         src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
         modules[rel] = src
     initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
@@ -390,7 +473,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     serial.write_text("")
     qlog = vm / "qemu.log"
     disk = ensure_persist_disk(vm / "persist.img") if persist else None
-    cmd = qemu_command(k, initrd, serial, ssh_port, persist_disk=disk, numa_nic=numa_nic)
+    cmd = qemu_command(k, initrd, serial, ssh_port, tp, persist_disk=disk, numa_nic=numa_nic)
     t0 = time.monotonic()
     with open(qlog, "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -418,8 +501,8 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
             raise fail("the VM's init reported a failure", "read the serial log above")
         ready = parse_ready(text)
     boot_s = time.monotonic() - t0
-    if ready["nodes"] != NODES:
-        raise fail(f"the guest sees {ready['nodes']} NUMA nodes, expected {NODES}",
+    if ready["nodes"] != tp.nodes:
+        raise fail(f"the guest sees {ready['nodes']} NUMA nodes, expected {tp.nodes} (topology {tp.name})",
                    "the kernel needs CONFIG_NUMA and ACPI SRAT support")
     while not _ssh_banner(ssh_port):
         if proc.poll() is not None:
@@ -429,9 +512,23 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
         time.sleep(0.5)
     info = VMInfo(pid=proc.pid, ssh_port=ssh_port, kernel=k.name, release=ready["release"], nodes=ready["nodes"],
                   state_dir=str(state_dir), serial_log=str(serial), boot_seconds=round(boot_s, 1),
-                  ssh_seconds=round(time.monotonic() - t0, 1))
+                  ssh_seconds=round(time.monotonic() - t0, 1), topology=tp.name,
+                  persist=ready.get("persist", False))
     (vm / "vm.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
+
+
+def reboot(state_dir: str | os.PathLike = DEFAULT_STATE_DIR, wait_exit: float = 60.0) -> VMInfo:
+    """Boot the VM again with the same kernel, port, topology and persistent disk. qemu runs with -no-reboot,
+    so a guest `reboot -f` ends qemu: wait for that (up to wait_exit s), stop it if still up, then boot."""
+    state_dir = Path(state_dir).resolve()
+    info = json.loads((state_dir / "vm" / "vm.json").read_text())
+    t0 = time.monotonic()
+    while status(state_dir).running and time.monotonic() - t0 < wait_exit:
+        time.sleep(0.5)
+    down(state_dir)
+    return up(kernel=info["kernel"], state_dir=state_dir, ssh_port=info["ssh_port"],
+              topo=info.get("topology", DEFAULT_TOPOLOGY), persist=bool(info.get("persist")))
 
 
 def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:

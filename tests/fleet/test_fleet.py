@@ -262,3 +262,12 @@ def test_bad_host_timeout_is_refused(bad):
     with pytest.raises(FleetOptionError) as exc:
         run_fleet(["ok-1"], by_name, progress=False, host_timeout=bad)
     assert exc.value.where == "--host-timeout" and "seconds" in exc.value.what
+
+
+def test_rolling_batch_makes_max_fail_effective_without_batch():
+    from numaforge.fleet import rolling_batch
+
+    assert rolling_batch(0, 8, 100) == 0        # no failure budget: all at once
+    assert rolling_batch(0, 1, 0) == 1          # budget: waves of --forks, checked after each
+    assert rolling_batch(0, 8, 25.0) == 8
+    assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins

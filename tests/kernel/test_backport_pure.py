@@ -77,24 +77,32 @@ def test_real_series_parses_and_targets_task_numa_migrate():
                                            "0002-sched-numa-prefer-local-sysctl.patch"]
     p, sysctl = s.patches
     assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
-    assert p.subject.startswith("sched/numa: prefer the local node")
+    assert p.subject.startswith("sched/numa: Require a gain or a shorter distance")
     assert all("task_numa_migrate" in h.header for h in p.hunks)
     # the optional sysctl is for full-kernel builds only
     assert sysctl.kpatch is False and "kernel/sysctl.c" in sysctl.files
     assert s.touched_objects() == ["kernel/sched/fair.o", "kernel/sysctl.o"]
     added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
-    assert any("env.src_stats.node_type == node_overloaded" in ln for ln in added)
+    assert any("env.src_stats.node_type == node_has_spare" in ln for ln in added)
     assert any("ng->active_nodes > 1" in ln for ln in added)
+    # the exemptions that keep upstream behaviour: <= 2 nodes, CPU-less preferred node, memoryless source
+    for keep in ("nr_online_nodes > 2", "node_state(p->numa_preferred_nid, N_CPU)",
+                 "node_state(env.src_nid, N_MEMORY)", "node_distance(nid, p->numa_preferred_nid) >="):
+        assert any(keep in ln for ln in added), keep
     assert set(s.file_hashes) >= {"series", "metadata.yaml", p.name, "compile-check.config"}
     assert (REAL / s.metadata["loaded_check"]).is_file()
 
 
 def test_real_patch_has_a_full_commit_message():
-    for name, extra in (("0001-sched-numa-prefer-local-fallback.patch", "two NUMA nodes"),
-                        ("0002-sched-numa-prefer-local-sysctl.patch", "NOT for kpatch")):
+    """Rationale, the cases kept as upstream, a "How tested" naming commands, and a Signed-off-by (checkpatch
+    itself runs in the kernel_source tier: tests/kernel/test_series_checkpatch.py)."""
+    for name, extra in (("0001-sched-numa-prefer-local-fallback.patch", "one or two online nodes"),
+                        ("0002-sched-numa-prefer-local-sysctl.patch", "not for kpatch")):
         msg = (REAL / name).read_text().split("\n---\n", 1)[0]
-        for section in ("Problem:", "Change:", "Why it is safe", "How tested:", extra):
+        for section in ("How tested:", '"invoke backport"', "Signed-off-by: ", extra):
             assert section in msg, (name, section)
+    msg = (REAL / "0001-sched-numa-prefer-local-fallback.patch").read_text().split("\n---\n", 1)[0]
+    assert '"python bench/numa_effect.py run"' in msg
 
 
 def test_real_patch_is_livepatch_safe_by_construction():

@@ -48,7 +48,8 @@ def test_series_applied_on_real_tree(done):
     assert git(res.tree, "diff", "--name-only", f"{res.result_commit}~1", res.result_commit).split() == \
         ["include/linux/sched/sysctl.h", "kernel/sched/fair.c", "kernel/sysctl.c"]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
-    assert "(env.best_cpu == -1 && (!sysctl_numa_balancing_prefer_local ||" in fair
+    assert "need_gain = sysctl_numa_balancing_prefer_local &&" in fair
+    assert "node_distance(nid, p->numa_preferred_nid) >=" in fair
     assert '"numa_balancing_prefer_local"' in (res.tree / "kernel/sysctl.c").read_text()
     assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
 

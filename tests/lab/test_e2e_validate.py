@@ -41,7 +41,7 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
                    "    kernel: {release: 5.10.262, target: lab}\n")
     report, junit = tmp_path / "validate.json", tmp_path / "validate.xml"
     r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--host", "lab-vm",
-                        "--effect-seconds", "60", "--rounds", "1", "--json", str(report), "--junit", str(junit)],
+                        "--effect-seconds", "60", "--rounds", "1", "--measure", "--json", str(report), "--junit", str(junit)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200)
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
@@ -58,6 +58,7 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
     eff = d["numa_effect"]
     assert eff["nodes"] == 4 and eff["workload"]["duration"] == 60
     assert [x["label"] for x in eff["runs"]] == ["off", "on"]
-    assert all(len(x["pids"]) == 3 and x["vmstat_delta"]["numa_hint_faults"] > 0 for x in eff["runs"])
+    assert all(len(x["tasks"]) == 3 and x["vmstat_delta"]["numa_hint_faults"] > 0 for x in eff["runs"])
+    assert all(x["migrations"] > 0 and x["units"] > 0 for x in eff["runs"])
     assert len(eff["third_node_moves"]["off"]) == 1 and len(eff["stick_local"]["on"]) == 1
     assert ET.parse(junit).getroot().get("failures") == "0"

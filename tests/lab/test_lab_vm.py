@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from numaforge import livepatch as lp
-from numaforge import numa_effect
+from numaforge.measure.runner import WorkloadParams
 from numaforge.lab import vm
 from numaforge.paths import ROOT
 from numaforge.report import HostResult
@@ -75,8 +75,12 @@ def test_stalled_transition_is_signalled_reverted_unloaded_and_failed(lab):
     assert res.data["states"] == ["preflight", "upload", "load", "transition", "revert", "rollback"]
     tr = res.data["transition"]
     assert tr["done"] is False and "signalled" in tr
-    assert any(t.endswith(":nf_lp_stall") for t in tr["stalled_tasks"])   # the module's sleeping kthread
+    # every stalled thread with its kernel stack: the module's kthread sleeps in the patched function
+    stall = [t for t in tr["stalled_tasks"] if t["comm"] == "nf_lp_stall"]
+    assert stall and any("msleep_interruptible" in line for line in stall[0]["stack"]), tr["stalled_tasks"]
+    assert "nf_lp_stall" in res.data["error"]["what"] and "msleep_interruptible" in res.data["error"]["what"]
     assert tr["reverted"]["disable"]["done"] is True and tr["reverted"]["unload"]["rc"] == 0
+    assert tr["reverted"]["refcount"].startswith("refcnt=")          # waited for the module reference
     assert res.data["final"] == "reverted"
     assert clean(host_state(lab, "nf_lp_stall")) == CLEAN
 
@@ -151,16 +155,18 @@ def test_keep_leaves_the_patch_loaded_and_a_second_run_refuses_it(lab):
 def test_effect_mechanism_counts_the_workload_in_both_states(lab):
     """Short A/B run (mechanism, not the effect size): the workload's 3 processes are traced in each run."""
     art = lp.load_artifact(lab.module("nf_lp_cmdline"), functions=["cmdline_proc_show"])
-    work = numa_effect.WorkloadParams(warm=2, unpinned=3, pinned=1, duration=8, mb=16)
+    work = WorkloadParams(warm=2, unpinned=3, pinned=1, duration=8, mb=16)
     res = run(lab, art, effect=True, workload=work)
     assert res.status == "ok", res.message
     eff = res.data["numa_effect"]
     assert eff["nodes"] == 4 and eff["numa_balancing"] == "1"
     assert [r["label"] for r in eff["runs"]] == ["off", "on"]
     for r in eff["runs"]:
-        assert len(r["pids"]) == 3 and r["unpinned_phases"] >= 3
+        assert len(r["tasks"]) == 3 and r["unpinned_phases"] >= 3
         assert r["vmstat_delta"]["numa_pte_updates"] > 0          # NUMA balancing scanned the workload
+        assert r["units"] > 0 and r["mean_latency_us"] > 0 and r["migrations"] > 0
     assert set(eff["third_node_moves"]) == {"off", "on"}
+    assert set(eff["metrics"]["cross_numa_rate"]) == {"off", "on"}
     assert clean(host_state(lab, "nf_lp_cmdline")) == CLEAN
 
 
@@ -173,7 +179,7 @@ def test_validate_task_writes_schema_valid_json_and_junit(lab, tmp_path):
                    f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
     ko = lab.module("nf_lp_cmdline")
     cmd = [str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--module", str(ko),
-           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-effect", "--canary", "1",
+           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-measure", "--canary", "1",
            "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")]
     ok = subprocess.run(cmd + ["--host", "lab-vm"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr

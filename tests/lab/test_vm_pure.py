@@ -7,9 +7,47 @@ from numaforge.lab import initramfs as ir
 from numaforge.lab import vm
 
 
-def cmd() -> list[str]:
+def cmd(topo: str = "backplane4") -> list[str]:
     k = vm.LabKernel("lab", Path("/k/bzImage"), "5.10.262")
-    return vm.qemu_command(k, Path("/s/initrd"), Path("/s/serial.log"), 2222)
+    return vm.qemu_command(k, Path("/s/initrd"), Path("/s/serial.log"), 2222, topo)
+
+
+def dist_map(c: list[str]) -> dict[tuple[int, int], int]:
+    out = {}
+    for a in c:
+        if a.startswith("dist,"):
+            kv = dict(x.split("=") for x in a[5:].split(","))
+            out[(int(kv["src"]), int(kv["dst"]))] = int(kv["val"])
+    return out
+
+
+def test_nps2_is_two_sockets_of_two_nodes_12_within_32_across():
+    c = cmd("nps2")
+    assert c[c.index("-smp") + 1] == "4,sockets=4,cores=1,threads=1"
+    assert dist_map(c) == {(0, 1): 12, (2, 3): 12, (0, 2): 32, (0, 3): 32, (1, 2): 32, (1, 3): 32}
+
+
+def test_cpuless4_has_a_memory_only_node_3():
+    c = cmd("cpuless4")
+    assert c[c.index("-smp") + 1] == "3,sockets=3,cores=1,threads=1"
+    nodes = [a for a in c if a.startswith("node,")]
+    assert nodes == ["node,nodeid=0,cpus=0,memdev=mem0", "node,nodeid=1,cpus=1,memdev=mem1",
+                     "node,nodeid=2,cpus=2,memdev=mem2", "node,nodeid=3,memdev=mem3"]
+    assert c[c.index("-m") + 1] == "2048M" and len(dist_map(c)) == 6
+
+
+def test_two_node_control():
+    c = cmd("2node")
+    assert c[c.index("-smp") + 1] == "2,sockets=2,cores=1,threads=1"
+    assert dist_map(c) == {(0, 1): 32} and c[c.index("-m") + 1] == "1024M"
+
+
+def test_unknown_topology_is_a_clear_error():
+    import pytest
+
+    with pytest.raises(vm.LabVMError) as ei:
+        cmd("nps4")
+    assert "nps4" in ei.value.what and "backplane4" in ei.value.fix
 
 
 def test_qemu_four_sockets_four_nodes_epyc_like_distances():
@@ -35,8 +73,8 @@ def test_kernel_command_line_enables_numa_balancing_and_serial_console():
 
 
 def test_ready_line_parse():
-    text = "[ 1.0] boot\nNUMAFORGE-LAB-READY release=5.10.262 nodes=4 livepatch=yes\n"
-    assert vm.parse_ready(text) == {"release": "5.10.262", "nodes": 4, "livepatch": True}
+    text = "[ 1.0] boot\nNUMAFORGE-LAB-READY release=5.10.262 nodes=4 livepatch=yes persist=yes\n"
+    assert vm.parse_ready(text) == {"release": "5.10.262", "nodes": 4, "livepatch": True, "persist": True}
     assert vm.parse_ready("[ 1.0] still booting\n") is None
 
 
@@ -77,3 +115,25 @@ def test_newc_refuses_entries_before_their_directory():
 
     with pytest.raises(ValueError, match="before its directory"):
         ir.pack_newc([ir.Entry("a/b", "file", 0o644, b"x")])
+
+
+def test_boot_units_start_enabled_units_with_the_kernel_release(tmp_path):
+    """The init's stand-in for systemd (the VM has none), run by the real busybox sh on a real unit file."""
+    import os
+    import subprocess
+
+    from numaforge.livepatch import lifecycle
+
+    wants = tmp_path / "wants"
+    wants.mkdir()
+    rel = os.uname().release
+    (tmp_path / "state" / rel).mkdir(parents=True)
+    unit = lifecycle.UNIT_TEXT.replace(lifecycle.STATE_DIR, str(tmp_path / "state"))
+    unit = unit.replace("ExecStart=/bin/sh -c", f"ExecStart=echo %v > {tmp_path}/ran; /bin/sh -c")
+    (wants / "numaforge-livepatch.service").write_text(unit)
+    (wants / "skipped.service").write_text(f"[Unit]\nConditionPathIsDirectory={tmp_path}/nope\n"
+                                           f"[Service]\nExecStart=touch {tmp_path}/bad\n")
+    out = subprocess.run(["/bin/busybox", "sh", "-c", ir.boot_units_script(str(wants))], capture_output=True,
+                         text=True, check=True).stdout
+    assert "init: started numaforge-livepatch.service" in out and "skipped" not in out
+    assert (tmp_path / "ran").read_text().strip() == rel and not (tmp_path / "bad").exists()

@@ -4,7 +4,8 @@ up after ``count`` matches.
 Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After header, default 1 s),
 "slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
 "bad_json" (200 with a truncated JSON body). A fault fires BEFORE the request is processed (nothing changes
-on the BMC) unless ``after=True`` (the change happens, then the answer is lost: the retry hazard).
+on the BMC) unless ``after=True`` (the change happens, then the answer is lost: the retry hazard; "slow" with
+after=True answers only ``seconds`` after the change was made, e.g. after the client's read timeout).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
-        if after and kind not in ("5xx", "reset", "bad_json"):
-            raise ValueError("after=True only makes sense for 5xx, reset and bad_json")
+        if after and kind not in ("5xx", "reset", "bad_json", "slow"):
+            raise ValueError("after=True only makes sense for 5xx, reset, bad_json and slow")
         allowed = {"5xx": {"status"}, "503": {"retry_after"}, "slow": {"seconds"}, "reset": set(), "bad_json": set()}
         unknown = set(options) - allowed[kind]
         if unknown:

@@ -1,0 +1,163 @@
+"""The NUMA outcome benchmark of the scheduler series: every arm (upstream, the shipped patch, its alternatives,
+a null live patch) in interleaved rounds, one lab VM boot per topology.
+
+    .venv/bin/python bench/numa_effect.py build              # backport + kpatch-build every arm (lab kernel)
+    .venv/bin/python bench/numa_effect.py run [--cases nps2:single,...] [--rounds 10] [--seconds 20]
+    .venv/bin/python bench/numa_effect.py render             # tables + PNG from the saved cases
+
+Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
+sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
+grouped workload on backplane4, for 2node and for cpuless4 (buffers first-touched on memory-only node 3),
+run in that order (one boot per consecutive run of cases on one topology). Defaults: 10 rounds, 16 s runs
+(3 s pinned warm-up on node 0, then 4 s unpinned / 2 s pinned), 4 tasks x 16 MB, 2 CPUs per node.
+Each case is written to --out (default reports/numa-effect-bench/<topology>-<workload>.json) as soon as it
+finishes, so a cut-short run keeps what it measured; `render` writes summary.md and numa-effect.png beside
+them (docs/BENCHMARKS.md "NUMA outcomes" quotes them; copy the PNG to docs/ with --docs).
+The lab VMs use 127.0.0.1:--ssh-port and a private state dir under the output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from numaforge import livepatch  # noqa: E402
+from numaforge.inventory.model import Host, Location, SSHSpec  # noqa: E402
+from numaforge.lab import vm  # noqa: E402
+from numaforge.measure import arms as marms  # noqa: E402
+from numaforge.measure import render  # noqa: E402
+from numaforge.measure.runner import WorkloadParams  # noqa: E402
+from numaforge.paths import ROOT  # noqa: E402
+from numaforge.remote.ssh import connect  # noqa: E402
+
+OUT = ROOT / "reports" / "numa-effect-bench"
+CASES = ["nps2:single", "backplane4:single", "2node:single:off+winner+null", "cpuless4:single:off+winner+null",
+         "backplane4:grouped:off+winner+null"]
+
+
+def parse_case(text: str) -> tuple[str, str, list[str] | None]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or parts[0] not in vm.TOPOLOGIES or parts[1] not in ("single", "grouped"):
+        raise SystemExit(f"bad case {text!r}: TOPOLOGY:single|grouped[:ARM+ARM] with TOPOLOGY in "
+                         f"{', '.join(vm.TOPOLOGIES)}")
+    return parts[0], parts[1], parts[2].split("+") if len(parts) == 3 else None
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [parse_case(c) for c in args.cases.split(",")]
+    # one boot per run of consecutive cases on the same topology, in the order given
+    groups: list[tuple[str, list]] = []
+    for c in cases:
+        if groups and groups[-1][0] == c[0]:
+            groups[-1][1].append(c)
+        else:
+            groups.append((c[0], [c]))
+    for topo, topo_cases in groups:
+        state = out / f".lab-{topo}"
+        t0 = time.monotonic()
+        info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=topo,
+                     cpus_per_node=args.cpus_per_node)
+        print(f"{topo}: booted {info.release}, {info.nodes} nodes, {args.cpus_per_node} CPU(s) per node, "
+              f"in {info.ssh_seconds} s", flush=True)
+        host = Host(f"lab-{topo}", Location("bench/numa_effect.py"), groups=["lab"],
+                    ssh=SSHSpec("127.0.0.1", args.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
+                                use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+        try:
+            for _t, workload, arm_names in topo_cases:
+                built = marms.built_arms(args.series, args.target, arm_names)
+                arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+                        for a in built}
+                params = WorkloadParams(procs=args.procs, mb=args.mb, warm=args.warm, unpinned=args.unpinned,
+                                        pinned=args.pinned, duration=args.seconds, grouped=workload == "grouped",
+                                        mem_node=3 if topo == "cpuless4" else -1)
+                name = f"{topo} {workload}"
+                c0 = time.monotonic()
+                with connect(host.ssh, host.name) as r:
+                    data = livepatch.measure_arms(r, arts, params, args.rounds, order=args.order, seed=args.seed,
+                                                  log=lambda m, n=name: print(f"{n}: {m}", flush=True), nudge=True)
+                data.update({"case": name, "topology": topo, "workload_kind": workload, "kernel": info.release,
+                             "cpus_per_node": args.cpus_per_node, "seconds": round(time.monotonic() - c0, 1),
+                             "command": "python bench/numa_effect.py run " + " ".join(sys.argv[2:])})
+                path = out / f"{topo}-{workload}.json"
+                path.write_text(json.dumps(data, indent=1) + "\n")
+                print(f"{name}: wrote {path} ({data['seconds']} s)", flush=True)
+                render_all(out, docs=False)
+        finally:
+            vm.down(state)
+        print(f"{topo}: done in {time.monotonic() - t0:.0f} s", flush=True)
+    return 0
+
+
+def render_all(out: Path, docs: bool, more: list[Path] | None = None) -> None:
+    cases = {}
+    order = {f"{t} {w}": i for i, (t, w, _) in enumerate(parse_case(c) for c in CASES)}
+    for p in sorted(out.glob("*.json")) + sorted(q for d in more or [] for q in d.glob("*.json")):
+        d = json.loads(p.read_text())
+        cases[d["case"]] = d
+    if not cases:
+        print(f"no cases in {out}", file=sys.stderr)
+        return
+    cases = dict(sorted(cases.items(), key=lambda kv: order.get(kv[0], 99)))
+    md = []
+    for name, d in cases.items():
+        md.append(f"### {name} ({d['rounds']} rounds per arm, {d['workload']['duration']} s runs, "
+                  f"{d.get('cpus_per_node', 1)} CPU(s) per node, {d['workload']['procs']} tasks, "
+                  f"{d['order']} order, {d['kernel']})\n\n{render.markdown(d)}")
+    head = ("## Beside the talk's claim (38.2% -> 12.7%, 421 -> 289 us)\n\n" + render.headline(cases) + "\n")
+    (out / "summary.md").write_text(head + "\n".join(md))
+    png = render.plot(cases, out / "numa-effect.png")
+    print(f"rendered {out / 'summary.md'} and {png}", flush=True)
+    if docs:
+        shutil.copy2(png, ROOT / "docs" / "numa-effect.png")
+        print(f"copied to {ROOT / 'docs' / 'numa-effect.png'}")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
+    r = sub.add_parser("run")
+    r.add_argument("--cases", default=",".join(CASES))
+    r.add_argument("--rounds", type=int, default=10)
+    r.add_argument("--seconds", type=int, default=16, help="workload run length")
+    r.add_argument("--warm", type=int, default=3, help="pinned warm-up seconds (node 0 becomes preferred)")
+    r.add_argument("--unpinned", type=int, default=4, help="seconds of each unpinned phase")
+    r.add_argument("--pinned", type=int, default=2, help="seconds of each pinned phase")
+    r.add_argument("--cpus-per-node", type=int, default=2,
+                   help="CPUs per NUMA node (2: a migration can stay inside a node)")
+    r.add_argument("--procs", type=int, default=4, help="workload tasks (node 0 has --cpus-per-node CPUs)")
+    r.add_argument("--mb", type=int, default=16)
+    r.add_argument("--order", default="random", choices=["random", "abba"])
+    r.add_argument("--seed", type=int, default=13)
+    r.add_argument("--kernel", default="lab")
+    r.add_argument("--target", default="lab")
+    r.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
+    r.add_argument("--ssh-port", type=int, default=2313)
+    r.add_argument("--out", default=str(OUT))
+    g = sub.add_parser("render")
+    g.add_argument("--out", default=str(OUT))
+    g.add_argument("--docs", action="store_true", help="copy the PNG to docs/numa-effect.png")
+    g.add_argument("--also", action="append", default=[], help="another output directory whose cases to include "
+                   "(e.g. a second run on another port)")
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        for a in marms.build_arms(args.series, log=lambda m: print(m, flush=True)):
+            print(f"{a.name}: {a.module or '(no live patch)'}")
+        return 0
+    if args.cmd == "run":
+        return run(args)
+    render_all(Path(args.out), args.docs, [Path(d) for d in args.also])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,102 @@
+"""The arms of the NUMA outcome measurement and their live-patch modules.
+
+An arm is a state of the same booted kernel: ``off`` (no live patch: upstream 5.10), ``winner`` (the series'
+kpatch-eligible patches, i.e. what numaforge ships), each ``alt-<name>`` (patches/<series>/alternatives/<name>/)
+and ``null`` (patches/<series>/controls/null/: a live patch of the same function that changes nothing). Every
+patched arm is backported onto the same 5.10 source and built with kpatch-build for the same target, so they
+differ only in the patch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NumaforgeError
+from ..kernel import backport as kbackport
+from ..kernel import kpatch as kkpatch
+from ..kernel.series import resolve_dir
+
+LAB_SOURCE = "debian:linux-source-5.10=5.10.262-1"
+
+
+class ArmError(NumaforgeError):
+    """An arm of the measurement has no usable module."""
+
+
+@dataclass
+class Arm:
+    name: str                    # off | winner | alt-<name> | null
+    series_dir: Path | None      # None for off
+    module: Path | None = None   # built live-patch .ko (None for off)
+    functions: tuple[str, ...] = ("task_numa_migrate",)
+
+
+def arm_dirs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, Path | None]:
+    """{arm name: series dir} in a fixed order: off, winner, alternatives (sorted), null."""
+    root = resolve_dir(series)
+    arms: dict[str, Path | None] = {"off": None, "winner": root}
+    alt = root / "alternatives"
+    for d in sorted(alt.iterdir()) if alt.is_dir() else []:
+        if (d / "series").is_file():
+            arms[f"alt-{d.name}"] = d
+    null = root / "controls" / "null"
+    if (null / "series").is_file():
+        arms["null"] = null
+    return arms
+
+
+def out_name(target: str, arm: str) -> str:
+    """kpatch/build/ directory of an arm's module: the winner keeps the target's own (what validate ships)."""
+    return target if arm == "winner" else f"{target}-{arm}"
+
+
+def build_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", source: str = LAB_SOURCE,
+               arms: list[str] | None = None, log=print) -> list[Arm]:
+    """Backport every arm's series onto `source` and build its live patch for `target` (cached by inputs)."""
+    out = []
+    for name, d in arm_dirs(series).items():
+        if arms and name not in arms:
+            continue
+        if d is None:
+            out.append(Arm(name, None))
+            continue
+        bp = kbackport.backport(source, str(d), compilers=("gcc-10",), compile_check=True, log=log)
+        res = kkpatch.build_kpatch(target, bp=bp, log=log, out_name=out_name(target, name))
+        out.append(Arm(name, d, res.module))
+    return out
+
+
+def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab",
+               arms: list[str] | None = None) -> list[Arm]:
+    """The arms whose modules are already built (kpatch/build/<out_name>/manifest.json); error if one is not."""
+    import json
+
+    out = []
+    for name, d in arm_dirs(series).items():
+        if arms and name not in arms:
+            continue
+        if d is None:
+            out.append(Arm(name, None))
+            continue
+        mpath = kkpatch.build_root() / out_name(target, name) / "manifest.json"
+        if not mpath.is_file():
+            raise ArmError(f"arm {name} has no built module ({mpath} missing)", str(d),
+                           "build the arms first: python bench/numa_effect.py build")
+        man = json.loads(mpath.read_text())
+        ko = mpath.parent / man["module_file"]
+        if man.get("series") != _series_name(d):
+            raise ArmError(f"{mpath} holds series {man.get('series')}, not {_series_name(d)}", str(mpath),
+                           "rebuild the arms: python bench/numa_effect.py build")
+        out.append(Arm(name, d, ko))
+    unknown = set(arms or []) - {a.name for a in out}
+    if unknown:
+        raise ArmError(f"unknown arm(s) {', '.join(sorted(unknown))}", "--arms",
+                       f"choose from {', '.join(arm_dirs(series))}")
+    return out
+
+
+def _series_name(d: Path) -> str:
+    import yaml
+
+    return yaml.safe_load((d / "metadata.yaml").read_text())["name"]

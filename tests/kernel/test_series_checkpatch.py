@@ -1,0 +1,93 @@
+"""Every patch of the series (the shipped patches, the alternatives and the null control) passes the 5.10
+tree's own scripts/checkpatch.pl with no ERROR and no WARNING, and `backport --signoff` commits it as the
+user's git identity with the user's Signed-off-by (git am --signoff) on the real 5.10.262 tree.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from numaforge.kernel import backport as kb
+from numaforge.kernel import source as ksource
+
+pytestmark = pytest.mark.kernel_source
+
+ROOT = Path(__file__).resolve().parents[2]
+SERIES = ROOT / "patches" / kb.DEFAULT_SERIES
+PATCHES = sorted(SERIES.rglob("*.patch"))
+SPEC = "debian:linux-source-5.10=5.10.262-1"
+
+
+@pytest.fixture(scope="module")
+def tree() -> Path:
+    return ksource.prepare(SPEC).repo
+
+
+def checkpatch(tree: Path, patch: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["perl", str(tree / "scripts" / "checkpatch.pl"), "--no-tree", "--no-color", str(patch)],
+                          cwd=tree, capture_output=True, text=True)
+
+
+def test_series_has_winner_alternative_and_null_control():
+    names = {p.relative_to(SERIES).parts[0] for p in PATCHES}
+    assert {"alternatives", "controls"} <= names and len(PATCHES) >= 4
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=[str(p.relative_to(SERIES)) for p in PATCHES])
+def test_checkpatch_clean(tree, patch):
+    r = checkpatch(tree, patch)
+    out = r.stdout + r.stderr
+    assert "total: 0 errors, 0 warnings" in out, out
+    assert r.returncode == 0, out
+
+
+def test_checkpatch_is_live_a_missing_signed_off_by_is_an_error(tree, tmp_path):
+    """The check above can fail: the same patch without its Signed-off-by is an ERROR for checkpatch."""
+    src = SERIES / "0001-sched-numa-prefer-local-fallback.patch"
+    bad = tmp_path / src.name
+    bad.write_text("".join(ln for ln in src.read_text().splitlines(keepends=True)
+                           if not ln.startswith("Signed-off-by:")))
+    r = checkpatch(tree, bad)
+    assert r.returncode != 0 and "Missing Signed-off-by" in r.stdout
+
+
+def test_backport_signoff_commits_as_the_user_and_adds_the_users_signed_off_by(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada Tester\n\temail = ada@example.org\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(k, raising=False)
+    ident = kb.user_identity(cwd=tmp_path)      # outside the checkout: only the (test) global config applies
+    assert ident == {"GIT_COMMITTER_NAME": "Ada Tester", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+    monkeypatch.setattr(kb, "user_identity", lambda cwd=None: ident)
+    try:
+        res = kb.backport(SPEC, compile_check=False, signoff=True)
+        log = subprocess.run(["git", "-C", str(res.tree), "log", "--format=%cn <%ce>%n%B%n--end--",
+                              f"{res.base_commit}..{res.result_commit}"], capture_output=True, text=True,
+                             check=True).stdout
+        commits = [c for c in log.split("--end--") if c.strip()]
+        assert len(commits) == 2
+        for c in commits:
+            assert c.strip().startswith("Ada Tester <ada@example.org>")
+            trailers = [ln for ln in c.splitlines() if ln.startswith("Signed-off-by:")]
+            assert trailers[-1] == "Signed-off-by: Ada Tester <ada@example.org>", trailers
+            assert len(trailers) == 2          # the maintainer's from the file, then the user's
+        assert res.manifest["signoff"] == ident
+    finally:
+        kb.backport(SPEC, compile_check=False)   # leave the shared tree on the unsigned result, as CI expects
+
+
+def test_signoff_without_an_identity_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    env_before = dict(os.environ)
+    with pytest.raises(kb.BackportError) as ei:
+        kb.user_identity(cwd=tmp_path)
+    assert "user.name" in ei.value.what and "git config --global user.name" in ei.value.fix
+    assert dict(os.environ) == env_before

@@ -1,0 +1,51 @@
+"""numaforge.measure.render: the table and the PNG from a report; `invoke numa-effect` input errors."""
+
+import json
+import subprocess
+import sys
+
+from numaforge.measure import metrics as mx
+from numaforge.measure import render, runner
+from numaforge.paths import ROOT
+
+
+def report() -> dict:
+    runs = [mx.RunMetrics("off", cross_numa_rate=40.0 + i % 3, mean_latency_us=400.0 + i) for i in range(10)] + \
+           [mx.RunMetrics("winner", cross_numa_rate=12.0 + i % 3, mean_latency_us=401.0 + i) for i in range(10)]
+    return runner.report(runs)
+
+
+def test_markdown_table_has_medians_intervals_and_verdicts():
+    md = render.markdown(report(), keys=("cross_numa_rate", "mean_latency_us"))
+    lines = md.splitlines()
+    assert lines[0] == "| metric | off | winner |"
+    rate = next(ln for ln in lines if ln.startswith("| cross-NUMA migration rate"))
+    assert "41.0% [" in rate and "(better)" in rate
+    lat = next(ln for ln in lines if ln.startswith("| mean unit latency (us)"))
+    assert "(no detectable change)" in lat
+
+
+def test_plot_writes_a_png(tmp_path):
+    p = render.plot({"nps2 single": report(), "2node single": report()}, tmp_path / "x.png")
+    assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+    assert not list(tmp_path.glob(".*"))
+
+
+def test_numa_effect_task_refuses_arms_that_are_not_built(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, user: root}\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "numa-effect", "--inventory", str(inv), "--host", "h1",
+                        "--target", "no-such-target", "--json", str(tmp_path / "r.json")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["ok"] is False and "no built module" in json.dumps(doc)
+    assert "bench/numa_effect.py build" in r.stdout + r.stderr
+
+
+def test_headline_puts_off_to_winner_and_the_null_control_side_by_side():
+    rep = report()
+    md = render.headline({"nps2 single": rep})
+    row = md.splitlines()[2]
+    assert row.startswith("| nps2 single | 41.0% [") and "-> 13.0% [" in row
+    assert "| better |" in row and "| no detectable change |" in row and row.count("not run") == 2
