@@ -161,7 +161,7 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
     """Make the loaded module load at boot (atomic): kpatch install, else module dir + systemd unit."""
     rel = art.release
     d = f"{STATE_DIR}/{rel}"
-    remote.run(f"mkdir -p {shlex.quote(d)}", sudo=True)
+    remote.run(f"mkdir -p {shlex.quote(d)} {Path(UNIT_PATH).parent}", sudo=True)
     detail: dict = {"dir": d}
     if kpatch:
         rdir = remote.run("mktemp -d /tmp/numaforge-install.XXXXXX", sudo=True).stdout.strip()
