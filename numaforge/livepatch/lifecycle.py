@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import NumaforgeError
 from ..report import HostResult
 from . import LIVEPATCH_SYSFS, Artifact, LivepatchError, Options, UnloadError, _Host, hostops, validate_host
 
@@ -178,14 +179,19 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
     else:
         ko = f"{d}/{art.path.name}"
         detail["module"] = ko
-        detail["sha256"] = remote.put(art.path, ko, mode=0o644)         # temp + sha256 check + rename
-        unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
-        has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
-        if has_systemctl:
-            remote.run(f"systemctl daemon-reload && systemctl enable {UNIT_NAME}", sudo=True, timeout=60)
-        else:   # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
-            remote.run(f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
-                       f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}", sudo=True)
+        try:
+            detail["sha256"] = remote.put(art.path, ko, mode=0o644)         # temp + sha256 check + rename
+            unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
+            has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
+            if has_systemctl:
+                remote.run(f"systemctl daemon-reload && systemctl enable {UNIT_NAME}", sudo=True, timeout=60)
+            else:   # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
+                remote.run(f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
+                           f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}", sudo=True)
+        except NumaforgeError:
+            # nothing half-installed: without the unit the module file would never load; take it back out
+            remote.run(f"rm -f -- {shlex.quote(ko)}", sudo=True, check=False)
+            raise
         detail.update(via=f"{UNIT_NAME} ({'systemctl enable' if has_systemctl else 'wants symlink'})",
                       unit_sha256=unit_sha)
     _put_text(remote, _record(art, detail["via"], True) + "\n", f"{d}/{art.name}.json")
