@@ -216,8 +216,20 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
             return result
     else:
         result.data["already_loaded"] = True
-    with result.step("install") as s:
-        s.detail = persist(remote, art, st.get("kpatch") or None, log)
+    try:
+        with result.step("install") as s:
+            s.detail = persist(remote, art, st.get("kpatch") or None, log)
+    except NumaforgeError as exc:
+        result.status = "failed"
+        result.message = exc.render()
+        result.data["error"] = {"kind": type(exc).__name__, "what": exc.what, "where": exc.where, "fix": exc.fix}
+        if not loaded:          # we loaded it for the install: take it back out (rolled back, not half-installed)
+            h = _Host(remote, art, opts, result, log)
+            h.kpatch = st.get("kpatch") or None
+            with result.step("rollback") as rs:
+                rs.detail = h.disable_and_unload()
+            result.data["final"] = "rolled-back"
+        return result
     result.data["final"] = "installed"
     result.status = "changed"
     result.message = f"{art.name} loaded and installed ({s.detail['via']})"
