@@ -20,7 +20,8 @@ HELP = {
               "host's kernel.target from the inventory",
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
-    "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
+    "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module "
+               "dir + unit)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
     "canary": "validate this many hosts first, one by one; any failure stops the rollout",
     "batch": "then validate the rest in batches of this many hosts (0 = all at once)",
@@ -44,7 +45,8 @@ HELP = {
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
              keep=False, install=False, accept_new_host_key=False, canary=1, batch=0, max_fail=0.0, forks=4,
-             host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=60, rounds=1, signal_after=15.0, revert_after=60.0, junit=None, json=None,
+             host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=60, rounds=1,
+             signal_after=15.0, revert_after=60.0, junit=None, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch
@@ -67,7 +69,8 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
             outcome = lpfleet.validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
                                      accept_new_host_key=accept_new_host_key, forks=forks, canary=canary,
                                      batch=batch, max_fail=max_fail, progress=len(hosts) > 1,
-                                     host_timeout=budget, measure=True if measure else (False if no_measure else None),
+                                     host_timeout=budget,
+                                     measure=True if measure else (False if no_measure else None),
                                      log=common.console.print)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()

@@ -36,8 +36,8 @@ def prepared_tree(bp) -> Path | None:
 def test_debian_module_is_built_for_debians_kernel(bp):
     if prepared_tree(bp) is None:
         pytest.skip("no prepared Debian tree in the cache: a first Debian build took 19 min here (its patched-source "
-                    "stage, one object plus kpatch-build's modversions loop, 888 s; docs/BENCHMARKS.md), too much for CI's 90 min on top of the other "
-                    f"tiers; warm it with `invoke build-kpatch --target {DEB}`")
+                    "stage, one object plus kpatch-build's modversions loop, 888 s; docs/BENCHMARKS.md), too much "
+                    f"for CI's 90 min on top of the other tiers; warm it with `invoke build-kpatch --target {DEB}`")
     res = kp.build_kpatch(DEB, bp=bp, log=lambda m: print(m, flush=True))
     m = res.manifest
     assert res.status in ("built", "unchanged") and res.module.is_file()
