@@ -20,18 +20,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from ..errors import NumaforgeError
 from ..fleet import rolling_batch, run_fleet
-from ..report import HostResult
+from ..report import UNEXPECTED_ERROR, HostResult
 from . import discovery
 from .discovery import RegistryCache, Shape, discovery_dir, shape_key
 from .errors import (
     ConcurrentChangeError,
     JobConflictError,
     ProfileError,
+    RedfishAuthError,
     RedfishError,
     RedfishHTTPError,
     RedfishPreconditionFailedError,
+    RedfishRedirectError,
 )
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
@@ -147,6 +150,34 @@ def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> R
     return discovery.fetch_registry(client, registry_id)
 
 
+def confirm_registry(client: RedfishClient, reg: Registry) -> bool:
+    """A cached registry (another host's, or a past run's) serves this host only if this BMC serves the same
+    document now: a HEAD of its URI must answer the ETag recorded when it was fetched. Anything else (no ETag,
+    HEAD refused, another ETag) means: fetch it from this BMC."""
+    if id(reg) in client.confirmed:
+        return True
+    if not reg.source_uri or not reg.etag:
+        return False
+    r = client.request("HEAD", reg.source_uri)
+    if r.status < 400 and r.headers.get("etag") == reg.etag:
+        client.confirmed.add(id(reg))
+        return True
+    return False
+
+
+def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
+    """The model's system path serves this host only if this BMC's Systems collection lists it -- and, when
+    the inventory names no system_id, lists nothing else (a BMC that now manages two systems is refused by
+    discovery, so it must not be let through by the cache)."""
+    coll = shape.system_path.rstrip("/").rsplit("/", 1)[0]
+    r = client.request("GET", coll)
+    if r.status >= 400:
+        return False
+    members = [_path(m.get("@odata.id", "")).rstrip("/") for m in r.body.get("Members") or [] if isinstance(m, dict)]
+    mine = shape.system_path.rstrip("/")
+    return mine in members if host.bmc.system_id else members == [mine]
+
+
 def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     where = f"{host.name} ({client.base_url})"
     key = shape_key(host)
@@ -156,8 +187,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if shape is not None:
         # same model as a host already read in this run: go straight to its Bios; anything unexpected
         # (moved, different registry) falls back to full discovery
-        r = client.request("GET", shape.bios_path)
-        if r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
+        r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
+        if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
         else:
             stale = True
@@ -179,7 +210,13 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
     registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path),
-                         attributes=(bios.get("Attributes") or {}).keys())
+                         attributes=(bios.get("Attributes") or {}).keys(),
+                         confirm=lambda reg: confirm_registry(client, reg))
+    if not (sr.etag or settings.get("ETag")):
+        note = ("the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
+                "without If-Match (a change made by someone else in between cannot be detected)")
+        if note not in client.warnings:
+            client.warnings.append(note)
     apply_times = list(settings.get("SupportedApplyTimes") or [])
     sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
     for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
@@ -240,9 +277,17 @@ def _finish(result: HostResult, client: RedfishClient | None) -> None:
             result.data["warnings"] = list(client.warnings)
 
 
-def _fail(result: HostResult, exc: NumaforgeError) -> None:
+def _fail(result: HostResult, exc: BaseException) -> None:
+    """Mark the host failed; the message also says what this run had already done to it."""
     result.status = "failed"
-    result.message = exc.render()
+    result.message = exc.render() if isinstance(exc, NumaforgeError) else f"{type(exc).__name__}: {exc}"
+    done = []
+    if result.data.get("changed"):
+        done.append(f"written before it stopped: {', '.join(result.data['changed'])} (pending until a reset)")
+    if result.data.get("reset_requested"):
+        done.append(f"a reset was requested at {result.data['reset_requested']}")
+    if done:
+        result.message += "\n  " + "; ".join(done)
 
 
 @contextmanager
@@ -337,7 +382,8 @@ def outcome(data: dict, *, reboot: bool, needs_reset: bool, plan_pending: int) -
             message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
         return "failed", message
     if data.get("resumed"):
-        return "changed", (f"resumed an interrupted run (its reset was already requested; not reset again), "
+        return "changed", (f"resumed an interrupted run: reset requested by the previous run at "
+                           f"{data.get('reset_requested_by_previous_run')}; waited for it, not reset again; "
                            f"{len(data['verified'])} verified")
     if data["changed"] or (reboot and needs_reset):
         parts = [f"{len(data['changed'])} written"]
@@ -392,16 +438,30 @@ class HostApply:
         self.data.update({"changed": [], "pending": list(self.plan.pending), "verified": [], "mismatches": []})
 
     def resuming(self) -> bool:
-        return (self.journal is not None and self.journal.action(self.host.name) == "verify"
-                and self.plan.needs_reset)
+        # whatever the plan shows now: mid power-cycle a BMC may show the values neither pending nor current yet
+        return self.journal is not None and self.journal.action(self.host.name) == "verify"
 
     def do_resume(self) -> dict:
-        """An interrupted run already asked this host to reset: never reset it twice; wait, re-read, re-plan."""
-        detail = {"journal": str(self.journal.path), "phases": self.journal.phases(self.host.name),
-                  "waited": wait_back(self.client, self.state, desired_values(self.plan), self.opts.timeouts)}
+        """An interrupted run already asked this host to reset: wait for that reset, never send another; re-read,
+        re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
+            self.journal.data(self.host.name, "reboot-requested").get("time") or 0))
+        note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
+        waited = wait_back(self.client, self.state, desired_values(self.plan), self.opts.timeouts)
+        detail = {"journal": str(self.journal.path), "phases": self.journal.phases(self.host.name), "note": note,
+                  "waited": waited}
         self.state = read_state(self.client, self.host, self.cache)
         self.plan = replan(self.state, self.desired, self.host)
         self.data["resumed"] = True
+        self.data["reset_requested_by_previous_run"] = when
+        if self.plan.changes or self.plan.needs_reset:
+            differ = sorted({i.attribute for i in self.plan.items if i.current != i.desired})
+            raise RedfishError(f"{note}: after {waited['seconds']:g} s (--power-timeout) the host (power "
+                               f"{waited['power']}) does not show the new values yet "
+                               f"({', '.join(differ) or 'settings still pending'}); it was not reset again",
+                               self.where,
+                               "check the host (console, power state); once it is back on, re-run the same command: "
+                               f"it verifies and never resets; to start over instead, delete {self.journal.path}")
         return detail
 
     # -- the states --------------------------------------------------------------------------------------------
@@ -426,8 +486,17 @@ class HostApply:
 
     def do_patch(self):
         use_at = "OnReset" in self.state.apply_times
-        changes = self.plan.changes
         detail = None
+        if not self.state.etag:
+            # no ETag, no If-Match: re-read right before writing (the plan says so in its warnings)
+            self.state = read_state(self.client, self.host, self.cache)
+            self.plan = replan(self.state, self.desired, self.host)
+            _record_plan(self.result, self.state, self.profile, self.plan)
+            self.data["pending"] = list(self.plan.pending)
+            detail = "no ETag on the settings object: re-read and re-planned right before the PATCH"
+        changes = self.plan.changes
+        if not changes:
+            return detail
         while True:
             r = _patch_checked(self.client, self.state, changes, use_at, self.result)
             action = patch_action(r.status, self.replanned)
@@ -490,7 +559,7 @@ class HostApply:
     def do_reboot(self):
         if self.journal is not None:   # on disk before the reset is requested
             self.journal.record(self.host.name, "reboot-requested")
-        detail = reboot(self.client, self.state, desired_values(self.plan), self.opts.timeouts)
+        detail = reboot(self.client, self.state, desired_values(self.plan), self.opts.timeouts, self.result)
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")
         return detail
@@ -553,9 +622,21 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
     request), and the report names what the BMC holds then, pending values and BIOS jobs."""
     try:
         return _patch_once(client, state, changes, use_apply_time)
+    except RedfishRedirectError:
+        raise   # answered, and not carried out: nothing to re-read
     except RedfishPreconditionFailedError:
         return Response(412, {}, {}, state.settings_path)
     except RedfishHTTPError as exc:
+        if exc.status in (401, 403):
+            # refused before the BMC looked at the attributes: authentication/authorisation, not a value
+            kind = RedfishAuthError if exc.status == 401 else RedfishError
+            raise kind(f"PATCH {state.settings_path} answered {exc.status} ("
+                       + ("authentication refused: the session is no longer valid" if exc.status == 401
+                          else "forbidden") + f"): {exc.what}; the BMC refused the request, nothing was written",
+                       f"{client.host} ({client.base_url})",
+                       "check bmc.username / the password reference and the BMC's session timeout, then re-run"
+                       if exc.status == 401 else
+                       "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)") from None
         answered, what = exc, exc.what
     except RedfishError as exc:
         answered, what = None, f"PATCH {state.settings_path} got no answer ({exc.what})"
@@ -625,14 +706,21 @@ def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> b
     return all(cur.get(k) == v for k, v in want.items())
 
 
-def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
-    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current."""
+def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts,
+           result: HostResult | None = None) -> dict:
+    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current. Each reset
+    request is noted in ``result.data["resets"]`` before it is sent (the report says so even if the run stops)."""
     target, allowed = _reset_target(client, state)
     log: dict[str, Any] = {"resets": []}
 
     def post(kind: str) -> None:
         if allowed and kind not in allowed:
             return
+        budget.check(f"the {kind} reset request")   # an interrupted run stops here, before anything is noted
+        if result is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            result.data.setdefault("resets", []).append({"type": kind, "requested": stamp})
+            result.data.setdefault("reset_requested", stamp)
         r = client.post(target, {"ResetType": kind})
         log["resets"].append({"type": kind, "status": r.status})
         if r.status >= 400:
@@ -742,7 +830,11 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
-        fn(host, opts, cache, result)
+        try:
+            fn(host, opts, cache, result)
+        except Exception as exc:   # a bug: keep what the host recorded (written, reset) and let the runner stop
+            _fail(result, exc)
+            result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"
         return result
 
     outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=rolling_batch(batch, forks, max_fail_pct),

@@ -104,6 +104,10 @@ def http_error(status: int, what: str, where: str | None = None, fix: str | None
     return cls(what, where, fix, status=status)
 
 
+class RedfishRedirectError(RedfishError):
+    """The BMC answered with a redirect (3xx); numaforge never follows one. The request was not carried out."""
+
+
 class RedfishTLSError(RedfishError):
     """The BMC's TLS certificate could not be verified."""
 

@@ -14,10 +14,11 @@ from ..bios.apply import HostOptions, Timeouts, run_hosts
 from ..bios.errors import ProfileError
 from ..bios.operations import OpOptions, run_operation
 from ..bios.profile import host_facts, render_profile
+from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
 from ..secrets import redact
-from . import common
+from . import common, values
 from .optionsets import task
 
 BATCH_HELP = {"batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
@@ -62,12 +63,18 @@ def _s(v) -> str:
 
 
 def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
-         opts: HostOptions, forks, canary=0, max_fail=100.0, journaled=False, batch=0):
+         opts: HostOptions, forks, canary=None, max_fail=None, journaled=False, batch=None, timeouts=None):
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
+        n_forks = values.positive_int(forks, "--forks", 8)
+        n_canary = values.non_negative_int(canary, "--canary", 0)
+        fail_pct = values.max_fail(max_fail, "--max-fail", 100.0)
+        if timeouts is not None:
+            opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        report.expect_hosts(h.name for h in hosts)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
@@ -78,11 +85,12 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(f"resuming an interrupted run from {opts.journal.path}: "
-                                     + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items()))
+                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: "
+                                         + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
-                            max_fail_pct=float(max_fail), progress=True)
+        outcome = run_hosts(hosts, action, opts, forks=n_forks, canary=n_canary,
+                            batch=values.non_negative_int(batch, "--batch", 0),
+                            max_fail_pct=fail_pct, progress=len(hosts) > 1)
         if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
             opts.journal.finish()
         report.hosts.extend(outcome.results)
@@ -90,7 +98,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
         report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
         report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(f"rollout: {esc(outcome.summary())}")
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
             _print_plans(report)
 
@@ -98,7 +106,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
 
 
 @task(hosts=True, help=BIOS_HELP)
-def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
@@ -115,17 +123,20 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
 }})
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=300, power_timeout=900, forks=8, canary=0, batch=0, max_fail=100,
+               graceful_timeout=None, power_timeout=None, forks=None, canary=None, batch=None, max_fail=None,
                host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
-    t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
+    def timeouts() -> Timeouts:
+        return Timeouts(graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
+                        power_on=values.positive_float(power_timeout, "--power-timeout", 900.0))
+
     _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure, "canary": canary,
                                     "batch": batch, "max_fail": max_fail}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t,
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot,
                      host_timeout=host_timeout, discovery_cache=discovery_cache), forks, canary, max_fail,
-         journaled=reboot, batch=batch)
+         journaled=reboot, batch=batch, timeouts=timeouts)
 
 
 @task(hosts=True, help={
@@ -133,7 +144,7 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
     "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
 })
-def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
                 host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
                 allow_plaintext_secrets=False):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
@@ -147,7 +158,9 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=True)
+        report.expect_hosts(h.name for h in hosts)
+        outcome = run_verify(hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8),
+                             progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -155,12 +168,12 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
             rows = h.data.get("verify_rows") or []
             if not rows:
                 continue
-            t = Table(title=f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})")
+            t = Table(title=esc(f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})"))
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
-                t.add_row(r["setting"], _s(r["desired"]), r["bmc_value"], r["os_evidence"] or "-",
-                          f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["why"] or "")
+                t.add_row(esc(r["setting"]), esc(_s(r["desired"])), esc(r["bmc_value"]), esc(r["os_evidence"] or "-"),
+                          f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]", esc(r["why"] or ""))
             common.console.print(t)
 
     common.execute("bios-verify", body, json=json,
@@ -211,12 +224,14 @@ def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecur
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_operation(hosts, name, opts, oopts, forks=int(forks), canary=int(canary), batch=int(batch),
-                                max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        outcome = run_operation(hosts, name, opts, oopts, forks=values.positive_int(forks, "--forks", 8),
+                                canary=values.non_negative_int(canary, "--canary", 0),
+                                batch=values.non_negative_int(batch, "--batch", 0),
+                                max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(f"rollout: {esc(outcome.summary())}")
         _print_operation(report, name)
 
     common.execute(task_name, body, json=json, options={**options, "insecure": insecure, "dry_run": oopts.dry_run})
@@ -249,8 +264,8 @@ def _ops_help(*extra: dict) -> dict:
 
 @task(hosts=True, help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS "
                                              "configuration jobs"}))
-def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all_jobs=False, insecure=False, forks=8, canary=0,
-              batch=0, max_fail=100, host_timeout=None, json=None, allow_plaintext_secrets=False):
+def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all_jobs=False, insecure=False, forks=None, canary=None,
+              batch=None, max_fail=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
     _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all_jobs), inventory, host, group, limit, insecure, forks,
@@ -260,7 +275,7 @@ def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all_jobs=Fal
 @task(hosts=True, write=True, help=_ops_help(OPS_HELP, {
     "job": "delete only this job id (default: every queued BIOS configuration job of each host)"}))
 def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=None, dry_run=False, insecure=False,
-                    forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                    forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                     allow_plaintext_secrets=False):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
@@ -272,7 +287,7 @@ def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=No
 
 @task(hosts=True, write=True, help=_ops_help(OPS_HELP))
 def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                       forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                       forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                        allow_plaintext_secrets=False):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
@@ -283,7 +298,7 @@ def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry
 
 @task(hosts=True, write=True, help=_ops_help(OPS_HELP))
 def bios_reset_defaults(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                        forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                        forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                         allow_plaintext_secrets=False):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""

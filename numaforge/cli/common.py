@@ -4,8 +4,11 @@ reports, --json and --junit."""
 from __future__ import annotations
 
 import json as _json
+import os
+import signal
 import sys
-import xml.etree.ElementTree as ET
+import threading
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -15,13 +18,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import paths
+from .. import paths, safeio
+from ..display import esc
 from ..errors import NumaforgeError, SelectionError
+from ..fleet import Terminated
 from ..lab.services import lab_inventory_path, write_lab_inventory
-from ..report import Report
+from ..report import Report, junit_xml
 from ..secrets import redact
 
 DEFAULT_INVENTORY = "lab"
+DEBUG_ENV = "NUMAFORGE_DEBUG"
 OUTPUTS = ("plain", "table", "json")
 
 
@@ -48,15 +54,16 @@ class Output:
     def __init__(self, stderr: bool = False):
         self.stderr = stderr
         self.mode = "table"
-        self._rich = Console(stderr=stderr, highlight=False)
-        self._plain = Console(stderr=stderr, highlight=False, no_color=True, soft_wrap=True, width=100000)
-        self._err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._rich = Console(stderr=stderr, highlight=False, emoji=False)
+        self._plain = Console(stderr=stderr, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
+        self._err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
-    def configure(self, mode: str) -> None:
+    def configure(self, mode: str, to_stderr: bool = False) -> None:
+        """``to_stderr``: stdout carries a report (``--json -``), so people's output goes to stderr."""
         self.mode = mode
-        self._rich = Console(stderr=self.stderr or mode == "json", highlight=False)
-        self._plain = Console(stderr=self.stderr or mode == "json", highlight=False, no_color=True,
-                              soft_wrap=True, width=100000)
+        err = self.stderr or mode == "json" or to_stderr
+        self._rich = Console(stderr=err, highlight=False, emoji=False)
+        self._plain = Console(stderr=err, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
 
     @property
     def rich(self) -> Console:
@@ -160,72 +167,106 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
             options: dict | None = None) -> Report:
     """Run body(report); print the summary; write --json / --junit; map errors to a message and exit code.
 
-    The report records every option the task was called with (``RUN.options``; ``options`` adds to them)."""
+    The report records every option the task was called with (``RUN.options``; ``options`` adds to them).
+    Ctrl-C / SIGTERM: the summary says "interrupted", exit 130 / 143; an unexpected exception is a bug: no
+    traceback for the user (``NUMAFORGE_DEBUG=1`` shows it), exit 70, and the report says so."""
     opts = dict(RUN.options) if RUN.task == task else {}
     opts.update({k: v for k, v in (options or {}).items() if k not in opts})
     report = Report(task, options=opts)
-    interrupted = False
+    junit = RUN.junit if RUN.task == task else None
+    exit_code = None
+    # --json - puts the report on standard output: everything for humans goes to standard error then
+    to_stdout = json == safeio.STDOUT
+    try:   # bad report paths are refused before any work is done
+        safeio.check_output(json, "--json")
+        safeio.check_output(junit, "--junit")
+    except NumaforgeError as exc:
+        err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+        raise Exit(code=exc.exit_code) from None
+    if to_stdout:
+        console.configure(console.mode, to_stderr=True)
+    previous_term = _on_sigterm()
     try:
         body(report)
     except NumaforgeError as exc:
         report.error = exc
-    except KeyboardInterrupt:
-        interrupted = True
-        report.error = NumaforgeError("interrupted", None, "re-run the same command; finished hosts are kept")
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (fleet.Terminated); fleet.Interrupted has the results
+        report.interrupted = getattr(exc, "signal_name", "SIGINT")
+        exit_code = getattr(exc, "exit_code", 130)
+        outcome = getattr(exc, "outcome", None)
+        if outcome is not None:
+            have = {h.host for h in report.hosts}
+            report.hosts.extend(r for r in outcome.results if r.host not in have)
+            report.data["fleet"] = outcome.as_dict()
+    except Exception as exc:   # a bug: no traceback for the user, a non-zero exit and a report that says so
+        report.error = InternalError(f"internal error (a bug; please report it): {type(exc).__name__}: {exc}", task,
+                                     f"re-run with {DEBUG_ENV}=1 for the traceback")
+        if os.environ.get(DEBUG_ENV) == "1":
+            traceback.print_exc()
     finally:
-        if report.hosts:
-            console.print(report.summary_table())
+        _restore_sigterm(previous_term)
+        report.print_summary(console)
         if json:
-            written = report.write(json)
-            console.print(f"report: {written}")
-        junit = RUN.junit if RUN.task == task else None
+            try:
+                written = report.write(json)
+            except NumaforgeError as exc:   # e.g. the path changed under us: say so, keep the run's own error
+                report.error = report.error or exc
+            else:
+                if not to_stdout:
+                    console.print(f"report: {esc(written)}")
         if junit:
-            console.print(f"junit: {write_atomic(junit, junit_xml(report, f'numaforge.{task}'))}")
-        if console.mode == "json":
-            print(_json.dumps(report.as_dict(), indent=2, default=str))
+            try:
+                written = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
+            except NumaforgeError as exc:
+                report.error = report.error or exc
+            else:
+                console.print(f"junit: {esc(written)}")
+        if console.mode == "json" and not to_stdout:
+            print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
+        if to_stdout:
+            console.configure(console.mode)
+    if report.interrupted:
+        fleet = report.data.get("fleet") or {}
+        done = sum(1 for h in report.hosts if h.status not in ("failed", "not-run"))
+        stopped = sum(1 for h in report.hosts if h.status == "failed")
+        err_console.print(f"[bold red]interrupted[/] ({report.interrupted}): {done} host(s) done, {stopped} stopped or "
+                          f"failed, {len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
+                          "summary above" + (" and the --json report" if json else "")
+                          + "; re-run the same command to resume")
+        raise Exit(code=exit_code or 130)
     if report.error is not None:
         err = report.error
-        err_console.print(f"[bold red]error[/]: {redact(err.render())}")
-        raise Exit(code=130 if interrupted else getattr(err, "exit_code", 1))
+        err_console.print(f"[bold red]error[/]: {esc(err.render())}")
+        raise Exit(code=getattr(err, "exit_code", 1))
     if not report.ok:
-        failed = [h.host for h in report.hosts if h.status == "failed"]
-        err_console.print(f"[bold red]failed[/] on: {', '.join(failed)}")
+        failed = [h.host for h in report.hosts if h.status in ("failed", "not-run")] + report.missing_hosts()
+        reason = (report.data.get("fleet") or {}).get("reason")
+        err_console.print(f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}"
+                          + (f" ({esc(reason)})" if reason else ""))
         raise Exit(code=1)
     return report
 
 
-def junit_xml(report: Report, suite: str = "numaforge") -> str:
-    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
-    cases = report.hosts
-    failures = sum(1 for h in cases if h.status == "failed")
-    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
-    total = sum(s.seconds for h in cases for s in h.steps)
-    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
-                    skipped=str(skipped), time=f"{total:.3f}")
-    if report.error is not None:
-        ts.set("errors", "1")
-        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
-                            message=report.error.what)
-        err.text = redact(report.error.render())
-    for h in cases:
-        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
-                             time=f"{sum(s.seconds for s in h.steps):.3f}")
-        if h.status == "failed":
-            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
-                              type=h.data.get("error", {}).get("kind", "failed"))
-            f.text = redact(h.message)
-        elif h.status in ("not-run", "skipped"):
-            ET.SubElement(case, "skipped", message=h.message or h.status)
-        out = ET.SubElement(case, "system-out")
-        out.text = _json.dumps(redact(h.as_dict()), indent=1, default=str)
-    ET.indent(ts)
-    return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
+class InternalError(NumaforgeError):
+    """An exception that is not a NumaforgeError reached the task surface: a bug."""
+
+    exit_code = 70   # EX_SOFTWARE
 
 
-def write_atomic(path: str, text: str) -> Path:
-    p = Path(path)
-    paths.atomic_write_text(p, text)
-    return p
+def _on_sigterm():
+    """SIGTERM behaves like Ctrl-C (raised in the main thread as fleet.Terminated, exit 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def eprint(msg: str) -> None:

@@ -11,11 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import journal
+from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
 from ..report import Report
-from . import common
+from . import common, values
 from .optionsets import task
 
 HELP = {
@@ -70,7 +71,7 @@ def _overrides(values) -> dict[str, int]:
 
 
 def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, allow_plaintext_secrets,
-         forks=8, canary=0, batch=0, max_fail=100.0, host_timeout=None, options=None):
+         forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, options=None):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if action == "apply" and not opts.rollback:
@@ -81,10 +82,12 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}")
+                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_os(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
-                         max_fail_pct=float(max_fail), progress=True,
+        outcome = run_os(hosts, action, opts, forks=values.positive_int(forks, "--forks", 8),
+                         canary=values.non_negative_int(canary, "--canary", 0),
+                         batch=values.non_negative_int(batch, "--batch", 0),
+                         max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=True,
                          host_timeout=host_timeout_seconds(host_timeout))
         if opts.journal is not None and outcome.ok:
             opts.journal.finish()
@@ -96,7 +99,7 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
 
 
 @task(hosts=True, help=HELP)
-def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=8, host_timeout=None,
+def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
             accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
     _run(c, "os-plan", "plan", OsOptions(profile=profile, accept_new_host_key=accept_new_host_key), inventory, host,
@@ -113,8 +116,8 @@ def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, 
                           "without proximity info; taints the kernel, lost at reboot; fix the BIOS instead)",
 })
 def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, rollback=False, gate=None,
-             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=8, canary=0,
-             batch=0, max_fail=100, host_timeout=None, accept_new_host_key=False, json=None,
+             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=None, canary=None,
+             batch=None, max_fail=None, host_timeout=None, accept_new_host_key=False, json=None,
              allow_plaintext_secrets=False):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
@@ -129,7 +132,7 @@ def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None,
 
 
 @task(hosts=True, help=HELP)
-def os_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=8, host_timeout=None,
+def os_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
               accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Read every host OS setting back (sysctls, THP, governor, /proc/irq/*/smp_affinity_list, persisted files) and
     check each device's numa_node against the BIOS NPS; fails on any difference."""

@@ -88,12 +88,21 @@ PERSIST_DIRS = ["etc/sysctl.d", "etc/numaforge", "etc/systemd", "etc/default", "
 PERSIST_INIT = ("if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
                 "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
                 "done; fi")
-BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
-for u in /etc/systemd/system/multi-user.target.wants/*.service; do
+def boot_units_script(wants_dir: str = "/etc/systemd/system/multi-user.target.wants") -> str:
+    """Shell run by init in place of systemd: start each enabled unit's ExecStart= with systemd's %v (the
+    kernel release) expanded, honouring ConditionPathIsDirectory= (numaforge-livepatch.service uses both)."""
+    return f"""for u in {wants_dir}/*.service; do
   [ -f "$u" ] || continue
-  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1)
-  [ -n "$x" ] && { sh -c "$x" || echo "init: $u failed"; }
+  cond=$(sed -n 's/^ConditionPathIsDirectory=//p' "$u" | sed "s/%v/$(uname -r)/g")
+  [ -z "$cond" ] || [ -d "$cond" ] || continue
+  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1 | sed "s/%v/$(uname -r)/g")
+  [ -n "$x" ] || continue
+  if eval "$x"; then echo "init: started ${{u##*/}}"; else echo "init: $u failed"; fi
 done"""
+
+
+BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
+""" + boot_units_script()
 
 
 def init_script(modules: list[str], release: str) -> str:
@@ -124,7 +133,7 @@ for n in /sys/class/net/eth*; do ip link set ${{n##*/}} up; done
 sleep 1
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if pidof dropbear >/dev/null; then
-  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no)"
+  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no) persist=$(grep -q ' /persist ' /proc/mounts && echo yes || echo no)"
 else
   echo "{FAILED_MARK} dropbear did not start: $(cat /var/log/dropbear.log)"
 fi

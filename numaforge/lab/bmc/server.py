@@ -163,6 +163,15 @@ class _Handler(BaseHTTPRequestHandler):
             resp = error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
         elif fault.kind == "5xx":
             resp = error(int(fault.options.get("status", 500)), message("InternalError"))
+        elif fault.kind == "redirect":
+            resp = Response(int(fault.options.get("status", 302)), b"",
+                            headers={"Location": str(fault.options.get("location", "https://elsewhere.invalid/"))})
+        elif fault.kind == "echo":
+            echoed = " ".join(f"{k}={v}" for k, v in self.headers.items()
+                              if k.lower() in ("x-auth-token", "authorization"))
+            msg = dict(message("InternalError"), Message=f"request rejected [/b][red]:smile: 0000:3b:00.0; "
+                                                          f"headers were: {echoed}")
+            resp = error(int(fault.options.get("status", 400)), msg)
         else:  # bad_json
             resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
         self._send(resp)
@@ -217,6 +226,9 @@ class BMCSimulator:
         self.requests: list[tuple[str, str]] = []
         self.errors: list[str] = []                   # simulator bugs seen (tests assert it stays empty)
         self.sessions: dict[str, dict] = {}          # token -> {"Id", "UserName", "created"}
+        self.issued_tokens: list[str] = []           # every token ever issued (tests: must never leak)
+        self.extra_systems: list[str] = []           # more members of the Systems collection (a BMC that grew one)
+        self.settings_etag = True                    # False: the settings object carries no ETag at all
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
@@ -363,6 +375,7 @@ class BMCSimulator:
             token = secrets.token_hex(16)
             sess = {"Id": str(self._session_seq), "UserName": self.username, "created": time.time()}
             self.sessions[token] = sess
+            self.issued_tokens.append(token)
             return token, sess
 
     def _authenticate(self, req: Request) -> bool:

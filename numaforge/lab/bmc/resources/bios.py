@@ -60,7 +60,7 @@ def register(sim) -> None:
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",
                     "SettingsObject": {"@odata.id": f.settings_link},
-                    "ETag": etag_of(settings_body()),
+                    **({"ETag": etag_of(settings_body())} if sim.settings_etag else {}),
                     "Time": iso(st.settings_time),
                     "SupportedApplyTimes": list(f.supported_apply_times),
                     "Messages": copy.deepcopy(st.settings_messages),
@@ -71,7 +71,10 @@ def register(sim) -> None:
 
     def get_settings(req):
         st.advance()
-        return json_ok(settings_body(), allow="GET, HEAD, PATCH")
+        resp = json_ok(settings_body(), allow="GET, HEAD, PATCH")
+        if not sim.settings_etag:
+            resp.headers.pop("ETag", None)
+        return resp
 
     def patch_settings(req):
         st.advance()
