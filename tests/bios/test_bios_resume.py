@@ -26,21 +26,8 @@ PASSWORD = "resume-Bmc-pw-3"
 def test_killed_mid_reboot_resumes_and_verifies_without_a_second_reset(tmp_path):
     sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=6.0).start()
     try:
-        inv = tmp_path / "inv.yaml"
-        inv.write_text(
-            "hosts:\n  gpu-01:\n"
-            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
-            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
-        env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_BUILD": str(tmp_path / "build"),
-               "COLUMNS": "200"}
-        cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
-        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        deadline = time.monotonic() + 180
-        while sim.count("POST", "Reset") == 0:
-            assert first.poll() is None, "bios-apply ended before it requested the reset"
-            assert time.monotonic() < deadline, "no reset request within 180 s"
-            time.sleep(0.05)
+        inv, env, cmd = _setup(tmp_path, sim)
+        first = _start_and_wait_for_reset(cmd, env, sim)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         journals = list((tmp_path / "build" / "journal").glob("*.json"))
