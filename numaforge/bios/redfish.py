@@ -256,11 +256,12 @@ class RedfishClient:
                     if attempt + 1 == self.policy.attempts:
                         self.warnings.append(f"logout failed: {type(exc).__name__}; the session will time out "
                                              "on the BMC")
+        self._client.set_session_key(None)
         try:
-            self._client._session.close()
+            # without a session key the library's public logout() only closes its connection pool
+            self._client.logout()
         except Exception:
             pass
-        self._client.set_session_key(None)
         self._client.set_authorization_key(None)
         self._client.set_password(None)
         self._password = ""

@@ -570,7 +570,8 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
                 result.data["reverted"] = True
                 raise TransitionError(
                     f"transition of {art.name} not finished after {opts.revert_after:g} s "
-                    f"(stalled: {hostops.stalled_summary(d.get('stalled_tasks', [])) or 'unknown'}); reverted and unloaded",
+                    f"(stalled: {hostops.stalled_summary(d.get('stalled_tasks', [])) or 'unknown'}); "
+                    "reverted and unloaded",
                     f"{remote.where}: {h.sysfs}/transition",
                     "find what keeps the patched function on a task's stack (the stalled tasks above); "
                     "retry when they are idle, or rebuild the patch to avoid that function")

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import NumaforgeError
 from ..report import HostResult
 from . import LIVEPATCH_SYSFS, Artifact, LivepatchError, Options, UnloadError, _Host, hostops, validate_host
 
@@ -161,7 +162,7 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
     """Make the loaded module load at boot (atomic): kpatch install, else module dir + systemd unit."""
     rel = art.release
     d = f"{STATE_DIR}/{rel}"
-    remote.run(f"mkdir -p {shlex.quote(d)}", sudo=True)
+    remote.run(f"mkdir -p {shlex.quote(d)} {Path(UNIT_PATH).parent}", sudo=True)
     detail: dict = {"dir": d}
     if kpatch:
         rdir = remote.run("mktemp -d /tmp/numaforge-install.XXXXXX", sudo=True).stdout.strip()
@@ -178,14 +179,19 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
     else:
         ko = f"{d}/{art.path.name}"
         detail["module"] = ko
-        detail["sha256"] = remote.put(art.path, ko, mode=0o644)         # temp + sha256 check + rename
-        unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
-        has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
-        if has_systemctl:
-            remote.run(f"systemctl daemon-reload && systemctl enable {UNIT_NAME}", sudo=True, timeout=60)
-        else:   # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
-            remote.run(f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
-                       f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}", sudo=True)
+        try:
+            detail["sha256"] = remote.put(art.path, ko, mode=0o644)         # temp + sha256 check + rename
+            unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
+            has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
+            if has_systemctl:
+                remote.run(f"systemctl daemon-reload && systemctl enable {UNIT_NAME}", sudo=True, timeout=60)
+            else:   # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
+                remote.run(f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
+                           f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}", sudo=True)
+        except NumaforgeError:
+            # nothing half-installed: without the unit the module file would never load; take it back out
+            remote.run(f"rm -f -- {shlex.quote(ko)}", sudo=True, check=False)
+            raise
         detail.update(via=f"{UNIT_NAME} ({'systemctl enable' if has_systemctl else 'wants symlink'})",
                       unit_sha256=unit_sha)
     _put_text(remote, _record(art, detail["via"], True) + "\n", f"{d}/{art.name}.json")
@@ -210,8 +216,20 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
             return result
     else:
         result.data["already_loaded"] = True
-    with result.step("install") as s:
-        s.detail = persist(remote, art, st.get("kpatch") or None, log)
+    try:
+        with result.step("install") as s:
+            s.detail = persist(remote, art, st.get("kpatch") or None, log)
+    except NumaforgeError as exc:
+        result.status = "failed"
+        result.message = exc.render()
+        result.data["error"] = {"kind": type(exc).__name__, "what": exc.what, "where": exc.where, "fix": exc.fix}
+        if not loaded:          # we loaded it for the install: take it back out (rolled back, not half-installed)
+            h = _Host(remote, art, opts, result, log)
+            h.kpatch = st.get("kpatch") or None
+            with result.step("rollback") as rs:
+                rs.detail = h.disable_and_unload()
+            result.data["final"] = "rolled-back"
+        return result
     result.data["final"] = "installed"
     result.status = "changed"
     result.message = f"{art.name} loaded and installed ({s.detail['via']})"
