@@ -150,8 +150,7 @@ class RedfishClient:
                                   max_retry=0, check_connectivity=False, https_adapter=adapter)
         if self.base_url.startswith("http://"):
             # the library mounts its https_adapter for https:// only; a plain-http BMC (insecure lab) gets the
-            # same no-redirect adapter. The one place that touches the library's requests session directly
-            # (besides closing it).
+            # same no-redirect adapter. The one place that touches the library's requests session directly.
             self._client._session.mount("http://", adapter)
         self.root: dict = {}
         self.known_login_url: str | None = None   # set by the caller from a per-run model cache
