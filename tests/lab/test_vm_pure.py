@@ -115,3 +115,9 @@ def test_newc_refuses_entries_before_their_directory():
 
     with pytest.raises(ValueError, match="before its directory"):
         ir.pack_newc([ir.Entry("a/b", "file", 0o644, b"x")])
+
+
+def test_a_half_written_ready_line_is_not_ready_yet():
+    line = f"{ir.READY_MARK} release=5.10.262 nodes=4 livepatch=yes"
+    assert vm.parse_ready(line[:30]) is None                    # still being written to the serial log
+    assert vm.parse_ready("boot noise\n" + line + "\n") == {"release": "5.10.262", "nodes": 4, "livepatch": True}
