@@ -22,6 +22,8 @@ from typing import Iterator
 from .errors import NumaforgeError
 
 _local = threading.local()
+_stop = threading.Event()      # set on Ctrl-C/SIGTERM: every host stops at its next step boundary
+_stop_reason = ["interrupted"]
 
 
 class HostTimeout(NumaforgeError):
@@ -44,12 +46,12 @@ def host_deadline(seconds: float | None, host: str) -> Iterator[None]:
 @contextmanager
 def lifted() -> Iterator[None]:
     """No budget inside (clean-up that must run even for a host that ran out of time)."""
-    saved = getattr(_local, "state", None)
-    _local.state = None
+    saved = getattr(_local, "state", None), getattr(_local, "lifted", False)
+    _local.state, _local.lifted = None, True
     try:
         yield
     finally:
-        _local.state = saved
+        _local.state, _local.lifted = saved
 
 
 def remaining() -> float | None:
@@ -58,9 +60,34 @@ def remaining() -> float | None:
     return None if state is None else state[0] - time.monotonic()
 
 
+class Stopped(NumaforgeError):
+    """The run was interrupted (Ctrl-C / SIGTERM); this host stopped before its next step."""
+
+    exit_code = 130
+
+
+def request_stop(reason: str) -> None:
+    """Every host (all threads) stops before its next SSH command or Redfish request; clean-up inside
+    :func:`lifted` still runs. Writes already on the wire finish and are recorded."""
+    _stop_reason[0] = reason
+    _stop.set()
+
+
+def clear_stop() -> None:
+    _stop.clear()
+
+
+def stop_requested() -> bool:
+    return _stop.is_set()
+
+
 def check(doing: str) -> None:
-    """Raise HostTimeout when this thread's budget is used up; ``doing`` names the step about to start."""
+    """Raise HostTimeout when this thread's budget is used up (Stopped when the run was interrupted);
+    ``doing`` names the step about to start."""
     state = getattr(_local, "state", None)
+    if _stop.is_set() and not getattr(_local, "lifted", False):
+        raise Stopped(f"{_stop_reason[0]}: stopped before {doing}", None,
+                      "re-run the same command: finished hosts are kept, a --reboot run resumes from its journal")
     if state is None or time.monotonic() < state[0]:
         return
     _, seconds, host = state

@@ -12,10 +12,16 @@ Order of a run:
 3. Hosts never started get status ``not-run`` and are listed in ``FleetOutcome.not_run``. Hosts already done
    stay as they are (``fn`` is never undone by the runner) and the outcome's ``reason`` says so.
 
-``fn(host)`` returns a :class:`numaforge.report.HostResult`; only status ``failed`` counts as a failure. An
-exception in ``fn`` marks that host failed with the exception's message (a NumaforgeError's what/where/fix);
-it never stops the other workers. Ctrl-C lets running hosts finish, marks the rest not-run and returns an
-outcome with ``interrupted=True``.
+``fn(host)`` returns a :class:`numaforge.report.HostResult`; only status ``failed`` counts as a failure. A
+NumaforgeError in ``fn`` marks that host failed with its what/where/fix. Any other exception (or a result
+flagged ``data["unexpected_error"]``) is a bug: that host fails, hosts not started yet are not started, the
+rollout stops and the outcome's reason names the host and the error; the result keeps what the host recorded
+(e.g. what it wrote). An exception in the runner itself (the progress display...) is contained the same way.
+
+Ctrl-C (SIGINT) or SIGTERM (numaforge.cli.common turns it into :class:`Terminated`): no new host starts,
+running hosts stop at their next step boundary (numaforge.budget.request_stop: a request already on the wire
+finishes and is recorded), the rest are not-run, and run_fleet raises :class:`Interrupted` carrying the
+outcome, so no caller can mistake an interrupted run for a finished one.
 
 Resuming an interrupted run is the per-host function's business: it records its phases in
 numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
@@ -38,13 +44,32 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from . import budget
 from .budget import host_deadline
+from .display import esc, make_console
 from .errors import NumaforgeError
-from .report import HostResult
+from .report import UNEXPECTED_ERROR, HostResult
 from .secrets import redact
 
 FAILED = "failed"
 NOT_RUN = "not-run"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt; exit code 143."""
+
+    signal_name = "SIGTERM"
+    exit_code = 143
+
+
+class Interrupted(KeyboardInterrupt):
+    """A fleet run was interrupted; ``outcome`` holds every host's result (finished, stopped, not-run)."""
+
+    def __init__(self, outcome: "FleetOutcome", signal_name: str = "SIGINT", exit_code: int = 130):
+        super().__init__(f"interrupted ({signal_name})")
+        self.outcome = outcome
+        self.signal_name = signal_name
+        self.exit_code = exit_code
 
 
 class FleetOptionError(NumaforgeError):
@@ -60,6 +85,7 @@ class FleetOutcome:
     reason: str = ""                   # why it stopped ("" when every host ran)
     not_run: list[str] = field(default_factory=list)
     interrupted: bool = False
+    internal_error: str = ""           # a bug stopped the rollout (see the module docstring)
     batches: list[list[str]] = field(default_factory=list)   # host names per phase, canaries first (one each)
 
     @property
@@ -80,8 +106,11 @@ class FleetOutcome:
         return f"{text}; {self.reason}" if self.reason else text
 
     def as_dict(self) -> dict:
-        return {"stopped": self.stopped, "reason": self.reason, "not_run": list(self.not_run),
-                "interrupted": self.interrupted, "failed": self.failed, "batches": self.batches}
+        d = {"stopped": self.stopped, "reason": self.reason, "not_run": list(self.not_run),
+             "interrupted": self.interrupted, "failed": self.failed, "batches": self.batches}
+        if self.internal_error:
+            d["internal_error"] = self.internal_error
+        return d
 
 
 def host_name(host: Any) -> str:
@@ -114,6 +143,15 @@ def host_timeout_seconds(value) -> float | None:
     return v or None
 
 
+def rolling_batch(batch: int, forks: int, max_fail_pct: float) -> int:
+    """The batch size a rollout with a failure budget uses: ``batch`` when given; else, when --max-fail is below
+    100, ``forks`` (so the budget is checked after every wave of hosts instead of once after all of them: with
+    one batch, max-fail could never stop anything); else 0 (all at once)."""
+    if batch or float(max_fail_pct) >= 100:
+        return batch
+    return max(1, int(forks))
+
+
 def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout=None) -> None:
     host_timeout_seconds(host_timeout)
     if not isinstance(forks, int) or forks < 1:
@@ -139,8 +177,10 @@ def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
         result = fn(host)
     except NumaforgeError as exc:
         return HostResult(name, FAILED, redact(exc.render()))
-    except Exception as exc:  # a bug or an unexpected peer error in one host must not kill the fleet
-        return HostResult(name, FAILED, redact(f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # a bug: this host fails, the runner stops the rollout (module docstring)
+        text = redact(f"{type(exc).__name__}: {exc}")
+        return HostResult(name, FAILED, f"unexpected error (a bug; please report it): {text}",
+                          data={UNEXPECTED_ERROR: text})
     if not isinstance(result, HostResult):
         return HostResult(name, FAILED, f"internal error: the per-host function returned {type(result).__name__}, "
                                         "not a HostResult")
@@ -157,7 +197,7 @@ class _Display:
         if enabled:
             self.progress = Progress(TextColumn("[bold]fleet[/]"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.description}"), TimeElapsedColumn(),
-                                     console=console or Console(stderr=True), transient=False)
+                                     console=console or make_console(stderr=True), transient=False)
             self.task = self.progress.add_task("", total=total)
 
     def __enter__(self):
@@ -169,19 +209,39 @@ class _Display:
         if self.enabled:
             self.progress.stop()
 
+    def _off(self, exc: BaseException) -> None:
+        """A display failure must never stop or skew the run: switch the display off, keep going."""
+        self.enabled = False
+        try:
+            self.progress.stop()
+        except Exception:
+            pass
+
     def running(self, names: list[str]) -> None:
+        try:
+            self._running(names)
+        except Exception as exc:
+            self._off(exc)
+
+    def _running(self, names: list[str]) -> None:
         if self.enabled:
-            shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+            shown = esc(", ".join(names[:4])) + (f" +{len(names) - 4}" if len(names) > 4 else "")
             self.progress.update(self.task, description=f"failed {self.failed} | running {shown}")
 
     def done(self, result: HostResult) -> None:
+        try:
+            self._done(result)
+        except Exception as exc:
+            self._off(exc)
+
+    def _done(self, result: HostResult) -> None:
         with self._lock:
             if result.status == FAILED:
                 self.failed += 1
             if self.enabled:
                 self.progress.advance(self.task)
                 mark = "[red]failed[/]" if result.status == FAILED else f"[green]{result.status}[/]"
-                self.progress.console.print(f"  {result.host}: {mark} {redact(result.message)}".rstrip())
+                self.progress.console.print(f"  {esc(result.host)}: {mark} {esc(result.message)}".rstrip())
                 self.progress.update(self.task, description=f"failed {self.failed}")
 
 
@@ -205,25 +265,47 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
     done: dict[str, HostResult] = {}
     outcome = FleetOutcome(results=[])
     display = _Display(len(names), progress and bool(names), console)
+    budget.clear_stop()
+    interrupt: KeyboardInterrupt | None = None
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
         try:
-            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome)
-        except KeyboardInterrupt:
+            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, max(1, forks))
+        except KeyboardInterrupt as exc:
+            interrupt = exc
+            sig = getattr(exc, "signal_name", "SIGINT")
             outcome.stopped = outcome.interrupted = True
-            outcome.reason = "interrupted (Ctrl-C); hosts already done stay as they are"
+            outcome.reason = (f"interrupted ({sig}); no host was started after it, running hosts stopped at "
+                              "their next step; hosts already done stay as they are")
+        except Exception as exc:   # the runner itself failed: contain it like a host's bug
+            budget.request_stop("stopped after an internal error")
+            outcome.stopped = True
+            outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
+            outcome.reason = (f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
+                              "hosts already done stay as they are")
+    budget.clear_stop()
     for name in names:
         if name in done:
             outcome.results.append(done[name])
         else:
             outcome.not_run.append(name)
             outcome.results.append(HostResult(name, NOT_RUN, f"not run: {outcome.reason or 'rollout stopped'}"))
+    if interrupt is not None:
+        raise Interrupted(outcome, getattr(interrupt, "signal_name", "SIGINT"),
+                          getattr(interrupt, "exit_code", 130)) from None
     return outcome
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome) -> None:
+def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, forks) -> None:
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
-        _run_phase(pool, fn, [by_name[n] for n in phase], done, display)
+        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks)
+        bug = next((r for r in done.values() if r.data.get(UNEXPECTED_ERROR)), None)
+        if bug is not None:
+            outcome.stopped = True
+            outcome.internal_error = f"{bug.host}: {bug.data[UNEXPECTED_ERROR]}"
+            outcome.reason = (f"unexpected error on {bug.host} ({bug.data[UNEXPECTED_ERROR]}); rollout stopped, "
+                              "no further host was started, hosts already done stay as they are")
+            return
         if index < n_canary:
             r = done[phase[0]]
             if r.status == FAILED and index + 1 < len(phases):
@@ -241,19 +323,37 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
             return
 
 
-def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display) -> None:
-    """Run one phase. On Ctrl-C: cancel what has not started, let running hosts finish, re-raise."""
-    futures = {pool.submit(_call, fn, h): host_name(h) for h in phase_hosts}
-    display.running(list(futures.values()))
-    pending = set(futures)
+def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int) -> None:
+    """Run one phase. A host's bug: hosts of the phase not started yet are cancelled. On Ctrl-C/SIGTERM (or
+    any failure of this loop): cancel what has not started, stop running hosts at their next step boundary,
+    wait for them and record their results, re-raise."""
+    queue = list(phase_hosts)
+    futures: dict = {}
+    pending: set = set()
+
+    def start_more() -> None:   # a host starts only when a fork is free: nothing queued can slip past a stop
+        while queue and len(pending) < forks:
+            h = queue.pop(0)
+            f = pool.submit(_call, fn, h)
+            futures[f] = host_name(h)
+            pending.add(f)
+        display.running([futures[f] for f in pending])
+
     try:
+        start_more()
         while pending:
-            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for f in finished:
+                pending.discard(f)
                 r = f.result()
                 done[futures[f]] = r
                 display.done(r)
-    except KeyboardInterrupt:
+                if r.data.get(UNEXPECTED_ERROR):
+                    queue.clear()
+            start_more()
+    except BaseException as exc:
+        budget.request_stop(f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
+                            if isinstance(exc, KeyboardInterrupt) else "stopped after an internal error")
         for f in pending:
             f.cancel()
         for f in pending:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,9 +19,13 @@ import jsonschema
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from . import __version__, safeio
+from .display import esc, make_console
 from .errors import NumaforgeError
 from .secrets import redact
+
+
+UNEXPECTED_ERROR = "unexpected_error"   # HostResult.data key: the host's work raised something that is a bug
 
 
 def _now() -> str:
@@ -97,6 +100,8 @@ class Report:
     hosts: list[HostResult] = field(default_factory=list)
     data: dict = field(default_factory=dict)
     error: NumaforgeError | None = None
+    interrupted: str | None = None          # "SIGINT"/"SIGTERM" when the run was interrupted
+    selected: list[str] | None = None       # hosts the run was asked to act on (expect_hosts)
     started: str = field(default_factory=_now)
     finished: str | None = None
 
@@ -108,9 +113,28 @@ class Report:
         self.hosts.append(h)
         return h
 
+    def expect_hosts(self, names) -> None:
+        """The run acts on these hosts: the report is not ok unless each of them has a result."""
+        self.selected = list(names)
+
+    def missing_hosts(self) -> list[str]:
+        have = {h.host for h in self.hosts}
+        return [n for n in self.selected or [] if n not in have]
+
+    @property
+    def status(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        return "ok" if self.ok else "failed"
+
     @property
     def ok(self) -> bool:
-        return self.error is None and all(h.status not in ("failed",) for h in self.hosts)
+        """True only when nothing failed: no error, no interrupt, no failed or not-run host, no stopped rollout,
+        and every selected host has a result."""
+        fleet = self.data.get("fleet") if isinstance(self.data.get("fleet"), dict) else {}
+        return (self.error is None and self.interrupted is None
+                and all(h.status not in ("failed", "not-run") for h in self.hosts)
+                and not fleet.get("stopped") and not self.missing_hosts())
 
     def as_dict(self) -> dict:
         err = None
@@ -124,6 +148,7 @@ class Report:
             "started": self.started,
             "finished": self.finished or _now(),
             "ok": self.ok,
+            "status": self.status,
             "inventory": self.inventory,
             "options": self.options,
             "error": err,
@@ -132,18 +157,13 @@ class Report:
         })
 
     def write(self, path: str | os.PathLike) -> Path:
-        """Validate against the schema and write atomically (temp file + rename)."""
+        """Validate against the schema and write atomically (numaforge.safeio: ``-`` is standard output, special
+        files and directories are refused). Returns the path as given."""
         self.finished = self.finished or _now()
         doc = self.as_dict()
         jsonschema.validate(doc, load_schema())
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-        return path
+        safeio.write_output(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        return Path(path)
 
     def summary_table(self) -> Table:
         table = Table(title=f"numaforge {self.task}", show_lines=False)
@@ -153,10 +173,10 @@ class Report:
         colors = {"ok": "green", "changed": "yellow", "unchanged": "green", "failed": "red",
                   "skipped": "dim", "not-run": "dim"}
         for h in self.hosts:
-            table.add_row(h.host, f"[{colors.get(h.status, 'white')}]{h.status}[/]", redact(h.message))
+            table.add_row(esc(h.host), f"[{colors.get(h.status, 'white')}]{esc(h.status)}[/]", esc(h.message))
         return table
 
     def print_summary(self, console: Console | None = None) -> None:
-        console = console or Console()
+        console = console or make_console()
         if self.hosts:
             console.print(self.summary_table())

@@ -7,6 +7,7 @@ scrub it (``redact``); the reference itself (``env:BMC_PASS``) is what gets prin
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,48 @@ from .errors import SecretError
 
 _RESOLVED: set[str] = set()
 MASK = "********"
+MAX_SECRET_FILE_BYTES = 16 * 1024
+ALLOW_READABLE_ENV = "NUMAFORGE_ALLOW_READABLE_SECRET_FILES"
+
+
+def register(value: str | None) -> None:
+    """Scrub ``value`` (e.g. a Redfish session token) from every later message and report, like a resolved
+    secret. Values shorter than 4 characters are not registered (they would mask ordinary text)."""
+    if value and len(value) >= 4:
+        _RESOLVED.add(value)
+
+
+def _read_secret_file(path: Path, where: str) -> str:
+    """A ``file:`` secret: a regular file, at most MAX_SECRET_FILE_BYTES, readable only by its owner (unless
+    NUMAFORGE_ALLOW_READABLE_SECRET_FILES=1)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SecretError(f"cannot read secret file {path}: {exc.strerror}", where,
+                          "check the path and its permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SecretError(f"secret file {path} is not a regular file", where,
+                          "point file: at a regular file holding only the secret")
+    if st.st_size > MAX_SECRET_FILE_BYTES:
+        raise SecretError(f"secret file {path} is {st.st_size} bytes, more than the {MAX_SECRET_FILE_BYTES}-byte "
+                          "limit", where, "point file: at a file holding only the secret")
+    if st.st_mode & 0o077 and os.environ.get(ALLOW_READABLE_ENV) != "1":
+        who = "others" if st.st_mode & 0o007 else "its group"
+        raise SecretError(f"secret file {path} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})", where,
+                          f"chmod 600 {path} (or set {ALLOW_READABLE_ENV}=1 to accept it)")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SECRET_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SecretError(f"cannot read secret file {path}: {exc.strerror}", where,
+                          "check the path and its permissions") from None
+    if len(data) > MAX_SECRET_FILE_BYTES:
+        raise SecretError(f"secret file {path} grew past the {MAX_SECRET_FILE_BYTES}-byte limit", where,
+                          "point file: at a file holding only the secret")
+    try:
+        return data.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError:
+        raise SecretError(f"secret file {path} is not UTF-8 text", where, "store the secret as text") from None
 
 
 @dataclass(frozen=True)
@@ -52,12 +95,7 @@ class SecretRef:
                                   f"export {self.value}=... before running")
             secret = os.environ[self.value]
         elif self.kind == "file":
-            path = Path(self.value).expanduser()
-            try:
-                secret = path.read_text().rstrip("\n")
-            except OSError as exc:
-                raise SecretError(f"cannot read secret file {path}: {exc.strerror}", self.where,
-                                  "check the path and its permissions") from None
+            secret = _read_secret_file(Path(self.value).expanduser(), self.where)
         else:
             secret = self.value
         if secret:

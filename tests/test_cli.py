@@ -161,9 +161,15 @@ def test_doctor_rejects_unknown_pipeline():
     assert r.returncode == 2 and "not one of" in r.stderr
 
 
-@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify"])
+@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify", "livepatch-status",
+                                  "livepatch-install", "livepatch-unload --module x"])
 def test_bad_host_timeout_exits_2_naming_the_option(task):
-    r = invoke(task, "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
+    r = invoke(*task.split(), "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--host-timeout must be 0 (none) or a number of seconds, got 'soon'" in r.stderr.replace("\n", " ")
     assert "Traceback" not in r.stderr
+
+
+def test_measure_and_no_measure_contradict():
+    r = invoke("validate", "--inventory", "inventory/lab.yaml", "--measure", "--no-measure")
+    assert r.returncode == 2 and "contradict" in r.stderr and "Traceback" not in r.stderr

@@ -21,6 +21,7 @@ def test_report_steps_and_schema(tmp_path):
         with h.step("load"):
             raise RuntimeError("insmod: Invalid module format")
     h.status = "failed"
+    (tmp_path / "sub").mkdir()   # a missing parent is an error (numaforge.safeio), never created
     path = rep.write(tmp_path / "sub" / "report.json")
     doc = json.loads(path.read_text())
     jsonschema.validate(doc, load_schema())
@@ -58,4 +59,13 @@ def test_secret_reference_errors(tmp_path, monkeypatch):
     with pytest.raises(Exception, match="cannot read secret file"):
         SecretRef.parse(f"file:{tmp_path}/missing").resolve()
     (tmp_path / "s").write_text("from-file\n")
+    (tmp_path / "s").chmod(0o644)
+    with pytest.raises(Exception, match=r"(?s)readable by others \(mode 0644\).*chmod 600"):
+        SecretRef.parse(f"file:{tmp_path}/s").resolve()
+    monkeypatch.setenv("NUMAFORGE_ALLOW_READABLE_SECRET_FILES", "1")
     assert SecretRef.parse(f"file:{tmp_path}/s").resolve() == "from-file"
+    monkeypatch.delenv("NUMAFORGE_ALLOW_READABLE_SECRET_FILES")
+    (tmp_path / "s").chmod(0o600)
+    assert SecretRef.parse(f"file:{tmp_path}/s").resolve() == "from-file"
+    with pytest.raises(Exception, match="not a regular file"):
+        SecretRef.parse("file:/dev/zero").resolve()

@@ -1,10 +1,13 @@
 """Per-host BIOS flow over Redfish: read -> render/map/validate/plan -> PATCH -> config job -> reboot -> verify.
 
-Explicit states per host (like kpatch's script): ``read`` (system, Bios, settings object, registry),
-``plan`` (profile render, vendor map, registry validation, diff -- all before any write), ``patch`` (one PATCH of
-only the differing attributes to the settings object named by @Redfish.Settings, If-Match its ETag; on 412
-re-read once and re-plan), ``job`` (Dell-like BMCs: a BIOS config job, never clobbering an existing one),
-``reboot`` (GracefulRestart, ForceRestart after a timeout, wait for power-on), ``verify`` (current == desired).
+Explicit states per host (``HostApply``, in the order the pure ``next_state`` gives, like numaforge.livepatch):
+``read`` (system, Bios, settings object, registry), ``plan`` (profile render, vendor map, registry validation,
+diff -- all before any write), ``job-check`` (job BMCs: a queued BIOS job stops the host before any write),
+``patch`` (one PATCH of only the differing attributes to the settings object named by @Redfish.Settings,
+If-Match its ETag; on 412 re-read once and re-plan; a lost answer is re-read, never re-sent), ``job``
+(Dell-like BMCs: a BIOS config job, never clobbering an existing one), ``reboot`` (GracefulRestart,
+ForceRestart after a timeout, wait for power-on), ``verify`` (current == desired), ``result``. The BMC is read
+and written through the client-side resources (numaforge.bios.resources) where they fit.
 
 Every step records into a ``HostResult`` (numaforge.report); nothing here prints.
 """
@@ -17,21 +20,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from ..errors import NumaforgeError
-from ..report import HostResult
+from ..fleet import rolling_batch, run_fleet
+from ..report import UNEXPECTED_ERROR, HostResult
 from . import discovery
-from .errors import ConcurrentChangeError, JobConflictError, ProfileError, RedfishError
+from .errors import (ConcurrentChangeError, JobConflictError, ProfileError, RedfishAuthError, RedfishError,
+                     RedfishHTTPError, RedfishPreconditionFailedError, RedfishRedirectError)
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
-from .redfish import RedfishClient, RetryPolicy, _path
+from .redfish import RedfishClient, Response, RetryPolicy, _path
+from .resources import Job, JobCollection, ServiceRoot, SettingsObject, System, find_jobs, link_path
+from .resources.jobs import FINAL_BAD, FINAL_OK
 from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
 from .registry import Registry
 from .vendors import detect_vendor, load_vendor_map, translate
 
-ACTIVE_JOB_STATES = {"New", "Scheduled", "Scheduling", "Running", "Waiting", "Starting", "Pending",
-                     "ReadyForExecution", "Downloading", "Downloaded", "PendingReboot", "Suspended"}
-FINAL_JOB_OK = {"Completed", "CompletedWithWarnings"}
-FINAL_JOB_BAD = {"Failed", "CompletedWithErrors", "Cancelled", "Killed", "Exception"}
+FINAL_JOB_OK = FINAL_OK
+FINAL_JOB_BAD = FINAL_BAD
 
 
 @dataclass
@@ -102,15 +108,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
 
 
 # -- read -----------------------------------------------------------------------------------------------------
-def _link(doc: dict, *keys) -> str | None:
-    cur: Any = doc
-    for k in keys:
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(k)
-    if isinstance(cur, dict):
-        cur = cur.get("@odata.id")
-    return _path(cur) if isinstance(cur, str) else None
+_link = link_path      # (doc, *keys) -> the path of doc[k1][k2]...["@odata.id"], or None
 
 
 def find_system(client: RedfishClient, host) -> tuple[str, dict]:
@@ -144,6 +142,34 @@ def fetch_registry(client: RedfishClient, registry_id: str, bios_path: str) -> R
     return discovery.fetch_registry(client, registry_id)
 
 
+def confirm_registry(client: RedfishClient, reg: Registry) -> bool:
+    """A cached registry (another host's, or a past run's) serves this host only if this BMC serves the same
+    document now: a HEAD of its URI must answer the ETag recorded when it was fetched. Anything else (no ETag,
+    HEAD refused, another ETag) means: fetch it from this BMC."""
+    if id(reg) in client.confirmed:
+        return True
+    if not reg.source_uri or not reg.etag:
+        return False
+    r = client.request("HEAD", reg.source_uri)
+    if r.status < 400 and r.headers.get("etag") == reg.etag:
+        client.confirmed.add(id(reg))
+        return True
+    return False
+
+
+def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
+    """The model's system path serves this host only if this BMC's Systems collection lists it -- and, when
+    the inventory names no system_id, lists nothing else (a BMC that now manages two systems is refused by
+    discovery, so it must not be let through by the cache)."""
+    coll = shape.system_path.rstrip("/").rsplit("/", 1)[0]
+    r = client.request("GET", coll)
+    if r.status >= 400:
+        return False
+    members = [_path(m.get("@odata.id", "")).rstrip("/") for m in r.body.get("Members") or [] if isinstance(m, dict)]
+    mine = shape.system_path.rstrip("/")
+    return mine in members if host.bmc.system_id else members == [mine]
+
+
 def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     where = f"{host.name} ({client.base_url})"
     key = shape_key(host)
@@ -153,8 +179,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if shape is not None:
         # same model as a host already read in this run: go straight to its Bios; anything unexpected
         # (moved, different registry) falls back to full discovery
-        r = client.request("GET", shape.bios_path)
-        if r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
+        r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
+        if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
         else:
             stale = True
@@ -176,7 +202,13 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
     registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path),
-                         attributes=(bios.get("Attributes") or {}).keys())
+                         attributes=(bios.get("Attributes") or {}).keys(),
+                         confirm=lambda reg: confirm_registry(client, reg))
+    if not (sr.etag or settings.get("ETag")):
+        note = ("the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
+                "without If-Match (a change made by someone else in between cannot be detected)")
+        if note not in client.warnings:
+            client.warnings.append(note)
     apply_times = list(settings.get("SupportedApplyTimes") or [])
     sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
     for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
@@ -237,9 +269,17 @@ def _finish(result: HostResult, client: RedfishClient | None) -> None:
             result.data["warnings"] = list(client.warnings)
 
 
-def _fail(result: HostResult, exc: NumaforgeError) -> None:
+def _fail(result: HostResult, exc: BaseException) -> None:
+    """Mark the host failed; the message also says what this run had already done to it."""
     result.status = "failed"
-    result.message = exc.render()
+    result.message = exc.render() if isinstance(exc, NumaforgeError) else f"{type(exc).__name__}: {exc}"
+    done = []
+    if result.data.get("changed"):
+        done.append(f"written before it stopped: {', '.join(result.data['changed'])} (pending until a reset)")
+    if result.data.get("reset_requested"):
+        done.append(f"a reset was requested at {result.data['reset_requested']}")
+    if done:
+        result.message += "\n  " + "; ".join(done)
 
 
 @contextmanager
@@ -277,7 +317,77 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
         return None
 
 
-# -- apply ---------------------------------------------------------------------------------------------------
+# -- apply: one host as an explicit state object --------------------------------------------------------------
+#
+# plan -> [resume] -> job-check -> patch (412: re-read, re-plan, once) -> job -> reboot -> verify -> result.
+# ``next_state`` (pure) decides which state comes next from what the host's run knows so far (``Progress``);
+# ``HostApply`` carries the state between the steps and does each one; ``apply_host`` runs them, each as a step
+# of the HostResult, inside one BMC session that is always logged out; ``outcome`` (pure) turns what happened
+# into the host's status and message. Like numaforge.livepatch: pure decisions, guaranteed handling.
+
+STATES = ("plan", "job-check", "patch", "job", "reboot", "verify", "result")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What decides the next state (pure data)."""
+    changes: bool          # the plan has values to write
+    pending: bool          # values the plan wants are already pending
+    written: bool          # our PATCH landed
+    jobs: bool             # the BMC applies BIOS values only through a config job (Dell iDRAC)
+    reboot: bool           # --reboot
+    needs_reset: bool      # something waits for a host reset
+
+
+def next_state(state: str, p: Progress) -> str:
+    """The state after ``state``. Pure: job-check only before a write on a job BMC; patch only with changes;
+    job only when a job BMC has something to apply; reboot and verify only with --reboot and a reset needed."""
+    for nxt in STATES[STATES.index(state) + 1:]:
+        if nxt == "job-check" and not (p.jobs and p.changes):
+            continue
+        if nxt == "patch" and not p.changes:
+            continue
+        if nxt == "job" and not (p.jobs and (p.written or p.pending)):
+            continue
+        if nxt in ("reboot", "verify") and not (p.reboot and p.needs_reset):
+            continue
+        return nxt
+    return "result"
+
+
+def patch_action(status: int, replanned: bool) -> str:
+    """After a PATCH answered ``status``: 'done', 'replan' (first 412: re-read and re-plan) or 'conflict'
+    (412 again after a re-plan). Pure."""
+    if status != 412:
+        return "done"
+    return "conflict" if replanned else "replan"
+
+
+def outcome(data: dict, *, reboot: bool, needs_reset: bool, plan_pending: int) -> tuple[str, str]:
+    """(status, message) of a host from its result data. Pure."""
+    mism = data.get("mismatches") or []
+    if mism:
+        message = "after reboot: " + "; ".join(
+            f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism)
+        job = data.get("job") or {}
+        if job and job.get("state") not in FINAL_JOB_OK:
+            message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
+        return "failed", message
+    if data.get("resumed"):
+        return "changed", (f"resumed an interrupted run: reset requested by the previous run at "
+                           f"{data.get('reset_requested_by_previous_run')}; waited for it, not reset again; "
+                           f"{len(data['verified'])} verified")
+    if data["changed"] or (reboot and needs_reset):
+        parts = [f"{len(data['changed'])} written"]
+        if reboot:
+            parts.append(f"rebooted, {len(data['verified'])} verified")
+        else:
+            parts.append(f"{len(data['pending'])} pending until the host resets (use --reboot)")
+        return "changed", ", ".join(parts)
+    return "unchanged", "no change" + (f"; {plan_pending} already pending a reset (use --reboot)"
+                                       if plan_pending else "")
+
+
 def system_of(client: RedfishClient, state: BiosState) -> dict:
     """The ComputerSystem document, read on first use."""
     if state.system is None:
@@ -285,246 +395,284 @@ def system_of(client: RedfishClient, state: BiosState) -> dict:
     return state.system
 
 
-def _jobs_collection(client: RedfishClient, state: BiosState) -> str | None:
-    """Dell-like config jobs: Manager Links/Oem/Dell/Jobs, Manager Jobs, or the standard JobService."""
-    mgr = None
-    managed = (system_of(client, state).get("Links") or {}).get("ManagedBy") or []
-    if managed:
-        mgr_path = _path(managed[0].get("@odata.id", ""))
-        r = client.request("GET", mgr_path)
-        if r.status < 400:
-            mgr = r.body
-            for keys in (("Links", "Oem", "Dell", "Jobs"), ("Oem", "Dell", "Jobs"), ("Jobs",)):
-                link = _link(mgr, *keys)
-                if link:
-                    return link
-            r2 = client.request("GET", mgr_path.rstrip("/") + "/Jobs")
-            if r2.status < 400 and "Members" in r2.body:
-                return mgr_path.rstrip("/") + "/Jobs"
-    js = _link(client.ensure_root(), "JobService")
-    if js:
-        r = client.request("GET", js)
-        if r.status < 400:
-            return _link(r.body, "Jobs")
-    return None
+def _job_info(job: Job) -> dict:
+    return {"id": job.identity, "state": job.state, "path": job.path}
 
 
-def _job_targets_bios(job: dict, state: BiosState) -> bool:
-    text = " ".join(str(job.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI", "Description"))
-    low = text.lower()
-    return "bios" in low or state.settings_path.lower().rstrip("/") in low
+class HostApply:
+    """One host's apply between its steps: what was read and planned, the job, what was written."""
 
+    def __init__(self, host, opts: HostOptions, cache: RegistryCache, result: HostResult,
+                 client: RedfishClient, state: BiosState):
+        self.host, self.opts, self.cache, self.result = host, opts, cache, result
+        self.client, self.state = client, state
+        self.journal = opts.journal if opts.reboot else None
+        self.profile = self.desired = self.plan = None
+        self.jobs: JobCollection | None = None
+        self.job_path: str | None = None
+        self.written = False
+        self.replanned = False
+        self.data = result.data
 
-def _job_state(job: dict) -> str:
-    return str(job.get("JobState") or job.get("TaskState") or (job.get("Oem") or {}).get("Dell", {}).get("JobState")
-               or "Unknown")
+    @property
+    def where(self) -> str:
+        return f"{self.host.name} ({self.client.base_url})"
 
+    def progress(self) -> Progress:
+        return Progress(changes=bool(self.plan.changes), pending=bool(self.plan.pending), written=self.written,
+                        jobs=self.state.vendor == "dell", reboot=self.opts.reboot,
+                        needs_reset=self.plan.needs_reset)
 
-def active_bios_jobs(client: RedfishClient, jobs_path: str, state: BiosState) -> list[dict]:
-    out = []
-    for m in client.get(jobs_path).body.get("Members") or []:
-        job = m if "JobState" in m else client.get(_path(m["@odata.id"])).body
-        if _job_state(job) in ACTIVE_JOB_STATES and _job_targets_bios(job, state):
-            out.append(job)
-    return out
+    # -- plan / resume -----------------------------------------------------------------------------------------
+    def do_plan(self) -> None:
+        self.profile, self.desired, self.plan = plan_for(self.host, self.state, self.opts)
+        _record_plan(self.result, self.state, self.profile, self.plan)
+        self.data.update({"changed": [], "pending": list(self.plan.pending), "verified": [], "mismatches": []})
 
+    def resuming(self) -> bool:
+        # whatever the plan shows now: mid power-cycle a BMC may show the values neither pending nor current yet
+        return self.journal is not None and self.journal.action(self.host.name) == "verify"
 
-def _ensure_job(client: RedfishClient, state: BiosState, host, job_path: str | None, jobs_path: str | None,
-                opts: HostOptions) -> str:
-    """The config job that will apply the pending values: the one our PATCH created, an existing one (adopted,
-    never replaced), or a new one (POST {"TargetSettingsURI": <settings object>} to the jobs collection)."""
-    if job_path:
-        return job_path
-    jobs_path = jobs_path or _jobs_collection(client, state)
-    if not jobs_path:
-        raise RedfishError("no jobs collection found to create the BIOS config job",
-                           f"{host.name} ({client.base_url})",
-                           "without a config job the pending values never apply; check the iDRAC firmware")
-    existing = active_bios_jobs(client, jobs_path, state)
-    if existing:
-        return _path(existing[0].get("@odata.id"))
-    jr = client.post(jobs_path, {"TargetSettingsURI": state.settings_path})
-    if jr.status >= 400:
-        raise RedfishError(f"creating the BIOS config job answered {jr.status}: {jr.error_text()}",
-                           f"{host.name} ({client.base_url})",
-                           "the values are pending without a job; re-run, or create the job on the iDRAC")
-    link = jr.headers.get("location") or jr.body.get("@odata.id")
-    if not link:
-        raise RedfishError("the BMC created a config job but did not say where (no Location)",
-                           f"{host.name} ({client.base_url})", "check the iDRAC job queue")
-    return _path(link)
+    def do_resume(self) -> dict:
+        """An interrupted run already asked this host to reset: wait for that reset, never send another; re-read,
+        re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
+            self.journal.data(self.host.name, "reboot-requested").get("time") or 0))
+        note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
+        waited = wait_back(self.client, self.state, desired_values(self.plan), self.opts.timeouts)
+        detail = {"journal": str(self.journal.path), "phases": self.journal.phases(self.host.name), "note": note,
+                  "waited": waited}
+        self.state = read_state(self.client, self.host, self.cache)
+        self.plan = replan(self.state, self.desired, self.host)
+        self.data["resumed"] = True
+        self.data["reset_requested_by_previous_run"] = when
+        if self.plan.changes or self.plan.needs_reset:
+            differ = sorted({i.attribute for i in self.plan.items if i.current != i.desired})
+            raise RedfishError(f"{note}: after {waited['seconds']:g} s (--power-timeout) the host (power "
+                               f"{waited['power']}) does not show the new values yet "
+                               f"({', '.join(differ) or 'settings still pending'}); it was not reset again",
+                               self.where,
+                               "check the host (console, power state); once it is back on, re-run the same command: "
+                               f"it verifies and never resets; to start over instead, delete {self.journal.path}")
+        return detail
 
+    # -- the states --------------------------------------------------------------------------------------------
+    def _job_queue(self) -> JobCollection | None:
+        if self.jobs is None:
+            managers = System(self.client, self.state.system_path, system_of(self.client, self.state)).manager_paths
+            self.jobs = find_jobs(self.client, ServiceRoot.load(self.client), managers)
+        return self.jobs
 
-def _wait_job(client: RedfishClient, job_path: str, want: set[str], timeout: float, poll: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(job_path).body
-        st = _job_state(job)
-        if st in want or st in FINAL_JOB_BAD or st in FINAL_JOB_OK:
-            return job
-        if time.monotonic() > deadline:
-            return job
-        time.sleep(poll)
+    def do_job_check(self):
+        """A queued BIOS job is reported, never clobbered: nothing is written while one exists."""
+        jobs = self._job_queue()
+        active = [j for j in jobs.bios_jobs(self.state.settings_path) if j.active] if jobs else []
+        if active:
+            ids = ", ".join(f"{j.identity} ({j.state})" for j in active)
+            raise JobConflictError(f"a BIOS configuration job is already queued: {ids}; nothing was written",
+                                   f"{self.host.name} ({self.client.base_url}{jobs.path})",
+                                   "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
+                                   "completes) or remove it with `invoke bios-job-delete` if it is stale, then "
+                                   "re-run")
+        return {"queue": jobs.path if jobs else None, "active": 0}
 
+    def do_patch(self):
+        use_at = "OnReset" in self.state.apply_times
+        detail = None
+        if not self.state.etag:
+            # no ETag, no If-Match: re-read right before writing (the plan says so in its warnings)
+            self.state = read_state(self.client, self.host, self.cache)
+            self.plan = replan(self.state, self.desired, self.host)
+            _record_plan(self.result, self.state, self.profile, self.plan)
+            self.data["pending"] = list(self.plan.pending)
+            detail = "no ETag on the settings object: re-read and re-planned right before the PATCH"
+        changes = self.plan.changes
+        if not changes:
+            return detail
+        while True:
+            r = _patch_checked(self.client, self.state, changes, use_at, self.result)
+            action = patch_action(r.status, self.replanned)
+            if action == "done":
+                break
+            if action == "conflict":
+                raise ConcurrentChangeError(
+                    "the BIOS settings object changed again while writing (412 twice); nothing more was written",
+                    f"{self.host.name} ({self.client.base_url}{self.state.settings_path})",
+                    "someone else is changing this BIOS: coordinate, then re-run")
+            detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
+            self.state = read_state(self.client, self.host, self.cache)
+            self.plan = replan(self.state, self.desired, self.host)
+            _record_plan(self.result, self.state, self.profile, self.plan)
+            self.data["pending"] = list(self.plan.pending)
+            self.data["replanned_after_412"] = self.replanned = True
+            changes = self.plan.changes
+            if not changes:
+                return detail
+        self.written = True
+        self.data["changed"] = sorted(changes)
+        self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
+        loc = r.headers.get("location")
+        if loc and "job" in loc.lower():
+            self.job_path = _path(loc)
+        if self.journal is not None:
+            self.journal.record(self.host.name, "patched", attributes=sorted(changes))
+        return detail
 
-def _patch_once(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool):
-    body: dict[str, Any] = {"Attributes": changes}
-    if use_apply_time:
-        body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
-    return client.patch(state.settings_path, body, state.etag)
+    def do_job(self):
+        """iDRAC applies pending BIOS values only through a config job: make sure exactly one exists (the one
+        our PATCH created, an existing one -- adopted, never replaced -- or a new one), and that it is Scheduled."""
+        if not self.job_path:
+            fresh = self.jobs is None
+            jobs = self._job_queue()
+            if jobs is not None and not fresh:
+                jobs.refresh()        # read before our PATCH: the BMC may have made a job for it since
+            if jobs is None:
+                raise RedfishError("no jobs collection found to create the BIOS config job", self.where,
+                                   "without a config job the pending values never apply; check the iDRAC firmware")
+            existing = [j for j in jobs.bios_jobs(self.state.settings_path) if j.active]
+            self.job_path = existing[0].path if existing else jobs.create_config_job(self.state.settings_path)
+        job = self._wait_job({"Scheduled"}, self.opts.timeouts.job)
+        self.data["job"] = _job_info(job)
+        if job.state in FINAL_JOB_BAD:
+            raise RedfishError(f"BIOS config job {job.identity} {job.state}: {job.message}", self.where,
+                               "see the job's message on the iDRAC")
+        return self.data["job"]
+
+    def _wait_job(self, want: set[str], timeout: float) -> Job:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = Job.load(self.client, self.job_path)
+            if job.state in want or job.state in FINAL_JOB_BAD or job.state in FINAL_JOB_OK:
+                return job
+            if time.monotonic() > deadline:
+                return job
+            time.sleep(self.opts.timeouts.poll)
+
+    def do_reboot(self):
+        if self.journal is not None:   # on disk before the reset is requested
+            self.journal.record(self.host.name, "reboot-requested")
+        detail = reboot(self.client, self.state, desired_values(self.plan), self.opts.timeouts, self.result)
+        if self.journal is not None:
+            self.journal.record(self.host.name, "rebooted")
+        return detail
+
+    def do_verify(self):
+        if self.job_path:
+            job = self._wait_job(FINAL_JOB_OK, self.opts.timeouts.job)
+            self.data["job"] = _job_info(job)
+            if job.state not in FINAL_JOB_OK:
+                self.data["job"]["message"] = job.message
+        verify_into(self.client, self.state, self.plan, self.result)
+        return {"verified": len(self.data["verified"]), "mismatches": len(self.data["mismatches"])}
+
+    def finish(self) -> None:
+        """The result state: verified without a reset when nothing needs one; journal; status and message."""
+        if not self.plan.needs_reset and not self.data["verified"]:
+            self.data["verified"] = [i.attribute for i in self.plan.settable]
+        if self.journal is not None and not self.data.get("mismatches"):
+            self.journal.record(self.host.name, "verified")
+        self.result.status, self.result.message = outcome(
+            self.data, reboot=self.opts.reboot, needs_reset=self.plan.needs_reset,
+            plan_pending=len(self.plan.pending))
 
 
 def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
-    """Plan, then (only if something differs) PATCH, job, optional reboot and verify."""
+    """Plan, then (only if something differs) PATCH, job, optional reboot and verify: the states of HostApply
+    in the order next_state gives, each a step of ``result``. Raises nothing for host failures."""
     try:
         with bmc_session(host, opts, cache, result) as (client, state):
+            h = HostApply(host, opts, cache, result, client, state)
             with result.step("plan"):
-                profile, desired, plan = plan_for(host, state, opts)
-            _record_plan(result, state, profile, plan)
-            result.data.update({"changed": [], "pending": list(plan.pending), "verified": [], "mismatches": []})
-            journal = opts.journal if opts.reboot else None
-            if journal is not None and journal.action(host.name) == "verify" and plan.needs_reset:
-                # an interrupted run already asked this host to reset: never reset it twice
+                h.do_plan()
+            if h.resuming():
                 with result.step("resume") as s:
-                    s.detail = {"journal": str(journal.path), "phases": journal.phases(host.name),
-                                "waited": wait_back(client, state, desired_values(plan), opts.timeouts)}
-                state = read_state(client, host, cache)
-                plan = replan(state, desired, host)
-                result.data["resumed"] = True
-            is_dell_jobs = state.vendor == "dell"
-            jobs_path = None
-            job_path = None
-            if plan.changes:
-                if is_dell_jobs:
-                    with result.step("job-check") as s:
-                        jobs_path = _jobs_collection(client, state)
-                        if jobs_path:
-                            active = active_bios_jobs(client, jobs_path, state)
-                            if active:
-                                ids = ", ".join(f"{j.get('Id')} ({_job_state(j)})" for j in active)
-                                s.detail = {"conflicting_jobs": ids}
-                                raise JobConflictError(
-                                    f"a BIOS configuration job is already queued: {ids}; nothing was written",
-                                    f"{host.name} ({client.base_url}{jobs_path})",
-                                    "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
-                                    "completes) or delete it on the BMC if it is stale, then re-run")
-                with result.step("patch") as s:
-                    use_at = "OnReset" in state.apply_times
-                    changes = plan.changes
-                    r = _patch_checked(client, state, changes, use_at, result)
-                    if r.status == 412:
-                        s.detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
-                        state = read_state(client, host, cache)
-                        plan = replan(state, desired, host)
-                        _record_plan(result, state, profile, plan)
-                        result.data["pending"] = list(plan.pending)
-                        result.data["replanned_after_412"] = True
-                        changes = plan.changes
-                        if changes:
-                            r = _patch_checked(client, state, changes, use_at, result)
-                            if r.status == 412:
-                                raise ConcurrentChangeError(
-                                    "the BIOS settings object changed again while writing (412 twice); nothing "
-                                    "more was written", f"{host.name} ({client.base_url}{state.settings_path})",
-                                    "someone else is changing this BIOS: coordinate, then re-run")
-                    if changes:
-                        result.data["changed"] = sorted(changes)
-                        result.data["pending"] = sorted(set(result.data["pending"]) | set(changes))
-                        loc = r.headers.get("location")
-                        if loc and "job" in loc.lower():
-                            job_path = _path(loc)
-                        if journal is not None:
-                            journal.record(host.name, "patched", attributes=sorted(changes))
-            if is_dell_jobs and (result.data["changed"] or plan.pending):
-                # iDRAC applies pending BIOS values only through a config job: make sure exactly one exists
-                with result.step("job") as s:
-                    job_path = _ensure_job(client, state, host, job_path, jobs_path, opts)
-                    job = _wait_job(client, job_path, {"Scheduled"}, opts.timeouts.job, opts.timeouts.poll)
-                    result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
-                    s.detail = result.data["job"]
-                    if _job_state(job) in FINAL_JOB_BAD:
-                        raise RedfishError(f"BIOS config job {job.get('Id')} {_job_state(job)}: "
-                                           f"{job.get('Message', '')}", f"{host.name} ({client.base_url})",
-                                           "see the job's message on the iDRAC")
-            if opts.reboot and plan.needs_reset:
-                with result.step("reboot") as s:
-                    if journal is not None:   # on disk before the reset is requested
-                        journal.record(host.name, "reboot-requested")
-                    s.detail = reboot(client, state, desired_values(plan), opts.timeouts)
-                    if journal is not None:
-                        journal.record(host.name, "rebooted")
-                if job_path:
-                    job = _wait_job(client, job_path, FINAL_JOB_OK, opts.timeouts.job, opts.timeouts.poll)
-                    result.data["job"] = {"id": job.get("Id"), "state": _job_state(job), "path": job_path}
-                    if _job_state(job) not in FINAL_JOB_OK:
-                        result.data["job"]["message"] = str(job.get("Message", ""))
-                with result.step("verify") as s:
-                    verify_into(client, state, plan, result)
-                    s.detail = {"verified": len(result.data["verified"]),
-                                "mismatches": len(result.data["mismatches"])}
-            elif not plan.needs_reset:
-                result.data["verified"] = [i.attribute for i in plan.settable]
-        mism = result.data.get("mismatches") or []
-        if journal is not None and not mism:
-            journal.record(host.name, "verified")
-        if mism:
-            result.status = "failed"
-            result.message = "after reboot: " + "; ".join(
-                f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism)
-            job = result.data.get("job") or {}
-            if job and job.get("state") not in FINAL_JOB_OK:
-                result.message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
-        elif result.data.get("resumed"):
-            result.status = "changed"
-            result.message = (f"resumed an interrupted run (its reset was already requested; not reset again), "
-                              f"{len(result.data['verified'])} verified")
-        elif result.data["changed"] or (opts.reboot and plan.needs_reset):
-            result.status = "changed"
-            parts = [f"{len(result.data['changed'])} written"]
-            if opts.reboot:
-                parts.append(f"rebooted, {len(result.data['verified'])} verified")
-            else:
-                parts.append(f"{len(result.data['pending'])} pending until the host resets (use --reboot)")
-            result.message = ", ".join(parts)
-        else:
-            result.status = "unchanged"
-            result.message = "no change" + (f"; {len(plan.pending)} already pending a reset (use --reboot)"
-                                            if plan.pending else "")
+                    s.detail = h.do_resume()
+            current = "plan"
+            while True:
+                current = next_state(current, h.progress())
+                if current == "result":
+                    break
+                with result.step(current) as s:
+                    s.detail = getattr(h, "do_" + current.replace("-", "_"))()
+            h.finish()
     except NumaforgeError as exc:
         _fail(result, exc)
+
+
+def _patch_once(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool) -> Response:
+    """One PATCH of ``changes`` through the SettingsObject resource (If-Match: the ETag read with the state)."""
+    obj = SettingsObject(client, state.settings_path, {"Attributes": state.settings_attrs}, state.etag)
+    return obj.commit(changes, "OnReset" if use_apply_time else None)
 
 
 def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool,
                    result: HostResult):
     """PATCH once (the adapter retries only a 503). If the answer is an error or is lost, re-read the settings
     object -- never re-send blindly: when it holds every value we sent, the BMC did act; otherwise report what it
-    holds (nothing is half-written by us: the PATCH is one request) and stop."""
+    holds (nothing is half-written by us: the PATCH is one request) and stop. A lost answer (timeout, reset) is
+    not a "no": the settings object is re-read for up to the read timeout (the BMC may still be working on the
+    request), and the report names what the BMC holds then, pending values and BIOS jobs."""
     try:
-        r = _patch_once(client, state, changes, use_apply_time)
+        return _patch_once(client, state, changes, use_apply_time)
+    except RedfishRedirectError:
+        raise   # answered, and not carried out: nothing to re-read
+    except RedfishPreconditionFailedError:
+        return Response(412, {}, {}, state.settings_path)
+    except RedfishHTTPError as exc:
+        if exc.status in (401, 403):
+            # refused before the BMC looked at the attributes: authentication/authorisation, not a value
+            kind = RedfishAuthError if exc.status == 401 else RedfishError
+            raise kind(f"PATCH {state.settings_path} answered {exc.status} ("
+                       + ("authentication refused: the session is no longer valid" if exc.status == 401
+                          else "forbidden") + f"): {exc.what}; the BMC refused the request, nothing was written",
+                       f"{client.host} ({client.base_url})",
+                       "check bmc.username / the password reference and the BMC's session timeout, then re-run"
+                       if exc.status == 401 else
+                       "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)") from None
+        answered, what = exc, exc.what
     except RedfishError as exc:
-        r, lost = None, exc
-    if r is not None and (r.status < 400 or r.status == 412):
-        return r
-    what = f"PATCH {state.settings_path} " + (f"answered {r.status}: {r.error_text()}" if r is not None
-                                              else f"got no answer ({lost.what})")
-    try:
-        attrs = client.get(state.settings_path).body.get("Attributes") or {}
-    except NumaforgeError:
-        raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
-                           f"{client.host} ({client.base_url})",
-                           "re-run `invoke bios-plan` to see what is pending, then `bios-apply` again") from None
-    now = pending_values(state.current, attrs)
-    if all(now.get(k) == v for k, v in changes.items()):
-        client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
-        from .redfish import Response
-        return Response(200, {}, {}, state.settings_path)
+        answered, what = None, f"PATCH {state.settings_path} got no answer ({exc.what})"
+    deadline = time.monotonic() + (client.policy.read_timeout if answered is None else 0.0)
+    while True:
+        try:
+            attrs = client.get(state.settings_path).body.get("Attributes") or {}
+        except NumaforgeError:
+            raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
+                               f"{client.host} ({client.base_url})",
+                               "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then "
+                               "`bios-apply` again") from None
+        now = pending_values(state.current, attrs)
+        if all(now.get(k) == v for k, v in changes.items()):
+            client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
+            return Response(200, {}, {}, state.settings_path)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     before = pending_values(state.current, state.settings_attrs)
     extra = sorted(k for k in now if before.get(k) != now.get(k))
+    if answered is None:
+        held = ("the BMC now holds " + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else
+                                        "no new pending value") + f"; BIOS jobs: {_jobs_text(client, state)}; "
+                "it may still act on the request")
+        raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})",
+                           "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
+                           "re-running bios-apply writes only what still differs")
     held = (f"the settings object now holds new values for: {', '.join(extra)}" if extra
             else "the settings object is unchanged: nothing was written")
-    fix = ("fix the attribute the BMC names, then re-run" if r is not None and 400 <= r.status < 500
+    fix = ("fix the attribute the BMC names, then re-run" if 400 <= answered.status < 500
            else "re-run when the BMC is healthy (the plan writes only what still differs)")
     raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})", fix)
+
+
+def _jobs_text(client: RedfishClient, state: BiosState) -> str:
+    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
+    try:
+        managers = System(client, state.system_path, system_of(client, state)).manager_paths
+        jobs = find_jobs(client, ServiceRoot.load(client), managers)
+        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
+    except NumaforgeError as exc:
+        return f"unknown ({exc.what})"
+    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
 def desired_values(plan: Plan) -> dict[str, Any]:
@@ -550,14 +698,21 @@ def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> b
     return all(cur.get(k) == v for k, v in want.items())
 
 
-def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
-    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current."""
+def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts,
+           result: HostResult | None = None) -> dict:
+    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current. Each reset
+    request is noted in ``result.data["resets"]`` before it is sent (the report says so even if the run stops)."""
     target, allowed = _reset_target(client, state)
     log: dict[str, Any] = {"resets": []}
 
     def post(kind: str) -> None:
         if allowed and kind not in allowed:
             return
+        budget.check(f"the {kind} reset request")   # an interrupted run stops here, before anything is noted
+        if result is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            result.data.setdefault("resets", []).append({"type": kind, "requested": stamp})
+            result.data.setdefault("reset_requested", stamp)
         r = client.post(target, {"ResetType": kind})
         log["resets"].append({"type": kind, "status": r.status})
         if r.status >= 400:
@@ -630,13 +785,22 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
                 verified = [i.attribute for i in plan.settable if i.current == i.desired]
                 mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
                          "current": i.current, "pending": i.pending} for i in plan.settable if i.current != i.desired]
-                result.data.update({"verified": verified, "mismatches": mism,
+                # a value staged on the BMC that differs from the profile: it takes effect at the next reset
+                conflicts = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
+                              "current": i.current, "pending": i.pending} for i in plan.settable
+                             if i.pending is not None and i.pending != i.desired]
+                verified = [a for a in verified if a not in {c["attribute"] for c in conflicts}]
+                result.data.update({"verified": verified, "mismatches": mism, "conflicts": conflicts,
                                     "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]]})
-        if mism:
+        if mism or conflicts:
             result.status = "failed"
             result.message = "; ".join(
-                f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
-                + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism)
+                [f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
+                 + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism
+                 if m not in conflicts]
+                + [f"{host.name}/{c['attribute']} ({c['setting']}): a pending value {c['pending']!r} conflicts with "
+                   f"the profile's {c['desired']!r} (current {c['current']!r}); it will flip at the next reboot "
+                   "(clear it with `invoke bios-clear-pending` or re-run bios-apply)" for c in conflicts])
         else:
             result.status = "ok"
             result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
@@ -649,20 +813,24 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
               max_fail_pct: float = 100.0, progress: bool = False):
     """Run plan/apply/verify on every host with bounded concurrency (numaforge.fleet); one registry cache per run.
 
-    A failing host never stops the others (unless canary/max-fail say so). Returns the FleetOutcome.
+    A failing host never stops the others (unless canary/max-fail say so; with --max-fail below 100 and no
+    --batch, hosts run in waves of ``forks``, numaforge.fleet.rolling_batch). Returns the FleetOutcome.
     """
-    from ..fleet import run_fleet
 
     fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> HostResult:
         result = HostResult(host.name)
-        fn(host, opts, cache, result)
+        try:
+            fn(host, opts, cache, result)
+        except Exception as exc:   # a bug: keep what the host recorded (written, reset) and let the runner stop
+            _fail(result, exc)
+            result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"
         return result
 
-    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail_pct,
-                        progress=progress, host_timeout=opts.host_timeout)
+    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=rolling_batch(batch, forks, max_fail_pct),
+                        max_fail_pct=max_fail_pct, progress=progress, host_timeout=opts.host_timeout)
     outcome.registry_fetches = cache.fetches
     outcome.registry_loaded = cache.loaded
     return outcome

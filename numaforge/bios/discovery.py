@@ -6,17 +6,23 @@
 
 **Registries** are keyed by registry id *and* checked against the host's Bios: a registry serves a host only if
 it describes every attribute that host's Bios has (some vendors keep one registry id across platforms whose
-attribute sets differ). A miss fetches from the BMC; hosts needing the same id wait for one fetch.
+attribute sets differ) *and* the host's BMC confirms it serves that very document now: ``confirm(registry)``
+(apply.py: a HEAD of the registry file's URI, whose ETag must equal the one recorded when it was fetched). A
+registry that cannot be confirmed (no ETag, another URI, HEAD refused) is fetched again from that BMC: a cached
+registry must never allow a value the BMC no longer allows. A miss fetches from the BMC; hosts needing the same
+id wait for one fetch.
 
 **Shapes** (sessions URL, system path, Bios path, registry id) are kept per BMC model -- hosts whose inventory
-states the same vendor, platform and system id. A later host of the model goes straight to its Bios; if that
-Bios is not where the shape says or names another registry, it discovers afresh and the shape is replaced.
+states the same vendor, platform and system id. A later host of the model goes straight to its Bios after
+confirming the path against its own BMC (apply.read_state: its Systems collection must list exactly that
+system, or the inventory's system_id); if anything differs (moved, another registry, a second system) it
+discovers afresh -- refusing what discovery would refuse -- and the shape is replaced.
 
 **On disk** (``persist``; default ``$NUMAFORGE_REDFISH_CACHE`` or ``<cache_dir>/redfish``) both outlive the run,
-so a re-run (the usual "is the fleet still compliant?") costs every host 4 requests: login, Bios, settings
-object, logout. Files: ``shapes.json`` and ``registries/<id>/<names-sha>.json`` (the registry as the BMC
-served it). Nothing secret is stored. Delete the directory to forget everything; a stale entry is never
-trusted blindly (checks above), at worst it costs the requests discovery would have made anyway.
+so a re-run (the usual "is the fleet still compliant?") costs every host 6 requests: login, Systems (confirms
+the path), Bios, settings object, HEAD of the registry file (confirms the registry), logout. Files:
+``shapes.json``, ``registries/<id>/<names-sha>.json`` (the registry as the BMC served it) and
+``<names-sha>.source`` (its URI and ETag). Nothing secret is stored. Delete the directory to forget everything.
 """
 
 from __future__ import annotations
@@ -151,17 +157,22 @@ class RegistryCache:
             pass                         # a read-only cache dir only costs the next run its discovery
 
     # -- registries
-    def get(self, registry_id: str, fetch: Callable[[], Registry], attributes: Iterable[str] | None = None) -> Registry:
-        """The registry ``registry_id`` that covers ``attributes`` (a Bios's attribute names): from this run,
-        else from disk, else ``fetch()`` (once per id at a time)."""
+    def get(self, registry_id: str, fetch: Callable[[], Registry], attributes: Iterable[str] | None = None,
+            confirm: Callable[[Registry], bool] | None = None) -> Registry:
+        """The registry ``registry_id`` that covers ``attributes`` (a Bios's attribute names) and that
+        ``confirm`` accepts (the caller's BMC serves it now): from this run, else from disk, else ``fetch()``
+        (once per id at a time)."""
         attributes = None if attributes is None else list(attributes)
+        ok = confirm or (lambda reg: True)
         with self._lock:
             id_lock = self._locks.setdefault(registry_id, threading.Lock())
         with id_lock:
             for reg in self._data.get(registry_id, []):
-                if _covers(reg, attributes):
+                if _covers(reg, attributes) and ok(reg):
                     return reg
             reg = self._load(registry_id, attributes)
+            if reg is not None and not ok(reg):
+                reg = None
             if reg is None:
                 reg = fetch()
                 with self._lock:
@@ -182,6 +193,11 @@ class RegistryCache:
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
             if reg.attributes and _covers(reg, attributes):
+                try:
+                    source = json.loads(path.with_suffix(".source").read_text())
+                    reg.source_uri, reg.etag = str(source["uri"]), source.get("etag")
+                except (OSError, ValueError, TypeError, KeyError):
+                    pass                 # unconfirmable: confirm() refuses it and the BMC is asked
                 return reg
         return None
 
@@ -189,9 +205,11 @@ class RegistryCache:
         doc = getattr(reg, "doc", None)
         if self.persist is None or not doc:
             return
+        base = self.persist / "registries" / _safe(registry_id) / _names_sha(reg)
         try:
-            atomic_write_text(self.persist / "registries" / _safe(registry_id) / f"{_names_sha(reg)}.json",
-                              json.dumps(doc))
+            atomic_write_text(base.with_suffix(".json"), json.dumps(doc))
+            atomic_write_text(base.with_suffix(".source"), json.dumps({"uri": getattr(reg, "source_uri", None),
+                                                                        "etag": getattr(reg, "etag", None)}))
         except OSError:
             pass
 
@@ -261,4 +279,7 @@ def fetch_registry(client, registry_id: str) -> Registry:
     if "RegistryEntries" not in (r.body or {}):
         raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
                            "the BMC's registry file is malformed")
-    return Registry.from_json(r.body)
+    reg = Registry.from_json(r.body)
+    reg.source_uri, reg.etag = uri, r.headers.get("etag")   # what apply.confirm_registry() compares later
+    client.confirmed.add(id(reg))
+    return reg

@@ -34,8 +34,78 @@ class RedfishError(NumaforgeError):
     exit_code = 4
 
 
-class RedfishAuthError(RedfishError):
-    """The BMC refused the credentials."""
+class RedfishHTTPError(RedfishError):
+    """The BMC answered with an HTTP error status; ``status`` says which (typed by status, as in sushy)."""
+
+    status = 0
+
+    def __init__(self, what: str, where: str | None = None, fix: str | None = None, status: int | None = None):
+        if status is not None:
+            self.status = status
+        super().__init__(what, where, fix)
+
+
+class RedfishBadRequestError(RedfishHTTPError):
+    """400: the BMC rejected the request body (a value, a property, or a vendor rule such as a queued job)."""
+
+    status = 400
+
+
+class RedfishAuthError(RedfishHTTPError):
+    """401: the BMC refused the credentials."""
+
+    status = 401
+
+
+class RedfishForbiddenError(RedfishHTTPError):
+    """403: the account lacks the privilege."""
+
+    status = 403
+
+
+class RedfishNotFoundError(RedfishHTTPError):
+    """404: the BMC does not have this resource."""
+
+    status = 404
+
+
+class RedfishMethodNotAllowedError(RedfishHTTPError):
+    """405: the resource does not accept this method (e.g. PATCH on the current BIOS values)."""
+
+    status = 405
+
+
+class RedfishConflictError(RedfishHTTPError):
+    """409: the resource is in a state that conflicts with the request."""
+
+    status = 409
+
+
+class RedfishPreconditionFailedError(RedfishHTTPError):
+    """412: If-Match did not match: the resource changed since it was read."""
+
+    status = 412
+
+
+class RedfishServerError(RedfishHTTPError):
+    """5xx: the BMC failed internally."""
+
+    status = 500
+
+
+HTTP_ERRORS: dict[int, type[RedfishHTTPError]] = {
+    400: RedfishBadRequestError, 401: RedfishAuthError, 403: RedfishForbiddenError, 404: RedfishNotFoundError,
+    405: RedfishMethodNotAllowedError, 409: RedfishConflictError, 412: RedfishPreconditionFailedError}
+
+
+def http_error(status: int, what: str, where: str | None = None, fix: str | None = None) -> RedfishHTTPError:
+    """The typed error for an HTTP error status (5xx -> RedfishServerError, others -> RedfishHTTPError)."""
+    cls = HTTP_ERRORS.get(status) or (RedfishServerError if status >= 500 else RedfishHTTPError)
+    return cls(what, where, fix, status=status)
+
+
+class RedfishRedirectError(RedfishError):
+    """The BMC answered with a redirect (3xx); numaforge never follows one. The request was not carried out."""
 
 
 class RedfishTLSError(RedfishError):

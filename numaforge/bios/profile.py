@@ -27,8 +27,9 @@ from typing import Any
 
 import jinja2
 import jsonschema
-import yaml
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from .. import yamlsrc
 from .errors import ProfileError
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
@@ -149,8 +150,9 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
 
 
 def render_text(path: Path, facts: dict[str, Any]) -> str:
-    """Render one template file with StrictUndefined; errors carry file:line."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
+    """Render one template file with StrictUndefined in jinja2's immutable sandbox (a profile is data: it
+    cannot call methods that reach Python internals or mutate facts); errors carry file:line."""
+    env = ImmutableSandboxedEnvironment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     if not os.access(path, os.R_OK):
         raise ProfileError("cannot read profile", str(path), "check the file permissions")
@@ -161,6 +163,12 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
                            "fix the Jinja2 syntax at that line") from None
     try:
         return template.render(**facts)
+    except SecurityError as exc:
+        line = _template_line(exc, template.filename)
+        where = f"{path}:{line}" if line else str(path)
+        raise ProfileError(f"profile tried something the template sandbox forbids ({exc})", where,
+                           "a profile may only read facts and compute values: remove the attribute/method "
+                           "access") from None
     except jinja2.UndefinedError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
@@ -173,41 +181,36 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
         raise ProfileError(f"template failed: {exc}", where, "fix the template expression") from None
 
 
-def _key_lines(text: str) -> dict[tuple, int]:
+def _key_lines(doc) -> dict[tuple, int]:
     """Line (1-based, in the rendered text) of every mapping key path, for error messages."""
     lines: dict[tuple, int] = {}
 
     def walk(node, path: tuple):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value
-                lines[path + (key,)] = k.start_mark.line + 1
-                walk(v, path + (key,))
+        if isinstance(node, yamlsrc.LMap):
+            for k, v in node.items():
+                lines[path + (str(k),)] = node.line_of(k)
+                walk(v, path + (str(k),))
 
-    try:
-        walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
-    except yaml.YAMLError:
-        pass
+    walk(doc, ())
     return lines
 
 
 def parse_rendered(text: str, path: Path) -> dict:
     """Parse and schema-check one rendered profile document."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)  # where the bad construct began
-        line = mark.line + 1 if mark else None
-        snippet = text.splitlines()[line - 1].strip() if line and line <= len(text.splitlines()) else ""
-        where = f"{path} (rendered line {line}: {snippet!r})" if line else str(path)
-        raise ProfileError(f"rendered profile is not valid YAML: {getattr(exc, 'problem', exc)}", where,
-                           "fix the template so that line renders to valid YAML (the rendered line is quoted above)") from None
+    rendered = text.splitlines()
+
+    def locate(line: int) -> str:
+        snippet = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
+        return f"{path} (rendered line {line}: {snippet!r})"
+
+    doc = yamlsrc.parse(text, str(path), error=ProfileError, locate=locate,
+                          syntax="rendered profile is not valid YAML")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
         raise ProfileError("a profile must render to a mapping (description/extends/settings/raw)", str(path),
                            "start the profile with `settings:`")
-    lines = _key_lines(text)
+    lines = _key_lines(doc)
     validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:

@@ -9,7 +9,11 @@ Safety rules enforced here:
 * Retries (tenacity, exponential backoff, honouring ``Retry-After``): GET/DELETE on connection errors,
   timeouts, 5xx and unparsable JSON; POST/PATCH only on 503 or a connect timeout, i.e. when the BMC cannot
   have acted on the request. The library's own blind retry loop is disabled (max_retry=0).
-* The session token and password never leave this object: not in results, errors, or reports.
+* The session token and password never leave this object: not in results, errors, or reports. Both (and
+  the basic-auth header value) are registered with numaforge.secrets, so text a BMC echoes back is
+  redacted wherever it is shown or written.
+* Redirects are never followed (``_NoRedirects``): a 3xx answer is an error naming its Location, so the
+  session token and a PATCH body never travel to another origin or over plain http.
 """
 
 from __future__ import annotations
@@ -22,13 +26,29 @@ from urllib.parse import urlparse
 
 import requests
 import tenacity
+from requests.adapters import HTTPAdapter
 from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingError, RetriesExhaustedError,
                              SessionCreationError)
 
-from .. import budget
-from .errors import RedfishAuthError, RedfishError, RedfishTLSError
+from .. import budget, secrets
+from .errors import RedfishAuthError, RedfishError, RedfishRedirectError, RedfishTLSError, http_error
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+REFUSED_LOCATION = "x-numaforge-refused-location"
+
+
+class _NoRedirects(HTTPAdapter):
+    """Transport adapter that makes redirects unfollowable: requests follows a 3xx only when it carries a
+    Location header, so the header is moved aside (REFUSED_LOCATION) before the session sees the response.
+    The redfish library calls requests with allow_redirects=True on most requests and offers no switch; an
+    adapter is its public extension point (``https_adapter``), so this covers login, every request and
+    logout alike."""
+
+    def build_response(self, req, resp):
+        r = super().build_response(req, resp)
+        if 300 <= r.status_code < 400 and "location" in r.headers:
+            r.headers[REFUSED_LOCATION] = r.headers.pop("location")
+        return r
 
 
 @dataclass
@@ -96,6 +116,9 @@ class RedfishClient:
     def __init__(self, base_url: str, username: str, password: str, *, host: str = "",
                  ca_file: str | None = None, insecure: bool = False, policy: RetryPolicy | None = None):
         self.host = host or base_url
+        if "@" in urlparse(base_url).netloc:
+            raise RedfishError("the BMC URL carries credentials (user:password@)", self.host,
+                               "remove them from bmc.url; use bmc.username and bmc.password (env:/file:)")
         self.base_url = base_url.rstrip("/")
         self.policy = policy or RetryPolicy()
         self.insecure = insecure
@@ -105,6 +128,7 @@ class RedfishClient:
         self._lock = threading.Lock()
         self._username = username
         self._password = password
+        secrets.register(password)
         if insecure:
             self.warnings.append(f"TLS verification is OFF for {self.base_url} (--insecure / bmc.insecure): "
                                  "the BMC's identity is not checked and the credentials can be intercepted")
@@ -114,13 +138,20 @@ class RedfishClient:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
+        adapter = _NoRedirects()
         self._client = HttpClient(self.base_url, username=username, password=password, cafile=cafile,
                                   timeout=(self.policy.connect_timeout, self.policy.read_timeout),
-                                  max_retry=0, check_connectivity=False)
+                                  max_retry=0, check_connectivity=False, https_adapter=adapter)
+        if self.base_url.startswith("http://"):
+            # the library mounts its https_adapter for https:// only; a plain-http BMC (insecure lab) gets the
+            # same no-redirect adapter. The one place that touches the library's requests session directly
+            # (besides closing it).
+            self._client._session.mount("http://", adapter)
         self.root: dict = {}
         self.known_login_url: str | None = None   # set by the caller from a per-run model cache
         self.shape = None                         # that cache's entry for this BMC's model, if any
         self.on_close: list = []                  # callbacks run by close()
+        self.confirmed: set = set()               # ids of cached objects this BMC confirmed (bios.discovery)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> "RedfishClient":
@@ -162,6 +193,7 @@ class RedfishClient:
                     _warnings.simplefilter("ignore")
                     self._client.login(auth="session")
                 self.auth_method = "session"
+                secrets.register(self._client.get_session_key())
                 self.requests.append(("POST", self._client.login_url, None))
                 return
             except InvalidCredentialsError:
@@ -174,6 +206,13 @@ class RedfishClient:
                                        "check bmc.username and the password reference in the inventory") from None
             except SessionCreationError as exc:
                 self.requests.append(("POST", self._client.login_url, None))
+                if str(exc).startswith("HTTP 3"):
+                    code = str(exc).split(":", 1)[0]
+                    raise RedfishRedirectError(f"POST {self._client.login_url} (session login) answered {code}, a "
+                                       "redirect; numaforge never follows redirects (credentials would go to "
+                                       "another address)", f"{self.host} ({self.base_url})",
+                                       "set bmc.url to the address the BMC really serves Redfish on; if it "
+                                       "should not redirect, check for a man-in-the-middle") from None
                 if known_login_url and "HTTP 503" not in str(exc):
                     # the model's sessions URL (another host's, or a past run's) is not this BMC's
                     return self.login(None)
@@ -189,6 +228,7 @@ class RedfishClient:
             with _warnings.catch_warnings():
                 _warnings.simplefilter("ignore")
                 self._client.login(auth="basic")
+            secrets.register(self._client.get_authorization_key())
             self.requests.append(("GET", self._client.login_url, None))
         except InvalidCredentialsError:
             raise RedfishAuthError("the BMC refused the credentials (basic authentication)",
@@ -216,11 +256,12 @@ class RedfishClient:
                     if attempt + 1 == self.policy.attempts:
                         self.warnings.append(f"logout failed: {type(exc).__name__}; the session will time out "
                                              "on the BMC")
+        self._client.set_session_key(None)
         try:
-            self._client._session.close()
+            # without a session key the library's public logout() only closes its connection pool
+            self._client.logout()
         except Exception:
             pass
-        self._client.set_session_key(None)
         self._client.set_authorization_key(None)
         self._client.set_password(None)
         self._password = ""
@@ -229,10 +270,23 @@ class RedfishClient:
     def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
         cause = exc.__cause__ or exc
         if isinstance(cause, requests.exceptions.SSLError):
-            return RedfishTLSError(f"TLS certificate of the BMC could not be verified ({_short(cause)})",
+            text = str(cause)
+            if "hostname mismatch" in text.lower() or "doesn't match" in text or "not valid for" in text.lower():
+                host = urlparse(self.base_url).hostname
+                return RedfishTLSError(f"TLS hostname mismatch: the BMC's certificate is not valid for '{host}' "
+                                       f"({_ssl_reason(cause)})", f"{self.host} ({self.base_url})",
+                                       "write in bmc.url the name (or IP) the certificate was issued for, or "
+                                       "re-issue the BMC certificate with this name in its subjectAltName; the "
+                                       "CA itself was trusted")
+            return RedfishTLSError(f"TLS certificate of the BMC could not be verified ({_ssl_reason(cause)})",
                                    f"{self.host} ({self.base_url})",
                                    "set bmc.ca_bundle in the inventory to the CA that signed the BMC certificate "
                                    "(or, only on a lab network, pass --insecure)")
+        if _refused(cause):
+            return RedfishError(f"{method} {path} failed: connection refused by {urlparse(self.base_url).netloc}",
+                                f"{self.host} ({self.base_url})",
+                                "nothing listens there: check bmc.url's host and port and that the BMC's Redfish "
+                                "service is on")
         if isinstance(cause, requests.exceptions.Timeout):
             return RedfishError(f"{method} {path} timed out", f"{self.host} ({self.base_url})",
                                 "check the BMC is reachable and responsive; re-run (finished hosts are kept)")
@@ -251,7 +305,8 @@ class RedfishClient:
         except RetriesExhaustedError as exc:
             cause = exc.__cause__
             self.requests.append((method, path, None))
-            if isinstance(cause, requests.exceptions.SSLError):
+            if isinstance(cause, requests.exceptions.SSLError) or _refused(cause):
+                # a certificate does not get better by asking again; a closed port is not a busy BMC
                 raise self._transport_error(method, path, exc) from None
             if retryable_transport or isinstance(cause, requests.exceptions.ConnectTimeout):
                 raise _Transient(f"{method} {path}: {_short(cause)}") from exc
@@ -259,6 +314,13 @@ class RedfishClient:
         status = raw.status
         self.requests.append((method, path, status))
         hdrs = {k.lower(): v for k, v in raw.getheaders()}
+        if 300 <= status < 400:
+            location = hdrs.get(REFUSED_LOCATION) or hdrs.get("location") or "(no Location header)"
+            raise RedfishRedirectError(f"{method} {path} answered {status}, a redirect to {location}; numaforge never "
+                               "follows redirects (the session token" + (" and the request body" if body else "")
+                               + " would go there); nothing was sent to it", f"{self.host} ({self.base_url})",
+                               "set bmc.url to the address the BMC really serves Redfish on; if this BMC should "
+                               "not redirect, check the network for a man-in-the-middle")
         if status == 503 or (status >= 500 and retryable_transport):
             ra = raw.retry_after
             raise _Transient(f"{method} {path}: HTTP {status}", float(ra) if ra is not None else None)
@@ -300,8 +362,8 @@ class RedfishClient:
     def get(self, path: str) -> Response:
         r = self.request("GET", path)
         if r.status >= 400:
-            raise RedfishError(f"GET {_path(path)} answered {r.status}: {r.error_text()}",
-                               f"{self.host} ({self.base_url})", _fix_for(r.status))
+            raise http_error(r.status, f"GET {_path(path)} answered {r.status}: {r.error_text()}",
+                             f"{self.host} ({self.base_url})", _fix_for(r.status))
         return r
 
     def patch(self, path: str, body: dict, etag: str | None = None) -> Response:
@@ -320,6 +382,27 @@ def _fix_for(status: int) -> str:
             403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
             404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory"}.get(
         status, "see the BMC message above")
+
+
+def _refused(exc: BaseException | None) -> bool:
+    """True when the TCP connection was refused (nothing listens): not worth calling the BMC busy."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__ or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException)
+                                                   else None)
+        seen += 1
+    return False
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    """The verification failure itself (e.g. "Hostname mismatch, certificate is not valid for 'x'"), whole."""
+    import re
+
+    text = str(exc)
+    m = re.search(r"certificate verify failed: ([^()\]\"']+(?:'[^']*')?[^()\]\"]*)", text)
+    return m.group(1).strip(" ,") if m else text
 
 
 def _short(exc: BaseException | None) -> str:

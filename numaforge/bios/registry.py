@@ -110,6 +110,8 @@ class Registry:
     attributes: dict[str, Attribute]
     dependencies: list[MapDependency] = field(default_factory=list)
     doc: dict = field(default_factory=dict, repr=False, compare=False)   # the JSON as served (for the disk cache)
+    source_uri: str | None = field(default=None, repr=False, compare=False)   # where the BMC served it
+    etag: str | None = field(default=None, repr=False, compare=False)         # its ETag then (cache confirmation)
 
     @classmethod
     def from_json(cls, doc: dict) -> "Registry":

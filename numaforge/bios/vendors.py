@@ -308,6 +308,15 @@ class _Resolver:
                     f"the BIOS may not offer it here: mark the setting optional, or set the attribute under "
                     f"raw.{self.vmap.vendor}", names, kind="absent")
 
+    def _names(self, setting: str, entry: dict, target) -> list[str]:
+        """The attributes a failing value concerns (a raw value on any of them supersedes the setting)."""
+        if isinstance(target, dict) and "unsupported" not in target:
+            return list(target)
+        try:
+            return [a.name for a in self.find(setting, entry)[0]]
+        except _Miss as miss:
+            return sorted(miss.attrs)
+
     def one(self, setting: str, value) -> list[Desired]:
         entry = self.gen.settings.get(setting)
         if entry is None:
@@ -319,7 +328,7 @@ class _Resolver:
         if not finds and "gap" in entry and not values:
             raise _Miss(f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "", kind="gap")
         target = values.get(value) if value in values else None
-        names_hint = [entry["attribute"]] if "attribute" in entry else []
+        names_hint = self._names(setting, entry, target)
         if value not in values:
             raise _Miss(f"{setting}={_fmt(value)}: the {self.vmap.vendor} map ({self.gen.title}) has no value for "
                         f"it (mapped: {', '.join(_fmt(k) for k in values)})",

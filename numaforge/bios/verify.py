@@ -10,11 +10,20 @@ trace in the OS, no SSH side in the inventory) is reported with its reason and d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import NumaforgeError
+from ..facts import HostFacts, parse_facts, template_facts
+from ..facts.collect import collect_ssh
+from ..fleet import run_fleet
 from ..report import HostResult
 from .apply import HostOptions, RegistryCache, verify_host
 from .discovery import discovery_dir
+from .os_verify import MISMATCH, summary
+from .os_verify import verify as os_verify
+from .profile import host_facts, render_profile
+
+EXPECTED_NODES_VAR = "pci_numa_nodes"    # inventory host var: {"0000:41:00.0": 1, ...}
 
 
 @dataclass
@@ -53,12 +62,44 @@ def merge_rows(plan_items: list[dict], os_verdicts: list[dict] | None, os_unavai
     return rows
 
 
+def _profile_facts(host, facts: HostFacts) -> dict[str, Any]:
+    """Inventory facts (numaforge.bios.profile.host_facts) overlaid with what the OS really shows."""
+    base = host_facts(host) if host is not None else {
+        "host": facts.host, "vendor": "generic", "model": "", "sockets": 1, "cpu_model": "", "gpus": [],
+        "gpu_count": 0, "nics": [], "nic_count": 0, "groups": [], "vars": {}}
+    os_facts = {k: v for k, v in template_facts(facts).items() if v is not None}
+    return {**base, **os_facts, "os": template_facts(facts)}
+
+
+def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None) -> None:
+    """Render the profile over the host's facts and store OS-side verdicts in result.data["os_verify"]
+    (also the `facts --profile` check: the facts task passes this function to numaforge.facts.run)."""
+    name = profile
+    if profile == "auto":
+        name = getattr(host, "bios_profile", None)
+        if not name:
+            raise NumaforgeError("the host has no bios_profile", f"host {facts.host}",
+                                 "set bios_profile in the inventory or pass --profile NAME")
+    p = render_profile(name, _profile_facts(host, facts))
+    expected = {}
+    if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):
+        for k, v in host.vars[EXPECTED_NODES_VAR].items():
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise NumaforgeError(f"{EXPECTED_NODES_VAR}: {k!r} maps to {v!r}, not a NUMA node number",
+                                     f"{host.location} (host {host.name})",
+                                     f'write {EXPECTED_NODES_VAR}: {{"0000:41:00.0": 1, ...}}')
+            expected[str(k)] = v
+    verdicts = os_verify(p.settings, facts, expected)
+    result.data["os_verify"] = {"profile": p.name, "summary": summary(verdicts),
+                                "verdicts": [v.as_dict() for v in verdicts]}
+    bad = [v.setting for v in verdicts if v.verdict == MISMATCH]
+    if bad:
+        result.status = "failed"
+        result.message = f"profile {p.name}: OS shows a mismatch for {', '.join(bad)}"
+
+
 def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: RegistryCache,
                      result: HostResult) -> None:
-    from ..facts import parse_facts
-    from ..facts.collect import collect_ssh
-    from ..facts.run import check_profile
-
     if host.bmc is not None:
         verify_host(host, opts, cache, result)
     bmc_failed = result.status == "failed"
@@ -97,8 +138,6 @@ def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: Regis
 
 
 def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8, progress: bool = False):
-    from ..fleet import run_fleet
-
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> HostResult:

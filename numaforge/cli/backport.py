@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from invoke import task
 
+from ..display import esc
 from ..kernel import backport as kbackport
 from ..kernel.source import DEFAULT_DEBIAN
 from .common import SELECT_HELP, console, execute
@@ -31,7 +32,7 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
     def body(report):
         try:
             res = kbackport.backport(source, series, compilers=compilers, compile_check=not no_compile_check,
-                                     signoff=signoff, log=lambda m: console.print(f"[dim]backport:[/] {m}", soft_wrap=True))
+                                     signoff=signoff, log=lambda m: console.print(f"[dim]backport:[/] {esc(m)}", soft_wrap=True))
         except kbackport.ConflictError as exc:
             report.data["conflict"] = exc.detail
             raise

@@ -8,18 +8,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke import task
+from rich.markup import escape
 from rich.table import Table
 
 from ..bios.apply import HostOptions, Timeouts, run_hosts
 from ..bios.errors import ProfileError
+from ..bios.operations import OpOptions, run_operation
 from ..bios.profile import host_facts, render_profile
+from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
-from . import common
+from ..secrets import redact
+from . import common, values
 
 FLEET_HELP = {
     "forks": "how many BMCs to talk to at once (default 8)",
     "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
+    "batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with --max-fail "
+             "below 100, batches of --forks so the failure budget is checked after every wave)",
     "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command or Redfish request and fails; the others go on",
 }
@@ -51,17 +57,19 @@ def _print_plans(report: Report) -> None:
         items = h.data.get("plan") or []
         if not items:
             continue
-        t = Table(title=f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
-                        f"registry {h.data.get('registry')}")
+        t = Table(title=escape(f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
+                               f"registry {h.data.get('registry')}"))
         for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
             t.add_column(col, overflow="fold")
-        colour = {"change": "yellow", "pending": "cyan", "ok": "green"}
+        colour = {"change": "yellow", "pending": "cyan", "ok": "green", "gap": "magenta", "skipped": "bright_black"}
         for i in items:
-            t.add_row(i["attribute"], i["setting"], _s(i["current"]), _s(i["pending"]), _s(i["desired"]),
-                      f"[{colour.get(i['action'], 'white')}]{i['action']}[/]", i["resolved"])
+            # attribute names, values and resolved texts come from the BMC (DisplayNames): data, not markup
+            t.add_row(escape(str(i["attribute"])), i["setting"], escape(_s(i["current"])), escape(_s(i["pending"])),
+                      escape(_s(i["desired"])), f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
+                      escape(str(i["resolved"])))
         common.console.print(t)
         for w in h.data.get("warnings") or []:
-            common.err_console.print(f"[red]{h.host}: {w}[/]")
+            common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
 
 
 def _s(v) -> str:
@@ -69,12 +77,18 @@ def _s(v) -> str:
 
 
 def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
-         opts: HostOptions, forks, canary=0, max_fail=100.0, journaled=False):
+         opts: HostOptions, forks, canary=None, max_fail=None, journaled=False, batch=None, timeouts=None):
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
+        n_forks = values.positive_int(forks, "--forks", 8)
+        n_canary = values.non_negative_int(canary, "--canary", 0)
+        fail_pct = values.max_fail(max_fail, "--max-fail", 100.0)
+        if timeouts is not None:
+            opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        report.expect_hosts(h.name for h in hosts)
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
@@ -85,17 +99,20 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(f"resuming an interrupted run from {opts.journal.path}: "
-                                     + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items()))
+                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: "
+                                         + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_hosts(hosts, action, opts, forks=int(forks), canary=int(canary),
-                            max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        outcome = run_hosts(hosts, action, opts, forks=n_forks, canary=n_canary,
+                            batch=values.non_negative_int(batch, "--batch", 0),
+                            max_fail_pct=fail_pct, progress=len(hosts) > 1)
         if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
             opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
         report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
+        if outcome.reason:
+            common.console.print(f"rollout: {outcome.summary()}")
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
             _print_plans(report)
 
@@ -103,7 +120,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
-def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
@@ -120,16 +137,20 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
 }))
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=300, power_timeout=900, forks=8, canary=0, max_fail=100, host_timeout=None,
-               discovery_cache=True, json=None, allow_plaintext_secrets=False):
+               graceful_timeout=None, power_timeout=None, forks=None, canary=None, batch=None, max_fail=None,
+               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
-    t = Timeouts(graceful=float(graceful_timeout), power_on=float(power_timeout))
-    _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure}, inventory,
+    def timeouts() -> Timeouts:
+        return Timeouts(graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
+                        power_on=values.positive_float(power_timeout, "--power-timeout", 900.0))
+
+    _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure, "canary": canary,
+                                    "batch": batch, "max_fail": max_fail}, inventory,
          host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot, timeouts=t,
+         HostOptions(profile=profile, insecure=insecure, reboot=reboot,
                      host_timeout=host_timeout, discovery_cache=discovery_cache), forks, canary, max_fail,
-         journaled=reboot)
+         journaled=reboot, batch=batch, timeouts=timeouts)
 
 
 @task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
@@ -139,7 +160,7 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }))
-def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=8,
+def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
                 host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
                 allow_plaintext_secrets=False):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
@@ -153,7 +174,9 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_verify(hosts, opts, vopts, forks=int(forks), progress=len(hosts) > 1)
+        report.expect_hosts(h.name for h in hosts)
+        outcome = run_verify(hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8),
+                             progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -161,12 +184,12 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
             rows = h.data.get("verify_rows") or []
             if not rows:
                 continue
-            t = Table(title=f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})")
+            t = Table(title=esc(f"{h.host}: bios-verify (profile {h.data.get('profile', profile or '?')})"))
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
-                t.add_row(r["setting"], _s(r["desired"]), r["bmc_value"], r["os_evidence"] or "-",
-                          f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["why"] or "")
+                t.add_row(esc(r["setting"]), esc(_s(r["desired"])), esc(r["bmc_value"]), esc(r["os_evidence"] or "-"),
+                          f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]", esc(r["why"] or ""))
             common.console.print(t)
 
     common.execute("bios-verify", body, json=json,
@@ -203,4 +226,96 @@ def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=No
     common.execute("bios-render", body, json=json, options={"profile": profile, "vendor": vendor})
 
 
-TASKS = [bios_render, bios_plan, bios_apply, bios_verify]
+OPS_HELP = {
+    "dry_run": "show the plan (what would be deleted / cleared / reset, and why) and write nothing",
+}
+
+
+def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecure, forks, canary, batch, max_fail,
+               host_timeout, json, allow_plaintext_secrets, options):
+    """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
+    _warn_insecure(insecure)
+    opts = HostOptions(insecure=insecure, host_timeout=host_timeout)
+
+    def body(report: Report):
+        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
+        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        outcome = run_operation(hosts, name, opts, oopts, forks=int(forks), canary=int(canary), batch=int(batch),
+                                max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        report.hosts.extend(outcome.results)
+        report.data["fleet"] = outcome.as_dict()
+        if outcome.reason:
+            common.console.print(f"rollout: {outcome.summary()}")
+        _print_operation(report, name)
+
+    common.execute(task_name, body, json=json, options={**options, "insecure": insecure, "dry_run": oopts.dry_run})
+
+
+def _print_operation(report: Report, name: str) -> None:
+    columns = {"jobs": ("jobs", ("id", "state", "type", "name", "percent", "message")),
+               "job-delete": ("delete", ("id", "state", "why")),
+               "clear-pending": ("clear", ("attribute", "current", "pending")),
+               "reset-defaults": ("to_default", ("attribute", "current", "default"))}[name]
+    for h in report.hosts:
+        op = h.data.get("operation") or {}
+        rows = list(op.get(columns[0]) or []) + [dict(r, why=r.get("why", "")) for r in op.get("refused") or []]
+        if not rows:
+            continue
+        t = Table(title=escape(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
+        for col in columns[1]:
+            t.add_column(col, overflow="fold")
+        for r in rows:      # job names, messages and values come from the BMC: data, never markup
+            t.add_row(*(escape(redact(_s(r.get(col)))) for col in columns[1]))
+        common.console.print(t)
+
+
+def _ops_help(*extra: dict) -> dict:
+    return _select_help({"insecure": BIOS_HELP["insecure"]}, FLEET_HELP, *extra)
+
+
+@task(iterable=["host", "group"], help=_ops_help({"all": "list every job in the BMC's queue, not only BIOS "
+                                                         "configuration jobs"}))
+def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all=False, insecure=False, forks=8, canary=0,
+              batch=0, max_fail=100, host_timeout=None, json=None, allow_plaintext_secrets=False):
+    """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
+    message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
+    _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all), inventory, host, group, limit, insecure, forks,
+               canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {"all": all})
+
+
+@task(iterable=["host", "group"], help=_ops_help(OPS_HELP, {
+    "job": "delete only this job id (default: every queued BIOS configuration job of each host)"}))
+def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=None, dry_run=False, insecure=False,
+                    forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                    allow_plaintext_secrets=False):
+    """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
+    (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
+    deleted job; the report lists what is still pending."""
+    _operation(c, "bios-job-delete", "job-delete", OpOptions(dry_run=dry_run, job_id=job), inventory, host, group,
+               limit, insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets,
+               {"job": job})
+
+
+@task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
+def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
+                       forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                       allow_plaintext_secrets=False):
+    """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
+    action where offered, else one PATCH writing the current values back. Refused while a config job would
+    apply them (delete it first with bios-job-delete)."""
+    _operation(c, "bios-clear-pending", "clear-pending", OpOptions(dry_run=dry_run), inventory, host, group, limit,
+               insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {})
+
+
+@task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
+def bios_reset_defaults(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
+                        forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                        allow_plaintext_secrets=False):
+    """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
+    that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
+    _operation(c, "bios-reset-defaults", "reset-defaults", OpOptions(dry_run=dry_run), inventory, host, group,
+               limit, insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {})
+
+
+TASKS = [bios_render, bios_plan, bios_apply, bios_verify, bios_jobs, bios_job_delete, bios_clear_pending,
+         bios_reset_defaults]

@@ -6,6 +6,7 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.table import Table
 
+from ..display import esc
 from ..doctor import run_checks
 from . import common
 
@@ -15,7 +16,7 @@ from . import common
 def doctor(c, pipeline="all", json=None):
     """Check tools (git, gcc versions, kpatch-build, qemu, lspci...), disk space and Python deps, with fixes."""
     if pipeline not in ("all", "kernel", "firmware", "lab"):
-        common.err_console.print(f"error: --pipeline {pipeline!r} is not one of all, kernel, firmware, lab")
+        common.err_console.print(esc(f"error: --pipeline {pipeline!r} is not one of all, kernel, firmware, lab"))
         raise Exit(code=2)
     results = run_checks(pipeline)
     table = Table(title=f"numaforge doctor ({pipeline})")
@@ -23,7 +24,7 @@ def doctor(c, pipeline="all", json=None):
         table.add_column(col, overflow="fold")
     for r in results:
         state = "[green]ok[/]" if r.ok else ("[red]MISSING[/]" if r.required else "[yellow]optional[/]")
-        table.add_row(r.name, r.pipeline, state, r.detail, r.fix)
+        table.add_row(esc(r.name), esc(r.pipeline), state, esc(r.detail), esc(r.fix))
 
     def body(report):
         common.console.print(table)

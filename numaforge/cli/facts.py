@@ -8,10 +8,12 @@ from __future__ import annotations
 from invoke import task
 from rich.table import Table
 
+from ..bios.verify import check_profile
+from ..display import esc
 from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
-from . import common
+from . import common, values
 
 HELP = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")}
 HELP.update({
@@ -37,7 +39,7 @@ def _show(report: Report) -> None:
         devs = pci.get("devices", {})
         rows = [d for d in devs.values() if d["kind"] in ("gpu", "nic")]
         if rows:
-            t = Table(title=f"{h.host}: GPUs and NICs")
+            t = Table(title=esc(f"{h.host}: GPUs and NICs"))
             for col in ("address", "kind", "name", "node", "slot", "link", "aspm", "bridges above (ACS P2P bits)"):
                 t.add_column(col, overflow="fold")
             for d in rows:
@@ -55,7 +57,7 @@ def _show(report: Report) -> None:
             common.console.print(t)
         ov = h.data.get("os_verify")
         if ov:
-            t = Table(title=f"{h.host}: BIOS profile {ov['profile']} as the OS sees it")
+            t = Table(title=esc(f"{h.host}: BIOS profile {ov['profile']} as the OS sees it"))
             for col in ("setting", "desired", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -64,7 +66,7 @@ def _show(report: Report) -> None:
                           f"[{colour[v['verdict']]}]{v['verdict']}[/]", v["why"])
             common.console.print(t)
         for name, why in sorted(facts.get("absent", {}).items()):
-            common.console.print(f"[yellow]{h.host}: {name} absent: {why}[/]")
+            common.console.print(f"[yellow]{esc(h.host)}: {esc(name)} absent: {esc(why)}[/]")
 
 
 def _chain(devs: dict, address: str) -> list[str]:
@@ -78,10 +80,11 @@ def _chain(devs: dict, address: str) -> list[str]:
 
 @task(iterable=["host", "group"], help=HELP)
 def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=None, local=False, profile=None,
-          accept_new_host_key=False, forks=8, host_timeout=None, json=None, allow_plaintext_secrets=False):
+          accept_new_host_key=False, forks=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
-    opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, profile=profile)
+    check = (lambda result, f, h: check_profile(result, f, profile, h)) if profile else None
+    opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, check=check)
 
     def body(report: Report):
         budget = host_timeout_seconds(host_timeout)
@@ -97,7 +100,9 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
             report.hosts.append(facts_run.run_local(opts))
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts), forks=int(forks),
+            report.expect_hosts(h.name for h in hosts)
+            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts),
+                                forks=values.positive_int(forks, "--forks", 8),
                                 progress=len(hosts) > 1, host_timeout=budget)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()

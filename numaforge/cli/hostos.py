@@ -18,7 +18,8 @@ from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
 from ..report import Report
 from . import common
 from .bios import FLEET_HELP, _select_help
-from .validate import _write_atomic, junit_xml
+from ..livepatch.fleet import junit_xml
+from ..paths import atomic_write_text
 
 HELP = {
     **FLEET_HELP, **_select_help(),
@@ -99,7 +100,8 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
         report.data["fleet"] = outcome.as_dict()
         _print(report)
         if junit:
-            common.console.print(f"junit: {_write_atomic(junit, junit_xml(report, f'numaforge.{name}'))}")
+            atomic_write_text(Path(junit), junit_xml(report, f"numaforge.{name}"))
+            common.console.print(f"junit: {junit}")
 
     common.execute(name, body, json=json, options=options)
 

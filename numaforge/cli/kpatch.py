@@ -8,9 +8,10 @@ from pathlib import Path
 from invoke import task
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..display import esc
 from ..errors import NumaforgeError
 from ..report import Report
-from . import common
+from . import common, values
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
@@ -20,6 +21,8 @@ HELP = {
     "cc_wrapper": "compiler wrapper for distributed builds, e.g. distcc or icecc: the target gcc runs as "
                   "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
     "check": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before building",
+    "sign_key": "PEM private key to sign the module with (scripts/sign-file; read only by sign-file, never copied)",
+    "sign_cert": "X.509 certificate of --sign-key (enroll it on Secure Boot hosts: `mokutil --import`)",
     "force": "rebuild even when the artifact cache says the inputs are unchanged",
     **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
 }
@@ -41,7 +44,8 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
 
 
 @task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
-def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=False, force=False, inventory=None,
+def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=False, force=False, sign_key=None,
+                 sign_cert=None, inventory=None,
                  host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
     from ..kernel import kpatch as kp
@@ -49,6 +53,7 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
     out = common.console
 
     def body(report: Report):
+        n_jobs = values.positive_int(jobs, "--jobs", 2)
         groups, releases = _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets)
         report.data["kpatch"] = {}
         for name, members in groups.items():
@@ -58,17 +63,18 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
                 tid = progress.add_task(f"{name}: preflight", total=None)
 
                 def on_stage(sid, label, name=name, tid=tid):
-                    progress.update(tid, description=f"{name}: {label}")
-                    progress.console.print(f"  {name}: [cyan]{label}[/]")
+                    progress.update(tid, description=esc(f"{name}: {label}"))
+                    progress.console.print(f"  {esc(name)}: [cyan]{esc(label)}[/]")
 
                 def log(msg):
-                    progress.console.print(f"  {msg}")
+                    progress.console.print(f"  {esc(msg)}")
 
                 with row.step("build-kpatch") as st:
                     try:
-                        res = kp.build_kpatch(name, series=series, jobs=int(jobs), cc_wrapper=cc_wrapper,
+                        res = kp.build_kpatch(name, series=series, jobs=n_jobs, cc_wrapper=cc_wrapper,
                                               host_releases={h: releases[h] for h in members if h in releases},
-                                              log=log, on_stage=on_stage, check_only=check, force=force)
+                                              log=log, on_stage=on_stage, check_only=check, force=force,
+                                              sign_key=sign_key, sign_cert=sign_cert)
                     except NumaforgeError as exc:
                         row.status = "failed"
                         row.message = exc.what
@@ -80,7 +86,10 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
             row.status = "ok" if res.status in ("checked", "unchanged") else "changed"
             if res.module:
                 funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
-                row.message = f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] functions: {funcs}"
+                sig = (res.manifest.get("signature") or {}).get("signer")
+                mode = "replace" if res.manifest.get("replace") else "non-replace"
+                row.message = (f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] {mode}, "
+                               f"{'signed by ' + sig if sig else 'unsigned'}; functions: {funcs}")
             else:
                 row.message = f"{res.status}: preflight and kpatch-build checks passed"
             row.data = {"hosts": members, "manifest": str(res.manifest_path) if res.manifest_path else None}
@@ -88,7 +97,7 @@ def build_kpatch(c, target=None, series=None, jobs=2, cc_wrapper=None, check=Fal
 
     common.execute("build-kpatch", body, json,
                    {"target": target, "series": series, "jobs": jobs, "cc_wrapper": cc_wrapper, "check": check,
-                    "force": force, "host": host, "group": group, "limit": limit})
+                    "force": force, "signed": bool(sign_key), "host": host, "group": group, "limit": limit})
 
 
 TASKS = [build_kpatch]

@@ -18,9 +18,12 @@ from . import common
     "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
     "vm": "start the VM (--no-vm to start only the BMC simulator)",
     "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
+    "persist": "attach the VM's persistent disk (.lab/vm/persist.img): host OS settings survive a VM reboot",
+    "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
     "json": common.SELECT_HELP["json"],
 })
-def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, json=None):
+def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, persist=False, numa_nic=False,
+           json=None):
     """Start the lab: a NUMA qemu VM (--topology) (ssh 127.0.0.1:2222) and a Redfish BMC simulator (127.0.0.1:8443)."""
     from ..lab import services
     from ..lab import vm as labvm
@@ -36,14 +39,15 @@ def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, 
         if vm:
             with host.step("vm-up") as s:
                 common.console.print(f"vm: booting the {kernel} kernel under qemu (TCG boots take 10-50 s)...")
-                vinfo = labvm.up(kernel=kernel, topo=topology)
+                vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic)
                 s.detail = asdict(vinfo)
             common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                                  f" (ready after {vinfo.ssh_seconds} s)")
         host.message = "lab is up"
 
     common.execute("lab-up", body, json=json, options={"kernel": kernel, "topology": topology,
-                                                         "bmc_flavour": bmc_flavour})
+                                                         "bmc_flavour": bmc_flavour, "persist": persist,
+                                                         "numa_nic": numa_nic})
 
 
 @task(help={"json": common.SELECT_HELP["json"]})

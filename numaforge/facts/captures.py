@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import yamlsrc
 from ..paths import atomic_write_text
 from ..errors import NumaforgeError
 from ..secrets import redact
@@ -77,13 +78,8 @@ class Captures:
                                "pass a directory written by `invoke facts --save DIR`")
         meta: dict = {}
         if (d / META).is_file():
-            try:
-                meta = yaml.safe_load((d / META).read_text()) or {}
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                where = f"{d / META}:{mark.line + 1}" if mark else str(d / META)
-                raise CaptureError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where,
-                                   "fix the file or re-capture with `invoke facts --save`") from None
+            meta = yamlsrc.load(d / META, error=CaptureError, what="capture metadata", empty={},
+                                syntax="not valid YAML")
             if not isinstance(meta, dict):
                 raise CaptureError("capture.yaml must be a mapping (source/commands/absent)", str(d / META),
                                    "re-capture with `invoke facts --save`")

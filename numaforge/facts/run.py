@@ -1,11 +1,12 @@
 """Per-host facts runs for the `facts` task: collect (SSH, local or a saved corpus) -> parse -> optional
-OS-side check of a BIOS profile -> one report HostResult. The task itself only parses options and prints."""
+check (the task passes numaforge.bios.verify.check_profile for --profile: facts knows nothing of BIOS profiles)
+-> one report HostResult. The task itself only parses options and prints."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 from ..errors import NumaforgeError
 from ..report import HostResult
@@ -13,14 +14,12 @@ from . import HostFacts, parse_facts, template_facts
 from .captures import META, CaptureError, Captures
 from .collect import collect_local, collect_ssh
 
-EXPECTED_NODES_VAR = "pci_numa_nodes"    # inventory host var: {"0000:41:00.0": 1, ...}
-
-
 @dataclass
 class Options:
     save: str | None = None              # store raw captures under SAVE/<host>/
     accept_new_host_key: bool = False
-    profile: str | None = None           # "auto" = the host's bios_profile
+    # an OS-side check of the parsed facts: check(result, facts, host) records its verdicts in result
+    check: Callable[[HostResult, HostFacts, object], None] | None = None
 
 
 def summary_line(f: HostFacts) -> str:
@@ -44,46 +43,6 @@ def summary_line(f: HostFacts) -> str:
     return "; ".join(parts)
 
 
-def _profile_facts(host, facts: HostFacts) -> dict[str, Any]:
-    """Inventory facts (numaforge.bios.profile.host_facts) overlaid with what the OS really shows."""
-    from ..bios.profile import host_facts
-
-    base = host_facts(host) if host is not None else {
-        "host": facts.host, "vendor": "generic", "model": "", "sockets": 1, "cpu_model": "", "gpus": [],
-        "gpu_count": 0, "nics": [], "nic_count": 0, "groups": [], "vars": {}}
-    os_facts = {k: v for k, v in template_facts(facts).items() if v is not None}
-    return {**base, **os_facts, "os": template_facts(facts)}
-
-
-def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None) -> None:
-    """Render the profile over the host's facts and store OS-side verdicts in result.data["os_verify"]."""
-    from ..bios.os_verify import MISMATCH, summary, verify
-    from ..bios.profile import render_profile
-
-    name = profile
-    if profile == "auto":
-        name = getattr(host, "bios_profile", None)
-        if not name:
-            raise NumaforgeError("the host has no bios_profile", f"host {facts.host}",
-                                 "set bios_profile in the inventory or pass --profile NAME")
-    p = render_profile(name, _profile_facts(host, facts))
-    expected = {}
-    if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):
-        for k, v in host.vars[EXPECTED_NODES_VAR].items():
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise NumaforgeError(f"{EXPECTED_NODES_VAR}: {k!r} maps to {v!r}, not a NUMA node number",
-                                     f"{host.location} (host {host.name})",
-                                     f'write {EXPECTED_NODES_VAR}: {{"0000:41:00.0": 1, ...}}')
-            expected[str(k)] = v
-    verdicts = verify(p.settings, facts, expected)
-    result.data["os_verify"] = {"profile": p.name, "summary": summary(verdicts),
-                                "verdicts": [v.as_dict() for v in verdicts]}
-    bad = [v.setting for v in verdicts if v.verdict == MISMATCH]
-    if bad:
-        result.status = "failed"
-        result.message = f"profile {p.name}: OS shows a mismatch for {', '.join(bad)}"
-
-
 def _finish(result: HostResult, caps: Captures, opts: Options, host=None) -> HostResult:
     if opts.save:
         with result.step("save"):
@@ -92,10 +51,10 @@ def _finish(result: HostResult, caps: Captures, opts: Options, host=None) -> Hos
         facts = parse_facts(caps, result.host)
     result.data = {"facts": facts.as_dict(), "template_facts": template_facts(facts)}
     result.message = summary_line(facts)
-    if opts.profile:
+    if opts.check is not None:
         with result.step("os-verify"):
             try:
-                check_profile(result, facts, opts.profile, host)
+                opts.check(result, facts, host)
             except NumaforgeError as exc:
                 result.status, result.message = "failed", exc.render()
     return result
@@ -138,4 +97,4 @@ def run_saved(directory: Path, opts: Options, host=None) -> HostResult:
     result = HostResult(directory.name)
     with result.step("load"):
         caps = Captures.load(directory)
-    return _finish(result, caps, Options(save=None, profile=opts.profile), host)
+    return _finish(result, caps, Options(save=None, check=opts.check), host)

@@ -141,9 +141,11 @@ def rollback_script(state: HostState, root: str, real_root: bool = True) -> tupl
     if saved.get("format") != STATE_FORMAT:
         raise ValueError(f"{STATE_FILE} has format {saved.get('format')!r}, expected {STATE_FORMAT}")
     lines = _prelude(root)
+    # an IRQ saved before a reboot may be gone (MSI vectors are renumbered): restore what exists, say what not
+    lines.append('wr() { if [ -e "$R$2" ]; then w "$1" "$2"; else echo "numaforge: $2 no longer exists" >&2; fi; }')
     for path, value in sorted(saved.get("values", {}).items()):
         if value is not None:
-            lines.append(f"w {shlex.quote(str(value))} {shlex.quote(path)}")
+            lines.append(f"wr {shlex.quote(str(value))} {shlex.quote(path)}")
     for path, content in sorted(saved.get("files", {}).items()):
         if content is None:
             lines.append(f"rmf {shlex.quote(path)}")

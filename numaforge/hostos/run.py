@@ -31,7 +31,7 @@ from ..fleet import FleetOutcome, run_fleet
 from ..remote.ssh import connect
 from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
-from .plan import MANAGED_FILES, HostPlanError, Plan, make_plan
+from .plan import MANAGED_FILES, Plan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
 from .read import HostState, bracketed, host_state, parse_snapshot, snapshot_script, take_snapshot
 
@@ -56,13 +56,17 @@ def host_root(host) -> str:
 
 
 def bios_nps(host) -> int | None:
-    """numa_nodes_per_socket of the host's BIOS profile, or None when it has none (or it does not render)."""
+    """numa_nodes_per_socket of the host's BIOS profile, or None when it has none (or it does not render, or it is
+    a preference list of several values: which one the BMC takes is only known from its registry)."""
     if not host.bios_profile:
         return None
     try:
-        return render_bios_profile(host.bios_profile, profile_facts(host)).settings.get("numa_nodes_per_socket")
+        nps = render_bios_profile(host.bios_profile, profile_facts(host)).settings.get("numa_nodes_per_socket")
     except ProfileError:
         return None
+    if isinstance(nps, list):
+        return nps[0] if len(nps) == 1 else None
+    return nps
 
 
 def resolve_profile(host, opts: OsOptions) -> HostProfile:
@@ -207,8 +211,8 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
         with res.step("verify"):
             paths = sorted(p for p, v in saved.get("values", {}).items() if v is not None)
             check = parse_snapshot(remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout)
-    wrong = [f"{p}: {check.files.get(p)!r} (want {v!r})" for p, v in saved["values"].items()
-             if v is not None and _norm(check.files.get(p)) != _norm(v)]
+    wrong = [f"{p}: {'gone' if p not in check.files else repr(check.files[p])} (want {v!r})"
+             for p, v in saved["values"].items() if v is not None and _norm(check.files.get(p)) != _norm(v)]
     res.data["restored"] = saved
     if wrong:
         res.status, res.message = "failed", "rolled back, but not every value came back: " + "; ".join(wrong)
@@ -253,15 +257,20 @@ def measure_locality(remote, root: str, seconds: float) -> dict[str, Any]:
     return locality_share(a, sample())
 
 
+GATE_MIN_EVENTS = 100     # a share over fewer events in a window is noise: not judged
+
+
 def gate_verdict(before: dict, after: dict, threshold: float) -> tuple[bool, str, dict]:
-    detail = {"before": before, "after": after, "threshold": threshold}
-    if before["alloc_local_share"] is None or after["alloc_local_share"] is None:
-        return False, ("cannot tell: no NUMA allocations were counted in a window (idle host?); run the workload "
-                       "during the canary or raise --gate-seconds"), detail
+    detail = {"before": before, "after": after, "threshold": threshold, "min_events": GATE_MIN_EVENTS}
+    if min(before["allocations"], after["allocations"]) < GATE_MIN_EVENTS:
+        return False, (f"cannot tell: fewer than {GATE_MIN_EVENTS} NUMA allocations were counted in a window "
+                       f"({before['allocations']} before, {after['allocations']} after; idle host?); run the "
+                       "workload during the canary or raise --gate-seconds"), detail
     parts, ok = [], True
-    for key, label in (("alloc_local_share", "local allocations"), ("hint_local_share", "local hint faults")):
+    for key, label, count in (("alloc_local_share", "local allocations", "allocations"),
+                              ("hint_local_share", "local hint faults", "hint_faults")):
         b, a = before[key], after[key]
-        if b is None or a is None:
+        if min(before[count], after[count]) < GATE_MIN_EVENTS:
             continue
         worse = b - a > threshold
         ok = ok and not worse

@@ -26,9 +26,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..digest import sha256_bytes
 from ..errors import NumaforgeError
 from ..paths import ROOT, cache_dir
-from . import kpatch as kp
+from . import kpatch_steps, toolchain as tcm
+from .kpatch_errors import KpatchError
 from .source import export_tree
 
 LAB_DIR = ROOT / "kpatch" / "lab"
@@ -41,7 +43,7 @@ STATE = "state.json"
 JOBS = int(os.environ.get("NUMAFORGE_KERNEL_JOBS", "2"))
 
 
-class LabKernelError(kp.KpatchError):
+class LabKernelError(KpatchError):
     """The lab kernel cannot be configured or built."""
 
 
@@ -101,9 +103,9 @@ def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]],
     h = hashlib.sha256()
     for part in (b"numaforge-lab-v1", source_hash.encode(), DEFCONFIG.encode(), fragment, compiler.encode(),
                  tc_version.encode(), " ".join(kcflags.split()).encode(), "\0".join(make_vars).encode()):
-        h.update(kp.sha256_bytes(part).encode())
+        h.update(sha256_bytes(part).encode())
     for name, data in patches:
-        h.update(name.encode() + b"\0" + kp.sha256_bytes(data).encode())
+        h.update(name.encode() + b"\0" + sha256_bytes(data).encode())
     return h.hexdigest()[:20]
 
 
@@ -128,25 +130,25 @@ def _run(cmd: list[str], cwd: Path, env: dict, logf, what: str) -> None:
                              f"read the end of the log {logf.name}; fix the tree/config and re-run")
 
 
-def lab_kernel(source_spec: str | None = None, log=print, tc: kp.Toolchain | None = None,
+def lab_kernel(source_spec: str | None = None, log=print, tc: tcm.Toolchain | None = None,
                source=None) -> LabKernel:
     """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
 
     `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash)."""
-    tc = tc or kp.toolchain()
-    shim = kp.compiler_shim(LAB_COMPILER)
-    compiler = kp.gcc_comment(shim)
+    tc = tc or tcm.toolchain()
+    shim = tcm.compiler_shim(LAB_COMPILER)
+    compiler = tcm.gcc_comment(shim)
     if source is None:
         source = _source(source_spec or DEFAULT_SOURCE, log)
-    flags = kp.kcflags(tc)
-    mvars = kp.make_vars(tc)
+    flags = tcm.kcflags(tc)
+    mvars = tcm.make_vars(tc)
     key = lab_key(source.source_hash, FRAGMENT.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
     root = cache_dir() / "kpatch" / "lab" / key
     found = _cached(key, root)
     if found:
         return found
     root.mkdir(parents=True, exist_ok=True)
-    with kp._Lock(root / ".build.lock"):          # one build per key, even with concurrent callers
+    with kpatch_steps.FileLock(root / ".build.lock"):          # one build per key, even with concurrent callers
         found = _cached(key, root)
         if found:
             return found
@@ -168,7 +170,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
     root.mkdir(parents=True, exist_ok=True)
     tree = root / "linux"
     out = root / "out"
-    env = kp.BuildEnv(shim, {"KCFLAGS": flags}).env()
+    env = tcm.BuildEnv(shim, {"KCFLAGS": flags}).env()
     env.pop("KPATCH_GCC_TEMPDIR", None)
     logpath = root / "build.log"
     with open(logpath, "a") as logf:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
-import yaml
+
+from .. import yamlsrc
 
 from ..digest import sha256_bytes
 from ..errors import NumaforgeError
@@ -262,12 +263,7 @@ def load_series(series: str | Path, base_version: str | None = None) -> Series:
         if not f.is_file():
             raise SeriesError(f"series directory has no {f.name} file", str(d),
                               f"add {f.name} (see docs/kernel-backport.md)")
-    try:
-        meta = yaml.safe_load(mfile.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise SeriesError(f"metadata.yaml is not valid YAML: {getattr(exc, 'problem', exc)}",
-                          f"{mfile}:{mark.line + 1 if mark else 1}", "fix the YAML syntax") from None
+    meta = yamlsrc.load(mfile, error=SeriesError, what="metadata.yaml", syntax="metadata.yaml is not valid YAML")
     try:
         jsonschema.validate(meta, METADATA_SCHEMA)
     except jsonschema.ValidationError as exc:

@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from .. import debian_apt, yamlsrc
 from ..paths import ROOT, cache_dir
-from .kpatch import PreflightError
+from .kpatch_errors import PreflightError
 
 TARGETS_DIR = ROOT / "kpatch" / "targets"
 DEFAULT_TARGET = "lab"
 KINDS = ("lab", "debian")
-ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian"}
+ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian", "replace",
+           "build_targets", "cc_wrapper"}
 
 
 class TargetError(PreflightError):
@@ -40,6 +40,9 @@ class Target:
     description: str = ""
     debian: dict = field(default_factory=dict)   # version, headers_package, dbg_package (kind debian)
     path: str = ""
+    replace: bool = False      # build an atomic-replace patch (kpatch-build's default); False = `kpatch-build -R`
+    build_targets: tuple = ()  # kpatch-build -t TARGET... (default: kpatch-build's `vmlinux modules`)
+    cc_wrapper: str | None = None   # e.g. ccache: the target gcc runs as `ccache gcc-N`
 
 
 def parse_target(data, where: str) -> Target:
@@ -67,12 +70,23 @@ def parse_target(data, where: str) -> Target:
     if not re.fullmatch(r"\d+\.\d+\.\d+", str(data["base_version"])):
         raise TargetError(f"bad base_version {data['base_version']!r}", where,
                           "give the source's Makefile version, e.g. 5.10.262")
+    if not isinstance(data.get("replace", False), bool):
+        raise TargetError(f"replace must be true or false, not {data['replace']!r}", where,
+                          "leave it out (non-replace, the safe default) or write `replace: true`")
+    bt = data.get("build_targets") or []
+    if not isinstance(bt, list) or not all(isinstance(x, str) and re.fullmatch(r"[a-z_][a-z0-9_./-]*", x) for x in bt):
+        raise TargetError(f"build_targets must be a list of make targets, not {bt!r}", where,
+                          "e.g. build_targets: [vmlinux, modules_prepare]")
+    wrapper = data.get("cc_wrapper")
+    if wrapper is not None and wrapper not in ("ccache", "distcc", "icecc"):
+        raise TargetError(f"unsupported cc_wrapper {wrapper!r}", where, "use ccache, distcc or icecc")
     unknown = set(data) - ALLOWED
     if unknown:
         raise TargetError(f"unknown key(s): {', '.join(sorted(unknown))}", where,
                           f"allowed: {', '.join(sorted(ALLOWED))}")
     return Target(name, kind, str(data["kernel_release"]), str(data["base_version"]), str(data["compiler"]),
-                  str(data["source"]), str(data.get("description", "")), dict(deb), where)
+                  str(data["source"]), str(data.get("description", "")), dict(deb), where,
+                  bool(data.get("replace", False)), tuple(bt), wrapper)
 
 
 def available(directory: Path = TARGETS_DIR) -> list[str]:
@@ -84,12 +98,7 @@ def load_target(name: str, directory: Path = TARGETS_DIR) -> Target:
     if not path.is_file():
         raise TargetError(f"unknown kpatch target {name!r}", str(directory),
                           f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise TargetError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where, "fix the YAML syntax") from None
+    data = yamlsrc.load(path, error=TargetError, what="kpatch target file", syntax="invalid YAML")
     t = parse_target(data, str(path))
     if t.name != name:
         raise TargetError(f"target file {path.name} defines name {t.name!r}", str(path),
@@ -115,11 +124,12 @@ class DebianInputs:
     config: Path
     vmlinux: Path
     release: str
+    symvers: Path | None = None
 
 
 def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
     """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
-    from .. import debian_apt
+
 
     rel = t.kernel_release
     root = cache_dir() / "kpatch" / "debian" / rel
@@ -129,6 +139,8 @@ def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs
     wanted = {
         "config": (t.debian["headers_package"], f"./usr/src/linux-headers-{rel}/.config"),
         "vmlinux": (t.debian["dbg_package"], f"./usr/lib/debug/boot/vmlinux-{rel}"),
+        # the exported symbols (with CRCs) of Debian's build: the module links against these, not ours
+        "symvers": (t.debian["headers_package"], f"./usr/src/linux-headers-{rel}/Module.symvers"),
     }
     index = root / "inputs.json"
     meta = json.loads(index.read_text()) if index.exists() else {}
@@ -146,4 +158,4 @@ def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs
         index.write_text(json.dumps(meta, indent=1))
         if what == "vmlinux" and not keep_debs:
             deb.unlink(missing_ok=True)        # only the vmlinux is needed; the 800 MB package is not kept
-    return DebianInputs(root / "config", root / "vmlinux", rel)
+    return DebianInputs(root / "config", root / "vmlinux", rel, root / "symvers")

@@ -88,12 +88,21 @@ PERSIST_DIRS = ["etc/sysctl.d", "etc/numaforge", "etc/systemd", "etc/default", "
 PERSIST_INIT = ("if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
                 "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
                 "done; fi")
-BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
-for u in /etc/systemd/system/multi-user.target.wants/*.service; do
+def boot_units_script(wants_dir: str = "/etc/systemd/system/multi-user.target.wants") -> str:
+    """Shell run by init in place of systemd: start each enabled unit's ExecStart= with systemd's %v (the
+    kernel release) expanded, honouring ConditionPathIsDirectory= (numaforge-livepatch.service uses both)."""
+    return f"""for u in {wants_dir}/*.service; do
   [ -f "$u" ] || continue
-  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1)
-  [ -n "$x" ] && { sh -c "$x" || echo "init: $u failed"; }
+  cond=$(sed -n 's/^ConditionPathIsDirectory=//p' "$u" | sed "s/%v/$(uname -r)/g")
+  [ -z "$cond" ] || [ -d "$cond" ] || continue
+  x=$(sed -n 's/^ExecStart=//p' "$u" | head -n 1 | sed "s/%v/$(uname -r)/g")
+  [ -n "$x" ] || continue
+  if eval "$x"; then echo "init: started ${{u##*/}}"; else echo "init: $u failed"; fi
 done"""
+
+
+BOOT_INIT = """for f in /etc/sysctl.d/*.conf; do [ -f "$f" ] && sysctl -q -p "$f"; done
+""" + boot_units_script()
 
 
 def init_script(modules: list[str], release: str) -> str:
@@ -124,7 +133,7 @@ for n in /sys/class/net/eth*; do ip link set ${{n##*/}} up; done
 sleep 1
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if pidof dropbear >/dev/null; then
-  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no)"
+  echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no) persist=$(grep -q ' /persist ' /proc/mounts && echo yes || echo no)"
 else
   echo "{FAILED_MARK} dropbear did not start: $(cat /var/log/dropbear.log)"
 fi
@@ -199,10 +208,12 @@ class Tree:
 
 
 def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workload: Path | None,
-          modules: dict[str, Path]) -> Path:
+          modules: dict[str, Path], irqbalance: Path | None = None) -> Path:
     """Assemble the initramfs and write it atomically to `out` (gzip'd newc cpio).
 
     modules: {path relative to /lib/modules/<release>/: file on the build server}, loaded in that order.
+    irqbalance: Debian's irqbalance binary (extracted into the cache by scripts/setup.d/47-hostos.sh), put at
+    /usr/sbin/irqbalance with its shared libraries; never started by the init (tests run it in --oneshot).
     """
     t = Tree()
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc/dropbear", "proc", "sys", "dev", "tmp", "run", "var/log"):
@@ -224,6 +235,8 @@ def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workl
         t.add_host_file(workload, WORKLOAD_GUEST_PATH, 0o755)
     for rel, src in modules.items():
         t.add_host_file(src, f"/lib/modules/{release}/{rel}", 0o644)
+    if irqbalance is not None:
+        t.add_binary(str(irqbalance), "/usr/sbin/irqbalance")
     data = gzip.compress(pack_newc(t.entries), compresslevel=6, mtime=0)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)

@@ -121,6 +121,7 @@ class LabKernel:
     build_dir: Path | None = None   # tree (or headers) to build out-of-tree modules against (make -C)
     modules_root: Path | None = None   # holds lib/modules/<release>/ (NIC driver when it is a module)
     nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
+    disk_modules: list[str] = field(default_factory=list)  # virtio disk + ext4 for the persistent disk, load order
     cc: str = "gcc"
 
 
@@ -137,6 +138,7 @@ class VMInfo:
     ssh_seconds: float              # qemu start -> SSH banner
     already_running: bool = False
     topology: str = DEFAULT_TOPOLOGY
+    persist: bool = False           # the persistent disk is mounted (what survives reboot())
 
 
 @dataclass
@@ -157,6 +159,13 @@ def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProc
         raise LabVMError(f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
                          f"{(proc.stderr or proc.stdout).strip()[-1200:]}", where, fix)
     return proc
+
+
+# Debian builds these as modules (the lab kernel has them built in): the persistent disk's virtio-blk and ext4,
+# in dependency order (modinfo depends), crc32c for ext4's checksum driver
+DEBIAN_DISK_MODULES = ("drivers/virtio/virtio", "drivers/virtio/virtio_ring", "drivers/virtio/virtio_pci",
+                       "drivers/block/virtio_blk", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2",
+                       "crypto/crc32c_generic", "fs/ext4/ext4")
 
 
 def debian_kernel() -> LabKernel:
@@ -184,7 +193,8 @@ def debian_kernel() -> LabKernel:
     return LabKernel(
         name="debian", image=root / "boot" / f"vmlinuz-{release}", release=release,
         build_dir=root / "usr/src" / f"linux-headers-{release}", modules_root=root,
-        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10")
+        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10",
+        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES])
 
 
 def lab_kernel() -> LabKernel:
@@ -337,6 +347,15 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
     return cmd
 
 
+def irqbalance_binary() -> Path:
+    """Debian's irqbalance (1.9.2), extracted -- not installed, so it never runs on this build server -- into
+    the cache by scripts/setup.d/47-hostos.sh; the numa_nic VM carries it for the host OS tests."""
+    p = cache_dir() / "hostos" / "irqbalance" / "usr" / "sbin" / "irqbalance"
+    if not p.is_file():
+        raise ToolMissingError("irqbalance is not in the cache", str(p), "run scripts/setup.d/47-hostos.sh")
+    return p
+
+
 def ensure_persist_disk(path: Path, size_mb: int = 32) -> Path:
     """An ext4 image for the guest's persistent files (created once, kept across boots of this state dir)."""
     if path.exists():
@@ -388,7 +407,7 @@ def parse_ready(text: str) -> dict | None:
         if line.startswith(initramfs.READY_MARK):
             fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
             return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),
-                    "livepatch": fields.get("livepatch") == "yes"}
+                    "livepatch": fields.get("livepatch") == "yes", "persist": fields.get("persist") == "yes"}
     return None
 
 
@@ -446,12 +465,13 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"
     modules = {}
-    for rel in k.nic_modules:
+    for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
         src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
         modules[rel] = src
     initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
                              authorized_key=(client_key.with_suffix(".pub")).read_text(),
-                             workload=workload_binary(), modules=modules)
+                             workload=workload_binary(), modules=modules,
+                             irqbalance=irqbalance_binary() if numa_nic else None)
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
@@ -495,9 +515,23 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
         time.sleep(0.5)
     info = VMInfo(pid=proc.pid, ssh_port=ssh_port, kernel=k.name, release=ready["release"], nodes=ready["nodes"],
                   state_dir=str(state_dir), serial_log=str(serial), boot_seconds=round(boot_s, 1),
-                  ssh_seconds=round(time.monotonic() - t0, 1), topology=tp.name)
+                  ssh_seconds=round(time.monotonic() - t0, 1), topology=tp.name,
+                  persist=ready.get("persist", False))
     (vm / "vm.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
+
+
+def reboot(state_dir: str | os.PathLike = DEFAULT_STATE_DIR, wait_exit: float = 60.0) -> VMInfo:
+    """Boot the VM again with the same kernel, port, topology and persistent disk. qemu runs with -no-reboot,
+    so a guest `reboot -f` ends qemu: wait for that (up to wait_exit s), stop it if still up, then boot."""
+    state_dir = Path(state_dir).resolve()
+    info = json.loads((state_dir / "vm" / "vm.json").read_text())
+    t0 = time.monotonic()
+    while status(state_dir).running and time.monotonic() - t0 < wait_exit:
+        time.sleep(0.5)
+    down(state_dir)
+    return up(kernel=info["kernel"], state_dir=state_dir, ssh_port=info["ssh_port"],
+              topo=info.get("topology", DEFAULT_TOPOLOGY), persist=bool(info.get("persist")))
 
 
 def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:

@@ -2,11 +2,15 @@
 `invoke bios-apply` calls) against several simulated BMCs whose current values already equal the profile.
 
 Not timed: speed lives in bench/bios_fleet.py. Request counts are counted by the simulators themselves.
-Issue 8's target is <= 4 requests per compliant host. When the inventory states the vendor, hosts of one model
+Issue 8's target was <= 4 requests per compliant host. When the inventory states the vendor, hosts of one model
 share what the first one discovered (sessions URL, system and Bios paths): 9 requests for the first host of a
-model, 4 for the others (login, Bios, settings object, logout). With `vendor: auto` every host reads the service
-root to detect its vendor and finds its system: 7 after the first. What the first host discovered is kept on
-disk (numaforge.bios.discovery), so a re-run costs every host of a stated model 4, the first one included.
+model, 6 for the others. Issue 12 added two confirmation requests to every host served from a cache (the
+cached system path must be the only one its BMC's Systems collection lists; the cached registry must be what
+its BMC serves now, by a HEAD whose ETag must match): 4 -> 6 (login, Systems, Bios, settings object, HEAD of
+the registry file, logout) -- a cache must never let through what discovery would refuse. With `vendor: auto`
+every host reads the service root to detect its vendor and finds its system: 8 after the first (7 + the HEAD).
+What the first host discovered is kept on disk (numaforge.bios.discovery), so a re-run costs every host of a
+stated model 6, the first one included.
 These tests pin the budgets (each test starts with an empty discovery cache: tests/conftest.py).
 """
 
@@ -28,8 +32,8 @@ pytestmark = pytest.mark.bmc
 PW_VAR = "NF_TEST_BENCH_BMC_PW"
 PASSWORD = "bench-Fleet-pw-3"
 FIRST_HOST_OF_A_REGISTRY = 9   # root, session, Systems, system, Bios, settings object, registry entry + file, logout
-OTHER_HOSTS = 7                # vendor auto: the registry comes from the run's cache, discovery does not
-SAME_MODEL_HOSTS = 4           # vendor stated: session, Bios, settings object, logout
+OTHER_HOSTS = 8                # vendor auto: the registry comes from the run's cache (confirmed by a HEAD)
+SAME_MODEL_HOSTS = 6           # vendor stated: session, Systems, Bios, settings object, HEAD registry, logout
 
 
 def make_host(name: str, sim: BMCSimulator, vendor: str = "auto") -> Host:
@@ -88,7 +92,7 @@ def test_a_compliant_fleet_of_one_model_is_read_only_within_the_request_budget(c
 
 
 @pytest.mark.parametrize("flavour", ["generic", "dell", "hpe"])
-def test_hosts_of_one_stated_model_cost_four_requests_when_compliant(compliant_fleet, flavour):
+def test_hosts_of_one_stated_model_cost_six_requests_when_compliant(compliant_fleet, flavour):
     fleet = compliant_fleet([flavour] * 4, vendor=flavour)
     out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=4)   # all four start at once
     assert [r.status for r in out.results] == ["unchanged"] * 4, out.summary()
@@ -99,15 +103,17 @@ def test_hosts_of_one_stated_model_cost_four_requests_when_compliant(compliant_f
         assert sorted(r.data["verified"]) == sorted(i["attribute"] for i in r.data["plan"])
     counts = sorted(sim.count() for _, sim in fleet)
     assert counts == [SAME_MODEL_HOSTS] * 3 + [FIRST_HOST_OF_A_REGISTRY], [s.requests for _, s in fleet]
-    # the four requests of a later host: login, its Bios, its settings object, logout
+    # the six requests of a later host: login, its Systems (confirms the model's system path), its Bios, its
+    # settings object, HEAD of the registry file (confirms the cached registry), logout
     later = next(s for _, s in fleet if s.count() == SAME_MODEL_HOSTS)
     methods = [m for m, _ in later.requests]
-    assert methods == ["POST", "GET", "GET", "DELETE"], later.requests
+    assert methods == ["POST", "GET", "GET", "GET", "HEAD", "DELETE"], later.requests
 
 
 def test_a_stale_model_entry_falls_back_to_full_discovery(compliant_fleet):
-    """A host of a known model whose Bios is not where the model's first host had it (another firmware):
-    the 404 sends it through full discovery instead of failing. The run cache is seeded with a wrong path."""
+    """A host of a known model whose system is not where the model's first host had it (another firmware):
+    its Systems collection does not list the cached path, which sends it through full discovery instead of
+    failing. The run cache is seeded with a wrong path."""
     from numaforge.bios.apply import Shape, shape_key
 
     ((host, sim),) = compliant_fleet(["generic"], vendor="generic")
@@ -118,7 +124,8 @@ def test_a_stale_model_entry_falls_back_to_full_discovery(compliant_fleet):
     plan = plan_host(host, HostOptions(), cache, res)
     assert plan is not None and res.status == "unchanged", res.message
     paths = [p for _, p in sim.requests]
-    assert "/redfish/v1/Systems/Gone/Bios" in paths           # tried the model's path first...
+    assert paths[1] == "/redfish/v1/Systems"                  # checked the model's system path first...
+    assert "/redfish/v1/Systems/Gone/Bios" not in paths       # (not listed there: not even tried)
     assert res.data["system"] != "/redfish/v1/Systems/Gone"   # ...then found the real system
     assert "/redfish/v1/" in paths or "/redfish/v1" in paths
 
@@ -180,9 +187,10 @@ def test_host_timeout_stops_hosts_before_their_next_request_and_never_mid_write(
 
 
 @pytest.mark.parametrize("flavour", ["generic", "dell"])
-def test_a_rerun_costs_every_compliant_host_four_requests(compliant_fleet, flavour):
+def test_a_rerun_costs_every_compliant_host_six_requests(compliant_fleet, flavour):
     """The discovery the first run did (registry, per-model paths) is on disk (numaforge.bios.discovery), so
-    re-checking a compliant fleet -- the usual second run -- costs every host login, Bios, settings, logout."""
+    re-checking a compliant fleet -- the usual second run -- costs every host login, Systems, Bios, settings,
+    HEAD registry, logout."""
     fleet = compliant_fleet([flavour] * 3, vendor=flavour)
     hosts = [h for h, _ in fleet]
     out = run_hosts(hosts, "apply", HostOptions(), forks=3)

@@ -123,6 +123,10 @@ def test_raw_supersedes_a_mapped_setting_whose_mapping_fails():
     assert got["NumaMemoryDomainsPerSocket"].value == "Auto" and got["Sriov"].value == "Enabled"
     assert "supersedes numa_nodes_per_socket (its mapping failed: numa_nodes_per_socket=0" in \
         got["NumaMemoryDomainsPerSocket"].resolved
+    # per-slot attributes: a raw value on one slot supersedes a value HPE does not offer (no L0s)
+    got = {d.attribute: d for d in translate({"pcie_aspm": "l0s"}, {"PciSlot2Aspm": "Disabled"},
+                                             load_vendor_map("hpe"), reg, "h")}
+    assert list(got) == ["PciSlot2Aspm"] and "supersedes pcie_aspm" in got["PciSlot2Aspm"].resolved
     # an ambiguous display-name match is superseded by a raw value on one of the candidates
     amb = registry("registry-generic-two-interleaving-attributes-no-nps0.json")
     got = {d.attribute: d for d in translate({"memory_interleaving": False}, {"Q1": "Disabled"},

@@ -1,8 +1,8 @@
 """Third-party proof: DMTF's own tools accept the simulator.
 
-- rf_service_validator (redfish-service-validator) walks every flavour's resource tree against DMTF's CSDL
-  schemas (offline: ../shared/redfish/csdl, --skipschema) and must report no failure (deliberate exceptions
-  live in tests/data/bmc/validator_known_failures.yaml, each with its reason).
+- rf_service_validator (redfish-service-validator) walks every flavour's resource tree (the registry corpus
+  flavours included) against DMTF's CSDL schemas (offline: ../shared/redfish/csdl, --skipschema) and must
+  report no failure (deliberate exceptions live in tests/data/bmc/validator_known_failures.yaml, with reasons).
 - rf_bios_settings (redfish-utilities) reads BIOS, changes an attribute through the settings object, and
   rf_power_reset's host reset applies it (Dell: a config job posted with rf_raw_request, as on a real iDRAC).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numaforge.lab.bmc import FLAVOURS
+from numaforge.lab.bmc import ALL_FLAVOURS, FLAVOURS, load_flavour
 
 from .conftest import PASSWORD, SHARED, Client, wait_for
 
@@ -35,6 +35,24 @@ CHANGE = {"dell": ("SriovGlobalEnable", "Enabled"), "hpe": ("PciSlot2Aspm", "Asp
 
 SECOND = {"dell": ("IommuSupport", "Enabled"), "hpe": ("Sriov", "Disabled"), "supermicro": ("IOMMU", "Enabled"),
           "lenovo": ("IOMMU", "Disabled"), "generic": ("Q0106", "Enabled")}
+
+
+def _writable_changes(flavour: str) -> list[tuple[str, str]]:
+    """For a corpus flavour: (attribute, a value other than its default) for its first writable enumerations."""
+    f = load_flavour(flavour)
+    out = []
+    for a in f.registry["RegistryEntries"]["Attributes"]:
+        if a["Type"] == "Enumeration" and not a["ReadOnly"]:
+            other = [v["ValueName"] for v in a["Value"] if v["ValueName"] != f.defaults[a["AttributeName"]]]
+            if other and not any(d["Dependency"]["MapToAttribute"] == a["AttributeName"]
+                                 for d in f.registry["RegistryEntries"]["Dependencies"]):
+                out.append((a["AttributeName"], other[0]))
+    return out
+
+
+for _name in ALL_FLAVOURS:
+    if _name not in CHANGE:
+        CHANGE[_name], SECOND[_name] = _writable_changes(_name)[:2]
 
 
 def _tool(name: str) -> str:
@@ -57,7 +75,7 @@ def _exercise(sim, flavour):
     assert c.get(sim.bios_path).json()["@Redfish.Settings"]["Messages"]
 
 
-@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("flavour", ALL_FLAVOURS)
 def test_redfish_service_validator_passes(make_sim, flavour, tmp_path):
     assert (SHARED / "csdl" / "Bios_v1.xml").exists(), f"DMTF schemas expected in {SHARED / 'csdl'}"
     sim = make_sim(flavour)
@@ -78,7 +96,7 @@ def test_redfish_service_validator_passes(make_sim, flavour, tmp_path):
     if not excused:
         assert proc.returncode == 0 and failed == 0
     # it walked the BIOS resources, the settings object and the registry
-    for uri in (sim.bios_path, sim.flavour.settings_link, f"/redfish/v1/Registries/{sim.flavour.registry_id}"):
+    for uri in (sim.bios_path, sim.flavour.settings_link, sim.flavour.registry_member, sim.flavour.registry_uri):
         assert f"Validating {sim.link(uri)}..." in proc.stdout, uri
 
 

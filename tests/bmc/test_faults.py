@@ -25,7 +25,16 @@ def test_method_filter_and_after_stage():
     assert plan.pending() == 0
 
 
-@pytest.mark.parametrize("kind,kw", [("teapot", {}), ("slow", {"after": True}), ("503", {"seconds": 1}),
+def test_slow_after_processing_is_a_late_answer():
+    """slow + after=True: the request is processed, then answered ``seconds`` late (past a client's timeout)."""
+    plan = FaultPlan()
+    plan.add("slow", "Settings", method="PATCH", after=True, seconds=3)
+    assert plan.take("PATCH", "/x/Settings", after=False) is None
+    fault = plan.take("PATCH", "/x/Settings", after=True)
+    assert (fault.kind, fault.options) == ("slow", {"seconds": 3})
+
+
+@pytest.mark.parametrize("kind,kw", [("teapot", {}), ("503", {"after": True}), ("503", {"seconds": 1}),
                                      ("5xx", {"count": 0})])
 def test_bad_fault_requests_are_refused(kind, kw):
     with pytest.raises(ValueError):

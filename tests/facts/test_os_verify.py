@@ -197,3 +197,12 @@ def test_lab_vm_real_capture_verdicts():
     assert t["pcie_acs"].verdict == CANNOT and "lspci is not installed" in t["pcie_acs"].why
     assert t["sriov"].verdict == MISMATCH                      # a virtio NIC has no SR-IOV
     assert table("lab-vm-4node-busybox", {"numa_nodes_per_socket": 4})["numa_nodes_per_socket"].verdict == MISMATCH
+
+
+def test_preference_list_is_ok_when_the_os_shows_any_of_its_values():
+    # the intended layout has ASPM disabled: [l1, disabled] is ok through its second value (the platform took it)
+    ok = table("epyc-7763-2s-nps1-4gpu", {"pcie_aspm": ["l1", "disabled"]})["pcie_aspm"]
+    assert ok.verdict == OK and ok.desired == "disabled"
+    # L1 left on the NICs: neither value holds everywhere, the first value's verdict is reported
+    bad = table("epyc-aspm-l1-on-nics", {"pcie_aspm": ["l1", "disabled"]})["pcie_aspm"]
+    assert bad.verdict == MISMATCH and bad.desired == "l1" and "(want l1)" in bad.why

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from numaforge.errors import NumaforgeError
-from numaforge.fleet import FleetOptionError, plan_phases, run_fleet
+from numaforge.fleet import FleetOptionError, Interrupted, plan_phases, run_fleet
 from numaforge.inventory.model import Host, Location
 from numaforge.report import HostResult
 
@@ -124,7 +124,8 @@ def test_exceptions_mark_only_that_host_failed():
     st_ = statuses(out)
     assert st_ == {"ok-1": "ok", "boom-2": "failed", "typed-3": "failed", "ok-4": "ok"}
     msgs = {r.host: r.message for r in out.results}
-    assert msgs["boom-2"] == "RuntimeError: exploded on boom-2"
+    assert msgs["boom-2"] == "unexpected error (a bug; please report it): RuntimeError: exploded on boom-2"
+    assert out.stopped and "unexpected error on boom-2" in out.reason   # all four had started (forks=4)
     assert msgs["typed-3"] == "host typed-3: module refused\n  fix: sign it"
 
 
@@ -207,7 +208,10 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
             _thread.interrupt_main()      # what Ctrl-C does: KeyboardInterrupt in the main thread
         return by_name(host)
 
-    out = run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, batch=2, progress=False)
+    with pytest.raises(Interrupted) as ei:    # an interrupted run is never returned as if it had finished
+        run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, batch=2, progress=False)
+    out = ei.value.outcome
+    assert ei.value.exit_code == 130 and ei.value.signal_name == "SIGINT"
     assert out.interrupted and out.stopped and "interrupted" in out.reason
     st_ = statuses(out)
     assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"        # the running host finished and is reported
@@ -262,3 +266,122 @@ def test_bad_host_timeout_is_refused(bad):
     with pytest.raises(FleetOptionError) as exc:
         run_fleet(["ok-1"], by_name, progress=False, host_timeout=bad)
     assert exc.value.where == "--host-timeout" and "seconds" in exc.value.what
+
+
+# ------------------------------------------------------------------------------ containment (issue 12 item 2)
+def test_an_unexpected_exception_stops_scheduling_new_hosts():
+    """A bug in one host's work (not a NumaforgeError) used to be just another failed host while the others
+    kept being written to; now nothing new starts and the reason says why."""
+    started = []
+
+    def fn(host):
+        started.append(host)
+        if host == "ok-2":
+            raise KeyError("Attributes")
+        return by_name(host)
+
+    out = run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, progress=False)
+    assert started == ["ok-1", "ok-2"]
+    st_ = statuses(out)
+    assert st_["ok-1"] == "ok" and st_["ok-2"] == "failed"
+    assert out.not_run == ["ok-3", "ok-4", "ok-5", "ok-6"] and out.stopped and not out.ok
+    assert "unexpected error on ok-2" in out.reason and "KeyError" in out.reason
+    assert "a bug" in next(r.message for r in out.results if r.host == "ok-2")
+
+
+def test_a_result_flagged_unexpected_keeps_its_data_and_stops_the_rollout():
+    from numaforge.report import UNEXPECTED_ERROR
+
+    def fn(host):
+        r = HostResult(host, "failed", "boom", data={"changed": ["A"]})
+        if host == "b":
+            r.data[UNEXPECTED_ERROR] = "TypeError: x"
+        else:
+            r.status = "ok"
+        return r
+
+    out = run_fleet(["a", "b", "c"], fn, forks=1, progress=False)
+    assert [r.status for r in out.results] == ["ok", "failed", "not-run"]
+    assert out.results[1].data["changed"] == ["A"], "what the host wrote stays in its result"
+
+
+def test_a_failing_display_never_stops_or_skews_the_run():
+    """The progress display raising (rich MarkupError in the incident) must not leave hosts half-run."""
+    from rich.console import Console
+
+    class Broken(Console):
+        def print(self, *a, **k):
+            raise RuntimeError("display broke")
+
+    ran = []
+
+    def fn(host):
+        ran.append(host)
+        return HostResult(host, "ok", "[/b] closing tag with nothing to close")
+
+    out = run_fleet([f"ok-{i}" for i in range(1, 5)], fn, forks=2, progress=True, console=Broken())
+    assert sorted(ran) == [f"ok-{i}" for i in range(1, 5)] and out.ok
+
+
+def test_markup_in_a_host_message_is_printed_as_text():
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    out = run_fleet(["h1", "h2"], lambda h: HostResult(h, "ok", "BMC said [/b] and :smile: at 0000:3b:00.0"),
+                    forks=1, progress=True, console=Console(file=buf, width=200, emoji=False))
+    assert out.ok
+    assert "BMC said [/b] and :smile: at 0000:3b:00.0" in buf.getvalue()
+
+
+def test_interrupt_stops_running_hosts_at_their_next_step():
+    """Ctrl-C: a host in the middle of its work stops before its next request (budget.check), not after it
+    has done everything (e.g. waited out a 15-minute power cycle)."""
+    import _thread
+    import time
+
+    from numaforge import budget
+
+    steps = []
+
+    def fn(host):
+        for i in range(200):
+            budget.check(f"step {i}")
+            steps.append(i)
+            if i == 3:
+                _thread.interrupt_main()
+            time.sleep(0.01)
+        return by_name(host)
+
+    with pytest.raises(Interrupted) as ei:
+        run_fleet(["ok-1", "ok-2"], fn, forks=1, progress=False)
+    out = ei.value.outcome
+    r1 = out.results[0]
+    assert r1.status == "failed" and "interrupted (SIGINT): stopped before step" in r1.message
+    assert len(steps) < 200 and out.not_run == ["ok-2"]
+    assert not budget.stop_requested(), "the stop is cleared once the run is over"
+
+
+def test_report_is_never_ok_when_anything_did_not_happen():
+    from numaforge.report import Report
+
+    rep = Report("bios-apply")
+    rep.expect_hosts(["a", "b"])
+    assert not rep.ok, "hosts selected but no result: not ok (the '\"ok\": true, \"hosts\": []' report)"
+    rep.hosts = [HostResult("a", "ok"), HostResult("b", "not-run")]
+    assert not rep.ok
+    rep.hosts[1].status = "changed"
+    assert rep.ok and rep.status == "ok"
+    rep.data["fleet"] = {"stopped": True}
+    assert not rep.ok
+    rep.data = {}
+    rep.interrupted = "SIGTERM"
+    assert not rep.ok and rep.as_dict()["status"] == "interrupted"
+def test_rolling_batch_makes_max_fail_effective_without_batch():
+    from numaforge.fleet import rolling_batch
+
+    assert rolling_batch(0, 8, 100) == 0        # no failure budget: all at once
+    assert rolling_batch(0, 1, 0) == 1          # budget: waves of --forks, checked after each
+    assert rolling_batch(0, 8, 25.0) == 8
+    assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins

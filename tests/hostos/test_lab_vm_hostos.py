@@ -75,8 +75,31 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     pinned = [i["path"] for i in applied.data["items"] if i["kind"] == "irq"]
     assert len(pinned) == 3 and all(v == "1" for v in _read(host, *pinned))      # node 1's CPU
     assert _read(host, "/proc/sys/vm/swappiness") == ["10"]
-    again = _one(host, "apply")
+    # the second apply, as a gated canary: real numastat counters while a shell loop allocates in the guest
+    with connect(host.ssh, host.name) as r:
+        r.run("setsid sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=1M count=4 2>/dev/null; done' "
+              "</dev/null >/dev/null 2>&1 & echo $! > /tmp/traffic.pid")
+    try:
+        out = run_os([host], "apply", OsOptions(gate="locality", gate_seconds=2.0), canary=1, progress=False)
+    finally:
+        with connect(host.ssh, host.name) as r:
+            r.run("kill -- -$(cat /tmp/traffic.pid)", check=False)
+    again = out.results[0]
     assert again.status == "ok" and again.data["changed"] == [] and "nothing to change" in again.message
+    gate = again.data["gate"]
+    print(f"locality gate on the lab VM: before {gate['before']}, after {gate['after']}")   # docs/HOSTOS.md
+    assert gate["ok"] and min(gate["before"]["allocations"], gate["after"]["allocations"]) >= 100, gate
+
+    # the real irqbalance (Debian 1.9.2, in the VM's initramfs) started as its unit would, with the
+    # IRQBALANCE_ARGS of /etc/default/irqbalance: it bans the pinned IRQs through the policy script and leaves
+    # their affinity alone, while it still balances the others
+    with connect(host.ssh, host.name) as r:
+        log = r.run(". /etc/default/irqbalance && timeout 90 /usr/sbin/irqbalance --oneshot --debug $IRQBALANCE_ARGS",
+                    timeout=120).stdout
+    irq_numbers = [p.split("/")[3] for p in pinned]
+    for n in irq_numbers:
+        assert f"IRQ {n} was BANNED." in log, log
+    assert all(v == "1" for v in _read(host, *pinned))
 
     # a real reboot: reboot(2) in the guest (qemu runs with -no-reboot, so it exits), then the next boot
     with connect(host.ssh, host.name) as r:

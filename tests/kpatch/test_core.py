@@ -119,7 +119,11 @@ def test_command_line_and_release_env():
     cmd = kp.kpatch_command(tc, Path("/t"), Path("/v"), Path("/c.patch"), "livepatch-x", Path("/o"), 4,
                             Path("/cfg"))
     assert cmd == ["/p/bin/kpatch-build", "-s", "/t", "-v", "/v", "-n", "livepatch-x", "-o", "/o", "-j", "4",
-                   "-c", "/cfg", "/c.patch"]
+                   "-R", "-c", "/cfg", "/c.patch"]
+    # replace only on request; kpatch-build -t for a vmlinux-only build
+    cmd = kp.kpatch_command(tc, Path("/t"), Path("/v"), Path("/c.patch"), "x", Path("/o"), 2, replace=True,
+                            build_targets=("vmlinux", "modules_prepare"))
+    assert "-R" not in cmd and cmd[-5:] == ["-t", "vmlinux", "-t", "modules_prepare", "/c.patch"]
     assert kp.release_makeflags("5.10.0-46-amd64") == {"MAKEFLAGS": "KERNELRELEASE=5.10.0-46-amd64"}
     assert kp.release_makeflags(None) == {}
     assert kp.make_vars(tc) == ["CC=/p/libexec/kpatch/kpatch-cc gcc", "LD=/p/libexec/kpatch/kpatch-cc ld"]
@@ -141,6 +145,38 @@ def test_shipped_targets_load():
     assert lab.kind == "lab" and lab.kernel_release == "5.10.262" and lab.compiler == "gcc-10"
     deb = targets.load_target("debian-5.10.0-46-amd64")
     assert deb.kernel_release == "5.10.0-46-amd64" and deb.debian["dbg_package"].endswith("-dbg")
+    # non-replace unless a target says so; Debian builds vmlinux only, through ccache
+    assert lab.replace is False and deb.replace is False
+    assert deb.build_targets == ("patch-dirs", "modules_prepare") and deb.cc_wrapper == "ccache"
+
+
+def test_patch_dirs_are_the_minimal_directories_a_patch_touches():
+    patch = ("--- a/kernel/sched/fair.c\n+++ b/kernel/sched/fair.c\n@@ -1 +1 @@\n"
+             "--- a/kernel/sysctl.c\n+++ b/kernel/sysctl.c\n--- /dev/null\n+++ b/mm/new.c\n")
+    assert kp.expand_build_targets(("patch-dirs", "modules_prepare"), patch) == ["kernel/", "mm/",
+                                                                                 "modules_prepare"]
+    assert kp.expand_build_targets(("patch-dirs",), "+++ b/kernel/sched/fair.c\n") == ["kernel/sched/"]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"replace": "yes"}, "replace must be true or false"),
+    ({"build_targets": "vmlinux"}, "build_targets must be a list"),
+    ({"cc_wrapper": "sccache"}, "unsupported cc_wrapper"),
+])
+def test_target_build_options_are_checked(extra, needle):
+    doc = {"name": "t", "kind": "lab", "kernel_release": "5.10.262", "base_version": "5.10.262",
+           "compiler": "gcc-10", "source": "x", **extra}
+    with pytest.raises(targets.TargetError, match=needle):
+        targets.parse_target(doc, "t.yaml")
+    assert targets.parse_target({**doc, **{k: None for k in extra}, "replace": True}, "t.yaml").replace is True
+
+
+def test_debian_tree_key_names_every_input():
+    base = ("s" * 64, "c" * 64, "gcc-10", "0.9.11", "recipe")
+    k0 = kp.debian_tree_key(*base)
+    assert len(k0) == 16
+    for i in range(len(base)):
+        assert kp.debian_tree_key(*base[:i], base[i] + "x", *base[i + 1:]) != k0
 
 
 @pytest.mark.parametrize("name,needle", [

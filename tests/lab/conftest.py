@@ -58,7 +58,7 @@ def lab(tmp_path_factory):
     kernel = vm.resolve_kernel(lab_kernel_name())
     state = tmp_path_factory.mktemp("labvm")
     port = _free_port()
-    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port)
+    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)   # livepatch-install survives reboot()
     host = Host("lab-vm", Location("tests/lab/conftest.py"), groups=["lab"],
                 ssh=SSHSpec("127.0.0.1", port, "root", key_file=str(state / "ssh" / "id_ed25519"),
                             use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
@@ -66,3 +66,22 @@ def lab(tmp_path_factory):
         yield Lab(info, kernel, host, state)
     finally:
         vm.down(state)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that change the session VM for good (module.sig_enforce can only be switched on) run last."""
+    items.sort(key=lambda item: "sig_enforce" in item.nodeid)
+
+
+def manifest_for(ko: Path, dest_dir: Path, **fields) -> Path:
+    """Copy a test module next to a manifest.json declaring its mode (what build-kpatch writes for its modules)."""
+    import hashlib
+    import json
+    import shutil
+
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    out = dest_dir / ko.name
+    shutil.copy2(ko, out)
+    (dest_dir / "manifest.json").write_text(json.dumps(
+        {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "module_file": out.name, **fields}))
+    return out

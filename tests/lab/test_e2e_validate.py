@@ -41,7 +41,7 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
                    "    kernel: {release: 5.10.262, target: lab}\n")
     report, junit = tmp_path / "validate.json", tmp_path / "validate.xml"
     r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--host", "lab-vm",
-                        "--effect-seconds", "60", "--rounds", "1", "--json", str(report), "--junit", str(junit)],
+                        "--effect-seconds", "60", "--rounds", "1", "--measure", "--json", str(report), "--junit", str(junit)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200)
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

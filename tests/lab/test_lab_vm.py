@@ -75,8 +75,12 @@ def test_stalled_transition_is_signalled_reverted_unloaded_and_failed(lab):
     assert res.data["states"] == ["preflight", "upload", "load", "transition", "revert", "rollback"]
     tr = res.data["transition"]
     assert tr["done"] is False and "signalled" in tr
-    assert any(t.endswith(":nf_lp_stall") for t in tr["stalled_tasks"])   # the module's sleeping kthread
+    # every stalled thread with its kernel stack: the module's kthread sleeps in the patched function
+    stall = [t for t in tr["stalled_tasks"] if t["comm"] == "nf_lp_stall"]
+    assert stall and any("msleep_interruptible" in line for line in stall[0]["stack"]), tr["stalled_tasks"]
+    assert "nf_lp_stall" in res.data["error"]["what"] and "msleep_interruptible" in res.data["error"]["what"]
     assert tr["reverted"]["disable"]["done"] is True and tr["reverted"]["unload"]["rc"] == 0
+    assert tr["reverted"]["refcount"].startswith("refcnt=")          # waited for the module reference
     assert res.data["final"] == "reverted"
     assert clean(host_state(lab, "nf_lp_stall")) == CLEAN
 
@@ -175,7 +179,7 @@ def test_validate_task_writes_schema_valid_json_and_junit(lab, tmp_path):
                    f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
     ko = lab.module("nf_lp_cmdline")
     cmd = [str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--module", str(ko),
-           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-effect", "--canary", "1",
+           "--check", str(lab.check_script("nf_lp_cmdline")), "--no-measure", "--canary", "1",
            "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")]
     ok = subprocess.run(cmd + ["--host", "lab-vm"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from numaforge import livepatch as lp
-from numaforge.cli.validate import junit_xml
+from numaforge.livepatch.fleet import junit_xml
 from numaforge.report import HostResult, Report
 
 MODINFO = (b"\x7fELF junk\0name=nf_lp_x\0vermagic=5.10.262 SMP mod_unload \0livepatch=Y\0license=GPL\0"
@@ -88,8 +88,46 @@ def test_signature_policy_does_not_bother_signed_modules(tmp_path):
 
 
 def test_parse_facts_lists_other_patches():
-    f = lp.parse_facts("patched=p1/vmlinux/foo,1\npatched=p1/e1000/bar,1\nloaded_modules=a b\n")
+    f = lp.parse_facts("lp=p1 1 0\nfn=p1 vmlinux/foo,1\nfn=p1 e1000/bar,1\nloaded_modules=a b\ntainted=32768\n")
     assert f["patched"] == ["p1/vmlinux/foo,1", "p1/e1000/bar,1"] and f["loaded_modules"] == ["a", "b"]
+    assert f["livepatches"]["p1"]["enabled"] == "1" and f["tainted"] == "32768"
+
+
+def with_manifest(a: lp.Artifact, **fields) -> lp.Artifact:
+    import json
+
+    (a.path.parent / "manifest.json").write_text(json.dumps({"sha256": a.sha256, **fields}))
+    return lp.load_artifact(a.path)
+
+
+OTHER = {"cve_fix": {"enabled": "1", "transition": "0", "functions": ["vmlinux/tcp_v4_rcv,1"]}}
+
+
+def test_replace_module_is_refused_while_other_live_patches_are_loaded_listing_them(tmp_path):
+    a = with_manifest(artifact(tmp_path), replace=True)
+    (p,) = lp.preflight_problems(good_facts(livepatches=OTHER), a)
+    assert "replace-mode" in p.what and "cve_fix" in p.what and "--replace" in p.fix
+
+
+def test_replace_module_passes_with_allow_replace_and_lists_what_it_supersedes(tmp_path):
+    a = with_manifest(artifact(tmp_path), replace=True)
+    facts = good_facts(livepatches=OTHER)
+    assert lp.preflight_problems(facts, a, allow_replace=True) == [] and lp.superseded(facts, a) == ["cve_fix"]
+
+
+def test_module_of_unknown_mode_is_treated_like_replace(tmp_path):
+    (p,) = lp.preflight_problems(good_facts(livepatches=OTHER), artifact(tmp_path))
+    assert "unknown mode" in p.what
+
+
+def test_non_replace_module_loads_next_to_other_live_patches(tmp_path):
+    a = with_manifest(artifact(tmp_path), replace=False, signature={"signer": "numaforge test key"})
+    assert lp.preflight_problems(good_facts(livepatches=OTHER), a) == [] and a.signer == "numaforge test key"
+
+
+def test_unsigned_module_on_a_signature_enforcing_host_names_key_enrollment(tmp_path):
+    (p,) = lp.preflight_problems(good_facts(sig_enforce="Y"), artifact(tmp_path))
+    assert "mokutil --import" in p.fix and "--sign-key" in p.fix
 
 
 def test_func_name_strips_compiler_suffix_and_sympos():

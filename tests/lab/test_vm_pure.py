@@ -73,8 +73,8 @@ def test_kernel_command_line_enables_numa_balancing_and_serial_console():
 
 
 def test_ready_line_parse():
-    text = "[ 1.0] boot\nNUMAFORGE-LAB-READY release=5.10.262 nodes=4 livepatch=yes\n"
-    assert vm.parse_ready(text) == {"release": "5.10.262", "nodes": 4, "livepatch": True}
+    text = "[ 1.0] boot\nNUMAFORGE-LAB-READY release=5.10.262 nodes=4 livepatch=yes persist=yes\n"
+    assert vm.parse_ready(text) == {"release": "5.10.262", "nodes": 4, "livepatch": True, "persist": True}
     assert vm.parse_ready("[ 1.0] still booting\n") is None
 
 
@@ -120,4 +120,27 @@ def test_newc_refuses_entries_before_their_directory():
 def test_a_half_written_ready_line_is_not_ready_yet():
     line = f"{ir.READY_MARK} release=5.10.262 nodes=4 livepatch=yes"
     assert vm.parse_ready(line[:30]) is None                    # still being written to the serial log
-    assert vm.parse_ready("boot noise\n" + line + "\n") == {"release": "5.10.262", "nodes": 4, "livepatch": True}
+    got = vm.parse_ready("boot noise\n" + line + "\n")
+    assert (got["release"], got["nodes"], got["livepatch"]) == ("5.10.262", 4, True)
+
+
+def test_boot_units_start_enabled_units_with_the_kernel_release(tmp_path):
+    """The init's stand-in for systemd (the VM has none), run by the real busybox sh on a real unit file."""
+    import os
+    import subprocess
+
+    from numaforge.livepatch import lifecycle
+
+    wants = tmp_path / "wants"
+    wants.mkdir()
+    rel = os.uname().release
+    (tmp_path / "state" / rel).mkdir(parents=True)
+    unit = lifecycle.UNIT_TEXT.replace(lifecycle.STATE_DIR, str(tmp_path / "state"))
+    unit = unit.replace("ExecStart=/bin/sh -c", f"ExecStart=echo %v > {tmp_path}/ran; /bin/sh -c")
+    (wants / "numaforge-livepatch.service").write_text(unit)
+    (wants / "skipped.service").write_text(f"[Unit]\nConditionPathIsDirectory={tmp_path}/nope\n"
+                                           f"[Service]\nExecStart=touch {tmp_path}/bad\n")
+    out = subprocess.run(["/bin/busybox", "sh", "-c", ir.boot_units_script(str(wants))], capture_output=True,
+                         text=True, check=True).stdout
+    assert "init: started numaforge-livepatch.service" in out and "skipped" not in out
+    assert (tmp_path / "ran").read_text().strip() == rel and not (tmp_path / "bad").exists()

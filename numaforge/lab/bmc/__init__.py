@@ -1,9 +1,10 @@
-"""Redfish BMC simulator (issue 6): vendor-shaped BMCs (dell, hpe, supermicro, lenovo, generic) with BIOS
-attribute registries, pending settings applied only on a host reset, ETags, sessions, TLS, Dell-like config
-jobs, timed power transitions and fault injection. See docs/bmc-simulator.md."""
+"""Redfish BMC simulator (issue 6): vendor-shaped BMCs (dell, hpe, supermicro, lenovo, generic, and one per vendor
+generation of the registry corpus in tests/data/registries) with BIOS attribute registries, pending settings
+applied only on a host reset, ETags, sessions, TLS, Dell-like config jobs, timed power transitions and fault
+injection. See docs/bmc-simulator.md."""
 
 from .errors import BMCSimulatorError
-from .flavours import FLAVOURS, load_flavour
+from .flavours import ALL_FLAVOURS, CORPUS, FLAVOURS, load_flavour
 from .server import BMCSimulator
 
-__all__ = ["BMCSimulator", "BMCSimulatorError", "FLAVOURS", "load_flavour"]
+__all__ = ["ALL_FLAVOURS", "BMCSimulator", "BMCSimulatorError", "CORPUS", "FLAVOURS", "load_flavour"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...errors import NumaforgeError
 from .errors import BMCSimulatorError
-from .flavours import FLAVOURS
+from .flavours import ALL_FLAVOURS
 from .server import BMCSimulator
 
 
@@ -38,7 +38,7 @@ def _password(state_dir: Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m numaforge.lab.bmc", description="numaforge Redfish BMC simulator")
-    ap.add_argument("--flavour", choices=FLAVOURS, default="generic", help="vendor shape of the BMC")
+    ap.add_argument("--flavour", choices=ALL_FLAVOURS, default="generic", help="vendor shape of the BMC")
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8443, help="TCP port (0 = any free port; see STATE_DIR/url)")
     ap.add_argument("--state-dir", default=".lab/bmc", help="where ca.pem, password, pid, url and state live")

@@ -3,8 +3,12 @@ up after ``count`` matches.
 
 Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After header, default 1 s),
 "slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
-"bad_json" (200 with a truncated JSON body). A fault fires BEFORE the request is processed (nothing changes
-on the BMC) unless ``after=True`` (the change happens, then the answer is lost: the retry hazard).
+"bad_json" (200 with a truncated JSON body), "redirect" (``status``, default 302, with ``location``: a
+hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
+message repeats the request's X-Auth-Token and Authorization headers, as some firmware does). A fault fires
+BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
+answer is lost: the retry hazard; "slow" with after=True answers only ``seconds`` after the change was made, e.g.
+after the client's read timeout).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json")
+KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo")
 
 
 @dataclass
@@ -38,9 +42,10 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
-        if after and kind not in ("5xx", "reset", "bad_json"):
-            raise ValueError("after=True only makes sense for 5xx, reset and bad_json")
-        allowed = {"5xx": {"status"}, "503": {"retry_after"}, "slow": {"seconds"}, "reset": set(), "bad_json": set()}
+        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo"):
+            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow and echo")
+        allowed = {"5xx": {"status"}, "503": {"retry_after"}, "slow": {"seconds"}, "reset": set(), "bad_json": set(),
+                   "redirect": {"status", "location"}, "echo": {"status"}}
         unknown = set(options) - allowed[kind]
         if unknown:
             raise ValueError(f"fault {kind} takes no option(s) {sorted(unknown)}")

@@ -78,6 +78,9 @@ BASE = {
         "The create operation failed because the required property %1 was missing from the request.", 1,
         "Critical", "Correct the body to include the required property with a valid value and resubmit the "
         "request if the operation failed."),
+    "NoOperation": (
+        "The request body submitted contain no data to act upon and no changes to the resource took place.", 0,
+        "Warning", "Add properties in the JSON object and resubmit the request."),
     "ResourceInUse": (
         "The change to the requested resource failed because the resource is in use or in transition.", 0,
         "Warning", "Remove the condition and resubmit the request if the operation failed."),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .errors import BMCSimulatorError
 from .faults import FaultPlan
-from .flavours import load_flavour
+from .flavours import Flavour, load_flavour
 from .http import Request, Response, Router, error, method_not_allowed, normalise, not_found
 from .messages import message
 from .state import BMCState
@@ -143,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
             sim.errors.append(f"{method} {path}: {exc!r}")
             resp = error(500, message("InternalError"))
         after = sim.faults.take(method, path, after=True)
+        if after is not None and after.kind == "slow":   # done, but the answer comes late
+            time.sleep(float(after.options.get("seconds", 2.0)))
+            after = None
         if after is not None:
             return self._fault(after)
         self._send(resp, head=(method == "HEAD"))
@@ -160,6 +163,15 @@ class _Handler(BaseHTTPRequestHandler):
             resp = error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
         elif fault.kind == "5xx":
             resp = error(int(fault.options.get("status", 500)), message("InternalError"))
+        elif fault.kind == "redirect":
+            resp = Response(int(fault.options.get("status", 302)), b"",
+                            headers={"Location": str(fault.options.get("location", "https://elsewhere.invalid/"))})
+        elif fault.kind == "echo":
+            echoed = " ".join(f"{k}={v}" for k, v in self.headers.items()
+                              if k.lower() in ("x-auth-token", "authorization"))
+            msg = dict(message("InternalError"), Message=f"request rejected [/b][red]:smile: 0000:3b:00.0; "
+                                                          f"headers were: {echoed}")
+            resp = error(int(fault.options.get("status", 400)), msg)
         else:  # bad_json
             resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
         self._send(resp)
@@ -182,10 +194,11 @@ class _Handler(BaseHTTPRequestHandler):
 class BMCSimulator:
     """A vendor-flavoured Redfish BMC on host:port. Use as a context manager or start()/stop()."""
 
-    def __init__(self, flavour: str = "generic", host: str = "127.0.0.1", port: int = 0, tls: bool = True,
-                 username: str = "admin", password: str | None = None, power_delay: float = 1.0,
+    def __init__(self, flavour: "str | Flavour" = "generic", host: str = "127.0.0.1", port: int = 0,
+                 tls: bool = True, username: str = "admin", password: str | None = None, power_delay: float = 1.0,
                  state_dir: str | Path | None = None, verbose: bool = False):
-        self.flavour = load_flavour(flavour)
+        # a flavour name, or a Flavour (tests vary one, e.g. dataclasses.replace(f, publication_uri=...))
+        self.flavour = flavour if isinstance(flavour, Flavour) else load_flavour(flavour)
         if not (isinstance(power_delay, (int, float)) and 0 <= power_delay <= 3600):
             raise BMCSimulatorError(f"power_delay must be 0..3600 seconds, got {power_delay!r}", "power_delay",
                                     "pass a number of seconds such as 1.0")
@@ -199,7 +212,7 @@ class BMCSimulator:
         self.power_delay = power_delay
         self.verbose = verbose
         self._own_state_dir = state_dir is None
-        self.state_dir = Path(tempfile.mkdtemp(prefix=f"bmc-{flavour}-")) if state_dir is None else Path(state_dir)
+        self.state_dir = Path(tempfile.mkdtemp(prefix=f"bmc-{self.flavour.name}-")) if state_dir is None else Path(state_dir)
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             probe = self.state_dir / ".writable"
@@ -213,6 +226,9 @@ class BMCSimulator:
         self.requests: list[tuple[str, str]] = []
         self.errors: list[str] = []                   # simulator bugs seen (tests assert it stays empty)
         self.sessions: dict[str, dict] = {}          # token -> {"Id", "UserName", "created"}
+        self.issued_tokens: list[str] = []           # every token ever issued (tests: must never leak)
+        self.extra_systems: list[str] = []           # more members of the Systems collection (a BMC that grew one)
+        self.settings_etag = True                    # False: the settings object carries no ETag at all
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
@@ -359,6 +375,7 @@ class BMCSimulator:
             token = secrets.token_hex(16)
             sess = {"Id": str(self._session_seq), "UserName": self.username, "created": time.time()}
             self.sessions[token] = sess
+            self.issued_tokens.append(token)
             return token, sess
 
     def _authenticate(self, req: Request) -> bool:

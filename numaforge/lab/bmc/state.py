@@ -6,7 +6,9 @@ BIOS semantics (the behaviours users trip over on real BMCs):
 - a PATCH only stages values in ``pending``; they become ``current`` when the HOST boots (a system reset or
   power-on), never on a BMC (manager) reset;
 - Dell-like: pending values apply only through a BIOS config job; without one they stay pending across
-  reboots; while a config job is scheduled or running, new PATCHes and new jobs are refused (SYS011).
+  reboots; while a config job is scheduled or running, new PATCHes and new jobs are refused (SYS011); a running
+  job cannot be deleted; Bios.ResetBios defaults apply at the next boot without a job (iDRAC does the same);
+- writing an attribute's current value back un-stages it (how BMCs without a clear-pending action clear one).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class BMCState:
         self.settings_time: float = clock()          # when the settings last changed / applied
         self.settings_messages: list[dict] = []      # @Redfish.Settings.Messages of the last apply
         self.jobs: dict[str, dict] = {}
+        self.defaults_requested = False              # Bios.ResetBios: defaults apply at the next boot, job or not
         self.boot_count = 0
         self.manager_resets = 0
         self.graceful_ignored = False                # a hung OS ignores graceful shutdown requests
@@ -57,7 +60,8 @@ class BMCState:
         return {"flavour": self.flavour.name, "power": self.power, "events": self.events,
                 "current": self.current, "pending": self.pending, "apply_time": self.apply_time,
                 "settings_time": self.settings_time, "settings_messages": self.settings_messages,
-                "jobs": self.jobs, "boot_count": self.boot_count, "manager_resets": self.manager_resets}
+                "jobs": self.jobs, "defaults_requested": self.defaults_requested, "boot_count": self.boot_count,
+                "manager_resets": self.manager_resets}
 
     def _load(self) -> None:
         data = json.loads(self.state_file.read_text())
@@ -72,6 +76,7 @@ class BMCState:
         self.settings_time = data["settings_time"]
         self.settings_messages = data["settings_messages"]
         self.jobs = data["jobs"]
+        self.defaults_requested = bool(data.get("defaults_requested", False))
         self.boot_count = data["boot_count"]
         self.manager_resets = data["manager_resets"]
 
@@ -111,6 +116,8 @@ class BMCState:
         self.boot_count += 1
         if self.flavour.jobs == "dell":
             job = self.active_job()
+            if job is None and self.defaults_requested:
+                self._apply_pending()          # iDRAC: a ResetBios applies at the next boot without a job
             if job is not None:
                 self._apply_pending()
                 job.update(JobState="Completed", PercentComplete=100, EndTime=iso(self.clock()),
@@ -123,6 +130,7 @@ class BMCState:
         applied = sorted(self.pending)
         self.pending = {}
         self.apply_time = None
+        self.defaults_requested = False
         self.settings_time = self.clock()
         self.settings_messages = [{"MessageId": "Base.1.22.Success", "Message": "The request completed successfully.",
                                    "RelatedProperties": [f"#/Attributes/{a}" for a in applied]}]
@@ -175,8 +183,13 @@ class BMCState:
             return {**self.current, **self.pending}
 
     def stage(self, attributes: dict, apply_time: str | None) -> None:
+        """Stage values; writing an attribute's current value back un-stages it (nothing left to apply)."""
         with self.lock:
-            self.pending.update(attributes)
+            for k, v in attributes.items():
+                if self.current.get(k) == v:
+                    self.pending.pop(k, None)
+                else:
+                    self.pending[k] = v
             if apply_time:
                 self.apply_time = apply_time
             self.settings_time = self.clock()     # Messages keep describing the last apply until the next one
@@ -186,6 +199,7 @@ class BMCState:
         with self.lock:
             self.pending = {}
             self.apply_time = None
+            self.defaults_requested = False
             self.settings_time = self.clock()
             self.save()
 
@@ -194,6 +208,7 @@ class BMCState:
         with self.lock:
             self.pending = {k: v for k, v in self.flavour.defaults.items()
                             if self.current.get(k) != v and not self.flavour.attribute(k)["ReadOnly"]}
+            self.defaults_requested = True
             self.settings_time = self.clock()
             self.save()
 
@@ -219,12 +234,16 @@ class BMCState:
             self.save()
             return copy.deepcopy(job)
 
-    def delete_job(self, jid: str) -> bool:
-        """Delete a job; deleting a scheduled BIOS job also discards the pending values (iDRAC-like)."""
+    def delete_job(self, jid: str) -> bool | None:
+        """Delete a job; deleting a scheduled BIOS job also discards the pending values (iDRAC-like). A running
+        job is not deleted (None); an unknown one: False."""
         with self.lock:
-            job = self.jobs.pop(jid, None)
+            job = self.jobs.get(jid)
             if job is None:
                 return False
+            if job["JobState"] == "Running":
+                return None
+            del self.jobs[jid]
             if job["JobState"] == "Scheduled":
                 self.pending = {}
                 self.apply_time = None

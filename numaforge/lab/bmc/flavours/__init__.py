@@ -2,10 +2,15 @@
 
 Each ``<name>.yaml`` here is the spec of one vendor-shaped BMC (see docs/bmc-simulator.md). ``load_flavour``
 turns it into a ``Flavour``: the short attribute list becomes a DSP0266/DSP8010 AttributeRegistry document.
+
+The corpus flavours (``CORPUS``: one per vendor generation) take their registry from
+tests/data/registries/<name>.json -- AttributeRegistry documents built from public vendor facts (see
+tests/data/registries/SOURCES.md) -- and their paths from a ``base:`` flavour they name.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +22,9 @@ from ..errors import BMCSimulatorError
 
 HERE = Path(__file__).resolve().parent
 FLAVOURS = ("dell", "hpe", "supermicro", "lenovo", "generic")
+CORPUS = ("hpe-gen10p", "hpe-gen11", "dell-15g", "dell-16g", "smc-h12", "smc-h13", "lenovo-sr665", "lenovo-sr665v3")
+ALL_FLAVOURS = FLAVOURS + CORPUS
+CORPUS_DIR = HERE.parents[3] / "tests" / "data" / "registries"
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class Flavour:
     case_insensitive_paths: bool
     registry: dict = field(repr=False)   # the AttributeRegistry document
     defaults: dict = field(repr=False)   # AttributeName -> default value
+    registry_member: str = ""            # the MessageRegistryFile's URI in the Registries collection
+    publication_uri: str | None = None   # set: the file gives only this PublicationUri, no local Location
 
     @property
     def system_path(self) -> str:
@@ -122,7 +132,35 @@ def _dependency(raw: dict, where: str) -> dict:
     }
 
 
+def _corpus_registry(name: str, data: dict, where: str) -> tuple[dict, dict]:
+    path = CORPUS_DIR / name
+    try:
+        registry = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BMCSimulatorError(f"cannot read registry file {name}: {exc}", str(path),
+                                "the corpus lives in tests/data/registries (see SOURCES.md there)") from None
+    if registry.get("Id") != data["registry_id"]:
+        raise BMCSimulatorError(f"registry file {name} has Id {registry.get('Id')!r}, the flavour says "
+                                f"{data['registry_id']!r}", where, "make registry_id match the file's Id")
+    defaults = {}
+    for a in registry["RegistryEntries"]["Attributes"]:
+        value = a.get("DefaultValue", a.get("CurrentValue"))
+        if a.get("Type") == "Enumeration" and value not in [v["ValueName"] for v in a.get("Value") or []]:
+            raise BMCSimulatorError(f"default of {a['AttributeName']} is not one of its values", str(path),
+                                    "fix DefaultValue")
+        defaults[a["AttributeName"]] = value
+    return registry, defaults
+
+
 def build_flavour(data: dict, where: str) -> Flavour:
+    if data.get("base"):                 # a corpus flavour: the base flavour's shape, its own registry
+        base = yaml.safe_load((HERE / f"{data['base']}.yaml").read_text())
+        for key in ("attributes", "slot_aspm", "dependencies"):
+            base.pop(key, None)
+        data = {**base, **{k: v for k, v in data.items() if k != "base"}}
+    if data.get("registry_file"):
+        registry, defaults = _corpus_registry(data["registry_file"], data, where)
+        return _flavour(data, registry, defaults)
     raw_attrs = list(data.get("attributes") or [])
     slot = data.get("slot_aspm")
     if slot:
@@ -159,6 +197,10 @@ def build_flavour(data: dict, where: str) -> Flavour:
         },
     }
     defaults = {raw["name"]: raw.get("default") for raw in raw_attrs}
+    return _flavour(data, registry, defaults)
+
+
+def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
     return Flavour(
         name=data["name"], vendor=data["vendor"], model=data["model"], bios_version=str(data["bios_version"]),
         system_id=str(data["system_id"]), manager_id=str(data["manager_id"]),
@@ -169,13 +211,14 @@ def build_flavour(data: dict, where: str) -> Flavour:
         jobs=data.get("jobs", "none"), jobs_path=data.get("jobs_path"),
         trailing_slash=bool(data.get("trailing_slash")), case_insensitive_paths=bool(data.get("case_insensitive_paths")),
         registry=registry, defaults=defaults,
+        registry_member=data.get("registry_member") or f"/redfish/v1/Registries/{data['registry_id']}",
     )
 
 
 @lru_cache(maxsize=None)
 def load_flavour(name: str) -> Flavour:
-    if name not in FLAVOURS:
+    if name not in ALL_FLAVOURS:
         raise BMCSimulatorError(f"unknown BMC flavour {name!r}", "--flavour",
-                                f"use one of: {', '.join(FLAVOURS)}")
+                                f"use one of: {', '.join(ALL_FLAVOURS)}")
     path = HERE / f"{name}.yaml"
     return build_flavour(yaml.safe_load(path.read_text()), str(path))

@@ -25,6 +25,8 @@ def register(sim) -> None:
     # the settings object names itself exactly as the SettingsObject link spells it (iLO-like lowercase too)
     settings_id = normalise(f.settings_link).rsplit("/", 1)[-1]
     reset_bios_target = f"{f.bios_path}/Actions/Bios.ResetBios"
+    # iDRAC's clear-pending action on the settings object (Dell's iDRAC Redfish API guide, DellManager.ClearPending)
+    clear_pending_target = f"{f.settings_path}/Actions/Oem/DellManager.ClearPending"
     system_reset = f"{f.system_path}/Actions/ComputerSystem.Reset"
 
     def settings_body() -> dict:
@@ -41,6 +43,8 @@ def register(sim) -> None:
             if st.apply_time:
                 body["@Redfish.SettingsApplyTime"] = {"@odata.type": "#Settings.v1_4_0.PreferredApplyTime",
                                                       "ApplyTime": st.apply_time}
+            if f.jobs == "dell":
+                body["Actions"] = {"Oem": {"#DellManager.ClearPending": {"target": clear_pending_target}}}
             return body
 
     def bios(req):
@@ -56,7 +60,7 @@ def register(sim) -> None:
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",
                     "SettingsObject": {"@odata.id": f.settings_link},
-                    "ETag": etag_of(settings_body()),
+                    **({"ETag": etag_of(settings_body())} if sim.settings_etag else {}),
                     "Time": iso(st.settings_time),
                     "SupportedApplyTimes": list(f.supported_apply_times),
                     "Messages": copy.deepcopy(st.settings_messages),
@@ -67,7 +71,10 @@ def register(sim) -> None:
 
     def get_settings(req):
         st.advance()
-        return json_ok(settings_body(), allow="GET, HEAD, PATCH")
+        resp = json_ok(settings_body(), allow="GET, HEAD, PATCH")
+        if not sim.settings_etag:
+            resp.headers.pop("ETag", None)
+        return resp
 
     def patch_settings(req):
         st.advance()
@@ -104,6 +111,16 @@ def register(sim) -> None:
         st.reset_bios_defaults()
         return Response(204)
 
+    def clear_pending(req):
+        st.advance()
+        with st.lock:
+            if st.active_job() is not None:
+                return error(400, message("SYS011"))
+            if not st.pending:
+                return error(400, message("NoOperation"))
+            st.clear_pending()
+        return Response(200, {"@Message.ExtendedInfo": [message("Success")]})
+
     def registry_doc(req):
         return json_ok(copy.deepcopy(f.registry))
 
@@ -113,4 +130,6 @@ def register(sim) -> None:
     sim.router.add(lit(f.bios_path), get=bios, patch=patch_current, put=patch_current)
     sim.router.add(lit(f.settings_path), get=get_settings, patch=patch_settings)
     sim.router.add(lit(reset_bios_target), post=reset_bios)
+    if f.jobs == "dell":
+        sim.router.add(lit(clear_pending_target), post=clear_pending)
     sim.router.add(lit(f.registry_uri), get=registry_doc)

@@ -3,7 +3,7 @@
 POST {"TargetSettingsURI": ".../Bios/Settings"} creates a config job (Location header); the job goes
 Scheduled -> Running (host reset starts) -> Completed (host booted, pending values applied). A second job or a
 PATCH while one is Scheduled/Running is refused with IDRAC SYS011. DELETE removes a job (and, if it had not run,
-the pending values)."""
+the pending values); a Running job is not deleted (400 Base.ResourceInUse)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,10 @@ def register(sim) -> None:
             return json_ok(job_body(dict(job)), allow="GET, HEAD, DELETE")
 
     def delete_job(req, jid):
-        if not st.delete_job(jid):
+        deleted = st.delete_job(jid)
+        if deleted is None:      # running: iDRAC refuses to delete a job that is running
+            return error(400, message("ResourceInUse"))
+        if not deleted:
             return not_found(req)
         return Response(200, {"@Message.ExtendedInfo": [message("Success")]})
 

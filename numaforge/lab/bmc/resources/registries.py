@@ -1,30 +1,52 @@
-"""Registries collection with the BIOS AttributeRegistry file (its Location points at the registry JSON)."""
+"""Registries collection (MessageRegistryFile members): the BIOS AttributeRegistry file, whose Location points at
+the registry JSON (or, with ``publication_uri``, only a PublicationUri), and DMTF's Base message registry, which
+BMCs list with its public PublicationUri only. The BIOS file sits at the flavour's ``registry_member`` URI, which
+need not be Registries/<registry id> (iLO 6 lists it lower case, with a dotted version; iDRAC without the
+version): its Id is that URI's last segment, its Registry the id the Bios names."""
 
 from __future__ import annotations
 
 from ..http import collection_ok, json_ok, lit
 
+BASE_ID = "Base.1.16.0"
+
 
 def register(sim) -> None:
     f = sim.flavour
     base = "/redfish/v1/Registries"
-    file_path = f"{base}/{f.registry_id}"
+    file_path = f.registry_member
+    base_file = f"{base}/Base"
 
     def collection(req):
         return collection_ok(sim.link(base), "#MessageRegistryFileCollection.MessageRegistryFileCollection",
-                             "Registry File Collection", [sim.link(file_path)])
+                             "Registry File Collection", [sim.link(base_file), sim.link(file_path)])
 
     def registry_file(req):
+        where = ({"Language": "en", "PublicationUri": f.publication_uri} if f.publication_uri
+                 else {"Language": "en", "Uri": f.registry_uri})
         return json_ok({
             "@odata.id": sim.link(file_path),
             "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
-            "Id": f.registry_id,
+            "Id": file_path.rstrip("/").rsplit("/", 1)[-1],      # the URI's last segment (DSP0266)
             "Name": "BIOS Attribute Registry File",
             "Description": "Location of the BIOS attribute registry",
             "Languages": ["en"],
             "Registry": f.registry_id,
-            "Location": [{"Language": "en", "Uri": f.registry_uri}],
+            "Location": [where],
+        })
+
+    def base_registry_file(req):
+        return json_ok({
+            "@odata.id": sim.link(base_file),
+            "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
+            "Id": "Base",
+            "Name": "Base Message Registry File",
+            "Description": "DMTF Base message registry",
+            "Languages": ["en"],
+            "Registry": BASE_ID,
+            "Location": [{"Language": "en", "PublicationUri": f"https://redfish.dmtf.org/registries/{BASE_ID}.json"}],
         })
 
     sim.router.add(lit(base), get=collection)
+    sim.router.add(lit(base_file), get=base_registry_file)
     sim.router.add(lit(file_path), get=registry_file)

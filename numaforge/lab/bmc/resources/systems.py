@@ -16,7 +16,8 @@ def register(sim) -> None:
 
     def collection(req):
         return collection_ok(sim.link("/redfish/v1/Systems"), "#ComputerSystemCollection.ComputerSystemCollection",
-                             "Computer System Collection", [sim.link(sys_path)])
+                             "Computer System Collection",
+                             [sim.link(sys_path)] + [sim.link(p) for p in sim.extra_systems])
 
     def system(req):
         sim.state.advance()

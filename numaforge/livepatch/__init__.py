@@ -3,18 +3,22 @@
     preflight -> upload -> load -> transition -> verify -> effect -> unload | keep
 
 - preflight: `uname -r` equals the module's vermagic release; /sys/kernel/livepatch exists; module signature
-  policy (sig_enforce, lockdown, modules_disabled) lets an unsigned module load; the module is not loaded yet and
-  no other live patch replaces the same functions. Nothing is uploaded before preflight passes.
+  policy (sig_enforce, lockdown, modules_disabled) lets an unsigned module load; the module is not loaded yet;
+  every loaded live patch is read: a replace-mode (or unknown-mode) module is refused while others are loaded
+  unless Options.replace, and none may patch the same functions; the kernel taint is recorded. Nothing is
+  uploaded before preflight passes.
 - upload: into a private `mktemp -d` directory (atomic put with sha256 check on the host).
-- load: `kpatch load` when the host has kpatch, else insmod.
-- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. After `signal_after` s (15) the stalled tasks
-  are signalled through the `signal` file where the kernel has one (5.10 signals them itself and has none; the
-  report then lists the stalled tasks); after `revert_after` s (60) the patch is reverted (enabled=0), the
-  module unloaded, and the host fails.
+- load: `kpatch load` when the host has kpatch, else insmod; EBUSY retried 5 x 2 s (hostops).
+- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. After `signal_after` s (15) the stalled
+  threads (with kernel stacks) are recorded and signalled through the `signal` file where the kernel has one
+  (5.10 signals them itself); after `revert_after` s (60) the patch is reverted (enabled=0), the module
+  unloaded, and the host fails.
 - verify: enabled=1, the patched functions under the module's sysfs object dir, no livepatch errors in dmesg,
-  the series' LOADED check script run on the host.
-- effect: A/B NUMA outcomes on hosts with >= 3 nodes (numaforge.measure: interleaved off/on runs).
-- unload (default) or keep (--keep; `kpatch install` with install=True when the host has kpatch).
+  the other live patches still enabled, no new taint but K/O/E, the series' LOADED check script on the host.
+- effect: A/B NUMA outcomes on hosts with >= 3 nodes (numaforge.measure: interleaved off/on runs); the fleet
+  layer turns it on only for group lab or --measure.
+- unload (default: disable with EBUSY retries, wait, refcount 0, rmmod) or keep (--keep; the fleet layer
+  persists it with install=True: numaforge.livepatch.lifecycle).
 
 Any failure after the load rolls back: disable, wait, unload, remove the uploaded files; the report says so.
 Pure parts (artifact modinfo, preflight verdicts, sysfs/dmesg parsing) are plain functions tested without a host.
@@ -34,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import budget
-from .measure import runner as mrunner
-from .errors import NumaforgeError
-from .report import HostResult
+from .. import budget, yamlsrc
+from ..errors import NumaforgeError
+from ..measure import runner as mrunner
+from ..paths import ROOT
+from ..report import HostResult
+from . import hostops
 
 LIVEPATCH_SYSFS = "/sys/kernel/livepatch"
 SIG_MARK = b"~Module signature appended~\n"
@@ -73,6 +79,10 @@ class UnloadError(LivepatchError):
     """The module could not be disabled or removed."""
 
 
+class TaintError(LivepatchError):
+    """The kernel gained a taint flag a live patch does not explain (a warning, an oops...)."""
+
+
 # ---------------------------------------------------------------------------------------------- artifact
 
 @dataclass
@@ -85,6 +95,8 @@ class Artifact:
     functions: list[str] = field(default_factory=list)   # expected patched functions ([] = any)
     check_script: Path | None = None
     series: str | None = None
+    replace: bool | None = None      # atomic-replace patch (supersedes every other live patch); None = unknown
+    signer: str | None = None        # the signing key's subject (manifest), None = unsigned or unknown
 
     @property
     def release(self) -> str:
@@ -93,7 +105,8 @@ class Artifact:
     def as_dict(self) -> dict:
         return {"file": str(self.path), "module": self.name, "vermagic": self.vermagic, "sha256": self.sha256,
                 "signed": self.signed, "functions": self.functions,
-                "check_script": str(self.check_script) if self.check_script else None, "series": self.series}
+                "check_script": str(self.check_script) if self.check_script else None, "series": self.series,
+                "replace": self.replace, "signer": self.signer}
 
 
 def modinfo(data: bytes) -> dict[str, str]:
@@ -122,6 +135,7 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
                             "build it with kpatch-build or as a klp module")
     mpath = Path(manifest) if manifest else ko.with_name("manifest.json")
     series = None
+    replace = signer = None
     funcs = list(functions or [])
     if mpath.is_file():
         try:
@@ -133,23 +147,21 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
             raise ArtifactError(f"{ko.name} sha256 {sha[:12]}... differs from its manifest ({man['sha256'][:12]}...)",
                                 str(mpath), "the module was changed after the build; rebuild it")
         series = man.get("series")
+        replace = man.get("replace") if isinstance(man.get("replace"), bool) else None
+        signer = (man.get("signature") or {}).get("signer")
         if not funcs:
             funcs = [f["function"] if isinstance(f, dict) else str(f) for f in man.get("patched_functions", [])]
         if check_script is None and series:
             check_script = _series_check(series)
     return Artifact(ko, name, info["vermagic"], hashlib.sha256(data).hexdigest(), data.endswith(SIG_MARK), funcs,
-                    Path(check_script) if check_script else None, series)
+                    Path(check_script) if check_script else None, series, replace, signer)
 
 
 def _series_check(series: str) -> Path | None:
-    from .paths import ROOT
-
     meta = ROOT / "patches" / series / "metadata.yaml"
     if not meta.is_file():
         return None
-    import yaml
-
-    doc = yaml.safe_load(meta.read_text()) or {}
+    doc = yamlsrc.load(meta, error=LivepatchError, what="series metadata", empty={}) or {}
     name = doc.get("loaded_check")
     return (meta.parent / name) if name and (meta.parent / name).is_file() else None
 
@@ -163,24 +175,19 @@ echo "lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null)"
 echo "modules_disabled=$(cat /proc/sys/kernel/modules_disabled 2>/dev/null)"
 echo "kpatch=$(command -v kpatch 2>/dev/null)"
 echo "loaded_modules=$(cut -d' ' -f1 /proc/modules 2>/dev/null | tr '\n' ' ')"
-for p in /sys/kernel/livepatch/*; do
-  [ -d "$p" ] || continue
-  for f in "$p"/*/*; do [ -d "$f" ] && echo "patched=${p##*/}/${f#$p/}"; done
-done
-"""
+echo "tainted=$(cat /proc/sys/kernel/tainted 2>/dev/null)"
+""" + hostops.LIVEPATCHES_SCRIPT
 
 
 def parse_facts(text: str) -> dict:
-    facts: dict = {"patched": []}
+    facts: dict = {}
     for line in text.splitlines():
         key, sep, val = line.partition("=")
-        if not sep:
-            continue
-        if key == "patched":
-            facts["patched"].append(val)
-        else:
+        if sep and key not in ("lp", "fn"):
             facts[key] = val.strip()
     facts["loaded_modules"] = facts.get("loaded_modules", "").split()
+    facts["livepatches"] = hostops.parse_livepatches(text)
+    facts["patched"] = [f"{name}/{fn}" for name, lp in facts["livepatches"].items() for fn in lp["functions"]]
     return facts
 
 
@@ -189,8 +196,11 @@ def func_name(entry: str) -> str:
     return entry.split(",")[0].split(".")[0]
 
 
-def preflight_problems(facts: dict, art: Artifact) -> list[NumaforgeError]:
-    """Why this host cannot take the module; [] when it can. Pure."""
+def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) -> list[NumaforgeError]:
+    """Why this host cannot take the module; [] when it can. Pure.
+
+    A replace-mode module (or one whose mode is unknown: no manifest) would disable every other live patch on
+    the host (a CVE fix, say); it is refused while others are loaded unless allow_replace (--replace)."""
     where = "host"
     probs: list[NumaforgeError] = []
     if facts.get("uname_r") != art.release:
@@ -207,8 +217,7 @@ def preflight_problems(facts: dict, art: Artifact) -> list[NumaforgeError]:
                                     f"{where} /proc/sys/kernel/modules_disabled",
                                     "reboot the host; modules_disabled cannot be reset at run time"))
     if not art.signed:
-        sign_fix = ("sign the module: scripts/sign-file sha512 signing_key.pem signing_key.x509 MODULE.ko, with a key "
-                    "the host trusts (built-in keyring or enrolled with `mokutil --import`)")
+        sign_fix = SIGN_FIX
         if facts.get("sig_enforce") == "Y":
             probs.append(PreflightError("the host only loads signed modules (module.sig_enforce=Y) and this "
                                         "module is unsigned", f"{where} /sys/module/module/parameters/sig_enforce",
@@ -221,6 +230,14 @@ def preflight_problems(facts: dict, art: Artifact) -> list[NumaforgeError]:
         probs.append(PreflightError(f"module {art.name} is already loaded", f"{where} /proc/modules",
                                     f"unload it first (`kpatch unload {art.name}` or disable it and rmmod), "
                                     "or leave the host alone: it already runs this patch"))
+    supersede = superseded(facts, art)
+    if supersede and not allow_replace:
+        mode = "a replace-mode patch" if art.replace else "of unknown mode (no manifest.json says replace: false)"
+        probs.append(PreflightError(
+            f"module {art.name} is {mode}: loading it would disable the live patch(es) loaded on the host: "
+            f"{', '.join(supersede)}", f"{where} /sys/kernel/livepatch",
+            "build it non-replace (the default; `replace: true` in kpatch/targets/ makes it replace), or pass "
+            "--replace to supersede them on purpose (it then contains their fixes too: a cumulative patch)"))
     others = [p for p in facts.get("patched", []) if p.split("/", 1)[0] != art.name]
     if art.functions:
         wanted = {func_name(f) for f in art.functions}
@@ -231,6 +248,18 @@ def preflight_problems(facts: dict, art: Artifact) -> list[NumaforgeError]:
                                         "unload the other patch first, or build a cumulative patch that contains "
                                         "both changes"))
     return probs
+
+
+SIGN_FIX = ("sign the module with a key the host trusts: `invoke build-kpatch --sign-key KEY.pem --sign-cert CERT.pem` "
+            "(the kernel tree's scripts/sign-file), and enroll that certificate on the host with `mokutil --import "
+            "CERT.der` + a reboot to confirm in MokManager (docs/kpatch.md, 'Signing')")
+
+
+def superseded(facts: dict, art: Artifact) -> list[str]:
+    """The other live patches a replace-mode (or unknown-mode) module would disable on this host."""
+    if art.replace is False:
+        return []
+    return sorted(n for n in facts.get("livepatches", {}) if n != art.name)
 
 
 def parse_objects(text: str) -> dict[str, list[str]]:
@@ -266,11 +295,12 @@ def transition_action(elapsed: float, signalled: bool, signal_after: float, reve
 @dataclass
 class Options:
     keep: bool = False
-    install: bool = False            # with keep: `kpatch install` when the host has kpatch
+    install: bool = False            # with keep: persist it (numaforge.livepatch.lifecycle.persist, fleet layer)
     signal_after: float = 15.0
     revert_after: float = 60.0
     poll: float = 0.5
-    effect: bool = True
+    replace: bool = False            # allow a replace-mode module to supersede the host's other live patches
+    effect: bool = False             # the A/B step: the fleet layer turns it on for the lab group or --measure
     effect_rounds: int = 1
     workload: mrunner.WorkloadParams = field(default_factory=mrunner.WorkloadParams)
     workload_binary: Path | None = None   # local static binary; None = build numaforge/lab/workload
@@ -289,6 +319,8 @@ class _Host:
         self.loaded = False
         self.states: list[str] = []
         self.data = result.data
+        self.taint_before: str | None = None
+        self.others: dict = {}
 
     # helpers
     def sh(self, cmd: str, check: bool = True, timeout: float | None = None):
@@ -307,6 +339,44 @@ class _Host:
         vals = r.stdout.split()
         return (vals[0] if vals else None, vals[1] if len(vals) > 1 else None)
 
+    def busy_retry(self, cmd: str, what: str, timeout: float | None = None) -> tuple[int, str, int]:
+        """Run cmd, retrying EBUSY answers like kpatch (5 tries, 2 s apart); records the tries."""
+        def attempt():
+            r = self.sh(cmd, check=False, timeout=timeout)
+            return r.rc, (r.stderr + r.stdout)
+        rc, out, tries = hostops.with_busy_retries(attempt, log=lambda m: self.log(f"{what}: {m}"))
+        self.data.setdefault("busy_retries", {})[what] = tries
+        return rc, out, tries
+
+    def taint(self) -> str:
+        return self.sh("cat /proc/sys/kernel/tainted", check=False).stdout.strip()
+
+    def check_taint(self, when: str) -> dict:
+        now = self.taint()
+        detail = {"before": hostops.taint_detail(self.taint_before), "now": hostops.taint_detail(now)}
+        bad = hostops.new_taint(self.taint_before, now)
+        self.data.setdefault("taint", {})[when] = detail
+        if bad:
+            raise TaintError(f"the kernel became tainted {', '.join(hostops.describe_taint(bad))} {when}",
+                             f"{self.r.where}: /proc/sys/kernel/tainted {self.taint_before} -> {now}",
+                             "read dmesg on the host: a live patch only adds K (and O/E); this taint means the "
+                             "kernel hit a problem while patching (the module was rolled back)")
+        return detail
+
+    def livepatches(self) -> dict:
+        return hostops.parse_livepatches(self.sh(hostops.LIVEPATCHES_SCRIPT, check=False).stdout)
+
+    def check_others(self) -> dict:
+        """Every other live patch that was enabled before is still loaded and enabled (non-replace)."""
+        now = self.livepatches()
+        lost = sorted(n for n, lp in self.others.items() if lp.get("enabled") == "1"
+                      and (now.get(n) or {}).get("enabled") != "1")
+        if lost and not self.opts.replace:
+            raise VerifyError(f"other live patch(es) no longer enabled: {', '.join(lost)}",
+                              f"{self.r.where}: {LIVEPATCH_SYSFS}",
+                              "the module superseded them (replace mode): rebuild it non-replace (the default)")
+        return {n: {"enabled": (now.get(n) or {}).get("enabled")} for n in self.others}
+
     def module_loaded(self) -> bool:
         r = self.sh(f"grep -q '^{self.art.name} ' /proc/modules", check=False)
         return r.rc == 0
@@ -315,12 +385,21 @@ class _Host:
     def preflight(self) -> dict:
         facts = parse_facts(self.sh(FACTS_SCRIPT, check=False).stdout)
         self.kpatch = facts.get("kpatch") or None
+        self.taint_before = facts.get("tainted") or "0"
+        self.others = {n: lp for n, lp in facts["livepatches"].items() if n != self.art.name}
         detail = {"uname_r": facts.get("uname_r"), "vermagic": self.art.vermagic,
                   "sig_enforce": facts.get("sig_enforce") or None, "lockdown": facts.get("lockdown") or None,
-                  "kpatch": self.kpatch, "other_patches": sorted({p.split("/")[0] for p in facts["patched"]
-                                                                  if p.split("/")[0] != self.art.name})}
+                  "kpatch": self.kpatch, "signed": self.art.signed, "signer": self.art.signer,
+                  "replace": self.art.replace, "taint": hostops.taint_detail(self.taint_before),
+                  "other_patches": sorted(self.others),
+                  "other_livepatches": {n: {k: lp[k] for k in ("enabled", "transition")}
+                                        for n, lp in self.others.items()}}
+        sup = superseded(facts, self.art)
+        if sup and self.opts.replace:
+            detail["supersedes"] = sup
+            self.log(f"--replace: {self.art.name} will disable the loaded live patch(es) {', '.join(sup)}")
         self.data["preflight"] = detail
-        probs = preflight_problems(facts, self.art)
+        probs = preflight_problems(facts, self.art, allow_replace=self.opts.replace)
         if probs:
             first = probs[0]
             if len(probs) > 1:
@@ -343,14 +422,17 @@ class _Host:
         self.dmesg_mark = self.dmesg_lines()
         how = "kpatch load" if self.kpatch else "insmod"
         cmd = f"kpatch load {shlex.quote(self.rko)}" if self.kpatch else f"insmod {shlex.quote(self.rko)}"
-        r = self.sh(cmd, check=False, timeout=self.opts.revert_after + 120)
+        rc, out, tries = self.busy_retry(cmd, "load", timeout=self.opts.revert_after + 120)
         self.loaded = self.module_loaded()
-        if r.rc != 0 and not self.loaded:
+        if rc != 0 and not self.loaded:
             tail = self.sh(f"dmesg | tail -n +{self.dmesg_mark + 1} | tail -5", check=False).stdout.strip()
-            raise LoadError(f"{how} failed (rc={r.rc}): {(r.stderr or r.stdout).strip()[-300:]}"
+            busy = hostops.is_busy(out)
+            raise LoadError(f"{how} failed (rc={rc}, {tries} tr{'y' if tries == 1 else 'ies'}): {out.strip()[-300:]}"
                             + (f"\n  dmesg: {tail}" if tail else ""), f"{self.r.where}: {self.rko}",
+                            "another live-patch transition kept the kernel busy: retry once it finished "
+                            "(cat /sys/kernel/livepatch/*/transition)" if busy else
                             "read the kernel log on the host (dmesg); check the module matches the running kernel")
-        return {"via": how, "rc": r.rc}
+        return {"via": how, "rc": rc, "tries": tries}
 
     def wait_transition(self, target: str = "1", name: str = "patch") -> dict:
         t0 = time.monotonic()
@@ -382,13 +464,9 @@ class _Host:
                 return detail
             time.sleep(self.opts.poll)
 
-    def stalled_tasks(self) -> list[str]:
-        """Tasks whose /proc/PID/patch_state is not the transition's target (pid:comm), at most 20."""
-        r = self.sh(f"t=$(cat {self.sysfs}/enabled 2>/dev/null); for p in /proc/[0-9]*; do "
-                    "s=$(cat $p/patch_state 2>/dev/null) || continue; "
-                    "[ \"$s\" != -1 ] && [ \"$s\" != \"$t\" ] && echo \"${p#/proc/}:$(cat $p/comm 2>/dev/null)\"; "
-                    "done | head -20", check=False)
-        return r.stdout.split()
+    def stalled_tasks(self) -> list[dict]:
+        """Every thread whose patch_state is not the transition's target, with its kernel stack (at most 20)."""
+        return hostops.parse_stalled(self.sh(hostops.stalled_script(self.sysfs), check=False).stdout)
 
     def verify(self) -> dict:
         enabled, transition = self.patch_state()
@@ -410,6 +488,8 @@ class _Host:
             problems.append(f"patched function(s) {', '.join(missing) or '(any)'} not under {self.sysfs}/<object>/")
         if bad:
             problems.append(f"kernel log: {bad[0]}")
+        detail["other_livepatches"] = self.check_others()
+        detail["taint"] = self.check_taint("after the load")
         if self.art.check_script is not None:
             rpath = f"{self.rdir}/{self.art.check_script.name}"
             self.r.put(self.art.check_script, rpath, mode=0o700)
@@ -428,12 +508,17 @@ class _Host:
         detail: dict = {}
         enabled, _ = self.patch_state()
         if enabled == "1":
-            self.sh(f"echo 0 > {self.sysfs}/enabled", check=False)
+            rc, out, tries = self.busy_retry(f"echo 0 > {self.sysfs}/enabled", "disable")
             detail["disable"] = self.wait_transition("0", "unpatch")
+            detail["disable"]["tries"] = tries
         if self.module_loaded():
+            # 5.10 drops the livepatch core's module reference asynchronously after the unpatch transition
+            ref = self.sh(hostops.refcount_script(self.art.name), check=False,
+                          timeout=hostops.REFCOUNT_WAIT + 30).stdout.strip()
+            detail["refcount"] = ref
             cmd = f"kpatch unload {self.art.name}" if self.kpatch else f"rmmod {self.art.name}"
-            r = self.sh(cmd, check=False)
-            detail["unload"] = {"via": cmd.split()[0], "rc": r.rc}
+            rc, out, tries = self.busy_retry(cmd, "unload")
+            detail["unload"] = {"via": cmd.split()[0], "rc": rc, "tries": tries}
         still = self.module_loaded()
         self.loaded = still
         if still:
@@ -485,7 +570,8 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
                 result.data["reverted"] = True
                 raise TransitionError(
                     f"transition of {art.name} not finished after {opts.revert_after:g} s "
-                    f"(stalled: {', '.join(d.get('stalled_tasks', [])[:5]) or 'unknown'}); reverted and unloaded",
+                    f"(stalled: {hostops.stalled_summary(d.get('stalled_tasks', [])) or 'unknown'}); "
+                    "reverted and unloaded",
                     f"{remote.where}: {h.sysfs}/transition",
                     "find what keeps the patched function on a task's stack (the stalled tasks above); "
                     "retry when they are idle, or rebuild the patch to avoid that function")
@@ -503,17 +589,16 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
             with result.step("keep") as s:
                 h.state("keep")
                 h.set_patch(True)
-                detail = {"kept": True}
-                if opts.install and h.kpatch:
-                    r = h.sh(f"kpatch install {shlex.quote(h.rko)}", check=False)
-                    detail["kpatch_install_rc"] = r.rc
-                s.detail = detail
+                s.detail = {"kept": True, "other_livepatches": h.check_others(),
+                            "taint": h.check_taint("after the keep")}
             result.status = "changed"
             result.message = f"{art.name} loaded, verified and kept"
         else:
             with result.step("unload") as s:
                 h.state("unload")
                 s.detail = h.disable_and_unload()
+                s.detail["other_livepatches"] = h.check_others()
+                s.detail["taint"] = h.check_taint("after the unload")
             result.status = "ok"
             result.message = f"{art.name} loaded, verified and unloaded"
         result.data["final"] = "kept" if opts.keep else "unloaded"
@@ -549,7 +634,7 @@ def _rollback(h: _Host, result: HostResult) -> None:
 
 def _upload_workload(h: _Host, remote, binary: Path | None) -> str:
     if binary is None:
-        from .lab.vm import workload_binary
+        from ..lab.vm import workload_binary
         binary = workload_binary()
     rpath = f"{h.rdir}/numa_workload"
     remote.put(binary, rpath, mode=0o700)
@@ -687,5 +772,5 @@ def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.Workl
 
 
 def _default_workload() -> Path:
-    from .lab.vm import workload_binary
+    from ..lab.vm import workload_binary
     return workload_binary()

@@ -1,0 +1,91 @@
+"""The common part of every resource: its path, its last-read body and ETag, links and action targets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import http_error
+from ..redfish import RedfishClient, Response, _path
+
+
+def link_path(doc: Any, *keys: str) -> str | None:
+    """The path a (nested) navigation property points at: doc[k1][k2]...["@odata.id"], or None."""
+    cur: Any = doc
+    for k in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    if isinstance(cur, dict):
+        cur = cur.get("@odata.id")
+    return _path(cur) if isinstance(cur, str) and cur else None
+
+
+def check(client: RedfishClient, r: Response, method: str, fix: str | None = None) -> Response:
+    """``r`` when its status is a success, else the typed error for that status (what, where, fix)."""
+    if r.status >= 400:
+        raise http_error(r.status, f"{method} {r.path} answered {r.status}: {r.error_text()}",
+                         f"{client.host} ({client.base_url})", fix or _FIX.get(r.status, "see the BMC message"))
+    return r
+
+
+_FIX = {401: "check the BMC credentials in the inventory",
+        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+        405: "the BMC does not allow this method on the resource",
+        412: "the resource changed since it was read: re-read and re-plan",
+        503: "the BMC is busy; re-run later"}
+
+
+class Resource:
+    """One Redfish resource as last read. ``refresh()`` re-reads it; ``body`` is the JSON document."""
+
+    def __init__(self, client: RedfishClient, path: str, body: dict | None = None, etag: str | None = None):
+        self.client = client
+        self.path = _path(path)
+        self.body: dict = body or {}
+        self._etag = etag
+
+    @classmethod
+    def load(cls, client: RedfishClient, path: str, **kw):
+        r = check(client, client.request("GET", _path(path)), "GET")
+        return cls(client, path, r.body, r.etag, **kw)
+
+    def refresh(self) -> "Resource":
+        r = check(self.client, self.client.request("GET", self.path), "GET")
+        self.body, self._etag = r.body, r.etag
+        return self
+
+    @property
+    def etag(self) -> str | None:
+        return self._etag or self.body.get("@odata.etag")
+
+    @property
+    def identity(self) -> str:
+        return str(self.body.get("Id") or self.path.rstrip("/").rsplit("/", 1)[-1])
+
+    @property
+    def where(self) -> str:
+        return f"{self.client.host} ({self.client.base_url}{self.path})"
+
+    def link(self, *keys: str) -> str | None:
+        return link_path(self.body, *keys)
+
+    def action(self, name: str) -> dict | None:
+        """The action object ``#name`` from Actions (standard) or Actions.Oem (vendor), or None."""
+        actions = self.body.get("Actions") or {}
+        for where in (actions, actions.get("Oem") or {}):
+            act = where.get(f"#{name}") if isinstance(where, dict) else None
+            if isinstance(act, dict) and act.get("target"):
+                return act
+        return None
+
+    def action_target(self, name: str) -> str | None:
+        act = self.action(name)
+        return _path(act["target"]) if act else None
+
+    def post_action(self, name: str, body: dict | None = None, fix: str | None = None) -> Response:
+        target = self.action_target(name)
+        if target is None:
+            raise http_error(405, f"{self.path} offers no {name} action", self.where,
+                             fix or "this BMC does not support the operation through Redfish")
+        return check(self.client, self.client.post(target, body or {}), "POST", fix)

@@ -1,0 +1,127 @@
+"""Jobs: a BIOS configuration job and the collection that holds it.
+
+Where a BMC keeps them: Dell iDRAC publishes its job queue under the manager (Links.Oem.Dell.Jobs, i.e.
+/redfish/v1/Managers/iDRAC.Embedded.1/Jobs, DellJob members with JobState); DSP0268's JobService has a Jobs
+collection (Job members with JobState); Task-like members carry TaskState. ``Job.state`` reads any of them.
+"""
+
+from __future__ import annotations
+
+from ..errors import RedfishConflictError, RedfishError
+from ..redfish import RedfishClient, Response, _path
+from .base import Resource, check, link_path
+
+QUEUED_STATES = {"New", "Scheduled", "Scheduling", "Pending", "ReadyForExecution", "Waiting", "PendingReboot",
+                 "Suspended", "UserIntervention"}
+RUNNING_STATES = {"Running", "Starting", "Downloading", "Downloaded", "Stopping", "Cancelling", "Interrupted"}
+ACTIVE_STATES = QUEUED_STATES | RUNNING_STATES
+FINAL_OK = {"Completed", "CompletedWithWarnings"}
+FINAL_BAD = {"Failed", "CompletedWithErrors", "Cancelled", "Killed", "Exception", "Service"}
+
+
+class Job(Resource):
+    @property
+    def state(self) -> str:
+        b = self.body
+        return str(b.get("JobState") or b.get("TaskState") or ((b.get("Oem") or {}).get("Dell") or {}).get("JobState")
+                   or "Unknown")
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("Message") or "")
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+    @property
+    def queued(self) -> bool:
+        return self.state in QUEUED_STATES
+
+    def targets_bios(self, settings_path: str | None = None) -> bool:
+        text = " ".join(str(self.body.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI",
+                                                             "Description")).lower()
+        return "bios" in text or bool(settings_path and settings_path.lower().rstrip("/") in text)
+
+    def summary(self) -> dict:
+        b = self.body
+        return {"id": self.identity, "state": self.state, "type": b.get("JobType") or "", "name": b.get("Name") or "",
+                "percent": b.get("PercentComplete"), "message": self.message, "path": self.path,
+                "target": b.get("TargetSettingsURI") or ""}
+
+    def delete(self) -> Response:
+        """DELETE the job. A running job is refused here, before any request: deleting it mid-run can leave the
+        BIOS half-configured, and BMCs refuse it anyway."""
+        if self.running:
+            raise RedfishConflictError(f"BIOS job {self.identity} is {self.state}: a running job is not deleted",
+                                       self.where, "wait for it to finish (the host is applying BIOS settings); "
+                                       "list it again with `invoke bios-jobs`", status=409)
+        return check(self.client, self.client.request("DELETE", self.path), "DELETE",
+                     "the BMC refused to delete the job; see its message")
+
+
+class JobCollection(Resource):
+    def jobs(self) -> list[Job]:
+        """Every member, expanded (a member that is only a link is read)."""
+        out = []
+        for m in self.body.get("Members") or []:
+            if not isinstance(m, dict):
+                continue
+            path = link_path(m)
+            if ("JobState" in m or "TaskState" in m) and path:
+                out.append(Job(self.client, path, m))
+            elif path:
+                out.append(Job.load(self.client, path))
+        return out
+
+    def bios_jobs(self, settings_path: str | None = None) -> list[Job]:
+        return [j for j in self.jobs() if j.targets_bios(settings_path)]
+
+    def job(self, job_id: str) -> Job | None:
+        for j in self.jobs():
+            if j.identity == job_id:
+                return j
+        return None
+
+    def create_config_job(self, settings_path: str) -> str:
+        """POST {"TargetSettingsURI": <settings object>} (iDRAC's way to schedule pending BIOS values); the
+        new job's path (Location)."""
+        r = self.client.post(self.path, {"TargetSettingsURI": settings_path})
+        check(self.client, r, "POST", "the values are pending without a job; re-run, or create the job on the BMC")
+        link = r.headers.get("location") or r.body.get("@odata.id")
+        if not link:
+            raise RedfishError("the BMC created a config job but did not say where (no Location)", self.where,
+                               "check the BMC's job queue")
+        return _path(link)
+
+
+def find_jobs(client: RedfishClient, root: Resource, manager_paths: list[str]) -> JobCollection | None:
+    """The collection holding BIOS config jobs: the manager's Links.Oem.Dell.Jobs / Oem.Dell.Jobs / Jobs, a
+    <manager>/Jobs collection, or the service root's JobService Jobs. None when the BMC has no job queue."""
+    for mgr_path in manager_paths[:1]:
+        r = client.request("GET", mgr_path)
+        if r.status >= 400:
+            continue
+        for keys in (("Links", "Oem", "Dell", "Jobs"), ("Oem", "Dell", "Jobs"), ("Jobs",)):
+            link = link_path(r.body, *keys)
+            if link:
+                return JobCollection.load(client, link)
+        r2 = client.request("GET", mgr_path.rstrip("/") + "/Jobs")
+        if r2.status < 400 and "Members" in r2.body:
+            return JobCollection(client, mgr_path.rstrip("/") + "/Jobs", r2.body, r2.etag)
+    js = link_path(root.body, "JobService")
+    if js:
+        r = client.request("GET", js)
+        if r.status < 400:
+            jobs = link_path(r.body, "Jobs")
+            if jobs:
+                return JobCollection.load(client, jobs)
+    return None
+
+
+__all__ = ["Job", "JobCollection", "find_jobs", "ACTIVE_STATES", "QUEUED_STATES", "RUNNING_STATES", "FINAL_OK",
+           "FINAL_BAD"]

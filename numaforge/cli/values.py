@@ -1,0 +1,86 @@
+"""Pure parsers for CLI option values: each returns the value or raises OptionValueError (exit 2) naming the
+option, what was given and what would be accepted. Task signatures default numeric options to None (so invoke
+does not cast them itself and crash with a ValueError traceback) and parse them here, with the real default.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import NumaforgeError
+
+
+class OptionValueError(NumaforgeError):
+    """A command-line option value that cannot be used."""
+
+    exit_code = 2
+
+
+def _number(value, option: str, kind: type, what: str, example: str):
+    if isinstance(value, bool):
+        raise OptionValueError(f"{option} must be {what}, got {value!r}", option, f"pass e.g. {option} {example}")
+    try:
+        if kind is int:
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError
+                return int(value)
+            return int(str(value).strip(), 10)
+        number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        if not math.isfinite(number):
+            raise ValueError
+        return number
+    except (TypeError, ValueError):
+        raise OptionValueError(f"{option} must be {what}, got {value!r}", option,
+                               f"pass e.g. {option} {example}") from None
+
+
+def positive_int(value, option: str, default: int | None = None) -> int:
+    """A whole number >= 1 (e.g. --forks)."""
+    if value is None:
+        return default
+    n = _number(value, option, int, "a whole number of at least 1", "8")
+    if n < 1:
+        raise OptionValueError(f"{option} must be at least 1, got {n}", option, f"pass e.g. {option} 8")
+    return n
+
+
+def non_negative_int(value, option: str, default: int | None = None) -> int:
+    """A whole number >= 0 (e.g. --canary, --batch)."""
+    if value is None:
+        return default
+    n = _number(value, option, int, "a whole number (0 or more)", "1")
+    if n < 0:
+        raise OptionValueError(f"{option} must be 0 or more, got {n}", option, f"pass e.g. {option} 1")
+    return n
+
+
+def positive_float(value, option: str, default: float | None = None) -> float:
+    """A number of seconds (or other amount) > 0 (e.g. --graceful-timeout)."""
+    if value is None:
+        return default
+    x = _number(value, option, float, "a number greater than 0", "300")
+    if x <= 0:
+        raise OptionValueError(f"{option} must be greater than 0, got {value!r}", option, f"pass e.g. {option} 300")
+    return x
+
+
+def non_negative_float(value, option: str, default: float | None = None) -> float:
+    """A number >= 0."""
+    if value is None:
+        return default
+    x = _number(value, option, float, "a number (0 or more)", "15")
+    if x < 0:
+        raise OptionValueError(f"{option} must be 0 or more, got {value!r}", option, f"pass e.g. {option} 15")
+    return x
+
+
+def max_fail(value, option: str = "--max-fail", default: float = 100.0) -> float:
+    """The failure budget: a percentage of attempted hosts from 0 to 100 (fractions allowed: 12.5)."""
+    if value is None:
+        return default
+    x = _number(value, option, float, "a percentage from 0 to 100", "25")
+    if not 0 <= x <= 100:
+        raise OptionValueError(f"{option} must be a percentage from 0 to 100, got {value!r}", option,
+                               f"pass e.g. {option} 25 to stop once more than a quarter of the hosts failed")
+    return x

@@ -1,0 +1,23 @@
+"""Terminal output that treats user- and BMC-supplied text as data.
+
+rich parses ``[...]`` in printed strings as markup and ``:name:`` as emoji: a BMC message containing ``[/b]``
+raised MarkupError in the middle of a fleet run, and ``domain:bus:device.function`` text could turn into an
+emoji. Every console is made here (emoji off, no highlighting), and every piece of text that did not come from
+our own source code goes through :func:`esc` (secrets redacted, markup escaped) before it meets markup.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from .secrets import redact
+
+
+def make_console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, emoji=False)
+
+
+def esc(value) -> str:
+    """``value`` as printable text: str(), secrets masked, rich markup escaped."""
+    return escape(redact(value if isinstance(value, str) else str(value)))

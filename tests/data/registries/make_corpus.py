@@ -1,0 +1,80 @@
+"""Build the registry corpus: corpus.yaml (public facts, each attribute citing its source) -> <name>.json.
+
+    .venv/bin/python tests/data/registries/make_corpus.py          # rewrite the JSON files
+    .venv/bin/python tests/data/registries/make_corpus.py --check  # exit 1 if a JSON file differs from the facts
+
+The documents have the DSP8010 AttributeRegistry shape the simulator's own flavours use (numaforge.lab.bmc
+.flavours); tests/bmc/test_corpus.py checks they are current and that every flavour serving them passes DMTF's
+service validator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+from numaforge.lab.bmc.flavours import _dependency, _entry  # noqa: E402
+
+
+def _expand(raw: dict) -> list[dict]:
+    if "slots" not in raw:
+        return [raw]
+    return [{**{k: v for k, v in raw.items() if k != "slots"},
+             "name": raw["name"].format(n=n), "menu": raw["menu"].format(n=n)} for n in raw["slots"]]
+
+
+def build(name: str, facts: dict) -> dict:
+    raws = [r for raw in facts["attributes"] for r in _expand(raw)]
+    entries = []
+    for i, raw in enumerate(raws):
+        entry = _entry(raw, i + 1, f"corpus.yaml: {name}: {raw['name']}")
+        for v in entry.get("Value") or []:
+            v["ValueDisplayName"] = (raw.get("value_display") or {}).get(v["ValueName"], v["ValueName"])
+        entries.append(entry)
+    deps = [_dependency(d, name) for d in facts.get("dependencies") or []]
+    menus = sorted({e["MenuPath"] for e in entries})
+    return {
+        "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry",
+        "Id": facts["id"],
+        "Name": f"{facts['model']} BIOS Attribute Registry",
+        "Description": "numaforge registry corpus: built from public vendor facts (tests/data/registries/SOURCES.md)",
+        "Language": "en",
+        "OwningEntity": facts["owner"],
+        "RegistryVersion": "1.0.0",
+        "SupportedSystems": [{"ProductName": facts["model"], "SystemId": re.sub(r"[^A-Za-z0-9]", "", facts["model"]),
+                              "FirmwareVersion": str(facts["firmware"])}],
+        "RegistryEntries": {
+            "Attributes": entries,
+            "Dependencies": deps,
+            "Menus": [{"MenuName": m.strip("./").replace("/", "_") or "Main", "DisplayName": m.strip("./") or "Main",
+                       "MenuPath": m, "DisplayOrder": i + 1, "ReadOnly": False, "Hidden": False}
+                      for i, m in enumerate(menus)],
+        },
+    }
+
+
+def main(argv: list[str]) -> int:
+    corpus = yaml.safe_load((HERE / "corpus.yaml").read_text())
+    stale = []
+    for name, facts in corpus.items():
+        text = json.dumps(build(name, facts), indent=1) + "\n"
+        path = HERE / f"{name}.json"
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale: {', '.join(stale)} (run tests/data/registries/make_corpus.py)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
