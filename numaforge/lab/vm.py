@@ -401,8 +401,11 @@ def serial_tail(state_dir: Path, lines: int = 30) -> str:
 
 
 def parse_ready(text: str) -> dict | None:
-    """The init's ready line -> {'release':..., 'nodes': int, 'livepatch': bool}, or None if not yet printed."""
-    for line in text.splitlines():
+    """The init's ready line -> {'release':..., 'nodes': int, 'livepatch': bool}, or None if not yet printed.
+
+    Only complete lines count: the serial log is read while the guest writes it, and a half-written ready line
+    ("... release=5.10" without nodes=) once failed a boot with "the guest sees 0 NUMA nodes"."""
+    for line in text.split("\n")[:-1]:
         if line.startswith(initramfs.READY_MARK):
             fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
             return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),

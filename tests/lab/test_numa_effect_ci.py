@@ -7,7 +7,8 @@ every outcome are wide and overlap (the full benchmark, 10 rounds per arm, found
 most outcomes on most topologies, docs/BENCHMARKS.md), so a direction assertion would be a coin toss. Checked:
 both arms ran in every round in one boot, every run traced the workload's tasks and produced every outcome
 metric, the report has medians with intervals and a verdict per metric, the JSON and the PNG are written, the
-module is unloaded at the end. The alternatives and the null control need their own kpatch-builds, so they run
+module is unloaded at the end. (With one CPU per node every migration crosses nodes, so the cross-NUMA rate is
+100% here by construction; the benchmark uses 2 CPUs per node.) The alternatives and the null control need their own kpatch-builds, so they run
 in the benchmark only.
 """
 
@@ -54,6 +55,6 @@ def test_numa_effect_task_on_the_lab_vm(lab, tmp_path):
             assert m["n"] == 3 and m["ci"][0] <= m["median"] <= m["ci"][1]
         assert case["verdicts"][key]["winner"] in ("better", "worse", stats.NO_CHANGE)
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    assert "cross-NUMA migration rate" in r.stdout
+    assert "cross-NUMA migration" in r.stdout and "picture:" in r.stdout      # the table (rich wraps its cells)
     with lab.remote() as rr:
         assert rr.run("ls /sys/kernel/livepatch | wc -l").stdout.strip() == "0"

@@ -117,6 +117,13 @@ def test_newc_refuses_entries_before_their_directory():
         ir.pack_newc([ir.Entry("a/b", "file", 0o644, b"x")])
 
 
+def test_a_half_written_ready_line_is_not_ready_yet():
+    line = f"{ir.READY_MARK} release=5.10.262 nodes=4 livepatch=yes"
+    assert vm.parse_ready(line[:30]) is None                    # still being written to the serial log
+    got = vm.parse_ready("boot noise\n" + line + "\n")
+    assert (got["release"], got["nodes"], got["livepatch"]) == ("5.10.262", 4, True)
+
+
 def test_boot_units_start_enabled_units_with_the_kernel_release(tmp_path):
     """The init's stand-in for systemd (the VM has none), run by the real busybox sh on a real unit file."""
     import os
