@@ -18,7 +18,6 @@ from ..bios.profile import host_facts, render_profile
 from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
-from ..secrets import redact
 from . import common, values
 
 FLEET_HELP = {
@@ -112,7 +111,7 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
         report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
         report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(esc(f"rollout: {outcome.summary()}"))
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
             _print_plans(report)
 
@@ -240,12 +239,15 @@ def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecur
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_operation(hosts, name, opts, oopts, forks=int(forks), canary=int(canary), batch=int(batch),
-                                max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        outcome = run_operation(hosts, name, opts, oopts, forks=values.positive_int(forks, "--forks", 8),
+                                canary=values.non_negative_int(canary, "--canary", 0),
+                                batch=values.non_negative_int(batch, "--batch", 0),
+                                max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
+                                progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(esc(f"rollout: {outcome.summary()}"))
         _print_operation(report, name)
 
     common.execute(task_name, body, json=json, options={**options, "insecure": insecure, "dry_run": oopts.dry_run})
@@ -261,11 +263,11 @@ def _print_operation(report: Report, name: str) -> None:
         rows = list(op.get(columns[0]) or []) + [dict(r, why=r.get("why", "")) for r in op.get("refused") or []]
         if not rows:
             continue
-        t = Table(title=escape(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
+        t = Table(title=esc(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
         for col in columns[1]:
             t.add_column(col, overflow="fold")
         for r in rows:      # job names, messages and values come from the BMC: data, never markup
-            t.add_row(*(escape(redact(_s(r.get(col)))) for col in columns[1]))
+            t.add_row(*(esc(_s(r.get(col))) for col in columns[1]))
         common.console.print(t)
 
 
@@ -275,8 +277,8 @@ def _ops_help(*extra: dict) -> dict:
 
 @task(iterable=["host", "group"], help=_ops_help({"all": "list every job in the BMC's queue, not only BIOS "
                                                          "configuration jobs"}))
-def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all=False, insecure=False, forks=8, canary=0,
-              batch=0, max_fail=100, host_timeout=None, json=None, allow_plaintext_secrets=False):
+def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all=False, insecure=False, forks=None, canary=None,
+              batch=None, max_fail=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
     _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all), inventory, host, group, limit, insecure, forks,
@@ -286,7 +288,7 @@ def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all=False, i
 @task(iterable=["host", "group"], help=_ops_help(OPS_HELP, {
     "job": "delete only this job id (default: every queued BIOS configuration job of each host)"}))
 def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=None, dry_run=False, insecure=False,
-                    forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                    forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                     allow_plaintext_secrets=False):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
@@ -298,7 +300,7 @@ def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=No
 
 @task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
 def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                       forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                       forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                        allow_plaintext_secrets=False):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
@@ -309,7 +311,7 @@ def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry
 
 @task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
 def bios_reset_defaults(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                        forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                        forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                         allow_plaintext_secrets=False):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
