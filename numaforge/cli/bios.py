@@ -17,7 +17,6 @@ from ..bios.profile import host_facts, render_profile
 from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..report import Report
-from ..secrets import redact
 from . import common, values
 from .optionsets import task
 
@@ -247,11 +246,11 @@ def _print_operation(report: Report, name: str) -> None:
         rows = list(op.get(columns[0]) or []) + [dict(r, why=r.get("why", "")) for r in op.get("refused") or []]
         if not rows:
             continue
-        t = Table(title=escape(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
+        t = Table(title=esc(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
         for col in columns[1]:
             t.add_column(col, overflow="fold")
         for r in rows:      # job names, messages and values come from the BMC: data, never markup
-            t.add_row(*(escape(redact(_s(r.get(col)))) for col in columns[1]))
+            t.add_row(*(esc(_s(r.get(col))) for col in columns[1]))
         common.console.print(t)
 
 
