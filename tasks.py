@@ -1,19 +1,36 @@
-"""numaforge task surface. `invoke --list` shows every task; `invoke --help TASK` documents its options.
+"""numaforge task surface for `invoke` in a checkout. `invoke --list` shows every task; `invoke --help TASK`
+documents its options. The installed `numaforge` command (numaforge/cli/main.py) runs the same tasks; `lint`
+is a checkout-only developer task.
 
-Each concern keeps its tasks in numaforge/cli/<concern>.py (a module-level ``TASKS`` list); this file only
-collects them into one flat namespace so `invoke backport build-kpatch` works as one command line.
+Each concern keeps its tasks in numaforge/cli/<concern>.py (a module-level ``TASKS`` list); namespace() collects
+them into one flat namespace so `invoke backport build-kpatch` works as one command line.
 """
 
-import importlib
-import pkgutil
+import sys
+import tomllib
+from pathlib import Path
 
-from invoke import Collection
+from invoke import task
 
-import numaforge.cli
+from numaforge.cli.main import namespace
 
-ns = Collection()
-for info in sorted(pkgutil.iter_modules(numaforge.cli.__path__), key=lambda m: m.name):
-    module = importlib.import_module(f"numaforge.cli.{info.name}")
-    for t in getattr(module, "TASKS", []):
-        ns.add_task(t)
-ns.configure({"numaforge": {"inventory": "inventory/lab.yaml"}})
+HERE = Path(__file__).resolve().parent
+
+
+@task(auto_shortflags=False, help={"fix": "let ruff fix what it can (imports, unused noqa) before checking",
+                                   "format": "reformat numaforge/ with ruff format (the one-off reformat)"})
+def lint(c, fix=False, format=False):  # noqa: A002  (invoke derives --format from the name)
+    """ruff (lint; format check when [tool.numaforge.lint] format_check is true) and mypy on numaforge/."""
+    bin_ = Path(sys.executable).parent
+    cfg = tomllib.loads((HERE / "pyproject.toml").read_text()).get("tool", {}).get("numaforge", {}).get("lint", {})
+    with c.cd(str(HERE)):
+        if format:
+            c.run(f"{bin_ / 'ruff'} format numaforge")
+        c.run(f"{bin_ / 'ruff'} check {'--fix ' if fix else ''}numaforge")
+        if cfg.get("format_check"):
+            c.run(f"{bin_ / 'ruff'} format --check numaforge")
+        c.run(f"{bin_ / 'mypy'}")
+
+
+ns = namespace()
+ns.add_task(lint)

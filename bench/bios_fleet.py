@@ -8,7 +8,7 @@ all get the same BIOS values:
 
 1. desired values: `invoke bios-plan --host bmc000` (profile epyc-gpudirect) -> {attribute: desired}; nothing
    written. The same dict is Ansible's ``bios_attributes``.
-2. first apply, fresh fleet each: `invoke bios-apply -i inv.yaml --forks F` and
+2. first apply, fresh fleet each: `invoke bios-apply -i inv.yaml --all --forks F` and
    `ansible-playbook -f F` (one task: redfish_config category=Systems command=SetBiosAttributes,
    validate_certs=true, ca_path=<the BMC's CA>, username/password from an environment variable; everything else
    Ansible's defaults: linear strategy, connection local, python = this venv's). Rounds alternate the order.
@@ -99,7 +99,7 @@ def run_timed(argv: list[str], env: dict, cwd: Path, log: Path) -> tuple[float, 
 
 def numaforge_apply(work: Path, tag: str, inv: Path, forks: int, env: dict) -> dict:
     report = work / f"numaforge-{tag}.json"
-    dt, r = run_timed([sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--forks", str(forks),
+    dt, r = run_timed([sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--all", "--forks", str(forks),
                        "--json", str(report)], env, ROOT, work / f"numaforge-{tag}.log")
     doc = json.loads(report.read_text()) if report.exists() else {"hosts": []}
     statuses: dict[str, int] = {}

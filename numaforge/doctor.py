@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from . import paths
 from .paths import cache_dir
 
 SETUP = "bash scripts/setup.sh"
@@ -38,9 +39,12 @@ def _version(cmd: list[str], pattern: str = r"(\d+\.\d+(?:\.\d+)?)") -> str | No
     return m.group(1) if m else "present"
 
 
-# (name, pipeline, command used to get a version, apt package / how to install)
+# (name, pipeline, command used to get a version, apt package / how to install). The pipeline is the one whose
+# tasks run the tool: kernel (backport, build-kpatch: git, compilers, kpatch-build and what it calls), lab
+# (lab-up/validate on the lab VM: qemu, the initramfs' busybox/dropbear/lspci, ssh-keygen for its keys).
+# The firmware pipeline (bios-*) runs no external tool: Redfish over Python's TLS, SSH through paramiko.
 TOOLS = [
-    ("git", "core", ["git", "--version"], "apt-get install git"),
+    ("git", "kernel", ["git", "--version"], "apt-get install git"),
     ("gcc-12", "kernel", ["gcc-12", "--version"], "apt-get install gcc-12"),
     ("gcc-10", "kernel", ["gcc-10", "--version"],
      "python -m numaforge.debian_apt install bullseye gcc-10 (bullseye kernels are built with gcc-10)"),
@@ -58,10 +62,11 @@ TOOLS = [
     ("dropbear", "lab", ["dropbear", "-V"], "apt-get install dropbear-bin"),
     ("busybox", "lab", ["busybox"], "apt-get install busybox-static"),
     ("lspci", "lab", ["lspci", "--version"], "apt-get install pciutils"),
-    ("ssh-keygen", "core", ["ssh-keygen", "-V"], "apt-get install openssh-client"),
-    ("openssl", "firmware", ["openssl", "version"], "apt-get install openssl"),
+    ("ssh-keygen", "lab", ["ssh-keygen", "-V"], "apt-get install openssh-client"),
 ]
-PY_DEPS = ["invoke", "gitpython", "jinja2", "paramiko", "redfish", "pyyaml", "rich", "tenacity", "jsonschema"]
+# Python distributions and the pipelines that import them (core = every task)
+PY_DEPS = {"invoke": "core", "pyyaml": "core", "rich": "core", "jsonschema": "core", "paramiko": "core",
+           "gitpython": "kernel", "jinja2": "firmware", "redfish": "firmware", "tenacity": "firmware"}
 MIN_FREE_GB = {"cache": 25.0}
 
 
@@ -84,10 +89,15 @@ def kvm_usable() -> bool:
         os.close(fd)
 
 
+def _wanted(pipeline: str, pipe: str) -> bool:
+    return pipeline == "all" or pipe in (pipeline, "core")
+
+
 def run_checks(pipeline: str = "all", path_override: str | None = None) -> list[CheckResult]:
+    """The checks of ``pipeline`` (all, kernel, firmware, lab) plus the core ones every task needs."""
     results: list[CheckResult] = []
     for name, pipe, cmd, fix in TOOLS:
-        if pipeline not in ("all", pipe) and pipe != "core":
+        if not _wanted(pipeline, pipe):
             continue
         if path_override is not None and not shutil.which(cmd[0], path=path_override):
             ver = None
@@ -95,19 +105,31 @@ def run_checks(pipeline: str = "all", path_override: str | None = None) -> list[
             ver = _version(cmd)
         results.append(CheckResult(name, pipe, ver is not None, f"version {ver}" if ver else "not found",
                                    "" if ver else fix, required=pipe != "lab" or pipeline == "lab"))
-    for dist in PY_DEPS:
+    for dist, pipe in PY_DEPS.items():
+        if not _wanted(pipeline, pipe):
+            continue
         try:
-            results.append(CheckResult(f"python:{dist}", "core", True, importlib.metadata.version(dist)))
+            results.append(CheckResult(f"python:{dist}", pipe, True, importlib.metadata.version(dist)))
         except importlib.metadata.PackageNotFoundError:
-            results.append(CheckResult(f"python:{dist}", "core", False, "not installed",
-                                       f"{SETUP} (or .venv/bin/pip install -e .)"))
-    cache = cache_dir()
-    free = shutil.disk_usage(cache).free / 1e9
-    need = MIN_FREE_GB["cache"]
-    results.append(CheckResult("disk:cache", "kernel", free >= need, f"{free:.1f} GB free in {cache}",
-                               "" if free >= need else f"free at least {need:.0f} GB there or point $NUMAFORGE_CACHE "
-                               "at a larger disk (a 5.10 tree with debug info and kpatch-build need ~20 GB)"))
-    kvm = kvm_usable()
-    results.append(CheckResult("kvm", "lab", kvm, "available" if kvm else "absent: qemu will use TCG (slower)",
-                               "" if kvm else "optional; the lab VM boots under TCG in ~10-50 s", required=False))
+            results.append(CheckResult(f"python:{dist}", pipe, False, "not installed",
+                                       f"{SETUP} (or pip install numaforge)"))
+    if _wanted(pipeline, "firmware"):
+        for kind in ("profiles", "vendors"):
+            found = paths.data_dirs("bios", kind)
+            results.append(CheckResult(f"data:bios/{kind}", "firmware", bool(found),
+                                       ", ".join(str(d) for d in found) or "not found",
+                                       "" if found else "reinstall numaforge, or add bios/ to the project (--root)"))
+    if _wanted(pipeline, "kernel"):
+        cache = cache_dir()
+        free = shutil.disk_usage(cache).free / 1e9
+        need = MIN_FREE_GB["cache"]
+        results.append(CheckResult("disk:cache", "kernel", free >= need, f"{free:.1f} GB free in {cache}",
+                                   "" if free >= need else f"free at least {need:.0f} GB there or point "
+                                   "$NUMAFORGE_CACHE at a larger disk (a 5.10 tree with debug info and kpatch-build "
+                                   "need ~20 GB)"))
+    if _wanted(pipeline, "lab"):
+        kvm = kvm_usable()
+        results.append(CheckResult("kvm", "lab", kvm, "available" if kvm else "absent: qemu will use TCG (slower)",
+                                   "" if kvm else "optional; the lab VM boots under TCG in ~10-50 s",
+                                   required=False))
     return results

@@ -87,6 +87,9 @@ class FleetOutcome:
     interrupted: bool = False
     internal_error: str = ""           # a bug stopped the rollout (see the module docstring)
     batches: list[list[str]] = field(default_factory=list)   # host names per phase, canaries first (one each)
+    registry_fetches: int = 0          # bios runs: attribute registries fetched from a BMC / loaded from cache
+    registry_loaded: int = 0
+    journal: str = ""                  # the resume journal of a journaled run (livepatch install/unload)
 
     @property
     def failed(self) -> list[str]:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import NumaforgeError
+from .paths import state_dir
 from .secrets import redact
 
 FORMAT = "numaforge-journal/1"
@@ -60,9 +61,8 @@ class JournalError(NumaforgeError):
 
 
 def default_dir() -> Path:
-    from .paths import build_dir
-
-    return build_dir() / "journal"
+    """Per-user state (numaforge.paths.state_dir()/journal): never inside a shared checkout or install tree."""
+    return state_dir() / "journal"
 
 
 def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
@@ -74,7 +74,7 @@ def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
     return Path(directory if directory is not None else default_dir()) / f"{digest}.json"
 
 
-def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":  # noqa: A001 (module API)
+def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":
     """The journal of ``run_key``: resumed if a previous run left one, else a new (not yet written) one."""
     return Journal(path_for(run_key, directory), run_key)
 

@@ -7,8 +7,10 @@ every resolved secret before anything touches the disk.
 from __future__ import annotations
 
 import json
+import json as _json
 import os
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
@@ -23,7 +25,6 @@ from . import __version__, safeio
 from .display import esc, make_console
 from .errors import NumaforgeError
 from .secrets import redact
-
 
 UNEXPECTED_ERROR = "unexpected_error"   # HostResult.data key: the host's work raised something that is a bug
 
@@ -180,3 +181,32 @@ class Report:
         console = console or make_console()
         if self.hosts:
             console.print(self.summary_table())
+
+
+def junit_xml(report: Report, suite: str = "numaforge") -> str:
+    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
+    cases = report.hosts
+    failures = sum(1 for h in cases if h.status == "failed")
+    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
+    total = sum(s.seconds for h in cases for s in h.steps)
+    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
+                    skipped=str(skipped), time=f"{total:.3f}")
+    if report.error is not None:
+        ts.set("errors", "1")
+        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
+                            message=report.error.what)
+        err.text = redact(report.error.render())
+    for h in cases:
+        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
+                             time=f"{sum(s.seconds for s in h.steps):.3f}")
+        if h.status == "failed":
+            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
+                              type=h.data.get("error", {}).get("kind", "failed"))
+            f.text = redact(h.message)
+        elif h.status in ("not-run", "skipped"):
+            ET.SubElement(case, "skipped", message=h.message or h.status)
+        out = ET.SubElement(case, "system-out")
+        out.text = _json.dumps(redact(h.as_dict()), indent=1, default=str)
+    ET.indent(ts)
+    return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
+

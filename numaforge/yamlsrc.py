@@ -129,7 +129,7 @@ def read_limited(path: str | os.PathLike, *, error: type[NumaforgeError] = Numaf
     except OSError as exc:
         raise error(f"cannot read {what}: {exc.strerror}", where, "check the path and permissions") from None
     if stat.S_ISDIR(st.st_mode):
-        raise error(f"{what} path is a directory", where, f"pass a YAML file, not a directory") from None
+        raise error(f"{what} path is a directory", where, "pass a YAML file, not a directory") from None
     if not stat.S_ISREG(st.st_mode):
         raise error(f"{what} is not a regular file (a device, FIFO or socket)", where,
                     "pass a regular YAML file") from None

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything (scripts/setup.sh), then run the test suite tier by tier, printing each tier's time.
-# Tiers are pytest markers (see pyproject.toml); the fast core tier runs first.
+# Lint (ruff + mypy, `invoke lint`) first, then the tiers: pytest markers (see pyproject.toml), fast core first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
@@ -10,6 +10,9 @@ PY=.venv/bin/python
 heavy="ssh or bmc or kernel_source or kpatch or lab_vm"
 tiers=("core|not ($heavy)" "ssh|ssh" "bmc|bmc" "kernel_source|kernel_source" "kpatch|kpatch" "lab_vm|lab_vm")
 fail=0; ran=0
+s0=$SECONDS
+.venv/bin/invoke lint || { echo "tier lint: ruff/mypy found problems (invoke lint)"; fail=1; }
+echo "tier lint: $((SECONDS - s0)) s"
 for t in "${tiers[@]}"; do
   name=${t%%|*}; expr=${t#*|}
   s0=$SECONDS

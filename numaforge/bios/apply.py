@@ -25,15 +25,23 @@ from ..errors import NumaforgeError
 from ..fleet import rolling_batch, run_fleet
 from ..report import UNEXPECTED_ERROR, HostResult
 from . import discovery
-from .errors import (ConcurrentChangeError, JobConflictError, ProfileError, RedfishAuthError, RedfishError,
-                     RedfishHTTPError, RedfishPreconditionFailedError, RedfishRedirectError)
+from .discovery import RegistryCache, Shape, discovery_dir, shape_key
+from .errors import (
+    ConcurrentChangeError,
+    JobConflictError,
+    ProfileError,
+    RedfishAuthError,
+    RedfishError,
+    RedfishHTTPError,
+    RedfishPreconditionFailedError,
+    RedfishRedirectError,
+)
 from .plan import Plan, make_plan, pending_values
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, Response, RetryPolicy, _path
+from .registry import Registry
 from .resources import Job, JobCollection, ServiceRoot, SettingsObject, System, find_jobs, link_path
 from .resources.jobs import FINAL_BAD, FINAL_OK
-from .discovery import RegistryCache, Shape, discovery_dir, shape_key  # noqa: F401 (re-exported)
-from .registry import Registry
 from .vendors import detect_vendor, load_vendor_map, translate
 
 FINAL_JOB_OK = FINAL_OK

@@ -142,7 +142,7 @@ def check_llc(value, facts: HostFacts, settings) -> Verdict:
 
 def check_not_visible(what: str):
     def check(value, facts, settings) -> Verdict:
-        return Verdict(check.setting, value, CANNOT, "", what)
+        return Verdict(check.setting, value, CANNOT, "", what)  # type: ignore[attr-defined]  # set by @setting
     return check
 
 

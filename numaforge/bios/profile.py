@@ -29,7 +29,7 @@ import jinja2
 import jsonschema
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from .. import yamlsrc
+from .. import paths, yamlsrc
 from .errors import ProfileError
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
@@ -82,7 +82,8 @@ PROFILE_SCHEMA = {
 
 
 def default_profiles_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "bios" / "profiles"
+    """The project's bios/profiles, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("bios", "profiles")
 
 
 @dataclass
@@ -120,20 +121,22 @@ def host_facts(host) -> dict[str, Any]:
 
 def find_profile(name: str, profiles_dir: Path | None = None, kind: str = "BIOS profile") -> Path:
     """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file (``kind`` names it in errors; the
-    host OS pipeline passes its own profiles_dir and kind)."""
-    profiles_dir = Path(profiles_dir) if profiles_dir else default_profiles_dir()
+    host OS pipeline passes its own profiles_dir and kind). Without profiles_dir: the project's bios/profiles
+    first, then the built-in ones (numaforge.paths)."""
+    dirs = [Path(profiles_dir)] if profiles_dir else (paths.data_dirs("bios", "profiles") or [default_profiles_dir()])
     if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
         p = Path(name)
         if p.is_file():
             return p
         raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
-    p = profiles_dir / f"{name}.yaml.j2"
-    if p.is_file():
-        return p
-    known = sorted(f.name[: -len(".yaml.j2")] for f in profiles_dir.glob("*.yaml.j2"))
+    for d in dirs:
+        p = d / f"{name}.yaml.j2"
+        if p.is_file():
+            return p
+    known = sorted({f.name[: -len(".yaml.j2")] for d in dirs for f in d.glob("*.yaml.j2")})
     close = difflib.get_close_matches(name, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown {kind} '{name}'", str(profiles_dir), fix)
+    raise ProfileError(f"unknown {kind} '{name}'", ", ".join(str(d) for d in dirs), fix)
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:

@@ -24,11 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+import certifi
 import requests
 import tenacity
+from redfish.rest.v1 import (
+    HttpClient,
+    InvalidCredentialsError,
+    JsonDecodingError,
+    RetriesExhaustedError,
+    SessionCreationError,
+)
 from requests.adapters import HTTPAdapter
-from redfish.rest.v1 import (HttpClient, InvalidCredentialsError, JsonDecodingError, RetriesExhaustedError,
-                             SessionCreationError)
 
 from .. import budget, secrets
 from .errors import RedfishAuthError, RedfishError, RedfishRedirectError, RedfishTLSError, http_error
@@ -107,7 +113,7 @@ def default_ca_file() -> str:
                       "/etc/ssl/certs/ca-certificates.crt"):
         if candidate and os.path.isfile(candidate):
             return candidate
-    return requests.certs.where()
+    return certifi.where()   # what requests itself uses when no CA bundle is given
 
 
 class RedfishClient:
@@ -144,8 +150,7 @@ class RedfishClient:
                                   max_retry=0, check_connectivity=False, https_adapter=adapter)
         if self.base_url.startswith("http://"):
             # the library mounts its https_adapter for https:// only; a plain-http BMC (insecure lab) gets the
-            # same no-redirect adapter. The one place that touches the library's requests session directly
-            # (besides closing it).
+            # same no-redirect adapter. The one place that touches the library's requests session directly.
             self._client._session.mount("http://", adapter)
         self.root: dict = {}
         self.known_login_url: str | None = None   # set by the caller from a per-run model cache

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import NumaforgeError
 from ..inventory.yamlsrc import load_yaml
 from .errors import VendorMapError
@@ -41,7 +42,8 @@ ENTRY_KEYS = {"attribute", "attribute_pattern", "display_name", "values", "sourc
 
 
 def default_vendors_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "bios" / "vendors"
+    """The project's bios/vendors, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("bios", "vendors")
 
 
 @dataclass
@@ -187,8 +189,10 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
 
 
 def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
-    vendors_dir = Path(vendors_dir) if vendors_dir else default_vendors_dir()
-    path = vendors_dir / f"{vendor}.yaml"
+    if vendors_dir:
+        path = Path(vendors_dir) / f"{vendor}.yaml"
+    else:  # a project's own map overrides the built-in one of the same vendor
+        path = paths.find_data("bios", "vendors", f"{vendor}.yaml") or default_vendors_dir() / f"{vendor}.yaml"
     if not path.is_file():
         raise VendorMapError(f"no vendor map for '{vendor}'", str(path),
                              f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)")

@@ -34,7 +34,7 @@ class VerifyOptions:
 
 def merge_rows(plan_items: list[dict], os_verdicts: list[dict] | None, os_unavailable: str | None) -> list[dict]:
     """Pure: one row per abstract setting (plus the OS's per-device rows)."""
-    bmc = {}
+    bmc: dict[str, list[dict]] = {}
     for item in plan_items:
         bmc.setdefault(item["setting"], []).append(item)
     rows: list[dict] = []

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from invoke import task
-
 from ..display import esc
 from ..kernel import backport as kbackport
 from ..kernel.source import DEFAULT_DEBIAN
-from .common import SELECT_HELP, console, execute
+from .common import console, execute
+from .optionsets import task
 
 
 @task(
@@ -21,7 +20,6 @@ from .common import SELECT_HELP, console, execute
         "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
         "signoff": "commit as your git identity (git config user.name/user.email) and add your Signed-off-by "
                    "(git am --signoff); default: a fixed numaforge committer, the patches' own trailers only",
-        "json": SELECT_HELP["json"],
     },
 )
 def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, compiler=None,
@@ -38,7 +36,7 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
             raise
         report.data["manifest"] = res.manifest
         m = res.manifest
-        out = lambda text: console.print(text, soft_wrap=True, highlight=False)  # noqa: E731  (paths unwrapped)
+        out = lambda text: console.print(text, soft_wrap=True, highlight=False)
         out(f"backport {m['series']} onto {m['base_version']}: [green]{res.status}[/]")
         out(f"  tree      {res.tree}  (branch {m['branch']})")
         out(f"  base      {m['base_commit'][:12]}  {m['source_hash'][:23]}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,15 +19,10 @@ from ..fleet import host_timeout_seconds
 from ..report import Report
 from ..secrets import redact
 from . import common, values
+from .optionsets import task
 
-FLEET_HELP = {
-    "forks": "how many BMCs to talk to at once (default 8)",
-    "canary": "run this many hosts first, one by one; stop if one fails (default 0)",
-    "batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with --max-fail "
-             "below 100, batches of --forks so the failure budget is checked after every wave)",
-    "max_fail": "stop the rollout once more than this percentage of hosts failed (default 100)",
-    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command or Redfish request and fails; the others go on",
-}
+BATCH_HELP = {"batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
+                        "--max-fail below 100, batches of --forks so the failure budget is checked after every wave)"}
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
     "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
@@ -36,14 +30,6 @@ BIOS_HELP = {
                        "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
                        "keeps nothing",
 }
-
-
-def _select_help(*extra: dict) -> dict:
-    out = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                               "allow_plaintext_secrets")}
-    for e in extra:
-        out.update(e)
-    return out
 
 
 def _warn_insecure(insecure: bool) -> None:
@@ -112,14 +98,14 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
         report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
         report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(f"rollout: {esc(outcome.summary())}")
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
             _print_plans(report)
 
     return common.execute(task_name, body, json=json, options=options)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {k: FLEET_HELP[k] for k in ("forks", "host_timeout")}))
+@task(hosts=True, help=BIOS_HELP)
 def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
@@ -130,12 +116,12 @@ def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None
                      discovery_cache=discovery_cache), forks)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, FLEET_HELP, {
+@task(hosts=True, write=True, help={**BIOS_HELP, **BATCH_HELP, **{
     "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
               "wait for power-on and verify every value",
     "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
     "power_timeout": "seconds to wait for the host to come back on (default 900)",
-}))
+}})
 def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
                graceful_timeout=None, power_timeout=None, forks=None, canary=None, batch=None, max_fail=None,
                host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
@@ -153,13 +139,11 @@ def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=Non
          journaled=reboot, batch=batch, timeouts=timeouts)
 
 
-@task(iterable=["host", "group"], help=_select_help(BIOS_HELP, {
-    "forks": FLEET_HELP["forks"],
-    "host_timeout": FLEET_HELP["host_timeout"],
+@task(hosts=True, help={
+    **BIOS_HELP,
     "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
           "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
-    "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
-}))
+})
 def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
                 host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
                 allow_plaintext_secrets=False):
@@ -196,8 +180,8 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
                    options={"profile": profile, "insecure": insecure, "os": os})
 
 
-@task(iterable=["host", "group"], help=_select_help({"profile": BIOS_HELP["profile"]}, {
-    "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"}))
+@task(hosts=True, help={"profile": BIOS_HELP["profile"],
+                        "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"})
 def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=None, vendor=None, json=None,
                 allow_plaintext_secrets=False):
     """Render each selected host's profile over its inventory facts (no BMC contact): the abstract settings."""
@@ -240,12 +224,14 @@ def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecur
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_operation(hosts, name, opts, oopts, forks=int(forks), canary=int(canary), batch=int(batch),
-                                max_fail_pct=float(max_fail), progress=len(hosts) > 1)
+        outcome = run_operation(hosts, name, opts, oopts, forks=values.positive_int(forks, "--forks", 8),
+                                canary=values.non_negative_int(canary, "--canary", 0),
+                                batch=values.non_negative_int(batch, "--batch", 0),
+                                max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if outcome.reason:
-            common.console.print(f"rollout: {outcome.summary()}")
+            common.console.print(f"rollout: {esc(outcome.summary())}")
         _print_operation(report, name)
 
     common.execute(task_name, body, json=json, options={**options, "insecure": insecure, "dry_run": oopts.dry_run})
@@ -270,23 +256,26 @@ def _print_operation(report: Report, name: str) -> None:
 
 
 def _ops_help(*extra: dict) -> dict:
-    return _select_help({"insecure": BIOS_HELP["insecure"]}, FLEET_HELP, *extra)
+    out = {"insecure": BIOS_HELP["insecure"], **BATCH_HELP}
+    for e in extra:
+        out.update(e)
+    return out
 
 
-@task(iterable=["host", "group"], help=_ops_help({"all": "list every job in the BMC's queue, not only BIOS "
-                                                         "configuration jobs"}))
-def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all=False, insecure=False, forks=8, canary=0,
-              batch=0, max_fail=100, host_timeout=None, json=None, allow_plaintext_secrets=False):
+@task(hosts=True, help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS "
+                                             "configuration jobs"}))
+def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all_jobs=False, insecure=False, forks=None, canary=None,
+              batch=None, max_fail=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
-    _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all), inventory, host, group, limit, insecure, forks,
-               canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {"all": all})
+    _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all_jobs), inventory, host, group, limit, insecure, forks,
+               canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {"all_jobs": all_jobs})
 
 
-@task(iterable=["host", "group"], help=_ops_help(OPS_HELP, {
+@task(hosts=True, write=True, help=_ops_help(OPS_HELP, {
     "job": "delete only this job id (default: every queued BIOS configuration job of each host)"}))
 def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=None, dry_run=False, insecure=False,
-                    forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                    forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                     allow_plaintext_secrets=False):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
@@ -296,9 +285,9 @@ def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=No
                {"job": job})
 
 
-@task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
+@task(hosts=True, write=True, help=_ops_help(OPS_HELP))
 def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                       forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                       forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                        allow_plaintext_secrets=False):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
@@ -307,9 +296,9 @@ def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry
                insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {})
 
 
-@task(iterable=["host", "group"], help=_ops_help(OPS_HELP))
+@task(hosts=True, write=True, help=_ops_help(OPS_HELP))
 def bios_reset_defaults(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                        forks=8, canary=0, batch=0, max_fail=100, host_timeout=None, json=None,
+                        forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
                         allow_plaintext_secrets=False):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""

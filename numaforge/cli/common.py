@@ -1,80 +1,190 @@
-"""Shared plumbing for tasks: inventory path, host selection, error handling, reports and --json."""
+"""Shared plumbing for tasks: the run's shared options, inventory path, host selection, output, error handling,
+reports, --json and --junit."""
 
 from __future__ import annotations
 
+import json as _json
 import os
 import signal
 import sys
 import threading
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from invoke.exceptions import Exit
-from ..display import esc, make_console
-from .. import safeio
-from ..errors import NumaforgeError
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import paths, safeio
+from ..display import esc
+from ..errors import NumaforgeError, SelectionError
 from ..fleet import Terminated
-from ..report import Report
+from ..lab.services import lab_inventory_path, write_lab_inventory
+from ..report import Report, junit_xml
 from ..secrets import redact
 
-DEFAULT_INVENTORY = "inventory/lab.yaml"
+DEFAULT_INVENTORY = "lab"
 DEBUG_ENV = "NUMAFORGE_DEBUG"
-console = make_console(stderr=False)
-err_console = make_console(stderr=True)
+OUTPUTS = ("plain", "table", "json")
 
-# help strings shared by every task that selects hosts
-SELECT_HELP = {
-    "inventory": "inventory file (native or Ansible YAML); default from invoke.yaml (inventory/lab.yaml)",
-    "host": "host name from the inventory (repeatable)",
-    "group": "group name from the inventory, nested groups included (repeatable)",
-    "limit": "keep only hosts matching this Ansible host pattern: names, globs, ~regex, &and, !not, @file "
-             "(comma-separated; docs/inventory.md)",
-    "json": "write a machine-readable report of the run (schema: numaforge/schemas/report.schema.json)",
-    "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
-}
+
+@dataclass
+class Run:
+    """The shared options of the task being run (set by numaforge.cli.optionsets before the task body)."""
+
+    task: str = ""
+    options: dict = field(default_factory=dict)
+    write: bool = False
+    all: bool = False
+    output: str | None = None
+    junit: str | None = None
+
+
+RUN = Run()
+
+
+class Output:
+    """Where tasks print. ``table``: rich tables and colour; ``plain`` (stdout not a terminal, or --output plain):
+    no boxes, no wrapping, one table row per line; ``json``: human output goes to stderr, stdout gets the report.
+    """
+
+    def __init__(self, stderr: bool = False):
+        self.stderr = stderr
+        self.mode = "table"
+        self._rich = Console(stderr=stderr, highlight=False, emoji=False)
+        self._plain = Console(stderr=stderr, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
+        self._err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+
+    def configure(self, mode: str, to_stderr: bool = False) -> None:
+        """``to_stderr``: stdout carries a report (``--json -``), so people's output goes to stderr."""
+        self.mode = mode
+        err = self.stderr or mode == "json" or to_stderr
+        self._rich = Console(stderr=err, highlight=False, emoji=False)
+        self._plain = Console(stderr=err, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
+
+    @property
+    def rich(self) -> Console:
+        """The console to hand to rich widgets (Progress)."""
+        return self._rich if self.mode == "table" else self._plain
+
+    def print(self, *objects: Any, **kw: Any) -> None:
+        if self.mode == "table":
+            self._rich.print(*objects, **kw)
+            return
+        kw.pop("soft_wrap", None)
+        for obj in objects:
+            if isinstance(obj, Table):
+                for line in plain_table(obj):
+                    self._plain.print(line, markup=False, soft_wrap=True)
+            else:
+                self._plain.print(obj, soft_wrap=True, **kw)
+        if not objects:
+            self._plain.print()
+
+
+def _plain_cell(cell: Any) -> str:
+    text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    return "; ".join(part for part in text.splitlines() if part.strip()) or "-"
+
+
+def plain_table(table: Table) -> list[str]:
+    """A rich Table as plain lines: the title, then the header and one line per row, columns padded with
+    spaces, nothing cut or wrapped."""
+    cols = table.columns
+    header = [_plain_cell(c.header) for c in cols]
+    rows = [[_plain_cell(cell) for cell in row] for row in zip(*(list(c.cells) for c in cols))]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(cols))]
+    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
+    out = [f"{_plain_cell(table.title)}:"] if table.title else []
+    return out + [fmt(header)] + [fmt(r) for r in rows]
+
+
+console = Output()
+err_console = Output(stderr=True)
+
+
+def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool = False,
+              output: str | None = None, junit: str | None = None) -> None:
+    """Called before every task body: project directory (config numaforge.root), output mode, shared options."""
+    cfg = _config(c)
+    if cfg.get("root"):
+        paths.set_project_dir(cfg["root"])
+    mode = output or ("table" if sys.stdout.isatty() else "plain")
+    if mode not in OUTPUTS:
+        err_console.print(f"error: --output {output!r} is not one of {', '.join(OUTPUTS)}")
+        raise Exit(code=2)
+    console.configure(mode)
+    err_console.configure("table" if sys.stderr.isatty() and mode == "table" else "plain")
+    RUN.task, RUN.options, RUN.write, RUN.all, RUN.output, RUN.junit = task, dict(options), write, bool(all), mode, junit
+
+
+def _config(c: Any) -> dict:
+    try:
+        return dict(c.config.get("numaforge", {}) or {})
+    except AttributeError:
+        return {}
 
 
 def project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return paths.project_dir()
 
 
 def inventory_path(c, inventory: str | None) -> str:
-    if inventory:
-        return inventory
-    cfg = c.config.get("numaforge", {}) if hasattr(c, "config") else {}
-    path = cfg.get("inventory") or DEFAULT_INVENTORY
-    p = Path(path)
-    if not p.is_absolute() and not p.exists():
-        p = project_root() / p
+    """--inventory, else the config's numaforge.inventory, else `lab`; `lab` is the inventory lab-up wrote.
+    A relative path is taken from the current directory, else from the project directory."""
+    spec = inventory or _config(c).get("inventory") or DEFAULT_INVENTORY
+    if spec == "lab":   # before the first lab-up: the template's default ports, with this user's state paths
+        p = lab_inventory_path()
+        return str(p if p.is_file() else write_lab_inventory())
+    p = Path(spec).expanduser()
+    if not p.is_absolute() and not p.exists() and (paths.project_dir() / p).exists():
+        p = paths.project_dir() / p
     return str(p)
 
 
 def load_selected(c, report: Report, inventory, host, group, limit, allow_plaintext_secrets=False):
-    """Load the inventory and return the selected hosts; records the inventory path in the report."""
+    """Load the inventory and return the selected hosts; records the inventory path in the report.
+
+    A task that changes hosts (``write=True``) on an inventory with several hosts needs an explicit selection
+    (--host/--group/--limit/--all): it never falls back to "every host" silently.
+    """
     from ..inventory.loader import load_inventory
 
     path = inventory_path(c, inventory)
     report.inventory = path
     inv = load_inventory(path, allow_plaintext_secrets=allow_plaintext_secrets)
+    if RUN.write and not (host or group or limit or RUN.all) and len(inv.hosts) > 1:
+        raise SelectionError(f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",
+                             path, "select with --host NAME, --group NAME or --limit PATTERN, or pass --all for "
+                                   "every host of the inventory")
     return inv, inv.select(list(host or []), list(group or []), limit)
 
 
 def execute(task: str, body: Callable[[Report], None], json: str | None = None,
             options: dict | None = None) -> Report:
-    """Run body(report); print the summary; write --json; map errors to a message and exit code."""
-    report = Report(task, options={k: v for k, v in (options or {}).items() if v not in (None, [], False)})
+    """Run body(report); print the summary; write --json / --junit; map errors to a message and exit code.
+
+    The report records every option the task was called with (``RUN.options``; ``options`` adds to them).
+    Ctrl-C / SIGTERM: the summary says "interrupted", exit 130 / 143; an unexpected exception is a bug: no
+    traceback for the user (``NUMAFORGE_DEBUG=1`` shows it), exit 70, and the report says so."""
+    opts = dict(RUN.options) if RUN.task == task else {}
+    opts.update({k: v for k, v in (options or {}).items() if k not in opts})
+    report = Report(task, options=opts)
+    junit = RUN.junit if RUN.task == task else None
     exit_code = None
     # --json - puts the report on standard output: everything for humans goes to standard error then
     to_stdout = json == safeio.STDOUT
-    out = err_console if to_stdout else console
-    try:
-        safeio.check_output(json, "--json")   # a bad report path is refused before any work is done
+    try:   # bad report paths are refused before any work is done
+        safeio.check_output(json, "--json")
+        safeio.check_output(junit, "--junit")
     except NumaforgeError as exc:
         err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
         raise Exit(code=exc.exit_code) from None
     if to_stdout:
-        console.file = sys.stderr   # the tasks' own tables and lines too; restored below
+        console.configure(console.mode, to_stderr=True)
     previous_term = _on_sigterm()
     try:
         body(report)
@@ -95,7 +205,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
             traceback.print_exc()
     finally:
         _restore_sigterm(previous_term)
-        report.print_summary(out)
+        report.print_summary(console)
         if json:
             try:
                 written = report.write(json)
@@ -103,9 +213,18 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
                 report.error = report.error or exc
             else:
                 if not to_stdout:
-                    out.print(f"report: {esc(written)}")
+                    console.print(f"report: {esc(written)}")
+        if junit:
+            try:
+                written = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
+            except NumaforgeError as exc:
+                report.error = report.error or exc
+            else:
+                console.print(f"junit: {esc(written)}")
+        if console.mode == "json" and not to_stdout:
+            print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
         if to_stdout:
-            console.file = None   # back to the current sys.stdout
+            console.configure(console.mode)
     if report.interrupted:
         fleet = report.data.get("fleet") or {}
         done = sum(1 for h in report.hosts if h.status not in ("failed", "not-run"))
@@ -152,3 +271,6 @@ def _restore_sigterm(previous) -> None:
 
 def eprint(msg: str) -> None:
     print(redact(msg), file=sys.stderr)
+
+
+__all__ = ["RUN", "console", "err_console", "execute", "load_selected", "inventory_path", "junit_xml"]

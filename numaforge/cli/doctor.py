@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.table import Table
 
 from ..display import esc
 from ..doctor import run_checks
 from . import common
+from .optionsets import task
 
 
 @task(help={"pipeline": "which checks: all (default), kernel, firmware or lab",
-            "json": common.SELECT_HELP["json"]})
+})
 def doctor(c, pipeline="all", json=None):
     """Check tools (git, gcc versions, kpatch-build, qemu, lspci...), disk space and Python deps, with fixes."""
     if pipeline not in ("all", "kernel", "firmware", "lab"):

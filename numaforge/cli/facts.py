@@ -5,7 +5,6 @@ Thin: parse options, call numaforge.facts.run, print. Read-only on the hosts; no
 
 from __future__ import annotations
 
-from invoke import task
 from rich.table import Table
 
 from ..bios.verify import check_profile
@@ -14,9 +13,9 @@ from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
 from ..report import Report
 from . import common, values
+from .optionsets import task
 
-HELP = {k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")}
-HELP.update({
+HELP = {
     "save": "store each host's raw command outputs under DIR/<host>/ (a corpus: file names say which command "
             "made them; capture.yaml lists the commands and what was absent and why)",
     "load": "parse captures saved with --save from DIR (one host's directory or a directory of them) instead "
@@ -24,10 +23,7 @@ HELP.update({
     "local": "collect from this build server itself (no SSH)",
     "profile": "also check, from the OS side, that this BIOS profile took effect (NAME, path, or 'auto' for "
                "each host's bios_profile); a mismatch fails the host",
-    "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
-    "forks": "how many hosts to collect from at once (default 8)",
-    "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH command and fails; the others go on",
-})
+}
 
 
 def _show(report: Report) -> None:
@@ -78,7 +74,7 @@ def _chain(devs: dict, address: str) -> list[str]:
     return list(reversed(out))
 
 
-@task(iterable=["host", "group"], help=HELP)
+@task(hosts=True, help=HELP)
 def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=None, local=False, profile=None,
           accept_new_host_key=False, forks=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,

@@ -7,27 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from rich.markup import escape
 from rich.table import Table
 
 from .. import journal
+from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
 from ..report import Report
-from . import common
-from .bios import FLEET_HELP, _select_help
-from ..livepatch.fleet import junit_xml
-from ..paths import atomic_write_text
+from . import common, values
+from .optionsets import task
 
 HELP = {
-    **FLEET_HELP, **_select_help(),
     "profile": "host OS profile name (hostos/profiles/NAME.yaml.j2) or path; default: each host's vars.hostos_profile",
-    "forks": "how many hosts at once (default 8)",
-    "batch": "hosts per batch after the canaries (default 0 = all remaining at once)",
-    "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
-    "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
 }
 
 
@@ -77,8 +70,8 @@ def _overrides(values) -> dict[str, int]:
     return out
 
 
-def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, junit, allow_plaintext_secrets,
-         forks=8, canary=0, batch=0, max_fail=100.0, host_timeout=None, options=None):
+def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, allow_plaintext_secrets,
+         forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, options=None):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if action == "apply" and not opts.rollback:
@@ -89,33 +82,32 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}")
+                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_os(hosts, action, opts, forks=int(forks), canary=int(canary), batch=int(batch),
-                         max_fail_pct=float(max_fail), progress=len(hosts) > 1,
+        outcome = run_os(hosts, action, opts, forks=values.positive_int(forks, "--forks", 8),
+                         canary=values.non_negative_int(canary, "--canary", 0),
+                         batch=values.non_negative_int(batch, "--batch", 0),
+                         max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=True,
                          host_timeout=host_timeout_seconds(host_timeout))
         if opts.journal is not None and outcome.ok:
             opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)
-        if junit:
-            atomic_write_text(Path(junit), junit_xml(report, f"numaforge.{name}"))
-            common.console.print(f"junit: {junit}")
 
     common.execute(name, body, json=json, options=options)
 
 
-@task(iterable=["host", "group"], help={k: HELP[k] for k in HELP if k not in ("canary", "batch", "max_fail")})
-def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=8, host_timeout=None,
-            accept_new_host_key=False, json=None, junit=None, allow_plaintext_secrets=False):
+@task(hosts=True, help=HELP)
+def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
+            accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
     _run(c, "os-plan", "plan", OsOptions(profile=profile, accept_new_host_key=accept_new_host_key), inventory, host,
-         group, limit, json, junit, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
+         group, limit, json, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
          options={"profile": profile})
 
 
-@task(iterable=["host", "group", "numa_node_override"], help={**HELP,
+@task(hosts=True, write=True, iterable=["numa_node_override"], help={**HELP,
     "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
     "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse",
     "gate_seconds": "seconds per locality sample window (default 10)",
@@ -124,8 +116,8 @@ def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, 
                           "without proximity info; taints the kernel, lost at reboot; fix the BIOS instead)",
 })
 def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, rollback=False, gate=None,
-             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=8, canary=0,
-             batch=0, max_fail=100, host_timeout=None, accept_new_host_key=False, json=None, junit=None,
+             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=None, canary=None,
+             batch=None, max_fail=None, host_timeout=None, accept_new_host_key=False, json=None,
              allow_plaintext_secrets=False):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
@@ -134,18 +126,18 @@ def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None,
                      gate_threshold=_number(gate_threshold, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
                      numa_override=_overrides(numa_node_override),
                      accept_new_host_key=accept_new_host_key)
-    _run(c, "os-apply", "apply", opts, inventory, host, group, limit, json, junit, allow_plaintext_secrets,
+    _run(c, "os-apply", "apply", opts, inventory, host, group, limit, json, allow_plaintext_secrets,
          forks=forks, canary=canary, batch=batch, max_fail=max_fail, host_timeout=host_timeout,
          options={"profile": profile, "rollback": rollback, "gate": gate})
 
 
-@task(iterable=["host", "group"], help={k: HELP[k] for k in HELP if k not in ("canary", "batch", "max_fail")})
-def os_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=8, host_timeout=None,
-              accept_new_host_key=False, json=None, junit=None, allow_plaintext_secrets=False):
+@task(hosts=True, help=HELP)
+def os_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
+              accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
     """Read every host OS setting back (sysctls, THP, governor, /proc/irq/*/smp_affinity_list, persisted files) and
     check each device's numa_node against the BIOS NPS; fails on any difference."""
     _run(c, "os-verify", "verify", OsOptions(profile=profile, accept_new_host_key=accept_new_host_key), inventory,
-         host, group, limit, json, junit, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
+         host, group, limit, json, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
          options={"profile": profile})
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from invoke import task
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +13,7 @@ from ..inventory import preflight
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
+from .optionsets import task
 
 
 def host_summary(host) -> dict:
@@ -44,13 +44,9 @@ def host_summary(host) -> dict:
     return {k: v for k, v in out.items() if v not in (None, {}, [])}
 
 
-@task(
-    iterable=["host", "group"],
-    help={**{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json",
-                                                 "allow_plaintext_secrets")},
-          "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
-                         "CA bundles, file: secrets and env: variables it refers to exist"},
-)
+@task(hosts=True, help={
+    "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
+                   "CA bundles, file: secrets and env: variables it refers to exist"})
 def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=None,
                     allow_plaintext_secrets=False, syntax_only=False):
     """Validate the inventory, print hosts, groups and resolved variables (secrets masked), and check that every

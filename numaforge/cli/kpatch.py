@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..display import esc
 from ..errors import NumaforgeError
 from ..report import Report
 from . import common, values
+from .optionsets import task
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
@@ -24,7 +24,6 @@ HELP = {
     "sign_key": "PEM private key to sign the module with (scripts/sign-file; read only by sign-file, never copied)",
     "sign_cert": "X.509 certificate of --sign-key (enroll it on Secure Boot hosts: `mokutil --import`)",
     "force": "rebuild even when the artifact cache says the inputs are unchanged",
-    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
 }
 
 
@@ -43,7 +42,7 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
     return groups, releases
 
 
-@task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
+@task(hosts=True, help=HELP)
 def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=False, force=False, sign_key=None,
                  sign_cert=None, inventory=None,
                  host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
@@ -59,7 +58,7 @@ def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=
         for name, members in groups.items():
             row = report.host(f"target:{name}")
             with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                          console=out, transient=False) as progress:
+                          console=out.rich, transient=False) as progress:
                 tid = progress.add_task(f"{name}: preflight", total=None)
 
                 def on_stage(sid, label, name=name, tid=tid):

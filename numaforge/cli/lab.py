@@ -1,13 +1,18 @@
-"""Tasks: lab-up, lab-down — the built-in lab behind inventory/lab.yaml (VM + BMC simulator on 127.0.0.1)."""
+"""Tasks: lab-up, lab-down, lab-status — the built-in lab (VM + BMC simulator on 127.0.0.1) and its inventory.
+
+lab-up writes the lab inventory (numaforge.lab.services.write_lab_inventory) with the ports it used;
+`--inventory lab` (the default) resolves to it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from invoke import task
-
+from ..lab import services
+from ..lab import vm as labvm
 from ..report import Report
 from . import common
+from .optionsets import task
 
 
 @task(help={
@@ -18,43 +23,46 @@ from . import common
     "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
     "vm": "start the VM (--no-vm to start only the BMC simulator)",
     "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
-    "persist": "attach the VM's persistent disk (.lab/vm/persist.img): host OS settings survive a VM reboot",
+    "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
     "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
-    "json": common.SELECT_HELP["json"],
+    "ssh_port": "127.0.0.1 port for the VM's SSH (default 2222, or a free port when 2222 is busy)",
+    "bmc_port": "127.0.0.1 port for the BMC simulator (default 8443, or a free port when 8443 is busy)",
 })
-def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, persist=False, numa_nic=False,
-           json=None):
-    """Start the lab: a NUMA qemu VM (--topology) (ssh 127.0.0.1:2222) and a Redfish BMC simulator (127.0.0.1:8443)."""
-    from ..lab import services
-    from ..lab import vm as labvm
+def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, persist=False,
+           numa_nic=False, ssh_port=None, bmc_port=None, json=None):
+    """Start the lab: a NUMA qemu VM (--topology) and a Redfish BMC simulator on 127.0.0.1; write its inventory."""
 
     def body(report: Report):
         host = report.host("lab-vm")
+        url = vport = None
         if bmc:
             with host.step("bmc-up") as s:
-                info = services.bmc_up(flavour=bmc_flavour)
+                port = int(bmc_port) if bmc_port else services.pick_port(services.BMC_PORT)
+                info = services.bmc_up(flavour=bmc_flavour, port=port)
                 s.detail = asdict(info)
+                url = info.url
             common.console.print(f"bmc: {info.flavour} simulator at {info.url} (pid {info.pid}"
                                  f"{', already running' if info.already_running else ''})")
         if vm:
             with host.step("vm-up") as s:
+                port = int(ssh_port) if ssh_port else services.pick_port(labvm.DEFAULT_SSH_PORT)
                 common.console.print(f"vm: booting the {kernel} kernel under qemu (TCG boots take 10-50 s)...")
-                vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic)
+                vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic, ssh_port=port)
                 s.detail = asdict(vinfo)
+                vport = vinfo.ssh_port
             common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                                  f" (ready after {vinfo.ssh_seconds} s)")
+        inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url)
+        report.data["inventory"] = str(inv)
+        common.console.print(f"inventory: {inv} (--inventory lab)")
         host.message = "lab is up"
 
-    common.execute("lab-up", body, json=json, options={"kernel": kernel, "topology": topology,
-                                                         "bmc_flavour": bmc_flavour, "persist": persist,
-                                                         "numa_nic": numa_nic})
+    common.execute("lab-up", body, json=json)
 
 
-@task(help={"json": common.SELECT_HELP["json"]})
+@task
 def lab_down(c, json=None):
-    """Stop the lab VM and the BMC simulator (logs and keys stay in .lab/)."""
-    from ..lab import services
-    from ..lab import vm as labvm
+    """Stop the lab VM and the BMC simulator (logs, keys and the lab inventory stay in the lab state dir)."""
 
     def body(report: Report):
         host = report.host("lab-vm")
@@ -67,4 +75,23 @@ def lab_down(c, json=None):
     common.execute("lab-down", body, json=json)
 
 
-TASKS = [lab_up, lab_down]
+@task
+def lab_status(c, json=None):
+    """Show what of the lab runs: VM (pid, ssh port, kernel), BMC simulator (pid, URL), the lab inventory."""
+
+    def body(report: Report):
+        st = services.lab_status()
+        host = report.host("lab-vm")
+        host.data = asdict(st)
+        vm_text = f"running, pid {st.vm_pid}, ssh 127.0.0.1:{st.ssh_port}, kernel {st.kernel}" if st.vm_running \
+            else "stopped"
+        bmc_text = f"running, pid {st.bmc_pid}, {st.bmc_url}" if st.bmc_running else "stopped"
+        for key, text in (("vm", vm_text), ("bmc", bmc_text), ("inventory", st.inventory or "none (run lab-up)"),
+                          ("state", st.state_dir)):
+            common.console.print(f"{key:<10} {text}", soft_wrap=True)
+        host.message = f"vm {'up' if st.vm_running else 'down'}, bmc {'up' if st.bmc_running else 'down'}"
+
+    common.execute("lab-status", body, json=json)
+
+
+TASKS = [lab_up, lab_down, lab_status]

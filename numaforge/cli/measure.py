@@ -12,16 +12,15 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from invoke import task
 from rich.markup import escape
 from rich.table import Table
 
 from ..report import Report
 from . import common
+from .optionsets import task
 
 HELP = {
-    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "json", "allow_plaintext_secrets")},
-    "target": "kpatch target whose arm modules to load (kpatch/build/TARGET[-ARM]/; default lab)",
+    "target": "kpatch target whose arm modules to load (<build>/kpatch/TARGET[-ARM]/; default lab)",
     "series": "patch series (default sched-numa-prefer-local-fallback)",
     "arm": "arm to run (repeatable; default every built arm: off, winner, alt-*, null)",
     "rounds": "interleaved rounds per arm, in one boot (default 10)",
@@ -36,11 +35,10 @@ HELP = {
     "out": "measurement JSON to write (default reports/numa-effect-<host>-<UTC time>.json); the PNG goes beside it",
     "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
                  "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
-    "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
 }
 
 
-@task(iterable=["host", "arm"], help=HELP, auto_shortflags=False)
+@task(iterable=["host", "arm"], help=HELP)
 def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=None, rounds=10, seconds=20,
                 order="random", seed=13, grouped=False, procs=3, mb=16, mem_node=-1, case=None, out=None,
                 wake_cpus=False, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):

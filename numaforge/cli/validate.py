@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-
-from invoke import task
-
-from .. import safeio
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import FleetOptionError, host_timeout_seconds
 from ..livepatch import fleet as lpfleet
 from ..report import Report
 from . import common, values
+from .optionsets import task
 
 HELP = {
-    **{k: common.SELECT_HELP[k] for k in ("inventory", "host", "group", "limit", "json", "allow_plaintext_secrets")},
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
-    "target": "kpatch target whose built module to use (kpatch/build/TARGET/manifest.json); default: each "
+    "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
               "host's kernel.target from the inventory",
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
@@ -37,15 +33,14 @@ HELP = {
     "rounds": "A/B rounds (each = one run with the patch off and one with it on, ABBA order, in one boot; default 1)",
     "signal_after": "seconds of unfinished transition before stalled tasks are signalled (default 15)",
     "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails (default 60)",
-    "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
 }
 
 
-@task(iterable=["host", "group"], help=HELP, auto_shortflags=False)
+@task(hosts=True, write=True, help=HELP)
 def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
              keep=False, install=False, accept_new_host_key=False, canary=None, batch=None, max_fail=None,
              forks=None, host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=None,
-             rounds=None, signal_after=None, revert_after=None, junit=None, json=None,
+             rounds=None, signal_after=None, revert_after=None, json=None,
              allow_plaintext_secrets=False):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch
@@ -61,7 +56,6 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
 
     def body(report: Report):
         try:
-            safeio.check_output(junit, "--junit")   # before any work
             opts = options()
             budget = host_timeout_seconds(host_timeout)
             fleet_opts = dict(forks=values.positive_int(forks, "--forks", 4),
@@ -94,13 +88,8 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                         f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
                         f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}")
         except NumaforgeError as exc:
-            report.error = exc   # so the JUnit file records it too; execute() reports it as usual
+            report.error = exc   # execute() records it (report, --junit) and reports it as usual
             raise
-        finally:
-            if junit:
-                safeio.check_output(junit, "--junit")
-                written = safeio.write_output(junit, lpfleet.junit_xml(report), "--junit")
-                common.console.print(f"junit: {esc(written)}")
 
     common.execute("validate", body, json=json,
                    options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,

@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from .. import yamlsrc
-from ..paths import atomic_write_text
 from ..errors import NumaforgeError
+from ..paths import atomic_write_text
 from ..secrets import redact
 
 META = "capture.yaml"
@@ -105,7 +105,8 @@ def parse_head(text: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
     if not text:
         return out
-    path, buf = None, []
+    path: str | None = None
+    buf: list[str] = []
     for line in text.splitlines():
         m = _HEAD.match(line)
         if m:

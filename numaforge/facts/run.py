@@ -14,6 +14,7 @@ from . import HostFacts, parse_facts, template_facts
 from .captures import META, CaptureError, Captures
 from .collect import collect_local, collect_ssh
 
+
 @dataclass
 class Options:
     save: str | None = None              # store raw captures under SAVE/<host>/

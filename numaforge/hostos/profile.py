@@ -34,6 +34,7 @@ import jsonschema
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .. import paths
 from ..bios.errors import ProfileError
 from ..bios.profile import _key_lines, _template_line, host_facts
 from ..bios.profile import find_profile as find_bios_style
@@ -71,7 +72,8 @@ PROFILE_SCHEMA = {
 
 
 def default_profiles_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "hostos" / "profiles"
+    """The project's hostos/profiles, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("hostos", "profiles")
 
 
 @dataclass
@@ -102,6 +104,10 @@ def profile_facts(host) -> dict[str, Any]:
 
 
 def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
+    if profiles_dir is None:   # the project's profile overrides the built-in one of the same name
+        found = paths.find_data("hostos", "profiles", f"{name}.yaml.j2")
+        if found is not None and found.is_file():
+            return found
     return find_bios_style(name, profiles_dir or default_profiles_dir(), kind="host profile")
 
 

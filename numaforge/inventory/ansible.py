@@ -243,7 +243,7 @@ def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
 # ---------------------------------------------------------------------------------------------- YAML
 
 def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
-    at = lambda line: f"{path}:{line}"  # noqa: E731
+    at = lambda line: f"{path}:{line}"
     if "plugin" in doc:
         raise InventoryError("this is an Ansible inventory plugin configuration, not an inventory", at(doc.line_of("plugin")),
                              "dump it with `ansible-inventory -i FILE --list -y > static.yaml` and pass that file")

@@ -19,7 +19,7 @@ def nesting_depths(children: dict[str, list[str]], where: dict[str, str], root: 
     for messages. With `root`, that group has depth 0 and everything else is measured below it.
     """
     indegree = {g: 0 for g in children}
-    for g, kids in children.items():
+    for kids in children.values():
         for c in kids:
             indegree[c] += 1
     depth = {g: (0 if g == root else 1) for g in children}

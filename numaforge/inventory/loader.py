@@ -16,9 +16,9 @@ from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
 from ..secrets import SecretRef
-from .model import BMCSpec, Group, HardwareSpec, Host, Inventory, KernelSpec, Location, SSHSpec
 from . import ansible
 from .graph import nesting_depths
+from .model import BMCSpec, Group, HardwareSpec, Host, Inventory, KernelSpec, Location, SSHSpec
 from .yamlsrc import LMap, LSeq, parse_yaml
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

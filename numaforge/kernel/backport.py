@@ -22,12 +22,11 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-
-from ..paths import atomic_write_text
 from .. import __version__
 from ..errors import NumaforgeError
-from ..paths import build_dir
+from ..paths import atomic_write_text, build_dir, project_dir
 from . import compile as kcompile
 from . import source as ksource
 from .series import Hunk, Patch, Series, SeriesError, load_series
@@ -105,7 +104,8 @@ def conflicting_hunks(file_lines: list[str], hunks: list[Hunk]) -> list[dict]:
 
 def conflict_markers(text: str) -> list[dict]:
     """<<<<<<< / ======= / >>>>>>> regions left by a 3-way merge, with their 1-based line numbers."""
-    regions, cur = [], None
+    regions: list[dict] = []
+    cur: dict[str, Any] | None = None
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("<<<<<<<"):
             cur = {"start": n, "ours": [], "theirs": [], "side": "ours"}
@@ -179,13 +179,11 @@ def recorded_base(repo: Path, branch: str) -> str | None:
 
 
 def user_identity(cwd: Path | None = None) -> dict:
-    """The user's git identity (`git config user.name` / `user.email`, as git resolves them in the numaforge
-    checkout) as GIT_COMMITTER_* variables, for `backport --signoff`."""
-    from ..paths import ROOT
-
+    """The user's git identity (`git config user.name` / `user.email`, as git resolves them in the project
+    directory) as GIT_COMMITTER_* variables, for `backport --signoff`."""
     vals = {}
     for key in ("user.name", "user.email"):
-        r = subprocess.run(["git", "config", key], cwd=cwd or ROOT, text=True, capture_output=True)
+        r = subprocess.run(["git", "config", key], cwd=cwd or project_dir(), text=True, capture_output=True)
         vals[key] = r.stdout.strip()
     missing = [k for k, v in vals.items() if not v]
     if missing:

@@ -15,40 +15,65 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
+from .. import paths
 from ..digest import sha256_bytes, sha256_file
-from ..paths import ROOT, cache_dir
+from ..paths import cache_dir
 from . import backport as bpm
 from . import labkernel
 from . import targets as tg
+from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
+from .kpatch_steps import (  # noqa: F401
+    FORBIDDEN_CONFIG,
+    REQUIRED_CONFIG,
+    STAGES,
+    artifact_key,
+    expand_build_targets,
+    kpatch_command,
+    modinfo,
+    module_name,
+    parse_config,
+    parse_functions,
+    parse_modinfo,
+    parse_stage,
+    preflight_compiler,
+    preflight_config,
+    preflight_disk,
+    preflight_release,
+    preflight_toolchain,
+    release_makeflags,
+    run_kpatch_build,
+)
+from .kpatch_steps import FileLock as _Lock
 from .signing import sign_module, signing_inputs
 from .source import export_tree
-from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
-from .kpatch_steps import FileLock as _Lock  # noqa: F401
-from .kpatch_steps import (FORBIDDEN_CONFIG, REQUIRED_CONFIG, STAGES, artifact_key, expand_build_targets,  # noqa: F401
-                           kpatch_command,
-                           modinfo, module_name, parse_config, parse_functions, parse_modinfo, parse_stage,
-                           preflight_compiler, preflight_config, preflight_disk, preflight_release,
-                           preflight_toolchain, release_makeflags, run_kpatch_build)
-from .toolchain import (KPATCH_VERSION_WANTED, BuildEnv, Toolchain, comment_of, compiler_shim,  # noqa: F401
-                        gcc_comment, kcflags, make_vars, toolchain, wrapper_env)
-
+from .toolchain import (  # noqa: F401
+    KPATCH_VERSION_WANTED,
+    BuildEnv,
+    Toolchain,
+    comment_of,
+    compiler_shim,
+    gcc_comment,
+    kcflags,
+    make_vars,
+    toolchain,
+    wrapper_env,
+)
 
 # ---------------------------------------------------------------- orchestration
 
-BUILD_ROOT_DEFAULT = None   # kpatch/build/ under the project root (ignored by git)
 DRIVER_VERSION = "1"        # bump when the build procedure changes what a module contains
 DISK_NEED = 8 * 2**30
 
 
 def build_root() -> Path:
-    p = Path(os.environ.get("NUMAFORGE_KPATCH_BUILD", ROOT / "kpatch" / "build"))
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    """Where modules are built, one directory per target (numaforge.paths.kpatch_build_dir)."""
+    return paths.kpatch_build_dir()
 
 
 @dataclass
@@ -62,7 +87,7 @@ class TargetInputs:
     identity: dict          # hashes identifying the inputs (for the artifact key)
     config_arg: Path | None = None          # -c (Debian: the headers' .config)
     env_extra: dict = field(default_factory=dict)
-    restore: object = None  # callable(env) restoring the tree after kpatch-build
+    restore: Callable[..., dict] | None = None  # callable(env, logf) restoring the tree after kpatch-build
 
 
 @dataclass

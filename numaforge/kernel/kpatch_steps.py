@@ -23,7 +23,6 @@ from ..errors import ToolMissingError
 from .kpatch_errors import SETUP_FIX, KpatchError, PreflightError
 from .toolchain import KPATCH_VERSION_WANTED, Toolchain
 
-
 # kpatch-build 0.9.11 prints one line per stage on stdout; (regex, stage id, human label)
 STAGES = [
     (r"^Using source directory at ", "source", "using prebuilt source tree"),

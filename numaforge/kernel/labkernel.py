@@ -26,16 +26,25 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import paths
 from ..digest import sha256_bytes
 from ..errors import NumaforgeError
-from ..paths import ROOT, cache_dir
-from . import kpatch_steps, toolchain as tcm
+from ..paths import cache_dir
+from . import kpatch_steps
+from . import toolchain as tcm
 from .kpatch_errors import KpatchError
 from .source import export_tree
 
-LAB_DIR = ROOT / "kpatch" / "lab"
-FRAGMENT = LAB_DIR / "config.fragment"
-PATCH_DIR = LAB_DIR / "patches"
+
+def lab_dir() -> Path:
+    """kpatch/lab (Kconfig fragment, build fixes) of the project, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("kpatch", "lab")
+
+
+def fragment_path() -> Path:
+    return lab_dir() / "config.fragment"
+
+
 DEFCONFIG = "x86_64_defconfig"
 LAB_COMPILER = "gcc-10"           # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
@@ -112,7 +121,7 @@ def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]],
 # ---------------------------------------------------------------- adapters
 
 def _lab_patches() -> list[tuple[str, bytes]]:
-    return [(p.name, p.read_bytes()) for p in sorted(PATCH_DIR.glob("*.patch"))]
+    return [(p.name, p.read_bytes()) for p in sorted((lab_dir() / "patches").glob("*.patch"))]
 
 
 def _source(spec: str, log):
@@ -142,7 +151,7 @@ def lab_kernel(source_spec: str | None = None, log=print, tc: tcm.Toolchain | No
         source = _source(source_spec or DEFAULT_SOURCE, log)
     flags = tcm.kcflags(tc)
     mvars = tcm.make_vars(tc)
-    key = lab_key(source.source_hash, FRAGMENT.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
+    key = lab_key(source.source_hash, fragment_path().read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
     root = cache_dir() / "kpatch" / "lab" / key
     found = _cached(key, root)
     if found:
@@ -184,17 +193,17 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
                                      "check the source repo (python -m numaforge.kernel.source prefetch SPEC)")
             for name, _ in _lab_patches():
                 log(f"lab kernel: applying {name}")
-                _run(["patch", "-p1", "--forward", "-i", str(PATCH_DIR / name)], tree, env, logf,
+                _run(["patch", "-p1", "--forward", "-i", str(lab_dir() / "patches" / name)], tree, env, logf,
                      f"lab patch {name}")
-            log(f"lab kernel: configuring ({DEFCONFIG} + {FRAGMENT.relative_to(ROOT)})")
+            log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
             _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
-            _run(["scripts/kconfig/merge_config.sh", "-m", ".config", str(FRAGMENT)], tree, env, logf,
+            _run(["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())], tree, env, logf,
                  "merge_config.sh")
             _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
             final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
-            bad = config_mismatches(parse_fragment(FRAGMENT.read_text(), str(FRAGMENT)), final)
+            bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
             if bad:
-                raise LabKernelError(f"Kconfig did not keep: {', '.join(bad)}", str(FRAGMENT),
+                raise LabKernelError(f"Kconfig did not keep: {', '.join(bad)}", str(fragment_path()),
                                      "add the missing dependencies to the fragment or drop the option")
             (tree / ".numaforge-prepared").write_text(key + "\n")
         log(f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "

@@ -24,13 +24,10 @@ from pathlib import Path
 
 import jsonschema
 
-from .. import yamlsrc
-
+from .. import paths, yamlsrc
 from ..digest import sha256_bytes
 from ..errors import NumaforgeError
-from ..paths import ROOT
 
-PATCHES_DIR = ROOT / "patches"
 FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
@@ -243,10 +240,11 @@ def resolve_dir(series: str | Path) -> Path:
     p = Path(series)
     if p.is_dir():
         return p.resolve()
-    cand = PATCHES_DIR / str(series)
-    if cand.is_dir():
-        return cand
-    known = sorted(d.name for d in PATCHES_DIR.iterdir() if d.is_dir()) if PATCHES_DIR.is_dir() else []
+    found = paths.find_data("patches", str(series))   # the project's series first, then the built-in ones
+    if found is not None and found.is_dir():
+        return found
+    cand = paths.data_dir("patches") / str(series)
+    known = paths.data_names("patches", dirs=True)
     raise SeriesError(f"series {series!r} not found", str(cand),
                       f"use a directory path or one of: {', '.join(known) or '(none)'}")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import git
 
-from ..digest import sha256_file  # noqa: F401 (re-exported: callers use source.sha256_file)
+from ..digest import sha256_file
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 

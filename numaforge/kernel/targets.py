@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import debian_apt, yamlsrc
-from ..paths import ROOT, cache_dir
+from .. import debian_apt, paths, yamlsrc
+from ..paths import cache_dir
 from .kpatch_errors import PreflightError
 
-TARGETS_DIR = ROOT / "kpatch" / "targets"
 DEFAULT_TARGET = "lab"
 KINDS = ("lab", "debian")
 ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian", "replace",
@@ -89,14 +88,21 @@ def parse_target(data, where: str) -> Target:
                   bool(data.get("replace", False)), tuple(bt), wrapper)
 
 
-def available(directory: Path = TARGETS_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.yaml"))
+def available(directory: Path | None = None) -> list[str]:
+    """Target names in ``directory``, else in the project's and the built-in kpatch/targets (numaforge.paths)."""
+    if directory is not None:
+        return sorted(p.stem for p in Path(directory).glob("*.yaml"))
+    return paths.data_names("kpatch", "targets", suffix=".yaml")
 
 
-def load_target(name: str, directory: Path = TARGETS_DIR) -> Target:
-    path = directory / f"{name}.yaml"
+def load_target(name: str, directory: Path | None = None) -> Target:
+    if directory is not None:
+        path = Path(directory) / f"{name}.yaml"
+    else:   # the project's target overrides the built-in one of the same name
+        path = paths.find_data("kpatch", "targets", f"{name}.yaml") or \
+            paths.data_dir("kpatch", "targets") / f"{name}.yaml"
     if not path.is_file():
-        raise TargetError(f"unknown kpatch target {name!r}", str(directory),
+        raise TargetError(f"unknown kpatch target {name!r}", str(path.parent),
                           f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
     data = yamlsrc.load(path, error=TargetError, what="kpatch target file", syntax="invalid YAML")
     t = parse_target(data, str(path))

@@ -1,5 +1,5 @@
 """The lab as one unit for `invoke lab-up` / `lab-down`: the qemu VM (numaforge.lab.vm) and the Redfish BMC
-simulator daemon (python -m numaforge.lab.bmc), both bound to 127.0.0.1, state under ./.lab.
+simulator daemon (python -m numaforge.lab.bmc), both bound to 127.0.0.1, state under numaforge.paths.lab_state_dir().
 
 inventory/lab.yaml points at what this starts: ssh 127.0.0.1:2222 with .lab/ssh/{id_ed25519,known_hosts}, and
 https://127.0.0.1:8443 with .lab/bmc/{ca.pem,password}.
@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NumaforgeError
-from ..paths import ROOT
+import yaml
 
-STATE_DIR = ROOT / ".lab"
+from .. import paths
+from ..errors import NumaforgeError
+from . import vm as labvm
+
 BMC_PORT = 8443
 
 
@@ -44,8 +47,8 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def bmc_status(state_dir: Path = STATE_DIR) -> int | None:
-    pidf = Path(state_dir) / "bmc" / "pid"
+def bmc_status(state_dir: Path | None = None) -> int | None:
+    pidf = Path(state_dir or paths.lab_state_dir()) / "bmc" / "pid"
     try:
         pid = int(pidf.read_text().strip())
     except (OSError, ValueError):
@@ -53,10 +56,11 @@ def bmc_status(state_dir: Path = STATE_DIR) -> int | None:
     return pid if _pid_alive(pid) else None
 
 
-def bmc_up(flavour: str = "dell", port: int = BMC_PORT, state_dir: Path = STATE_DIR,
+def bmc_up(flavour: str = "dell", port: int = BMC_PORT, state_dir: Path | None = None,
            power_delay: float = 5.0, timeout: float = 30.0) -> BMCInfo:
     """Start the simulator daemon (or report the running one) and wait until it has written its URL."""
-    d = Path(state_dir) / "bmc"
+    state_dir = Path(state_dir or paths.lab_state_dir())
+    d = state_dir / "bmc"
     d.mkdir(parents=True, exist_ok=True)
     pid = bmc_status(state_dir)
     if pid:
@@ -66,7 +70,7 @@ def bmc_up(flavour: str = "dell", port: int = BMC_PORT, state_dir: Path = STATE_
     log = open(d / "daemon.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "numaforge.lab.bmc", "--flavour", flavour, "--port", str(port),
                              "--state-dir", str(d), "--power-delay", str(power_delay)],
-                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=d, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     deadline = time.monotonic() + timeout
     while not (d / "url").exists():
@@ -83,7 +87,7 @@ def bmc_up(flavour: str = "dell", port: int = BMC_PORT, state_dir: Path = STATE_
     return BMCInfo((d / "url").read_text().strip(), proc.pid, flavour, str(d / "ca.pem"), str(d / "password"))
 
 
-def bmc_down(state_dir: Path = STATE_DIR, timeout: float = 10.0) -> bool:
+def bmc_down(state_dir: Path | None = None, timeout: float = 10.0) -> bool:
     pid = bmc_status(state_dir)
     if not pid:
         return False
@@ -98,3 +102,75 @@ def bmc_down(state_dir: Path = STATE_DIR, timeout: float = 10.0) -> bool:
     if _pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     return True
+
+
+def pick_port(preferred: int) -> int:
+    """``preferred`` when free, else a free port the kernel hands out (lab-up without --ssh-port/--bmc-port)."""
+    if labvm.port_free(preferred):
+        return preferred
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lab_inventory_path(state_dir: Path | None = None) -> Path:
+    """The inventory lab-up writes for what it started (``--inventory lab`` resolves to it)."""
+    return Path(state_dir or paths.lab_state_dir()) / "inventory.yaml"
+
+
+def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None,
+                        state_dir: Path | None = None) -> Path:
+    """Write the lab inventory from the inventory/lab.yaml template with the ports and state paths in use.
+
+    A port not given keeps the value of the inventory written before (or the template's), so starting only the
+    BMC or only the VM keeps the other side's entry.
+    """
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
+    out = lab_inventory_path(state_dir)
+    template = paths.find_data("inventory", "lab.yaml")
+    if template is None:
+        raise LabServiceError("the lab inventory template inventory/lab.yaml is missing", str(paths.BUILTIN),
+                              "reinstall numaforge, or add inventory/lab.yaml to your project")
+    doc = yaml.safe_load(template.read_text())
+    host = doc["hosts"]["lab-vm"]
+    if out.is_file():   # keep the side not (re)started now
+        prev = (yaml.safe_load(out.read_text()) or {}).get("hosts", {}).get("lab-vm", {})
+        host["ssh"]["port"] = prev.get("ssh", {}).get("port", host["ssh"]["port"])
+        host["bmc"]["url"] = prev.get("bmc", {}).get("url", host["bmc"]["url"])
+    if ssh_port is not None:
+        host["ssh"]["port"] = int(ssh_port)
+    if bmc_url is not None:
+        host["bmc"]["url"] = bmc_url
+    host["ssh"].update(key_file=str(state_dir / "ssh" / "id_ed25519"),
+                       known_hosts=str(state_dir / "ssh" / "known_hosts"))
+    host["bmc"].update(password=f"file:{state_dir / 'bmc' / 'password'}", ca_bundle=str(state_dir / "bmc" / "ca.pem"))
+    header = (f"# Written by lab-up from {template}: the lab as it runs now (ports, keys, CA).\n"
+              "# Use it with --inventory lab. Rewritten on every lab-up; edit the template instead.\n")
+    paths.atomic_write_text(out, header + yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+@dataclass
+class LabStatus:
+    vm_running: bool
+    vm_pid: int | None
+    ssh_port: int | None
+    kernel: str | None
+    bmc_running: bool
+    bmc_pid: int | None
+    bmc_url: str | None
+    inventory: str | None
+    state_dir: str
+
+
+def lab_status(state_dir: Path | None = None) -> LabStatus:
+    """What of the lab runs now (read-only): VM pid/port/kernel, BMC pid/URL, the lab inventory."""
+    state_dir = Path(state_dir or paths.lab_state_dir())
+    v = labvm.status(state_dir)
+    bpid = bmc_status(state_dir)
+    url_file = state_dir / "bmc" / "url"
+    inv = lab_inventory_path(state_dir)
+    return LabStatus(v.running, v.pid if v.running else None, v.ssh_port if v.running else None,
+                     v.kernel if v.running else None, bpid is not None, bpid,
+                     url_file.read_text().strip() if bpid and url_file.is_file() else None,
+                     str(inv) if inv.is_file() else None, str(state_dir))

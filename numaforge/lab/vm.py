@@ -1,7 +1,8 @@
 """The 4-NUMA-node lab VM: qemu (TCG) booting a 5.10 kernel with the project's initramfs.
 
 Lifecycle: ``up(kernel=..., state_dir=...) -> VMInfo``, ``status(state_dir) -> VMStatus``, ``down(state_dir)``.
-State lives in ``state_dir`` (default ./.lab at the repo root, gitignored)::
+State lives in ``state_dir`` (default numaforge.paths.lab_state_dir(): per user and project, under
+$XDG_STATE_HOME/numaforge)::
 
     vm/pid  vm/vm.json  vm/serial.log  vm/qemu.log  vm/initramfs.cpio.gz  vm/dropbear_ed25519_host_key
     ssh/id_ed25519  ssh/id_ed25519.pub  ssh/known_hosts
@@ -35,11 +36,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import paths
 from ..errors import NumaforgeError, ToolMissingError
-from ..paths import ROOT, cache_dir
+from ..paths import cache_dir
 from . import initramfs
 
-DEFAULT_STATE_DIR = ROOT / ".lab"
 DEFAULT_SSH_PORT = 2222
 NODES = 4                       # nodes of the default topology
 NODE_MEM_MB = 512
@@ -371,7 +372,8 @@ def ensure_persist_disk(path: Path, size_mb: int = 32) -> Path:
     return path
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:port (a bind test, as qemu's forward and the simulator bind)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -417,8 +419,8 @@ def _ssh_banner(port: int) -> bool:
         return False
 
 
-def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
-    state_dir = Path(state_dir)
+def status(state_dir: str | os.PathLike | None = None) -> VMStatus:
+    state_dir = Path(state_dir or paths.lab_state_dir())
     meta = state_dir / "vm" / "vm.json"
     pidf = state_dir / "vm" / "pid"
     if not pidf.exists():
@@ -434,7 +436,7 @@ def status(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> VMStatus:
                     str(state_dir / "vm" / "serial.log"))
 
 
-def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_STATE_DIR,
+def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = None,
        ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0,
        topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1, persist: bool = False,
        numa_nic: bool = False) -> VMInfo:
@@ -442,7 +444,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
 
     ``topo``/``cpus_per_node``: the NUMA shape (TOPOLOGIES); ``persist``/``numa_nic``: see qemu_command (the
     host OS tests use both; the disk lives in state_dir/vm)."""
-    state_dir = Path(state_dir).resolve()
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     tp = topology(topo).scaled(cpus_per_node)
     st = status(state_dir)
     if st.running:
@@ -456,7 +458,7 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     if shutil.which("qemu-system-x86_64") is None:
         raise ToolMissingError("qemu-system-x86_64 is not installed", None, "run scripts/setup.d/40-lab-vm.sh")
     k = resolve_kernel(kernel)
-    if not _port_free(ssh_port):
+    if not port_free(ssh_port):
         raise LabVMError(f"127.0.0.1:{ssh_port} is already in use", "lab VM ssh port",
                          "stop whatever listens there (`invoke lab-down`?) or choose another port")
     client_key, host_key = ensure_keys(state_dir, ssh_port)
@@ -518,10 +520,10 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike = DEFAULT_S
     return info
 
 
-def reboot(state_dir: str | os.PathLike = DEFAULT_STATE_DIR, wait_exit: float = 60.0) -> VMInfo:
+def reboot(state_dir: str | os.PathLike | None = None, wait_exit: float = 60.0) -> VMInfo:
     """Boot the VM again with the same kernel, port, topology and persistent disk. qemu runs with -no-reboot,
     so a guest `reboot -f` ends qemu: wait for that (up to wait_exit s), stop it if still up, then boot."""
-    state_dir = Path(state_dir).resolve()
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     info = json.loads((state_dir / "vm" / "vm.json").read_text())
     t0 = time.monotonic()
     while status(state_dir).running and time.monotonic() - t0 < wait_exit:
@@ -551,9 +553,9 @@ def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:
     return True
 
 
-def down(state_dir: str | os.PathLike = DEFAULT_STATE_DIR) -> bool:
+def down(state_dir: str | os.PathLike | None = None) -> bool:
     """Stop the VM of this state dir; True if one was running. Leaves logs and keys in place."""
-    state_dir = Path(state_dir).resolve()
+    state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     pidf = state_dir / "vm" / "pid"
     if not pidf.exists():
         return False

@@ -41,7 +41,7 @@ from typing import Callable
 from .. import budget, yamlsrc
 from ..errors import NumaforgeError
 from ..measure import runner as mrunner
-from ..paths import ROOT
+from ..paths import find_data
 from ..report import HostResult
 from . import hostops
 
@@ -158,8 +158,8 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
 
 
 def _series_check(series: str) -> Path | None:
-    meta = ROOT / "patches" / series / "metadata.yaml"
-    if not meta.is_file():
+    meta = find_data("patches", series, "metadata.yaml")
+    if meta is None or not meta.is_file():
         return None
     doc = yamlsrc.load(meta, error=LivepatchError, what="series metadata", empty={}) or {}
     name = doc.get("loaded_check")

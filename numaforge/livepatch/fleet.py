@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json as _json
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import run_fleet
-from ..paths import ROOT, atomic_write_text
+from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
-from ..report import HostResult, Report
-from . import lifecycle
-from . import ArtifactError, Options, load_artifact, validate_host
+from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
+from . import ArtifactError, Options, lifecycle, load_artifact, validate_host
 
 LAB_GROUP = "lab"
 MEASURE_WARNING = ("--measure: the A/B step runs a CPU-burning NUMA workload twice per round and unloads/reloads "
@@ -43,7 +40,7 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         raise ArtifactError("no module to validate: neither --module nor --target, and the host has "
                                       "no kernel.target", "--module/--target",
                                       "pass --module PATH.ko or --target NAME (see kpatch/targets/)")
-    manifest = ROOT / "kpatch" / "build" / t / "manifest.json"
+    manifest = kpatch_build_dir() / t / "manifest.json"
     if not manifest.is_file():
         raise ArtifactError(f"target '{t}' has no built module ({manifest} missing)", "--target",
                                       f"build it with `invoke build-kpatch --target {t}`")
@@ -53,34 +50,6 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         raise ArtifactError(f"{manifest} is not JSON: {exc}", str(manifest),
                                       f"rebuild: invoke build-kpatch --target {t}") from None
     return load_artifact(manifest.parent / man["module_file"], check_script=check, manifest=manifest)
-
-
-def junit_xml(report: Report, suite: str = "numaforge.validate") -> str:
-    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
-    cases = report.hosts
-    failures = sum(1 for h in cases if h.status == "failed")
-    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
-    total = sum(s.seconds for h in cases for s in h.steps)
-    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
-                    skipped=str(skipped), time=f"{total:.3f}")
-    if report.error is not None:
-        ts.set("errors", "1")
-        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
-                            message=report.error.what)
-        err.text = report.error.render()
-    for h in cases:
-        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
-                             time=f"{sum(s.seconds for s in h.steps):.3f}")
-        if h.status == "failed":
-            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
-                              type=h.data.get("error", {}).get("kind", "failed"))
-            f.text = h.message
-        elif h.status in ("not-run", "skipped"):
-            ET.SubElement(case, "skipped", message=h.message or h.status)
-        out = ET.SubElement(case, "system-out")
-        out.text = _json.dumps(h.as_dict(), indent=1, default=str)
-    ET.indent(ts)
-    return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
@@ -111,7 +80,7 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
         host_opts = dataclasses.replace(opts, effect=measure_on(host, measure))
         result.data["measure"] = host_opts.effect
         with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
-            hlog = lambda m: log(f"{host.name}: {m}")   # noqa: E731
+            hlog = lambda m: log(f"{host.name}: {m}")
             validate_host(remote, art, host_opts, result, log=hlog)
             if opts.keep and result.status != "failed":
                 lifecycle.keep_record(remote, art)

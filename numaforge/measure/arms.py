@@ -47,7 +47,7 @@ def arm_dirs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, Path | None]:
 
 
 def out_name(target: str, arm: str) -> str:
-    """kpatch/build/ directory of an arm's module: the winner keeps the target's own (what validate ships)."""
+    """Build directory name (under numaforge.paths.kpatch_build_dir()) of an arm's module: the winner keeps the target's own (what validate ships)."""
     return target if arm == "winner" else f"{target}-{arm}"
 
 
@@ -69,7 +69,7 @@ def build_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", sour
 
 def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab",
                arms: list[str] | None = None) -> list[Arm]:
-    """The arms whose modules are already built (kpatch/build/<out_name>/manifest.json); error if one is not."""
+    """The arms whose modules are already built (<kpatch build dir>/<out_name>/manifest.json); error if one is not."""
     import json
 
     out = []

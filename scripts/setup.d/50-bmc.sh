@@ -2,7 +2,8 @@
 # BMC simulator tier (issue 6): the simulator is pure Python (stdlib http.server + ssl, `cryptography` for its CA),
 # and its tests drive DMTF's rf_service_validator / rf_bios_settings / rf_power_reset / rf_raw_request, all from
 # the venv's test extras (installed by scripts/setup.sh). No apt packages. This step checks that everything is
-# there, and that DMTF's CSDL schemas are available offline next to the project (../shared/redfish/csdl).
+# there, and that the DMTF files the validator and tests use offline are in the repository
+# (numaforge/lab/bmc/dmtf: a CSDL subset and the Base registry, DMTF's BSD-3 licence).
 # Idempotent and read-only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,10 +30,10 @@ fi
 echo "setup(bmc): DMTF tools present: $(.venv/bin/pip show redfish_service_validator redfish_utilities 2>/dev/null \
   | awk '/^(Name|Version):/ {printf "%s ", $2}')"
 
-csdl=../shared/redfish/csdl
-if [ ! -f "$csdl/Bios_v1.xml" ] || [ ! -f ../shared/redfish/registries/Base.1.22.1.json ]; then
-  echo "setup(bmc): DMTF Redfish schema bundle not found at $(cd .. && pwd)/shared/redfish"
-  echo "  fix: place DMTF's DSP8010 bundle (csdl/, registries/) there; the validator runs offline from it"
+dmtf=numaforge/lab/bmc/dmtf
+if [ ! -f "$dmtf/csdl/Bios_v1.xml" ] || [ ! -f "$dmtf/registries/Base.1.22.1.json" ] || [ ! -f "$dmtf/LICENSE.md" ]; then
+  echo "setup(bmc): the vendored DMTF files are missing from $PWD/$dmtf"
+  echo "  fix: restore them from git (git checkout -- $dmtf); see $dmtf/README.md"
   exit 1
 fi
-echo "setup(bmc): DMTF CSDL schemas: $(ls "$csdl" | wc -l) files in $csdl"
+echo "setup(bmc): DMTF CSDL schemas: $(ls "$dmtf/csdl" | wc -l) files in $dmtf/csdl (vendored subset)"

@@ -132,7 +132,9 @@ def test_registry_is_fetched_once_per_run_across_hosts(sim_factory):
     assert [r.status for r in outcome.results] == ["ok", "ok"]
     assert outcome.registry_fetches == 1
     assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2   # Registries/<id> + the file, once
-    assert (a.count(), b.count()) == (9, 7)
+    # the second host: 7 + a HEAD of the registry file, confirming the run's cached registry (issue 12)
+    assert (a.count(), b.count()) == (9, 8)
+    assert b.count("HEAD", "Registr") == 1
 
 
 @pytest.mark.parametrize("profile, expect", [

@@ -60,7 +60,12 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
     assert all(s.count("PATCH") == 0 for s in sims.values())
     assert doc["data"]["registry_fetches"] == 2   # one per distinct registry id
 
-    r = invoke("bios-apply", "-i", str(inv), "--reboot", "--json", str(tmp_path / "apply.json"))
+    # a write task on a 2-host inventory never guesses its hosts: no selection -> exit 2, nothing written
+    r = invoke("bios-apply", "-i", str(inv), "--reboot")
+    assert r.returncode == 2 and "bios-apply changes hosts and no host was selected" in r.stderr
+    assert "--all" in r.stderr and all(s.count("PATCH") == 0 for s in sims.values())
+
+    r = invoke("bios-apply", "-i", str(inv), "--all", "--reboot", "--json", str(tmp_path / "apply.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = report(tmp_path / "apply.json")
     for h in doc["hosts"]:
@@ -73,7 +78,7 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
 
     for s in sims.values():
         s.reset_counts()
-    r = invoke("bios-apply", "-i", str(inv), "--no-discovery-cache", "--json", str(tmp_path / "again.json"))
+    r = invoke("bios-apply", "-i", str(inv), "--all", "--no-discovery-cache", "--json", str(tmp_path / "again.json"))
     assert r.returncode == 0
     doc = report(tmp_path / "again.json")
     assert [h["status"] for h in doc["hosts"]] == ["unchanged", "unchanged"]

@@ -54,7 +54,7 @@ def test_bios_apply_max_fail_stops_after_the_first_dead_bmc(sims, tmp_path):
     live = sims("generic", 3)
     inv = inventory(tmp_path, [("dead-1", dead_url(), None), ("dead-2", dead_url(), None)]
                     + [(f"ok-{i}", s.url, str(s.ca_file)) for i, s in enumerate(live)])
-    r = invoke("bios-apply", "-i", str(inv), "--forks", "1", "--max-fail", "0", "--json", str(tmp_path / "r.json"))
+    r = invoke("bios-apply", "-i", str(inv), "--all", "--forks", "1", "--max-fail", "0", "--json", str(tmp_path / "r.json"))
     assert r.returncode == 1
     doc = report(tmp_path / "r.json")
     assert [h["status"] for h in doc["hosts"]] == ["failed", "not-run", "not-run", "not-run", "not-run"]
@@ -66,12 +66,12 @@ def test_bios_apply_batch_and_max_fail(sims, tmp_path):
     live = sims("generic", 3)
     inv = inventory(tmp_path, [("dead-1", dead_url(), None), ("ok-0", live[0].url, str(live[0].ca_file)),
                                ("ok-1", live[1].url, str(live[1].ca_file)), ("ok-2", live[2].url, str(live[2].ca_file))])
-    r = invoke("bios-apply", "-i", str(inv), "--batch", "2", "--max-fail", "50", "--json", str(tmp_path / "r.json"))
+    r = invoke("bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "50", "--json", str(tmp_path / "r.json"))
     assert r.returncode == 1
     doc = report(tmp_path / "r.json")
     assert doc["data"]["fleet"]["batches"] == [["dead-1", "ok-0"], ["ok-1", "ok-2"]]
     assert [h["status"] for h in doc["hosts"]] == ["failed", "changed", "changed", "changed"]   # 50% is not > 50%
-    r = invoke("bios-apply", "-i", str(inv), "--batch", "2", "--max-fail", "49", "--json", str(tmp_path / "s.json"))
+    r = invoke("bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "49", "--json", str(tmp_path / "s.json"))
     doc = report(tmp_path / "s.json")
     assert doc["data"]["fleet"]["batches"] == [["dead-1", "ok-0"]]
     assert [h["status"] for h in doc["hosts"]] == ["failed", "unchanged", "not-run", "not-run"]

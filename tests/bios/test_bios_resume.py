@@ -26,24 +26,11 @@ PASSWORD = "resume-Bmc-pw-3"
 def test_killed_mid_reboot_resumes_and_verifies_without_a_second_reset(tmp_path):
     sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=6.0).start()
     try:
-        inv = tmp_path / "inv.yaml"
-        inv.write_text(
-            "hosts:\n  gpu-01:\n"
-            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
-            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
-        env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_BUILD": str(tmp_path / "build"),
-               "COLUMNS": "200"}
-        cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
-        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        deadline = time.monotonic() + 180
-        while sim.count("POST", "Reset") == 0:
-            assert first.poll() is None, "bios-apply ended before it requested the reset"
-            assert time.monotonic() < deadline, "no reset request within 180 s"
-            time.sleep(0.05)
+        inv, env, cmd = _setup(tmp_path, sim)
+        first = _start_and_wait_for_reset(cmd, env, sim)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-        journals = list((tmp_path / "build" / "journal").glob("*.json"))
+        journals = list((tmp_path / "state" / "journal").glob("*.json"))
         assert len(journals) == 1
         text = journals[0].read_text()
         assert '"phase": "patched"' in text and '"phase": "reboot-requested"' in text
@@ -69,7 +56,7 @@ def _setup(tmp_path, sim):
         "hosts:\n  gpu-01:\n"
         f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
         "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
-    env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_BUILD": str(tmp_path / "build"), "COLUMNS": "250"}
+    env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
     return inv, env, [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
 
 
@@ -133,7 +120,7 @@ def test_interrupt_mid_reboot_says_so_exits_non_zero_and_reports_interrupted(tmp
         assert h["data"]["changed"] and h["data"]["reset_requested"], h    # what was written and reset
         assert "a reset was requested at" in h["message"]
         assert sim.count("POST", "Reset") == 1
-        journal = list((tmp_path / "build" / "journal").glob("*.json"))
+        journal = list((tmp_path / "state" / "journal").glob("*.json"))
         assert len(journal) == 1 and '"phase": "reboot-requested"' in journal[0].read_text()
     finally:
         sim.stop()

@@ -12,7 +12,8 @@ import requests
 from numaforge.lab.bmc import BMCSimulator
 
 PASSWORD = "s1m-Pa55word"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "redfish"
+# DMTF files vendored in the repository (numaforge/lab/bmc/dmtf/README.md says which and why)
+DMTF = Path(__file__).resolve().parents[2] / "numaforge" / "lab" / "bmc" / "dmtf"
 
 
 class Client:

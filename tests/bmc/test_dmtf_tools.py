@@ -1,8 +1,9 @@
 """Third-party proof: DMTF's own tools accept the simulator.
 
 - rf_service_validator (redfish-service-validator) walks every flavour's resource tree (the registry corpus
-  flavours included) against DMTF's CSDL schemas (offline: ../shared/redfish/csdl, --skipschema) and must
-  report no failure (deliberate exceptions live in tests/data/bmc/validator_known_failures.yaml, with reasons).
+  flavours included) against DMTF's CSDL schemas (offline: the subset vendored in numaforge/lab/bmc/dmtf/csdl,
+  --skipschema) and must report no failure (deliberate exceptions live in
+  tests/data/bmc/validator_known_failures.yaml, with reasons).
 - rf_bios_settings (redfish-utilities) reads BIOS, changes an attribute through the settings object, and
   rf_power_reset's host reset applies it (Dell: a config job posted with rf_raw_request, as on a real iDRAC).
 
@@ -23,7 +24,7 @@ import yaml
 
 from numaforge.lab.bmc import ALL_FLAVOURS, FLAVOURS, load_flavour
 
-from .conftest import PASSWORD, SHARED, Client, wait_for
+from .conftest import DMTF, PASSWORD, Client, wait_for
 
 pytestmark = pytest.mark.bmc
 
@@ -77,11 +78,11 @@ def _exercise(sim, flavour):
 
 @pytest.mark.parametrize("flavour", ALL_FLAVOURS)
 def test_redfish_service_validator_passes(make_sim, flavour, tmp_path):
-    assert (SHARED / "csdl" / "Bios_v1.xml").exists(), f"DMTF schemas expected in {SHARED / 'csdl'}"
+    assert (DMTF / "csdl" / "Bios_v1.xml").exists(), f"DMTF schemas expected in {DMTF / 'csdl'}"
     sim = make_sim(flavour)
     _exercise(sim, flavour)      # so the validator also sees Settings Messages, a pending ApplyTime, a job
     proc = subprocess.run([_tool("rf_service_validator"), "-r", sim.url, "-u", "admin", "-p", PASSWORD,
-                           "--schema_directory", str(SHARED / "csdl"), "--skipschema", "--logdir", str(tmp_path)],
+                           "--schema_directory", str(DMTF / "csdl"), "--skipschema", "--logdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     logs = list(tmp_path.glob("*/RedfishServiceValidatorDebug_*.log"))
     assert len(logs) == 1, proc.stdout + proc.stderr

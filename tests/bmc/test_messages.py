@@ -1,13 +1,14 @@
-"""The simulator's Base messages equal DMTF's Base.1.22.1 registry (the copy CI keeps in ../shared/redfish)."""
+"""The simulator's Base messages equal DMTF's Base.1.22.1 registry (vendored in numaforge/lab/bmc/dmtf)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from numaforge.lab.bmc.messages import BASE, BASE_PREFIX, error_body, message
 
-REGISTRY = Path(__file__).resolve().parents[2].parent / "shared" / "redfish" / "registries" / "Base.1.22.1.json"
+from .conftest import DMTF
+
+REGISTRY = DMTF / "registries" / "Base.1.22.1.json"
 
 
 def test_templates_match_dmtf_base_registry():

@@ -5,8 +5,6 @@ again. Its userland has no lspci/numactl/lscpu, so this is also the real "tools 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from numaforge.bios.os_verify import CANNOT, OK, verify
@@ -15,7 +13,7 @@ from numaforge.facts import captures as C
 from numaforge.facts import parse_facts, template_facts
 from numaforge.facts.collect import collect_ssh
 from numaforge.inventory.loader import load_inventory
-from numaforge.lab import vm
+from numaforge.lab import services, vm
 
 pytestmark = pytest.mark.lab_vm
 
@@ -27,7 +25,7 @@ def lab_host():
     except NumaforgeError:
         info = vm.up(kernel="debian")     # the kpatch helper's lab kernel is not built on this machine yet
     try:
-        inv = load_inventory(str(Path(__file__).resolve().parents[2] / "inventory" / "lab.yaml"))
+        inv = load_inventory(str(services.write_lab_inventory(ssh_port=info.ssh_port)))   # as lab-up does
         yield inv.hosts["lab-vm"]
     finally:
         if not info.already_running:

@@ -76,7 +76,8 @@ for name, cmd, path, method, status, loc, where in [
     ("patch-308-other-https", "bios-apply", "settings_path", "PATCH", 308, OTHER_HTTPS, "https://127.0.0.1"),
     ("patch-302", "bios-apply", "settings_path", "PATCH", 302, PLAIN_HTTP, "http://127.0.0.1"),
     ("patch-303", "bios-apply", "settings_path", "PATCH", 303, OTHER_HTTPS, "https://127.0.0.1"),
-    ("get-relative-location", "bios-plan", "system_path", "GET", 302, "/redfish/v1/elsewhere", "/redfish/v1/elsewhere"),
+    ("get-relative-location", "bios-plan", "^/redfish/v1/Systems/?$", "GET", 302, "/redfish/v1/elsewhere",
+     "/redfish/v1/elsewhere"),
 ]:
     REDIRECT_CASES.append(Case(f"bmc/redirect-{name}", "bmc", bmc_case(cmd, setup=fault("redirect", path, method,
                                                                                          status=status, location=loc)),
@@ -100,7 +101,7 @@ ECHO_CASES = [
          rf"request rejected \[/b\]\[red\]:smile: 0000:3b:00\.0; headers were: X-Auth-Token=\*{{8}}", tier="bmc")
     for name, cmd, path, method, status in [
         ("get-bios-400", "bios-plan", "bios_path", "GET", 400),
-        ("get-system-404", "bios-plan", "system_path", "GET", 404),
+        ("get-systems-404", "bios-plan", "^/redfish/v1/Systems/?$", "GET", 404),
         ("patch-400", "bios-apply", "settings_path", "PATCH", 400),
         ("patch-409", "bios-apply", "settings_path", "PATCH", 409),
         ("get-settings-403", "bios-verify", "settings_path", "GET", 403),

@@ -45,7 +45,7 @@ def _inventory(path: Path, hosts) -> Path:
 
 
 def _invoke(*args, check_rc=None, build=None):
-    env = {**os.environ, "NUMAFORGE_BUILD": str(build)} if build else None    # the run journal stays in tmp
+    env = {**os.environ, "NUMAFORGE_BUILD": str(build), "NUMAFORGE_STATE": str(build / "state")} if build else None  # journal in tmp
     r = subprocess.run([str(Path(sys.executable).with_name("invoke")), *args], cwd=ROOT, capture_output=True,
                        text=True, timeout=300, env=env)
     if check_rc is not None:
@@ -65,7 +65,7 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
     assert "no such PCI device on the host" in plan.stdout + plan.stderr
     assert swappiness.read_text() == "60\n"                          # os-plan writes nothing
 
-    _invoke("os-apply", "-i", str(inv), "--canary", "1", "--json", str(tmp_path / "apply.json"),
+    _invoke("os-apply", "-i", str(inv), "--all", "--canary", "1", "--json", str(tmp_path / "apply.json"),
             "--junit", str(tmp_path / "apply.xml"), check_rc=1, build=b)
     report = json.loads((tmp_path / "apply.json").read_text())
     status = {h["host"]: h["status"] for h in report["hosts"]}
@@ -80,7 +80,7 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
         assert (roots[i] / "etc/systemd/system/multi-user.target.wants/numaforge-hostos.service").is_symlink()
     assert 'failures="1"' in (tmp_path / "apply.xml").read_text()
     kept = Path(report["data"]["journal"]["path"])                    # a failed run stays resumable
-    assert kept.parent == b / "journal" and kept.exists()
+    assert kept.parent == b / "state" / "journal" and kept.exists()
 
     again = _invoke("os-apply", "-i", str(inv), "--host", "h0", "--host", "h2", "--json", str(tmp_path / "a2.json"),
                     check_rc=0, build=b)

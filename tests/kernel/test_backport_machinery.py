@@ -243,14 +243,14 @@ def test_cli_success_writes_schema_valid_report_with_manifest(tmp_path):
     repo = mini_repo(tmp_path / "linux", "5.10.262")
     out = tmp_path / "report.json"
     p = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "--no-compile-check", "--json", str(out),
-               "-c", "gcc-12", "--compiler", "gcc-10")
+               "--compiler", "gcc-12", "--compiler", "gcc-10")
     assert p.returncode == 0, p.stderr
     assert "backport applies-cleanly onto 5.10.262: applied" in p.stdout
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, load_schema())
     assert doc["ok"] is True and doc["data"]["manifest"]["result_commit"] == git(repo, "rev-parse", "HEAD")
     assert doc["options"]["compiler"] == ["gcc-12", "gcc-10"] and doc["options"]["no_compile_check"] is True
-    p2 = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "-n")
+    p2 = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "--no-compile-check")
     assert p2.returncode == 0 and "unchanged" in p2.stdout
 
 
@@ -258,7 +258,7 @@ def test_cli_conflict_exits_nonzero_with_precise_message(tmp_path):
     repo = mini_repo(tmp_path / "linux", "5.10.262")
     before = snapshot(repo)
     out = tmp_path / "report.json"
-    p = invoke(tmp_path, "--source", str(repo), "--series", CONFLICT, "-n", "--json", str(out))
+    p = invoke(tmp_path, "--source", str(repo), "--series", CONFLICT, "--no-compile-check", "--json", str(out))
     assert p.returncode == 4
     assert "Traceback" not in p.stderr + p.stdout
     assert "kernel/sched/fair.c:33 (hunk 2 of 0001-local-fallback-and-weight.patch)" in p.stderr
@@ -271,10 +271,10 @@ def test_cli_conflict_exits_nonzero_with_precise_message(tmp_path):
 
 
 def test_cli_bad_source_and_missing_patch(tmp_path):
-    p = invoke(tmp_path, "--source", str(tmp_path / "nope.tar.xz"), "-n")
+    p = invoke(tmp_path, "--source", str(tmp_path / "nope.tar.xz"), "--no-compile-check")
     assert p.returncode == 2 and "tarball not found" in p.stderr and "Traceback" not in p.stderr
     repo = mini_repo(tmp_path / "linux", "5.10.262")
-    p = invoke(tmp_path, "--source", str(repo), "--series", str(DATA / "missing-patch-file"), "-n")
+    p = invoke(tmp_path, "--source", str(repo), "--series", str(DATA / "missing-patch-file"), "--no-compile-check")
     assert p.returncode == 2 and "0002-add-sysctl.patch does not exist" in p.stderr
 
 

@@ -220,7 +220,7 @@ def test_hosts_group_by_their_target_default_lab():
 # ---------------------------------------------------------------- lab kernel config
 
 def test_lab_fragment_has_what_kpatch_and_the_vm_need():
-    frag = labkernel.parse_fragment(labkernel.FRAGMENT.read_text())
+    frag = labkernel.parse_fragment(labkernel.fragment_path().read_text())
     for opt in ("CONFIG_NUMA", "CONFIG_NUMA_BALANCING", "CONFIG_SCHED_DEBUG", "CONFIG_SCHEDSTATS",
                 "CONFIG_LIVEPATCH", "CONFIG_DEBUG_INFO", "CONFIG_DEBUG_INFO_DWARF4", "CONFIG_FTRACE",
                 "CONFIG_DEVTMPFS", "CONFIG_BLK_DEV_INITRD", "CONFIG_E1000", "CONFIG_VIRTIO_NET"):

@@ -1,6 +1,6 @@
 """One lab VM per test session (boots are slow under TCG): a private state dir and a free loopback port.
 
-Kernel: the kpatch helper's lab kernel when its live patch is built (kpatch/build/lab/manifest.json), else
+Kernel: the kpatch helper's lab kernel when its live patch is built (<build>/kpatch/lab/manifest.json), else
 Debian bullseye's 5.10.0-46-amd64; NUMAFORGE_TEST_LAB_KERNEL=lab|debian overrides. The test live patches in
 tests/data/livepatch/ are compiled against whichever kernel boots.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from numaforge.inventory.model import Host, Location, SSHSpec
 from numaforge.lab import vm
-from numaforge.paths import ROOT
+from numaforge.paths import ROOT, kpatch_build_dir
 
 LP_DATA = ROOT / "tests" / "data" / "livepatch"
 
@@ -31,7 +31,7 @@ def lab_kernel_name() -> str:
     env = os.environ.get("NUMAFORGE_TEST_LAB_KERNEL")
     if env:
         return env
-    return "lab" if (ROOT / "kpatch" / "build" / "lab" / "manifest.json").is_file() else "debian"
+    return "lab" if (kpatch_build_dir() / "lab" / "manifest.json").is_file() else "debian"
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Redfish messages the simulator answers with: DMTF Base registry entries (Base.1.22, DSP8011) and the few
 Dell-like iDRAC messages the job flow needs. ``error_body`` builds a DSP0266 error response.
 
-The templates equal the DMTF Base.1.22.1 registry (tests/bmc/test_messages.py checks them against the copy in
-../shared/redfish/registries).
+The templates equal the DMTF Base.1.22.1 registry (tests/bmc/test_messages.py checks them against the copy
+vendored in numaforge/lab/bmc/dmtf/registries).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.request.do_handshake()
             except (ssl.SSLError, OSError):
                 self.request.close()
-                raise ConnectionAbortedError
+                raise ConnectionAbortedError from None
         super().setup()
 
     def handle(self):

@@ -207,7 +207,7 @@ class BMCState:
         """Bios.ResetBios: defaults become pending (applied on the next boot)."""
         with self.lock:
             self.pending = {k: v for k, v in self.flavour.defaults.items()
-                            if self.current.get(k) != v and not self.flavour.attribute(k)["ReadOnly"]}
+                            if self.current.get(k) != v and not (self.flavour.attribute(k) or {})["ReadOnly"]}
             self.defaults_requested = True
             self.settings_time = self.clock()
             self.save()
