@@ -58,8 +58,10 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     """Issue 16 item 7: key files, known_hosts, CA bundles, file: secrets and env: variables are checked; every
     problem is listed with host/attribute; no value is ever printed."""
     (tmp_path / "bmc.pass").write_text("Sup3rS3cret\n")
+    (tmp_path / "bmc.pass").chmod(0o644)          # readable by others: a problem (issue 12 item 8)
     (tmp_path / "id_fleet").write_text("key\n")
     (tmp_path / "empty.pass").write_text("")
+    (tmp_path / "empty.pass").chmod(0o600)
     (tmp_path / "ca").mkdir()
     inv = tmp_path / "hosts.ini"
     inv.write_text(
@@ -76,11 +78,11 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     assert r.returncode == 2, out
     for host, attr in (("g1", "ssh.key_file"), ("g1", "bmc.ca_bundle"), ("g1", "bmc.password"),
                        ("g1", "ssh.known_hosts"), ("g2", "ssh.known_hosts"), ("g3", "ssh.known_hosts"),
-                       ("g3", "bmc.password")):
+                       ("g3", "bmc.password"), ("g2", "bmc.password")):
         assert f"{host}: {attr}:" in out, (host, attr, out)
-    assert "g2: bmc.password" not in out and "g2: ssh.key_file" not in out
+    assert "g2: ssh.key_file" not in out and "is readable by others" in out and "chmod 600" in out
     assert "environment variable NF_PREFLIGHT_UNSET is not set" in out and "is empty" in out
-    assert "7 problem(s)" in out and "Traceback" not in out
+    assert "8 problem(s)" in out and "Traceback" not in out
     report = (tmp_path / "r.json").read_text()
     doc = json.loads(report)
     jsonschema.validate(doc, load_schema())
@@ -90,6 +92,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     # everything present: ok, and the secret file's value and env values are still never printed
     (tmp_path / "missing_key").write_text("key\n")
     (tmp_path / "empty.pass").write_text("An0therSecret\n")
+    (tmp_path / "bmc.pass").chmod(0o600)
     (tmp_path / "ca.pem").write_text("pem\n")
     (tmp_path / "known_hosts").write_text("")
     inv.write_text(inv.read_text().replace("ca_bundle=ca ", "ca_bundle=ca.pem ")

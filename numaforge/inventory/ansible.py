@@ -25,18 +25,18 @@ import difflib
 import os
 import re
 import shlex
-import stat
 import string
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import yamlsrc
 from ..errors import InventoryError
 from .graph import members, nesting_depths
 from .yamlsrc import LMap, LSeq, parse_yaml
 
-MAX_INVENTORY_BYTES = 16 * 1024 * 1024     # one inventory or vars file
+MAX_INVENTORY_BYTES = yamlsrc.MAX_BYTES      # one inventory or vars file (the YAML reader's own limit)
 MAX_RANGE_HOSTS = 100_000                  # hosts one `name[a:b]` pattern may expand to
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 INTERNAL = ("all", "ungrouped")
@@ -188,38 +188,18 @@ class AnsibleInventory:
 
 # ---------------------------------------------------------------------------------------------- reading
 
-def read_regular(path: str | Path, what: str = "inventory", limit: int = MAX_INVENTORY_BYTES) -> str:
-    """Read a UTF-8 text file that must be a regular file no larger than `limit` (no devices, FIFOs)."""
-    where = str(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InventoryError(f"{what} file not found", where, "check the path") from None
-    except OSError as exc:
-        raise InventoryError(f"cannot read {what}: {exc.strerror}", where, "check the path and permissions") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InventoryError(f"{what} path is a directory", where, _dir_fix(path, what))
-    if not stat.S_ISREG(st.st_mode):
-        raise InventoryError(f"{what} is not a regular file (a device, FIFO or socket)", where,
-                             f"pass a regular {what} file")
-    if st.st_size > limit:
-        raise InventoryError(f"{what} file is {st.st_size} bytes, more than the {limit} allowed", where,
-                             "split it, or check that this is the right file")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise InventoryError(f"cannot read {what}: {exc.strerror}", where, "check the path and permissions") from None
-    if len(data) > limit:
-        raise InventoryError(f"{what} file grew beyond {limit} bytes while being read", where, "retry")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InventoryError(f"file is not UTF-8 text (byte {exc.start})", where, f"save the {what} as UTF-8") from None
+def read_regular(path: str | Path, what: str = "inventory file", limit: int = MAX_INVENTORY_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes (numaforge.yamlsrc.read_limited: no devices,
+    FIFOs or oversized files, refused before a byte is read); a directory gets a hint at the file inside."""
+    if os.path.isdir(path):
+        raise InventoryError(f"{what} path is a directory", str(path), _dir_fix(path, what))
+    return yamlsrc.read_limited(path, error=InventoryError, what=what, max_bytes=limit,
+                                fix_missing="check the path" if what != "inventory file" else
+                                "pass an existing file with --inventory, or create inventory/lab.yaml")
 
 
 def _dir_fix(path, what) -> str:
-    if what != "inventory":
+    if what != "inventory file":
         return f"pass a {what} file"
     try:
         names = sorted(p.name for p in Path(path).iterdir() if p.is_file() and not p.name.startswith("."))[:5]
@@ -575,9 +555,9 @@ def _load_vars_file(path: Path) -> LMap | None:
     if text.startswith("$ANSIBLE_VAULT"):
         raise InventoryError("Ansible Vault files cannot be read by numaforge", str(path),
                              "reference secrets instead: env:VARIABLE or file:/path/to/secret")
-    if not any(ln.strip() and not ln.lstrip().startswith("#") and ln.strip() != "---" for ln in text.splitlines()):
+    doc = yamlsrc.parse(text, str(path), error=InventoryError)
+    if doc is None:
         return None   # Ansible ignores an empty vars file
-    doc = parse_yaml(text, str(path))
     if not isinstance(doc, LMap):
         raise InventoryError(f"a vars file must hold a mapping of variables, got a {_kind(doc)}",
                              f"{path}:{getattr(doc, 'line', 1)}", "write `name: value` lines")

@@ -105,7 +105,7 @@ def _kind(v) -> str:
 def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> Inventory:
     """Load and validate an inventory; raises InventoryError (file:line, what, fix) on any problem.
 
-    The file must be a regular file (no device, FIFO or directory) of at most 16 MiB. Native YAML (`hosts:` at
+    The file must be a regular file (no device, FIFO or directory) of at most yamlsrc.MAX_BYTES (4 MiB). Native YAML (`hosts:` at
     the top), Ansible YAML (groups at the top, usually `all:`) and Ansible INI are told apart by their shape.
     """
     path = str(path)

@@ -1,18 +1,18 @@
 """Preflight for inventory-check: everything an inventory refers to outside itself is there and usable.
 
 For each host: SSH key files, known_hosts and ssh_config files, BMC CA bundles and `file:` secrets must be
-readable regular files; `env:` secrets must name a set variable. Values are never read into a message: a
-secret file is opened (to prove it is readable) but its content is not kept, and an environment variable is
-only tested for presence and non-emptiness.
+readable regular files; `env:` secrets must name a set variable. Secrets are resolved exactly as a run resolves them
+(numaforge.secrets: a file: secret must also be private to its owner and small); the value is never put into a
+message or the report, only into the redaction set.
 """
 
 from __future__ import annotations
 
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SecretError
 from ..secrets import SecretRef
 from .model import Host
 
@@ -80,19 +80,16 @@ def _unusable(p: Path, kind: str) -> str | None:
 
 
 def _secret(out: list[Problem], host: str, attr: str, ref: SecretRef | None) -> None:
+    """Resolve the reference as a run would (numaforge.secrets: set variable; private, small, regular file),
+    keeping nothing but the verdict; the value only joins the redaction set."""
     if ref is None or ref.kind == "plain":
         return
-    if ref.kind == "env":
-        if ref.value not in os.environ:
-            out.append(Problem(host, attr, f"environment variable {ref.value} is not set",
-                               f"export {ref.value} before running (its value is never printed)"))
-        elif not os.environ[ref.value]:
-            out.append(Problem(host, attr, f"environment variable {ref.value} is empty",
-                               f"set {ref.value} to the password"))
+    try:
+        value = ref.resolve()
+    except SecretError as exc:
+        out.append(Problem(host, attr, exc.what, exc.fix or "fix the reference"))
         return
-    p = Path(ref.value).expanduser()
-    what = _unusable(p, "secret file")
-    if what is None and p.stat().st_size == 0:
-        what = f"secret file {p} is empty"
-    if what:
-        out.append(Problem(host, attr, what, "create the file holding only the password (mode 0600), or fix the path"))
+    if not value:
+        what = (f"environment variable {ref.value} is empty" if ref.kind == "env" else
+                f"secret file {Path(ref.value).expanduser()} is empty")
+        out.append(Problem(host, attr, what, "put the password there (its value is never printed)"))

@@ -118,7 +118,7 @@ def test_oversized_inventory_refused_before_reading(tmp_path):
     p = tmp_path / "big.yaml"
     with open(p, "wb") as fh:
         fh.truncate(17 * 1024 * 1024)
-    with pytest.raises(InventoryError, match="more than the .* allowed"):
+    with pytest.raises(InventoryError, match="more than the"):
         load_inventory(p)
 
 
