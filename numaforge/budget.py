@@ -22,7 +22,7 @@ from typing import Iterator
 from .errors import NumaforgeError
 
 _local = threading.local()
-_stop = threading.Event()      # set on Ctrl-C/SIGTERM: every host stops at its next step boundary
+_stop = threading.Event()  # set on Ctrl-C/SIGTERM: every host stops at its next step boundary
 _stop_reason = ["interrupted"]
 
 
@@ -86,14 +86,20 @@ def check(doing: str) -> None:
     ``doing`` names the step about to start."""
     state = getattr(_local, "state", None)
     if _stop.is_set() and not getattr(_local, "lifted", False):
-        raise Stopped(f"{_stop_reason[0]}: stopped before {doing}", None,
-                      "re-run the same command: finished hosts are kept, a --reboot run resumes from its journal")
+        raise Stopped(
+            f"{_stop_reason[0]}: stopped before {doing}",
+            None,
+            "re-run the same command: finished hosts are kept, a --reboot run resumes from its journal",
+        )
     if state is None or time.monotonic() < state[0]:
         return
     _, seconds, host = state
-    raise HostTimeout(f"host used up its --host-timeout of {seconds:g} s; stopped before {doing}", f"host {host}",
-                      "raise --host-timeout, or see the report's steps for what took the time "
-                      "(hosts already done are kept; re-run this host)")
+    raise HostTimeout(
+        f"host used up its --host-timeout of {seconds:g} s; stopped before {doing}",
+        f"host {host}",
+        "raise --host-timeout, or see the report's steps for what took the time "
+        "(hosts already done are kept; re-run this host)",
+    )
 
 
 def cap(timeout: float | None) -> float | None:

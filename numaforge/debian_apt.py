@@ -48,8 +48,11 @@ def machine_mirrors() -> dict[str, str]:
         elif u.endswith("/debian") and "debian" not in mirrors:
             mirrors["debian"] = u
     if "debian" not in mirrors:
-        raise NumaforgeError("no Debian mirror found in the machine's apt sources",
-                             "/etc/apt/sources.list.d", "configure a Debian mirror for apt first")
+        raise NumaforgeError(
+            "no Debian mirror found in the machine's apt sources",
+            "/etc/apt/sources.list.d",
+            "configure a Debian mirror for apt first",
+        )
     if "security" not in mirrors:
         mirrors["security"] = mirrors["debian"] + "-security"
     return mirrors
@@ -66,25 +69,39 @@ def apt_options(suiteset: str) -> list[str]:
     (root / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     sources = root / "sources.list"
     mirrors = machine_mirrors()
-    lines = [f"{types} [signed-by={KEYRING}] {mirrors[kind]} {suite} main"
-             for kind, suite, types in SUITESETS[suiteset]]
+    lines = [
+        f"{types} [signed-by={KEYRING}] {mirrors[kind]} {suite} main" for kind, suite, types in SUITESETS[suiteset]
+    ]
     text = "\n".join(lines) + "\n"
     if not sources.exists() or sources.read_text() != text:
         sources.write_text(text)
-    return ["-o", f"Dir::Etc::sourcelist={sources}", "-o", "Dir::Etc::sourceparts=-",
-            "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache::Archives={root / 'archives'}",
-            "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache=",
-            "-o", "APT::Get::List-Cleanup=0"]
+    return [
+        "-o",
+        f"Dir::Etc::sourcelist={sources}",
+        "-o",
+        "Dir::Etc::sourceparts=-",
+        "-o",
+        f"Dir::State::Lists={lists}",
+        "-o",
+        f"Dir::Cache::Archives={root / 'archives'}",
+        "-o",
+        "Dir::Cache::pkgcache=",
+        "-o",
+        "Dir::Cache::srcpkgcache=",
+        "-o",
+        "APT::Get::List-Cleanup=0",
+    ]
 
 
 def apt(suiteset: str, *args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     cmd = ["apt-get", "-q", *apt_options(suiteset), *args]
     proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
     if check and proc.returncode != 0:
-        raise NumaforgeError(f"apt-get {' '.join(args)} failed for suite set {suiteset}: "
-                             f"{proc.stderr.strip()[-800:]}", None,
-                             "check network access to the Debian mirror; re-run `python -m numaforge.debian_apt "
-                             f"update {suiteset}`")
+        raise NumaforgeError(
+            f"apt-get {' '.join(args)} failed for suite set {suiteset}: {proc.stderr.strip()[-800:]}",
+            None,
+            f"check network access to the Debian mirror; re-run `python -m numaforge.debian_apt update {suiteset}`",
+        )
     return proc
 
 
@@ -101,16 +118,18 @@ def ensure_updated(suiteset: str) -> None:
 def policy(suiteset: str, package: str) -> str | None:
     """Candidate version of package in the suite set (None if absent)."""
     ensure_updated(suiteset)
-    out = subprocess.run(["apt-cache", *apt_options(suiteset), "policy", package], text=True,
-                         capture_output=True).stdout
+    out = subprocess.run(
+        ["apt-cache", *apt_options(suiteset), "policy", package], text=True, capture_output=True
+    ).stdout
     m = re.search(r"Candidate:\s*(\S+)", out)
     return None if not m or m.group(1) == "(none)" else m.group(1)
 
 
 def versions(suiteset: str, package: str) -> list[str]:
     ensure_updated(suiteset)
-    out = subprocess.run(["apt-cache", *apt_options(suiteset), "madison", package], text=True,
-                         capture_output=True).stdout
+    out = subprocess.run(
+        ["apt-cache", *apt_options(suiteset), "madison", package], text=True, capture_output=True
+    ).stdout
     return [line.split("|")[1].strip() for line in out.splitlines() if "|" in line]
 
 
@@ -146,8 +165,11 @@ def extract_member(deb: str | os.PathLike, member: str, dest: str | os.PathLike,
         p1.wait()
     if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:
         tmp.unlink(missing_ok=True)
-        raise error(f"could not extract {member} from the package: {p2.stderr.decode(errors='replace')[-300:]}",
-                    str(deb), "delete the cached .deb and re-run to download it again")
+        raise error(
+            f"could not extract {member} from the package: {p2.stderr.decode(errors='replace')[-300:]}",
+            str(deb),
+            "delete the cached .deb and re-run to download it again",
+        )
     os.replace(tmp, dest)
     return dest
 
@@ -164,13 +186,15 @@ def main(argv: list[str]) -> int:
             print(download(suiteset, spec, rest[-1]))
     elif verb == "install":
         ensure_updated(suiteset)
-        proc = subprocess.run(["apt-get", "-y", "-q", *apt_options(suiteset), "install", "--no-install-recommends",
-                               *rest])
+        proc = subprocess.run(
+            ["apt-get", "-y", "-q", *apt_options(suiteset), "install", "--no-install-recommends", *rest]
+        )
         return proc.returncode
     elif verb == "source":
         ensure_updated(suiteset)
-        proc = subprocess.run(["apt-get", "-q", *apt_options(suiteset), "source", "--download-only", *rest[:-1]],
-                              cwd=rest[-1])
+        proc = subprocess.run(
+            ["apt-get", "-q", *apt_options(suiteset), "source", "--download-only", *rest[:-1]], cwd=rest[-1]
+        )
         return proc.returncode
     elif verb == "policy":
         print(policy(suiteset, rest[0]))

@@ -80,16 +80,16 @@ class FleetOptionError(NumaforgeError):
 
 @dataclass
 class FleetOutcome:
-    results: list[HostResult]          # one per host, in the order the hosts were given
-    stopped: bool = False              # True when the rollout stopped early (canary, max-fail, Ctrl-C)
-    reason: str = ""                   # why it stopped ("" when every host ran)
+    results: list[HostResult]  # one per host, in the order the hosts were given
+    stopped: bool = False  # True when the rollout stopped early (canary, max-fail, Ctrl-C)
+    reason: str = ""  # why it stopped ("" when every host ran)
     not_run: list[str] = field(default_factory=list)
     interrupted: bool = False
-    internal_error: str = ""           # a bug stopped the rollout (see the module docstring)
-    batches: list[list[str]] = field(default_factory=list)   # host names per phase, canaries first (one each)
-    registry_fetches: int = 0          # bios runs: attribute registries fetched from a BMC / loaded from cache
+    internal_error: str = ""  # a bug stopped the rollout (see the module docstring)
+    batches: list[list[str]] = field(default_factory=list)  # host names per phase, canaries first (one each)
+    registry_fetches: int = 0  # bios runs: attribute registries fetched from a BMC / loaded from cache
     registry_loaded: int = 0
-    journal: str = ""                  # the resume journal of a journaled run (livepatch install/unload)
+    journal: str = ""  # the resume journal of a journaled run (livepatch install/unload)
 
     @property
     def failed(self) -> list[str]:
@@ -109,8 +109,14 @@ class FleetOutcome:
         return f"{text}; {self.reason}" if self.reason else text
 
     def as_dict(self) -> dict:
-        d = {"stopped": self.stopped, "reason": self.reason, "not_run": list(self.not_run),
-             "interrupted": self.interrupted, "failed": self.failed, "batches": self.batches}
+        d = {
+            "stopped": self.stopped,
+            "reason": self.reason,
+            "not_run": list(self.not_run),
+            "interrupted": self.interrupted,
+            "failed": self.failed,
+            "batches": self.batches,
+        }
         if self.internal_error:
             d["internal_error"] = self.internal_error
         return d
@@ -128,7 +134,7 @@ def plan_phases(names: Sequence[str], canary: int, batch: int) -> list[list[str]
     phases = [[n] for n in names[:c]]
     rest = names[c:]
     size = batch if batch > 0 else max(1, len(rest))
-    phases += [rest[i:i + size] for i in range(0, len(rest), size)]
+    phases += [rest[i : i + size] for i in range(0, len(rest), size)]
     return phases
 
 
@@ -141,8 +147,11 @@ def host_timeout_seconds(value) -> float | None:
     except (TypeError, ValueError):
         v = -1.0
     if not v >= 0:
-        raise FleetOptionError(f"--host-timeout must be 0 (none) or a number of seconds, got {value!r}",
-                               "--host-timeout", "pass --host-timeout 900 (seconds per host) or leave it out")
+        raise FleetOptionError(
+            f"--host-timeout must be 0 (none) or a number of seconds, got {value!r}",
+            "--host-timeout",
+            "pass --host-timeout 900 (seconds per host) or leave it out",
+        )
     return v or None
 
 
@@ -160,13 +169,19 @@ def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host
     if not isinstance(forks, int) or forks < 1:
         raise FleetOptionError(f"--forks must be at least 1, got {forks}", "--forks", "pass --forks 8 (or any N >= 1)")
     if not isinstance(canary, int) or canary < 0:
-        raise FleetOptionError(f"--canary must be 0 or more, got {canary}", "--canary", "pass --canary 1 or leave it out")
+        raise FleetOptionError(
+            f"--canary must be 0 or more, got {canary}", "--canary", "pass --canary 1 or leave it out"
+        )
     if not isinstance(batch, int) or batch < 0:
-        raise FleetOptionError(f"--batch must be 0 (all at once) or more, got {batch}", "--batch",
-                               "pass --batch N or leave it out")
+        raise FleetOptionError(
+            f"--batch must be 0 (all at once) or more, got {batch}", "--batch", "pass --batch N or leave it out"
+        )
     if not 0 <= float(max_fail_pct) <= 100:
-        raise FleetOptionError(f"--max-fail must be a percentage from 0 to 100, got {max_fail_pct}", "--max-fail",
-                               "pass --max-fail 25 to stop once more than a quarter of the hosts failed")
+        raise FleetOptionError(
+            f"--max-fail must be a percentage from 0 to 100, got {max_fail_pct}",
+            "--max-fail",
+            "pass --max-fail 25 to stop once more than a quarter of the hosts failed",
+        )
 
 
 def _timed(fn: Callable[[Any], HostResult], seconds: float, host: Any) -> HostResult:
@@ -182,11 +197,13 @@ def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
         return HostResult(name, FAILED, redact(exc.render()))
     except Exception as exc:  # a bug: this host fails, the runner stops the rollout (module docstring)
         text = redact(f"{type(exc).__name__}: {exc}")
-        return HostResult(name, FAILED, f"unexpected error (a bug; please report it): {text}",
-                          data={UNEXPECTED_ERROR: text})
+        return HostResult(
+            name, FAILED, f"unexpected error (a bug; please report it): {text}", data={UNEXPECTED_ERROR: text}
+        )
     if not isinstance(result, HostResult):
-        return HostResult(name, FAILED, f"internal error: the per-host function returned {type(result).__name__}, "
-                                        "not a HostResult")
+        return HostResult(
+            name, FAILED, f"internal error: the per-host function returned {type(result).__name__}, not a HostResult"
+        )
     if result.host != name:
         result.host = name
     return result
@@ -198,9 +215,15 @@ class _Display:
         self.failed = 0
         self._lock = threading.Lock()
         if enabled:
-            self.progress = Progress(TextColumn("[bold]fleet[/]"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.description}"), TimeElapsedColumn(),
-                                     console=console or make_console(stderr=True), transient=False)
+            self.progress = Progress(
+                TextColumn("[bold]fleet[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=console or make_console(stderr=True),
+                transient=False,
+            )
             self.task = self.progress.add_task("", total=total)
 
     def __enter__(self):
@@ -248,9 +271,18 @@ class _Display:
                 self.progress.update(self.task, description=f"failed {self.failed}")
 
 
-def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: int = 8, canary: int = 0,
-              batch: int = 0, max_fail_pct: float = 100.0, progress: bool = True,
-              console: Console | None = None, host_timeout: float | None = None) -> FleetOutcome:
+def run_fleet(
+    hosts: Sequence[Any],
+    fn: Callable[[Any], HostResult],
+    *,
+    forks: int = 8,
+    canary: int = 0,
+    batch: int = 0,
+    max_fail_pct: float = 100.0,
+    progress: bool = True,
+    console: Console | None = None,
+    host_timeout: float | None = None,
+) -> FleetOutcome:
     """Run fn on every host under the rolling rules (module docstring); results keep the input order."""
     check_options(forks, canary, batch, max_fail_pct, host_timeout)
     seconds = host_timeout_seconds(host_timeout)
@@ -277,14 +309,18 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
             interrupt = exc
             sig = getattr(exc, "signal_name", "SIGINT")
             outcome.stopped = outcome.interrupted = True
-            outcome.reason = (f"interrupted ({sig}); no host was started after it, running hosts stopped at "
-                              "their next step; hosts already done stay as they are")
-        except Exception as exc:   # the runner itself failed: contain it like a host's bug
+            outcome.reason = (
+                f"interrupted ({sig}); no host was started after it, running hosts stopped at "
+                "their next step; hosts already done stay as they are"
+            )
+        except Exception as exc:  # the runner itself failed: contain it like a host's bug
             budget.request_stop("stopped after an internal error")
             outcome.stopped = True
             outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
-            outcome.reason = (f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
-                              "hosts already done stay as they are")
+            outcome.reason = (
+                f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
+                "hosts already done stay as they are"
+            )
     budget.clear_stop()
     for name in names:
         if name in done:
@@ -293,8 +329,9 @@ def run_fleet(hosts: Sequence[Any], fn: Callable[[Any], HostResult], *, forks: i
             outcome.not_run.append(name)
             outcome.results.append(HostResult(name, NOT_RUN, f"not run: {outcome.reason or 'rollout stopped'}"))
     if interrupt is not None:
-        raise Interrupted(outcome, getattr(interrupt, "signal_name", "SIGINT"),
-                          getattr(interrupt, "exit_code", 130)) from None
+        raise Interrupted(
+            outcome, getattr(interrupt, "signal_name", "SIGINT"), getattr(interrupt, "exit_code", 130)
+        ) from None
     return outcome
 
 
@@ -306,23 +343,26 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
         if bug is not None:
             outcome.stopped = True
             outcome.internal_error = f"{bug.host}: {bug.data[UNEXPECTED_ERROR]}"
-            outcome.reason = (f"unexpected error on {bug.host} ({bug.data[UNEXPECTED_ERROR]}); rollout stopped, "
-                              "no further host was started, hosts already done stay as they are")
+            outcome.reason = (
+                f"unexpected error on {bug.host} ({bug.data[UNEXPECTED_ERROR]}); rollout stopped, "
+                "no further host was started, hosts already done stay as they are"
+            )
             return
         if index < n_canary:
             r = done[phase[0]]
             if r.status == FAILED and index + 1 < len(phases):
                 outcome.stopped = True
-                outcome.reason = (f"canary host {r.host} failed; rollout stopped, "
-                                  "hosts already done stay as they are")
+                outcome.reason = f"canary host {r.host} failed; rollout stopped, hosts already done stay as they are"
                 return
             continue
         failed = sum(1 for r in done.values() if r.status == FAILED)
         pct = 100.0 * failed / len(done)
         if pct > max_fail_pct and index + 1 < len(phases):
             outcome.stopped = True
-            outcome.reason = (f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail_pct:g}%); "
-                              "rollout stopped, hosts already done stay as they are")
+            outcome.reason = (
+                f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail_pct:g}%); "
+                "rollout stopped, hosts already done stay as they are"
+            )
             return
 
 
@@ -334,7 +374,7 @@ def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, disp
     futures: dict = {}
     pending: set = set()
 
-    def start_more() -> None:   # a host starts only when a fork is free: nothing queued can slip past a stop
+    def start_more() -> None:  # a host starts only when a fork is free: nothing queued can slip past a stop
         while queue and len(pending) < forks:
             h = queue.pop(0)
             f = pool.submit(_call, fn, h)
@@ -355,8 +395,11 @@ def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, disp
                     queue.clear()
             start_more()
     except BaseException as exc:
-        budget.request_stop(f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
-                            if isinstance(exc, KeyboardInterrupt) else "stopped after an internal error")
+        budget.request_stop(
+            f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
+            if isinstance(exc, KeyboardInterrupt)
+            else "stopped after an internal error"
+        )
         for f in pending:
             f.cancel()
         for f in pending:

@@ -47,10 +47,10 @@ from .secrets import redact
 
 FORMAT = "numaforge-journal/1"
 
-PATCHED = "patched"                     # the differing values were written (pending a reset)
-REBOOT_REQUESTED = "reboot-requested"   # recorded just before the reset request is sent
-REBOOTED = "rebooted"                   # the host came back on
-VERIFIED = "verified"                   # current values equal the desired ones
+PATCHED = "patched"  # the differing values were written (pending a reset)
+REBOOT_REQUESTED = "reboot-requested"  # recorded just before the reset request is sent
+REBOOTED = "rebooted"  # the host came back on
+VERIFIED = "verified"  # current values equal the desired ones
 PHASES = (PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED)
 
 
@@ -68,8 +68,11 @@ def default_dir() -> Path:
 def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
     """The journal file of a run key: <dir>/<sha256(run_key)[:16]>.json (the key itself is inside)."""
     if not isinstance(run_key, str) or not run_key.strip():
-        raise JournalError("the run key of a journal must be a non-empty string", "numaforge.journal.open",
-                           "pass what the run does, e.g. 'bios-apply profile=NAME inventory=PATH'")
+        raise JournalError(
+            "the run key of a journal must be a non-empty string",
+            "numaforge.journal.open",
+            "pass what the run does, e.g. 'bios-apply profile=NAME inventory=PATH'",
+        )
     digest = hashlib.sha256(run_key.encode()).hexdigest()[:16]
     return Path(directory if directory is not None else default_dir()) / f"{digest}.json"
 
@@ -114,42 +117,59 @@ class Journal:
         try:
             lines = self.path.read_bytes().split(b"\n")
         except OSError as exc:
-            raise JournalError(f"cannot read the resume journal: {exc.strerror}", where,
-                               "fix its permissions, or delete it to start the run from scratch") from None
-        torn = lines[-1] != b""            # a complete file ends with a newline: anything after it is torn
+            raise JournalError(
+                f"cannot read the resume journal: {exc.strerror}",
+                where,
+                "fix its permissions, or delete it to start the run from scratch",
+            ) from None
+        torn = lines[-1] != b""  # a complete file ends with a newline: anything after it is torn
         lines = lines[:-1]
         if not lines:
-            raise JournalError("the resume journal is empty or torn before its header", where,
-                               "delete it to start the run from scratch")
+            raise JournalError(
+                "the resume journal is empty or torn before its header",
+                where,
+                "delete it to start the run from scratch",
+            )
         header = self._parse(lines[0], 1)
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             got = header.get("format") if isinstance(header, dict) else None
-            raise JournalError(f"not a numaforge journal (format {got!r}, expected {FORMAT!r})", f"{where}:1",
-                               "delete it or point the run at another journal dir")
+            raise JournalError(
+                f"not a numaforge journal (format {got!r}, expected {FORMAT!r})",
+                f"{where}:1",
+                "delete it or point the run at another journal dir",
+            )
         if header.get("run_key") != self.run_key:
-            raise JournalError(f"the journal belongs to another run ({header.get('run_key')!r}, this run is "
-                               f"{self.run_key!r})", where,
-                               "re-run the original command to finish it, or delete the journal to start over")
+            raise JournalError(
+                f"the journal belongs to another run ({header.get('run_key')!r}, this run is {self.run_key!r})",
+                where,
+                "re-run the original command to finish it, or delete the journal to start over",
+            )
         hosts: dict[str, dict[str, dict]] = {}
         for n, line in enumerate(lines[1:], 2):
             rec = self._parse(line, n)
             if not (isinstance(rec, dict) and isinstance(rec.get("host"), str) and rec.get("phase") in PHASES):
-                raise JournalError(f"line {n} of the journal is not a host/phase record (phases are "
-                                   f"{', '.join(PHASES)})", f"{where}:{n}", "delete it to start the run from scratch")
+                raise JournalError(
+                    f"line {n} of the journal is not a host/phase record (phases are {', '.join(PHASES)})",
+                    f"{where}:{n}",
+                    "delete it to start the run from scratch",
+                )
             entry = {k: v for k, v in rec.items() if k not in ("host", "phase")}
             hosts.setdefault(rec["host"], {})[rec["phase"]] = entry
         self._hosts = hosts
         self.created = float(header.get("created") or self.created)
         self.resumed = True
-        if torn:      # the last append of a crashed run: drop it so new records do not follow garbage
+        if torn:  # the last append of a crashed run: drop it so new records do not follow garbage
             self._rewrite()
 
     def _parse(self, line: bytes, n: int):
         try:
             return json.loads(line)
         except ValueError as exc:
-            raise JournalError(f"line {n} of the resume journal is not valid JSON ({exc})", f"{self.path}:{n}",
-                               "delete it to start the run from scratch") from None
+            raise JournalError(
+                f"line {n} of the resume journal is not valid JSON ({exc})",
+                f"{self.path}:{n}",
+                "delete it to start the run from scratch",
+            ) from None
 
     def done(self, host: Any, phase: str) -> bool:
         """True if ``host`` reached ``phase`` in this or a previous (interrupted) run."""
@@ -184,7 +204,7 @@ class Journal:
         line = json.dumps({"host": name, "phase": phase, **entry}, default=str) + "\n"
         with self._lock:
             if not self.path.exists():
-                self._rewrite()            # header first, created atomically
+                self._rewrite()  # header first, created atomically
             self._append(line.encode())
             self._hosts.setdefault(name, {})[phase] = entry
 
@@ -194,14 +214,18 @@ class Journal:
             try:
                 self.path.unlink(missing_ok=True)
             except OSError as exc:
-                raise JournalError(f"cannot remove the finished journal: {exc.strerror}", str(self.path),
-                                   "delete it by hand; otherwise the next identical run resumes from it") from None
+                raise JournalError(
+                    f"cannot remove the finished journal: {exc.strerror}",
+                    str(self.path),
+                    "delete it by hand; otherwise the next identical run resumes from it",
+                ) from None
             self._hosts = {}
 
     def _check_phase(self, phase: str) -> None:
         if phase not in PHASES:
-            raise JournalError(f"unknown journal phase {phase!r}", "numaforge.journal",
-                               f"use one of: {', '.join(PHASES)}")
+            raise JournalError(
+                f"unknown journal phase {phase!r}", "numaforge.journal", f"use one of: {', '.join(PHASES)}"
+            )
 
     def _append(self, data: bytes) -> None:
         try:
@@ -211,14 +235,20 @@ class Journal:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise JournalError(f"cannot write the resume journal: {exc.strerror}", str(self.path),
-                               "free disk space or fix permissions; the run cannot be resumed without it") from None
+            raise JournalError(
+                f"cannot write the resume journal: {exc.strerror}",
+                str(self.path),
+                "free disk space or fix permissions; the run cannot be resumed without it",
+            ) from None
 
     def _rewrite(self) -> None:
         """Write header + every known record to a temp file, fsync, rename over the journal, fsync the dir."""
         header = {"format": FORMAT, "run_key": self.run_key, "created": self.created}
-        lines = [json.dumps(header)] + [json.dumps({"host": h, "phase": p, **e}, default=str)
-                                        for h, phases in self._hosts.items() for p, e in phases.items()]
+        lines = [json.dumps(header)] + [
+            json.dumps({"host": h, "phase": p, **e}, default=str)
+            for h, phases in self._hosts.items()
+            for p, e in phases.items()
+        ]
         data = ("\n".join(lines) + "\n").encode()
         where = str(self.path)
         tmp = None
@@ -238,8 +268,11 @@ class Journal:
             finally:
                 os.close(dfd)
         except OSError as exc:
-            raise JournalError(f"cannot write the resume journal: {exc.strerror}", where,
-                               "free disk space or fix permissions; the run cannot be resumed without it") from None
+            raise JournalError(
+                f"cannot write the resume journal: {exc.strerror}",
+                where,
+                "free disk space or fix permissions; the run cannot be resumed without it",
+            ) from None
         finally:
             if tmp is not None:
                 try:
@@ -252,5 +285,5 @@ def _write_synced(fd: int, data: bytes) -> None:
     """All of ``data`` to ``fd`` (os.write may write less than asked), then fsync."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
     os.fsync(fd)

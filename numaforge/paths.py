@@ -31,8 +31,7 @@ from .errors import NumaforgeError
 PACKAGE_DIR = Path(__file__).resolve().parent
 _PARENT = PACKAGE_DIR.parent
 # the checkout this package runs from (editable install / `invoke` in a clone), None in an installed wheel
-CHECKOUT: Path | None = _PARENT if (_PARENT / "pyproject.toml").is_file() and (_PARENT / "tasks.py").is_file() \
-    else None
+CHECKOUT: Path | None = _PARENT if (_PARENT / "pyproject.toml").is_file() and (_PARENT / "tasks.py").is_file() else None
 # the built-in data: the wheel's numaforge/_data, else the checkout
 BUILTIN: Path = PACKAGE_DIR / "_data" if (PACKAGE_DIR / "_data").is_dir() or CHECKOUT is None else CHECKOUT
 # the data directories a wheel ships (setup.py copies them into numaforge/_data)
@@ -58,8 +57,11 @@ def set_project_dir(path: str | os.PathLike | None) -> Path | None:
         return None
     p = Path(path).expanduser().resolve()
     if not p.is_dir():
-        raise ProjectError(f"project directory {path} does not exist or is not a directory", "--root",
-                           "pass a directory holding your bios/, inventory/, patches/ or kpatch/targets/")
+        raise ProjectError(
+            f"project directory {path} does not exist or is not a directory",
+            "--root",
+            "pass a directory holding your bios/, inventory/, patches/ or kpatch/targets/",
+        )
     _project = p
     return p
 
@@ -137,8 +139,9 @@ def _made(p: Path) -> Path:
 def state_dir() -> Path:
     """Per-user, per-project state: lab/ (VM, BMC, lab inventory), journal/ ($NUMAFORGE_STATE overrides)."""
     env = os.environ.get("NUMAFORGE_STATE")
-    return _made(Path(env).expanduser() if env else _xdg("XDG_STATE_HOME", "~/.local/state") / "numaforge"
-                 / project_key())
+    return _made(
+        Path(env).expanduser() if env else _xdg("XDG_STATE_HOME", "~/.local/state") / "numaforge" / project_key()
+    )
 
 
 def lab_state_dir() -> Path:
@@ -153,8 +156,11 @@ def cache_dir() -> Path:
 def build_dir() -> Path:
     """Per-project outputs: build/<pipeline>/... ($NUMAFORGE_BUILD overrides)."""
     env = os.environ.get("NUMAFORGE_BUILD")
-    return _made(Path(env).expanduser() if env else _xdg("XDG_DATA_HOME", "~/.local/share") / "numaforge"
-                 / project_key() / "build")
+    return _made(
+        Path(env).expanduser()
+        if env
+        else _xdg("XDG_DATA_HOME", "~/.local/share") / "numaforge" / project_key() / "build"
+    )
 
 
 def kpatch_build_dir() -> Path:

@@ -26,7 +26,7 @@ from .display import esc, make_console
 from .errors import NumaforgeError
 from .secrets import redact
 
-UNEXPECTED_ERROR = "unexpected_error"   # HostResult.data key: the host's work raised something that is a bug
+UNEXPECTED_ERROR = "unexpected_error"  # HostResult.data key: the host's work raised something that is a bug
 
 
 def _now() -> str:
@@ -101,8 +101,8 @@ class Report:
     hosts: list[HostResult] = field(default_factory=list)
     data: dict = field(default_factory=dict)
     error: NumaforgeError | None = None
-    interrupted: str | None = None          # "SIGINT"/"SIGTERM" when the run was interrupted
-    selected: list[str] | None = None       # hosts the run was asked to act on (expect_hosts)
+    interrupted: str | None = None  # "SIGINT"/"SIGTERM" when the run was interrupted
+    selected: list[str] | None = None  # hosts the run was asked to act on (expect_hosts)
     started: str = field(default_factory=_now)
     finished: str | None = None
 
@@ -133,29 +133,39 @@ class Report:
         """True only when nothing failed: no error, no interrupt, no failed or not-run host, no stopped rollout,
         and every selected host has a result."""
         fleet = self.data.get("fleet") if isinstance(self.data.get("fleet"), dict) else {}
-        return (self.error is None and self.interrupted is None
-                and all(h.status not in ("failed", "not-run") for h in self.hosts)
-                and not fleet.get("stopped") and not self.missing_hosts())
+        return (
+            self.error is None
+            and self.interrupted is None
+            and all(h.status not in ("failed", "not-run") for h in self.hosts)
+            and not fleet.get("stopped")
+            and not self.missing_hosts()
+        )
 
     def as_dict(self) -> dict:
         err = None
         if self.error is not None:
-            err = {"what": self.error.what, "where": self.error.where, "fix": self.error.fix,
-                   "kind": type(self.error).__name__}
-        return redact({
-            "tool": "numaforge",
-            "version": __version__,
-            "task": self.task,
-            "started": self.started,
-            "finished": self.finished or _now(),
-            "ok": self.ok,
-            "status": self.status,
-            "inventory": self.inventory,
-            "options": self.options,
-            "error": err,
-            "hosts": [h.as_dict() for h in self.hosts],
-            "data": self.data,
-        })
+            err = {
+                "what": self.error.what,
+                "where": self.error.where,
+                "fix": self.error.fix,
+                "kind": type(self.error).__name__,
+            }
+        return redact(
+            {
+                "tool": "numaforge",
+                "version": __version__,
+                "task": self.task,
+                "started": self.started,
+                "finished": self.finished or _now(),
+                "ok": self.ok,
+                "status": self.status,
+                "inventory": self.inventory,
+                "options": self.options,
+                "error": err,
+                "hosts": [h.as_dict() for h in self.hosts],
+                "data": self.data,
+            }
+        )
 
     def write(self, path: str | os.PathLike) -> Path:
         """Validate against the schema and write atomically (numaforge.safeio: ``-`` is standard output, special
@@ -171,8 +181,14 @@ class Report:
         table.add_column("host")
         table.add_column("status")
         table.add_column("message", overflow="fold")
-        colors = {"ok": "green", "changed": "yellow", "unchanged": "green", "failed": "red",
-                  "skipped": "dim", "not-run": "dim"}
+        colors = {
+            "ok": "green",
+            "changed": "yellow",
+            "unchanged": "green",
+            "failed": "red",
+            "skipped": "dim",
+            "not-run": "dim",
+        }
         for h in self.hosts:
             table.add_row(esc(h.host), f"[{colors.get(h.status, 'white')}]{esc(h.status)}[/]", esc(h.message))
         return table
@@ -189,19 +205,32 @@ def junit_xml(report: Report, suite: str = "numaforge") -> str:
     failures = sum(1 for h in cases if h.status == "failed")
     skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
     total = sum(s.seconds for h in cases for s in h.steps)
-    ts = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0",
-                    skipped=str(skipped), time=f"{total:.3f}")
+    ts = ET.Element(
+        "testsuite",
+        name=suite,
+        tests=str(len(cases)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time=f"{total:.3f}",
+    )
     if report.error is not None:
         ts.set("errors", "1")
-        err = ET.SubElement(ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error",
-                            message=report.error.what)
+        err = ET.SubElement(
+            ET.SubElement(ts, "testcase", classname=suite, name="(run)"), "error", message=report.error.what
+        )
         err.text = redact(report.error.render())
     for h in cases:
-        case = ET.SubElement(ts, "testcase", classname=suite, name=h.host,
-                             time=f"{sum(s.seconds for s in h.steps):.3f}")
+        case = ET.SubElement(
+            ts, "testcase", classname=suite, name=h.host, time=f"{sum(s.seconds for s in h.steps):.3f}"
+        )
         if h.status == "failed":
-            f = ET.SubElement(case, "failure", message=h.message.splitlines()[0] if h.message else "failed",
-                              type=h.data.get("error", {}).get("kind", "failed"))
+            f = ET.SubElement(
+                case,
+                "failure",
+                message=h.message.splitlines()[0] if h.message else "failed",
+                type=h.data.get("error", {}).get("kind", "failed"),
+            )
             f.text = redact(h.message)
         elif h.status in ("not-run", "skipped"):
             ET.SubElement(case, "skipped", message=h.message or h.status)
@@ -209,4 +238,3 @@ def junit_xml(report: Report, suite: str = "numaforge") -> str:
         out.text = _json.dumps(redact(h.as_dict()), indent=1, default=str)
     ET.indent(ts)
     return ET.tostring(ts, encoding="unicode", xml_declaration=True) + "\n"
-

@@ -43,11 +43,15 @@ def _target(path: str | os.PathLike, option: str) -> Path:
     except (OSError, RuntimeError) as exc:
         raise OutputPathError(f"cannot resolve {raw}: {exc}", option, "pass a plain file path") from None
     fix = f"pass a regular file path (or {option} - for standard output)"
-    for candidate in (Path(os.path.abspath(raw)), resolved):   # as named, and after following links
+    for candidate in (Path(os.path.abspath(raw)), resolved):  # as named, and after following links
         for tree in _SPECIAL_TREES:
             if candidate == Path(tree) or str(candidate).startswith(tree + "/"):
-                raise OutputPathError(f"{raw} is in {tree}, a special file system" +
-                                      (f" (it resolves to {resolved})" if str(resolved) != raw else ""), option, fix)
+                raise OutputPathError(
+                    f"{raw} is in {tree}, a special file system"
+                    + (f" (it resolves to {resolved})" if str(resolved) != raw else ""),
+                    option,
+                    fix,
+                )
     try:
         st = os.stat(resolved)
     except FileNotFoundError:
@@ -60,12 +64,16 @@ def _target(path: str | os.PathLike, option: str) -> Path:
         if stat.S_ISDIR(st.st_mode):
             raise OutputPathError(f"{raw} is a directory", option, f"name a file inside it, e.g. {p / 'report.json'}")
         if not stat.S_ISREG(st.st_mode):
-            raise OutputPathError(f"{raw} is not a regular file (a device, FIFO or socket); it is never replaced",
-                                  option, fix)
+            raise OutputPathError(
+                f"{raw} is not a regular file (a device, FIFO or socket); it is never replaced", option, fix
+            )
     parent = resolved.parent
     if not parent.exists():
-        raise OutputPathError(f"the directory {parent} does not exist", option,
-                              f"create it first (mkdir -p {parent}) or choose another path")
+        raise OutputPathError(
+            f"the directory {parent} does not exist",
+            option,
+            f"create it first (mkdir -p {parent}) or choose another path",
+        )
     if not parent.is_dir():
         raise OutputPathError(f"{parent} is not a directory", option, fix)
     if not os.access(parent, os.W_OK):
@@ -90,8 +98,9 @@ def write_output(path: str | os.PathLike, text: str, option: str = "--json") -> 
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError as exc:
-        raise OutputPathError(f"cannot create a file in {target.parent}: {exc.strerror}", option,
-                              "choose a writable directory") from None
+        raise OutputPathError(
+            f"cannot create a file in {target.parent}: {exc.strerror}", option, "choose a writable directory"
+        ) from None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)

@@ -32,27 +32,39 @@ def _read_secret_file(path: Path, where: str) -> str:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise SecretError(f"cannot read secret file {path}: {exc.strerror}", where,
-                          "check the path and its permissions") from None
+        raise SecretError(
+            f"cannot read secret file {path}: {exc.strerror}", where, "check the path and its permissions"
+        ) from None
     if not stat.S_ISREG(st.st_mode):
-        raise SecretError(f"secret file {path} is not a regular file", where,
-                          "point file: at a regular file holding only the secret")
+        raise SecretError(
+            f"secret file {path} is not a regular file", where, "point file: at a regular file holding only the secret"
+        )
     if st.st_size > MAX_SECRET_FILE_BYTES:
-        raise SecretError(f"secret file {path} is {st.st_size} bytes, more than the {MAX_SECRET_FILE_BYTES}-byte "
-                          "limit", where, "point file: at a file holding only the secret")
+        raise SecretError(
+            f"secret file {path} is {st.st_size} bytes, more than the {MAX_SECRET_FILE_BYTES}-byte limit",
+            where,
+            "point file: at a file holding only the secret",
+        )
     if st.st_mode & 0o077 and os.environ.get(ALLOW_READABLE_ENV) != "1":
         who = "others" if st.st_mode & 0o007 else "its group"
-        raise SecretError(f"secret file {path} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})", where,
-                          f"chmod 600 {path} (or set {ALLOW_READABLE_ENV}=1 to accept it)")
+        raise SecretError(
+            f"secret file {path} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})",
+            where,
+            f"chmod 600 {path} (or set {ALLOW_READABLE_ENV}=1 to accept it)",
+        )
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_SECRET_FILE_BYTES + 1)
     except OSError as exc:
-        raise SecretError(f"cannot read secret file {path}: {exc.strerror}", where,
-                          "check the path and its permissions") from None
+        raise SecretError(
+            f"cannot read secret file {path}: {exc.strerror}", where, "check the path and its permissions"
+        ) from None
     if len(data) > MAX_SECRET_FILE_BYTES:
-        raise SecretError(f"secret file {path} grew past the {MAX_SECRET_FILE_BYTES}-byte limit", where,
-                          "point file: at a file holding only the secret")
+        raise SecretError(
+            f"secret file {path} grew past the {MAX_SECRET_FILE_BYTES}-byte limit",
+            where,
+            "point file: at a file holding only the secret",
+        )
     try:
         return data.decode("utf-8").rstrip("\n")
     except UnicodeDecodeError:
@@ -70,13 +82,17 @@ class SecretRef:
     @classmethod
     def parse(cls, text: str, where: str = "", allow_plaintext: bool = False) -> "SecretRef":
         if not isinstance(text, str) or not text:
-            raise SecretError("a secret must be a non-empty string reference", where,
-                              "write env:VARIABLE or file:/path/to/secret")
+            raise SecretError(
+                "a secret must be a non-empty string reference", where, "write env:VARIABLE or file:/path/to/secret"
+            )
         if text.startswith("env:"):
             name = text[4:]
             if not name or not name.replace("_", "").isalnum():
-                raise SecretError(f"'{text}' is not a valid environment variable reference", where,
-                                  "write env:NAME with letters, digits and underscores")
+                raise SecretError(
+                    f"'{text}' is not a valid environment variable reference",
+                    where,
+                    "write env:NAME with letters, digits and underscores",
+                )
             return cls("env", name, where)
         if text.startswith("file:"):
             if not text[5:]:
@@ -84,15 +100,21 @@ class SecretRef:
             return cls("file", text[5:], where)
         if allow_plaintext:
             return cls("plain", text, where)
-        raise SecretError("literal secret refused", where,
-                          "store it in an environment variable (env:NAME) or a file readable only by you "
-                          "(file:PATH), or pass --allow-plaintext-secrets")
+        raise SecretError(
+            "literal secret refused",
+            where,
+            "store it in an environment variable (env:NAME) or a file readable only by you "
+            "(file:PATH), or pass --allow-plaintext-secrets",
+        )
 
     def resolve(self) -> str:
         if self.kind == "env":
             if self.value not in os.environ:
-                raise SecretError(f"environment variable {self.value} is not set", self.where,
-                                  f"export {self.value}=... before running")
+                raise SecretError(
+                    f"environment variable {self.value} is not set",
+                    self.where,
+                    f"export {self.value}=... before running",
+                )
             secret = os.environ[self.value]
         elif self.kind == "file":
             secret = _read_secret_file(Path(self.value).expanduser(), self.where)
@@ -120,8 +142,10 @@ def redact(obj):
         return obj
     if isinstance(obj, dict):
         # belt and braces: a credential-named key only ever shows a reference
-        return {k: (MASK if _credential_key(k) and isinstance(v, str) and not _is_reference(v) else redact(v))
-                for k, v in obj.items()}
+        return {
+            k: (MASK if _credential_key(k) and isinstance(v, str) and not _is_reference(v) else redact(v))
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return [redact(v) for v in obj]
     return obj

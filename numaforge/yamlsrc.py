@@ -27,8 +27,8 @@ import yaml
 
 from .errors import NumaforgeError
 
-MAX_BYTES = 4 * 1024 * 1024      # no hand-written YAML of ours comes near this
-MAX_NODES = 200_000              # values built from one document, aliases expanded
+MAX_BYTES = 4 * 1024 * 1024  # no hand-written YAML of ours comes near this
+MAX_NODES = 200_000  # values built from one document, aliases expanded
 
 
 class LMap(dict):
@@ -69,18 +69,22 @@ class _Builder:
     def _count(self, node: yaml.Node) -> None:
         self.built += 1
         if self.built > self.max_nodes:
-            raise self.error(f"YAML expands to more than {self.max_nodes} values (aliases '*name' repeat "
-                             "whole structures; nested aliases multiply)",
-                             self.locate(node.start_mark.line + 1),
-                             "write the values out instead of nesting aliases (this limit stops 'billion "
-                             "laughs' documents)")
+            raise self.error(
+                f"YAML expands to more than {self.max_nodes} values (aliases '*name' repeat "
+                "whole structures; nested aliases multiply)",
+                self.locate(node.start_mark.line + 1),
+                "write the values out instead of nesting aliases (this limit stops 'billion laughs' documents)",
+            )
 
     def build(self, node: yaml.Node):
         self._count(node)
         line = node.start_mark.line + 1
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _COLLECTION_TAGS:
-            raise self.error(f"YAML tag '{node.tag.replace('tag:yaml.org,2002:', '!!')}' is not supported here",
-                             self.locate(line), "use plain strings, numbers, booleans, lists and mappings")
+            raise self.error(
+                f"YAML tag '{node.tag.replace('tag:yaml.org,2002:', '!!')}' is not supported here",
+                self.locate(line),
+                "use plain strings, numbers, booleans, lists and mappings",
+            )
         if isinstance(node, yaml.MappingNode):
             m = LMap()
             m.line = line
@@ -90,11 +94,15 @@ class _Builder:
                 key = self.build(knode)
                 kline = knode.start_mark.line + 1
                 if isinstance(key, (dict, list)):
-                    raise self.error("a mapping key must be a plain name, not a structure", self.locate(kline),
-                                     "write `name: value`")
+                    raise self.error(
+                        "a mapping key must be a plain name, not a structure", self.locate(kline), "write `name: value`"
+                    )
                 if key in m:
-                    raise self.error(f"duplicate key '{key}' (first defined on line {m.key_lines[key]})",
-                                     self.locate(kline), "remove or rename one of the two entries")
+                    raise self.error(
+                        f"duplicate key '{key}' (first defined on line {m.key_lines[key]})",
+                        self.locate(kline),
+                        "remove or rename one of the two entries",
+                    )
                 m[key] = self.build(vnode)
                 m.key_lines[key] = kline
             return m
@@ -110,16 +118,28 @@ class _Builder:
                 return node.value
             if kind in ("int", "float", "bool", "null"):
                 return self.loader.construct_object(node, deep=True)
-            raise self.error(f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not supported here",
-                             self.locate(line), "use plain strings, numbers, booleans, lists and mappings")
+            raise self.error(
+                f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not supported here",
+                self.locate(line),
+                "use plain strings, numbers, booleans, lists and mappings",
+            )
         if tag == "!vault":
-            raise self.error("Ansible Vault values cannot be read by numaforge", self.locate(line),
-                             "reference the secret instead: env:VARIABLE or file:/path/to/secret")
+            raise self.error(
+                "Ansible Vault values cannot be read by numaforge",
+                self.locate(line),
+                "reference the secret instead: env:VARIABLE or file:/path/to/secret",
+            )
         raise self.error(f"unknown YAML tag '{tag}'", self.locate(line), "remove the tag")
 
 
-def read_limited(path: str | os.PathLike, *, error: type[NumaforgeError] = NumaforgeError, what: str = "file",
-                 max_bytes: int = MAX_BYTES, fix_missing: str = "check the path") -> str:
+def read_limited(
+    path: str | os.PathLike,
+    *,
+    error: type[NumaforgeError] = NumaforgeError,
+    what: str = "file",
+    max_bytes: int = MAX_BYTES,
+    fix_missing: str = "check the path",
+) -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes`` bytes; anything else is ``error``."""
     where = str(path)
     try:
@@ -131,11 +151,15 @@ def read_limited(path: str | os.PathLike, *, error: type[NumaforgeError] = Numaf
     if stat.S_ISDIR(st.st_mode):
         raise error(f"{what} path is a directory", where, "pass a YAML file, not a directory") from None
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"{what} is not a regular file (a device, FIFO or socket)", where,
-                    "pass a regular YAML file") from None
+        raise error(
+            f"{what} is not a regular file (a device, FIFO or socket)", where, "pass a regular YAML file"
+        ) from None
     if st.st_size > max_bytes:
-        raise error(f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit", where,
-                    "this is not a hand-written YAML file; check the path") from None
+        raise error(
+            f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit",
+            where,
+            "this is not a hand-written YAML file; check the path",
+        ) from None
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
@@ -149,9 +173,16 @@ def read_limited(path: str | os.PathLike, *, error: type[NumaforgeError] = Numaf
         raise error(f"file is not UTF-8 text (byte {exc.start})", where, "save it as UTF-8 YAML") from None
 
 
-def parse(text: str, where: str, *, error: type[NumaforgeError] = NumaforgeError,
-          locate: Callable[[int], str] | None = None, max_nodes: int = MAX_NODES, empty=None,
-          syntax: str = "YAML syntax error"):
+def parse(
+    text: str,
+    where: str,
+    *,
+    error: type[NumaforgeError] = NumaforgeError,
+    locate: Callable[[int], str] | None = None,
+    max_nodes: int = MAX_NODES,
+    empty=None,
+    syntax: str = "YAML syntax error",
+):
     """Parse one YAML document (a string) into LMap/LSeq/scalars; every failure is ``error``.
 
     ``locate(line)`` turns a 1-based line into the "where" of a message (default ``where:line``).
@@ -159,8 +190,11 @@ def parse(text: str, where: str, *, error: type[NumaforgeError] = NumaforgeError
     """
     locate = locate or (lambda line: f"{where}:{line}")
     if len(text) > MAX_BYTES:
-        raise error(f"YAML text is {len(text)} characters, more than the {MAX_BYTES} limit", where,
-                    "this is not hand-written YAML; check where it comes from")
+        raise error(
+            f"YAML text is {len(text)} characters, more than the {MAX_BYTES} limit",
+            where,
+            "this is not hand-written YAML; check where it comes from",
+        )
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -168,8 +202,11 @@ def parse(text: str, where: str, *, error: type[NumaforgeError] = NumaforgeError
         ended = exc.problem_mark is None or exc.problem_mark.index >= len(text)
         mark = (exc.context_mark or exc.problem_mark) if ended else (exc.problem_mark or exc.context_mark)
         problem = exc.problem or exc.context or "invalid YAML"
-        raise error(f"{syntax}: {problem}", locate(mark.line + 1) if mark else where,
-                    "fix the YAML at that line (indent with spaces, quote values containing ': ' or '#')") from None
+        raise error(
+            f"{syntax}: {problem}",
+            locate(mark.line + 1) if mark else where,
+            "fix the YAML at that line (indent with spaces, quote values containing ': ' or '#')",
+        ) from None
     except yaml.YAMLError as exc:
         raise error(f"YAML error: {exc}", where, "fix the YAML syntax") from None
     except RecursionError:
@@ -177,8 +214,11 @@ def parse(text: str, where: str, *, error: type[NumaforgeError] = NumaforgeError
     if not nodes or nodes[0] is None:
         return empty
     if len(nodes) > 1:
-        raise error("more than one YAML document", locate(nodes[1].start_mark.line + 1),
-                    "keep one document per file (remove '---')")
+        raise error(
+            "more than one YAML document",
+            locate(nodes[1].start_mark.line + 1),
+            "keep one document per file (remove '---')",
+        )
     try:
         return _Builder(error, locate, max_nodes).build(nodes[0])
     except RecursionError:
@@ -187,9 +227,16 @@ def parse(text: str, where: str, *, error: type[NumaforgeError] = NumaforgeError
         raise error(f"YAML error: {exc}", where, "fix the YAML syntax") from None
 
 
-def load(path: str | os.PathLike, *, error: type[NumaforgeError] = NumaforgeError, what: str = "YAML file",
-         empty=None, fix_missing: str = "check the path", max_bytes: int = MAX_BYTES,
-         syntax: str = "YAML syntax error"):
+def load(
+    path: str | os.PathLike,
+    *,
+    error: type[NumaforgeError] = NumaforgeError,
+    what: str = "YAML file",
+    empty=None,
+    fix_missing: str = "check the path",
+    max_bytes: int = MAX_BYTES,
+    syntax: str = "YAML syntax error",
+):
     """read_limited() + parse(): one YAML file, with file:line in every error."""
     text = read_limited(path, error=error, what=what, max_bytes=max_bytes, fix_missing=fix_missing)
     return parse(text, str(Path(path)), error=error, empty=empty, syntax=syntax)

@@ -50,18 +50,18 @@ FINAL_JOB_BAD = FINAL_BAD
 
 @dataclass
 class Timeouts:
-    graceful: float = 300.0     # wait this long after GracefulRestart before ForceRestart
-    power_on: float = 900.0     # wait this long for the host to come back on after a reset
-    job: float = 120.0          # wait for a config job to reach Scheduled / Completed
-    poll: float = 5.0           # seconds between polls
-    settle: float = 120.0       # after power-on, wait this long for the BMC to report the new values
+    graceful: float = 300.0  # wait this long after GracefulRestart before ForceRestart
+    power_on: float = 900.0  # wait this long for the host to come back on after a reset
+    job: float = 120.0  # wait for a config job to reach Scheduled / Completed
+    poll: float = 5.0  # seconds between polls
+    settle: float = 120.0  # after power-on, wait this long for the BMC to report the new values
 
 
 @dataclass
 class BiosState:
     vendor: str
     system_path: str
-    system: dict | None                 # None until needed (skipped for hosts of a model already seen)
+    system: dict | None  # None until needed (skipped for hosts of a model already seen)
     bios_path: str
     current: dict[str, Any]
     settings_path: str
@@ -74,16 +74,16 @@ class BiosState:
 
 @dataclass
 class HostOptions:
-    profile: str | None = None          # overrides host.bios_profile
+    profile: str | None = None  # overrides host.bios_profile
     insecure: bool = False
     reboot: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     profiles_dir: str | None = None
     vendors_dir: str | None = None
-    journal: Any = None                 # numaforge.journal.Journal of a --reboot run (resume after a crash)
-    host_timeout: float | None = None   # --host-timeout: budget per host (numaforge.budget), None = none
-    discovery_cache: bool = True        # keep registries and per-model paths on disk (numaforge.bios.discovery)
+    journal: Any = None  # numaforge.journal.Journal of a --reboot run (resume after a crash)
+    host_timeout: float | None = None  # --host-timeout: budget per host (numaforge.budget), None = none
+    discovery_cache: bool = True  # keep registries and per-model paths on disk (numaforge.bios.discovery)
 
 
 # -- connection -------------------------------------------------------------------------------------------
@@ -96,15 +96,25 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
         raise NumaforgeError("bmc.password is not set", where, "set bmc.password: env:VARIABLE or file:/path")
     insecure = opts.insecure or bmc.insecure
     if bmc.ca_bundle and not insecure and not os.path.isfile(os.path.expanduser(bmc.ca_bundle)):
-        raise NumaforgeError(f"bmc.ca_bundle {bmc.ca_bundle} does not exist", where,
-                             "point bmc.ca_bundle at the PEM file of the CA that signed the BMC certificate")
+        raise NumaforgeError(
+            f"bmc.ca_bundle {bmc.ca_bundle} does not exist",
+            where,
+            "point bmc.ca_bundle at the PEM file of the CA that signed the BMC certificate",
+        )
     if not bmc.url.startswith("https://") and not insecure:
-        raise NumaforgeError(f"bmc.url {bmc.url} is not https", where,
-                             "use https://; plain http only with --insecure on a lab network")
+        raise NumaforgeError(
+            f"bmc.url {bmc.url} is not https", where, "use https://; plain http only with --insecure on a lab network"
+        )
     password = bmc.password.resolve()
-    client = RedfishClient(bmc.url, bmc.username, password, host=host.name,
-                           ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
-                           insecure=insecure, policy=opts.policy)
+    client = RedfishClient(
+        bmc.url,
+        bmc.username,
+        password,
+        host=host.name,
+        ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
+        insecure=insecure,
+        policy=opts.policy,
+    )
     if cache is not None:
         key = shape_key(host)
         client.shape = cache.claim(key, wait=opts.policy.connect_timeout + opts.policy.read_timeout)
@@ -116,7 +126,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
 
 
 # -- read -----------------------------------------------------------------------------------------------------
-_link = link_path      # (doc, *keys) -> the path of doc[k1][k2]...["@odata.id"], or None
+_link = link_path  # (doc, *keys) -> the path of doc[k1][k2]...["@odata.id"], or None
 
 
 def find_system(client: RedfishClient, host) -> tuple[str, dict]:
@@ -131,16 +141,20 @@ def find_system(client: RedfishClient, host) -> tuple[str, dict]:
         if r.status == 404:
             members = client.get(coll).body.get("Members") or []
             ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
-            raise RedfishError(f"system '{sid}' not found", where,
-                               f"set bmc.system_id to one of: {', '.join(ids) or 'none'}")
+            raise RedfishError(
+                f"system '{sid}' not found", where, f"set bmc.system_id to one of: {', '.join(ids) or 'none'}"
+            )
         if r.status >= 400:
             raise RedfishError(f"GET {path} answered {r.status}: {r.error_text()}", where, "check bmc.system_id")
         return path, r.body
     members = client.get(coll).body.get("Members") or []
     if len(members) != 1:
         ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
-        raise RedfishError(f"the BMC manages {len(members)} systems", where,
-                           f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}")
+        raise RedfishError(
+            f"the BMC manages {len(members)} systems",
+            where,
+            f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}",
+        )
     path = _path(members[0]["@odata.id"])
     return path, client.get(path).body
 
@@ -197,24 +211,33 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         system_path, system = find_system(client, host)
         bios_path = _link(system, "Bios")
         if not bios_path:
-            raise RedfishError("the system has no Bios resource", where,
-                               "this BMC does not expose BIOS settings through Redfish")
+            raise RedfishError(
+                "the system has no Bios resource", where, "this BMC does not expose BIOS settings through Redfish"
+            )
         bios = client.get(bios_path).body
     settings = bios.get("@Redfish.Settings") or {}
     settings_path = _link(settings, "SettingsObject")
     if not settings_path:
-        raise RedfishError("Bios has no @Redfish.Settings SettingsObject", where,
-                           "this BMC does not accept BIOS changes through Redfish (read-only BIOS resource)")
+        raise RedfishError(
+            "Bios has no @Redfish.Settings SettingsObject",
+            where,
+            "this BMC does not accept BIOS changes through Redfish (read-only BIOS resource)",
+        )
     sr = client.get(settings_path)
     registry_id = bios.get("AttributeRegistry")
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
-    registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, bios_path),
-                         attributes=(bios.get("Attributes") or {}).keys(),
-                         confirm=lambda reg: confirm_registry(client, reg))
+    registry = cache.get(
+        registry_id,
+        lambda: fetch_registry(client, registry_id, bios_path),
+        attributes=(bios.get("Attributes") or {}).keys(),
+        confirm=lambda reg: confirm_registry(client, reg),
+    )
     if not (sr.etag or settings.get("ETag")):
-        note = ("the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
-                "without If-Match (a change made by someone else in between cannot be detected)")
+        note = (
+            "the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
+            "without If-Match (a change made by someone else in between cannot be detected)"
+        )
         if note not in client.warnings:
             client.warnings.append(note)
     apply_times = list(settings.get("SupportedApplyTimes") or [])
@@ -223,28 +246,47 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         if v not in apply_times:
             apply_times.append(v)
     cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
-    vendor, how = (cfg, "inventory bmc.vendor") if cfg else \
-        ((host.hardware.vendor, "inventory hardware.vendor") if host.hardware.vendor else
-         (detect_vendor(client.ensure_root(), system), "detected from the service root"))
+    vendor, how = (
+        (cfg, "inventory bmc.vendor")
+        if cfg
+        else (
+            (host.hardware.vendor, "inventory hardware.vendor")
+            if host.hardware.vendor
+            else (detect_vendor(client.ensure_root(), system), "detected from the service root")
+        )
+    )
     if (shape is None or stale) and client.login_url:
         cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
-    return BiosState(vendor=vendor, system_path=system_path, system=system, bios_path=bios_path,
-                     current=dict(bios.get("Attributes") or {}), settings_path=settings_path,
-                     settings_attrs=dict(sr.body.get("Attributes") or {}), etag=sr.etag or settings.get("ETag"),
-                     apply_times=apply_times, registry=registry, detected_by=how)
+    return BiosState(
+        vendor=vendor,
+        system_path=system_path,
+        system=system,
+        bios_path=bios_path,
+        current=dict(bios.get("Attributes") or {}),
+        settings_path=settings_path,
+        settings_attrs=dict(sr.body.get("Attributes") or {}),
+        etag=sr.etag or settings.get("ETag"),
+        apply_times=apply_times,
+        registry=registry,
+        detected_by=how,
+    )
 
 
 def desired_for(host, state: BiosState, opts: HostOptions):
     name = opts.profile or host.bios_profile
     if not name:
-        raise ProfileError("no BIOS profile for this host", f"{host.name} ({host.location})",
-                           "set bios_profile in the inventory or pass --profile NAME")
+        raise ProfileError(
+            "no BIOS profile for this host",
+            f"{host.name} ({host.location})",
+            "set bios_profile in the inventory or pass --profile NAME",
+        )
     facts = host_facts(host)
     facts["vendor"] = state.vendor
     profile = render_profile(name, facts, opts.profiles_dir)
     vmap = load_vendor_map(state.vendor, opts.vendors_dir)
-    return profile, translate(profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name,
-                              optional=profile.optional)
+    return profile, translate(
+        profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name, optional=profile.optional
+    )
 
 
 def replan(state: BiosState, desired, host) -> Plan:
@@ -259,13 +301,21 @@ def plan_for(host, state: BiosState, opts: HostOptions):
 
 
 def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> None:
-    result.data.update({
-        "vendor": state.vendor, "vendor_from": state.detected_by, "profile": profile.name,
-        "profile_chain": profile.chain, "system": state.system_path, "settings_object": state.settings_path,
-        "registry": state.registry.id, "plan": [i.as_dict() for i in plan.items],
-        "by_display_name": [f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items
-                            if "by display name" in i.resolved],
-    })
+    result.data.update(
+        {
+            "vendor": state.vendor,
+            "vendor_from": state.detected_by,
+            "profile": profile.name,
+            "profile_chain": profile.chain,
+            "system": state.system_path,
+            "settings_object": state.settings_path,
+            "registry": state.registry.id,
+            "plan": [i.as_dict() for i in plan.items],
+            "by_display_name": [
+                f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if "by display name" in i.resolved
+            ],
+        }
+    )
 
 
 def _finish(result: HostResult, client: RedfishClient | None) -> None:
@@ -313,12 +363,20 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
             with result.step("plan"):
                 profile, desired, plan = plan_for(host, state, opts)
         _record_plan(result, state, profile, plan)
-        result.data.update({"would_change": sorted(plan.changes), "pending": list(plan.pending),
-                            "verified": [i.attribute for i in plan.items if i.action == "ok"]})
+        result.data.update(
+            {
+                "would_change": sorted(plan.changes),
+                "pending": list(plan.pending),
+                "verified": [i.attribute for i in plan.items if i.action == "ok"],
+            }
+        )
         n, p = len(plan.changes), len(plan.pending)
         result.status = "unchanged" if not n and not p else "ok"
-        result.message = (f"{n} to change" if n else "no change") + (f", {p} pending a reset" if p else "") + \
-                         f" ({state.vendor}, profile {profile.name})"
+        result.message = (
+            (f"{n} to change" if n else "no change")
+            + (f", {p} pending a reset" if p else "")
+            + f" ({state.vendor}, profile {profile.name})"
+        )
         return plan
     except NumaforgeError as exc:
         _fail(result, exc)
@@ -339,18 +397,19 @@ STATES = ("plan", "job-check", "patch", "job", "reboot", "verify", "result")
 @dataclass(frozen=True)
 class Progress:
     """What decides the next state (pure data)."""
-    changes: bool          # the plan has values to write
-    pending: bool          # values the plan wants are already pending
-    written: bool          # our PATCH landed
-    jobs: bool             # the BMC applies BIOS values only through a config job (Dell iDRAC)
-    reboot: bool           # --reboot
-    needs_reset: bool      # something waits for a host reset
+
+    changes: bool  # the plan has values to write
+    pending: bool  # values the plan wants are already pending
+    written: bool  # our PATCH landed
+    jobs: bool  # the BMC applies BIOS values only through a config job (Dell iDRAC)
+    reboot: bool  # --reboot
+    needs_reset: bool  # something waits for a host reset
 
 
 def next_state(state: str, p: Progress) -> str:
     """The state after ``state``. Pure: job-check only before a write on a job BMC; patch only with changes;
     job only when a job BMC has something to apply; reboot and verify only with --reboot and a reset needed."""
-    for nxt in STATES[STATES.index(state) + 1:]:
+    for nxt in STATES[STATES.index(state) + 1 :]:
         if nxt == "job-check" and not (p.jobs and p.changes):
             continue
         if nxt == "patch" and not p.changes:
@@ -376,15 +435,18 @@ def outcome(data: dict, *, reboot: bool, needs_reset: bool, plan_pending: int) -
     mism = data.get("mismatches") or []
     if mism:
         message = "after reboot: " + "; ".join(
-            f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism)
+            f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism
+        )
         job = data.get("job") or {}
         if job and job.get("state") not in FINAL_JOB_OK:
             message += f" (config job {job.get('id')} {job.get('state')}: {job.get('message', '')})"
         return "failed", message
     if data.get("resumed"):
-        return "changed", (f"resumed an interrupted run: reset requested by the previous run at "
-                           f"{data.get('reset_requested_by_previous_run')}; waited for it, not reset again; "
-                           f"{len(data['verified'])} verified")
+        return "changed", (
+            f"resumed an interrupted run: reset requested by the previous run at "
+            f"{data.get('reset_requested_by_previous_run')}; waited for it, not reset again; "
+            f"{len(data['verified'])} verified"
+        )
     if data["changed"] or (reboot and needs_reset):
         parts = [f"{len(data['changed'])} written"]
         if reboot:
@@ -392,8 +454,9 @@ def outcome(data: dict, *, reboot: bool, needs_reset: bool, plan_pending: int) -
         else:
             parts.append(f"{len(data['pending'])} pending until the host resets (use --reboot)")
         return "changed", ", ".join(parts)
-    return "unchanged", "no change" + (f"; {plan_pending} already pending a reset (use --reboot)"
-                                       if plan_pending else "")
+    return "unchanged", "no change" + (
+        f"; {plan_pending} already pending a reset (use --reboot)" if plan_pending else ""
+    )
 
 
 def system_of(client: RedfishClient, state: BiosState) -> dict:
@@ -410,8 +473,9 @@ def _job_info(job: Job) -> dict:
 class HostApply:
     """One host's apply between its steps: what was read and planned, the job, what was written."""
 
-    def __init__(self, host, opts: HostOptions, cache: RegistryCache, result: HostResult,
-                 client: RedfishClient, state: BiosState):
+    def __init__(
+        self, host, opts: HostOptions, cache: RegistryCache, result: HostResult, client: RedfishClient, state: BiosState
+    ):
         self.host, self.opts, self.cache, self.result = host, opts, cache, result
         self.client, self.state = client, state
         self.journal = opts.journal if opts.reboot else None
@@ -427,9 +491,14 @@ class HostApply:
         return f"{self.host.name} ({self.client.base_url})"
 
     def progress(self) -> Progress:
-        return Progress(changes=bool(self.plan.changes), pending=bool(self.plan.pending), written=self.written,
-                        jobs=self.state.vendor == "dell", reboot=self.opts.reboot,
-                        needs_reset=self.plan.needs_reset)
+        return Progress(
+            changes=bool(self.plan.changes),
+            pending=bool(self.plan.pending),
+            written=self.written,
+            jobs=self.state.vendor == "dell",
+            reboot=self.opts.reboot,
+            needs_reset=self.plan.needs_reset,
+        )
 
     # -- plan / resume -----------------------------------------------------------------------------------------
     def do_plan(self) -> None:
@@ -444,24 +513,31 @@ class HostApply:
     def do_resume(self) -> dict:
         """An interrupted run already asked this host to reset: wait for that reset, never send another; re-read,
         re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
-            self.journal.data(self.host.name, "reboot-requested").get("time") or 0))
+        when = time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.journal.data(self.host.name, "reboot-requested").get("time") or 0)
+        )
         note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
         waited = wait_back(self.client, self.state, desired_values(self.plan), self.opts.timeouts)
-        detail = {"journal": str(self.journal.path), "phases": self.journal.phases(self.host.name), "note": note,
-                  "waited": waited}
+        detail = {
+            "journal": str(self.journal.path),
+            "phases": self.journal.phases(self.host.name),
+            "note": note,
+            "waited": waited,
+        }
         self.state = read_state(self.client, self.host, self.cache)
         self.plan = replan(self.state, self.desired, self.host)
         self.data["resumed"] = True
         self.data["reset_requested_by_previous_run"] = when
         if self.plan.changes or self.plan.needs_reset:
             differ = sorted({i.attribute for i in self.plan.items if i.current != i.desired})
-            raise RedfishError(f"{note}: after {waited['seconds']:g} s (--power-timeout) the host (power "
-                               f"{waited['power']}) does not show the new values yet "
-                               f"({', '.join(differ) or 'settings still pending'}); it was not reset again",
-                               self.where,
-                               "check the host (console, power state); once it is back on, re-run the same command: "
-                               f"it verifies and never resets; to start over instead, delete {self.journal.path}")
+            raise RedfishError(
+                f"{note}: after {waited['seconds']:g} s (--power-timeout) the host (power "
+                f"{waited['power']}) does not show the new values yet "
+                f"({', '.join(differ) or 'settings still pending'}); it was not reset again",
+                self.where,
+                "check the host (console, power state); once it is back on, re-run the same command: "
+                f"it verifies and never resets; to start over instead, delete {self.journal.path}",
+            )
         return detail
 
     # -- the states --------------------------------------------------------------------------------------------
@@ -477,11 +553,13 @@ class HostApply:
         active = [j for j in jobs.bios_jobs(self.state.settings_path) if j.active] if jobs else []
         if active:
             ids = ", ".join(f"{j.identity} ({j.state})" for j in active)
-            raise JobConflictError(f"a BIOS configuration job is already queued: {ids}; nothing was written",
-                                   f"{self.host.name} ({self.client.base_url}{jobs.path})",
-                                   "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
-                                   "completes) or remove it with `invoke bios-job-delete` if it is stale, then "
-                                   "re-run")
+            raise JobConflictError(
+                f"a BIOS configuration job is already queued: {ids}; nothing was written",
+                f"{self.host.name} ({self.client.base_url}{jobs.path})",
+                "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
+                "completes) or remove it with `invoke bios-job-delete` if it is stale, then "
+                "re-run",
+            )
         return {"queue": jobs.path if jobs else None, "active": 0}
 
     def do_patch(self):
@@ -506,7 +584,8 @@ class HostApply:
                 raise ConcurrentChangeError(
                     "the BIOS settings object changed again while writing (412 twice); nothing more was written",
                     f"{self.host.name} ({self.client.base_url}{self.state.settings_path})",
-                    "someone else is changing this BIOS: coordinate, then re-run")
+                    "someone else is changing this BIOS: coordinate, then re-run",
+                )
             detail = "412 Precondition Failed: settings changed since read; re-read and re-planned"
             self.state = read_state(self.client, self.host, self.cache)
             self.plan = replan(self.state, self.desired, self.host)
@@ -533,17 +612,23 @@ class HostApply:
             fresh = self.jobs is None
             jobs = self._job_queue()
             if jobs is not None and not fresh:
-                jobs.refresh()        # read before our PATCH: the BMC may have made a job for it since
+                jobs.refresh()  # read before our PATCH: the BMC may have made a job for it since
             if jobs is None:
-                raise RedfishError("no jobs collection found to create the BIOS config job", self.where,
-                                   "without a config job the pending values never apply; check the iDRAC firmware")
+                raise RedfishError(
+                    "no jobs collection found to create the BIOS config job",
+                    self.where,
+                    "without a config job the pending values never apply; check the iDRAC firmware",
+                )
             existing = [j for j in jobs.bios_jobs(self.state.settings_path) if j.active]
             self.job_path = existing[0].path if existing else jobs.create_config_job(self.state.settings_path)
         job = self._wait_job({"Scheduled"}, self.opts.timeouts.job)
         self.data["job"] = _job_info(job)
         if job.state in FINAL_JOB_BAD:
-            raise RedfishError(f"BIOS config job {job.identity} {job.state}: {job.message}", self.where,
-                               "see the job's message on the iDRAC")
+            raise RedfishError(
+                f"BIOS config job {job.identity} {job.state}: {job.message}",
+                self.where,
+                "see the job's message on the iDRAC",
+            )
         return self.data["job"]
 
     def _wait_job(self, want: set[str], timeout: float) -> Job:
@@ -557,7 +642,7 @@ class HostApply:
             time.sleep(self.opts.timeouts.poll)
 
     def do_reboot(self):
-        if self.journal is not None:   # on disk before the reset is requested
+        if self.journal is not None:  # on disk before the reset is requested
             self.journal.record(self.host.name, "reboot-requested")
         detail = reboot(self.client, self.state, desired_values(self.plan), self.opts.timeouts, self.result)
         if self.journal is not None:
@@ -580,8 +665,8 @@ class HostApply:
         if self.journal is not None and not self.data.get("mismatches"):
             self.journal.record(self.host.name, "verified")
         self.result.status, self.result.message = outcome(
-            self.data, reboot=self.opts.reboot, needs_reset=self.plan.needs_reset,
-            plan_pending=len(self.plan.pending))
+            self.data, reboot=self.opts.reboot, needs_reset=self.plan.needs_reset, plan_pending=len(self.plan.pending)
+        )
 
 
 def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
@@ -613,8 +698,7 @@ def _patch_once(client: RedfishClient, state: BiosState, changes: dict, use_appl
     return obj.commit(changes, "OnReset" if use_apply_time else None)
 
 
-def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool,
-                   result: HostResult):
+def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool, result: HostResult):
     """PATCH once (the adapter retries only a 503). If the answer is an error or is lost, re-read the settings
     object -- never re-send blindly: when it holds every value we sent, the BMC did act; otherwise report what it
     holds (nothing is half-written by us: the PATCH is one request) and stop. A lost answer (timeout, reset) is
@@ -623,20 +707,22 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
     try:
         return _patch_once(client, state, changes, use_apply_time)
     except RedfishRedirectError:
-        raise   # answered, and not carried out: nothing to re-read
+        raise  # answered, and not carried out: nothing to re-read
     except RedfishPreconditionFailedError:
         return Response(412, {}, {}, state.settings_path)
     except RedfishHTTPError as exc:
         if exc.status in (401, 403):
             # refused before the BMC looked at the attributes: authentication/authorisation, not a value
             kind = RedfishAuthError if exc.status == 401 else RedfishError
-            raise kind(f"PATCH {state.settings_path} answered {exc.status} ("
-                       + ("authentication refused: the session is no longer valid" if exc.status == 401
-                          else "forbidden") + f"): {exc.what}; the BMC refused the request, nothing was written",
-                       f"{client.host} ({client.base_url})",
-                       "check bmc.username / the password reference and the BMC's session timeout, then re-run"
-                       if exc.status == 401 else
-                       "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)") from None
+            raise kind(
+                f"PATCH {state.settings_path} answered {exc.status} ("
+                + ("authentication refused: the session is no longer valid" if exc.status == 401 else "forbidden")
+                + f"): {exc.what}; the BMC refused the request, nothing was written",
+                f"{client.host} ({client.base_url})",
+                "check bmc.username / the password reference and the BMC's session timeout, then re-run"
+                if exc.status == 401
+                else "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+            ) from None
         answered, what = exc, exc.what
     except RedfishError as exc:
         answered, what = None, f"PATCH {state.settings_path} got no answer ({exc.what})"
@@ -645,10 +731,11 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
         try:
             attrs = client.get(state.settings_path).body.get("Attributes") or {}
         except NumaforgeError:
-            raise RedfishError(what + "; the settings object could not be re-read, so the outcome is unknown",
-                               f"{client.host} ({client.base_url})",
-                               "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then "
-                               "`bios-apply` again") from None
+            raise RedfishError(
+                what + "; the settings object could not be re-read, so the outcome is unknown",
+                f"{client.host} ({client.base_url})",
+                "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then `bios-apply` again",
+            ) from None
         now = pending_values(state.current, attrs)
         if all(now.get(k) == v for k, v in changes.items()):
             client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
@@ -659,16 +746,28 @@ def _patch_checked(client: RedfishClient, state: BiosState, changes: dict, use_a
     before = pending_values(state.current, state.settings_attrs)
     extra = sorted(k for k in now if before.get(k) != now.get(k))
     if answered is None:
-        held = ("the BMC now holds " + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else
-                                        "no new pending value") + f"; BIOS jobs: {_jobs_text(client, state)}; "
-                "it may still act on the request")
-        raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})",
-                           "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
-                           "re-running bios-apply writes only what still differs")
-    held = (f"the settings object now holds new values for: {', '.join(extra)}" if extra
-            else "the settings object is unchanged: nothing was written")
-    fix = ("fix the attribute the BMC names, then re-run" if 400 <= answered.status < 500
-           else "re-run when the BMC is healthy (the plan writes only what still differs)")
+        held = (
+            "the BMC now holds "
+            + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else "no new pending value")
+            + f"; BIOS jobs: {_jobs_text(client, state)}; "
+            "it may still act on the request"
+        )
+        raise RedfishError(
+            f"{what}; {held}",
+            f"{client.host} ({client.base_url})",
+            "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
+            "re-running bios-apply writes only what still differs",
+        )
+    held = (
+        f"the settings object now holds new values for: {', '.join(extra)}"
+        if extra
+        else "the settings object is unchanged: nothing was written"
+    )
+    fix = (
+        "fix the attribute the BMC names, then re-run"
+        if 400 <= answered.status < 500
+        else "re-run when the BMC is healthy (the plan writes only what still differs)"
+    )
     raise RedfishError(f"{what}; {held}", f"{client.host} ({client.base_url})", fix)
 
 
@@ -692,8 +791,11 @@ def _reset_target(client: RedfishClient, state: BiosState) -> tuple[str, list[st
     action = (system_of(client, state).get("Actions") or {}).get("#ComputerSystem.Reset") or {}
     target = action.get("target")
     if not target:
-        raise RedfishError("the system has no ComputerSystem.Reset action", state.system_path,
-                           "reboot the host another way; the values stay pending until it resets")
+        raise RedfishError(
+            "the system has no ComputerSystem.Reset action",
+            state.system_path,
+            "reboot the host another way; the values stay pending until it resets",
+        )
     return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
 
 
@@ -706,8 +808,9 @@ def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> b
     return all(cur.get(k) == v for k, v in want.items())
 
 
-def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts,
-           result: HostResult | None = None) -> dict:
+def reboot(
+    client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts, result: HostResult | None = None
+) -> dict:
     """Graceful restart, force after ``t.graceful``; wait until On and the new values are current. Each reset
     request is noted in ``result.data["resets"]`` before it is sent (the report says so even if the run stops)."""
     target, allowed = _reset_target(client, state)
@@ -716,7 +819,7 @@ def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Tim
     def post(kind: str) -> None:
         if allowed and kind not in allowed:
             return
-        budget.check(f"the {kind} reset request")   # an interrupted run stops here, before anything is noted
+        budget.check(f"the {kind} reset request")  # an interrupted run stops here, before anything is noted
         if result is not None:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             result.data.setdefault("resets", []).append({"type": kind, "requested": stamp})
@@ -724,8 +827,11 @@ def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Tim
         r = client.post(target, {"ResetType": kind})
         log["resets"].append({"type": kind, "status": r.status})
         if r.status >= 400:
-            raise RedfishError(f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}",
-                               f"{client.host} ({client.base_url})", "reset the host another way")
+            raise RedfishError(
+                f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}",
+                f"{client.host} ({client.base_url})",
+                "reset the host another way",
+            )
 
     first = "On" if _power(client, state) == "Off" else "GracefulRestart"
     if allowed and first not in allowed:
@@ -747,9 +853,11 @@ def reboot(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Tim
             forced = True
             log["forced_after_s"] = round(elapsed, 1)
         if elapsed > t.power_on + (t.graceful if forced else 0):
-            raise RedfishError(f"host did not restart and come back on within {elapsed:.0f} s (PowerState {power})",
-                               f"{client.host} ({client.base_url})",
-                               "check the host console; the BIOS values may still be pending")
+            raise RedfishError(
+                f"host did not restart and come back on within {elapsed:.0f} s (PowerState {power})",
+                f"{client.host} ({client.base_url})",
+                "check the host console; the BIOS values may still be pending",
+            )
     # the BMC reports the new values once POST has finished: give it up to t.settle seconds
     settle_until = time.monotonic() + t.settle
     while not _applied(client, state, want) and time.monotonic() < settle_until:
@@ -776,8 +884,9 @@ def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: Hos
         if cur.get(i.attribute) == i.desired:
             verified.append(i.attribute)
         else:
-            mism.append({"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
-                         "current": cur.get(i.attribute)})
+            mism.append(
+                {"attribute": i.attribute, "setting": i.setting, "desired": i.desired, "current": cur.get(i.attribute)}
+            )
     result.data["verified"] = verified
     result.data["mismatches"] = mism
     result.data["pending"] = [] if not mism else [m["attribute"] for m in mism]
@@ -791,24 +900,54 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
                 profile, desired, plan = plan_for(host, state, opts)
                 _record_plan(result, state, profile, plan)
                 verified = [i.attribute for i in plan.settable if i.current == i.desired]
-                mism = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
-                         "current": i.current, "pending": i.pending} for i in plan.settable if i.current != i.desired]
+                mism = [
+                    {
+                        "attribute": i.attribute,
+                        "setting": i.setting,
+                        "desired": i.desired,
+                        "current": i.current,
+                        "pending": i.pending,
+                    }
+                    for i in plan.settable
+                    if i.current != i.desired
+                ]
                 # a value staged on the BMC that differs from the profile: it takes effect at the next reset
-                conflicts = [{"attribute": i.attribute, "setting": i.setting, "desired": i.desired,
-                              "current": i.current, "pending": i.pending} for i in plan.settable
-                             if i.pending is not None and i.pending != i.desired]
+                conflicts = [
+                    {
+                        "attribute": i.attribute,
+                        "setting": i.setting,
+                        "desired": i.desired,
+                        "current": i.current,
+                        "pending": i.pending,
+                    }
+                    for i in plan.settable
+                    if i.pending is not None and i.pending != i.desired
+                ]
                 verified = [a for a in verified if a not in {c["attribute"] for c in conflicts}]
-                result.data.update({"verified": verified, "mismatches": mism, "conflicts": conflicts,
-                                    "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]]})
+                result.data.update(
+                    {
+                        "verified": verified,
+                        "mismatches": mism,
+                        "conflicts": conflicts,
+                        "pending": [m["attribute"] for m in mism if m["pending"] == m["desired"]],
+                    }
+                )
         if mism or conflicts:
             result.status = "failed"
             result.message = "; ".join(
-                [f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
-                 + (" (pending a reset)" if m["pending"] == m["desired"] else "") for m in mism
-                 if m not in conflicts]
-                + [f"{host.name}/{c['attribute']} ({c['setting']}): a pending value {c['pending']!r} conflicts with "
-                   f"the profile's {c['desired']!r} (current {c['current']!r}); it will flip at the next reboot "
-                   "(clear it with `invoke bios-clear-pending` or re-run bios-apply)" for c in conflicts])
+                [
+                    f"{m['attribute']} ({m['setting']}) is {m['current']!r}, wanted {m['desired']!r}"
+                    + (" (pending a reset)" if m["pending"] == m["desired"] else "")
+                    for m in mism
+                    if m not in conflicts
+                ]
+                + [
+                    f"{host.name}/{c['attribute']} ({c['setting']}): a pending value {c['pending']!r} conflicts with "
+                    f"the profile's {c['desired']!r} (current {c['current']!r}); it will flip at the next reboot "
+                    "(clear it with `invoke bios-clear-pending` or re-run bios-apply)"
+                    for c in conflicts
+                ]
+            )
         else:
             result.status = "ok"
             result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
@@ -817,8 +956,17 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
 
 
 # -- many hosts -------------------------------------------------------------------------------------------------
-def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: int = 0, batch: int = 0,
-              max_fail_pct: float = 100.0, progress: bool = False):
+def run_hosts(
+    hosts,
+    action: str,
+    opts: HostOptions,
+    *,
+    forks: int = 8,
+    canary: int = 0,
+    batch: int = 0,
+    max_fail_pct: float = 100.0,
+    progress: bool = False,
+):
     """Run plan/apply/verify on every host with bounded concurrency (numaforge.fleet); one registry cache per run.
 
     A failing host never stops the others (unless canary/max-fail say so; with --max-fail below 100 and no
@@ -832,13 +980,21 @@ def run_hosts(hosts, action: str, opts: HostOptions, *, forks: int = 8, canary: 
         result = HostResult(host.name)
         try:
             fn(host, opts, cache, result)
-        except Exception as exc:   # a bug: keep what the host recorded (written, reset) and let the runner stop
+        except Exception as exc:  # a bug: keep what the host recorded (written, reset) and let the runner stop
             _fail(result, exc)
             result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"
         return result
 
-    outcome = run_fleet(hosts, one, forks=forks, canary=canary, batch=rolling_batch(batch, forks, max_fail_pct),
-                        max_fail_pct=max_fail_pct, progress=progress, host_timeout=opts.host_timeout)
+    outcome = run_fleet(
+        hosts,
+        one,
+        forks=forks,
+        canary=canary,
+        batch=rolling_batch(batch, forks, max_fail_pct),
+        max_fail_pct=max_fail_pct,
+        progress=progress,
+        host_timeout=opts.host_timeout,
+    )
     outcome.registry_fetches = cache.fetches
     outcome.registry_loaded = cache.loaded
     return outcome

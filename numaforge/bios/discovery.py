@@ -90,8 +90,8 @@ class RegistryCache:
         self._data: dict[str, list[Registry]] = {}
         self._shapes: dict[tuple, Shape] | None = None
         self._discovering: dict[tuple, threading.Event] = {}
-        self.fetches = 0            # registries fetched from a BMC in this run
-        self.loaded = 0             # registries read from the disk cache in this run
+        self.fetches = 0  # registries fetched from a BMC in this run
+        self.loaded = 0  # registries read from the disk cache in this run
 
     # -- shapes
     def _shape_table(self) -> dict[tuple, Shape]:
@@ -103,7 +103,7 @@ class RegistryCache:
                     for entry in doc.get("shapes", []):
                         self._shapes[tuple(entry["key"])] = Shape(**entry["shape"])
                 except (OSError, ValueError, TypeError, KeyError, AttributeError):
-                    self._shapes = {}        # no file or an unreadable one: discover (and rewrite it)
+                    self._shapes = {}  # no file or an unreadable one: discover (and rewrite it)
         return self._shapes
 
     def claim(self, key: tuple | None, wait: float) -> Shape | None:
@@ -123,7 +123,7 @@ class RegistryCache:
                     return None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return None               # discover in parallel rather than wait any longer
+                return None  # discover in parallel rather than wait any longer
             event.wait(remaining)
 
     def learn(self, key: tuple | None, shape: Shape, replace: bool = False) -> None:
@@ -154,11 +154,16 @@ class RegistryCache:
         try:
             atomic_write_text(self.persist / "shapes.json", json.dumps(doc, indent=1) + "\n")
         except OSError:
-            pass                         # a read-only cache dir only costs the next run its discovery
+            pass  # a read-only cache dir only costs the next run its discovery
 
     # -- registries
-    def get(self, registry_id: str, fetch: Callable[[], Registry], attributes: Iterable[str] | None = None,
-            confirm: Callable[[Registry], bool] | None = None) -> Registry:
+    def get(
+        self,
+        registry_id: str,
+        fetch: Callable[[], Registry],
+        attributes: Iterable[str] | None = None,
+        confirm: Callable[[Registry], bool] | None = None,
+    ) -> Registry:
         """The registry ``registry_id`` that covers ``attributes`` (a Bios's attribute names) and that
         ``confirm`` accepts (the caller's BMC serves it now): from this run, else from disk, else ``fetch()``
         (once per id at a time)."""
@@ -197,7 +202,7 @@ class RegistryCache:
                     source = json.loads(path.with_suffix(".source").read_text())
                     reg.source_uri, reg.etag = str(source["uri"]), source.get("etag")
                 except (OSError, ValueError, TypeError, KeyError):
-                    pass                 # unconfirmable: confirm() refuses it and the BMC is asked
+                    pass  # unconfirmable: confirm() refuses it and the BMC is asked
                 return reg
         return None
 
@@ -208,8 +213,10 @@ class RegistryCache:
         base = self.persist / "registries" / _safe(registry_id) / _names_sha(reg)
         try:
             atomic_write_text(base.with_suffix(".json"), json.dumps(doc))
-            atomic_write_text(base.with_suffix(".source"), json.dumps({"uri": getattr(reg, "source_uri", None),
-                                                                        "etag": getattr(reg, "etag", None)}))
+            atomic_write_text(
+                base.with_suffix(".source"),
+                json.dumps({"uri": getattr(reg, "source_uri", None), "etag": getattr(reg, "etag", None)}),
+            )
         except OSError:
             pass
 
@@ -237,8 +244,11 @@ def fetch_registry(client, registry_id: str) -> Registry:
     where = f"{client.host} ({client.base_url})"
     coll = _odata((client.ensure_root() or {}).get("Registries"))
     if not coll:
-        raise RedfishError("the service root has no Registries collection", where,
-                           "the BMC does not publish its BIOS attribute registry; nothing can be validated")
+        raise RedfishError(
+            "the service root has no Registries collection",
+            where,
+            "the BMC does not publish its BIOS attribute registry; nothing can be validated",
+        )
     # fast path (one request on most BMCs): the member named after the id -- accepted only if the file itself
     # says it is that registry; otherwise (404, another file) the collection decides
     file, seen = None, []
@@ -259,27 +269,41 @@ def fetch_registry(client, registry_id: str) -> Registry:
             break
         seen.append(str(r.body.get("Id") or uri))
     if file is None:
-        raise RedfishError(f"registry {registry_id} is not among the {len(members)} members of {coll} "
-                           f"(their Id: {', '.join(seen) or 'none'})", where,
-                           "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
-                           "settings under raw: after checking them in the BMC's web UI")
+        raise RedfishError(
+            f"registry {registry_id} is not among the {len(members)} members of {coll} "
+            f"(their Id: {', '.join(seen) or 'none'})",
+            where,
+            "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
+            "settings under raw: after checking them in the BMC's web UI",
+        )
     locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
     locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
     uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
     if uri is None:
         pubs = [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
-        what = (f"registry {registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
-                if pubs else f"registry {registry_id} has no Location[].Uri")
-        raise RedfishError(what, where, "numaforge reads the registry from the BMC only (it must match the BIOS "
-                           "exactly); enable the BMC's local registry store, or validate by hand and use raw:")
+        what = (
+            f"registry {registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
+            if pubs
+            else f"registry {registry_id} has no Location[].Uri"
+        )
+        raise RedfishError(
+            what,
+            where,
+            "numaforge reads the registry from the BMC only (it must match the BIOS "
+            "exactly); enable the BMC's local registry store, or validate by hand and use raw:",
+        )
     r = client.request("GET", uri)
     if r.status >= 400:
-        raise RedfishError(f"GET {uri} (the Location of registry {registry_id}) answered {r.status}: "
-                           f"{r.error_text()}", where, "check the BMC's registry store")
+        raise RedfishError(
+            f"GET {uri} (the Location of registry {registry_id}) answered {r.status}: {r.error_text()}",
+            where,
+            "check the BMC's registry store",
+        )
     if "RegistryEntries" not in (r.body or {}):
-        raise RedfishError(f"{uri} is not an AttributeRegistry (no RegistryEntries)", where,
-                           "the BMC's registry file is malformed")
+        raise RedfishError(
+            f"{uri} is not an AttributeRegistry (no RegistryEntries)", where, "the BMC's registry file is malformed"
+        )
     reg = Registry.from_json(r.body)
-    reg.source_uri, reg.etag = uri, r.headers.get("etag")   # what apply.confirm_registry() compares later
+    reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what apply.confirm_registry() compares later
     client.confirmed.add(id(reg))
     return reg

@@ -94,8 +94,14 @@ class RedfishServerError(RedfishHTTPError):
 
 
 HTTP_ERRORS: dict[int, type[RedfishHTTPError]] = {
-    400: RedfishBadRequestError, 401: RedfishAuthError, 403: RedfishForbiddenError, 404: RedfishNotFoundError,
-    405: RedfishMethodNotAllowedError, 409: RedfishConflictError, 412: RedfishPreconditionFailedError}
+    400: RedfishBadRequestError,
+    401: RedfishAuthError,
+    403: RedfishForbiddenError,
+    404: RedfishNotFoundError,
+    405: RedfishMethodNotAllowedError,
+    409: RedfishConflictError,
+    412: RedfishPreconditionFailedError,
+}
 
 
 def http_error(status: int, what: str, where: str | None = None, fix: str | None = None) -> RedfishHTTPError:

@@ -24,14 +24,15 @@ from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System,
 
 @dataclass
 class OpOptions:
-    dry_run: bool = False              # plan only: read, decide, write nothing
-    job_id: str | None = None          # bios-job-delete: only this job (default: every queued BIOS config job)
-    all_jobs: bool = False             # bios-jobs: every job in the queue, not only BIOS configuration jobs
+    dry_run: bool = False  # plan only: read, decide, write nothing
+    job_id: str | None = None  # bios-job-delete: only this job (default: every queued BIOS config job)
+    all_jobs: bool = False  # bios-jobs: every job in the queue, not only BIOS configuration jobs
 
 
 @dataclass
 class View:
     """What an operation reads before deciding."""
+
     root: ServiceRoot
     system: System
     bios: Bios
@@ -58,9 +59,12 @@ def _blocking_jobs(view: View, what: str) -> None:
     active = [j for j in view.bios_jobs() if j.active]
     if active:
         ids = ", ".join(f"{j.identity} ({j.state})" for j in active)
-        raise RedfishConflictError(f"BIOS config job {ids} is queued to apply the pending values; {what} refused, "
-                                   "nothing was changed", view.jobs.where,
-                                   "delete the job first (`invoke bios-job-delete`), or let it run", status=409)
+        raise RedfishConflictError(
+            f"BIOS config job {ids} is queued to apply the pending values; {what} refused, nothing was changed",
+            view.jobs.where,
+            "delete the job first (`invoke bios-job-delete`), or let it run",
+            status=409,
+        )
 
 
 # -- the operations: each returns (status, message) after filling result.data["operation"] --------------------
@@ -83,15 +87,21 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
     result.data["operation"] = op
     if view.jobs is None:
         if oopts.job_id:
-            raise RedfishNotFoundError(f"job {oopts.job_id} not found: this BMC has no job queue",
-                                       f"{host.name} ({client.base_url})", "check the job id (`invoke bios-jobs`)")
+            raise RedfishNotFoundError(
+                f"job {oopts.job_id} not found: this BMC has no job queue",
+                f"{host.name} ({client.base_url})",
+                "check the job id (`invoke bios-jobs`)",
+            )
         return "unchanged", "this BMC has no job queue: nothing to delete"
     if oopts.job_id:
         job = view.jobs.job(oopts.job_id)
         if job is None:
             ids = ", ".join(j.identity for j in view.jobs.jobs()) or "none"
-            raise RedfishNotFoundError(f"job {oopts.job_id} not found", view.jobs.where,
-                                       f"pick one of the BMC's jobs: {ids} (`invoke bios-jobs --all`)")
+            raise RedfishNotFoundError(
+                f"job {oopts.job_id} not found",
+                view.jobs.where,
+                f"pick one of the BMC's jobs: {ids} (`invoke bios-jobs --all`)",
+            )
         candidates = [job]
     else:
         candidates = [j for j in view.bios_jobs() if j.active]
@@ -99,13 +109,17 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
     for j in candidates:
         entry = j.summary()
         if j.running:
-            entry["why"] = (f"{j.state}: the host is applying it now; a running job is not deleted (wait for it "
-                            "to finish)")
+            entry["why"] = (
+                f"{j.state}: the host is applying it now; a running job is not deleted (wait for it to finish)"
+            )
             op["refused"].append(entry)
         else:
-            entry["why"] = ("queued: the values it would apply stay pending, or the BMC discards them "
-                            f"(iDRAC does; {len(pending)} pending now)" if j.queued else f"{j.state}: removed "
-                            "from the queue")
+            entry["why"] = (
+                "queued: the values it would apply stay pending, or the BMC discards them "
+                f"(iDRAC does; {len(pending)} pending now)"
+                if j.queued
+                else f"{j.state}: removed from the queue"
+            )
             op["delete"].append(entry)
     with result.step("act") as s:
         if oopts.dry_run:
@@ -114,7 +128,7 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
             for entry in op["delete"]:
                 job = view.jobs.job(entry["id"])
                 if job is not None:
-                    job.delete()          # refuses a job that started running since the plan
+                    job.delete()  # refuses a job that started running since the plan
             s.detail = {"deleted": [e["id"] for e in op["delete"]]}
     if not oopts.dry_run and op["delete"]:
         with result.step("check"):
@@ -124,8 +138,11 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
             op["pending_after"] = sorted(view.pending())
         if left:
             return "failed", f"the BMC still lists job(s) {', '.join(left)} after DELETE"
-    refused = "; ".join(f"job {e['id']} is {e['state']}: not deleted (a running job is never deleted; wait for it "
-                        "to finish, then re-run)" for e in op["refused"])
+    refused = "; ".join(
+        f"job {e['id']} is {e['state']}: not deleted (a running job is never deleted; wait for it "
+        "to finish, then re-run)"
+        for e in op["refused"]
+    )
     if refused:
         done = f"{len(op['delete'])} deleted; " if op["delete"] and not oopts.dry_run else ""
         return "failed", done + refused
@@ -140,10 +157,15 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
 def op_clear_pending(client, host, view: View, oopts: OpOptions, cache, result: HostResult) -> tuple[str, str]:
     current = view.bios.attributes
     pending = view.pending()
-    how = (f"POST {view.settings.clear_pending_action}" if view.settings.clear_pending_action
-           else "one PATCH writing the current value back over each pending one (If-Match)")
-    result.data["operation"] = {"how": how, "clear": [{"attribute": k, "current": current.get(k), "pending": v}
-                                                      for k, v in sorted(pending.items())]}
+    how = (
+        f"POST {view.settings.clear_pending_action}"
+        if view.settings.clear_pending_action
+        else "one PATCH writing the current value back over each pending one (If-Match)"
+    )
+    result.data["operation"] = {
+        "how": how,
+        "clear": [{"attribute": k, "current": current.get(k), "pending": v} for k, v in sorted(pending.items())],
+    }
     if not pending:
         return "unchanged", "nothing pending"
     _blocking_jobs(view, "clearing the pending values")
@@ -166,20 +188,28 @@ def op_clear_pending(client, host, view: View, oopts: OpOptions, cache, result: 
 
 def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result: HostResult) -> tuple[str, str]:
     if not view.bios.can_reset_bios:
-        raise RedfishNotFoundError("the Bios resource offers no Bios.ResetBios action", view.bios.where,
-                                   "reset the BIOS to defaults in BIOS setup or the BMC's own interface")
+        raise RedfishNotFoundError(
+            "the Bios resource offers no Bios.ResetBios action",
+            view.bios.where,
+            "reset the BIOS to defaults in BIOS setup or the BMC's own interface",
+        )
     registry_id = view.bios.registry_id
     current = view.bios.attributes
     changes = []
     if registry_id:
-        registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id, view.bios.path),
-                             attributes=current.keys())
+        registry = cache.get(
+            registry_id, lambda: fetch_registry(client, registry_id, view.bios.path), attributes=current.keys()
+        )
         for name, attr in sorted(registry.attributes.items()):
             default = attr.raw.get("DefaultValue")
             if default is not None and not attr.read_only and name in current and current[name] != default:
                 changes.append({"attribute": name, "current": current[name], "default": default})
-    result.data["operation"] = {"action": view.bios.action_target("Bios.ResetBios"), "registry": registry_id,
-                                "to_default": changes, "pending_before": sorted(view.pending())}
+    result.data["operation"] = {
+        "action": view.bios.action_target("Bios.ResetBios"),
+        "registry": registry_id,
+        "to_default": changes,
+        "pending_before": sorted(view.pending()),
+    }
     _blocking_jobs(view, "resetting the BIOS to defaults")
     with result.step("act") as s:
         if oopts.dry_run:
@@ -193,16 +223,23 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         view.bios.refresh()
         view.settings = view.bios.settings()
         result.data["operation"]["pending_after"] = sorted(view.pending())
-    return "changed", (f"reset to defaults requested ({len(changes)} attributes differ from their default); it "
-                       "applies at the next host reset (reboot the host, e.g. `invoke bios-apply --reboot` later)")
+    return "changed", (
+        f"reset to defaults requested ({len(changes)} attributes differ from their default); it "
+        "applies at the next host reset (reboot the host, e.g. `invoke bios-apply --reboot` later)"
+    )
 
 
-OPERATIONS: dict[str, Callable] = {"jobs": op_jobs, "job-delete": op_job_delete, "clear-pending": op_clear_pending,
-                                   "reset-defaults": op_reset_defaults}
+OPERATIONS: dict[str, Callable] = {
+    "jobs": op_jobs,
+    "job-delete": op_job_delete,
+    "clear-pending": op_clear_pending,
+    "reset-defaults": op_reset_defaults,
+}
 
 
-def operate_host(name: str, host, opts: HostOptions, oopts: OpOptions, cache: RegistryCache,
-                 result: HostResult) -> None:
+def operate_host(
+    name: str, host, opts: HostOptions, oopts: OpOptions, cache: RegistryCache, result: HostResult
+) -> None:
     """One operation on one host: connect, read, plan (refusals fail here), act unless dry_run, check."""
     fn = OPERATIONS[name]
     client = None
@@ -220,8 +257,18 @@ def operate_host(name: str, host, opts: HostOptions, oopts: OpOptions, cache: Re
         _finish(result, client)
 
 
-def run_operation(hosts, name: str, opts: HostOptions, oopts: OpOptions, *, forks: int = 8, canary: int = 0,
-                  batch: int = 0, max_fail_pct: float = 100.0, progress: bool = False):
+def run_operation(
+    hosts,
+    name: str,
+    opts: HostOptions,
+    oopts: OpOptions,
+    *,
+    forks: int = 8,
+    canary: int = 0,
+    batch: int = 0,
+    max_fail_pct: float = 100.0,
+    progress: bool = False,
+):
     """``name`` (a key of OPERATIONS) on every host under the rolling rules of numaforge.fleet."""
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
@@ -230,5 +277,13 @@ def run_operation(hosts, name: str, opts: HostOptions, oopts: OpOptions, *, fork
         operate_host(name, host, opts, oopts, cache, result)
         return result
 
-    return run_fleet(hosts, one, forks=forks, canary=canary, batch=rolling_batch(batch, forks, max_fail_pct),
-                     max_fail_pct=max_fail_pct, progress=progress, host_timeout=opts.host_timeout)
+    return run_fleet(
+        hosts,
+        one,
+        forks=forks,
+        canary=canary,
+        batch=rolling_batch(batch, forks, max_fail_pct),
+        max_fail_pct=max_fail_pct,
+        progress=progress,
+        host_timeout=opts.host_timeout,
+    )

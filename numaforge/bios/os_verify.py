@@ -32,28 +32,42 @@ from ..facts import HostFacts
 from ..facts.pci import PciDevice, aspm_word
 
 OK, MISMATCH, CANNOT = "ok", "mismatch", "cannot tell"
-ORDER = ["numa_nodes_per_socket", "llc_as_numa", "memory_interleaving", "pcie_acs", "pcie_aspm", "iommu",
-         "sriov", "determinism"]
+ORDER = [
+    "numa_nodes_per_socket",
+    "llc_as_numa",
+    "memory_interleaving",
+    "pcie_acs",
+    "pcie_aspm",
+    "iommu",
+    "sriov",
+    "determinism",
+]
 
 
 @dataclass
 class Verdict:
     setting: str
     desired: Any
-    verdict: str            # ok | mismatch | cannot tell
-    evidence: str = ""      # what the OS shows
-    why: str = ""           # for mismatch / cannot tell: the reason in plain words
+    verdict: str  # ok | mismatch | cannot tell
+    evidence: str = ""  # what the OS shows
+    why: str = ""  # for mismatch / cannot tell: the reason in plain words
 
     def as_dict(self, bmc_value: Any = None) -> dict:
-        d = {"setting": self.setting, "desired": self.desired, "verdict": self.verdict, "os_evidence": self.evidence,
-             "why": self.why}
+        d = {
+            "setting": self.setting,
+            "desired": self.desired,
+            "verdict": self.verdict,
+            "os_evidence": self.evidence,
+            "why": self.why,
+        }
         if bmc_value is not None:
             d["bmc_value"] = bmc_value
         return d
 
 
-def verify(settings: dict[str, Any], facts: HostFacts, expected_nodes: dict[str, int] | None = None,
-           device_rows: bool = True) -> list[Verdict]:
+def verify(
+    settings: dict[str, Any], facts: HostFacts, expected_nodes: dict[str, int] | None = None, device_rows: bool = True
+) -> list[Verdict]:
     """One Verdict per abstract setting in ``settings`` (known ones in a fixed order), then per GPU/NIC NUMA."""
     out: list[Verdict] = []
     names = [k for k in ORDER if k in settings] + [k for k in settings if k not in ORDER]
@@ -64,7 +78,7 @@ def verify(settings: dict[str, Any], facts: HostFacts, expected_nodes: dict[str,
         check = _CHECKS.get(name)
         if check is None:
             out.append(Verdict(name, value, CANNOT, "", "numaforge has no OS-side check for this setting"))
-        elif isinstance(value, list):     # a preference list: the OS may show any of the values
+        elif isinstance(value, list):  # a preference list: the OS may show any of the values
             verdicts = [check(v, facts, settings) for v in value]
             out.append(next((v for v in verdicts if v.verdict == OK), verdicts[0]))
         else:
@@ -97,8 +111,13 @@ def check_nps(value, facts: HostFacts, settings) -> Verdict:
     nodes = len(_nodes(facts))
     evidence = f"{nodes} NUMA node(s) with CPUs on {sockets} socket(s)"
     if settings.get("llc_as_numa") is True:
-        return Verdict(name, value, CANNOT, evidence,
-                       "llc_as_numa is on, so the nodes follow the L3 domains and NPS leaves no separate trace")
+        return Verdict(
+            name,
+            value,
+            CANNOT,
+            evidence,
+            "llc_as_numa is on, so the nodes follow the L3 domains and NPS leaves no separate trace",
+        )
     expected = 1 if value == 0 else value * sockets
     if nodes == expected:
         return Verdict(name, value, OK, evidence)
@@ -126,23 +145,33 @@ def check_llc(value, facts: HostFacts, settings) -> Verdict:
     if value:
         if looks_on:
             return Verdict(name, value, OK, evidence)
-        return Verdict(name, value, MISMATCH, evidence,
-                       f"LLC as NUMA gives one node per L3 domain ({l3}); the OS sees {len(nodes)} node(s)")
+        return Verdict(
+            name,
+            value,
+            MISMATCH,
+            evidence,
+            f"LLC as NUMA gives one node per L3 domain ({l3}); the OS sees {len(nodes)} node(s)",
+        )
     if not looks_on:
         return Verdict(name, value, OK, evidence)
     nps = settings.get("numa_nodes_per_socket")
     sockets = facts.cpu.sockets or 1
     nps_nodes = None if nps is None else (1 if nps == 0 else nps * sockets)
     if l3 <= sockets or nps_nodes == l3:
-        return Verdict(name, value, CANNOT, evidence,
-                       "there are as many L3 domains as NPS gives nodes, so the layout is the same either way")
-    return Verdict(name, value, MISMATCH, evidence,
-                   f"every node is one L3 domain ({l3} nodes): LLC-as-NUMA looks on")
+        return Verdict(
+            name,
+            value,
+            CANNOT,
+            evidence,
+            "there are as many L3 domains as NPS gives nodes, so the layout is the same either way",
+        )
+    return Verdict(name, value, MISMATCH, evidence, f"every node is one L3 domain ({l3} nodes): LLC-as-NUMA looks on")
 
 
 def check_not_visible(what: str):
     def check(value, facts, settings) -> Verdict:
         return Verdict(check.setting, value, CANNOT, "", what)  # type: ignore[attr-defined]  # set by @setting
+
     return check
 
 
@@ -159,8 +188,10 @@ def _lspci_unknown(facts: HostFacts, what: str) -> str | None:
 def _denied(devs: list[PciDevice]) -> str | None:
     denied = [d.address for d in devs if d.caps_denied]
     if denied:
-        return (f"lspci could not read the capabilities of {', '.join(denied[:4])}"
-                f"{' ...' if len(denied) > 4 else ''} (not root): set ssh.sudo: true for this host")
+        return (
+            f"lspci could not read the capabilities of {', '.join(denied[:4])}"
+            f"{' ...' if len(denied) > 4 else ''} (not root): set ssh.sudo: true for this host"
+        )
     return None
 
 
@@ -182,13 +213,23 @@ def check_acs(value, facts: HostFacts, settings) -> Verdict:
         return Verdict(name, value, CANNOT, "", why)
     pci = facts.pci
     if not pci.gpus or not pci.nics:
-        return Verdict(name, value, CANNOT, f"{len(pci.gpus)} GPU(s), {len(pci.nics)} NIC(s)",
-                       "ACS matters between GPUs and NICs; this host does not have both")
+        return Verdict(
+            name,
+            value,
+            CANNOT,
+            f"{len(pci.gpus)} GPU(s), {len(pci.nics)} NIC(s)",
+            "ACS matters between GPUs and NICs; this host does not have both",
+        )
     pairs = gpu_nic_pairs(facts)
     if not pairs:
-        return Verdict(name, value, CANNOT, f"{len(pci.gpus)} GPU(s), {len(pci.nics)} NIC(s)",
-                       "no GPU shares a PCIe switch or root port with a NIC; their P2P traffic crosses the root "
-                       "complex, where ACS does not decide the path")
+        return Verdict(
+            name,
+            value,
+            CANNOT,
+            f"{len(pci.gpus)} GPU(s), {len(pci.nics)} NIC(s)",
+            "no GPU shares a PCIe switch or root port with a NIC; their P2P traffic crosses the root "
+            "complex, where ACS does not decide the path",
+        )
     bridges: list[str] = []
     for g, n in pairs:
         for b in pci.bridges_between(g, n):
@@ -199,23 +240,37 @@ def check_acs(value, facts: HostFacts, settings) -> Verdict:
         return Verdict(name, value, CANNOT, "", why)
     blocking = {d.address: d.acs_p2p_blocking() for d in devs if d.acs_p2p_blocking()}
     capable = [d for d in devs if d.acs_ctl is not None]
-    evidence = (f"{len(bridges)} bridge(s) between {len(pairs)} GPU/NIC pair(s); "
-                f"{len(capable)} with ACS; P2P bits set on {len(blocking)}")
+    evidence = (
+        f"{len(bridges)} bridge(s) between {len(pairs)} GPU/NIC pair(s); "
+        f"{len(capable)} with ACS; P2P bits set on {len(blocking)}"
+    )
     if value is False:
         if not blocking:
             return Verdict(name, value, OK, evidence)
         detail = ", ".join(f"{a} ({' '.join(b + '+' for b in bits)})" for a, bits in blocking.items())
-        return Verdict(name, value, MISMATCH, evidence,
-                       f"ACS still redirects peer-to-peer traffic on {detail}; GPUDirect RDMA needs these clear")
+        return Verdict(
+            name,
+            value,
+            MISMATCH,
+            evidence,
+            f"ACS still redirects peer-to-peer traffic on {detail}; GPUDirect RDMA needs these clear",
+        )
     if blocking:
         return Verdict(name, value, OK, evidence)
-    why = ("no bridge between the GPUs and NICs exposes an ACS capability" if not capable else
-           "ACS is present but its P2P bits are clear on every bridge between GPUs and NICs")
+    why = (
+        "no bridge between the GPUs and NICs exposes an ACS capability"
+        if not capable
+        else "ACS is present but its P2P bits are clear on every bridge between GPUs and NICs"
+    )
     return Verdict(name, value, MISMATCH, evidence, why)
 
 
-_ASPM_WANT = {"disabled": frozenset(), "l0s": frozenset({"L0s"}), "l1": frozenset({"L1"}),
-              "l0s_l1": frozenset({"L0s", "L1"})}
+_ASPM_WANT = {
+    "disabled": frozenset(),
+    "l0s": frozenset({"L0s"}),
+    "l1": frozenset({"L1"}),
+    "l0s_l1": frozenset({"L0s", "L1"}),
+}
 
 
 def check_aspm(value, facts: HostFacts, settings) -> Verdict:
@@ -238,8 +293,13 @@ def check_aspm(value, facts: HostFacts, settings) -> Verdict:
         return Verdict(name, value, CANNOT, "", why)
     links = [d for d in devs if d.aspm_enabled is not None]
     if not links:
-        return Verdict(name, value, CANNOT, f"{len(devs)} device(s), none with a PCIe link control register",
-                       "no PCI Express links to look at (lspci shows no LnkCtl)")
+        return Verdict(
+            name,
+            value,
+            CANNOT,
+            f"{len(devs)} device(s), none with a PCIe link control register",
+            "no PCI Express links to look at (lspci shows no LnkCtl)",
+        )
     want = _ASPM_WANT[value]
     wrong = []
     for d in links:
@@ -255,8 +315,10 @@ def check_aspm(value, facts: HostFacts, settings) -> Verdict:
     why = "LnkCtl shows " + ", ".join(wrong[:6]) + (" ..." if len(wrong) > 6 else "")
     pol = facts.kernel.params
     if "pcie_aspm" in pol or "pcie_aspm.policy" in pol:
-        why += (f"; note the kernel command line sets pcie_aspm={pol.get('pcie_aspm')}"
-                f" pcie_aspm.policy={pol.get('pcie_aspm.policy')}, which also changes ASPM")
+        why += (
+            f"; note the kernel command line sets pcie_aspm={pol.get('pcie_aspm')}"
+            f" pcie_aspm.policy={pol.get('pcie_aspm.policy')}, which also changes ASPM"
+        )
     return Verdict(name, value, MISMATCH, evidence, why)
 
 
@@ -266,14 +328,20 @@ def check_iommu(value, facts: HostFacts, settings) -> Verdict:
     if io.groups is None:
         return Verdict(name, value, CANNOT, "", f"IOMMU groups unknown: {io.missing}")
     evidence = f"{io.groups} IOMMU group(s); kernel IOMMU mode: {io.mode}" + (
-        f" ({io.cmdline_evidence})" if io.cmdline_evidence else "")
+        f" ({io.cmdline_evidence})" if io.cmdline_evidence else ""
+    )
     if value:
         if io.groups > 0:
             return Verdict(name, value, OK, evidence)
         if io.mode == "off":
-            return Verdict(name, value, CANNOT, evidence,
-                           f"the kernel command line turns the IOMMU off ({io.cmdline_evidence}), so the OS cannot "
-                           "show whether the BIOS enabled it")
+            return Verdict(
+                name,
+                value,
+                CANNOT,
+                evidence,
+                f"the kernel command line turns the IOMMU off ({io.cmdline_evidence}), so the OS cannot "
+                "show whether the BIOS enabled it",
+            )
         return Verdict(name, value, MISMATCH, evidence, "no IOMMU groups: the OS sees no active IOMMU")
     if io.groups == 0:
         return Verdict(name, value, OK, evidence)
@@ -294,7 +362,7 @@ def check_sriov(value, facts: HostFacts, settings) -> Verdict:
         if n.sriov_total_vfs is not None:
             vfs[n.address] = n.sriov_total_vfs
         elif have_sysfs:
-            vfs[n.address] = 0        # no sriov_totalvfs file: no SR-IOV capability exposed
+            vfs[n.address] = 0  # no sriov_totalvfs file: no SR-IOV capability exposed
         elif n.caps_denied:
             vfs[n.address] = None
         else:
@@ -307,8 +375,13 @@ def check_sriov(value, facts: HostFacts, settings) -> Verdict:
     if value:
         if not without:
             return Verdict(name, value, OK, evidence)
-        return Verdict(name, value, MISMATCH, evidence,
-                       f"{', '.join(without)} offer(s) no virtual functions (sriov_totalvfs is 0 or missing)")
+        return Verdict(
+            name,
+            value,
+            MISMATCH,
+            evidence,
+            f"{', '.join(without)} offer(s) no virtual functions (sriov_totalvfs is 0 or missing)",
+        )
     if len(without) == len(vfs):
         return Verdict(name, value, OK, evidence)
     return Verdict(name, value, MISMATCH, evidence, "NICs still offer virtual functions")
@@ -322,10 +395,17 @@ _CHECKS = {
     "iommu": check_iommu,
     "sriov": check_sriov,
 }
-for _name, _why in (("memory_interleaving", "memory interleaving across channels/dies leaves no trace the OS can "
-                     "read (node count and distances look the same); check it on the BMC"),
-                    ("determinism", "the determinism slider changes boost/power behaviour, which the OS does not "
-                     "list; check it on the BMC")):
+for _name, _why in (
+    (
+        "memory_interleaving",
+        "memory interleaving across channels/dies leaves no trace the OS can "
+        "read (node count and distances look the same); check it on the BMC",
+    ),
+    (
+        "determinism",
+        "the determinism slider changes boost/power behaviour, which the OS does not list; check it on the BMC",
+    ),
+):
     _c = check_not_visible(_why)
     _c.setting = _name
     _CHECKS[_name] = _c
@@ -349,21 +429,42 @@ def device_numa(facts: HostFacts, expected: dict[str, int]) -> list[Verdict]:
     devices = sorted(pci.gpus + pci.nics, key=lambda d: d.address)
     for a in sorted(expected):
         if a not in pci.devices:
-            out.append(Verdict(f"numa_node {a}", expected[a], MISMATCH, "device not found",
-                               f"the inventory expects a device at {a}; the OS does not list it"))
+            out.append(
+                Verdict(
+                    f"numa_node {a}",
+                    expected[a],
+                    MISMATCH,
+                    "device not found",
+                    f"the inventory expects a device at {a}; the OS does not list it",
+                )
+            )
     for d in devices:
         label = f"numa_node {d.address} ({d.kind})"
         node = d.numa_node
         if d.address in expected:
             want = expected[d.address]
             if node is None:
-                out.append(Verdict(label, want, CANNOT, "", "the device's NUMA node is unknown (no sysfs numa_node, "
-                                   "and lspci printed no NUMA node line)"))
+                out.append(
+                    Verdict(
+                        label,
+                        want,
+                        CANNOT,
+                        "",
+                        "the device's NUMA node is unknown (no sysfs numa_node, and lspci printed no NUMA node line)",
+                    )
+                )
             elif node == want:
                 out.append(Verdict(label, want, OK, f"node {node}"))
             else:
-                out.append(Verdict(label, want, MISMATCH, f"node {node}",
-                                   f"the inventory expects node {want}; the firmware reports {node}"))
+                out.append(
+                    Verdict(
+                        label,
+                        want,
+                        MISMATCH,
+                        f"node {node}",
+                        f"the inventory expects node {want}; the firmware reports {node}",
+                    )
+                )
             continue
         want_txt = "the node of its root port and of its GPU/NIC partner"
         if multi is None:
@@ -376,8 +477,15 @@ def device_numa(facts: HostFacts, expected: dict[str, int]) -> list[Verdict]:
             out.append(Verdict(label, want_txt, CANNOT, "", "the device's NUMA node is unknown"))
             continue
         if node < 0:
-            out.append(Verdict(label, want_txt, MISMATCH, "numa_node -1",
-                               "the firmware gives this device no NUMA affinity on a multi-node host (ACPI _PXM)"))
+            out.append(
+                Verdict(
+                    label,
+                    want_txt,
+                    MISMATCH,
+                    "numa_node -1",
+                    "the firmware gives this device no NUMA affinity on a multi-node host (ACPI _PXM)",
+                )
+            )
             continue
         problems = []
         above = [pci.devices[b] for b in pci.bridges_above(d.address) if b in pci.devices]

@@ -30,14 +30,20 @@ class PlanItem:
     setting: str
     desired: Any
     current: Any
-    pending: Any          # value in the settings object, or None when nothing is pending for it
-    action: str           # ok | pending | change | gap | skipped
+    pending: Any  # value in the settings object, or None when nothing is pending for it
+    action: str  # ok | pending | change | gap | skipped
     resolved: str = ""
 
     def as_dict(self) -> dict:
-        return {"attribute": self.attribute, "setting": self.setting, "current": self.current,
-                "pending": self.pending, "desired": self.desired, "action": self.action,
-                "resolved": self.resolved}
+        return {
+            "attribute": self.attribute,
+            "setting": self.setting,
+            "current": self.current,
+            "pending": self.pending,
+            "desired": self.desired,
+            "action": self.action,
+            "resolved": self.resolved,
+        }
 
 
 @dataclass
@@ -64,8 +70,12 @@ class Plan:
         return any(i.action in ("change", "pending") for i in self.items)
 
     def as_dict(self) -> dict:
-        return {"registry": self.registry_id, "items": [i.as_dict() for i in self.items],
-                "changes": self.changes, "pending": self.pending}
+        return {
+            "registry": self.registry_id,
+            "items": [i.as_dict() for i in self.items],
+            "changes": self.changes,
+            "pending": self.pending,
+        }
 
 
 def pending_values(current: dict[str, Any], settings_attrs: dict[str, Any] | None) -> dict[str, Any]:
@@ -102,8 +112,13 @@ def _check_value(attr, value, host: str) -> str | None:
     return None
 
 
-def validate(desired: list[Desired], registry: Registry, current: dict[str, Any],
-             pending: dict[str, Any] | None = None, host: str = "") -> None:
+def validate(
+    desired: list[Desired],
+    registry: Registry,
+    current: dict[str, Any],
+    pending: dict[str, Any] | None = None,
+    host: str = "",
+) -> None:
     """Raise BiosValidationError listing every problem; return None when all desired values may be written."""
     import difflib
 
@@ -131,19 +146,28 @@ def validate(desired: list[Desired], registry: Registry, current: dict[str, Any]
             blockers = registry.blocking(d.attribute, after)
             if blockers and not attr.read_only:
                 why = "is made read-only by registry dependency: " + "; ".join(b.describe() for b in blockers)
-            problems.append(f"{host}/{d.attribute} {why}; it cannot be set to {d.value!r} "
-                            f"(current {current.get(d.attribute)!r}) [from {d.setting}]")
+            problems.append(
+                f"{host}/{d.attribute} {why}; it cannot be set to {d.value!r} "
+                f"(current {current.get(d.attribute)!r}) [from {d.setting}]"
+            )
             continue
         for dep, forced in registry.forced_values(d.attribute, after):
             if forced != d.value:
-                problems.append(f"{host}/{d.attribute}={d.value!r} conflicts with registry dependency: "
-                                f"{dep.describe()} [from {d.setting}]")
+                problems.append(
+                    f"{host}/{d.attribute}={d.value!r} conflicts with registry dependency: "
+                    f"{dep.describe()} [from {d.setting}]"
+                )
     if problems:
         raise BiosValidationError(problems, host or None)
 
 
-def make_plan(desired: list[Desired], registry: Registry, current: dict[str, Any],
-              settings_attrs: dict[str, Any] | None = None, host: str = "") -> Plan:
+def make_plan(
+    desired: list[Desired],
+    registry: Registry,
+    current: dict[str, Any],
+    settings_attrs: dict[str, Any] | None = None,
+    host: str = "",
+) -> Plan:
     """Validate, then diff. ``settings_attrs`` is the settings object's Attributes (pending values)."""
     pending = pending_values(current, settings_attrs)
     validate(desired, registry, current, pending, host)

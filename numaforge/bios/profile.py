@@ -36,8 +36,10 @@ VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
 
 # The abstract settings a profile may set. Values are the profile author's vocabulary; vendors.py maps them.
 SETTINGS_SCHEMA: dict[str, dict] = {
-    "numa_nodes_per_socket": {"enum": [0, 1, 2, 4],
-                              "description": "NPS: NUMA nodes per socket (0 = one node for the whole machine)"},
+    "numa_nodes_per_socket": {
+        "enum": [0, 1, 2, 4],
+        "description": "NPS: NUMA nodes per socket (0 = one node for the whole machine)",
+    },
     "llc_as_numa": {"type": "boolean", "description": "report each L3 cache (CCX/CCD) as its own NUMA domain"},
     "memory_interleaving": {"type": "boolean", "description": "interleave memory across channels/dies"},
     "pcie_acs": {"type": "boolean", "description": "PCIe Access Control Services (off lets P2P DMA go direct)"},
@@ -47,14 +49,24 @@ SETTINGS_SCHEMA: dict[str, dict] = {
     "determinism": {"enum": ["performance", "power"], "description": "AMD determinism slider"},
 }
 
+
 def _setting_forms(one: dict) -> dict:
     """A setting is a value, a preference list of values, or {value: <value or list>, optional: bool}."""
     value = {k: v for k, v in one.items() if k != "description"}
     prefs = {"type": "array", "items": value, "minItems": 1, "uniqueItems": True}
-    return {"description": one.get("description", ""),
-            "anyOf": [value, prefs,
-                      {"type": "object", "additionalProperties": False, "required": ["value"],
-                       "properties": {"value": {"anyOf": [value, prefs]}, "optional": {"type": "boolean"}}}]}
+    return {
+        "description": one.get("description", ""),
+        "anyOf": [
+            value,
+            prefs,
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["value"],
+                "properties": {"value": {"anyOf": [value, prefs]}, "optional": {"type": "boolean"}},
+            },
+        ],
+    }
 
 
 PROFILE_SCHEMA = {
@@ -72,10 +84,14 @@ PROFILE_SCHEMA = {
         "raw": {
             "type": ["object", "null"],
             "additionalProperties": False,
-            "properties": {v: {"type": ["object", "null"],
-                               "propertyNames": {"pattern": r"^[A-Za-z0-9_.:\[\]-]+$"},
-                               "additionalProperties": {"type": ["string", "integer", "boolean"]}}
-                           for v in VENDORS},
+            "properties": {
+                v: {
+                    "type": ["object", "null"],
+                    "propertyNames": {"pattern": r"^[A-Za-z0-9_.:\[\]-]+$"},
+                    "additionalProperties": {"type": ["string", "integer", "boolean"]},
+                }
+                for v in VENDORS
+            },
         },
     },
 }
@@ -89,12 +105,12 @@ def default_profiles_dir() -> Path:
 @dataclass
 class Profile:
     name: str
-    settings: dict[str, Any]                      # abstract setting -> value (merged over the extends chain)
-    raw: dict[str, dict[str, Any]]                # vendor -> AttributeName -> value
-    chain: list[str] = field(default_factory=list)   # files, child first
+    settings: dict[str, Any]  # abstract setting -> value (merged over the extends chain)
+    raw: dict[str, dict[str, Any]]  # vendor -> AttributeName -> value
+    chain: list[str] = field(default_factory=list)  # files, child first
     description: str = ""
     origin: dict[str, str] = field(default_factory=dict)  # setting -> profile name that set it
-    optional: set[str] = field(default_factory=set)       # settings skipped where the platform lacks them
+    optional: set[str] = field(default_factory=set)  # settings skipped where the platform lacks them
 
     def raw_for(self, vendor: str) -> dict[str, Any]:
         return dict(self.raw.get(vendor) or {})
@@ -155,29 +171,40 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
 def render_text(path: Path, facts: dict[str, Any]) -> str:
     """Render one template file with StrictUndefined in jinja2's immutable sandbox (a profile is data: it
     cannot call methods that reach Python internals or mutate facts); errors carry file:line."""
-    env = ImmutableSandboxedEnvironment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
     if not os.access(path, os.R_OK):
         raise ProfileError("cannot read profile", str(path), "check the file permissions")
     try:
         template = env.get_template(path.name)
     except jinja2.TemplateSyntaxError as exc:
-        raise ProfileError(f"template syntax error: {exc.message}", f"{path}:{exc.lineno}",
-                           "fix the Jinja2 syntax at that line") from None
+        raise ProfileError(
+            f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
+        ) from None
     try:
         return template.render(**facts)
     except SecurityError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(f"profile tried something the template sandbox forbids ({exc})", where,
-                           "a profile may only read facts and compute values: remove the attribute/method "
-                           "access") from None
+        raise ProfileError(
+            f"profile tried something the template sandbox forbids ({exc})",
+            where,
+            "a profile may only read facts and compute values: remove the attribute/method access",
+        ) from None
     except jinja2.UndefinedError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(f"template uses an undefined value: {exc.message}", where,
-                           f"profiles can use: {', '.join(sorted(facts))} "
-                           "(guard optional ones with `is defined`)") from None
+        raise ProfileError(
+            f"template uses an undefined value: {exc.message}",
+            where,
+            f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)",
+        ) from None
     except jinja2.TemplateError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
@@ -206,19 +233,21 @@ def parse_rendered(text: str, path: Path) -> dict:
         snippet = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
         return f"{path} (rendered line {line}: {snippet!r})"
 
-    doc = yamlsrc.parse(text, str(path), error=ProfileError, locate=locate,
-                          syntax="rendered profile is not valid YAML")
+    doc = yamlsrc.parse(text, str(path), error=ProfileError, locate=locate, syntax="rendered profile is not valid YAML")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise ProfileError("a profile must render to a mapping (description/extends/settings/raw)", str(path),
-                           "start the profile with `settings:`")
+        raise ProfileError(
+            "a profile must render to a mapping (description/extends/settings/raw)",
+            str(path),
+            "start the profile with `settings:`",
+        )
     lines = _key_lines(doc)
     validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
-        if err.validator == "anyOf" and err.context:   # a setting's forms: report the plain-value form's error
+        if err.validator == "anyOf" and err.context:  # a setting's forms: report the plain-value form's error
             err = min(err.context, key=lambda e: (len(e.relative_schema_path) > 2, e.relative_schema_path[0]))
         keypath = tuple(str(p) for p in err.absolute_path)
         where_line = None
@@ -231,8 +260,9 @@ def parse_rendered(text: str, path: Path) -> dict:
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 where_line = lines.get(keypath)
                 where = f"{path}:{where_line}" if where_line else str(path)
-                raise ProfileError(f"unknown key '{'.'.join(keypath)}'", where,
-                                   f"{hint}allowed here: {', '.join(known)}") from None
+                raise ProfileError(
+                    f"unknown key '{'.'.join(keypath)}'", where, f"{hint}allowed here: {', '.join(known)}"
+                ) from None
         where_line = lines.get(keypath) or lines.get(keypath[:-1])
         where = f"{path} (rendered line {where_line})" if where_line else str(path)
         allowed = ""
@@ -240,8 +270,9 @@ def parse_rendered(text: str, path: Path) -> dict:
             allowed = "allowed values: " + ", ".join(repr(v) for v in err.schema["enum"])
         elif "type" in err.schema:
             allowed = f"expected {err.schema['type']}"
-        raise ProfileError(f"'{'.'.join(keypath) or '<top>'}': {err.message}", where,
-                           allowed or "see docs/bios-profiles.md") from None
+        raise ProfileError(
+            f"'{'.'.join(keypath) or '<top>'}': {err.message}", where, allowed or "see docs/bios-profiles.md"
+        ) from None
     return doc
 
 
@@ -255,8 +286,9 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         key = str(path.resolve())
         if key in seen:
             names = " -> ".join(Path(s).name for s in seen + [key])
-            raise ProfileError(f"profiles extend each other in a cycle: {names}", str(path),
-                               "remove one of the `extends:` lines")
+            raise ProfileError(
+                f"profiles extend each other in a cycle: {names}", str(path), "remove one of the `extends:` lines"
+            )
         seen.append(key)
         doc = parse_rendered(render_text(path, facts), path)
         chain.append((_profile_name(path), path, doc))
@@ -268,7 +300,7 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
     raw: dict[str, dict[str, Any]] = {}
     for pname, _path, doc in reversed(chain):  # parent first, child last wins
         for k, v in (doc.get("settings") or {}).items():
-            if isinstance(v, dict):          # {value: ..., optional: true}
+            if isinstance(v, dict):  # {value: ..., optional: true}
                 (optional.add if v.get("optional") else optional.discard)(k)
                 v = v["value"]
             else:
@@ -278,8 +310,15 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         for vendor, attrs in (doc.get("raw") or {}).items():
             raw.setdefault(vendor, {}).update(attrs or {})
     head = chain[0][2]
-    return Profile(name=chain[0][0], settings=settings, raw=raw, chain=[str(p) for _, p, _ in chain],
-                   description=str(head.get("description", "")), origin=origin, optional=optional)
+    return Profile(
+        name=chain[0][0],
+        settings=settings,
+        raw=raw,
+        chain=[str(p) for _, p, _ in chain],
+        description=str(head.get("description", "")),
+        origin=origin,
+        optional=optional,
+    )
 
 
 def _profile_name(path: Path) -> str:

@@ -73,7 +73,9 @@ class Response:
         err = self.body.get("error") if isinstance(self.body, dict) else None
         if isinstance(err, dict):
             infos = err.get("@Message.ExtendedInfo") or []
-            msgs = [f"{i.get('MessageId', '')}: {i.get('Message', '')}".strip(": ") for i in infos if isinstance(i, dict)]
+            msgs = [
+                f"{i.get('MessageId', '')}: {i.get('Message', '')}".strip(": ") for i in infos if isinstance(i, dict)
+            ]
             if msgs:
                 return "; ".join(msgs)
             if err.get("message"):
@@ -90,9 +92,9 @@ class _Transient(Exception):
 
 @dataclass
 class RetryPolicy:
-    attempts: int = 4           # total tries for a retryable request
-    backoff: float = 0.5        # first wait (s), doubled each time
-    max_wait: float = 10.0      # cap of one wait, Retry-After included
+    attempts: int = 4  # total tries for a retryable request
+    backoff: float = 0.5  # first wait (s), doubled each time
+    max_wait: float = 10.0  # cap of one wait, Retry-After included
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
 
@@ -109,54 +111,79 @@ def default_ca_file() -> str:
     """The machine's CA store: $REQUESTS_CA_BUNDLE, $SSL_CERT_FILE, Debian's bundle, else certifi's."""
     import os
 
-    for candidate in (os.environ.get("REQUESTS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE"),
-                      "/etc/ssl/certs/ca-certificates.crt"):
+    for candidate in (
+        os.environ.get("REQUESTS_CA_BUNDLE"),
+        os.environ.get("SSL_CERT_FILE"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and os.path.isfile(candidate):
             return candidate
-    return certifi.where()   # what requests itself uses when no CA bundle is given
+    return certifi.where()  # what requests itself uses when no CA bundle is given
 
 
 class RedfishClient:
     """One authenticated conversation with one BMC. Use as a context manager: logout always happens."""
 
-    def __init__(self, base_url: str, username: str, password: str, *, host: str = "",
-                 ca_file: str | None = None, insecure: bool = False, policy: RetryPolicy | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        password: str,
+        *,
+        host: str = "",
+        ca_file: str | None = None,
+        insecure: bool = False,
+        policy: RetryPolicy | None = None,
+    ):
         self.host = host or base_url
         if "@" in urlparse(base_url).netloc:
-            raise RedfishError("the BMC URL carries credentials (user:password@)", self.host,
-                               "remove them from bmc.url; use bmc.username and bmc.password (env:/file:)")
+            raise RedfishError(
+                "the BMC URL carries credentials (user:password@)",
+                self.host,
+                "remove them from bmc.url; use bmc.username and bmc.password (env:/file:)",
+            )
         self.base_url = base_url.rstrip("/")
         self.policy = policy or RetryPolicy()
         self.insecure = insecure
         self.warnings: list[str] = []
         self.auth_method: str | None = None
-        self.requests: list[tuple[str, str, int | None]] = []   # (method, path, status) -- no bodies, no headers
+        self.requests: list[tuple[str, str, int | None]] = []  # (method, path, status) -- no bodies, no headers
         self._lock = threading.Lock()
         self._username = username
         self._password = password
         secrets.register(password)
         if insecure:
-            self.warnings.append(f"TLS verification is OFF for {self.base_url} (--insecure / bmc.insecure): "
-                                 "the BMC's identity is not checked and the credentials can be intercepted")
+            self.warnings.append(
+                f"TLS verification is OFF for {self.base_url} (--insecure / bmc.insecure): "
+                "the BMC's identity is not checked and the credentials can be intercepted"
+            )
             cafile = None
             # said once, loudly, by the task and in every host's report; not once per request
             import urllib3
+
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
         adapter = _NoRedirects()
-        self._client = HttpClient(self.base_url, username=username, password=password, cafile=cafile,
-                                  timeout=(self.policy.connect_timeout, self.policy.read_timeout),
-                                  max_retry=0, check_connectivity=False, https_adapter=adapter)
+        self._client = HttpClient(
+            self.base_url,
+            username=username,
+            password=password,
+            cafile=cafile,
+            timeout=(self.policy.connect_timeout, self.policy.read_timeout),
+            max_retry=0,
+            check_connectivity=False,
+            https_adapter=adapter,
+        )
         if self.base_url.startswith("http://"):
             # the library mounts its https_adapter for https:// only; a plain-http BMC (insecure lab) gets the
             # same no-redirect adapter. The one place that touches the library's requests session directly.
             self._client._session.mount("http://", adapter)
         self.root: dict = {}
-        self.known_login_url: str | None = None   # set by the caller from a per-run model cache
-        self.shape = None                         # that cache's entry for this BMC's model, if any
-        self.on_close: list = []                  # callbacks run by close()
-        self.confirmed: set = set()               # ids of cached objects this BMC confirmed (bios.discovery)
+        self.known_login_url: str | None = None  # set by the caller from a per-run model cache
+        self.shape = None  # that cache's entry for this BMC's model, if any
+        self.on_close: list = []  # callbacks run by close()
+        self.confirmed: set = set()  # ids of cached objects this BMC confirmed (bios.discovery)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> "RedfishClient":
@@ -207,23 +234,30 @@ class RedfishClient:
                     # a BMC answers 401 for a sessions URL it does not have (unauthenticated request to an
                     # unknown path): ask its service root before calling the credentials wrong
                     return self.login(None)
-                raise RedfishAuthError("the BMC refused the credentials", f"{self.host} ({self.base_url})",
-                                       "check bmc.username and the password reference in the inventory") from None
+                raise RedfishAuthError(
+                    "the BMC refused the credentials",
+                    f"{self.host} ({self.base_url})",
+                    "check bmc.username and the password reference in the inventory",
+                ) from None
             except SessionCreationError as exc:
                 self.requests.append(("POST", self._client.login_url, None))
                 if str(exc).startswith("HTTP 3"):
                     code = str(exc).split(":", 1)[0]
-                    raise RedfishRedirectError(f"POST {self._client.login_url} (session login) answered {code}, a "
-                                       "redirect; numaforge never follows redirects (credentials would go to "
-                                       "another address)", f"{self.host} ({self.base_url})",
-                                       "set bmc.url to the address the BMC really serves Redfish on; if it "
-                                       "should not redirect, check for a man-in-the-middle") from None
+                    raise RedfishRedirectError(
+                        f"POST {self._client.login_url} (session login) answered {code}, a "
+                        "redirect; numaforge never follows redirects (credentials would go to "
+                        "another address)",
+                        f"{self.host} ({self.base_url})",
+                        "set bmc.url to the address the BMC really serves Redfish on; if it "
+                        "should not redirect, check for a man-in-the-middle",
+                    ) from None
                 if known_login_url and "HTTP 503" not in str(exc):
                     # the model's sessions URL (another host's, or a past run's) is not this BMC's
                     return self.login(None)
                 if "HTTP 503" in str(exc) and attempt + 1 < self.policy.attempts:
                     import time
-                    time.sleep(min(self.policy.backoff * 2 ** attempt, self.policy.max_wait))
+
+                    time.sleep(min(self.policy.backoff * 2**attempt, self.policy.max_wait))
                     continue
                 break  # no session service: fall back to basic authentication
             except RetriesExhaustedError as exc:
@@ -236,9 +270,11 @@ class RedfishClient:
             secrets.register(self._client.get_authorization_key())
             self.requests.append(("GET", self._client.login_url, None))
         except InvalidCredentialsError:
-            raise RedfishAuthError("the BMC refused the credentials (basic authentication)",
-                                   f"{self.host} ({self.base_url})",
-                                   "check bmc.username and the password reference in the inventory") from None
+            raise RedfishAuthError(
+                "the BMC refused the credentials (basic authentication)",
+                f"{self.host} ({self.base_url})",
+                "check bmc.username and the password reference in the inventory",
+            ) from None
         except RetriesExhaustedError as exc:
             raise self._transport_error("GET", self._client.login_url, exc) from None
         self.auth_method = "basic"
@@ -259,8 +295,9 @@ class RedfishClient:
                     break
                 except Exception as exc:  # logout problems must not hide the real result
                     if attempt + 1 == self.policy.attempts:
-                        self.warnings.append(f"logout failed: {type(exc).__name__}; the session will time out "
-                                             "on the BMC")
+                        self.warnings.append(
+                            f"logout failed: {type(exc).__name__}; the session will time out on the BMC"
+                        )
         self._client.set_session_key(None)
         try:
             # without a session key the library's public logout() only closes its connection pool
@@ -278,26 +315,36 @@ class RedfishClient:
             text = str(cause)
             if "hostname mismatch" in text.lower() or "doesn't match" in text or "not valid for" in text.lower():
                 host = urlparse(self.base_url).hostname
-                return RedfishTLSError(f"TLS hostname mismatch: the BMC's certificate is not valid for '{host}' "
-                                       f"({_ssl_reason(cause)})", f"{self.host} ({self.base_url})",
-                                       "write in bmc.url the name (or IP) the certificate was issued for, or "
-                                       "re-issue the BMC certificate with this name in its subjectAltName; the "
-                                       "CA itself was trusted")
-            return RedfishTLSError(f"TLS certificate of the BMC could not be verified ({_ssl_reason(cause)})",
-                                   f"{self.host} ({self.base_url})",
-                                   "set bmc.ca_bundle in the inventory to the CA that signed the BMC certificate "
-                                   "(or, only on a lab network, pass --insecure)")
+                return RedfishTLSError(
+                    f"TLS hostname mismatch: the BMC's certificate is not valid for '{host}' ({_ssl_reason(cause)})",
+                    f"{self.host} ({self.base_url})",
+                    "write in bmc.url the name (or IP) the certificate was issued for, or "
+                    "re-issue the BMC certificate with this name in its subjectAltName; the "
+                    "CA itself was trusted",
+                )
+            return RedfishTLSError(
+                f"TLS certificate of the BMC could not be verified ({_ssl_reason(cause)})",
+                f"{self.host} ({self.base_url})",
+                "set bmc.ca_bundle in the inventory to the CA that signed the BMC certificate "
+                "(or, only on a lab network, pass --insecure)",
+            )
         if _refused(cause):
-            return RedfishError(f"{method} {path} failed: connection refused by {urlparse(self.base_url).netloc}",
-                                f"{self.host} ({self.base_url})",
-                                "nothing listens there: check bmc.url's host and port and that the BMC's Redfish "
-                                "service is on")
+            return RedfishError(
+                f"{method} {path} failed: connection refused by {urlparse(self.base_url).netloc}",
+                f"{self.host} ({self.base_url})",
+                "nothing listens there: check bmc.url's host and port and that the BMC's Redfish service is on",
+            )
         if isinstance(cause, requests.exceptions.Timeout):
-            return RedfishError(f"{method} {path} timed out", f"{self.host} ({self.base_url})",
-                                "check the BMC is reachable and responsive; re-run (finished hosts are kept)")
-        return RedfishError(f"{method} {path} failed: cannot reach the BMC ({_short(cause)})",
-                            f"{self.host} ({self.base_url})",
-                            "check bmc.url, the network path to the BMC and that its Redfish service is on")
+            return RedfishError(
+                f"{method} {path} timed out",
+                f"{self.host} ({self.base_url})",
+                "check the BMC is reachable and responsive; re-run (finished hosts are kept)",
+            )
+        return RedfishError(
+            f"{method} {path} failed: cannot reach the BMC ({_short(cause)})",
+            f"{self.host} ({self.base_url})",
+            "check bmc.url, the network path to the BMC and that its Redfish service is on",
+        )
 
     def _once(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         retryable_transport = method in IDEMPOTENT
@@ -321,11 +368,15 @@ class RedfishClient:
         hdrs = {k.lower(): v for k, v in raw.getheaders()}
         if 300 <= status < 400:
             location = hdrs.get(REFUSED_LOCATION) or hdrs.get("location") or "(no Location header)"
-            raise RedfishRedirectError(f"{method} {path} answered {status}, a redirect to {location}; numaforge never "
-                               "follows redirects (the session token" + (" and the request body" if body else "")
-                               + " would go there); nothing was sent to it", f"{self.host} ({self.base_url})",
-                               "set bmc.url to the address the BMC really serves Redfish on; if this BMC should "
-                               "not redirect, check the network for a man-in-the-middle")
+            raise RedfishRedirectError(
+                f"{method} {path} answered {status}, a redirect to {location}; numaforge never "
+                "follows redirects (the session token"
+                + (" and the request body" if body else "")
+                + " would go there); nothing was sent to it",
+                f"{self.host} ({self.base_url})",
+                "set bmc.url to the address the BMC really serves Redfish on; if this BMC should "
+                "not redirect, check the network for a man-in-the-middle",
+            )
         if status == 503 or (status >= 500 and retryable_transport):
             ra = raw.retry_after
             raise _Transient(f"{method} {path}: HTTP {status}", float(ra) if ra is not None else None)
@@ -334,9 +385,11 @@ class RedfishClient:
         except JsonDecodingError:
             if retryable_transport:
                 raise _Transient(f"{method} {path}: the BMC answered with invalid JSON") from None
-            raise RedfishError(f"{method} {path}: the BMC answered with invalid JSON (HTTP {status})",
-                               f"{self.host} ({self.base_url})",
-                               "the BMC firmware misbehaves; check the request outcome on the BMC and re-run") from None
+            raise RedfishError(
+                f"{method} {path}: the BMC answered with invalid JSON (HTTP {status})",
+                f"{self.host} ({self.base_url})",
+                "the BMC firmware misbehaves; check the request outcome on the BMC and re-run",
+            ) from None
         return Response(status, parsed if isinstance(parsed, dict) else {"value": parsed}, hdrs, path)
 
     def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
@@ -353,22 +406,31 @@ class RedfishClient:
             return base
 
         try:
-            for attempt in tenacity.Retrying(retry=tenacity.retry_if_exception_type(_Transient),
-                                             stop=tenacity.stop_after_attempt(policy.attempts),
-                                             wait=wait, reraise=True):
+            for attempt in tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(_Transient),
+                stop=tenacity.stop_after_attempt(policy.attempts),
+                wait=wait,
+                reraise=True,
+            ):
                 with attempt:
                     return self._once(method, path, body, headers)
         except _Transient as exc:
-            raise RedfishError(f"{exc.what} (gave up after {policy.attempts} attempts)",
-                               f"{self.host} ({self.base_url})",
-                               "the BMC is busy or failing; re-run later (finished hosts are kept)") from None
+            raise RedfishError(
+                f"{exc.what} (gave up after {policy.attempts} attempts)",
+                f"{self.host} ({self.base_url})",
+                "the BMC is busy or failing; re-run later (finished hosts are kept)",
+            ) from None
         raise AssertionError("unreachable")
 
     def get(self, path: str) -> Response:
         r = self.request("GET", path)
         if r.status >= 400:
-            raise http_error(r.status, f"GET {_path(path)} answered {r.status}: {r.error_text()}",
-                             f"{self.host} ({self.base_url})", _fix_for(r.status))
+            raise http_error(
+                r.status,
+                f"GET {_path(path)} answered {r.status}: {r.error_text()}",
+                f"{self.host} ({self.base_url})",
+                _fix_for(r.status),
+            )
         return r
 
     def patch(self, path: str, body: dict, etag: str | None = None) -> Response:
@@ -383,10 +445,11 @@ class RedfishClient:
 
 
 def _fix_for(status: int) -> str:
-    return {401: "check the BMC credentials in the inventory",
-            403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-            404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory"}.get(
-        status, "see the BMC message above")
+    return {
+        401: "check the BMC credentials in the inventory",
+        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+    }.get(status, "see the BMC message above")
 
 
 def _refused(exc: BaseException | None) -> bool:
@@ -395,8 +458,11 @@ def _refused(exc: BaseException | None) -> bool:
     while exc is not None and seen < 10:
         if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
             return True
-        exc = exc.__cause__ or exc.__context__ or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException)
-                                                   else None)
+        exc = (
+            exc.__cause__
+            or exc.__context__
+            or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
+        )
         seen += 1
     return False
 

@@ -20,7 +20,7 @@ class Attribute:
     read_only: bool = False
     hidden: bool = False
     gray_out: bool = False
-    values: list[str] = field(default_factory=list)             # Enumeration ValueName
+    values: list[str] = field(default_factory=list)  # Enumeration ValueName
     value_display: dict[str, str] = field(default_factory=dict)  # ValueName -> ValueDisplayName
     lower: int | float | None = None
     upper: int | float | None = None
@@ -34,9 +34,11 @@ class Attribute:
         if self.type == "Enumeration":
             return "allowed: " + ", ".join(self.values)
         if self.type == "Integer":
-            return f"allowed: integer {self.lower if self.lower is not None else '-inf'}.." \
-                   f"{self.upper if self.upper is not None else 'inf'}" \
-                   + (f" in steps of {self.increment}" if self.increment else "")
+            return (
+                f"allowed: integer {self.lower if self.lower is not None else '-inf'}.."
+                f"{self.upper if self.upper is not None else 'inf'}"
+                + (f" in steps of {self.increment}" if self.increment else "")
+            )
         if self.type == "Boolean":
             return "allowed: true, false"
         if self.type in ("String", "Password"):
@@ -65,15 +67,15 @@ class MapDependency:
         parts = []
         for i, c in enumerate(self.conditions):
             term = f" {c.get('MapTerms', 'AND')} " if i else ""
-            parts.append(f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} "
-                         f"{c.get('MapFromValue')!r}")
+            parts.append(
+                f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} {c.get('MapFromValue')!r}"
+            )
         return f"if {''.join(parts)} then {self.to_attribute}.{self.to_property} = {self.to_value!r}"
 
     def holds(self, state: dict[str, Any]) -> bool:
         result: bool | None = None
         for c in self.conditions:
-            ok = _compare(state.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"),
-                          c.get("MapFromValue"))
+            ok = _compare(state.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
             if result is None:
                 result = ok
             elif c.get("MapTerms", "AND") == "OR":
@@ -109,9 +111,9 @@ class Registry:
     id: str
     attributes: dict[str, Attribute]
     dependencies: list[MapDependency] = field(default_factory=list)
-    doc: dict = field(default_factory=dict, repr=False, compare=False)   # the JSON as served (for the disk cache)
-    source_uri: str | None = field(default=None, repr=False, compare=False)   # where the BMC served it
-    etag: str | None = field(default=None, repr=False, compare=False)         # its ETag then (cache confirmation)
+    doc: dict = field(default_factory=dict, repr=False, compare=False)  # the JSON as served (for the disk cache)
+    source_uri: str | None = field(default=None, repr=False, compare=False)  # where the BMC served it
+    etag: str | None = field(default=None, repr=False, compare=False)  # its ETag then (cache confirmation)
 
     @classmethod
     def from_json(cls, doc: dict) -> "Registry":
@@ -123,23 +125,36 @@ class Registry:
                 continue
             values = [v.get("ValueName") for v in a.get("Value") or [] if v.get("ValueName") is not None]
             attrs[name] = Attribute(
-                name=name, type=a.get("Type", "String"), display_name=a.get("DisplayName") or "",
-                read_only=bool(a.get("ReadOnly", False)), hidden=bool(a.get("Hidden", False)),
-                gray_out=bool(a.get("GrayOut", False)), values=values,
+                name=name,
+                type=a.get("Type", "String"),
+                display_name=a.get("DisplayName") or "",
+                read_only=bool(a.get("ReadOnly", False)),
+                hidden=bool(a.get("Hidden", False)),
+                gray_out=bool(a.get("GrayOut", False)),
+                values=values,
                 value_display={v.get("ValueName"): v.get("ValueDisplayName") or "" for v in a.get("Value") or []},
-                lower=a.get("LowerBound"), upper=a.get("UpperBound"), increment=a.get("ScalarIncrement"),
-                min_length=a.get("MinLength"), max_length=a.get("MaxLength"),
-                expression=a.get("ValueExpression"), raw=a)
+                lower=a.get("LowerBound"),
+                upper=a.get("UpperBound"),
+                increment=a.get("ScalarIncrement"),
+                min_length=a.get("MinLength"),
+                max_length=a.get("MaxLength"),
+                expression=a.get("ValueExpression"),
+                raw=a,
+            )
         deps = []
         for d in entries.get("Dependencies") or []:
             if d.get("Type", "Map") != "Map":
                 continue
             dep = d.get("Dependency") or {}
-            deps.append(MapDependency(for_attribute=d.get("DependencyFor") or dep.get("MapToAttribute", ""),
-                                      conditions=list(dep.get("MapFrom") or []),
-                                      to_attribute=dep.get("MapToAttribute", ""),
-                                      to_property=dep.get("MapToProperty", ""),
-                                      to_value=dep.get("MapToValue")))
+            deps.append(
+                MapDependency(
+                    for_attribute=d.get("DependencyFor") or dep.get("MapToAttribute", ""),
+                    conditions=list(dep.get("MapFrom") or []),
+                    to_attribute=dep.get("MapToAttribute", ""),
+                    to_property=dep.get("MapToProperty", ""),
+                    to_value=dep.get("MapToValue"),
+                )
+            )
         return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps, doc=doc)
 
     def by_display_name(self, pattern: str) -> list[Attribute]:
@@ -176,11 +191,19 @@ class Registry:
 
     def forced_values(self, name: str, state: dict[str, Any]) -> list[tuple[MapDependency, Any]]:
         """Dependencies that force ``name``'s CurrentValue in ``state``."""
-        return [(d, d.to_value) for d in self.dependencies
-                if d.to_attribute == name and d.to_property == "CurrentValue" and d.holds(state)]
+        return [
+            (d, d.to_value)
+            for d in self.dependencies
+            if d.to_attribute == name and d.to_property == "CurrentValue" and d.holds(state)
+        ]
 
     def blocking(self, name: str, state: dict[str, Any]) -> list[MapDependency]:
         """Dependencies that make ``name`` ReadOnly/GrayOut in ``state`` (for the error message)."""
-        return [d for d in self.dependencies
-                if d.to_attribute == name and d.to_property in ("ReadOnly", "GrayOut") and d.to_value is True
-                and d.holds(state)]
+        return [
+            d
+            for d in self.dependencies
+            if d.to_attribute == name
+            and d.to_property in ("ReadOnly", "GrayOut")
+            and d.to_value is True
+            and d.holds(state)
+        ]

@@ -37,8 +37,17 @@ from .errors import VendorMapError
 from .profile import SETTINGS_SCHEMA, VENDORS
 from .registry import Registry
 
-ENTRY_KEYS = {"attribute", "attribute_pattern", "display_name", "values", "source", "values_source", "gap",
-              "gap_source", "note"}
+ENTRY_KEYS = {
+    "attribute",
+    "attribute_pattern",
+    "display_name",
+    "values",
+    "source",
+    "values_source",
+    "gap",
+    "gap_source",
+    "note",
+}
 
 
 def default_vendors_dir() -> Path:
@@ -50,10 +59,10 @@ def default_vendors_dir() -> Path:
 class Desired:
     attribute: str
     value: Any
-    setting: str                  # abstract setting name, or "raw"
+    setting: str  # abstract setting name, or "raw"
     resolved: str = "vendor map"  # how the AttributeName (and value) were found (said in the plan)
     source: str = ""
-    status: str = "set"           # set | gap (documented platform gap) | skipped (optional, platform lacks it)
+    status: str = "set"  # set | gap (documented platform gap) | skipped (optional, platform lacks it)
 
 
 @dataclass
@@ -63,13 +72,16 @@ class Generation:
     registry_rx: str | None
     model_rx: str | None
     settings: dict[str, dict]
-    where: str                    # file:line of the generation
+    where: str  # file:line of the generation
 
     def matches(self, registry: Registry, by: str) -> bool:
         if by == "registry":
             return bool(self.registry_rx and re.search(self.registry_rx, registry.id or ""))
-        models = [str(s.get("ProductName", "")) for s in (registry.doc or {}).get("SupportedSystems") or []
-                  if isinstance(s, dict)]
+        models = [
+            str(s.get("ProductName", ""))
+            for s in (registry.doc or {}).get("SupportedSystems") or []
+            if isinstance(s, dict)
+        ]
         return bool(self.model_rx) and any(re.search(self.model_rx, m) for m in models)
 
 
@@ -82,17 +94,26 @@ class VendorMap:
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
 
     def generation(self, registry: Registry) -> Generation:
-        for by in ("registry", "model"):     # the registry id decides first, the model where it cannot
+        for by in ("registry", "model"):  # the registry id decides first, the model where it cannot
             for g in self.generations:
                 if g.matches(registry, by):
                     return g
-        models = ", ".join(str(s.get("ProductName")) for s in (registry.doc or {}).get("SupportedSystems") or []
-                           if isinstance(s, dict)) or "none stated"
-        rules = "; ".join(f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/"
-                          for g in self.generations)
-        raise VendorMapError(f"no generation of the {self.vendor} map fits registry {registry.id!r} "
-                             f"(models: {models})", self.path,
-                             f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic")
+        models = (
+            ", ".join(
+                str(s.get("ProductName"))
+                for s in (registry.doc or {}).get("SupportedSystems") or []
+                if isinstance(s, dict)
+            )
+            or "none stated"
+        )
+        rules = "; ".join(
+            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/" for g in self.generations
+        )
+        raise VendorMapError(
+            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models})",
+            self.path,
+            f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic",
+        )
 
     def source_text(self, ids) -> str:
         ids = ids if isinstance(ids, list) else [ids]
@@ -116,50 +137,93 @@ def _regex(rx, path, line, what) -> None:
     try:
         re.compile(rx)
     except re.error as exc:
-        raise _fail(f"{what} /{rx}/ is not a valid regular expression: {exc}", path, line,
-                    "fix the pattern (Python re syntax; quote it with single quotes in YAML)") from None
+        raise _fail(
+            f"{what} /{rx}/ is not a valid regular expression: {exc}",
+            path,
+            line,
+            "fix the pattern (Python re syntax; quote it with single quotes in YAML)",
+        ) from None
 
 
 def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> None:
     line = getattr(entry, "line", None)
     if not isinstance(entry, dict):
-        raise _fail(f"generation {gen_id}: settings.{name} must be a mapping (attribute/values/source)", path, line,
-                    "see docs/bios-profiles.md (vendor maps)")
+        raise _fail(
+            f"generation {gen_id}: settings.{name} must be a mapping (attribute/values/source)",
+            path,
+            line,
+            "see docs/bios-profiles.md (vendor maps)",
+        )
     ln = entry.line_of
     if name not in SETTINGS_SCHEMA:
-        raise _fail(f"generation {gen_id}: unknown abstract setting '{name}'", path, line,
-                    f"use one of: {', '.join(SETTINGS_SCHEMA)}")
+        raise _fail(
+            f"generation {gen_id}: unknown abstract setting '{name}'",
+            path,
+            line,
+            f"use one of: {', '.join(SETTINGS_SCHEMA)}",
+        )
     extra = sorted(set(entry) - ENTRY_KEYS)
     if extra:
-        raise _fail(f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'", path, ln(extra[0]),
-                    f"allowed: {', '.join(sorted(ENTRY_KEYS))}")
+        raise _fail(
+            f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'",
+            path,
+            ln(extra[0]),
+            f"allowed: {', '.join(sorted(ENTRY_KEYS))}",
+        )
     if "attribute" in entry and "attribute_pattern" in entry:
-        raise _fail(f"generation {gen_id}: settings.{name} has both attribute and attribute_pattern", path, line,
-                    "keep one (attribute: the exact name; attribute_pattern: every matching name)")
+        raise _fail(
+            f"generation {gen_id}: settings.{name} has both attribute and attribute_pattern",
+            path,
+            line,
+            "keep one (attribute: the exact name; attribute_pattern: every matching name)",
+        )
     for key in ("attribute_pattern", "display_name"):
         if key in entry:
             _regex(entry[key], path, ln(key), f"settings.{name}.{key}")
     if "attribute" in entry and not isinstance(entry["attribute"], str):
-        raise _fail(f"generation {gen_id}: settings.{name}.attribute must be one AttributeName", path,
-                    ln("attribute"), "write `attribute: Name` (use attribute_pattern for several)")
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.attribute must be one AttributeName",
+            path,
+            ln("attribute"),
+            "write `attribute: Name` (use attribute_pattern for several)",
+        )
     values = entry.get("values")
     finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
-    multi = isinstance(values, dict) and values and all(isinstance(v, dict) and "unsupported" not in v
-                                                        for v in values.values())
+    multi = (
+        isinstance(values, dict)
+        and values
+        and all(isinstance(v, dict) and "unsupported" not in v for v in values.values())
+    )
     if not finds and not multi and "gap" not in entry:
-        raise _fail(f"generation {gen_id}: settings.{name} names no attribute", path, line,
-                    "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it)")
+        raise _fail(
+            f"generation {gen_id}: settings.{name} names no attribute",
+            path,
+            line,
+            "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it)",
+        )
     if "gap" in entry:
         if not isinstance(entry["gap"], str) or not entry["gap"].strip():
-            raise _fail(f"generation {gen_id}: settings.{name}.gap must say why the platform lacks it", path,
-                        ln("gap"), "write the documented reason as text")
+            raise _fail(
+                f"generation {gen_id}: settings.{name}.gap must say why the platform lacks it",
+                path,
+                ln("gap"),
+                "write the documented reason as text",
+            )
         if not entry.get("gap_source") and not entry.get("source"):
-            raise _fail(f"generation {gen_id}: settings.{name}: a platform gap must cite where it is documented",
-                        path, ln("gap"), "add `gap_source:` (ids from `sources:`)")
+            raise _fail(
+                f"generation {gen_id}: settings.{name}: a platform gap must cite where it is documented",
+                path,
+                ln("gap"),
+                "add `gap_source:` (ids from `sources:`)",
+            )
     if finds or multi:
         if not isinstance(values, dict) or not values:
-            raise _fail(f"generation {gen_id}: settings.{name} needs `values:` (abstract value -> vendor value)",
-                        path, ln("values") if "values" in entry else line, "see docs/bios-profiles.md")
+            raise _fail(
+                f"generation {gen_id}: settings.{name} needs `values:` (abstract value -> vendor value)",
+                path,
+                ln("values") if "values" in entry else line,
+                "see docs/bios-profiles.md",
+            )
         for k, v in values.items():
             vline = values.line_of(k) if hasattr(values, "line_of") else line
             if isinstance(v, dict) and "unsupported" in v:
@@ -171,21 +235,37 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             else:
                 bad = [] if isinstance(v, (str, int, bool)) else [v]
             if bad or v in ([], {}):
-                raise _fail(f"generation {gen_id}: settings.{name}.values.{k} has the wrong shape", path, vline,
-                            "give a ValueName, a list of ValueNames, {Attribute: ValueName, ...} or "
-                            "{unsupported: why, fix: how}")
+                raise _fail(
+                    f"generation {gen_id}: settings.{name}.values.{k} has the wrong shape",
+                    path,
+                    vline,
+                    "give a ValueName, a list of ValueNames, {Attribute: ValueName, ...} or "
+                    "{unsupported: why, fix: how}",
+                )
         if not entry.get("source"):
-            raise _fail(f"generation {gen_id}: settings.{name} does not cite its public source", path, line,
-                        "add `source:` (ids from `sources:`) for the attribute name")
+            raise _fail(
+                f"generation {gen_id}: settings.{name} does not cite its public source",
+                path,
+                line,
+                "add `source:` (ids from `sources:`) for the attribute name",
+            )
         if not entry.get("values_source"):
-            raise _fail(f"generation {gen_id}: settings.{name} does not cite the source of its values", path, line,
-                        "add `values_source:` (ids from `sources:`)")
+            raise _fail(
+                f"generation {gen_id}: settings.{name} does not cite the source of its values",
+                path,
+                line,
+                "add `values_source:` (ids from `sources:`)",
+            )
     for key in ("source", "values_source", "gap_source"):
         ids = entry.get(key)
-        for sid in (ids if isinstance(ids, list) else [ids] if ids else []):
+        for sid in ids if isinstance(ids, list) else [ids] if ids else []:
             if sid not in sources:
-                raise _fail(f"generation {gen_id}: settings.{name}.{key} names unknown source '{sid}'", path,
-                            ln(key), f"define it under `sources:` (known: {', '.join(sources) or 'none'})")
+                raise _fail(
+                    f"generation {gen_id}: settings.{name}.{key} names unknown source '{sid}'",
+                    path,
+                    ln(key),
+                    f"define it under `sources:` (known: {', '.join(sources) or 'none'})",
+                )
 
 
 def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
@@ -194,53 +274,96 @@ def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
     else:  # a project's own map overrides the built-in one of the same vendor
         path = paths.find_data("bios", "vendors", f"{vendor}.yaml") or default_vendors_dir() / f"{vendor}.yaml"
     if not path.is_file():
-        raise VendorMapError(f"no vendor map for '{vendor}'", str(path),
-                             f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)")
+        raise VendorMapError(
+            f"no vendor map for '{vendor}'",
+            str(path),
+            f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)",
+        )
     spath = str(path)
     try:
         doc = load_yaml(path)
-    except NumaforgeError as exc:        # yamlsrc's errors carry file:line; say they are about a vendor map
+    except NumaforgeError as exc:  # yamlsrc's errors carry file:line; say they are about a vendor map
         raise VendorMapError(f"vendor map: {exc.what}", exc.where or spath, exc.fix or "fix the YAML") from None
     if not isinstance(doc, dict):
-        raise _fail("a vendor map must be a mapping (vendor/sources/generations)", spath, 1,
-                    "see docs/bios-profiles.md (vendor maps)")
+        raise _fail(
+            "a vendor map must be a mapping (vendor/sources/generations)",
+            spath,
+            1,
+            "see docs/bios-profiles.md (vendor maps)",
+        )
     sources = doc.get("sources") or {}
     for sid, src in sources.items():
         ok = isinstance(src, dict) and src.get("title") and (src.get("url") or (src.get("repo") and src.get("path")))
         if not ok:
-            raise _fail(f"source '{sid}' must give a title and a url, or a title, repo and path", spath,
-                        sources.line_of(sid), "e.g. {title: 'iLO 6 Bios resource definitions', url: 'https://...'}")
+            raise _fail(
+                f"source '{sid}' must give a title and a url, or a title, repo and path",
+                spath,
+                sources.line_of(sid),
+                "e.g. {title: 'iLO 6 Bios resource definitions', url: 'https://...'}",
+            )
     gens = doc.get("generations")
     if not isinstance(gens, list) or not gens:
-        raise _fail("a vendor map needs `generations:` (a list)", spath, doc.line_of("generations"),
-                    "see docs/bios-profiles.md (vendor maps)")
+        raise _fail(
+            "a vendor map needs `generations:` (a list)",
+            spath,
+            doc.line_of("generations"),
+            "see docs/bios-profiles.md (vendor maps)",
+        )
     out = []
     for i, g in enumerate(gens):
         gline = gens.line_of(i)
         if not isinstance(g, dict) or not g.get("id") or not isinstance(g.get("settings"), dict):
-            raise _fail(f"generation #{i + 1} needs id, match and settings", spath, gline,
-                        "see docs/bios-profiles.md (vendor maps)")
+            raise _fail(
+                f"generation #{i + 1} needs id, match and settings",
+                spath,
+                gline,
+                "see docs/bios-profiles.md (vendor maps)",
+            )
         match = g.get("match") or {}
         if not isinstance(match, dict) or not (match.get("registry") or match.get("model")):
-            raise _fail(f"generation {g['id']}: `match:` needs registry and/or model (regular expressions)", spath,
-                        g.line_of("match"), "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}")
+            raise _fail(
+                f"generation {g['id']}: `match:` needs registry and/or model (regular expressions)",
+                spath,
+                g.line_of("match"),
+                "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
+            )
         for key in ("registry", "model"):
             if key in match:
                 _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
         for name, entry in g["settings"].items():
             _check_entry(name, entry, g["id"], sources, spath)
-        out.append(Generation(id=str(g["id"]), title=str(g.get("title", g["id"])), registry_rx=match.get("registry"),
-                              model_rx=match.get("model"), settings=dict(g["settings"]), where=f"{spath}:{gline}"))
+        out.append(
+            Generation(
+                id=str(g["id"]),
+                title=str(g.get("title", g["id"])),
+                registry_rx=match.get("registry"),
+                model_rx=match.get("model"),
+                settings=dict(g["settings"]),
+                where=f"{spath}:{gline}",
+            )
+        )
     return VendorMap(vendor=str(doc.get("vendor", vendor)), path=spath, generations=out, sources=dict(sources))
 
 
 def detect_vendor(root: dict, system: dict | None = None) -> str:
     """Vendor flavour from the service root (Vendor, Oem keys) or the system's Manufacturer."""
-    text = " ".join([str(root.get("Vendor", "")), " ".join((root.get("Oem") or {}).keys()),
-                     str((system or {}).get("Manufacturer", "")), " ".join(((system or {}).get("Oem") or {}).keys())])
+    text = " ".join(
+        [
+            str(root.get("Vendor", "")),
+            " ".join((root.get("Oem") or {}).keys()),
+            str((system or {}).get("Manufacturer", "")),
+            " ".join(((system or {}).get("Oem") or {}).keys()),
+        ]
+    )
     low = text.lower()
-    for needle, flavour in (("dell", "dell"), ("hpe", "hpe"), ("hewlett", "hpe"), ("hp ", "hpe"),
-                            ("supermicro", "supermicro"), ("lenovo", "lenovo")):
+    for needle, flavour in (
+        ("dell", "dell"),
+        ("hpe", "hpe"),
+        ("hewlett", "hpe"),
+        ("hp ", "hpe"),
+        ("supermicro", "supermicro"),
+        ("lenovo", "lenovo"),
+    ):
         if needle in low + " ":
             return flavour
     return "generic"
@@ -271,8 +394,11 @@ def _pick(candidates: list, attr, setting: str, value) -> Any:
         for vname, vdisp in attr.value_display.items():
             if vdisp and vdisp.lower() == str(c).lower():
                 return vname
-    raise _Miss(f"{setting}={_fmt(value)}: none of {', '.join(map(str, candidates))} is allowed by {attr.name}",
-                f"{attr.allowed_text()}; set the value by name under raw.<vendor> in the profile", [attr.name])
+    raise _Miss(
+        f"{setting}={_fmt(value)}: none of {', '.join(map(str, candidates))} is allowed by {attr.name}",
+        f"{attr.allowed_text()}; set the value by name under raw.<vendor> in the profile",
+        [attr.name],
+    )
 
 
 class _Resolver:
@@ -300,17 +426,25 @@ class _Resolver:
                 return hits, (f"{tried} not in registry; fallback " + how) if tried else how
             if len(hits) > 1:
                 found = ", ".join(f"{a.name} ({a.display_name!r})" for a in hits)
-                raise _Miss(f"{setting}: {len(hits)} attributes have a DisplayName matching /{rx}/ in registry "
-                            f"{reg.id}: {found}", f"set the right one by name under raw.{self.vmap.vendor}",
-                            [a.name for a in hits])
+                raise _Miss(
+                    f"{setting}: {len(hits)} attributes have a DisplayName matching /{rx}/ in registry "
+                    f"{reg.id}: {found}",
+                    f"set the right one by name under raw.{self.vmap.vendor}",
+                    [a.name for a in hits],
+                )
         names = [entry["attribute"]] if "attribute" in entry else []
-        looked = " or ".join(x for x in (tried, f"DisplayName /{entry['display_name']}/"
-                                         if "display_name" in entry else None) if x)
+        looked = " or ".join(
+            x for x in (tried, f"DisplayName /{entry['display_name']}/" if "display_name" in entry else None) if x
+        )
         if "gap" in entry:
             raise _Miss(f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "", names, kind="gap")
-        raise _Miss(f"{setting}: no attribute {looked} in registry {reg.id} ({self.gen.title})",
-                    f"the BIOS may not offer it here: mark the setting optional, or set the attribute under "
-                    f"raw.{self.vmap.vendor}", names, kind="absent")
+        raise _Miss(
+            f"{setting}: no attribute {looked} in registry {reg.id} ({self.gen.title})",
+            f"the BIOS may not offer it here: mark the setting optional, or set the attribute under "
+            f"raw.{self.vmap.vendor}",
+            names,
+            kind="absent",
+        )
 
     def _names(self, setting: str, entry: dict, target) -> list[str]:
         """The attributes a failing value concerns (a raw value on any of them supersedes the setting)."""
@@ -324,9 +458,11 @@ class _Resolver:
     def one(self, setting: str, value) -> list[Desired]:
         entry = self.gen.settings.get(setting)
         if entry is None:
-            raise _Miss(f"{setting}: the {self.vmap.vendor} map ({self.gen.title}) has no mapping for it",
-                        f"add `{setting}` to generation {self.gen.id} in {self.vmap.path}, or set the attribute "
-                        f"under raw.{self.vmap.vendor}")
+            raise _Miss(
+                f"{setting}: the {self.vmap.vendor} map ({self.gen.title}) has no mapping for it",
+                f"add `{setting}` to generation {self.gen.id} in {self.vmap.path}, or set the attribute "
+                f"under raw.{self.vmap.vendor}",
+            )
         values = entry.get("values") or {}
         finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
         if not finds and "gap" in entry and not values:
@@ -334,34 +470,53 @@ class _Resolver:
         target = values.get(value) if value in values else None
         names_hint = self._names(setting, entry, target)
         if value not in values:
-            raise _Miss(f"{setting}={_fmt(value)}: the {self.vmap.vendor} map ({self.gen.title}) has no value for "
-                        f"it (mapped: {', '.join(_fmt(k) for k in values)})",
-                        f"add it under settings.{setting}.values in {self.vmap.path}", names_hint)
+            raise _Miss(
+                f"{setting}={_fmt(value)}: the {self.vmap.vendor} map ({self.gen.title}) has no value for "
+                f"it (mapped: {', '.join(_fmt(k) for k in values)})",
+                f"add it under settings.{setting}.values in {self.vmap.path}",
+                names_hint,
+            )
         if isinstance(target, dict) and "unsupported" in target:
-            raise _Miss(f"{setting}={_fmt(value)}: {target['unsupported']}", target.get("fix", "choose another value"),
-                        names_hint, kind="value")
+            raise _Miss(
+                f"{setting}={_fmt(value)}: {target['unsupported']}",
+                target.get("fix", "choose another value"),
+                names_hint,
+                kind="value",
+            )
         src = self._src(entry, "source", "values_source")
-        if isinstance(target, dict):      # several attributes for one setting
+        if isinstance(target, dict):  # several attributes for one setting
             out = []
             for aname, aval in target.items():
                 attr = self.registry.attributes.get(aname)
                 if attr is None:
                     if "gap" in entry:
-                        raise _Miss(f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "",
-                                    list(target), kind="gap")
-                    raise _Miss(f"{setting}: attribute {aname} is not in registry {self.registry.id}",
-                                f"mark the setting optional, or set the attributes under raw.{self.vmap.vendor}",
-                                list(target), kind="absent")
-                out.append(Desired(aname, _pick(aval if isinstance(aval, list) else [aval], attr, setting, value),
-                                   setting, "vendor map: exact AttributeName", src))
+                        raise _Miss(
+                            f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "", list(target), kind="gap"
+                        )
+                    raise _Miss(
+                        f"{setting}: attribute {aname} is not in registry {self.registry.id}",
+                        f"mark the setting optional, or set the attributes under raw.{self.vmap.vendor}",
+                        list(target),
+                        kind="absent",
+                    )
+                out.append(
+                    Desired(
+                        aname,
+                        _pick(aval if isinstance(aval, list) else [aval], attr, setting, value),
+                        setting,
+                        "vendor map: exact AttributeName",
+                        src,
+                    )
+                )
             return out
         attrs, how = self.find(setting, entry)
         candidates = target if isinstance(target, list) else [target]
         return [Desired(a.name, _pick(candidates, a, setting, value), setting, how, src) for a in attrs]
 
 
-def translate(settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, registry: Registry,
-              host: str = "", optional=()) -> list[Desired]:
+def translate(
+    settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, registry: Registry, host: str = "", optional=()
+) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
     A setting's value may be a list: a preference list, the first value this platform offers wins. Settings in
@@ -378,8 +533,16 @@ def translate(settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, re
     def superseded(setting: str, miss: _Miss, attrs) -> bool:
         hit = sorted(set(attrs) & set(raw))
         for a in hit:
-            notes.append(Desired(a, raw[a], "raw", f"raw, supersedes {setting} (its mapping failed: {miss.what})",
-                                 "profile raw:", status="raw"))
+            notes.append(
+                Desired(
+                    a,
+                    raw[a],
+                    "raw",
+                    f"raw, supersedes {setting} (its mapping failed: {miss.what})",
+                    "profile raw:",
+                    status="raw",
+                )
+            )
         return bool(hit)
 
     for setting, value in settings.items():
@@ -393,17 +556,19 @@ def translate(settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, re
             except _Miss as miss:
                 last = miss
                 if miss.kind in ("gap", "absent"):
-                    break            # the platform lacks the setting: no other value can help
+                    break  # the platform lacks the setting: no other value can help
                 passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
         if chosen is not None:
             for d in chosen:
                 if len(prefs) > 1:
-                    d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + \
-                        (f" ({'; '.join(passed)})" if passed else " (first choice)")
+                    d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
+                        f" ({'; '.join(passed)})" if passed else " (first choice)"
+                    )
                 prev = out.get(d.attribute)
                 if prev is not None and prev.value != d.value:
-                    errors.append(f"{prev.setting} and {d.setting} both set {d.attribute} "
-                                  f"({prev.value!r} vs {d.value!r})")
+                    errors.append(
+                        f"{prev.setting} and {d.setting} both set {d.attribute} ({prev.value!r} vs {d.value!r})"
+                    )
                     fixes.append("drop one of the two settings from the profile")
                 out[d.attribute] = d
             continue
@@ -412,11 +577,20 @@ def translate(settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, re
             continue
         if last.kind == "gap":
             status = "skipped" if setting in optional else "gap"
-            notes.append(Desired("-", None, setting, last.what.split(": ", 1)[-1], res._src(
-                gen.settings.get(setting) or {}, "gap_source", "source"), status=status))
+            notes.append(
+                Desired(
+                    "-",
+                    None,
+                    setting,
+                    last.what.split(": ", 1)[-1],
+                    res._src(gen.settings.get(setting) or {}, "gap_source", "source"),
+                    status=status,
+                )
+            )
         elif last.kind == "absent" and setting in optional:
-            notes.append(Desired("-", None, setting, f"optional, skipped: {last.what.split(': ', 1)[-1]}", "",
-                                 status="skipped"))
+            notes.append(
+                Desired("-", None, setting, f"optional, skipped: {last.what.split(': ', 1)[-1]}", "", status="skipped")
+            )
         else:
             if len(prefs) > 1:
                 errors.append(f"{setting}: no preferred value is available ({'; '.join(passed)})")
@@ -428,12 +602,14 @@ def translate(settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, re
         if aname in out:
             note += f", supersedes {out[aname].setting}"
         out[aname] = Desired(aname, aval, "raw", note, "profile raw:")
-    for n in notes:                     # a raw attribute that superseded a setting: say so on the raw item
+    for n in notes:  # a raw attribute that superseded a setting: say so on the raw item
         if n.status == "raw" and n.attribute in out:
             out[n.attribute].resolved = n.resolved
     if errors:
         where = f"{host} ({gen.title}, {vmap.path})" if host else vmap.path
-        raise VendorMapError("profile cannot be mapped to this BMC's attributes:\n    " + "\n    ".join(errors),
-                             where, "; ".join(f for f in dict.fromkeys(fixes) if f))
+        raise VendorMapError(
+            "profile cannot be mapped to this BMC's attributes:\n    " + "\n    ".join(errors),
+            where,
+            "; ".join(f for f in dict.fromkeys(fixes) if f),
+        )
     return list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]
-

@@ -23,12 +23,12 @@ from .os_verify import MISMATCH, summary
 from .os_verify import verify as os_verify
 from .profile import host_facts, render_profile
 
-EXPECTED_NODES_VAR = "pci_numa_nodes"    # inventory host var: {"0000:41:00.0": 1, ...}
+EXPECTED_NODES_VAR = "pci_numa_nodes"  # inventory host var: {"0000:41:00.0": 1, ...}
 
 
 @dataclass
 class VerifyOptions:
-    os_side: bool = True                 # also collect facts over SSH where the host has an ssh section
+    os_side: bool = True  # also collect facts over SSH where the host has an ssh section
     accept_new_host_key: bool = False
 
 
@@ -41,19 +41,31 @@ def merge_rows(plan_items: list[dict], os_verdicts: list[dict] | None, os_unavai
     seen = set()
     for v in os_verdicts or []:
         items = bmc.get(v["setting"], [])
-        row = {"setting": v["setting"], "desired": v["desired"],
-               "bmc_value": ", ".join(f"{i['attribute']}={i['current']}" for i in items) or "-",
-               "bmc_ok": all(i["current"] == i["desired"] for i in items),
-               "os_evidence": v["os_evidence"], "os_verdict": v["verdict"], "why": v["why"]}
+        row = {
+            "setting": v["setting"],
+            "desired": v["desired"],
+            "bmc_value": ", ".join(f"{i['attribute']}={i['current']}" for i in items) or "-",
+            "bmc_ok": all(i["current"] == i["desired"] for i in items),
+            "os_evidence": v["os_evidence"],
+            "os_verdict": v["verdict"],
+            "why": v["why"],
+        }
         rows.append(row)
         seen.add(v["setting"])
     for setting, items in bmc.items():
         if setting in seen:
             continue
-        rows.append({"setting": setting, "desired": items[0]["desired"],
-                     "bmc_value": ", ".join(f"{i['attribute']}={i['current']}" for i in items),
-                     "bmc_ok": all(i["current"] == i["desired"] for i in items), "os_evidence": "",
-                     "os_verdict": "cannot tell", "why": os_unavailable or "no OS-side check for this setting"})
+        rows.append(
+            {
+                "setting": setting,
+                "desired": items[0]["desired"],
+                "bmc_value": ", ".join(f"{i['attribute']}={i['current']}" for i in items),
+                "bmc_ok": all(i["current"] == i["desired"] for i in items),
+                "os_evidence": "",
+                "os_verdict": "cannot tell",
+                "why": os_unavailable or "no OS-side check for this setting",
+            }
+        )
     for r in rows:
         if not r["bmc_ok"] or r["os_verdict"] == "mismatch":
             r["verdict"] = "mismatch"
@@ -64,9 +76,23 @@ def merge_rows(plan_items: list[dict], os_verdicts: list[dict] | None, os_unavai
 
 def _profile_facts(host, facts: HostFacts) -> dict[str, Any]:
     """Inventory facts (numaforge.bios.profile.host_facts) overlaid with what the OS really shows."""
-    base = host_facts(host) if host is not None else {
-        "host": facts.host, "vendor": "generic", "model": "", "sockets": 1, "cpu_model": "", "gpus": [],
-        "gpu_count": 0, "nics": [], "nic_count": 0, "groups": [], "vars": {}}
+    base = (
+        host_facts(host)
+        if host is not None
+        else {
+            "host": facts.host,
+            "vendor": "generic",
+            "model": "",
+            "sockets": 1,
+            "cpu_model": "",
+            "gpus": [],
+            "gpu_count": 0,
+            "nics": [],
+            "nic_count": 0,
+            "groups": [],
+            "vars": {},
+        }
+    )
     os_facts = {k: v for k, v in template_facts(facts).items() if v is not None}
     return {**base, **os_facts, "os": template_facts(facts)}
 
@@ -78,28 +104,35 @@ def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None)
     if profile == "auto":
         name = getattr(host, "bios_profile", None)
         if not name:
-            raise NumaforgeError("the host has no bios_profile", f"host {facts.host}",
-                                 "set bios_profile in the inventory or pass --profile NAME")
+            raise NumaforgeError(
+                "the host has no bios_profile",
+                f"host {facts.host}",
+                "set bios_profile in the inventory or pass --profile NAME",
+            )
     p = render_profile(name, _profile_facts(host, facts))
     expected = {}
     if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):
         for k, v in host.vars[EXPECTED_NODES_VAR].items():
             if isinstance(v, bool) or not isinstance(v, int):
-                raise NumaforgeError(f"{EXPECTED_NODES_VAR}: {k!r} maps to {v!r}, not a NUMA node number",
-                                     f"{host.location} (host {host.name})",
-                                     f'write {EXPECTED_NODES_VAR}: {{"0000:41:00.0": 1, ...}}')
+                raise NumaforgeError(
+                    f"{EXPECTED_NODES_VAR}: {k!r} maps to {v!r}, not a NUMA node number",
+                    f"{host.location} (host {host.name})",
+                    f'write {EXPECTED_NODES_VAR}: {{"0000:41:00.0": 1, ...}}',
+                )
             expected[str(k)] = v
     verdicts = os_verify(p.settings, facts, expected)
-    result.data["os_verify"] = {"profile": p.name, "summary": summary(verdicts),
-                                "verdicts": [v.as_dict() for v in verdicts]}
+    result.data["os_verify"] = {
+        "profile": p.name,
+        "summary": summary(verdicts),
+        "verdicts": [v.as_dict() for v in verdicts],
+    }
     bad = [v.setting for v in verdicts if v.verdict == MISMATCH]
     if bad:
         result.status = "failed"
         result.message = f"profile {p.name}: OS shows a mismatch for {', '.join(bad)}"
 
 
-def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: RegistryCache,
-                     result: HostResult) -> None:
+def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: RegistryCache, result: HostResult) -> None:
     if host.bmc is not None:
         verify_host(host, opts, cache, result)
     bmc_failed = result.status == "failed"
@@ -126,15 +159,18 @@ def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: Regis
     os_bad = [r["setting"] for r in rows if r["os_verdict"] == "mismatch"]
     if os_bad:
         result.status = "failed"
-        result.message = (result.message + "; " if bmc_failed and result.message else "") + \
-            f"the OS shows a mismatch for {', '.join(os_bad)}"
+        result.message = (
+            result.message + "; " if bmc_failed and result.message else ""
+        ) + f"the OS shows a mismatch for {', '.join(os_bad)}"
     elif result.status != "failed":
         result.status = "ok"
         bmc_ok = sum(1 for r in rows if r["bmc_ok"])
         proven = sum(1 for r in rows if r["verdict"] == "ok")
         result.message = f"{bmc_ok} of {len(rows)} settings verified on the BMC; " + (
-            f"OS side: {unavailable}" if unavailable else
-            f"{proven} proven by the OS, {sum(1 for r in rows if r['verdict'] == 'cannot tell')} cannot tell")
+            f"OS side: {unavailable}"
+            if unavailable
+            else f"{proven} proven by the OS, {sum(1 for r in rows if r['verdict'] == 'cannot tell')} cannot tell"
+        )
 
 
 def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8, progress: bool = False):

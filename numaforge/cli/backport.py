@@ -14,23 +14,36 @@ from .optionsets import task
     iterable=["compiler"],
     help={
         "source": "5.10 tree: debian:linux-source-5.10[=VERSION] (default %s), URL@REF (git URL + ref), "
-                  "a local git tree PATH[@REF], or a tarball path" % DEFAULT_DEBIAN,
+        "a local git tree PATH[@REF], or a tarball path" % DEFAULT_DEBIAN,
         "series": "series name under patches/ or a series directory (default sched-numa-prefer-local-fallback)",
         "compiler": "compiler for the compile check (repeatable; default gcc-12 and gcc-10)",
         "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
         "signoff": "commit as your git identity (git config user.name/user.email) and add your Signed-off-by "
-                   "(git am --signoff); default: a fixed numaforge committer, the patches' own trailers only",
+        "(git am --signoff); default: a fixed numaforge committer, the patches' own trailers only",
     },
 )
-def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, compiler=None,
-                  no_compile_check=False, signoff=False, json=None):
+def backport_task(
+    c,
+    source=DEFAULT_DEBIAN,
+    series=kbackport.DEFAULT_SERIES,
+    compiler=None,
+    no_compile_check=False,
+    signoff=False,
+    json=None,
+):
     """Apply a patch series with git am --3way onto a 5.10 tree; write combined.patch + manifest.json."""
     compilers = tuple(compiler or ("gcc-12", "gcc-10"))
 
     def body(report):
         try:
-            res = kbackport.backport(source, series, compilers=compilers, compile_check=not no_compile_check,
-                                     signoff=signoff, log=lambda m: console.print(f"[dim]backport:[/] {esc(m)}", soft_wrap=True))
+            res = kbackport.backport(
+                source,
+                series,
+                compilers=compilers,
+                compile_check=not no_compile_check,
+                signoff=signoff,
+                log=lambda m: console.print(f"[dim]backport:[/] {esc(m)}", soft_wrap=True),
+            )
         except kbackport.ConflictError as exc:
             report.data["conflict"] = exc.detail
             raise
@@ -44,12 +57,24 @@ def backport_task(c, source=DEFAULT_DEBIAN, series=kbackport.DEFAULT_SERIES, com
         out(f"  combined  {res.combined_patch}")
         for ch in res.compile:
             warn = f", {len(ch['warnings'])} warning(s)" if ch["warnings"] else ", no warnings"
-            out(f"  compile   {ch['compiler']} {ch['version']}: {' '.join(ch['objects'])} ok{warn}"
-                          f"{' (cached)' if ch.get('cached') else ''}")
+            out(
+                f"  compile   {ch['compiler']} {ch['version']}: {' '.join(ch['objects'])} ok{warn}"
+                f"{' (cached)' if ch.get('cached') else ''}"
+            )
         out(f"  manifest  {kbackport.output_dir(m['series'], m['base_version']) / 'manifest.json'}")
 
-    execute("backport", body, json, {"source": source, "series": series, "compiler": list(compilers),
-                                     "no_compile_check": no_compile_check, "signoff": signoff})
+    execute(
+        "backport",
+        body,
+        json,
+        {
+            "source": source,
+            "series": series,
+            "compiler": list(compilers),
+            "no_compile_check": no_compile_check,
+            "signoff": signoff,
+        },
+    )
 
 
 TASKS = [backport_task]

@@ -20,21 +20,25 @@ from ..report import Report
 from . import common, values
 from .optionsets import task
 
-BATCH_HELP = {"batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
-                        "--max-fail below 100, batches of --forks so the failure budget is checked after every wave)"}
+BATCH_HELP = {
+    "batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
+    "--max-fail below 100, batches of --forks so the failure budget is checked after every wave)"
+}
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
     "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
     "discovery_cache": "reuse the attribute registries and per-model Redfish paths earlier runs learnt "
-                       "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
-                       "keeps nothing",
+    "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
+    "keeps nothing",
 }
 
 
 def _warn_insecure(insecure: bool) -> None:
     if insecure:
-        common.err_console.print("[bold red]WARNING: --insecure: BMC TLS certificates are NOT verified; "
-                                 "credentials can be intercepted. Use bmc.ca_bundle instead.[/]")
+        common.err_console.print(
+            "[bold red]WARNING: --insecure: BMC TLS certificates are NOT verified; "
+            "credentials can be intercepted. Use bmc.ca_bundle instead.[/]"
+        )
 
 
 def _print_plans(report: Report) -> None:
@@ -42,16 +46,26 @@ def _print_plans(report: Report) -> None:
         items = h.data.get("plan") or []
         if not items:
             continue
-        t = Table(title=escape(f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
-                               f"registry {h.data.get('registry')}"))
+        t = Table(
+            title=escape(
+                f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
+                f"registry {h.data.get('registry')}"
+            )
+        )
         for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
             t.add_column(col, overflow="fold")
         colour = {"change": "yellow", "pending": "cyan", "ok": "green", "gap": "magenta", "skipped": "bright_black"}
         for i in items:
             # attribute names, values and resolved texts come from the BMC (DisplayNames): data, not markup
-            t.add_row(escape(str(i["attribute"])), i["setting"], escape(_s(i["current"])), escape(_s(i["pending"])),
-                      escape(_s(i["desired"])), f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
-                      escape(str(i["resolved"])))
+            t.add_row(
+                escape(str(i["attribute"])),
+                i["setting"],
+                escape(_s(i["current"])),
+                escape(_s(i["pending"])),
+                escape(_s(i["desired"])),
+                f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
+                escape(str(i["resolved"])),
+            )
         common.console.print(t)
         for w in h.data.get("warnings") or []:
             common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
@@ -61,8 +75,25 @@ def _s(v) -> str:
     return "-" if v is None else str(v)
 
 
-def _run(c, task_name, action, options, inventory, host, group, limit, json, allow_plaintext_secrets,
-         opts: HostOptions, forks, canary=None, max_fail=None, journaled=False, batch=None, timeouts=None):
+def _run(
+    c,
+    task_name,
+    action,
+    options,
+    inventory,
+    host,
+    group,
+    limit,
+    json,
+    allow_plaintext_secrets,
+    opts: HostOptions,
+    forks,
+    canary=None,
+    max_fail=None,
+    journaled=False,
+    batch=None,
+    timeouts=None,
+):
     _warn_insecure(opts.insecure)
 
     def body(report: Report):
@@ -79,23 +110,36 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
             # resets a host twice (docs/journal.md)
             from .. import journal
 
-            key = (f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
-                   f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}")
+            key = (
+                f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}"
+            )
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
-                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: "
-                                         + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())))
+                common.console.print(
+                    esc(
+                        f"resuming an interrupted run from {opts.journal.path}: "
+                        + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())
+                    )
+                )
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_hosts(hosts, action, opts, forks=n_forks, canary=n_canary,
-                            batch=values.non_negative_int(batch, "--batch", 0),
-                            max_fail_pct=fail_pct, progress=len(hosts) > 1)
+        outcome = run_hosts(
+            hosts,
+            action,
+            opts,
+            forks=n_forks,
+            canary=n_canary,
+            batch=values.non_negative_int(batch, "--batch", 0),
+            max_fail_pct=fail_pct,
+            progress=len(hosts) > 1,
+        )
         if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
             opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
-        report.data["registry_fetches"] = outcome.registry_fetches      # from a BMC in this run
-        report.data["registry_loaded"] = outcome.registry_loaded        # from the discovery cache on disk
+        report.data["registry_fetches"] = outcome.registry_fetches  # from a BMC in this run
+        report.data["registry_loaded"] = outcome.registry_loaded  # from the discovery cache on disk
         if outcome.reason:
             common.console.print(f"rollout: {esc(outcome.summary())}")
         if action != "verify" or any(h.status == "failed" for h in report.hosts):
@@ -105,47 +149,139 @@ def _run(c, task_name, action, options, inventory, host, group, limit, json, all
 
 
 @task(hosts=True, help=BIOS_HELP)
-def bios_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
-              host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
+def bios_plan(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    insecure=False,
+    forks=None,
+    host_timeout=None,
+    discovery_cache=True,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
-    _run(c, "bios-plan", "plan", {"profile": profile, "insecure": insecure}, inventory, host, group, limit,
-         json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout,
-                     discovery_cache=discovery_cache), forks)
+    _run(
+        c,
+        "bios-plan",
+        "plan",
+        {"profile": profile, "insecure": insecure},
+        inventory,
+        host,
+        group,
+        limit,
+        json,
+        allow_plaintext_secrets,
+        HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache),
+        forks,
+    )
 
 
-@task(hosts=True, write=True, help={**BIOS_HELP, **BATCH_HELP, **{
-    "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
-              "wait for power-on and verify every value",
-    "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
-    "power_timeout": "seconds to wait for the host to come back on (default 900)",
-}})
-def bios_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, reboot=False, insecure=False,
-               graceful_timeout=None, power_timeout=None, forks=None, canary=None, batch=None, max_fail=None,
-               host_timeout=None, discovery_cache=True, json=None, allow_plaintext_secrets=False):
+@task(
+    hosts=True,
+    write=True,
+    help={
+        **BIOS_HELP,
+        **BATCH_HELP,
+        **{
+            "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
+            "wait for power-on and verify every value",
+            "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
+            "power_timeout": "seconds to wait for the host to come back on (default 900)",
+        },
+    },
+)
+def bios_apply(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    reboot=False,
+    insecure=False,
+    graceful_timeout=None,
+    power_timeout=None,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    discovery_cache=True,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
+
     def timeouts() -> Timeouts:
-        return Timeouts(graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
-                        power_on=values.positive_float(power_timeout, "--power-timeout", 900.0))
+        return Timeouts(
+            graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
+            power_on=values.positive_float(power_timeout, "--power-timeout", 900.0),
+        )
 
-    _run(c, "bios-apply", "apply", {"profile": profile, "reboot": reboot, "insecure": insecure, "canary": canary,
-                                    "batch": batch, "max_fail": max_fail}, inventory,
-         host, group, limit, json, allow_plaintext_secrets,
-         HostOptions(profile=profile, insecure=insecure, reboot=reboot,
-                     host_timeout=host_timeout, discovery_cache=discovery_cache), forks, canary, max_fail,
-         journaled=reboot, batch=batch, timeouts=timeouts)
+    _run(
+        c,
+        "bios-apply",
+        "apply",
+        {
+            "profile": profile,
+            "reboot": reboot,
+            "insecure": insecure,
+            "canary": canary,
+            "batch": batch,
+            "max_fail": max_fail,
+        },
+        inventory,
+        host,
+        group,
+        limit,
+        json,
+        allow_plaintext_secrets,
+        HostOptions(
+            profile=profile,
+            insecure=insecure,
+            reboot=reboot,
+            host_timeout=host_timeout,
+            discovery_cache=discovery_cache,
+        ),
+        forks,
+        canary,
+        max_fail,
+        journaled=reboot,
+        batch=batch,
+        timeouts=timeouts,
+    )
 
 
-@task(hosts=True, help={
-    **BIOS_HELP,
-    "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
-          "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
-})
-def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, insecure=False, forks=None,
-                host_timeout=None, discovery_cache=True, os=True, accept_new_host_key=False, json=None,
-                allow_plaintext_secrets=False):
+@task(
+    hosts=True,
+    help={
+        **BIOS_HELP,
+        "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
+        "IOMMU groups, SR-IOV VFs); default on for hosts with an ssh section, --no-os for the BMC side only",
+    },
+)
+def bios_verify(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    insecure=False,
+    forks=None,
+    host_timeout=None,
+    discovery_cache=True,
+    os=True,
+    accept_new_host_key=False,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     from ..bios.verify import VerifyOptions, run_verify
@@ -158,8 +294,9 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         report.expect_hosts(h.name for h in hosts)
-        outcome = run_verify(hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8),
-                             progress=len(hosts) > 1)
+        outcome = run_verify(
+            hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8), progress=len(hosts) > 1
+        )
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -171,18 +308,37 @@ def bios_verify(c, inventory=None, host=None, group=None, limit=None, profile=No
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
-                t.add_row(esc(r["setting"]), esc(_s(r["desired"])), esc(r["bmc_value"]), esc(r["os_evidence"] or "-"),
-                          f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]", esc(r["why"] or ""))
+                t.add_row(
+                    esc(r["setting"]),
+                    esc(_s(r["desired"])),
+                    esc(r["bmc_value"]),
+                    esc(r["os_evidence"] or "-"),
+                    f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]",
+                    esc(r["why"] or ""),
+                )
             common.console.print(t)
 
-    common.execute("bios-verify", body, json=json,
-                   options={"profile": profile, "insecure": insecure, "os": os})
+    common.execute("bios-verify", body, json=json, options={"profile": profile, "insecure": insecure, "os": os})
 
 
-@task(hosts=True, help={"profile": BIOS_HELP["profile"],
-                        "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)"})
-def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=None, vendor=None, json=None,
-                allow_plaintext_secrets=False):
+@task(
+    hosts=True,
+    help={
+        "profile": BIOS_HELP["profile"],
+        "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)",
+    },
+)
+def bios_render(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    vendor=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Render each selected host's profile over its inventory facts (no BMC contact): the abstract settings."""
 
     def body(report: Report):
@@ -202,8 +358,14 @@ def bios_render(c, inventory=None, host=None, group=None, limit=None, profile=No
             except ProfileError as exc:
                 res.status, res.message = "failed", exc.render()
                 continue
-            res.data = {"profile": p.name, "chain": p.chain, "vendor": facts["vendor"], "settings": p.settings,
-                        "raw": p.raw_for(facts["vendor"]), "set_by": p.origin}
+            res.data = {
+                "profile": p.name,
+                "chain": p.chain,
+                "vendor": facts["vendor"],
+                "settings": p.settings,
+                "raw": p.raw_for(facts["vendor"]),
+                "set_by": p.origin,
+            }
             res.message = ", ".join(f"{k}={v}" for k, v in p.settings.items())
 
     common.execute("bios-render", body, json=json, options={"profile": profile, "vendor": vendor})
@@ -214,8 +376,25 @@ OPS_HELP = {
 }
 
 
-def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecure, forks, canary, batch, max_fail,
-               host_timeout, json, allow_plaintext_secrets, options):
+def _operation(
+    c,
+    task_name,
+    name,
+    oopts,
+    inventory,
+    host,
+    group,
+    limit,
+    insecure,
+    forks,
+    canary,
+    batch,
+    max_fail,
+    host_timeout,
+    json,
+    allow_plaintext_secrets,
+    options,
+):
     """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
     _warn_insecure(insecure)
     opts = HostOptions(insecure=insecure, host_timeout=host_timeout)
@@ -223,10 +402,17 @@ def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecur
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_operation(hosts, name, opts, oopts, forks=values.positive_int(forks, "--forks", 8),
-                                canary=values.non_negative_int(canary, "--canary", 0),
-                                batch=values.non_negative_int(batch, "--batch", 0),
-                                max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=len(hosts) > 1)
+        outcome = run_operation(
+            hosts,
+            name,
+            opts,
+            oopts,
+            forks=values.positive_int(forks, "--forks", 8),
+            canary=values.non_negative_int(canary, "--canary", 0),
+            batch=values.non_negative_int(batch, "--batch", 0),
+            max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
+            progress=len(hosts) > 1,
+        )
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if outcome.reason:
@@ -237,10 +423,12 @@ def _operation(c, task_name, name, oopts, inventory, host, group, limit, insecur
 
 
 def _print_operation(report: Report, name: str) -> None:
-    columns = {"jobs": ("jobs", ("id", "state", "type", "name", "percent", "message")),
-               "job-delete": ("delete", ("id", "state", "why")),
-               "clear-pending": ("clear", ("attribute", "current", "pending")),
-               "reset-defaults": ("to_default", ("attribute", "current", "default"))}[name]
+    columns = {
+        "jobs": ("jobs", ("id", "state", "type", "name", "percent", "message")),
+        "job-delete": ("delete", ("id", "state", "why")),
+        "clear-pending": ("clear", ("attribute", "current", "pending")),
+        "reset-defaults": ("to_default", ("attribute", "current", "default")),
+    }[name]
     for h in report.hosts:
         op = h.data.get("operation") or {}
         rows = list(op.get(columns[0]) or []) + [dict(r, why=r.get("why", "")) for r in op.get("refused") or []]
@@ -249,7 +437,7 @@ def _print_operation(report: Report, name: str) -> None:
         t = Table(title=esc(f"{h.host}: {name}" + (f" ({op['how']})" if op.get("how") else "")))
         for col in columns[1]:
             t.add_column(col, overflow="fold")
-        for r in rows:      # job names, messages and values come from the BMC: data, never markup
+        for r in rows:  # job names, messages and values come from the BMC: data, never markup
             t.add_row(*(esc(_s(r.get(col))) for col in columns[1]))
         common.console.print(t)
 
@@ -261,49 +449,182 @@ def _ops_help(*extra: dict) -> dict:
     return out
 
 
-@task(hosts=True, help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS "
-                                             "configuration jobs"}))
-def bios_jobs(c, inventory=None, host=None, group=None, limit=None, all_jobs=False, insecure=False, forks=None, canary=None,
-              batch=None, max_fail=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
+@task(hosts=True, help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS configuration jobs"}))
+def bios_jobs(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    all_jobs=False,
+    insecure=False,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
-    _operation(c, "bios-jobs", "jobs", OpOptions(all_jobs=all_jobs), inventory, host, group, limit, insecure, forks,
-               canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {"all_jobs": all_jobs})
+    _operation(
+        c,
+        "bios-jobs",
+        "jobs",
+        OpOptions(all_jobs=all_jobs),
+        inventory,
+        host,
+        group,
+        limit,
+        insecure,
+        forks,
+        canary,
+        batch,
+        max_fail,
+        host_timeout,
+        json,
+        allow_plaintext_secrets,
+        {"all_jobs": all_jobs},
+    )
 
 
-@task(hosts=True, write=True, help=_ops_help(OPS_HELP, {
-    "job": "delete only this job id (default: every queued BIOS configuration job of each host)"}))
-def bios_job_delete(c, inventory=None, host=None, group=None, limit=None, job=None, dry_run=False, insecure=False,
-                    forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
-                    allow_plaintext_secrets=False):
+@task(
+    hosts=True,
+    write=True,
+    help=_ops_help(
+        OPS_HELP, {"job": "delete only this job id (default: every queued BIOS configuration job of each host)"}
+    ),
+)
+def bios_job_delete(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    job=None,
+    dry_run=False,
+    insecure=False,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
     deleted job; the report lists what is still pending."""
-    _operation(c, "bios-job-delete", "job-delete", OpOptions(dry_run=dry_run, job_id=job), inventory, host, group,
-               limit, insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets,
-               {"job": job})
+    _operation(
+        c,
+        "bios-job-delete",
+        "job-delete",
+        OpOptions(dry_run=dry_run, job_id=job),
+        inventory,
+        host,
+        group,
+        limit,
+        insecure,
+        forks,
+        canary,
+        batch,
+        max_fail,
+        host_timeout,
+        json,
+        allow_plaintext_secrets,
+        {"job": job},
+    )
 
 
 @task(hosts=True, write=True, help=_ops_help(OPS_HELP))
-def bios_clear_pending(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                       forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
-                       allow_plaintext_secrets=False):
+def bios_clear_pending(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    dry_run=False,
+    insecure=False,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
     apply them (delete it first with bios-job-delete)."""
-    _operation(c, "bios-clear-pending", "clear-pending", OpOptions(dry_run=dry_run), inventory, host, group, limit,
-               insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {})
+    _operation(
+        c,
+        "bios-clear-pending",
+        "clear-pending",
+        OpOptions(dry_run=dry_run),
+        inventory,
+        host,
+        group,
+        limit,
+        insecure,
+        forks,
+        canary,
+        batch,
+        max_fail,
+        host_timeout,
+        json,
+        allow_plaintext_secrets,
+        {},
+    )
 
 
 @task(hosts=True, write=True, help=_ops_help(OPS_HELP))
-def bios_reset_defaults(c, inventory=None, host=None, group=None, limit=None, dry_run=False, insecure=False,
-                        forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, json=None,
-                        allow_plaintext_secrets=False):
+def bios_reset_defaults(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    dry_run=False,
+    insecure=False,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
-    _operation(c, "bios-reset-defaults", "reset-defaults", OpOptions(dry_run=dry_run), inventory, host, group,
-               limit, insecure, forks, canary, batch, max_fail, host_timeout, json, allow_plaintext_secrets, {})
+    _operation(
+        c,
+        "bios-reset-defaults",
+        "reset-defaults",
+        OpOptions(dry_run=dry_run),
+        inventory,
+        host,
+        group,
+        limit,
+        insecure,
+        forks,
+        canary,
+        batch,
+        max_fail,
+        host_timeout,
+        json,
+        allow_plaintext_secrets,
+        {},
+    )
 
 
-TASKS = [bios_render, bios_plan, bios_apply, bios_verify, bios_jobs, bios_job_delete, bios_clear_pending,
-         bios_reset_defaults]
+TASKS = [
+    bios_render,
+    bios_plan,
+    bios_apply,
+    bios_verify,
+    bios_jobs,
+    bios_job_delete,
+    bios_clear_pending,
+    bios_reset_defaults,
+]

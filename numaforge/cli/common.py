@@ -106,8 +106,15 @@ console = Output()
 err_console = Output(stderr=True)
 
 
-def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool = False,
-              output: str | None = None, junit: str | None = None) -> None:
+def begin_run(
+    c: Any,
+    task: str,
+    options: dict,
+    write: bool = False,
+    all: bool = False,
+    output: str | None = None,
+    junit: str | None = None,
+) -> None:
     """Called before every task body: project directory (config numaforge.root), output mode, shared options."""
     cfg = _config(c)
     if cfg.get("root"):
@@ -118,7 +125,14 @@ def begin_run(c: Any, task: str, options: dict, write: bool = False, all: bool =
         raise Exit(code=2)
     console.configure(mode)
     err_console.configure("table" if sys.stderr.isatty() and mode == "table" else "plain")
-    RUN.task, RUN.options, RUN.write, RUN.all, RUN.output, RUN.junit = task, dict(options), write, bool(all), mode, junit
+    RUN.task, RUN.options, RUN.write, RUN.all, RUN.output, RUN.junit = (
+        task,
+        dict(options),
+        write,
+        bool(all),
+        mode,
+        junit,
+    )
 
 
 def _config(c: Any) -> dict:
@@ -136,7 +150,7 @@ def inventory_path(c, inventory: str | None) -> str:
     """--inventory, else the config's numaforge.inventory, else `lab`; `lab` is the inventory lab-up wrote.
     A relative path is taken from the current directory, else from the project directory."""
     spec = inventory or _config(c).get("inventory") or DEFAULT_INVENTORY
-    if spec == "lab":   # before the first lab-up: the template's default ports, with this user's state paths
+    if spec == "lab":  # before the first lab-up: the template's default ports, with this user's state paths
         p = lab_inventory_path()
         return str(p if p.is_file() else write_lab_inventory())
     p = Path(spec).expanduser()
@@ -157,14 +171,15 @@ def load_selected(c, report: Report, inventory, host, group, limit, allow_plaint
     report.inventory = path
     inv = load_inventory(path, allow_plaintext_secrets=allow_plaintext_secrets)
     if RUN.write and not (host or group or limit or RUN.all) and len(inv.hosts) > 1:
-        raise SelectionError(f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",
-                             path, "select with --host NAME, --group NAME or --limit PATTERN, or pass --all for "
-                                   "every host of the inventory")
+        raise SelectionError(
+            f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",
+            path,
+            "select with --host NAME, --group NAME or --limit PATTERN, or pass --all for every host of the inventory",
+        )
     return inv, inv.select(list(host or []), list(group or []), limit)
 
 
-def execute(task: str, body: Callable[[Report], None], json: str | None = None,
-            options: dict | None = None) -> Report:
+def execute(task: str, body: Callable[[Report], None], json: str | None = None, options: dict | None = None) -> Report:
     """Run body(report); print the summary; write --json / --junit; map errors to a message and exit code.
 
     The report records every option the task was called with (``RUN.options``; ``options`` adds to them).
@@ -177,7 +192,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
     exit_code = None
     # --json - puts the report on standard output: everything for humans goes to standard error then
     to_stdout = json == safeio.STDOUT
-    try:   # bad report paths are refused before any work is done
+    try:  # bad report paths are refused before any work is done
         safeio.check_output(json, "--json")
         safeio.check_output(junit, "--junit")
     except NumaforgeError as exc:
@@ -190,7 +205,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         body(report)
     except NumaforgeError as exc:
         report.error = exc
-    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (fleet.Terminated); fleet.Interrupted has the results
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (fleet.Terminated); fleet.Interrupted has the results
         report.interrupted = getattr(exc, "signal_name", "SIGINT")
         exit_code = getattr(exc, "exit_code", 130)
         outcome = getattr(exc, "outcome", None)
@@ -198,9 +213,12 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
             have = {h.host for h in report.hosts}
             report.hosts.extend(r for r in outcome.results if r.host not in have)
             report.data["fleet"] = outcome.as_dict()
-    except Exception as exc:   # a bug: no traceback for the user, a non-zero exit and a report that says so
-        report.error = InternalError(f"internal error (a bug; please report it): {type(exc).__name__}: {exc}", task,
-                                     f"re-run with {DEBUG_ENV}=1 for the traceback")
+    except Exception as exc:  # a bug: no traceback for the user, a non-zero exit and a report that says so
+        report.error = InternalError(
+            f"internal error (a bug; please report it): {type(exc).__name__}: {exc}",
+            task,
+            f"re-run with {DEBUG_ENV}=1 for the traceback",
+        )
         if os.environ.get(DEBUG_ENV) == "1":
             traceback.print_exc()
     finally:
@@ -209,7 +227,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         if json:
             try:
                 written = report.write(json)
-            except NumaforgeError as exc:   # e.g. the path changed under us: say so, keep the run's own error
+            except NumaforgeError as exc:  # e.g. the path changed under us: say so, keep the run's own error
                 report.error = report.error or exc
             else:
                 if not to_stdout:
@@ -229,10 +247,11 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
         fleet = report.data.get("fleet") or {}
         done = sum(1 for h in report.hosts if h.status not in ("failed", "not-run"))
         stopped = sum(1 for h in report.hosts if h.status == "failed")
-        err_console.print(f"[bold red]interrupted[/] ({report.interrupted}): {done} host(s) done, {stopped} stopped or "
-                          f"failed, {len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
-                          "summary above" + (" and the --json report" if json else "")
-                          + "; re-run the same command to resume")
+        err_console.print(
+            f"[bold red]interrupted[/] ({report.interrupted}): {done} host(s) done, {stopped} stopped or "
+            f"failed, {len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
+            "summary above" + (" and the --json report" if json else "") + "; re-run the same command to resume"
+        )
         raise Exit(code=exit_code or 130)
     if report.error is not None:
         err = report.error
@@ -241,8 +260,9 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
     if not report.ok:
         failed = [h.host for h in report.hosts if h.status in ("failed", "not-run")] + report.missing_hosts()
         reason = (report.data.get("fleet") or {}).get("reason")
-        err_console.print(f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}"
-                          + (f" ({esc(reason)})" if reason else ""))
+        err_console.print(
+            f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}" + (f" ({esc(reason)})" if reason else "")
+        )
         raise Exit(code=1)
     return report
 
@@ -250,7 +270,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None,
 class InternalError(NumaforgeError):
     """An exception that is not a NumaforgeError reached the task surface: a bug."""
 
-    exit_code = 70   # EX_SOFTWARE
+    exit_code = 70  # EX_SOFTWARE
 
 
 def _on_sigterm():

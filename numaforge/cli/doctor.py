@@ -11,8 +11,11 @@ from . import common
 from .optionsets import task
 
 
-@task(help={"pipeline": "which checks: all (default), kernel, firmware or lab",
-})
+@task(
+    help={
+        "pipeline": "which checks: all (default), kernel, firmware or lab",
+    }
+)
 def doctor(c, pipeline="all", json=None):
     """Check tools (git, gcc versions, kpatch-build, qemu, lspci...), disk space and Python deps, with fixes."""
     if pipeline not in ("all", "kernel", "firmware", "lab"):
@@ -33,9 +36,11 @@ def doctor(c, pipeline="all", json=None):
         if missing:
             from ..errors import ToolMissingError
 
-            raise ToolMissingError(f"{len(missing)} required check(s) failed: "
-                                   + ", ".join(r.name for r in missing), "this build server",
-                                   "run the fix shown for each, or `bash scripts/setup.sh` for all of them")
+            raise ToolMissingError(
+                f"{len(missing)} required check(s) failed: " + ", ".join(r.name for r in missing),
+                "this build server",
+                "run the fix shown for each, or `bash scripts/setup.sh` for all of them",
+            )
 
     common.execute("doctor", body, json=json, options={"pipeline": pipeline})
 

@@ -17,12 +17,12 @@ from .optionsets import task
 
 HELP = {
     "save": "store each host's raw command outputs under DIR/<host>/ (a corpus: file names say which command "
-            "made them; capture.yaml lists the commands and what was absent and why)",
+    "made them; capture.yaml lists the commands and what was absent and why)",
     "load": "parse captures saved with --save from DIR (one host's directory or a directory of them) instead "
-            "of connecting to hosts",
+    "of connecting to hosts",
     "local": "collect from this build server itself (no SSH)",
     "profile": "also check, from the OS side, that this BIOS profile took effect (NAME, path, or 'auto' for "
-               "each host's bios_profile); a mismatch fails the host",
+    "each host's bios_profile); a mismatch fails the host",
 }
 
 
@@ -42,14 +42,25 @@ def _show(report: Report) -> None:
                 above = []
                 for b in _chain(devs, d["address"]):
                     acs = devs[b].get("acs_ctl")
-                    on = [x[:-1] for x in (acs or "").split() if x.endswith("+") and x[:-1] in
-                          ("SrcValid", "ReqRedir", "CmpltRedir")]
+                    on = [
+                        x[:-1]
+                        for x in (acs or "").split()
+                        if x.endswith("+") and x[:-1] in ("SrcValid", "ReqRedir", "CmpltRedir")
+                    ]
                     above.append(f"{b}{' [' + ' '.join(on) + ']' if on else ''}")
                 link = f"{d.get('link_speed', '?')} x{d.get('link_width', '?')}" if d.get("link_speed") else "-"
                 if d.get("link_degraded"):
                     link += " (downgraded)"
-                t.add_row(d["address"], d["kind"], d.get("name", ""), str(d.get("numa_node")),
-                          d.get("physical_slot", "-"), link, d.get("aspm", "-"), "\n".join(above) or "-")
+                t.add_row(
+                    d["address"],
+                    d["kind"],
+                    d.get("name", ""),
+                    str(d.get("numa_node")),
+                    d.get("physical_slot", "-"),
+                    link,
+                    d.get("aspm", "-"),
+                    "\n".join(above) or "-",
+                )
             common.console.print(t)
         ov = h.data.get("os_verify")
         if ov:
@@ -58,8 +69,13 @@ def _show(report: Report) -> None:
                 t.add_column(col, overflow="fold")
             colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
             for v in ov["verdicts"]:
-                t.add_row(v["setting"], str(v["desired"]), v["os_evidence"],
-                          f"[{colour[v['verdict']]}]{v['verdict']}[/]", v["why"])
+                t.add_row(
+                    v["setting"],
+                    str(v["desired"]),
+                    v["os_evidence"],
+                    f"[{colour[v['verdict']]}]{v['verdict']}[/]",
+                    v["why"],
+                )
             common.console.print(t)
         for name, why in sorted(facts.get("absent", {}).items()):
             common.console.print(f"[yellow]{esc(h.host)}: {esc(name)} absent: {esc(why)}[/]")
@@ -75,8 +91,22 @@ def _chain(devs: dict, address: str) -> list[str]:
 
 
 @task(hosts=True, help=HELP)
-def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=None, local=False, profile=None,
-          accept_new_host_key=False, forks=None, host_timeout=None, json=None, allow_plaintext_secrets=False):
+def facts(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    save=None,
+    load=None,
+    local=False,
+    profile=None,
+    accept_new_host_key=False,
+    forks=None,
+    host_timeout=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
     check = (lambda result, f, h: check_profile(result, f, profile, h)) if profile else None
@@ -87,8 +117,7 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
         if load:
             hosts_by_name = {}
             if inventory or host or group:
-                _inv, selected = common.load_selected(c, report, inventory, host, group, limit,
-                                                      allow_plaintext_secrets)
+                _inv, selected = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
                 hosts_by_name = {h.name: h for h in selected}
             for d in facts_run.saved_dirs(load):
                 report.hosts.append(facts_run.run_saved(d, opts, hosts_by_name.get(d.name)))
@@ -97,15 +126,18 @@ def facts(c, inventory=None, host=None, group=None, limit=None, save=None, load=
         else:
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             report.expect_hosts(h.name for h in hosts)
-            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts),
-                                forks=values.positive_int(forks, "--forks", 8),
-                                progress=len(hosts) > 1, host_timeout=budget)
+            outcome = run_fleet(
+                hosts,
+                lambda h: facts_run.run_host(h, opts),
+                forks=values.positive_int(forks, "--forks", 8),
+                progress=len(hosts) > 1,
+                host_timeout=budget,
+            )
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
         _show(report)
 
-    common.execute("facts", body, json=json,
-                   options={"save": save, "load": load, "local": local, "profile": profile})
+    common.execute("facts", body, json=json, options={"save": save, "load": load, "local": local, "profile": profile})
 
 
 TASKS = [facts]

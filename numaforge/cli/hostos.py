@@ -38,11 +38,21 @@ def _print(report: Report) -> None:
         for col in ("kind", "setting", "current", "desired", "action"):
             t.add_column(col, overflow="fold")
         for i in items:
-            t.add_row(i["kind"], _s(i["name"]), _s(i["current"]), _s(i["desired"]),
-                      f"[{colour.get(i['action'], 'white')}]{i['action']}[/]")
+            t.add_row(
+                i["kind"],
+                _s(i["name"]),
+                _s(i["current"]),
+                _s(i["desired"]),
+                f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
+            )
         for c in checks:
-            t.add_row("check", _s(c["name"]), _s(c["evidence"]), _s(c["why"]) if c["why"] else "-",
-                      f"[{colour.get(c['verdict'], 'white')}]{c['verdict']}[/]")
+            t.add_row(
+                "check",
+                _s(c["name"]),
+                _s(c["evidence"]),
+                _s(c["why"]) if c["why"] else "-",
+                f"[{colour.get(c['verdict'], 'white')}]{c['verdict']}[/]",
+            )
         common.console.print(t)
 
 
@@ -54,8 +64,9 @@ def _number(value, default: float, option: str, lo: float, hi: float) -> float:
     except ValueError:
         v = float("nan")
     if not lo <= v <= hi:
-        raise NumaforgeError(f"{option} must be a number from {lo:g} to {hi:g}, got {value!r}", option,
-                             f"pass e.g. {option} {default:g}")
+        raise NumaforgeError(
+            f"{option} must be a number from {lo:g} to {hi:g}, got {value!r}", option, f"pass e.g. {option} {default:g}"
+        )
     return v
 
 
@@ -64,31 +75,58 @@ def _overrides(values) -> dict[str, int]:
     for v in values or []:
         addr, _, node = str(v).partition("=")
         if not node.isdigit():
-            raise NumaforgeError(f"--numa-node-override {v!r} is not ADDR=NODE", "--numa-node-override",
-                                 "pass e.g. --numa-node-override 0000:41:00.0=1")
+            raise NumaforgeError(
+                f"--numa-node-override {v!r} is not ADDR=NODE",
+                "--numa-node-override",
+                "pass e.g. --numa-node-override 0000:41:00.0=1",
+            )
         out[addr] = int(node)
     return out
 
 
-def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, allow_plaintext_secrets,
-         forks=None, canary=None, batch=None, max_fail=None, host_timeout=None, options=None):
+def _run(
+    c,
+    name,
+    action,
+    opts: OsOptions,
+    inventory,
+    host,
+    group,
+    limit,
+    json,
+    allow_plaintext_secrets,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    options=None,
+):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         if action == "apply" and not opts.rollback:
             # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
-            key = (f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
-                   f"hosts={','.join(h.name for h in hosts)} gate={opts.gate or '-'} "
-                   f"override={sorted(opts.numa_override.items())}")
+            key = (
+                f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                f"hosts={','.join(h.name for h in hosts)} gate={opts.gate or '-'} "
+                f"override={sorted(opts.numa_override.items())}"
+            )
             opts.journal = journal.open(key)
             resumed = opts.journal.hosts()
             if resumed:
                 common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_os(hosts, action, opts, forks=values.positive_int(forks, "--forks", 8),
-                         canary=values.non_negative_int(canary, "--canary", 0),
-                         batch=values.non_negative_int(batch, "--batch", 0),
-                         max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0), progress=True,
-                         host_timeout=host_timeout_seconds(host_timeout))
+        outcome = run_os(
+            hosts,
+            action,
+            opts,
+            forks=values.positive_int(forks, "--forks", 8),
+            canary=values.non_negative_int(canary, "--canary", 0),
+            batch=values.non_negative_int(batch, "--batch", 0),
+            max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
+            progress=True,
+            host_timeout=host_timeout_seconds(host_timeout),
+        )
         if opts.journal is not None and outcome.ok:
             opts.journal.finish()
         report.hosts.extend(outcome.results)
@@ -99,46 +137,134 @@ def _run(c, name, action, opts: OsOptions, inventory, host, group, limit, json, 
 
 
 @task(hosts=True, help=HELP)
-def os_plan(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
-            accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+def os_plan(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    forks=None,
+    host_timeout=None,
+    accept_new_host_key=False,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
-    _run(c, "os-plan", "plan", OsOptions(profile=profile, accept_new_host_key=accept_new_host_key), inventory, host,
-         group, limit, json, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
-         options={"profile": profile})
+    _run(
+        c,
+        "os-plan",
+        "plan",
+        OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
+        inventory,
+        host,
+        group,
+        limit,
+        json,
+        allow_plaintext_secrets,
+        forks=forks,
+        host_timeout=host_timeout,
+        options={"profile": profile},
+    )
 
 
-@task(hosts=True, write=True, iterable=["numa_node_override"], help={**HELP,
-    "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
-    "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse",
-    "gate_seconds": "seconds per locality sample window (default 10)",
-    "gate_threshold": f"largest allowed drop of a local share, absolute (default {DEFAULT_GATE_THRESHOLD})",
-    "numa_node_override": "ADDR=NODE: write NODE to the device's sysfs numa_node (the talk's workaround for firmware "
-                          "without proximity info; taints the kernel, lost at reboot; fix the BIOS instead)",
-})
-def os_apply(c, inventory=None, host=None, group=None, limit=None, profile=None, rollback=False, gate=None,
-             gate_seconds=None, gate_threshold=None, numa_node_override=None, forks=None, canary=None,
-             batch=None, max_fail=None, host_timeout=None, accept_new_host_key=False, json=None,
-             allow_plaintext_secrets=False):
+@task(
+    hosts=True,
+    write=True,
+    iterable=["numa_node_override"],
+    help={
+        **HELP,
+        "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
+        "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse",
+        "gate_seconds": "seconds per locality sample window (default 10)",
+        "gate_threshold": f"largest allowed drop of a local share, absolute (default {DEFAULT_GATE_THRESHOLD})",
+        "numa_node_override": "ADDR=NODE: write NODE to the device's sysfs numa_node (the talk's workaround for firmware "
+        "without proximity info; taints the kernel, lost at reboot; fix the BIOS instead)",
+    },
+)
+def os_apply(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    rollback=False,
+    gate=None,
+    gate_seconds=None,
+    gate_threshold=None,
+    numa_node_override=None,
+    forks=None,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    host_timeout=None,
+    accept_new_host_key=False,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
-    opts = OsOptions(profile=profile, rollback=rollback, gate=gate,
-                     gate_seconds=_number(gate_seconds, 10.0, "--gate-seconds", 0.1, 3600),
-                     gate_threshold=_number(gate_threshold, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
-                     numa_override=_overrides(numa_node_override),
-                     accept_new_host_key=accept_new_host_key)
-    _run(c, "os-apply", "apply", opts, inventory, host, group, limit, json, allow_plaintext_secrets,
-         forks=forks, canary=canary, batch=batch, max_fail=max_fail, host_timeout=host_timeout,
-         options={"profile": profile, "rollback": rollback, "gate": gate})
+    opts = OsOptions(
+        profile=profile,
+        rollback=rollback,
+        gate=gate,
+        gate_seconds=_number(gate_seconds, 10.0, "--gate-seconds", 0.1, 3600),
+        gate_threshold=_number(gate_threshold, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
+        numa_override=_overrides(numa_node_override),
+        accept_new_host_key=accept_new_host_key,
+    )
+    _run(
+        c,
+        "os-apply",
+        "apply",
+        opts,
+        inventory,
+        host,
+        group,
+        limit,
+        json,
+        allow_plaintext_secrets,
+        forks=forks,
+        canary=canary,
+        batch=batch,
+        max_fail=max_fail,
+        host_timeout=host_timeout,
+        options={"profile": profile, "rollback": rollback, "gate": gate},
+    )
 
 
 @task(hosts=True, help=HELP)
-def os_verify(c, inventory=None, host=None, group=None, limit=None, profile=None, forks=None, host_timeout=None,
-              accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+def os_verify(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    profile=None,
+    forks=None,
+    host_timeout=None,
+    accept_new_host_key=False,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Read every host OS setting back (sysctls, THP, governor, /proc/irq/*/smp_affinity_list, persisted files) and
     check each device's numa_node against the BIOS NPS; fails on any difference."""
-    _run(c, "os-verify", "verify", OsOptions(profile=profile, accept_new_host_key=accept_new_host_key), inventory,
-         host, group, limit, json, allow_plaintext_secrets, forks=forks, host_timeout=host_timeout,
-         options={"profile": profile})
+    _run(
+        c,
+        "os-verify",
+        "verify",
+        OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
+        inventory,
+        host,
+        group,
+        limit,
+        json,
+        allow_plaintext_secrets,
+        forks=forks,
+        host_timeout=host_timeout,
+        options={"profile": profile},
+    )
 
 
 TASKS = [os_plan, os_apply, os_verify]

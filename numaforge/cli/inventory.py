@@ -44,41 +44,70 @@ def host_summary(host) -> dict:
     return {k: v for k, v in out.items() if v not in (None, {}, [])}
 
 
-@task(hosts=True, help={
-    "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
-                   "CA bundles, file: secrets and env: variables it refers to exist"})
-def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=None,
-                    allow_plaintext_secrets=False, syntax_only=False):
+@task(
+    hosts=True,
+    help={
+        "syntax_only": "only validate the inventory itself: skip checking that the key files, known_hosts, "
+        "CA bundles, file: secrets and env: variables it refers to exist"
+    },
+)
+def inventory_check(
+    c, inventory=None, host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False, syntax_only=False
+):
     """Validate the inventory, print hosts, groups and resolved variables (secrets masked), and check that every
     file and environment variable it refers to is there (never printing a value)."""
 
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         out = common.console
-        out.print(f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
-                  emoji=False)
+        out.print(
+            f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
+            emoji=False,
+        )
         for h in hosts:
-            out.print(f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: "
-                      f"{escape(', '.join(h.groups) or '-')}", emoji=False)
+            out.print(
+                f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: "
+                f"{escape(', '.join(h.groups) or '-')}",
+                emoji=False,
+            )
             rows = []
             if h.connection != "ssh":
                 rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
             if h.ssh:
                 s = h.ssh
-                extra = " ".join(f"{k}={v}" for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts),
-                                                          ("password", s.password)) if v)
+                extra = " ".join(
+                    f"{k}={v}"
+                    for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts), ("password", s.password))
+                    if v
+                )
                 rows.append(("ssh", f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"))
             if h.bmc:
                 b = h.bmc
-                trust = "INSECURE (TLS not verified)" if b.insecure else \
-                    (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
-                rows.append(("bmc", f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
-                                    + (f" system={b.system_id}" if b.system_id else "")))
+                trust = (
+                    "INSECURE (TLS not verified)"
+                    if b.insecure
+                    else (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
+                )
+                rows.append(
+                    (
+                        "bmc",
+                        f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
+                        + (f" system={b.system_id}" if b.system_id else ""),
+                    )
+                )
             if h.kernel.release or h.kernel.target:
                 rows.append(("kernel", f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}"))
             hw = h.hardware
-            hw_text = " ".join(f"{k}={v}" for k, v in (("vendor", hw.vendor), ("platform", hw.platform),
-                                                        ("sockets", hw.sockets), ("cpu", hw.cpu_model)) if v)
+            hw_text = " ".join(
+                f"{k}={v}"
+                for k, v in (
+                    ("vendor", hw.vendor),
+                    ("platform", hw.platform),
+                    ("sockets", hw.sockets),
+                    ("cpu", hw.cpu_model),
+                )
+                if v
+            )
             if hw.gpus or hw.nics:
                 hw_text += f" gpus={','.join(hw.gpus) or '-'} nics={','.join(hw.nics) or '-'}"
             if hw_text:
@@ -98,16 +127,23 @@ def inventory_check(c, inventory=None, host=None, group=None, limit=None, json=N
             gt.add_column("hosts (nested included)", overflow="fold")
             common.console.print()
             for g in inv.groups.values():
-                gt.add_row(*(Text(t) for t in (g.name, ", ".join(g.children) or "-",
-                                               ", ".join(inv.group_members(g.name)) or "-")))
+                gt.add_row(
+                    *(
+                        Text(t)
+                        for t in (g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-")
+                    )
+                )
             common.console.print(gt)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
         if not syntax_only:
             _preflight(report, inv, hosts)
 
-    common.execute("inventory-check", body, json=json,
-                   options={"inventory": inventory, "host": host, "group": group, "limit": limit,
-                            "syntax_only": syntax_only})
+    common.execute(
+        "inventory-check",
+        body,
+        json=json,
+        options={"inventory": inventory, "host": host, "group": group, "limit": limit, "syntax_only": syntax_only},
+    )
 
 
 def _preflight(report: Report, inv, hosts) -> None:
@@ -115,20 +151,23 @@ def _preflight(report: Report, inv, hosts) -> None:
     problems = preflight.check_hosts(hosts)
     report.data["preflight"] = {"checked_hosts": len(hosts), "problems": len(problems)}
     if not problems:
-        common.console.print(f"\npreflight: every file and environment variable referenced by {len(hosts)} "
-                             "host(s) is present")
+        common.console.print(
+            f"\npreflight: every file and environment variable referenced by {len(hosts)} host(s) is present"
+        )
         return
     common.console.print(f"\npreflight: {len(problems)} problem(s)", markup=False)
     for p in problems:
-        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False,
-                             soft_wrap=True)
+        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False, soft_wrap=True)
         hr = report.host(p.host)
         hr.status = "failed"
         hr.message = f"{p.attribute}: {p.what}" if not hr.message else f"{hr.message}; {p.attribute}: {p.what}"
         hr.data.setdefault("problems", []).append({"attribute": p.attribute, "what": p.what, "fix": p.fix})
-    raise InventoryError(f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
-                         f"(on {len({p.host for p in problems})} host(s), listed above)", inv.path,
-                         "fix each one listed, or pass --syntax-only to check only the inventory file")
+    raise InventoryError(
+        f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
+        f"(on {len({p.host for p in problems})} host(s), listed above)",
+        inv.path,
+        "fix each one listed, or pass --syntax-only to check only the inventory file",
+    )
 
 
 TASKS = [inventory_check]

@@ -14,12 +14,11 @@ from . import common, values
 from .optionsets import task
 
 HELP = {
-    "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, "
-              "else 'lab'",
+    "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, else 'lab'",
     "series": "patch series whose latest backport output to build (default sched-numa-prefer-local-fallback)",
     "jobs": "parallel make jobs for kpatch-build (default 2; raise it with --cc-wrapper for distcc/icecream)",
     "cc_wrapper": "compiler wrapper for distributed builds, e.g. distcc or icecc: the target gcc runs as "
-                  "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
+    "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
     "check": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before building",
     "sign_key": "PEM private key to sign the module with (scripts/sign-file; read only by sign-file, never copied)",
     "sign_cert": "X.509 certificate of --sign-key (enroll it on Secure Boot hosts: `mokutil --import`)",
@@ -43,9 +42,23 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
 
 
 @task(hosts=True, help=HELP)
-def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=False, force=False, sign_key=None,
-                 sign_cert=None, inventory=None,
-                 host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False):
+def build_kpatch(
+    c,
+    target=None,
+    series=None,
+    jobs=None,
+    cc_wrapper=None,
+    check=False,
+    force=False,
+    sign_key=None,
+    sign_cert=None,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
     from ..kernel import kpatch as kp
 
@@ -57,8 +70,13 @@ def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=
         report.data["kpatch"] = {}
         for name, members in groups.items():
             row = report.host(f"target:{name}")
-            with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                          console=out.rich, transient=False) as progress:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                TimeElapsedColumn(),
+                console=out.rich,
+                transient=False,
+            ) as progress:
                 tid = progress.add_task(f"{name}: preflight", total=None)
 
                 def on_stage(sid, label, name=name, tid=tid):
@@ -70,15 +88,27 @@ def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=
 
                 with row.step("build-kpatch") as st:
                     try:
-                        res = kp.build_kpatch(name, series=series, jobs=n_jobs, cc_wrapper=cc_wrapper,
-                                              host_releases={h: releases[h] for h in members if h in releases},
-                                              log=log, on_stage=on_stage, check_only=check, force=force,
-                                              sign_key=sign_key, sign_cert=sign_cert)
+                        res = kp.build_kpatch(
+                            name,
+                            series=series,
+                            jobs=n_jobs,
+                            cc_wrapper=cc_wrapper,
+                            host_releases={h: releases[h] for h in members if h in releases},
+                            log=log,
+                            on_stage=on_stage,
+                            check_only=check,
+                            force=force,
+                            sign_key=sign_key,
+                            sign_cert=sign_cert,
+                        )
                     except NumaforgeError as exc:
                         row.status = "failed"
                         row.message = exc.what
-                        row.data = {"hosts": members, "kind": getattr(exc, "kind", type(exc).__name__),
-                                    "log": getattr(exc, "log", None)}
+                        row.data = {
+                            "hosts": members,
+                            "kind": getattr(exc, "kind", type(exc).__name__),
+                            "log": getattr(exc, "log", None),
+                        }
                         raise
                     st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
                 progress.update(tid, description=f"{name}: {res.status}")
@@ -87,16 +117,32 @@ def build_kpatch(c, target=None, series=None, jobs=None, cc_wrapper=None, check=
                 funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
                 sig = (res.manifest.get("signature") or {}).get("signer")
                 mode = "replace" if res.manifest.get("replace") else "non-replace"
-                row.message = (f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] {mode}, "
-                               f"{'signed by ' + sig if sig else 'unsigned'}; functions: {funcs}")
+                row.message = (
+                    f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] {mode}, "
+                    f"{'signed by ' + sig if sig else 'unsigned'}; functions: {funcs}"
+                )
             else:
                 row.message = f"{res.status}: preflight and kpatch-build checks passed"
             row.data = {"hosts": members, "manifest": str(res.manifest_path) if res.manifest_path else None}
             report.data["kpatch"][name] = res.manifest
 
-    common.execute("build-kpatch", body, json,
-                   {"target": target, "series": series, "jobs": jobs, "cc_wrapper": cc_wrapper, "check": check,
-                    "force": force, "signed": bool(sign_key), "host": host, "group": group, "limit": limit})
+    common.execute(
+        "build-kpatch",
+        body,
+        json,
+        {
+            "target": target,
+            "series": series,
+            "jobs": jobs,
+            "cc_wrapper": cc_wrapper,
+            "check": check,
+            "force": force,
+            "signed": bool(sign_key),
+            "host": host,
+            "group": group,
+            "limit": limit,
+        },
+    )
 
 
 TASKS = [build_kpatch]

@@ -15,21 +15,34 @@ from . import common
 from .optionsets import task
 
 
-@task(help={
-    "kernel": "kernel the VM boots: lab (our 5.10.262 build, built and cached if needed) or debian "
-              "(bullseye's 5.10.0-46-amd64)",
-    "topology": "NUMA shape of the VM: backplane4 (default: 4 nodes, SLIT 16/32), nps2 (EPYC-like 2-socket NPS2: "
-                "10/12/32), cpuless4 (node 3 memory-only) or 2node (control)",
-    "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
-    "vm": "start the VM (--no-vm to start only the BMC simulator)",
-    "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
-    "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
-    "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
-    "ssh_port": "127.0.0.1 port for the VM's SSH (default 2222, or a free port when 2222 is busy)",
-    "bmc_port": "127.0.0.1 port for the BMC simulator (default 8443, or a free port when 8443 is busy)",
-})
-def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, bmc=True, persist=False,
-           numa_nic=False, ssh_port=None, bmc_port=None, json=None):
+@task(
+    help={
+        "kernel": "kernel the VM boots: lab (our 5.10.262 build, built and cached if needed) or debian "
+        "(bullseye's 5.10.0-46-amd64)",
+        "topology": "NUMA shape of the VM: backplane4 (default: 4 nodes, SLIT 16/32), nps2 (EPYC-like 2-socket NPS2: "
+        "10/12/32), cpuless4 (node 3 memory-only) or 2node (control)",
+        "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
+        "vm": "start the VM (--no-vm to start only the BMC simulator)",
+        "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
+        "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
+        "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
+        "ssh_port": "127.0.0.1 port for the VM's SSH (default 2222, or a free port when 2222 is busy)",
+        "bmc_port": "127.0.0.1 port for the BMC simulator (default 8443, or a free port when 8443 is busy)",
+    }
+)
+def lab_up(
+    c,
+    kernel="lab",
+    topology="backplane4",
+    bmc_flavour="dell",
+    vm=True,
+    bmc=True,
+    persist=False,
+    numa_nic=False,
+    ssh_port=None,
+    bmc_port=None,
+    json=None,
+):
     """Start the lab: a NUMA qemu VM (--topology) and a Redfish BMC simulator on 127.0.0.1; write its inventory."""
 
     def body(report: Report):
@@ -41,8 +54,10 @@ def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, 
                 info = services.bmc_up(flavour=bmc_flavour, port=port)
                 s.detail = asdict(info)
                 url = info.url
-            common.console.print(f"bmc: {info.flavour} simulator at {info.url} (pid {info.pid}"
-                                 f"{', already running' if info.already_running else ''})")
+            common.console.print(
+                f"bmc: {info.flavour} simulator at {info.url} (pid {info.pid}"
+                f"{', already running' if info.already_running else ''})"
+            )
         if vm:
             with host.step("vm-up") as s:
                 port = int(ssh_port) if ssh_port else services.pick_port(labvm.DEFAULT_SSH_PORT)
@@ -50,8 +65,10 @@ def lab_up(c, kernel="lab", topology="backplane4", bmc_flavour="dell", vm=True, 
                 vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic, ssh_port=port)
                 s.detail = asdict(vinfo)
                 vport = vinfo.ssh_port
-            common.console.print(f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
-                                 f" (ready after {vinfo.ssh_seconds} s)")
+            common.console.print(
+                f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
+                f" (ready after {vinfo.ssh_seconds} s)"
+            )
         inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url)
         report.data["inventory"] = str(inv)
         common.console.print(f"inventory: {inv} (--inventory lab)")
@@ -83,11 +100,16 @@ def lab_status(c, json=None):
         st = services.lab_status()
         host = report.host("lab-vm")
         host.data = asdict(st)
-        vm_text = f"running, pid {st.vm_pid}, ssh 127.0.0.1:{st.ssh_port}, kernel {st.kernel}" if st.vm_running \
-            else "stopped"
+        vm_text = (
+            f"running, pid {st.vm_pid}, ssh 127.0.0.1:{st.ssh_port}, kernel {st.kernel}" if st.vm_running else "stopped"
+        )
         bmc_text = f"running, pid {st.bmc_pid}, {st.bmc_url}" if st.bmc_running else "stopped"
-        for key, text in (("vm", vm_text), ("bmc", bmc_text), ("inventory", st.inventory or "none (run lab-up)"),
-                          ("state", st.state_dir)):
+        for key, text in (
+            ("vm", vm_text),
+            ("bmc", bmc_text),
+            ("inventory", st.inventory or "none (run lab-up)"),
+            ("state", st.state_dir),
+        ):
             common.console.print(f"{key:<10} {text}", soft_wrap=True)
         host.message = f"vm {'up' if st.vm_running else 'down'}, bmc {'up' if st.bmc_running else 'down'}"
 

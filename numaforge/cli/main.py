@@ -32,15 +32,19 @@ def namespace() -> Collection:
 
 class NumaforgeConfig(Config):
     prefix = "numaforge"
-    file_prefix = "numaforge"   # type: ignore[assignment]
-    env_prefix = "NUMAFORGE_CFG"   # type: ignore[assignment]
+    file_prefix = "numaforge"  # type: ignore[assignment]
+    env_prefix = "NUMAFORGE_CFG"  # type: ignore[assignment]
 
 
 class NumaforgeProgram(Program):
     def core_args(self) -> list[Argument]:
         return super().core_args() + [
-            Argument(names=("root",), help="project directory (bios/, inventory/, patches/, kpatch/targets/); "
-                                           "default: $NUMAFORGE_ROOT, else the current directory")]
+            Argument(
+                names=("root",),
+                help="project directory (bios/, inventory/, patches/, kpatch/targets/); "
+                "default: $NUMAFORGE_ROOT, else the current directory",
+            )
+        ]
 
     def parse_collection(self) -> None:
         super().parse_collection()
@@ -51,8 +55,9 @@ class NumaforgeProgram(Program):
         self.config.load_project()
 
 
-program = NumaforgeProgram(namespace=namespace(), version=__version__, name="numaforge", binary="numaforge",
-                           config_class=NumaforgeConfig)
+program = NumaforgeProgram(
+    namespace=namespace(), version=__version__, name="numaforge", binary="numaforge", config_class=NumaforgeConfig
+)
 
 
 def main() -> None:

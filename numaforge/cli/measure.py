@@ -34,14 +34,33 @@ HELP = {
     "case": "name of this case in the output (default: <host> single|grouped)",
     "out": "measurement JSON to write (default reports/numa-effect-<host>-<UTC time>.json); the PNG goes beside it",
     "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
-                 "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
+    "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
 }
 
 
 @task(iterable=["host", "arm"], help=HELP)
-def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=None, rounds=10, seconds=20,
-                order="random", seed=13, grouped=False, procs=3, mb=16, mem_node=-1, case=None, out=None,
-                wake_cpus=False, accept_new_host_key=False, json=None, allow_plaintext_secrets=False):
+def numa_effect(
+    c,
+    host=None,
+    inventory=None,
+    target="lab",
+    series=None,
+    arm=None,
+    rounds=10,
+    seconds=20,
+    order="random",
+    seed=13,
+    grouped=False,
+    procs=3,
+    mb=16,
+    mem_node=-1,
+    case=None,
+    out=None,
+    wake_cpus=False,
+    accept_new_host_key=False,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
     from .. import livepatch
     from ..errors import NumaforgeError
@@ -54,25 +73,45 @@ def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=Non
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, None, None, allow_plaintext_secrets)
         if len(hosts) != 1:
-            raise NumaforgeError(f"numa-effect measures one host at a time ({len(hosts)} selected)", "--host",
-                                 "name exactly one host with --host")
+            raise NumaforgeError(
+                f"numa-effect measures one host at a time ({len(hosts)} selected)",
+                "--host",
+                "name exactly one host with --host",
+            )
         (h,) = hosts
         built = marms.built_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
-        arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-                for a in built}
-        params = WorkloadParams.for_seconds(int(seconds), procs=int(procs), mb=int(mb), grouped=bool(grouped),
-                                            mem_node=int(mem_node))
+        arts = {
+            a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+            for a in built
+        }
+        params = WorkloadParams.for_seconds(
+            int(seconds), procs=int(procs), mb=int(mb), grouped=bool(grouped), mem_node=int(mem_node)
+        )
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         result = report.host(h.name)
         with result.step("measure") as s, connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
-            data = livepatch.measure_arms(r, arts, params, int(rounds), order=order, seed=int(seed),
-                                          log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
-                                          nudge=bool(wake_cpus))
+            data = livepatch.measure_arms(
+                r,
+                arts,
+                params,
+                int(rounds),
+                order=order,
+                seed=int(seed),
+                log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
+                nudge=bool(wake_cpus),
+            )
             s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
         data["case"] = name
-        path = Path(out) if out else common.project_root() / "reports" / (
-            f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', h.name)}-"
-            f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+        path = (
+            Path(out)
+            if out
+            else common.project_root()
+            / "reports"
+            / (
+                f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', h.name)}-"
+                f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
+            )
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(_json.dumps({"cases": {name: data}}, indent=1) + "\n")
@@ -89,9 +128,20 @@ def numa_effect(c, host=None, inventory=None, target="lab", series=None, arm=Non
         common.console.print(f"measurement: {path}\npicture: {png}")
         result.message = f"{len(data['runs'])} runs of {', '.join(data['arms'])}"
 
-    common.execute("numa-effect", body, json=json,
-                   options={"host": host, "target": target, "arm": arm, "rounds": rounds, "seconds": seconds,
-                            "order": order, "grouped": grouped})
+    common.execute(
+        "numa-effect",
+        body,
+        json=json,
+        options={
+            "host": host,
+            "target": target,
+            "arm": arm,
+            "rounds": rounds,
+            "seconds": seconds,
+            "order": order,
+            "grouped": grouped,
+        },
+    )
 
 
 TASKS = [numa_effect]

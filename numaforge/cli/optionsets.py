@@ -25,19 +25,19 @@ from . import common
 
 SHARED_HELP = {
     "inventory": "inventory: a file (native YAML, or Ansible YAML/INI) or `lab` for the lab lab-up started; "
-                 "default: numaforge.inventory in the config (`lab`)",
+    "default: numaforge.inventory in the config (`lab`)",
     "host": "host name from the inventory (repeatable)",
     "group": "group name from the inventory, nested groups included (repeatable)",
     "limit": "keep only hosts matching this Ansible host pattern: names, globs, ~regex, &and, !not, @file "
-             "(comma-separated; docs/inventory.md)",
+    "(comma-separated; docs/inventory.md)",
     "all": "every host of the inventory (needed by tasks that change hosts when the inventory has several)",
     "json": "write a machine-readable report of the run (schema: numaforge/schemas/report.schema.json)",
     "output": "how results print: plain (no boxes or wrapping, one row per line; the default when stdout is "
-              "not a terminal), table (the default on a terminal) or json (the report on stdout)",
+    "not a terminal), table (the default on a terminal) or json (the report on stdout)",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
     "forks": "how many hosts to work on at once",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
-                    "command or Redfish request (rolling back what it started) and fails; the others go on",
+    "command or Redfish request (rolling back what it started) and fails; the others go on",
     "canary": "run this many hosts first, one by one; any failure stops the rollout",
     "batch": "then run the rest in batches of this many hosts (0 = all at once)",
     "max_fail": "stop the rollout once more than this percentage of attempted hosts failed",
@@ -67,8 +67,11 @@ class NumaforgeTask(invoke.Task):
             return sig
         params = list(sig.parameters.values())
         have = {p.name for p in params}
-        params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d)
-                   for n, d in HOST_EXTRAS.items() if n not in have]
+        params += [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d)
+            for n, d in HOST_EXTRAS.items()
+            if n not in have
+        ]
         return sig.replace(parameters=params)
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
@@ -110,8 +113,7 @@ def task(*args: Any, hosts: bool = False, write: bool = False, **kwargs: Any) ->
         help_ = _with_shared_help(body, kwargs.pop("help", {}))
         if not hosts:
             help_ = {k: v for k, v in help_.items() if k not in HOST_EXTRAS or k in inspect.signature(body).parameters}
-        return invoke.task(body, klass=NumaforgeTask, hosts=hosts, write=write, iterable=iterable, help=help_,
-                           **kwargs)
+        return invoke.task(body, klass=NumaforgeTask, hosts=hosts, write=write, iterable=iterable, help=help_, **kwargs)
 
     if args and callable(args[0]):
         return wrap(args[0])

@@ -13,7 +13,7 @@ from .optionsets import task
 HELP = {
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
-              "host's kernel.target from the inventory",
+    "host's kernel.target from the inventory",
     "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
@@ -23,10 +23,10 @@ HELP = {
     "max_fail": "stop the rollout when more than this percentage of attempted hosts failed (default 0)",
     "forks": "hosts validated at the same time within a batch (default 4)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
-                    "command, rolls back (unload/revert) and fails",
+    "command, rolls back (unload/revert) and fails",
     "measure": "run the A/B NUMA effect step (A/B outcomes and tracepoint counts, numaforge.measure; CPU-burning "
-               "workload, patch unloaded and reloaded) on every host with >= 3 NUMA nodes; default: only hosts in "
-               "inventory group 'lab'. `invoke numa-effect` is the full interleaved measurement",
+    "workload, patch unloaded and reloaded) on every host with >= 3 NUMA nodes; default: only hosts in "
+    "inventory group 'lab'. `invoke numa-effect` is the full interleaved measurement",
     "no_measure": "no A/B step on any host, not even the lab group",
     "replace": "allow a replace-mode module to supersede (disable) the other live patches loaded on a host",
     "effect_seconds": "workload run length per A/B run, in seconds (default 60, which shows the effect on the lab VM)",
@@ -37,43 +37,82 @@ HELP = {
 
 
 @task(hosts=True, write=True, help=HELP)
-def validate(c, inventory=None, host=None, group=None, limit=None, module=None, target=None, check=None,
-             keep=False, install=False, accept_new_host_key=False, canary=None, batch=None, max_fail=None,
-             forks=None, host_timeout=None, measure=False, no_measure=False, replace=False, effect_seconds=None,
-             rounds=None, signal_after=None, revert_after=None, json=None,
-             allow_plaintext_secrets=False):
+def validate(
+    c,
+    inventory=None,
+    host=None,
+    group=None,
+    limit=None,
+    module=None,
+    target=None,
+    check=None,
+    keep=False,
+    install=False,
+    accept_new_host_key=False,
+    canary=None,
+    batch=None,
+    max_fail=None,
+    forks=None,
+    host_timeout=None,
+    measure=False,
+    no_measure=False,
+    replace=False,
+    effect_seconds=None,
+    rounds=None,
+    signal_after=None,
+    revert_after=None,
+    json=None,
+    allow_plaintext_secrets=False,
+):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
     from .. import livepatch
     from ..measure.runner import WorkloadParams
 
     def options():
         work = WorkloadParams.for_seconds(values.positive_int(effect_seconds, "--effect-seconds", 60))
-        return livepatch.Options(keep=keep, install=install,
-                                 signal_after=values.positive_float(signal_after, "--signal-after", 15.0),
-                                 revert_after=values.positive_float(revert_after, "--revert-after", 60.0),
-                                 replace=replace, effect_rounds=values.positive_int(rounds, "--rounds", 1),
-                                 workload=work)
+        return livepatch.Options(
+            keep=keep,
+            install=install,
+            signal_after=values.positive_float(signal_after, "--signal-after", 15.0),
+            revert_after=values.positive_float(revert_after, "--revert-after", 60.0),
+            replace=replace,
+            effect_rounds=values.positive_int(rounds, "--rounds", 1),
+            workload=work,
+        )
 
     def body(report: Report):
         try:
             opts = options()
             budget = host_timeout_seconds(host_timeout)
-            fleet_opts = dict(forks=values.positive_int(forks, "--forks", 4),
-                              canary=values.non_negative_int(canary, "--canary", 1),
-                              batch=values.non_negative_int(batch, "--batch", 0),
-                              max_fail=values.max_fail(max_fail, "--max-fail", 0.0))
+            fleet_opts = dict(
+                forks=values.positive_int(forks, "--forks", 4),
+                canary=values.non_negative_int(canary, "--canary", 1),
+                batch=values.non_negative_int(batch, "--batch", 0),
+                max_fail=values.max_fail(max_fail, "--max-fail", 0.0),
+            )
             _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
             report.expect_hosts(h.name for h in hosts)
             if measure and no_measure:
-                raise FleetOptionError("--measure and --no-measure contradict each other", "--measure/--no-measure",
-                                       "give one of them (or neither: the A/B step runs on group lab only)")
+                raise FleetOptionError(
+                    "--measure and --no-measure contradict each other",
+                    "--measure/--no-measure",
+                    "give one of them (or neither: the A/B step runs on group lab only)",
+                )
             if measure:
                 common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
-            outcome = lpfleet.validate_hosts(hosts, module=module, target=target, check=check, opts=opts,
-                                             accept_new_host_key=accept_new_host_key, progress=len(hosts) > 1,
-                                             host_timeout=budget,
-                                             measure=True if measure else (False if no_measure else None),
-                                             log=lambda m: common.console.print(esc(m)), **fleet_opts)
+            outcome = lpfleet.validate_hosts(
+                hosts,
+                module=module,
+                target=target,
+                check=check,
+                opts=opts,
+                accept_new_host_key=accept_new_host_key,
+                progress=len(hosts) > 1,
+                host_timeout=budget,
+                measure=True if measure else (False if no_measure else None),
+                log=lambda m: common.console.print(esc(m)),
+                **fleet_opts,
+            )
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
@@ -86,15 +125,30 @@ def validate(c, inventory=None, host=None, group=None, limit=None, module=None, 
                         f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
                         f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
                         f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
-                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}")
+                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
+                    )
         except NumaforgeError as exc:
-            report.error = exc   # execute() records it (report, --junit) and reports it as usual
+            report.error = exc  # execute() records it (report, --junit) and reports it as usual
             raise
 
-    common.execute("validate", body, json=json,
-                   options={"module": module, "target": target, "keep": keep, "canary": canary, "batch": batch,
-                            "max_fail": max_fail, "effect_seconds": effect_seconds, "rounds": rounds,
-                            "measure": measure, "no_measure": no_measure, "replace": replace})
+    common.execute(
+        "validate",
+        body,
+        json=json,
+        options={
+            "module": module,
+            "target": target,
+            "keep": keep,
+            "canary": canary,
+            "batch": batch,
+            "max_fail": max_fail,
+            "effect_seconds": effect_seconds,
+            "rounds": rounds,
+            "measure": measure,
+            "no_measure": no_measure,
+            "replace": replace,
+        },
+    )
 
 
 TASKS = [validate]

@@ -31,8 +31,9 @@ def _number(value, option: str, kind: type, what: str, example: str):
             raise ValueError
         return number
     except (TypeError, ValueError):
-        raise OptionValueError(f"{option} must be {what}, got {value!r}", option,
-                               f"pass e.g. {option} {example}") from None
+        raise OptionValueError(
+            f"{option} must be {what}, got {value!r}", option, f"pass e.g. {option} {example}"
+        ) from None
 
 
 def positive_int(value, option: str, default: int | None = None) -> int:
@@ -81,6 +82,9 @@ def max_fail(value, option: str = "--max-fail", default: float = 100.0) -> float
         return default
     x = _number(value, option, float, "a percentage from 0 to 100", "25")
     if not 0 <= x <= 100:
-        raise OptionValueError(f"{option} must be a percentage from 0 to 100, got {value!r}", option,
-                               f"pass e.g. {option} 25 to stop once more than a quarter of the hosts failed")
+        raise OptionValueError(
+            f"{option} must be a percentage from 0 to 100, got {value!r}",
+            option,
+            f"pass e.g. {option} 25 to stop once more than a quarter of the hosts failed",
+        )
     return x

@@ -30,19 +30,32 @@ class HostFacts:
     pci: PciFacts
     iommu: IommuFacts
     kernel: KernelFacts
-    absent: dict[str, str] = field(default_factory=dict)   # capture -> why it is missing
+    absent: dict[str, str] = field(default_factory=dict)  # capture -> why it is missing
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "numa": self.numa.as_dict(), "cpu": self.cpu.as_dict(),
-                "pci": self.pci.as_dict(), "iommu": self.iommu.as_dict(), "kernel": self.kernel.as_dict(),
-                "absent": dict(self.absent)}
+        return {
+            "host": self.host,
+            "numa": self.numa.as_dict(),
+            "cpu": self.cpu.as_dict(),
+            "pci": self.pci.as_dict(),
+            "iommu": self.iommu.as_dict(),
+            "kernel": self.kernel.as_dict(),
+            "absent": dict(self.absent),
+        }
 
 
 def parse_facts(cap: Captures, host: str | None = None) -> HostFacts:
     """All facts from one capture set (pure)."""
     kernel = kernel_facts(cap)
-    return HostFacts(host or cap.source, numa_facts(cap), cpu_facts(cap), pci_facts(cap),
-                     iommu_facts(cap, kernel), kernel, dict(cap.absent))
+    return HostFacts(
+        host or cap.source,
+        numa_facts(cap),
+        cpu_facts(cap),
+        pci_facts(cap),
+        iommu_facts(cap, kernel),
+        kernel,
+        dict(cap.absent),
+    )
 
 
 def template_facts(facts: HostFacts) -> dict:

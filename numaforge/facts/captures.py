@@ -38,12 +38,12 @@ class CaptureError(NumaforgeError):
 
 @dataclass
 class Captures:
-    source: str = ""                                     # host name / "this build server"
+    source: str = ""  # host name / "this build server"
     files: dict[str, str] = field(default_factory=dict)  # capture name -> text
     commands: dict[str, str] = field(default_factory=dict)  # capture name -> command line that made it
-    absent: dict[str, str] = field(default_factory=dict)    # capture name -> why it is missing
+    absent: dict[str, str] = field(default_factory=dict)  # capture name -> why it is missing
     warnings: dict[str, str] = field(default_factory=dict)  # capture name -> stderr of a partial capture
-    notes: str = ""                                      # free text (how a corpus entry was made or edited)
+    notes: str = ""  # free text (how a corpus entry was made or edited)
 
     def get(self, name: str) -> str | None:
         return self.files.get(name)
@@ -61,8 +61,11 @@ class Captures:
         for name, text in self.files.items():
             _check_name(name, d)
             atomic_write_text(d / name, redact(text))
-        meta = {"source": self.source, "commands": dict(sorted(self.commands.items())),
-                "absent": dict(sorted(self.absent.items()))}
+        meta = {
+            "source": self.source,
+            "commands": dict(sorted(self.commands.items())),
+            "absent": dict(sorted(self.absent.items())),
+        }
         if self.notes:
             meta["notes"] = self.notes
         if self.warnings:
@@ -74,22 +77,32 @@ class Captures:
     def load(cls, directory: str | os.PathLike) -> "Captures":
         d = Path(directory)
         if not d.is_dir():
-            raise CaptureError("capture directory does not exist", str(d),
-                               "pass a directory written by `invoke facts --save DIR`")
+            raise CaptureError(
+                "capture directory does not exist", str(d), "pass a directory written by `invoke facts --save DIR`"
+            )
         meta: dict = {}
         if (d / META).is_file():
-            meta = yamlsrc.load(d / META, error=CaptureError, what="capture metadata", empty={},
-                                syntax="not valid YAML")
+            meta = yamlsrc.load(
+                d / META, error=CaptureError, what="capture metadata", empty={}, syntax="not valid YAML"
+            )
             if not isinstance(meta, dict):
-                raise CaptureError("capture.yaml must be a mapping (source/commands/absent)", str(d / META),
-                                   "re-capture with `invoke facts --save`")
+                raise CaptureError(
+                    "capture.yaml must be a mapping (source/commands/absent)",
+                    str(d / META),
+                    "re-capture with `invoke facts --save`",
+                )
         files = {}
         for p in sorted(d.iterdir()):
             if p.is_file() and p.name != META and not p.name.startswith("."):
                 files[p.name] = p.read_text(errors="replace")
-        return cls(source=str(meta.get("source") or d.name), files=files,
-                   commands=dict(meta.get("commands") or {}), absent=dict(meta.get("absent") or {}),
-                   warnings=dict(meta.get("warnings") or {}), notes=str(meta.get("notes") or ""))
+        return cls(
+            source=str(meta.get("source") or d.name),
+            files=files,
+            commands=dict(meta.get("commands") or {}),
+            absent=dict(meta.get("absent") or {}),
+            warnings=dict(meta.get("warnings") or {}),
+            notes=str(meta.get("notes") or ""),
+        )
 
 
 def _check_name(name: str, d: Path) -> None:

@@ -40,8 +40,10 @@ def _tool(tool: str, argv: str) -> str:
 
 def _head(patterns: list[str], lines: int = 64) -> str:
     pats = " ".join(patterns)
-    return (f'files=; for f in {pats}; do [ -e "$f" ] && files="$files $f"; done; '
-            f'[ -n "$files" ] || exit {EXIT_NO_FILES}; exec head -v -n {lines} $files')
+    return (
+        f'files=; for f in {pats}; do [ -e "$f" ] && files="$files $f"; done; '
+        f'[ -n "$files" ] || exit {EXIT_NO_FILES}; exec head -v -n {lines} $files'
+    )
 
 
 def _dir(path: str, argv: str) -> str:
@@ -50,10 +52,10 @@ def _dir(path: str, argv: str) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    name: str           # capture (corpus file) name
-    command: str        # the sh command
-    what: str           # human name of the tool/source, for reasons
-    hint: str           # what to install/enable on the host to get it
+    name: str  # capture (corpus file) name
+    command: str  # the sh command
+    what: str  # human name of the tool/source, for reasons
+    hint: str  # what to install/enable on the host to get it
     sudo: bool = False  # needs root for the full picture
     timeout: float = 60
 
@@ -69,21 +71,66 @@ SPECS: list[Spec] = [
     Spec(C.LSCPU, _tool("lscpu", "lscpu"), "lscpu", "install util-linux on the host"),
     Spec(C.CPUINFO, "exec head -n 40 /proc/cpuinfo", "/proc/cpuinfo", "mount /proc"),
     Spec(C.UNAME, "exec uname -r", "uname", "install coreutils on the host"),
-    Spec(C.SYS_NODE, _head([f"{NODE}/online", f"{NODE}/possible", f"{NODE}/node[0-9]*/cpulist",
-                            f"{NODE}/node[0-9]*/distance", f"{NODE}/node[0-9]*/meminfo"]),
-         "NUMA node sysfs", "a kernel with CONFIG_NUMA and /sys mounted"),
-    Spec(C.SYS_CPU, _head([f"{CPU}/topology/physical_package_id", f"{CPU}/topology/thread_siblings_list",
-                           f"{CPU}/cache/index3/level", f"{CPU}/cache/index3/shared_cpu_list"]),
-         "CPU topology sysfs", "/sys mounted"),
-    Spec(C.SYS_PCI, _head([f"{PCI}/class", f"{PCI}/vendor", f"{PCI}/device", f"{PCI}/numa_node",
-                           f"{PCI}/sriov_totalvfs"]), "PCI sysfs", "a kernel with PCI and /sys mounted"),
-    Spec(C.PCI_LINKS, _dir("/sys/bus/pci/devices", "ls -l /sys/bus/pci/devices/"), "PCI sysfs",
-         "a kernel with PCI and /sys mounted"),
-    Spec(C.IOMMU_GROUPS, _dir("/sys/kernel/iommu_groups", "ls -1 /sys/kernel/iommu_groups"),
-         "/sys/kernel/iommu_groups", "a kernel with IOMMU support (CONFIG_IOMMU_API)"),
-    Spec(C.PROC_KERNEL, _head(["/proc/cmdline", "/proc/sys/kernel/osrelease", "/proc/sys/kernel/tainted",
-                               "/proc/sys/kernel/numa_balancing", "/sys/kernel/livepatch/*/enabled",
-                               "/sys/kernel/livepatch/*/transition"]), "/proc kernel files", "mount /proc"),
+    Spec(
+        C.SYS_NODE,
+        _head(
+            [
+                f"{NODE}/online",
+                f"{NODE}/possible",
+                f"{NODE}/node[0-9]*/cpulist",
+                f"{NODE}/node[0-9]*/distance",
+                f"{NODE}/node[0-9]*/meminfo",
+            ]
+        ),
+        "NUMA node sysfs",
+        "a kernel with CONFIG_NUMA and /sys mounted",
+    ),
+    Spec(
+        C.SYS_CPU,
+        _head(
+            [
+                f"{CPU}/topology/physical_package_id",
+                f"{CPU}/topology/thread_siblings_list",
+                f"{CPU}/cache/index3/level",
+                f"{CPU}/cache/index3/shared_cpu_list",
+            ]
+        ),
+        "CPU topology sysfs",
+        "/sys mounted",
+    ),
+    Spec(
+        C.SYS_PCI,
+        _head([f"{PCI}/class", f"{PCI}/vendor", f"{PCI}/device", f"{PCI}/numa_node", f"{PCI}/sriov_totalvfs"]),
+        "PCI sysfs",
+        "a kernel with PCI and /sys mounted",
+    ),
+    Spec(
+        C.PCI_LINKS,
+        _dir("/sys/bus/pci/devices", "ls -l /sys/bus/pci/devices/"),
+        "PCI sysfs",
+        "a kernel with PCI and /sys mounted",
+    ),
+    Spec(
+        C.IOMMU_GROUPS,
+        _dir("/sys/kernel/iommu_groups", "ls -1 /sys/kernel/iommu_groups"),
+        "/sys/kernel/iommu_groups",
+        "a kernel with IOMMU support (CONFIG_IOMMU_API)",
+    ),
+    Spec(
+        C.PROC_KERNEL,
+        _head(
+            [
+                "/proc/cmdline",
+                "/proc/sys/kernel/osrelease",
+                "/proc/sys/kernel/tainted",
+                "/proc/sys/kernel/numa_balancing",
+                "/sys/kernel/livepatch/*/enabled",
+                "/sys/kernel/livepatch/*/transition",
+            ]
+        ),
+        "/proc kernel files",
+        "mount /proc",
+    ),
 ]
 
 
@@ -104,12 +151,19 @@ class LocalRunner:
     where = "this build server"
 
     def run(self, command: str, timeout: float | None = 30, sudo: bool = False, check: bool = False) -> Outcome:
-        p = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+        p = subprocess.Popen(
+            ["sh", "-c", command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)          # the whole tree: a batch's children hold the pipes too
+            os.killpg(p.pid, signal.SIGKILL)  # the whole tree: a batch's children hold the pipes too
             out, err = p.communicate()
             raise _LocalTimeout(timeout, out, err) from None
         return Outcome(p.returncode, out, err)
@@ -154,12 +208,20 @@ def collect(runner: Runner, source: str, sudo: bool = False, specs: list[Spec] |
     for i, spec in enumerate(specs):
         if i in finished:
             rc, stdout, stderr = finished[i]
-            _record(cap, spec, rc, stdout, stderr, as_root[spec.name], getattr(runner, "where", source),
-                    getattr(runner, "user", ""))
+            _record(
+                cap,
+                spec,
+                rc,
+                stdout,
+                stderr,
+                as_root[spec.name],
+                getattr(runner, "where", source),
+                getattr(runner, "user", ""),
+            )
         elif timed_out and i == started:
             cap.absent[spec.name] = f"`{_short(spec)}` did not finish within {batch_timeout:g} s"
         else:
-            _collect_one(runner, cap, spec, sudo)      # not reached by the batch (or its output was unreadable)
+            _collect_one(runner, cap, spec, sudo)  # not reached by the batch (or its output was unreadable)
     return cap
 
 
@@ -171,8 +233,10 @@ def batch_script(specs: list[Spec], as_root: dict[str, bool], token: str) -> str
         run = f"sh -c {shlex.quote(spec.command)}"
         if as_root[spec.name]:
             run = f"sudo -n -- {run}"
-        lines.append(f"echo '{token} {i}'; echo '{token} {i}' >&2; {run} </dev/null; rc=$?; "
-                     f"echo; echo \"{token} {i} end $rc\"; echo >&2; echo '{token} {i} end' >&2")
+        lines.append(
+            f"echo '{token} {i}'; echo '{token} {i}' >&2; {run} </dev/null; rc=$?; "
+            f"echo; echo \"{token} {i} end $rc\"; echo >&2; echo '{token} {i} end' >&2"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -192,7 +256,7 @@ def split_batch(out: str, err: str, token: str, count: int) -> tuple[dict[int, t
         e_end = err.find(f"\n{token} {i} end\n", e_start)
         if e_start < 0 or e_end < 0:
             continue
-        finished[i] = (int(end.group(1)), out[m.end():end.start()], err[e_start + len(f"{token} {i}\n"):e_end])
+        finished[i] = (int(end.group(1)), out[m.end() : end.start()], err[e_start + len(f"{token} {i}\n") : e_end])
     return finished, started
 
 
@@ -210,8 +274,16 @@ def _collect_one(runner: Runner, cap: Captures, spec: Spec, sudo: bool) -> None:
     _record(cap, spec, r.rc, r.stdout, r.stderr)
 
 
-def _record(cap: Captures, spec: Spec, rc: int, stdout: str, stderr: str, via_sudo: bool = False,
-            where: str = "", user: str = "") -> None:
+def _record(
+    cap: Captures,
+    spec: Spec,
+    rc: int,
+    stdout: str,
+    stderr: str,
+    via_sudo: bool = False,
+    where: str = "",
+    user: str = "",
+) -> None:
     if via_sudo and rc != 0:
         from ..remote.ssh import CommandResult, SudoError, _check_sudo
 

@@ -18,15 +18,21 @@ class CpuFacts:
     model: str | None = None
     cpus: int | None = None
     sockets: int | None = None
-    l3_domains: list[list[int]] | None = None   # CPU sets sharing one L3, when sysfs tells
-    l3_count: int | None = None                 # number of L3 instances (sysfs, else lscpu "(N instances)")
+    l3_domains: list[list[int]] | None = None  # CPU sets sharing one L3, when sysfs tells
+    l3_count: int | None = None  # number of L3 instances (sysfs, else lscpu "(N instances)")
     threads_per_core: int | None = None
-    sources: dict[str, str] = field(default_factory=dict)   # fact -> where it came from
-    missing: dict[str, str] = field(default_factory=dict)   # fact -> why unknown
+    sources: dict[str, str] = field(default_factory=dict)  # fact -> where it came from
+    missing: dict[str, str] = field(default_factory=dict)  # fact -> why unknown
 
     def as_dict(self) -> dict:
-        d = {"model": self.model, "cpus": self.cpus, "sockets": self.sockets, "l3_count": self.l3_count,
-             "threads_per_core": self.threads_per_core, "sources": self.sources}
+        d = {
+            "model": self.model,
+            "cpus": self.cpus,
+            "sockets": self.sockets,
+            "l3_count": self.l3_count,
+            "threads_per_core": self.threads_per_core,
+            "sources": self.sources,
+        }
         if self.l3_domains is not None:
             d["l3_domains"] = [cpulist(s) for s in self.l3_domains]
         if self.missing:
@@ -48,7 +54,7 @@ _INSTANCES = re.compile(r"\((\d+) instances?\)")
 
 
 def lscpu_l3_instances(fields: dict[str, str]) -> int | None:
-    """"L3 cache: 256 MiB (8 instances)" (util-linux >= 2.37; older versions print no count) -> 8."""
+    """ "L3 cache: 256 MiB (8 instances)" (util-linux >= 2.37; older versions print no count) -> 8."""
     for key in ("L3 cache", "L3"):
         if key in fields and (m := _INSTANCES.search(fields[key])):
             return int(m.group(1))

@@ -14,9 +14,9 @@ from .kernel import KernelFacts
 
 @dataclass
 class IommuFacts:
-    groups: int | None = None          # number of IOMMU groups; None = unknown
-    mode: str = "default"              # cmdline view: off | passthrough | translated | default
-    cmdline_evidence: str = ""         # the parameters that decided `mode`
+    groups: int | None = None  # number of IOMMU groups; None = unknown
+    mode: str = "default"  # cmdline view: off | passthrough | translated | default
+    cmdline_evidence: str = ""  # the parameters that decided `mode`
     missing: str | None = None
 
     def as_dict(self) -> dict:
@@ -29,8 +29,11 @@ class IommuFacts:
 def iommu_mode(params: dict[str, str | None]) -> tuple[str, str]:
     """(mode, evidence) from kernel parameters: amd_iommu=off / intel_iommu=off / iommu=off -> off,
     iommu=pt or iommu.passthrough=1 -> passthrough, iommu=nopt or iommu.passthrough=0 -> translated."""
-    ev = [f"{k}={v}" for k, v in params.items()
-          if k in ("iommu", "amd_iommu", "intel_iommu", "iommu.passthrough") and v is not None]
+    ev = [
+        f"{k}={v}"
+        for k, v in params.items()
+        if k in ("iommu", "amd_iommu", "intel_iommu", "iommu.passthrough") and v is not None
+    ]
     p = params
     if p.get("iommu") == "off" or p.get("amd_iommu") == "off" or p.get("intel_iommu") == "off":
         return "off", " ".join(ev)

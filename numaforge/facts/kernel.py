@@ -32,15 +32,19 @@ class Livepatch:
 class KernelFacts:
     release: str | None = None
     cmdline: str | None = None
-    params: dict[str, str | None] = field(default_factory=dict)   # last value wins, like the kernel
+    params: dict[str, str | None] = field(default_factory=dict)  # last value wins, like the kernel
     tainted: int | None = None
     livepatches: list[Livepatch] = field(default_factory=list)
-    livepatch_dir: bool = False       # /sys/kernel/livepatch exists (CONFIG_LIVEPATCH)
+    livepatch_dir: bool = False  # /sys/kernel/livepatch exists (CONFIG_LIVEPATCH)
     missing: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = {"release": self.release, "cmdline": self.cmdline, "tainted": self.tainted,
-             "livepatches": [{"name": p.name, "state": p.state} for p in self.livepatches]}
+        d = {
+            "release": self.release,
+            "cmdline": self.cmdline,
+            "tainted": self.tainted,
+            "livepatches": [{"name": p.name, "state": p.state} for p in self.livepatches],
+        }
         if self.missing:
             d["missing"] = self.missing
         return d

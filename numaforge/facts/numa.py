@@ -17,21 +17,26 @@ class Node:
     id: int
     cpus: list[int] = field(default_factory=list)
     mem_kb: int | None = None
-    distances: list[int] = field(default_factory=list)   # to node 0, 1, ... in node order
+    distances: list[int] = field(default_factory=list)  # to node 0, 1, ... in node order
 
     def as_dict(self) -> dict:
         from .captures import cpulist
 
-        return {"id": self.id, "cpus": cpulist(self.cpus), "cpu_count": len(self.cpus),
-                "mem_mb": None if self.mem_kb is None else self.mem_kb // 1024, "distances": self.distances}
+        return {
+            "id": self.id,
+            "cpus": cpulist(self.cpus),
+            "cpu_count": len(self.cpus),
+            "mem_mb": None if self.mem_kb is None else self.mem_kb // 1024,
+            "distances": self.distances,
+        }
 
 
 @dataclass
 class NumaFacts:
     nodes: list[Node] = field(default_factory=list)
-    source: str = ""                 # "sysfs" | "numactl --hardware"
-    balancing: int | None = None     # /proc/sys/kernel/numa_balancing (0 off, 1 on, 2 tiering)
-    missing: str | None = None       # why there are no NUMA facts
+    source: str = ""  # "sysfs" | "numactl --hardware"
+    balancing: int | None = None  # /proc/sys/kernel/numa_balancing (0 off, 1 on, 2 tiering)
+    missing: str | None = None  # why there are no NUMA facts
 
     @property
     def cpu_nodes(self) -> list[Node]:
@@ -47,8 +52,13 @@ class NumaFacts:
     def as_dict(self) -> dict:
         if self.missing:
             return {"missing": self.missing}
-        return {"source": self.source, "node_count": len(self.nodes), "cpu_node_count": len(self.cpu_nodes),
-                "numa_balancing": self.balancing, "nodes": [n.as_dict() for n in self.nodes]}
+        return {
+            "source": self.source,
+            "node_count": len(self.nodes),
+            "cpu_node_count": len(self.cpu_nodes),
+            "numa_balancing": self.balancing,
+            "nodes": [n.as_dict() for n in self.nodes],
+        }
 
 
 _NODE_FILE = re.compile(r"^/sys/devices/system/node/node(\d+)/(cpulist|distance|meminfo)$")
@@ -110,6 +120,8 @@ def numa_facts(cap: Captures) -> NumaFacts:
     nodes = parse_numactl_hardware(cap.get(NUMACTL))
     if nodes:
         return NumaFacts(nodes, "numactl --hardware", balancing)
-    why = [f"node sysfs: {cap.why(SYS_NODE)}" if cap.get(SYS_NODE) is None else "node sysfs: no node directories",
-           f"numactl: {cap.why(NUMACTL)}" if cap.get(NUMACTL) is None else "numactl: no nodes in its output"]
+    why = [
+        f"node sysfs: {cap.why(SYS_NODE)}" if cap.get(SYS_NODE) is None else "node sysfs: no node directories",
+        f"numactl: {cap.why(NUMACTL)}" if cap.get(NUMACTL) is None else "numactl: no nodes in its output",
+    ]
     return NumaFacts([], "", balancing, "; ".join(why))

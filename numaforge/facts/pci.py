@@ -32,36 +32,36 @@ from .captures import LSPCI, PCI_LINKS, SYS_PCI, Captures, parse_head, try_int
 
 GPU_VENDORS = {"10de": "NVIDIA", "1002": "AMD"}
 BRIDGE_CLASS = "0604"
-ACS_P2P_BITS = ("SrcValid", "ReqRedir", "CmpltRedir")   # must be clear for direct GPU<->NIC peer-to-peer
+ACS_P2P_BITS = ("SrcValid", "ReqRedir", "CmpltRedir")  # must be clear for direct GPU<->NIC peer-to-peer
 
 
 @dataclass
 class PciDevice:
-    address: str                         # 0000:41:00.0
-    class_code: str | None = None        # 0302
+    address: str  # 0000:41:00.0
+    class_code: str | None = None  # 0302
     class_name: str = ""
-    vendor: str | None = None            # 10de
-    device: str | None = None            # 20f1
+    vendor: str | None = None  # 10de
+    device: str | None = None  # 20f1
     name: str = ""
     physical_slot: str | None = None
-    numa_node: int | None = None         # -1 = the firmware gave no affinity; None = unknown
+    numa_node: int | None = None  # -1 = the firmware gave no affinity; None = unknown
     iommu_group: int | None = None
     driver: str | None = None
-    secondary_bus: int | None = None     # bridges: the bus range they forward
+    secondary_bus: int | None = None  # bridges: the bus range they forward
     subordinate_bus: int | None = None
-    express_type: str | None = None      # Root Port, Downstream Port, Upstream Port, Endpoint, ...
-    caps_denied: bool = False            # lspci ran without root: capabilities unknown
-    aspm_supported: frozenset | None = None   # from LnkCap: {"L0s", "L1"}; empty = not supported
-    aspm_enabled: frozenset | None = None     # from LnkCtl
-    link_speed: str | None = None        # LnkSta, e.g. "16GT/s"
+    express_type: str | None = None  # Root Port, Downstream Port, Upstream Port, Endpoint, ...
+    caps_denied: bool = False  # lspci ran without root: capabilities unknown
+    aspm_supported: frozenset | None = None  # from LnkCap: {"L0s", "L1"}; empty = not supported
+    aspm_enabled: frozenset | None = None  # from LnkCtl
+    link_speed: str | None = None  # LnkSta, e.g. "16GT/s"
     link_width: int | None = None
     link_cap_speed: str | None = None
     link_cap_width: int | None = None
-    link_degraded: bool = False          # "(downgraded)" on speed or width
+    link_degraded: bool = False  # "(downgraded)" on speed or width
     acs_cap: dict[str, bool] | None = None
     acs_ctl: dict[str, bool] | None = None
     sriov_total_vfs: int | None = None
-    parent: str | None = None            # the bridge directly above (address), None at a root bus
+    parent: str | None = None  # the bridge directly above (address), None at a root bus
     sources: set = field(default_factory=set)
 
     @property
@@ -93,10 +93,27 @@ class PciDevice:
         return [b for b in ACS_P2P_BITS if (self.acs_ctl or {}).get(b)]
 
     def as_dict(self) -> dict:
-        d = {"address": self.address, "kind": self.kind, "class": self.class_code, "vendor": self.vendor,
-             "device": self.device, "name": self.name, "numa_node": self.numa_node}
-        for k in ("physical_slot", "iommu_group", "driver", "express_type", "link_speed", "link_width",
-                  "link_cap_speed", "link_cap_width", "sriov_total_vfs", "parent"):
+        d = {
+            "address": self.address,
+            "kind": self.kind,
+            "class": self.class_code,
+            "vendor": self.vendor,
+            "device": self.device,
+            "name": self.name,
+            "numa_node": self.numa_node,
+        }
+        for k in (
+            "physical_slot",
+            "iommu_group",
+            "driver",
+            "express_type",
+            "link_speed",
+            "link_width",
+            "link_cap_speed",
+            "link_cap_width",
+            "sriov_total_vfs",
+            "parent",
+        ):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -120,8 +137,8 @@ def aspm_word(states) -> str:
 class PciFacts:
     devices: dict[str, PciDevice] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
-    missing: str | None = None           # no PCI facts at all, and why
-    lspci_missing: str | None = None     # lspci output unavailable, and why (ACS/ASPM/link unknown)
+    missing: str | None = None  # no PCI facts at all, and why
+    lspci_missing: str | None = None  # lspci output unavailable, and why (ACS/ASPM/link unknown)
 
     @property
     def gpus(self) -> list[PciDevice]:
@@ -157,8 +174,12 @@ class PciFacts:
     def as_dict(self) -> dict:
         if self.missing:
             return {"missing": self.missing}
-        d = {"sources": self.sources, "gpus": [g.address for g in self.gpus], "nics": [n.address for n in self.nics],
-             "devices": {a: dev.as_dict() for a, dev in sorted(self.devices.items())}}
+        d = {
+            "sources": self.sources,
+            "gpus": [g.address for g in self.gpus],
+            "nics": [n.address for n in self.nics],
+            "devices": {a: dev.as_dict() for a, dev in sorted(self.devices.items())},
+        }
         if self.lspci_missing:
             d["lspci_missing"] = self.lspci_missing
         return d
@@ -170,9 +191,13 @@ _HEADER = re.compile(rf"^({_ADDR}) (.+?)(?: \[([0-9a-f]{{4}})\])?: (.*)$")
 _IDS = re.compile(r"^(.*) \[([0-9a-f]{4}):([0-9a-f]{4})\](.*)$")
 _EXPRESS = re.compile(r"^Capabilities: \[[0-9a-f]+\] Express \(v\d\) (.+?)(?: \(Slot[+-]\))?, (?:MSI|IntMsgNum)")
 _BUS = re.compile(r"^Bus: primary=([0-9a-f]{2}), secondary=([0-9a-f]{2}), subordinate=([0-9a-f]{2})")
-_LNKCAP = re.compile(r"^LnkCap:\s+Port #\d+, Speed ([\d.]+GT/s|unknown)[^,]*, Width x(\d+), ASPM (not supported|L0s L1|L0s|L1|unknown)")
+_LNKCAP = re.compile(
+    r"^LnkCap:\s+Port #\d+, Speed ([\d.]+GT/s|unknown)[^,]*, Width x(\d+), ASPM (not supported|L0s L1|L0s|L1|unknown)"
+)
 _LNKCTL = re.compile(r"^LnkCtl:\s+ASPM (Disabled|L0s L1 Enabled|L0s Enabled|L1 Enabled)")
-_LNKSTA = re.compile(r"^LnkSta:\s+Speed ([\d.]+GT/s|unknown)( \((?:ok|downgraded)\))?, Width x(\d+)( \((?:ok|downgraded)\))?")
+_LNKSTA = re.compile(
+    r"^LnkSta:\s+Speed ([\d.]+GT/s|unknown)( \((?:ok|downgraded)\))?, Width x(\d+)( \((?:ok|downgraded)\))?"
+)
 _SRIOV = re.compile(r"Total VFs: (\d+)")
 _FLAG = re.compile(r"([A-Za-z]+)([+-])")
 
@@ -305,7 +330,7 @@ def pci_facts(cap: Captures) -> PciFacts:
         dev.vendor = dev.vendor or _hex(attrs.get("vendor"))
         dev.device = dev.device or _hex(attrs.get("device"))
         if re.fullmatch(r"-?\d+", attrs.get("numa_node", "")):
-            dev.numa_node = int(attrs["numa_node"])    # sysfs is authoritative (lspci omits it on 1-node hosts)
+            dev.numa_node = int(attrs["numa_node"])  # sysfs is authoritative (lspci omits it on 1-node hosts)
         if attrs.get("sriov_totalvfs", "").isdigit():
             dev.sriov_total_vfs = int(attrs["sriov_totalvfs"])
     links = parse_pci_links(links_text)

@@ -17,7 +17,7 @@ from .collect import collect_local, collect_ssh
 
 @dataclass
 class Options:
-    save: str | None = None              # store raw captures under SAVE/<host>/
+    save: str | None = None  # store raw captures under SAVE/<host>/
     accept_new_host_key: bool = False
     # an OS-side check of the parsed facts: check(result, facts, host) records its verdicts in result
     check: Callable[[HostResult, HostFacts, object], None] | None = None
@@ -89,8 +89,11 @@ def saved_dirs(path: str) -> list[Path]:
         raise CaptureError("no such capture directory", str(p), "pass a directory written by `invoke facts --save DIR`")
     dirs = sorted(d for d in p.iterdir() if (d / META).is_file())
     if not dirs:
-        raise CaptureError(f"no {META} here or in any subdirectory", str(p),
-                           "pass a directory written by `invoke facts --save DIR` (or one host's subdirectory)")
+        raise CaptureError(
+            f"no {META} here or in any subdirectory",
+            str(p),
+            "pass a directory written by `invoke facts --save DIR` (or one host's subdirectory)",
+        )
     return dirs
 
 

@@ -29,17 +29,22 @@ EXECUTABLE = {BOOT_SCRIPT, POLICY_SCRIPT}
 
 def _prelude(root: str) -> list[str]:
     r = "" if root in ("", "/") else root.rstrip("/")
-    return ["set -eu", f"R={shlex.quote(r)}",
-            'w() { printf "%s" "$1" > "$R$2" || { echo "numaforge: cannot write $1 to $2" >&2; exit 1; }; }',
-            'rmf() { rm -f -- "$R$1"; }']
+    return [
+        "set -eu",
+        f"R={shlex.quote(r)}",
+        'w() { printf "%s" "$1" > "$R$2" || { echo "numaforge: cannot write $1 to $2" >&2; exit 1; }; }',
+        'rmf() { rm -f -- "$R$1"; }',
+    ]
 
 
 def _put(path: str, content: str, mode: str) -> list[str]:
     tag = f"NUMAFORGE_EOF_{secrets.token_hex(6)}"
     body = content if content.endswith("\n") else content + "\n"
-    return [f'f="$R"{shlex.quote(path)}; d=${{f%/*}}; mkdir -p "$d"; t="$d/.${{f##*/}}.numaforge-tmp.$$"',
-            f"cat > \"$t\" <<'{tag}'\n{body}{tag}",
-            f'chmod {mode} "$t"; mv -f "$t" "$f"']
+    return [
+        f'f="$R"{shlex.quote(path)}; d=${{f%/*}}; mkdir -p "$d"; t="$d/.${{f##*/}}.numaforge-tmp.$$"',
+        f"cat > \"$t\" <<'{tag}'\n{body}{tag}",
+        f'chmod {mode} "$t"; mv -f "$t" "$f"',
+    ]
 
 
 def _live_paths(item, state: HostState) -> list[str]:
@@ -58,7 +63,7 @@ def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] 
             if doc.get("format") == STATE_FORMAT:
                 saved = doc
         except ValueError:
-            pass                      # an unreadable save is replaced (the apply then saves what it sees now)
+            pass  # an unreadable save is replaced (the apply then saves what it sees now)
     for item in plan.changes:
         if item.kind == "file":
             saved["files"].setdefault(item.path, state.files.get(item.path))
@@ -72,15 +77,17 @@ def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] 
             saved["values"].setdefault(p, value)
     for addr in numa_override or {}:
         dev = state.devices.get(addr)
-        saved["values"].setdefault(f"/sys/bus/pci/devices/{addr}/numa_node",
-                                   str(dev.numa_node) if dev and dev.numa_node is not None else None)
+        saved["values"].setdefault(
+            f"/sys/bus/pci/devices/{addr}/numa_node", str(dev.numa_node) if dev and dev.numa_node is not None else None
+        )
     if saved.get("link") is None:
         saved["link"] = state.unit_linked
     return saved
 
 
-def apply_script(plan: Plan, state: HostState, root: str, numa_override: dict[str, int] | None = None,
-                 real_root: bool = True) -> str | None:
+def apply_script(
+    plan: Plan, state: HostState, root: str, numa_override: dict[str, int] | None = None, real_root: bool = True
+) -> str | None:
     """The root shell script of an apply, or None when nothing differs (a second apply writes nothing)."""
     changes = plan.changes
     link_needed = plan.files.get(UNIT_FILE) is not None and not state.unit_linked
@@ -106,8 +113,10 @@ def apply_script(plan: Plan, state: HostState, root: str, numa_override: dict[st
         else:
             lines += _put(item.path, content, "0755" if item.path in EXECUTABLE else "0644")
     if link_needed:
-        lines.append(f'mkdir -p "$R"{shlex.quote(UNIT_LINK.rsplit("/", 1)[0])}; '
-                     f'ln -sfn {shlex.quote(UNIT_FILE)} "$R"{shlex.quote(UNIT_LINK)}')
+        lines.append(
+            f'mkdir -p "$R"{shlex.quote(UNIT_LINK.rsplit("/", 1)[0])}; '
+            f'ln -sfn {shlex.quote(UNIT_FILE)} "$R"{shlex.quote(UNIT_LINK)}'
+        )
     if link_drop:
         lines.append(f"rmf {shlex.quote(UNIT_LINK)}")
     lines.append("sync")
@@ -117,8 +126,7 @@ def apply_script(plan: Plan, state: HostState, root: str, numa_override: dict[st
 
 
 def _reload(irqbalance: bool) -> list[str]:
-    out = ["if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then",
-           "  systemctl daemon-reload"]
+    out = ["if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then", "  systemctl daemon-reload"]
     if irqbalance:
         out.append("  systemctl try-restart irqbalance.service || true")
     out.append("fi")

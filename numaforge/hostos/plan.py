@@ -37,28 +37,37 @@ class HostPlanError(NumaforgeError):
 
     def __init__(self, problems: list[str], where: str | None = None):
         self.problems = list(problems)
-        super().__init__("host OS profile rejected before any write:\n    " + "\n    ".join(problems), where,
-                         "fix the host profile (hostos/profiles/) or the inventory, then re-run os-plan")
+        super().__init__(
+            "host OS profile rejected before any write:\n    " + "\n    ".join(problems),
+            where,
+            "fix the host profile (hostos/profiles/) or the inventory, then re-run os-plan",
+        )
 
 
 @dataclass
 class Item:
-    kind: str            # sysctl | thp | governor | irq | file
+    kind: str  # sysctl | thp | governor | irq | file
     name: str
-    path: str            # where it lives on the host
+    path: str  # where it lives on the host
     current: Any
     desired: Any
-    action: str          # ok | change
+    action: str  # ok | change
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "path": self.path, "current": self.current,
-                "desired": self.desired, "action": self.action}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "path": self.path,
+            "current": self.current,
+            "desired": self.desired,
+            "action": self.action,
+        }
 
 
 @dataclass
 class Check:
     name: str
-    verdict: str         # ok | fail
+    verdict: str  # ok | fail
     evidence: str
     why: str = ""
 
@@ -70,23 +79,30 @@ class Check:
 class Plan:
     items: list[Item] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
-    files: dict[str, str | None] = field(default_factory=dict)   # managed path -> desired content (None: absent)
-    pinned: dict[str, str] = field(default_factory=dict)         # irq -> desired cpulist
+    files: dict[str, str | None] = field(default_factory=dict)  # managed path -> desired content (None: absent)
+    pinned: dict[str, str] = field(default_factory=dict)  # irq -> desired cpulist
 
     @property
     def changes(self) -> list[Item]:
         return [i for i in self.items if i.action == "change"]
 
     def as_dict(self) -> dict:
-        return {"items": [i.as_dict() for i in self.items], "checks": [c.as_dict() for c in self.checks],
-                "changes": len(self.changes)}
+        return {
+            "items": [i.as_dict() for i in self.items],
+            "checks": [c.as_dict() for c in self.checks],
+            "changes": len(self.changes),
+        }
 
 
 # --------------------------------------------------------------------------------------------- checks
-BIOS_CAUSE = ("likely BIOS cause: NUMA nodes per socket (NPS) or 'ACPI SRAT L3 cache as NUMA domain' differs from "
-              "the profile, or the firmware gives the device's PCI root no proximity domain (_PXM); run bios-verify")
-REMEDY = ("fix the BIOS; only as a documented last resort: os-apply --numa-node-override ADDR=NODE "
-          "(`echo NODE > /sys/bus/pci/devices/ADDR/numa_node`, taints the kernel, lost at reboot)")
+BIOS_CAUSE = (
+    "likely BIOS cause: NUMA nodes per socket (NPS) or 'ACPI SRAT L3 cache as NUMA domain' differs from "
+    "the profile, or the firmware gives the device's PCI root no proximity domain (_PXM); run bios-verify"
+)
+REMEDY = (
+    "fix the BIOS; only as a documented last resort: os-apply --numa-node-override ADDR=NODE "
+    "(`echo NODE > /sys/bus/pci/devices/ADDR/numa_node`, taints the kernel, lost at reboot)"
+)
 
 
 def device_checks(profile: HostProfile, state: HostState, nps: int | None, sockets: int | None) -> list[Check]:
@@ -102,9 +118,16 @@ def device_checks(profile: HostProfile, state: HostState, nps: int | None, socke
         if len(online) == expected:
             checks.append(Check("numa-nodes", "ok", f"{len(online)} nodes online"))
         else:
-            checks.append(Check("numa-nodes", "fail", f"{len(online)} nodes online, expected {expected}"
-                                f" ({sockets} socket(s) x NPS {nps})" if profile.nodes is None else
-                                f"{len(online)} nodes online, the profile expects {expected}", BIOS_CAUSE))
+            checks.append(
+                Check(
+                    "numa-nodes",
+                    "fail",
+                    f"{len(online)} nodes online, expected {expected} ({sockets} socket(s) x NPS {nps})"
+                    if profile.nodes is None
+                    else f"{len(online)} nodes online, the profile expects {expected}",
+                    BIOS_CAUSE,
+                )
+            )
     multi = len(online) > 1
     for addr in profile.irq_devices + [a for a in profile.expect_node if a not in profile.irq_devices]:
         dev = state.devices.get(addr)
@@ -116,22 +139,42 @@ def device_checks(profile: HostProfile, state: HostState, nps: int | None, socke
         want = profile.expect_node.get(addr)
         if node is None or node < 0:
             if multi or want is not None:
-                checks.append(Check(name, "fail", f"reports {node if node is not None else 'nothing'} on a host with "
-                                    f"{len(online)} NUMA nodes", f"{BIOS_CAUSE}; remedy: {REMEDY}"))
+                checks.append(
+                    Check(
+                        name,
+                        "fail",
+                        f"reports {node if node is not None else 'nothing'} on a host with {len(online)} NUMA nodes",
+                        f"{BIOS_CAUSE}; remedy: {REMEDY}",
+                    )
+                )
             else:
                 checks.append(Check(name, "ok", "reports -1 on a single-node host (nothing to be local to)"))
             continue
         if node not in state.nodes:
-            checks.append(Check(name, "fail", f"reports node {node}, which is not online (online: {online})",
-                                BIOS_CAUSE))
+            checks.append(
+                Check(name, "fail", f"reports node {node}, which is not online (online: {online})", BIOS_CAUSE)
+            )
             continue
         if want is not None and node != want:
-            checks.append(Check(name, "fail", f"reports node {node}, the profile expects {want}",
-                                f"{BIOS_CAUSE}; or the card sits in another slot than the inventory says"))
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    f"reports node {node}, the profile expects {want}",
+                    f"{BIOS_CAUSE}; or the card sits in another slot than the inventory says",
+                )
+            )
             continue
         if dev.local_cpus and dev.local_cpus != state.nodes[node]:
-            checks.append(Check(name, "fail", f"node {node} but local_cpulist {cpulist(dev.local_cpus)} != the node's "
-                                f"CPUs {cpulist(state.nodes[node])}", BIOS_CAUSE))
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    f"node {node} but local_cpulist {cpulist(dev.local_cpus)} != the node's "
+                    f"CPUs {cpulist(state.nodes[node])}",
+                    BIOS_CAUSE,
+                )
+            )
             continue
         checks.append(Check(name, "ok", f"node {node}, local CPUs {cpulist(dev.local_cpus)}"))
     return checks
@@ -145,17 +188,23 @@ def _header(profile: HostProfile) -> str:
 def boot_script(profile: HostProfile, explicit_cpus: dict[str, str]) -> str:
     """Re-applies at boot what sysctl.d cannot hold: THP, the governor, IRQ affinity (device -> IRQs looked up
     at boot, since MSI IRQ numbers can change)."""
-    lines = ["#!/bin/sh", _header(profile).rstrip(), "set -u", "rc=0",
-             'w() { printf "%s" "$1" > "$2" 2>/dev/null || { echo "numaforge-hostos: cannot write $2" >&2; rc=1; }; }',
-             'pin() { d=/sys/bus/pci/devices/$1; c=$2; [ "$c" = local ] && c=$(cat "$d/local_cpulist"); '
-             'irqs=$(ls "$d/msi_irqs" 2>/dev/null); [ -n "$irqs" ] || irqs=$(cat "$d/irq" 2>/dev/null); '
-             'for i in $irqs; do [ "$i" = 0 ] || w "$c" "/proc/irq/$i/smp_affinity_list"; done; }']
+    lines = [
+        "#!/bin/sh",
+        _header(profile).rstrip(),
+        "set -u",
+        "rc=0",
+        'w() { printf "%s" "$1" > "$2" 2>/dev/null || { echo "numaforge-hostos: cannot write $2" >&2; rc=1; }; }',
+        'pin() { d=/sys/bus/pci/devices/$1; c=$2; [ "$c" = local ] && c=$(cat "$d/local_cpulist"); '
+        'irqs=$(ls "$d/msi_irqs" 2>/dev/null); [ -n "$irqs" ] || irqs=$(cat "$d/irq" 2>/dev/null); '
+        'for i in $irqs; do [ "$i" = 0 ] || w "$c" "/proc/irq/$i/smp_affinity_list"; done; }',
+    ]
     for k in ("enabled", "defrag"):
         if k in profile.thp:
             lines.append(f"w {profile.thp[k]} {THP_DIR}/{k}")
     if profile.governor:
-        lines.append("for g in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do "
-                     f'w {profile.governor} "$g"; done')
+        lines.append(
+            f'for g in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do w {profile.governor} "$g"; done'
+        )
     for addr in profile.irq_devices:
         lines.append(f"pin {addr} {explicit_cpus.get(addr, 'local')}")
     lines.append("exit $rc")
@@ -163,16 +212,20 @@ def boot_script(profile: HostProfile, explicit_cpus: dict[str, str]) -> str:
 
 
 def unit_file(profile: HostProfile) -> str:
-    return (f"{_header(profile)}[Unit]\nDescription=numaforge host OS settings (THP, cpufreq governor, IRQ affinity)\n"
-            "After=systemd-sysctl.service irqbalance.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
-            f"ExecStart=/bin/sh {BOOT_SCRIPT}\n\n[Install]\nWantedBy=multi-user.target\n")
+    return (
+        f"{_header(profile)}[Unit]\nDescription=numaforge host OS settings (THP, cpufreq governor, IRQ affinity)\n"
+        "After=systemd-sysctl.service irqbalance.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+        f"ExecStart=/bin/sh {BOOT_SCRIPT}\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
 
 
 def policy_script(profile: HostProfile) -> str:
     """irqbalance --policyscript: `ban=true` for every IRQ of a pinned device (irqbalance(1))."""
     cases = "|".join(f"*/{a}" for a in profile.irq_devices)
-    return (f"#!/bin/sh\n{_header(profile)}# irqbalance runs this once per IRQ with the device's sysfs path and "
-            f"the IRQ number\ncase \"$1\" in\n  {cases}) echo ban=true ;;\nesac\nexit 0\n")
+    return (
+        f"#!/bin/sh\n{_header(profile)}# irqbalance runs this once per IRQ with the device's sysfs path and "
+        f'the IRQ number\ncase "$1" in\n  {cases}) echo ban=true ;;\nesac\nexit 0\n'
+    )
 
 
 def irqbalance_defaults(current: str | None) -> str:
@@ -194,15 +247,19 @@ def irqbalance_defaults(current: str | None) -> str:
         if s.startswith("IRQBALANCE_ARGS="):
             theirs = s.split("=", 1)[1].strip().strip('"').strip("'")
     args = " ".join(x for x in (theirs, f"--policyscript={POLICY_SCRIPT}") if x)
-    block = [f"{BLOCK_BEGIN}: pinned IRQs are banned through the policy script; irqbalance balances the rest",
-             f'IRQBALANCE_ARGS="{args}"', BLOCK_END]
+    block = [
+        f"{BLOCK_BEGIN}: pinned IRQs are banned through the policy script; irqbalance balances the rest",
+        f'IRQBALANCE_ARGS="{args}"',
+        BLOCK_END,
+    ]
     return "\n".join(kept + block) + "\n"
 
 
 def desired_files(profile: HostProfile, state: HostState, explicit_cpus: dict[str, str]) -> dict[str, str | None]:
     files: dict[str, str | None] = {}
-    files[SYSCTL_FILE] = (_header(profile) + "".join(f"{k} = {v}\n" for k, v in profile.sysctl.items())
-                          if profile.sysctl else None)
+    files[SYSCTL_FILE] = (
+        _header(profile) + "".join(f"{k} = {v}\n" for k, v in profile.sysctl.items()) if profile.sysctl else None
+    )
     needs_boot = bool(profile.thp or profile.governor or profile.irq_devices)
     files[BOOT_SCRIPT] = boot_script(profile, explicit_cpus) if needs_boot else None
     files[UNIT_FILE] = unit_file(profile) if needs_boot else None
@@ -223,26 +280,32 @@ def _did_you_mean(key: str, state: HostState) -> str:
     if entries is None:
         return f" (no {parent} on the host)"
     close = difflib.get_close_matches(leaf, entries, n=1)
-    return f" (did you mean {parent[len('/proc/sys/'):].replace('/', '.')}.{close[0]}?)" if close else ""
+    return f" (did you mean {parent[len('/proc/sys/') :].replace('/', '.')}.{close[0]}?)" if close else ""
 
 
-def make_plan(profile: HostProfile, state: HostState, nps: int | None = None, sockets: int | None = None,
-              host: str = "") -> Plan:
+def make_plan(
+    profile: HostProfile, state: HostState, nps: int | None = None, sockets: int | None = None, host: str = ""
+) -> Plan:
     """Validate every desired value against the host (all problems at once), then diff."""
     problems: list[str] = []
     plan = Plan()
     for key, want in profile.sysctl.items():
         cur = state.sysctls.get(key)
         if cur is None:
-            problems.append(f"{host}/sysctl {key}: unknown on this kernel, {sysctl_path(key)} does not exist"
-                            f"{_did_you_mean(key, state)}")
+            problems.append(
+                f"{host}/sysctl {key}: unknown on this kernel, {sysctl_path(key)} does not exist"
+                f"{_did_you_mean(key, state)}"
+            )
             continue
-        plan.items.append(Item("sysctl", key, sysctl_path(key), cur, want,
-                               "ok" if " ".join(want.split()) == cur else "change"))
+        plan.items.append(
+            Item("sysctl", key, sysctl_path(key), cur, want, "ok" if " ".join(want.split()) == cur else "change")
+        )
     for k, want in profile.thp.items():
         if k not in state.thp:
-            problems.append(f"{host}/thp {k}: {THP_DIR}/{k} does not exist (kernel without "
-                            "CONFIG_TRANSPARENT_HUGEPAGE?); set thp.{k}: null in the profile for this host")
+            problems.append(
+                f"{host}/thp {k}: {THP_DIR}/{k} does not exist (kernel without "
+                "CONFIG_TRANSPARENT_HUGEPAGE?); set thp.{k}: null in the profile for this host"
+            )
             continue
         cur, options = state.thp[k]
         if want not in options:
@@ -251,18 +314,28 @@ def make_plan(profile: HostProfile, state: HostState, nps: int | None = None, so
         plan.items.append(Item("thp", k, f"{THP_DIR}/{k}", cur, want, "ok" if cur == want else "change"))
     if profile.governor:
         if not state.governors:
-            problems.append(f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
-                            "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
-                            "set cpufreq_governor: null for this host")
+            problems.append(
+                f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
+                "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
+                "set cpufreq_governor: null for this host"
+            )
         elif state.available_governors and profile.governor not in state.available_governors:
-            problems.append(f"{host}/cpufreq_governor {profile.governor!r}: this host offers "
-                            f"{', '.join(state.available_governors)}")
+            problems.append(
+                f"{host}/cpufreq_governor {profile.governor!r}: this host offers {', '.join(state.available_governors)}"
+            )
         else:
             values = sorted(set(state.governors.values()))
             cur = values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
-            plan.items.append(Item("governor", f"cpu{cpulist(state.governors)}",
-                                   "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", cur, profile.governor,
-                                   "ok" if values == [profile.governor] else "change"))
+            plan.items.append(
+                Item(
+                    "governor",
+                    f"cpu{cpulist(state.governors)}",
+                    "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+                    cur,
+                    profile.governor,
+                    "ok" if values == [profile.governor] else "change",
+                )
+            )
     explicit: dict[str, str] = {}
     for addr in profile.irq_devices:
         dev = state.devices.get(addr)
@@ -281,7 +354,9 @@ def make_plan(profile: HostProfile, state: HostState, nps: int | None = None, so
         elif spec.startswith("node:"):
             n = int(spec[5:])
             if n not in state.nodes:
-                problems.append(f"{host}/irq {addr}: irq.cpus {spec}: no such NUMA node (online: {sorted(state.nodes)})")
+                problems.append(
+                    f"{host}/irq {addr}: irq.cpus {spec}: no such NUMA node (online: {sorted(state.nodes)})"
+                )
                 continue
             want = state.nodes[n]
             explicit[addr] = cpulist(want)
@@ -294,15 +369,24 @@ def make_plan(profile: HostProfile, state: HostState, nps: int | None = None, so
                 problems.append(f"{host}/irq {irq} of {addr}: /proc/irq/{irq}/smp_affinity_list does not exist")
                 continue
             plan.pinned[irq] = cpulist(want)
-            plan.items.append(Item("irq", f"{irq} ({addr})", f"/proc/irq/{irq}/smp_affinity_list", cpulist(cur),
-                                   cpulist(want), "ok" if cur == want else "change"))
+            plan.items.append(
+                Item(
+                    "irq",
+                    f"{irq} ({addr})",
+                    f"/proc/irq/{irq}/smp_affinity_list",
+                    cpulist(cur),
+                    cpulist(want),
+                    "ok" if cur == want else "change",
+                )
+            )
     if problems:
         raise HostPlanError(problems, host or None)
     plan.files = desired_files(profile, state, explicit)
     for path, want in plan.files.items():
         cur = state.files.get(path)
-        plan.items.append(Item("file", path, path, _file_summary(cur), _file_summary(want),
-                               "ok" if cur == want else "change"))
+        plan.items.append(
+            Item("file", path, path, _file_summary(cur), _file_summary(want), "ok" if cur == want else "change")
+        )
     plan.checks = device_checks(profile, state, nps, sockets)
     return plan
 

@@ -52,21 +52,41 @@ PROFILE_SCHEMA = {
     "properties": {
         "description": {"type": "string"},
         "extends": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-        "sysctl": {"type": ["object", "null"], "propertyNames": {"pattern": SYSCTL_KEY},
-                   "additionalProperties": {"anyOf": [{"type": "integer"}, {"type": "null"},
-                                                      {"type": "string", "pattern": r"^[^\n\r]*$"}]}},
-        "thp": {"type": ["object", "null"], "additionalProperties": False,
-                "properties": {"enabled": {"enum": THP_ENABLED + [None]}, "defrag": {"enum": THP_DEFRAG + [None]}}},
+        "sysctl": {
+            "type": ["object", "null"],
+            "propertyNames": {"pattern": SYSCTL_KEY},
+            "additionalProperties": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}, {"type": "string", "pattern": r"^[^\n\r]*$"}]
+            },
+        },
+        "thp": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {"enabled": {"enum": THP_ENABLED + [None]}, "defrag": {"enum": THP_DEFRAG + [None]}},
+        },
         "cpufreq_governor": {"type": ["string", "null"], "pattern": r"^[a-z][a-z0-9_]*$"},
-        "irq": {"type": ["object", "null"], "additionalProperties": False, "properties": {
-            "devices": {"type": "array", "items": {"type": "string", "pattern": PCI_ADDR}},
-            "cpus": {"type": "string", "pattern": r"^(local|node:[0-9]+|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$"},
-            "irqbalance": {"enum": ["ban", "none"]}}},
-        "checks": {"type": ["object", "null"], "additionalProperties": False, "properties": {
-            "device_numa": {"type": "boolean"},
-            "nodes": {"type": ["integer", "null"], "minimum": 1},
-            "expect_node": {"type": ["object", "null"], "propertyNames": {"pattern": PCI_ADDR},
-                            "additionalProperties": {"type": "integer", "minimum": 0}}}},
+        "irq": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {
+                "devices": {"type": "array", "items": {"type": "string", "pattern": PCI_ADDR}},
+                "cpus": {"type": "string", "pattern": r"^(local|node:[0-9]+|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$"},
+                "irqbalance": {"enum": ["ban", "none"]},
+            },
+        },
+        "checks": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {
+                "device_numa": {"type": "boolean"},
+                "nodes": {"type": ["integer", "null"], "minimum": 1},
+                "expect_node": {
+                    "type": ["object", "null"],
+                    "propertyNames": {"pattern": PCI_ADDR},
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
     },
 }
 
@@ -79,8 +99,8 @@ def default_profiles_dir() -> Path:
 @dataclass
 class HostProfile:
     name: str
-    sysctl: dict[str, str] = field(default_factory=dict)          # key -> value as the kernel prints it
-    thp: dict[str, str] = field(default_factory=dict)             # enabled/defrag -> value
+    sysctl: dict[str, str] = field(default_factory=dict)  # key -> value as the kernel prints it
+    thp: dict[str, str] = field(default_factory=dict)  # enabled/defrag -> value
     governor: str | None = None
     irq_devices: list[str] = field(default_factory=list)
     irq_cpus: str = "local"
@@ -92,10 +112,15 @@ class HostProfile:
     description: str = ""
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "sysctl": self.sysctl, "thp": self.thp, "cpufreq_governor": self.governor,
-                "irq": {"devices": self.irq_devices, "cpus": self.irq_cpus, "irqbalance": self.irqbalance},
-                "checks": {"device_numa": self.device_numa, "nodes": self.nodes, "expect_node": self.expect_node},
-                "chain": self.chain}
+        return {
+            "name": self.name,
+            "sysctl": self.sysctl,
+            "thp": self.thp,
+            "cpufreq_governor": self.governor,
+            "irq": {"devices": self.irq_devices, "cpus": self.irq_cpus, "irqbalance": self.irqbalance},
+            "checks": {"device_numa": self.device_numa, "nodes": self.nodes, "expect_node": self.expect_node},
+            "chain": self.chain,
+        }
 
 
 def profile_facts(host) -> dict[str, Any]:
@@ -104,7 +129,7 @@ def profile_facts(host) -> dict[str, Any]:
 
 
 def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
-    if profiles_dir is None:   # the project's profile overrides the built-in one of the same name
+    if profiles_dir is None:  # the project's profile overrides the built-in one of the same name
         found = paths.find_data("hostos", "profiles", f"{name}.yaml.j2")
         if found is not None and found.is_file():
             return found
@@ -112,27 +137,36 @@ def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
 
 
 def _render(path: Path, facts: dict[str, Any]) -> str:
-    env = ImmutableSandboxedEnvironment(loader=jinja2.FileSystemLoader(str(path.parent)),
-                                        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                                        trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
     try:
         template = env.get_template(path.name)
     except jinja2.TemplateSyntaxError as exc:
-        raise ProfileError(f"template syntax error: {exc.message}", f"{path}:{exc.lineno}",
-                           "fix the Jinja2 syntax at that line") from None
+        raise ProfileError(
+            f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
+        ) from None
     except (OSError, jinja2.TemplateNotFound):
         raise ProfileError("cannot read host profile", str(path), "check the file and its permissions") from None
     try:
         return template.render(**facts)
     except jinja2.UndefinedError as exc:
         line = _template_line(exc, template.filename)
-        raise ProfileError(f"template uses an undefined value: {exc.message}", f"{path}:{line}" if line else str(path),
-                           f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)"
-                           ) from None
-    except jinja2.TemplateError as exc:   # SecurityError (sandbox) included
+        raise ProfileError(
+            f"template uses an undefined value: {exc.message}",
+            f"{path}:{line}" if line else str(path),
+            f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)",
+        ) from None
+    except jinja2.TemplateError as exc:  # SecurityError (sandbox) included
         line = _template_line(exc, template.filename)
-        raise ProfileError(f"template failed: {exc}", f"{path}:{line}" if line else str(path),
-                           "fix the template expression") from None
+        raise ProfileError(
+            f"template failed: {exc}", f"{path}:{line}" if line else str(path), "fix the template expression"
+        ) from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -145,7 +179,8 @@ def _no_duplicates(loader, node, deep=False):
         key = loader.construct_object(k, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {seen[key]})", k.start_mark)
+                None, None, f"duplicate key {key!r} (first on line {seen[key]})", k.start_mark
+            )
         seen[key] = k.start_mark.line + 1
     return loader.construct_mapping(node, deep)
 
@@ -162,14 +197,19 @@ def _parse(text: str, path: Path) -> dict:
         lines = text.splitlines()
         snippet = lines[line - 1].strip() if line and line <= len(lines) else ""
         where = f"{path} (rendered line {line}: {snippet!r})" if line else str(path)
-        raise ProfileError(f"rendered host profile is not valid YAML: {getattr(exc, 'problem', exc)}", where,
-                           "fix the template so that line renders to valid YAML") from None
+        raise ProfileError(
+            f"rendered host profile is not valid YAML: {getattr(exc, 'problem', exc)}",
+            where,
+            "fix the template so that line renders to valid YAML",
+        ) from None
     doc = {} if doc is None else doc
     if not isinstance(doc, dict):
         raise ProfileError("a host profile must render to a mapping", str(path), "start it with `sysctl:`")
     lines = _key_lines(text)
-    errors = sorted(jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(doc),
-                    key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(
+        jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(doc),
+        key=lambda e: [str(p) for p in e.absolute_path],
+    )
     if errors:
         err = errors[0]
         keypath = tuple(str(p) for p in err.absolute_path)
@@ -180,10 +220,14 @@ def _parse(text: str, path: Path) -> dict:
                 keypath += (str(extra[0]),)
                 close = difflib.get_close_matches(str(extra[0]), known, n=1)
                 line = lines.get(keypath)
-                raise ProfileError(f"unknown key '{'.'.join(keypath)}'", f"{path}:{line}" if line else str(path),
-                                   (f"did you mean '{close[0]}'? " if close else "") + f"allowed here: {', '.join(known)}")
-        if err.validator == "propertyNames" or (err.validator == "pattern" and keypath and keypath[0] == "sysctl"
-                                                and len(keypath) == 1):
+                raise ProfileError(
+                    f"unknown key '{'.'.join(keypath)}'",
+                    f"{path}:{line}" if line else str(path),
+                    (f"did you mean '{close[0]}'? " if close else "") + f"allowed here: {', '.join(known)}",
+                )
+        if err.validator == "propertyNames" or (
+            err.validator == "pattern" and keypath and keypath[0] == "sysctl" and len(keypath) == 1
+        ):
             bad = err.instance
             keypath += (str(bad),)
         line = lines.get(keypath) or lines.get(keypath[:-1])
@@ -192,9 +236,11 @@ def _parse(text: str, path: Path) -> dict:
             allowed = "allowed values: " + ", ".join(repr(v) for v in err.schema["enum"] if v is not None)
         elif "pattern" in err.schema:
             allowed = f"must match {err.schema['pattern']}"
-        raise ProfileError(f"'{'.'.join(keypath) or '<top>'}': {err.message}",
-                           f"{path} (rendered line {line})" if line else str(path),
-                           allowed or "see docs/HOSTOS.md for the profile format")
+        raise ProfileError(
+            f"'{'.'.join(keypath) or '<top>'}': {err.message}",
+            f"{path} (rendered line {line})" if line else str(path),
+            allowed or "see docs/HOSTOS.md for the profile format",
+        )
     return doc
 
 
@@ -211,9 +257,11 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         path = find_profile(current, profiles_dir)
         key = str(path.resolve())
         if key in seen:
-            raise ProfileError("host profiles extend each other in a cycle: "
-                               + " -> ".join(Path(s).name for s in seen + [key]), str(path),
-                               "remove one of the `extends:` lines")
+            raise ProfileError(
+                "host profiles extend each other in a cycle: " + " -> ".join(Path(s).name for s in seen + [key]),
+                str(path),
+                "remove one of the `extends:` lines",
+            )
         seen.append(key)
         doc = _parse(_render(path, facts), path)
         chain.append((path, doc))

@@ -36,11 +36,17 @@ PCI_DIR = "/sys/bus/pci/devices"
 
 # the fixed part of every snapshot: globs are expanded on the host
 BASE_FILES = [
-    f"{THP_DIR}/enabled", f"{THP_DIR}/defrag",
-    f"{CPU_DIR}/cpu[0-9]*/cpufreq/scaling_governor", f"{CPU_DIR}/cpu0/cpufreq/scaling_available_governors",
+    f"{THP_DIR}/enabled",
+    f"{THP_DIR}/defrag",
+    f"{CPU_DIR}/cpu[0-9]*/cpufreq/scaling_governor",
+    f"{CPU_DIR}/cpu0/cpufreq/scaling_available_governors",
     f"{CPU_DIR}/online",
-    f"{NODE_DIR}/online", f"{NODE_DIR}/node[0-9]*/cpulist", f"{NODE_DIR}/node[0-9]*/numastat",
-    "/proc/vmstat", "/proc/interrupts", "/proc/irq/[0-9]*/smp_affinity_list",
+    f"{NODE_DIR}/online",
+    f"{NODE_DIR}/node[0-9]*/cpulist",
+    f"{NODE_DIR}/node[0-9]*/numastat",
+    "/proc/vmstat",
+    "/proc/interrupts",
+    "/proc/irq/[0-9]*/smp_affinity_list",
 ]
 WANTS_DIR = "/etc/systemd/system/multi-user.target.wants"
 UNIT_NAME = "numaforge-hostos.service"
@@ -60,10 +66,12 @@ def snapshot_script(root: str, files: list[str], dirs: list[str]) -> str:
     """POSIX sh printing each readable file (globs allowed) and each directory listing between marker lines.
     ``root`` prefixes every path ("" or "/" = the real one); the printed names are without it."""
     r = "" if root in ("", "/") else root.rstrip("/")
-    lines = [f"R={shlex.quote(r)}",
-             f'show() {{ for f in "$@"; do [ -f "$f" ] && [ -r "$f" ] || continue; '
-             f'echo "{MARK} file ${{f#$R}}"; cat "$f" 2>/dev/null; echo; done; }}',
-             f'list() {{ [ -d "$1" ] || return 0; echo "{MARK} ls ${{1#$R}}"; ls -1 "$1"; }}']
+    lines = [
+        f"R={shlex.quote(r)}",
+        f'show() {{ for f in "$@"; do [ -f "$f" ] && [ -r "$f" ] || continue; '
+        f'echo "{MARK} file ${{f#$R}}"; cat "$f" 2>/dev/null; echo; done; }}',
+        f'list() {{ [ -d "$1" ] || return 0; echo "{MARK} ls ${{1#$R}}"; ls -1 "$1"; }}',
+    ]
     for f in files:
         # quote each path but leave the glob characters outside the quotes so the shell expands them
         glob = re.sub(r"([^*?\[\]]+)", lambda m: shlex.quote(m.group(1)), f)
@@ -76,7 +84,7 @@ def snapshot_script(root: str, files: list[str], dirs: list[str]) -> str:
 
 @dataclass
 class Snapshot:
-    files: dict[str, str] = field(default_factory=dict)       # path -> content (the trailing newline removed)
+    files: dict[str, str] = field(default_factory=dict)  # path -> content (the trailing newline removed)
     dirs: dict[str, list[str]] = field(default_factory=dict)  # path -> entries
 
 
@@ -136,7 +144,7 @@ class Interrupt:
     irq: str
     counts: list[int]
     chip: str
-    name: str          # the action names (driver/device), e.g. "virtio2-input.0" or "eth0"
+    name: str  # the action names (driver/device), e.g. "virtio2-input.0" or "eth0"
 
 
 def parse_interrupts(text: str) -> dict[str, Interrupt]:
@@ -157,7 +165,7 @@ def parse_interrupts(text: str) -> dict[str, Interrupt]:
             if not p.isdigit():
                 break
             counts.append(int(p))
-        tail = parts[len(counts):]
+        tail = parts[len(counts) :]
         chip = tail[0] if tail else ""
         name = " ".join(tail[2:]) if len(tail) > 2 else " ".join(tail[1:])
         out[irq] = Interrupt(irq, counts, chip, name)
@@ -168,7 +176,7 @@ def parse_interrupts(text: str) -> dict[str, Interrupt]:
 class Device:
     addr: str
     present: bool
-    numa_node: int | None = None         # None: the kernel does not say (no numa_node file)
+    numa_node: int | None = None  # None: the kernel does not say (no numa_node file)
     local_cpus: list[int] = field(default_factory=list)
     irqs: list[str] = field(default_factory=list)
     pci_class: str = ""
@@ -176,19 +184,19 @@ class Device:
 
 @dataclass
 class HostState:
-    sysctls: dict[str, str | None] = field(default_factory=dict)    # key -> value (None: no such sysctl)
+    sysctls: dict[str, str | None] = field(default_factory=dict)  # key -> value (None: no such sysctl)
     sysctl_dirs: dict[str, list[str]] = field(default_factory=dict)  # /proc/sys/<dir> -> entries (did-you-mean)
     thp: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)  # enabled/defrag -> (chosen, options)
-    governors: dict[int, str] = field(default_factory=dict)         # cpu -> scaling_governor
+    governors: dict[int, str] = field(default_factory=dict)  # cpu -> scaling_governor
     available_governors: list[str] = field(default_factory=list)
-    nodes: dict[int, list[int]] = field(default_factory=dict)       # node -> cpus
+    nodes: dict[int, list[int]] = field(default_factory=dict)  # node -> cpus
     numastat: dict[int, dict[str, int]] = field(default_factory=dict)
-    vmstat: dict[str, int] = field(default_factory=dict)            # numa_* counters only
+    vmstat: dict[str, int] = field(default_factory=dict)  # numa_* counters only
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
-    affinity: dict[str, list[int]] = field(default_factory=dict)    # irq -> smp_affinity_list
+    affinity: dict[str, list[int]] = field(default_factory=dict)  # irq -> smp_affinity_list
     devices: dict[str, Device] = field(default_factory=dict)
-    files: dict[str, str | None] = field(default_factory=dict)      # managed files -> content (None: absent)
-    unit_linked: bool = False                                       # numaforge-hostos.service enabled
+    files: dict[str, str | None] = field(default_factory=dict)  # managed files -> content (None: absent)
+    unit_linked: bool = False  # numaforge-hostos.service enabled
 
 
 _GOV = re.compile(rf"^{CPU_DIR}/cpu(\d+)/cpufreq/scaling_governor$")
@@ -196,8 +204,9 @@ _NODE = re.compile(rf"^{NODE_DIR}/node(\d+)/(cpulist|numastat)$")
 _AFF = re.compile(r"^/proc/irq/(\d+)/smp_affinity_list$")
 
 
-def host_state(snap: Snapshot, sysctls: list[str] = (), devices: list[str] = (),
-               managed_files: list[str] = ()) -> HostState:
+def host_state(
+    snap: Snapshot, sysctls: list[str] = (), devices: list[str] = (), managed_files: list[str] = ()
+) -> HostState:
     """Typed state from a snapshot. Unparseable kernel files raise ValueError naming the file."""
     st = HostState()
     f = snap.files
@@ -243,7 +252,7 @@ def host_state(snap: Snapshot, sysctls: list[str] = (), devices: list[str] = (),
         if msi:
             dev.irqs = sorted((i for i in msi if i.isdigit()), key=int)
         elif f.get(f"{d}/irq", "0").strip() not in ("", "0"):
-            dev.irqs = [f[f"{d}/irq"].strip()]     # legacy INTx (e.g. e1000 in the lab VM)
+            dev.irqs = [f[f"{d}/irq"].strip()]  # legacy INTx (e.g. e1000 in the lab VM)
         st.devices[addr] = dev
     st.unit_linked = UNIT_NAME in snap.dirs.get(WANTS_DIR, [])
     for p in managed_files:
@@ -262,8 +271,9 @@ def snapshot_request(sysctls: list[str], devices: list[str], managed_files: list
     return files, dirs
 
 
-def take_snapshot(runner, root: str, sysctls: list[str], devices: list[str], managed_files: list[str] = (),
-                  timeout: float = 60) -> str:
+def take_snapshot(
+    runner, root: str, sysctls: list[str], devices: list[str], managed_files: list[str] = (), timeout: float = 60
+) -> str:
     """Run the snapshot script on the host (``sh -s``, the script on stdin so errors name a short command)."""
     files, dirs = snapshot_request(list(sysctls), list(devices), list(managed_files))
     r = runner.run("sh -s", stdin=snapshot_script(root, files, dirs), timeout=timeout, check=False)
@@ -271,6 +281,9 @@ def take_snapshot(runner, root: str, sysctls: list[str], devices: list[str], man
         from ..errors import NumaforgeError
 
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NumaforgeError(f"reading the host's OS state failed (exit {r.rc}): {tail}",
-                             getattr(runner, "where", "host"), "check that /proc and /sys are mounted on the host")
+        raise NumaforgeError(
+            f"reading the host's OS state failed (exit {r.rc}): {tail}",
+            getattr(runner, "where", "host"),
+            "check that /proc and /sys are mounted on the host",
+        )
     return r.stdout

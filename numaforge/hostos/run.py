@@ -48,7 +48,7 @@ class OsOptions:
     gate_threshold: float = DEFAULT_GATE_THRESHOLD
     accept_new_host_key: bool = False
     canary_hosts: list[str] = field(default_factory=list)
-    journal: Any = None          # numaforge.journal.Journal of this os-apply run (None: no resume)
+    journal: Any = None  # numaforge.journal.Journal of this os-apply run (None: no resume)
 
 
 def host_root(host) -> str:
@@ -72,8 +72,11 @@ def bios_nps(host) -> int | None:
 def resolve_profile(host, opts: OsOptions) -> HostProfile:
     name = opts.profile or host.vars.get("hostos_profile")
     if not name:
-        raise ProfileError(f"{host.name}: no host OS profile", str(host.location),
-                           "set vars.hostos_profile for the host (or a group), or pass --profile")
+        raise ProfileError(
+            f"{host.name}: no host OS profile",
+            str(host.location),
+            "set vars.hostos_profile for the host (or a group), or pass --profile",
+        )
     return render_profile(name, profile_facts(host))
 
 
@@ -82,8 +85,11 @@ def read_state(remote, host, profile: HostProfile) -> HostState:
     try:
         return host_state(parse_snapshot(text), list(profile.sysctl), _devices(profile), MANAGED_FILES)
     except ValueError as exc:
-        raise NumaforgeError(f"unexpected kernel file content: {exc}", host.name,
-                             "report it with the file's content; numaforge does not guess") from None
+        raise NumaforgeError(
+            f"unexpected kernel file content: {exc}",
+            host.name,
+            "report it with the file's content; numaforge does not guess",
+        ) from None
 
 
 def _devices(profile: HostProfile) -> list[str]:
@@ -179,8 +185,11 @@ def apply_host(host, opts: OsOptions) -> HostResult:
     res.data["changed"] = changed
     _verdict(res, after_plan)
     if res.status != "failed":
-        res.message = (f"changed {len(changed)}: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed)
-                       if changed else "nothing to change") + "; verified"
+        res.message = (
+            f"changed {len(changed)}: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed)
+            if changed
+            else "nothing to change"
+        ) + "; verified"
     if gate:
         ok, text, detail = gate_verdict(before, after, opts.gate_threshold)
         res.data["gate"] = {"kind": "locality", "ok": ok, **detail}
@@ -211,14 +220,19 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
         with res.step("verify"):
             paths = sorted(p for p, v in saved.get("values", {}).items() if v is not None)
             check = parse_snapshot(remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout)
-    wrong = [f"{p}: {'gone' if p not in check.files else repr(check.files[p])} (want {v!r})"
-             for p, v in saved["values"].items() if v is not None and _norm(check.files.get(p)) != _norm(v)]
+    wrong = [
+        f"{p}: {'gone' if p not in check.files else repr(check.files[p])} (want {v!r})"
+        for p, v in saved["values"].items()
+        if v is not None and _norm(check.files.get(p)) != _norm(v)
+    ]
     res.data["restored"] = saved
     if wrong:
         res.status, res.message = "failed", "rolled back, but not every value came back: " + "; ".join(wrong)
     else:
-        res.message = (f"restored {len(saved.get('values', {}))} value(s) and {len(saved.get('files', {}))} file(s) "
-                       "from before the first os-apply")
+        res.message = (
+            f"restored {len(saved.get('values', {}))} value(s) and {len(saved.get('files', {}))} file(s) "
+            "from before the first os-apply"
+        )
     return res
 
 
@@ -234,18 +248,24 @@ def _cat_script(root: str, paths: list[str]) -> str:
 
 # --------------------------------------------------------------------------------------------- locality
 def locality_counters(state: HostState) -> dict[str, int]:
-    return {"local_node": sum(s.get("local_node", 0) for s in state.numastat.values()),
-            "other_node": sum(s.get("other_node", 0) for s in state.numastat.values()),
-            "hint_faults": state.vmstat.get("numa_hint_faults", 0),
-            "hint_faults_local": state.vmstat.get("numa_hint_faults_local", 0)}
+    return {
+        "local_node": sum(s.get("local_node", 0) for s in state.numastat.values()),
+        "other_node": sum(s.get("other_node", 0) for s in state.numastat.values()),
+        "hint_faults": state.vmstat.get("numa_hint_faults", 0),
+        "hint_faults_local": state.vmstat.get("numa_hint_faults_local", 0),
+    }
 
 
 def locality_share(a: dict[str, int], b: dict[str, int]) -> dict[str, Any]:
     """Shares over the window a -> b (counter deltas): None where nothing was counted."""
     local, other = b["local_node"] - a["local_node"], b["other_node"] - a["other_node"]
     hint, hint_local = b["hint_faults"] - a["hint_faults"], b["hint_faults_local"] - a["hint_faults_local"]
-    return {"alloc_local_share": local / (local + other) if local + other > 0 else None, "allocations": local + other,
-            "hint_local_share": hint_local / hint if hint > 0 else None, "hint_faults": hint}
+    return {
+        "alloc_local_share": local / (local + other) if local + other > 0 else None,
+        "allocations": local + other,
+        "hint_local_share": hint_local / hint if hint > 0 else None,
+        "hint_faults": hint,
+    }
 
 
 def measure_locality(remote, root: str, seconds: float) -> dict[str, Any]:
@@ -257,18 +277,26 @@ def measure_locality(remote, root: str, seconds: float) -> dict[str, Any]:
     return locality_share(a, sample())
 
 
-GATE_MIN_EVENTS = 100     # a share over fewer events in a window is noise: not judged
+GATE_MIN_EVENTS = 100  # a share over fewer events in a window is noise: not judged
 
 
 def gate_verdict(before: dict, after: dict, threshold: float) -> tuple[bool, str, dict]:
     detail = {"before": before, "after": after, "threshold": threshold, "min_events": GATE_MIN_EVENTS}
     if min(before["allocations"], after["allocations"]) < GATE_MIN_EVENTS:
-        return False, (f"cannot tell: fewer than {GATE_MIN_EVENTS} NUMA allocations were counted in a window "
-                       f"({before['allocations']} before, {after['allocations']} after; idle host?); run the "
-                       "workload during the canary or raise --gate-seconds"), detail
+        return (
+            False,
+            (
+                f"cannot tell: fewer than {GATE_MIN_EVENTS} NUMA allocations were counted in a window "
+                f"({before['allocations']} before, {after['allocations']} after; idle host?); run the "
+                "workload during the canary or raise --gate-seconds"
+            ),
+            detail,
+        )
     parts, ok = [], True
-    for key, label, count in (("alloc_local_share", "local allocations", "allocations"),
-                              ("hint_local_share", "local hint faults", "hint_faults")):
+    for key, label, count in (
+        ("alloc_local_share", "local allocations", "allocations"),
+        ("hint_local_share", "local hint faults", "hint_faults"),
+    ):
         b, a = before[key], after[key]
         if min(before[count], after[count]) < GATE_MIN_EVENTS:
             continue
@@ -282,18 +310,40 @@ def gate_verdict(before: dict, after: dict, threshold: float) -> tuple[bool, str
 ACTIONS = {"plan": plan_host, "apply": apply_host, "verify": verify_host}
 
 
-def run_os(hosts, action: str, opts: OsOptions, *, forks: int = 8, canary: int = 0, batch: int = 0,
-           max_fail_pct: float = 100.0, progress: bool = True, host_timeout=None) -> FleetOutcome:
+def run_os(
+    hosts,
+    action: str,
+    opts: OsOptions,
+    *,
+    forks: int = 8,
+    canary: int = 0,
+    batch: int = 0,
+    max_fail_pct: float = 100.0,
+    progress: bool = True,
+    host_timeout=None,
+) -> FleetOutcome:
     fn = ACTIONS[action]
     no_ssh = [h.name for h in hosts if h.ssh is None]
     if no_ssh:
-        raise NumaforgeError(f"host(s) without an ssh section: {', '.join(no_ssh)}", "inventory",
-                             "add ssh: {address: ...} to each host the host OS pipeline should reach")
+        raise NumaforgeError(
+            f"host(s) without an ssh section: {', '.join(no_ssh)}",
+            "inventory",
+            "add ssh: {address: ...} to each host the host OS pipeline should reach",
+        )
     if opts.gate not in (None, "locality"):
         raise NumaforgeError(f"unknown --gate {opts.gate!r}", "--gate", "the only gate is: locality")
     if opts.gate and canary < 1:
-        raise NumaforgeError("--gate locality judges canary hosts: give --canary N (N >= 1)", "--gate",
-                             "pass --canary 1 --gate locality")
+        raise NumaforgeError(
+            "--gate locality judges canary hosts: give --canary N (N >= 1)", "--gate", "pass --canary 1 --gate locality"
+        )
     opts.canary_hosts = [h.name for h in hosts][:canary]
-    return run_fleet(hosts, lambda h: fn(h, opts), forks=forks, canary=canary, batch=batch,
-                     max_fail_pct=max_fail_pct, progress=progress, host_timeout=host_timeout)
+    return run_fleet(
+        hosts,
+        lambda h: fn(h, opts),
+        forks=forks,
+        canary=canary,
+        batch=batch,
+        max_fail_pct=max_fail_pct,
+        progress=progress,
+        host_timeout=host_timeout,
+    )

@@ -36,8 +36,8 @@ from ..errors import InventoryError
 from .graph import members, nesting_depths
 from .yamlsrc import LMap, LSeq, parse_yaml
 
-MAX_INVENTORY_BYTES = yamlsrc.MAX_BYTES      # one inventory or vars file (the YAML reader's own limit)
-MAX_RANGE_HOSTS = 100_000                  # hosts one `name[a:b]` pattern may expand to
+MAX_INVENTORY_BYTES = yamlsrc.MAX_BYTES  # one inventory or vars file (the YAML reader's own limit)
+MAX_RANGE_HOSTS = 100_000  # hosts one `name[a:b]` pattern may expand to
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 INTERNAL = ("all", "ungrouped")
 GROUP_KEYS = ("hosts", "children", "vars")
@@ -65,7 +65,7 @@ class AHost:
     where: str
     vars: dict[str, Any] = field(default_factory=dict)
     var_where: dict[str, str] = field(default_factory=dict)
-    groups: list[str] = field(default_factory=list)   # direct groups, in the order the host was added
+    groups: list[str] = field(default_factory=list)  # direct groups, in the order the host was added
 
 
 @dataclass
@@ -75,10 +75,10 @@ class AnsibleInventory:
     path: str
     groups: dict[str, AGroup] = field(default_factory=dict)
     hosts: dict[str, AHost] = field(default_factory=dict)
-    depth: dict[str, int] = field(default_factory=dict)                 # set by reconcile()
-    parents: dict[str, list[str]] = field(default_factory=dict)         # set by reconcile()
-    group_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)   # group_vars/ contents
-    host_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)    # host_vars/ contents
+    depth: dict[str, int] = field(default_factory=dict)  # set by reconcile()
+    parents: dict[str, list[str]] = field(default_factory=dict)  # set by reconcile()
+    group_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)  # group_vars/ contents
+    host_files: dict[str, list[tuple[LMap, str]]] = field(default_factory=dict)  # host_vars/ contents
 
     # ------------------------------------------------------------------------------------------ building
     def add_group(self, name: str, where: str) -> AGroup:
@@ -94,7 +94,7 @@ class AnsibleInventory:
             if port is not None:
                 self.set_var(name, "ansible_port", port, where, host=True)
         h = self.hosts[name]
-        if group and group not in h.groups:   # (a host's own group list is short; a group's may be 10^5)
+        if group and group not in h.groups:  # (a host's own group list is short; a group's may be 10^5)
             self.groups[group].hosts.append(name)
             h.groups.append(group)
         return h
@@ -107,16 +107,22 @@ class AnsibleInventory:
             try:
                 obj.priority = int(value)  # type: ignore[union-attr]
             except (TypeError, ValueError):
-                raise InventoryError(f"ansible_group_priority {value!r} of group '{entity}' is not an integer",
-                                     where, "write a whole number, e.g. ansible_group_priority: 10") from None
+                raise InventoryError(
+                    f"ansible_group_priority {value!r} of group '{entity}' is not an integer",
+                    where,
+                    "write a whole number, e.g. ansible_group_priority: 10",
+                ) from None
             return
         obj.vars[key] = value
         obj.var_where[key] = where
 
     def add_child(self, parent: str, child: str) -> None:
         if parent == child:
-            raise InventoryError(f"group '{parent}' lists itself as a child", self.groups[parent].where,
-                                 "remove the group from its own children")
+            raise InventoryError(
+                f"group '{parent}' lists itself as a child",
+                self.groups[parent].where,
+                "remove the group from its own children",
+            )
         if child not in self.groups[parent].children:
             self.groups[parent].children.append(child)
 
@@ -140,8 +146,11 @@ class AnsibleInventory:
         for g in self.groups.values():
             for c in g.children:
                 self.parents.setdefault(c, []).append(g.name)
-        self.depth = nesting_depths({g.name: g.children for g in self.groups.values()},
-                                    {g.name: g.where for g in self.groups.values()}, root="all")
+        self.depth = nesting_depths(
+            {g.name: g.children for g in self.groups.values()},
+            {g.name: g.where for g in self.groups.values()},
+            root="all",
+        )
 
     # ------------------------------------------------------------------------------------------ queries
     def host_groups(self, host: str) -> list[str]:
@@ -158,8 +167,9 @@ class AnsibleInventory:
 
     def group_hosts(self, name: str) -> list[str]:
         """Hosts of a group and of every group below it: the group's own first, then its children's."""
-        return members({g.name: g.children for g in self.groups.values()},
-                       {g.name: g.hosts for g in self.groups.values()}, name)
+        return members(
+            {g.name: g.children for g in self.groups.values()}, {g.name: g.hosts for g in self.groups.values()}, name
+        )
 
     def resolve(self, host: str) -> tuple[dict[str, Any], dict[str, str]]:
         """The host's variables as Ansible resolves them, and where each value was set (file:line)."""
@@ -188,14 +198,21 @@ class AnsibleInventory:
 
 # ---------------------------------------------------------------------------------------------- reading
 
+
 def read_regular(path: str | Path, what: str = "inventory file", limit: int = MAX_INVENTORY_BYTES) -> str:
     """The UTF-8 text of a regular file of at most `limit` bytes (numaforge.yamlsrc.read_limited: no devices,
     FIFOs or oversized files, refused before a byte is read); a directory gets a hint at the file inside."""
     if os.path.isdir(path):
         raise InventoryError(f"{what} path is a directory", str(path), _dir_fix(path, what))
-    return yamlsrc.read_limited(path, error=InventoryError, what=what, max_bytes=limit,
-                                fix_missing="check the path" if what != "inventory file" else
-                                "pass an existing file with --inventory, or create inventory/lab.yaml")
+    return yamlsrc.read_limited(
+        path,
+        error=InventoryError,
+        what=what,
+        max_bytes=limit,
+        fix_missing="check the path"
+        if what != "inventory file"
+        else "pass an existing file with --inventory, or create inventory/lab.yaml",
+    )
 
 
 def _dir_fix(path, what) -> str:
@@ -229,7 +246,7 @@ def is_ini(path: str, text: str) -> bool:
 def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
     """Build the Ansible view of an inventory file (YAML document already parsed, or INI text)."""
     inv = AnsibleInventory(path=path)
-    inv.add_group("all", path)          # both exist before parsing, as in Ansible: [all:vars] is valid
+    inv.add_group("all", path)  # both exist before parsing, as in Ansible: [all:vars] is valid
     inv.add_group("ungrouped", path)
     if yaml_doc is None:
         _parse_ini(inv, path, text)
@@ -242,11 +259,15 @@ def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
 
 # ---------------------------------------------------------------------------------------------- YAML
 
+
 def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
     at = lambda line: f"{path}:{line}"
     if "plugin" in doc:
-        raise InventoryError("this is an Ansible inventory plugin configuration, not an inventory", at(doc.line_of("plugin")),
-                             "dump it with `ansible-inventory -i FILE --list -y > static.yaml` and pass that file")
+        raise InventoryError(
+            "this is an Ansible inventory plugin configuration, not an inventory",
+            at(doc.line_of("plugin")),
+            "dump it with `ansible-inventory -i FILE --list -y > static.yaml` and pass that file",
+        )
 
     def group(name, body, line: int) -> str:
         where = at(line)
@@ -254,23 +275,32 @@ def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
             raise InventoryError(f"group name {name!r} must be a string", where, "quote the name")
         _check_name(name, where, "group")
         if body is not None and not isinstance(body, LMap):
-            raise InventoryError(f"Ansible group '{name}' must be a mapping (hosts:/children:/vars:), got a {_kind(body)}",
-                                 where, "indent its hosts:, children: and vars: under it")
+            raise InventoryError(
+                f"Ansible group '{name}' must be a mapping (hosts:/children:/vars:), got a {_kind(body)}",
+                where,
+                "indent its hosts:, children: and vars: under it",
+            )
         inv.add_group(name, where)
         for key, value in (body or {}).items():
             kline = body.line_of(key)
             if key not in ("hosts", "children", "vars"):
                 close = difflib.get_close_matches(str(key), GROUP_KEYS, n=1)
-                raise InventoryError(f"unknown key '{key}' in Ansible group '{name}'", at(kline),
-                                     (f"did you mean '{close[0]}'? " if close else "") +
-                                     "(allowed: hosts, children, vars; a group's variables go under vars:)")
+                raise InventoryError(
+                    f"unknown key '{key}' in Ansible group '{name}'",
+                    at(kline),
+                    (f"did you mean '{close[0]}'? " if close else "")
+                    + "(allowed: hosts, children, vars; a group's variables go under vars:)",
+                )
             if isinstance(value, str):
                 value = _lmap({value: None}, kline)
             if value is None:
                 continue
             if not isinstance(value, LMap):
-                raise InventoryError(f"Ansible group '{name}' {key} must be a mapping, got a {_kind(value)}",
-                                     at(kline), f"write `{key}:` as indented `name:` entries")
+                raise InventoryError(
+                    f"Ansible group '{name}' {key} must be a mapping, got a {_kind(value)}",
+                    at(kline),
+                    f"write `{key}:` as indented `name:` entries",
+                )
             if key == "vars":
                 for var in value:
                     inv.set_var(name, var, value[var], at(value.line_of(var)), host=False)
@@ -283,8 +313,11 @@ def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
                     pline = value.line_of(pattern)
                     hvars = value[pattern]
                     if hvars is not None and not isinstance(hvars, LMap):
-                        raise InventoryError(f"vars of host '{pattern}' must be a mapping, got a {_kind(hvars)}",
-                                             at(pline), "write `host: {var: value}` or leave it empty")
+                        raise InventoryError(
+                            f"vars of host '{pattern}' must be a mapping, got a {_kind(hvars)}",
+                            at(pline),
+                            "write `host: {var: value}` or leave it empty",
+                        )
                     names, port = expand_host_pattern(pattern, at(pline))
                     for hname in names:
                         inv.add_host(hname, name, at(pline), port)
@@ -304,13 +337,15 @@ def _lmap(d: dict, line: int) -> LMap:
 
 def _kind(v) -> str:
     return {LMap: "mapping", LSeq: "list", bool: "boolean", int: "number", float: "number", str: "string"}.get(
-        type(v), type(v).__name__)
+        type(v), type(v).__name__
+    )
 
 
 # ---------------------------------------------------------------------------------------------- INI
 
+
 def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
-    pending: dict[str, dict] = {}    # groups named before their own section: {state, line, parents}
+    pending: dict[str, dict] = {}  # groups named before their own section: {state, line, parents}
     group, state = "ungrouped", "hosts"
     for n, raw in enumerate(text.splitlines(), 1):
         where = f"{path}:{n}"
@@ -321,8 +356,11 @@ def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
         if m:
             group, state = m.group(1), m.group(2) or "hosts"
             if state not in ("hosts", "children", "vars"):
-                raise InventoryError(f"section [{group}:{state}] has an unknown type '{state}'", where,
-                                     "use [group], [group:vars] or [group:children]")
+                raise InventoryError(
+                    f"section [{group}:{state}] has an unknown type '{state}'",
+                    where,
+                    "use [group], [group:vars] or [group:children]",
+                )
             _check_name(group, where, "group")
             if group not in inv.groups:
                 if state == "vars" and group not in pending:
@@ -335,8 +373,11 @@ def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
                     del pending[group]
             continue
         if line.startswith("[") and line.endswith("]"):
-            raise InventoryError(f"invalid section header {line!r}", where,
-                                 "write [group], [group:vars] or [group:children] with no spaces inside the brackets")
+            raise InventoryError(
+                f"invalid section header {line!r}",
+                where,
+                "write [group], [group:vars] or [group:children] with no spaces inside the brackets",
+            )
         if state == "hosts":
             try:
                 tokens = shlex.split(line, comments=True)
@@ -345,14 +386,20 @@ def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
             if not tokens:
                 continue
             if tokens[0].strip().endswith(":") or tokens[0].strip() == "---":
-                raise InventoryError(f"invalid host pattern {tokens[0]!r}", where,
-                                     "a trailing ':' needs a port; a '---' line means this file is YAML: name it .yaml")
+                raise InventoryError(
+                    f"invalid host pattern {tokens[0]!r}",
+                    where,
+                    "a trailing ':' needs a port; a '---' line means this file is YAML: name it .yaml",
+                )
             names, port = expand_host_pattern(tokens[0], where)
             hvars = {}
             for tok in tokens[1:]:
                 if "=" not in tok:
-                    raise InventoryError(f"expected key=value after the host name, got {tok!r}", where,
-                                         "write host vars as name=value (quote values containing spaces)")
+                    raise InventoryError(
+                        f"expected key=value after the host name, got {tok!r}",
+                        where,
+                        "write host vars as name=value (quote values containing spaces)",
+                    )
                 k, v = tok.split("=", 1)
                 hvars[k] = ini_value(v)
             for hname in names:
@@ -367,8 +414,9 @@ def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
         else:
             m = _GROUPNAME_RE.match(line)
             if not m:
-                raise InventoryError(f"expected a group name in [{group}:children], got {line!r}", where,
-                                     "list one group name per line")
+                raise InventoryError(
+                    f"expected a group name in [{group}:children], got {line!r}", where, "list one group name per line"
+                )
             child = m.group(1)
             if child in inv.groups:
                 inv.add_child(group, child)
@@ -378,10 +426,16 @@ def _parse_ini(inv: AnsibleInventory, path: str, text: str) -> None:
                 pending[child] = {"state": "children", "line": where, "parents": [group]}
     for name, decl in pending.items():
         if decl["state"] == "vars":
-            raise InventoryError(f"section [{name}:vars] is for a group that is never defined", decl["line"],
-                                 f"add a [{name}] or [{name}:children] section, or remove the vars")
-        raise InventoryError(f"[{decl['parents'][-1]}:children] names group '{name}', which is never defined",
-                             decl["line"], f"add a [{name}] section (it may come later in the file)")
+            raise InventoryError(
+                f"section [{name}:vars] is for a group that is never defined",
+                decl["line"],
+                f"add a [{name}] or [{name}:children] section, or remove the vars",
+            )
+        raise InventoryError(
+            f"[{decl['parents'][-1]}:children] names group '{name}', which is never defined",
+            decl["line"],
+            f"add a [{name}] section (it may come later in the file)",
+        )
 
 
 def _adopt(inv: AnsibleInventory, group: str, pending: dict) -> None:
@@ -424,10 +478,11 @@ def _plain(value):
 
 # ---------------------------------------------------------------------------------------------- hosts
 
+
 def expand_host_pattern(pattern, where: str) -> tuple[list[str], int | None]:
     """`name`, `name:port`, `[v6addr]:port`, and ranges `db[01:10]`, `x[a:f]`, `n[1:9:2]` -> names, port."""
     if not isinstance(pattern, str):
-        raise InventoryError(f"host name {pattern!r} must be a string", where, "quote it, e.g. \"10\"")
+        raise InventoryError(f"host name {pattern!r} must be a string", where, 'quote it, e.g. "10"')
     port = None
     name = pattern.strip()
     m6 = _IPV6_PORT_RE.match(name)
@@ -460,8 +515,11 @@ def _expand_ranges(name: str, where: str) -> list[str]:
             raise InventoryError(f"host range in {name!r} has no closing ']'", where, "write name[01:10]")
         bounds = body.split(":")
         if len(bounds) not in (2, 3):
-            raise InventoryError(f"host range [{body}] in {name!r} must be begin:end or begin:end:step", where,
-                                 "write e.g. gpu[01:10] or gpu[1:10:2]")
+            raise InventoryError(
+                f"host range [{body}] in {name!r} must be begin:end or begin:end:step",
+                where,
+                "write e.g. gpu[01:10] or gpu[1:10:2]",
+            )
         beg, end = bounds[0] or "0", bounds[1]
         step_text = bounds[2] if len(bounds) == 3 else "1"
         if not end:
@@ -469,33 +527,46 @@ def _expand_ranges(name: str, where: str) -> list[str]:
         try:
             step = int(step_text)
         except ValueError:
-            raise InventoryError(f"host range step {step_text!r} in {name!r} is not a number", where,
-                                 "write begin:end:step with a whole-number step") from None
+            raise InventoryError(
+                f"host range step {step_text!r} in {name!r} is not a number",
+                where,
+                "write begin:end:step with a whole-number step",
+            ) from None
         if step < 1:
             raise InventoryError(f"host range step {step} in {name!r} must be at least 1", where, "use a positive step")
         width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
         if width and len(end) != width:
-            raise InventoryError(f"host range [{body}] in {name!r}: zero-padded begin and end must have the same "
-                                 "width", where, f"write e.g. [{beg}:{end.zfill(width)}]")
+            raise InventoryError(
+                f"host range [{body}] in {name!r}: zero-padded begin and end must have the same width",
+                where,
+                f"write e.g. [{beg}:{end.zfill(width)}]",
+            )
         letters = string.ascii_letters
         if beg in letters and end in letters and len(beg) == 1 and len(end) == 1:
             if letters.index(beg) > letters.index(end):
                 raise InventoryError(f"host range [{body}] in {name!r} has begin after end", where, "swap them")
-            seq: list[str] = list(letters[letters.index(beg):letters.index(end) + 1:step])
+            seq: list[str] = list(letters[letters.index(beg) : letters.index(end) + 1 : step])
         else:
             try:
                 b, e = int(beg), int(end)
             except ValueError:
-                raise InventoryError(f"host range [{body}] in {name!r} is neither numeric nor a letter range",
-                                     where, "write e.g. [01:10] or [a:f]") from None
+                raise InventoryError(
+                    f"host range [{body}] in {name!r} is neither numeric nor a letter range",
+                    where,
+                    "write e.g. [01:10] or [a:f]",
+                ) from None
             if (e - b) // step + 1 + len(out) + len(todo) > MAX_RANGE_HOSTS:
-                raise InventoryError(f"host range [{body}] in {name!r} expands to more than {MAX_RANGE_HOSTS} hosts",
-                                     where, "check the bounds; split very large fleets into several patterns")
+                raise InventoryError(
+                    f"host range [{body}] in {name!r} expands to more than {MAX_RANGE_HOSTS} hosts",
+                    where,
+                    "check the bounds; split very large fleets into several patterns",
+                )
             seq = [str(i).zfill(width) if width else str(i) for i in range(b, e + 1, step)]
         todo = [f"{head}{s}{tail}" for s in seq] + todo
         if len(out) + len(todo) > MAX_RANGE_HOSTS:
-            raise InventoryError(f"host pattern {name!r} expands to more than {MAX_RANGE_HOSTS} hosts", where,
-                                 "check the bounds")
+            raise InventoryError(
+                f"host pattern {name!r} expands to more than {MAX_RANGE_HOSTS} hosts", where, "check the bounds"
+            )
     return out
 
 
@@ -504,15 +575,21 @@ HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 
 def _check_name(name: str, where: str, kind: str) -> None:
     if not isinstance(name, str) or not HOST_NAME_RE.match(name):
-        raise InventoryError(f"{kind} name {name!r} is not valid", where,
-                             "use letters, digits, '.', '_', ':' and '-' (quote numeric names)")
+        raise InventoryError(
+            f"{kind} name {name!r} is not valid",
+            where,
+            "use letters, digits, '.', '_', ':' and '-' (quote numeric names)",
+        )
 
 
 # ---------------------------------------------------------------------------------------------- vars dirs
 
+
 def _load_vars_dirs(inv: AnsibleInventory, base: Path) -> None:
-    for sub, names, target in (("group_vars", list(inv.groups), inv.group_files),
-                               ("host_vars", list(inv.hosts), inv.host_files)):
+    for sub, names, target in (
+        ("group_vars", list(inv.groups), inv.group_files),
+        ("host_vars", list(inv.hosts), inv.host_files),
+    ):
         d = base / sub
         if not d.is_dir():
             continue
@@ -553,14 +630,20 @@ def _dir_files(d: Path) -> list[Path]:
 def _load_vars_file(path: Path) -> LMap | None:
     text = read_regular(path, "vars file")
     if text.startswith("$ANSIBLE_VAULT"):
-        raise InventoryError("Ansible Vault files cannot be read by numaforge", str(path),
-                             "reference secrets instead: env:VARIABLE or file:/path/to/secret")
+        raise InventoryError(
+            "Ansible Vault files cannot be read by numaforge",
+            str(path),
+            "reference secrets instead: env:VARIABLE or file:/path/to/secret",
+        )
     doc = yamlsrc.parse(text, str(path), error=InventoryError)
     if doc is None:
-        return None   # Ansible ignores an empty vars file
+        return None  # Ansible ignores an empty vars file
     if not isinstance(doc, LMap):
-        raise InventoryError(f"a vars file must hold a mapping of variables, got a {_kind(doc)}",
-                             f"{path}:{getattr(doc, 'line', 1)}", "write `name: value` lines")
+        raise InventoryError(
+            f"a vars file must hold a mapping of variables, got a {_kind(doc)}",
+            f"{path}:{getattr(doc, 'line', 1)}",
+            "write `name: value` lines",
+        )
     for k in doc:
         if not isinstance(k, str):
             raise InventoryError(f"variable name {k!r} must be a string", f"{path}:{doc.line_of(k)}", "quote the name")
@@ -575,6 +658,9 @@ def read(path: str | Path) -> AnsibleInventory:
         return load(path, text, None)
     doc = parse_yaml(text, path)
     if not isinstance(doc, LMap):
-        raise InventoryError(f"an Ansible YAML inventory must be a mapping of groups, got a {_kind(doc)}",
-                             f"{path}:{getattr(doc, 'line', 1)}", "start with `all:`")
+        raise InventoryError(
+            f"an Ansible YAML inventory must be a mapping of groups, got a {_kind(doc)}",
+            f"{path}:{getattr(doc, 'line', 1)}",
+            "start with `all:`",
+        )
     return load(path, text, doc)

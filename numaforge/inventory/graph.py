@@ -35,14 +35,20 @@ def nesting_depths(children: dict[str, list[str]], where: dict[str, str], root: 
                 ready.append(c)
     if len(order) < len(children):
         cycle = _find_cycle(children, {g for g in children if indegree[g] > 0})
-        raise InventoryError(f"groups form a cycle: {' -> '.join(cycle)}", where.get(cycle[0]),
-                             "remove one of the `children:` links so that groups nest as a tree")
+        raise InventoryError(
+            f"groups form a cycle: {' -> '.join(cycle)}",
+            where.get(cycle[0]),
+            "remove one of the `children:` links so that groups nest as a tree",
+        )
     limit = MAX_GROUP_DEPTH + (1 if root is not None else 0)
     deepest = max(depth, key=lambda g: depth[g], default=None)
     if deepest is not None and depth[deepest] > limit:
-        raise InventoryError(f"groups nest {depth[deepest] - (1 if root is not None else 0)} levels deep (group "
-                             f"'{deepest}'); at most {MAX_GROUP_DEPTH} levels are allowed", where.get(deepest),
-                             "flatten the group tree: a host may be a direct member of several groups")
+        raise InventoryError(
+            f"groups nest {depth[deepest] - (1 if root is not None else 0)} levels deep (group "
+            f"'{deepest}'); at most {MAX_GROUP_DEPTH} levels are allowed",
+            where.get(deepest),
+            "flatten the group tree: a host may be a direct member of several groups",
+        )
     return depth
 
 
@@ -60,7 +66,7 @@ def _find_cycle(children: dict[str, list[str]], stuck: set[str]) -> list[str]:
     while True:
         node = parents[node]
         if node in seen:
-            loop = path[seen[node]:] + [node]
+            loop = path[seen[node] :] + [node]
             return list(reversed(loop))
         seen[node] = len(path)
         path.append(node)

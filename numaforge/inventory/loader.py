@@ -39,21 +39,43 @@ HARDWARE_KEYS = ("platform", "vendor", "sockets", "cpu_model", "gpus", "nics")
 SECTION_FIELDS = {"ssh": SSH_KEYS, "bmc": BMC_KEYS, "kernel": KERNEL_KEYS, "hardware": HARDWARE_KEYS}
 
 ANSIBLE_SSH_VARS = {
-    "ansible_host": "address", "ansible_ssh_host": "address",
-    "ansible_port": "port", "ansible_ssh_port": "port",
-    "ansible_user": "user", "ansible_ssh_user": "user",
-    "ansible_ssh_private_key_file": "key_file", "ansible_private_key_file": "key_file",
+    "ansible_host": "address",
+    "ansible_ssh_host": "address",
+    "ansible_port": "port",
+    "ansible_ssh_port": "port",
+    "ansible_user": "user",
+    "ansible_ssh_user": "user",
+    "ansible_ssh_private_key_file": "key_file",
+    "ansible_private_key_file": "key_file",
     "ansible_become": "sudo",
-    "ansible_password": "password", "ansible_ssh_pass": "password",
+    "ansible_password": "password",
+    "ansible_ssh_pass": "password",
 }
 
 
 # words people bring from other tools (ssh_config, Ansible, Redfish docs) -> our key
-SYNONYMS = {"hostname": "address", "host": "address", "ip": "address", "addr": "address", "username": "user",
-            "identity_file": "key_file", "identityfile": "key_file", "private_key": "key_file",
-            "become": "sudo", "version": "release", "uname": "release", "kernel_release": "release",
-            "members": "hosts", "subgroups": "children", "endpoint": "url", "address_url": "url",
-            "cafile": "ca_bundle", "ca": "ca_bundle", "verify": "insecure", "profile": "bios_profile"}
+SYNONYMS = {
+    "hostname": "address",
+    "host": "address",
+    "ip": "address",
+    "addr": "address",
+    "username": "user",
+    "identity_file": "key_file",
+    "identityfile": "key_file",
+    "private_key": "key_file",
+    "become": "sudo",
+    "version": "release",
+    "uname": "release",
+    "kernel_release": "release",
+    "members": "hosts",
+    "subgroups": "children",
+    "endpoint": "url",
+    "address_url": "url",
+    "cafile": "ca_bundle",
+    "ca": "ca_bundle",
+    "verify": "insecure",
+    "profile": "bios_profile",
+}
 
 
 def _hint(word: str, choices) -> str:
@@ -82,9 +104,11 @@ class _Ctx:
 
     def expect_map(self, value, line, what):
         if not isinstance(value, LMap):
-            self.fail(line or getattr(value, "line", None),
-                      f"{what} must be a mapping (key: value), got {_kind(value)}",
-                      f"write {what} as indented `key: value` lines")
+            self.fail(
+                line or getattr(value, "line", None),
+                f"{what} must be a mapping (key: value), got {_kind(value)}",
+                f"write {what} as indented `key: value` lines",
+            )
         return value
 
     def check_keys(self, m: LMap, allowed, what):
@@ -98,8 +122,16 @@ class _Ctx:
 def _kind(v) -> str:
     if v is None:
         return "nothing (empty value)"
-    return {LMap: "a mapping", LSeq: "a list", dict: "a mapping", list: "a list", bool: "a boolean", int: "a number",
-            float: "a number", str: "a string"}.get(type(v), type(v).__name__)
+    return {
+        LMap: "a mapping",
+        LSeq: "a list",
+        dict: "a mapping",
+        list: "a list",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+    }.get(type(v), type(v).__name__)
 
 
 def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> Inventory:
@@ -115,8 +147,11 @@ def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> I
         return _from_ansible(ansible.load(path, text, None), ctx)
     doc = parse_yaml(text, path)
     if not isinstance(doc, LMap):
-        ctx.fail(getattr(doc, "line", 1), f"the inventory must be a mapping at the top, got {_kind(doc)}",
-                 "start with `hosts:` (native) or `all:` (Ansible YAML); see docs/inventory.md")
+        ctx.fail(
+            getattr(doc, "line", 1),
+            f"the inventory must be a mapping at the top, got {_kind(doc)}",
+            "start with `hosts:` (native) or `all:` (Ansible YAML); see docs/inventory.md",
+        )
     if "all" in doc or not any(k in doc for k in TOP_KEYS):
         return _from_ansible(ansible.load(path, text, doc), ctx)
     inv = _build(doc, ctx)
@@ -125,6 +160,7 @@ def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> I
 
 
 # --------------------------------------------------------------------------------------------- native
+
 
 def _build(doc: LMap, ctx: _Ctx) -> Inventory:
     ctx.check_keys(doc, TOP_KEYS, "the inventory top level")
@@ -162,8 +198,11 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
         line = groups_m.line_of(gname)
         _check_name(ctx, gname, line, "group")
         if gname in inv.hosts:
-            ctx.fail(line, f"group '{gname}' has the same name as a host (defined on line "
-                           f"{inv.hosts[gname].location.line})", "rename the group or the host: --limit could not tell them apart")
+            ctx.fail(
+                line,
+                f"group '{gname}' has the same name as a host (defined on line {inv.hosts[gname].location.line})",
+                "rename the group or the host: --limit could not tell them apart",
+            )
         if body is None:
             body = LMap()
             body.line, body.key_lines = line, {}
@@ -178,8 +217,11 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
                 elif isinstance(seq, LSeq):
                     items = [(v, seq.line_of(i)) for i, v in enumerate(seq)]
                 else:
-                    ctx.fail(body.line_of(key), f"group '{gname}': `{key}` must be a list of names, got {_kind(seq)}",
-                             f"write `{key}: [name1, name2]`")
+                    ctx.fail(
+                        body.line_of(key),
+                        f"group '{gname}': `{key}` must be a list of names, got {_kind(seq)}",
+                        f"write `{key}: [name1, name2]`",
+                    )
                 for item, iline in items:
                     if not isinstance(item, str):
                         ctx.fail(iline, f"group '{gname}': {key} entry {item!r} is not a name", "quote the name")
@@ -197,12 +239,18 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
         lines = getattr(g, "_lines", {})
         for h in g.hosts:
             if h not in inv.hosts:
-                ctx.fail(lines[("hosts", h)], f"group '{g.name}' references host '{h}', which is not defined",
-                         _hint(h, inv.hosts) if inv.hosts else "define it under `hosts:`")
+                ctx.fail(
+                    lines[("hosts", h)],
+                    f"group '{g.name}' references host '{h}', which is not defined",
+                    _hint(h, inv.hosts) if inv.hosts else "define it under `hosts:`",
+                )
         for c in g.children:
             if c not in inv.groups:
-                ctx.fail(lines[("children", c)], f"group '{g.name}' has child group '{c}', which is not defined",
-                         _hint(c, inv.groups) if inv.groups else "define it under `groups:`")
+                ctx.fail(
+                    lines[("children", c)],
+                    f"group '{g.name}' has child group '{c}', which is not defined",
+                    _hint(c, inv.groups) if inv.groups else "define it under `groups:`",
+                )
     depth = _depths(inv, ctx)
     membership = {h: [] for h in inv.hosts}
     for g in inv.groups.values():
@@ -228,8 +276,11 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
 
 def _check_name(ctx, name, line, kind):
     if not isinstance(name, str) or not NAME_RE.match(name):
-        ctx.fail(line, f"{kind} name {name!r} is not valid",
-                 "use letters, digits, '.', '_' and '-', starting with a letter or digit (quote numeric names)")
+        ctx.fail(
+            line,
+            f"{kind} name {name!r} is not valid",
+            "use letters, digits, '.', '_' and '-', starting with a letter or digit (quote numeric names)",
+        )
 
 
 def _vars(m: LMap, ctx: _Ctx, what: str) -> dict:
@@ -244,8 +295,10 @@ def _vars(m: LMap, ctx: _Ctx, what: str) -> dict:
 
 def _depths(inv: Inventory, ctx: _Ctx) -> dict[str, int]:
     """Group depths (outer groups 1); a cycle or nesting deeper than graph.MAX_GROUP_DEPTH is an error."""
-    return nesting_depths({g.name: g.children for g in inv.groups.values()},
-                          {g.name: ctx.at(g.location.line) for g in inv.groups.values()})
+    return nesting_depths(
+        {g.name: g.children for g in inv.groups.values()},
+        {g.name: ctx.at(g.location.line) for g in inv.groups.values()},
+    )
 
 
 def _resolve_sections(ctx: _Ctx, host: Host, layers: list[LMap]) -> None:
@@ -276,12 +329,18 @@ def _resolve_sections(ctx: _Ctx, host: Host, layers: list[LMap]) -> None:
     if profile is not None and profile[0] is not None:
         value, line = profile
         if not isinstance(value, str) or not PROFILE_RE.match(value):
-            ctx.fail(line, f"host '{host.name}': bios_profile {value!r} is not a profile name",
-                     "name a file in bios/profiles/ without its .yaml.j2 suffix, e.g. epyc-gpudirect")
+            ctx.fail(
+                line,
+                f"host '{host.name}': bios_profile {value!r} is not a profile name",
+                "name a file in bios/profiles/ without its .yaml.j2 suffix, e.g. epyc-gpudirect",
+            )
         host.bios_profile = value
     if host.ssh is None and host.bmc is None and host.connection == "ssh":
-        ctx.fail(str(host.location) if host.location.file != ctx.path else host.location.line, f"host '{host.name}' has neither `ssh:` nor `bmc:`",
-                 "give the host an ssh address (kernel pipeline) and/or a bmc url (firmware pipeline)")
+        ctx.fail(
+            str(host.location) if host.location.file != ctx.path else host.location.line,
+            f"host '{host.name}' has neither `ssh:` nor `bmc:`",
+            "give the host an ssh address (kernel pipeline) and/or a bmc url (firmware pipeline)",
+        )
 
 
 def _get(ctx, fields, key, types, host, section, default=None, required=False, line=None):
@@ -296,8 +355,11 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
         ok = False
     if not ok:
         want = " or ".join(tnames[t] for t in (types if isinstance(types, tuple) else (types,)))
-        ctx.fail(vline, f"host '{host}': {section}.{key} must be {want}, got {_kind(value)} ({value!r})",
-                 f"set {section}.{key} to {want}")
+        ctx.fail(
+            vline,
+            f"host '{host}': {section}.{key} must be {want}, got {_kind(value)} ({value!r})",
+            f"set {section}.{key} to {want}",
+        )
     return value
 
 
@@ -314,8 +376,11 @@ def _secret(ctx, fields, key, host, section):
         return None
     value, line = fields[key]
     if not isinstance(value, str):
-        ctx.fail(line, f"host '{host}': {section}.{key} must be a reference string, got {_kind(value)}",
-                 "write env:VARIABLE or file:/path/to/secret")
+        ctx.fail(
+            line,
+            f"host '{host}': {section}.{key} must be a reference string, got {_kind(value)}",
+            "write env:VARIABLE or file:/path/to/secret",
+        )
     try:
         ref = SecretRef.parse(value, where=ctx.at(line), allow_plaintext=ctx.allow_plaintext)
     except SecretError as exc:
@@ -328,17 +393,25 @@ def _secret(ctx, fields, key, host, section):
 def _ssh(ctx, host, f, line) -> SSHSpec:
     address = _get(ctx, f, "address", str, host, "ssh", required=True, line=line)
     if not address.strip() or " " in address:
-        ctx.fail(f["address"][1], f"host '{host}': ssh.address {address!r} is not a host name or IP address",
-                 "write a DNS name or an IP address")
+        ctx.fail(
+            f["address"][1],
+            f"host '{host}': ssh.address {address!r} is not a host name or IP address",
+            "write a DNS name or an IP address",
+        )
     port = _get(ctx, f, "port", int, host, "ssh", default=22)
     if not 1 <= port <= 65535:
         ctx.fail(f["port"][1], f"host '{host}': ssh.port {port} is out of range", "use a port from 1 to 65535")
     user = _get(ctx, f, "user", str, host, "ssh", default="root")
     if not re.match(r"^[a-z_][a-z0-9_.-]*\$?$", user):
-        ctx.fail(f["user"][1], f"host '{host}': ssh.user {user!r} is not a valid user name",
-                 "use a POSIX user name such as root or deploy")
+        ctx.fail(
+            f["user"][1],
+            f"host '{host}': ssh.user {user!r} is not a valid user name",
+            "use a POSIX user name such as root or deploy",
+        )
     return SSHSpec(
-        address=address, port=port, user=user,
+        address=address,
+        port=port,
+        user=user,
         key_file=_path(ctx, _get(ctx, f, "key_file", str, host, "ssh")),
         use_agent=_get(ctx, f, "agent", bool, host, "ssh", default=True),
         known_hosts=_path(ctx, _get(ctx, f, "known_hosts", str, host, "ssh")),
@@ -354,49 +427,79 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
     parsed = urlparse(url)
     if "@" in parsed.netloc:
         # never echo the URL: it holds a password. Say where, and how to move it out.
-        ctx.fail(uline, f"host '{host}': bmc.url carries credentials (user:password@ before the host name); they "
-                        "would be printed and sent as basic auth on every request",
-                 "write only https://host[:port] and set bmc.username and bmc.password: env:VARIABLE or "
-                 "file:PATH (then change that BMC password: it has been stored in the inventory)")
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url carries credentials (user:password@ before the host name); they "
+            "would be printed and sent as basic auth on every request",
+            "write only https://host[:port] and set bmc.username and bmc.password: env:VARIABLE or "
+            "file:PATH (then change that BMC password: it has been stored in the inventory)",
+        )
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
     except ValueError:
         port_ok = False
     if parsed.scheme not in ("https", "http") or not parsed.hostname or not port_ok:
-        ctx.fail(uline, f"host '{host}': bmc.url {url!r} is not a URL like https://bmc-host[:port]",
-                 "write the BMC's base URL, e.g. https://10.0.0.5 or https://bmc01.example.com:443")
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url {url!r} is not a URL like https://bmc-host[:port]",
+            "write the BMC's base URL, e.g. https://10.0.0.5 or https://bmc01.example.com:443",
+        )
     if parsed.path not in ("", "/"):
-        ctx.fail(uline, f"host '{host}': bmc.url must not carry a path ({parsed.path!r})",
-                 "give only scheme://host[:port]; numaforge discovers /redfish/v1 itself")
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url must not carry a path ({parsed.path!r})",
+            "give only scheme://host[:port]; numaforge discovers /redfish/v1 itself",
+        )
     insecure = _get(ctx, f, "insecure", bool, host, "bmc", default=False)
     if parsed.scheme == "http" and not insecure:
-        ctx.fail(uline, f"host '{host}': bmc.url uses plain http, credentials would travel unencrypted",
-                 "use https (with ca_bundle), or set `insecure: true` explicitly if you accept the risk")
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url uses plain http, credentials would travel unencrypted",
+            "use https (with ca_bundle), or set `insecure: true` explicitly if you accept the risk",
+        )
     ca = _get(ctx, f, "ca_bundle", str, host, "bmc")
     if ca and insecure:
-        ctx.fail(f["insecure"][1], f"host '{host}': bmc.insecure is true but a ca_bundle is also set",
-                 "remove `insecure: true` so the CA bundle is used to verify the BMC")
+        ctx.fail(
+            f["insecure"][1],
+            f"host '{host}': bmc.insecure is true but a ca_bundle is also set",
+            "remove `insecure: true` so the CA bundle is used to verify the BMC",
+        )
     vendor = _get(ctx, f, "vendor", str, host, "bmc", default="auto")
     if vendor not in VENDORS:
         ctx.fail(f["vendor"][1], f"host '{host}': bmc.vendor {vendor!r} is not known", _hint(vendor, VENDORS))
     username = _get(ctx, f, "username", str, host, "bmc", default="root")
     password = _secret(ctx, f, "password", host, "bmc")
     if password is None:
-        ctx.fail(line, f"host '{host}': bmc.password is required", "add `password: env:VARIABLE` or `password: file:PATH`")
+        ctx.fail(
+            line, f"host '{host}': bmc.password is required", "add `password: env:VARIABLE` or `password: file:PATH`"
+        )
     system_id = _get(ctx, f, "system_id", str, host, "bmc")
-    return BMCSpec(url=url.rstrip("/"), username=username, password=password, ca_bundle=_path(ctx, ca),
-                   vendor=vendor, system_id=system_id, insecure=insecure)
+    return BMCSpec(
+        url=url.rstrip("/"),
+        username=username,
+        password=password,
+        ca_bundle=_path(ctx, ca),
+        vendor=vendor,
+        system_id=system_id,
+        insecure=insecure,
+    )
 
 
 def _kernel(ctx, host, f) -> KernelSpec:
     release = _get(ctx, f, "release", str, host, "kernel")
     if release is not None and not RELEASE_RE.match(release):
-        ctx.fail(f["release"][1], f"host '{host}': kernel.release {release!r} does not look like `uname -r` output",
-                 "write the host's `uname -r`, e.g. 5.10.0-46-amd64")
+        ctx.fail(
+            f["release"][1],
+            f"host '{host}': kernel.release {release!r} does not look like `uname -r` output",
+            "write the host's `uname -r`, e.g. 5.10.0-46-amd64",
+        )
     target = _get(ctx, f, "target", str, host, "kernel")
     if target is not None and not TARGET_RE.match(target):
-        ctx.fail(f["target"][1], f"host '{host}': kernel.target {target!r} is not a target name",
-                 "name a file in kpatch/targets/ without .yaml, e.g. lab")
+        ctx.fail(
+            f["target"][1],
+            f"host '{host}': kernel.target {target!r} is not a target name",
+            "name a file in kpatch/targets/ without .yaml, e.g. lab",
+        )
     return KernelSpec(release=release, target=target)
 
 
@@ -413,12 +516,20 @@ def _hardware(ctx, host, f) -> HardwareSpec:
         for i, addr in enumerate(items):
             iline = items.line_of(i) if isinstance(items, LSeq) else f[key][1]
             if not isinstance(addr, str) or not PCI_RE.match(addr):
-                ctx.fail(iline, f"host '{host}': hardware.{key}[{i}] {addr!r} is not a PCI address",
-                         "write domain:bus:device.function, e.g. 0000:41:00.0 (as `lspci -D` prints it)")
+                ctx.fail(
+                    iline,
+                    f"host '{host}': hardware.{key}[{i}] {addr!r} is not a PCI address",
+                    "write domain:bus:device.function, e.g. 0000:41:00.0 (as `lspci -D` prints it)",
+                )
         pci[key] = [a.lower() for a in items]
-    return HardwareSpec(platform=_get(ctx, f, "platform", str, host, "hardware"), vendor=vendor, sockets=sockets,
-                        cpu_model=_get(ctx, f, "cpu_model", str, host, "hardware"),
-                        gpus=pci["gpus"], nics=pci["nics"])
+    return HardwareSpec(
+        platform=_get(ctx, f, "platform", str, host, "hardware"),
+        vendor=vendor,
+        sockets=sockets,
+        cpu_model=_get(ctx, f, "cpu_model", str, host, "hardware"),
+        gpus=pci["gpus"],
+        nics=pci["nics"],
+    )
 
 
 # --------------------------------------------------------------------------------------------- Ansible
@@ -438,13 +549,16 @@ def _from_ansible(ainv: "ansible.AnsibleInventory", ctx: _Ctx) -> Inventory:
         layer, plain = _host_layer(ctx, name, h.where, values, where)
         conn = values.get("ansible_connection", "ssh")
         if not isinstance(conn, str) or not conn:
-            ctx.fail(where.get("ansible_connection"), f"host '{name}': ansible_connection {conn!r} is not a name",
-                     "write ansible_connection: ssh (or local)")
+            ctx.fail(
+                where.get("ansible_connection"),
+                f"host '{name}': ansible_connection {conn!r} is not a name",
+                "write ansible_connection: ssh (or local)",
+            )
         host.connection = "ssh" if conn in CONNECTIONS_SSH else conn
         if host.connection != "ssh":
             layer.pop("ssh", None)  # a local (or winrm, docker...) host has no SSH side
         if isinstance(layer.get("bmc"), dict) and "url" not in layer["bmc"]:
-            layer.pop("bmc")        # shared BMC settings (all/group vars) without a url: this host has no BMC
+            layer.pop("bmc")  # shared BMC settings (all/group vars) without a url: this host has no BMC
         host.vars = plain
         _resolve_sections(ctx, host, [layer])
         inv.hosts[name] = host
@@ -454,8 +568,9 @@ def _from_ansible(ainv: "ansible.AnsibleInventory", ctx: _Ctx) -> Inventory:
         group_vars = dict(g.vars)
         for data, _fname in ainv.group_files.get(name, []):
             group_vars.update(data)
-        inv.groups[name] = Group(name=name, location=_location(g.where, ctx), hosts=list(g.hosts),
-                                 children=list(g.children), vars=group_vars)
+        inv.groups[name] = Group(
+            name=name, location=_location(g.where, ctx), hosts=list(g.hosts), children=list(g.children), vars=group_vars
+        )
     return inv
 
 
@@ -474,20 +589,25 @@ def _host_layer(ctx: _Ctx, host: str, host_where: str, values: dict, where: dict
         if key in ANSIBLE_SSH_VARS or key == "ansible_connection":
             continue
         if key.startswith("numaforge_"):
-            rest = key[len("numaforge_"):]
+            rest = key[len("numaforge_") :]
             if rest in SECTION_KEYS:
                 if rest != "bios_profile" and value is not None and not isinstance(value, dict):
-                    ctx.fail(where.get(key), f"host '{host}': {key} must be a mapping, got {_kind(value)}",
-                             f"write {key}: {{key: value}}, or set single keys as {key}_KEY")
-                _set(layer, rest, _as_lmap(value, where.get(key)) if isinstance(value, dict) else value,
-                     where.get(key))
+                    ctx.fail(
+                        where.get(key),
+                        f"host '{host}': {key} must be a mapping, got {_kind(value)}",
+                        f"write {key}: {{key: value}}, or set single keys as {key}_KEY",
+                    )
+                _set(layer, rest, _as_lmap(value, where.get(key)) if isinstance(value, dict) else value, where.get(key))
                 continue
             section = next((s for s in SECTION_FIELDS if rest.startswith(s + "_")), None)
             if section is None:
-                ctx.fail(where.get(key), f"unknown numaforge variable '{key}'",
-                         _hint(key, [f"numaforge_{s}" for s in SECTION_KEYS]) +
-                         "; single keys are numaforge_SECTION_KEY, e.g. numaforge_bmc_password")
-            flat.setdefault(section, []).append((rest[len(section) + 1:], key))
+                ctx.fail(
+                    where.get(key),
+                    f"unknown numaforge variable '{key}'",
+                    _hint(key, [f"numaforge_{s}" for s in SECTION_KEYS])
+                    + "; single keys are numaforge_SECTION_KEY, e.g. numaforge_bmc_password",
+                )
+            flat.setdefault(section, []).append((rest[len(section) + 1 :], key))
             continue
         plain[key] = value
     # flat numaforge_<section>_<key> variables override that key of the section's mapping
@@ -502,17 +622,25 @@ def _host_layer(ctx: _Ctx, host: str, host_where: str, values: dict, where: dict
     if not isinstance(ssh, LMap):
         ssh = _lmap(where.get("ansible_host") or host_where)
     done: set[str] = set()
-    for var, fld in ANSIBLE_SSH_VARS.items():   # the current name of each variable comes first and wins
+    for var, fld in ANSIBLE_SSH_VARS.items():  # the current name of each variable comes first and wins
         if var not in values or fld in done:
             continue
         done.add(fld)
         value, vline = values[var], where.get(var)
         if isinstance(value, str) and TEMPLATE_RE.search(value):
-            ctx.fail(vline, f"host '{host}': {var} is a Jinja2 template ({value!r}); numaforge does not evaluate "
-                            "inventory templates", f"write the value itself, e.g. {var}: 10.0.0.5")
+            ctx.fail(
+                vline,
+                f"host '{host}': {var} is a Jinja2 template ({value!r}); numaforge does not evaluate "
+                "inventory templates",
+                f"write the value itself, e.g. {var}: 10.0.0.5",
+            )
         if fld == "port" and isinstance(value, str) and value.strip().isdigit():
             value = int(value)
-        if fld == "sudo" and isinstance(value, str) and value.lower() in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+        if (
+            fld == "sudo"
+            and isinstance(value, str)
+            and value.lower() in ("yes", "no", "true", "false", "on", "off", "1", "0")
+        ):
             value = value.lower() in ("yes", "true", "on", "1")
         if fld in ("address", "user") and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)

@@ -55,10 +55,15 @@ def expand_files(parts: Iterable[str], base: Path | None = None) -> list[str]:
         if not path.exists():
             raise SelectionError(f"limit file {p[1:]} not found", p, "write @PATH to an existing file of host names")
         if not path.is_file():
-            raise SelectionError(f"limit file {p[1:]} is not a regular file", p, "write @PATH to a file, one name a line")
+            raise SelectionError(
+                f"limit file {p[1:]} is not a regular file", p, "write @PATH to a file, one name a line"
+            )
         if path.stat().st_size > MAX_LIMIT_FILE_BYTES:
-            raise SelectionError(f"limit file {p[1:]} is larger than {MAX_LIMIT_FILE_BYTES} bytes", p,
-                                 "list host names or patterns, one a line")
+            raise SelectionError(
+                f"limit file {p[1:]} is larger than {MAX_LIMIT_FILE_BYTES} bytes",
+                p,
+                "list host names or patterns, one a line",
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -67,8 +72,13 @@ def expand_files(parts: Iterable[str], base: Path | None = None) -> list[str]:
     return out
 
 
-def limit_hosts(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern: str | Sequence[str],
-                base: Path | None = None, strict: bool = True) -> list[str]:
+def limit_hosts(
+    hosts: Sequence[str],
+    groups: Mapping[str, Sequence[str]],
+    pattern: str | Sequence[str],
+    base: Path | None = None,
+    strict: bool = True,
+) -> list[str]:
     """The hosts a --limit pattern selects, in inventory order.
 
     strict: a plain word (no glob, regex or subscript) that names neither a host nor a group is an error with a
@@ -89,8 +99,11 @@ def limit_hosts(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], patte
             continue
         matched = match_one(hosts, groups, body)
         if strict and not matched and p[0] != "!" and _plain_word(body) and body not in groups:
-            raise SelectionError(f"'{body}' in the limit names no host or group", str(pattern),
-                                 did_you_mean(body, list(groups) + list(hosts)))
+            raise SelectionError(
+                f"'{body}' in the limit names no host or group",
+                str(pattern),
+                did_you_mean(body, list(groups) + list(hosts)),
+            )
         if p[0] == "!":
             drop = set(matched)
             selected = {h: None for h in selected if h not in drop}
@@ -109,8 +122,11 @@ def match_one(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern
     try:
         rx = re.compile(expr[1:]) if expr[0] == "~" else re.compile(fnmatch.translate(expr))
     except re.error as exc:
-        raise SelectionError(f"invalid pattern '{pattern}' in the limit: {exc}", pattern,
-                             "fix the regular expression after ~ (or quote a glob)") from None
+        raise SelectionError(
+            f"invalid pattern '{pattern}' in the limit: {exc}",
+            pattern,
+            "fix the regular expression after ~ (or quote a glob)",
+        ) from None
     results: dict[str, None] = {}
     matching_groups = [g for g in groups if rx.match(g)]
     for g in matching_groups:
@@ -124,10 +140,13 @@ def match_one(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern
             if not end:  # [i] (and [i:0], as Ansible reads it) is one host
                 out = [out[start]]
             else:
-                out = out[start:(len(out) - 1 if end == -1 else end) + 1]
+                out = out[start : (len(out) - 1 if end == -1 else end) + 1]
         except IndexError:
-            raise SelectionError(f"no host matched the subscripted pattern '{pattern}'", pattern,
-                                 f"it selects among {len(out)} hosts, counting from 0") from None
+            raise SelectionError(
+                f"no host matched the subscripted pattern '{pattern}'",
+                pattern,
+                f"it selects among {len(out)} hosts, counting from 0",
+            ) from None
     return out
 
 

@@ -20,7 +20,7 @@ from .model import Host
 @dataclass(frozen=True)
 class Problem:
     host: str
-    attribute: str     # e.g. ssh.key_file, bmc.password
+    attribute: str  # e.g. ssh.key_file, bmc.password
     what: str
     fix: str
 
@@ -39,15 +39,33 @@ def check_hosts(hosts: list[Host]) -> list[Problem]:
 def check_host(h: Host) -> list[Problem]:
     out: list[Problem] = []
     if h.ssh is not None:
-        _file(out, h.name, "ssh.key_file", h.ssh.key_file, "private key",
-              "point ssh.key_file (Ansible: ansible_ssh_private_key_file) at the key, or remove it to use the agent")
-        _file(out, h.name, "ssh.known_hosts", h.ssh.known_hosts, "known_hosts file",
-              "create it with the host's key checked out of band, or run once with --accept-new-host-key")
+        _file(
+            out,
+            h.name,
+            "ssh.key_file",
+            h.ssh.key_file,
+            "private key",
+            "point ssh.key_file (Ansible: ansible_ssh_private_key_file) at the key, or remove it to use the agent",
+        )
+        _file(
+            out,
+            h.name,
+            "ssh.known_hosts",
+            h.ssh.known_hosts,
+            "known_hosts file",
+            "create it with the host's key checked out of band, or run once with --accept-new-host-key",
+        )
         _file(out, h.name, "ssh.config_file", h.ssh.config_file, "ssh_config file", "fix or remove ssh.config_file")
         _secret(out, h.name, "ssh.password", h.ssh.password)
     if h.bmc is not None:
-        _file(out, h.name, "bmc.ca_bundle", h.bmc.ca_bundle, "CA bundle",
-              "point bmc.ca_bundle at the PEM file that signed the BMC's certificate")
+        _file(
+            out,
+            h.name,
+            "bmc.ca_bundle",
+            h.bmc.ca_bundle,
+            "CA bundle",
+            "point bmc.ca_bundle at the PEM file that signed the BMC's certificate",
+        )
         _secret(out, h.name, "bmc.password", h.bmc.password)
     return out
 
@@ -90,6 +108,9 @@ def _secret(out: list[Problem], host: str, attr: str, ref: SecretRef | None) -> 
         out.append(Problem(host, attr, exc.what, exc.fix or "fix the reference"))
         return
     if not value:
-        what = (f"environment variable {ref.value} is empty" if ref.kind == "env" else
-                f"secret file {Path(ref.value).expanduser()} is empty")
+        what = (
+            f"environment variable {ref.value} is empty"
+            if ref.kind == "env"
+            else f"secret file {Path(ref.value).expanduser()} is empty"
+        )
         out.append(Problem(host, attr, what, "put the password there (its value is never printed)"))

@@ -13,8 +13,12 @@ __all__ = ["LMap", "LSeq", "load_yaml", "parse_yaml"]
 
 def load_yaml(path: str | Path):
     """Parse one inventory YAML document with line information; every failure is an InventoryError."""
-    text = yamlsrc.read_limited(path, error=InventoryError, what="inventory file",
-                                fix_missing="pass an existing file with --inventory, or create inventory/lab.yaml")
+    text = yamlsrc.read_limited(
+        path,
+        error=InventoryError,
+        what="inventory file",
+        fix_missing="pass an existing file with --inventory, or create inventory/lab.yaml",
+    )
     return parse_yaml(text, str(path))
 
 

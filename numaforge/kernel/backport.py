@@ -61,7 +61,7 @@ class BackportResult:
     manifest: dict
     base_commit: str = ""
     branch: str = ""
-    status: str = "applied"            # "applied" | "unchanged"
+    status: str = "applied"  # "applied" | "unchanged"
     compile: list[dict] = field(default_factory=list)
 
 
@@ -71,6 +71,7 @@ def output_dir(series: str, base_version: str) -> Path:
 
 # ---------------------------------------------------------------- pure: conflict analysis
 
+
 def locate_hunk(file_lines: list[str], hunk: Hunk) -> int | None:
     """0-based line where the hunk's pre-image matches exactly (nearest to its stated start), else None."""
     pre = hunk.preimage
@@ -79,7 +80,7 @@ def locate_hunk(file_lines: list[str], hunk: Hunk) -> int | None:
     want = hunk.old_start - 1
     best = None
     for i in range(0, len(file_lines) - len(pre) + 1):
-        if file_lines[i] == pre[0] and file_lines[i:i + len(pre)] == pre:
+        if file_lines[i] == pre[0] and file_lines[i : i + len(pre)] == pre:
             if best is None or abs(i - want) < abs(best - want):
                 best = i
     return best
@@ -92,13 +93,24 @@ def conflicting_hunks(file_lines: list[str], hunks: list[Hunk]) -> list[dict]:
         if locate_hunk(file_lines, h) is not None:
             continue
         start = max(h.old_start - 1, 0)
-        actual = file_lines[start:start + max(h.old_len, 1)]
+        actual = file_lines[start : start + max(h.old_len, 1)]
         diff = list(difflib.unified_diff(h.preimage, actual, "patch expects", "tree has", lineterm="", n=0))
-        first = next((i for i, (e, a) in enumerate(zip(h.preimage, actual)) if e != a),
-                     min(len(h.preimage), len(actual)))
-        out.append({"file": h.file, "hunk": h.index, "header": h.header, "patch_line": h.patch_line,
-                    "hunk_start": h.old_start, "line": h.old_start + first, "expected": h.preimage,
-                    "found": actual, "diff": [d for d in diff[2:] if not d.startswith("@@")]})
+        first = next(
+            (i for i, (e, a) in enumerate(zip(h.preimage, actual)) if e != a), min(len(h.preimage), len(actual))
+        )
+        out.append(
+            {
+                "file": h.file,
+                "hunk": h.index,
+                "header": h.header,
+                "patch_line": h.patch_line,
+                "hunk_start": h.old_start,
+                "line": h.old_start + first,
+                "expected": h.preimage,
+                "found": actual,
+                "diff": [d for d in diff[2:] if not d.startswith("@@")],
+            }
+        )
     return out
 
 
@@ -140,12 +152,17 @@ def render_conflict(detail: dict) -> str:
 
 # ---------------------------------------------------------------- git adapter
 
+
 def _git(repo: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
     if check and proc.returncode != 0:
-        raise BackportError(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[-400:]}", str(repo),
-                            "inspect the repository with git status; re-run once it is clean")
+        raise BackportError(
+            f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[-400:]}",
+            str(repo),
+            "inspect the repository with git status; re-run once it is clean",
+        )
     return proc
 
 
@@ -187,14 +204,17 @@ def user_identity(cwd: Path | None = None) -> dict:
         vals[key] = r.stdout.strip()
     missing = [k for k, v in vals.items() if not v]
     if missing:
-        raise BackportError(f"--signoff needs your git identity, but {' and '.join(missing)} is not set",
-                            "git config", "set it: git config --global user.name 'Your Name'; "
-                            "git config --global user.email you@example.org")
+        raise BackportError(
+            f"--signoff needs your git identity, but {' and '.join(missing)} is not set",
+            "git config",
+            "set it: git config --global user.name 'Your Name'; git config --global user.email you@example.org",
+        )
     return {"GIT_COMMITTER_NAME": vals["user.name"], "GIT_COMMITTER_EMAIL": vals["user.email"]}
 
 
-def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base_label: str,
-                 log=None, signoff: dict | None = None) -> tuple[str, str]:
+def apply_series(
+    repo: Path, base_commit: str, branch: str, series: Series, base_label: str, log=None, signoff: dict | None = None
+) -> tuple[str, str]:
     """Apply the series on `branch` (created at base_commit); returns (result_commit, "applied"|"unchanged").
 
     signoff: a committer identity (user_identity()): the commits are made by it and `git am --signoff` adds its
@@ -205,15 +225,24 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
     ConflictError describing the patch, file, hunk and lines is raised."""
     gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip())
     if (gitdir / "rebase-apply").exists() or (gitdir / "rebase-merge").exists():
-        raise BackportError("a git am/rebase is in progress in the tree", str(repo),
-                            "finish it or run `git am --abort` / `git rebase --abort` there, then re-run")
+        raise BackportError(
+            "a git am/rebase is in progress in the tree",
+            str(repo),
+            "finish it or run `git am --abort` / `git rebase --abort` there, then re-run",
+        )
     dirty = _git(repo, "status", "--porcelain=v1", "--untracked-files=no").stdout
     if dirty.strip():
         files = ", ".join(line[3:] for line in dirty.splitlines()[:5])
-        raise BackportError(f"tree has uncommitted changes ({files})", str(repo),
-                            "commit or stash them (git stash) before backporting")
-    wanted = {"base_commit": base_commit, "series": series.name, "files": series.file_hashes,
-              "patches": [p.sha256 for p in series.patches], "signoff": signoff or None}
+        raise BackportError(
+            f"tree has uncommitted changes ({files})", str(repo), "commit or stash them (git stash) before backporting"
+        )
+    wanted = {
+        "base_commit": base_commit,
+        "series": series.name,
+        "files": series.file_hashes,
+        "patches": [p.sha256 for p in series.patches],
+        "signoff": signoff or None,
+    }
     state = _state_file(repo, branch)
     existing = _git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False).stdout.strip() or None
     if existing and state.exists():
@@ -229,10 +258,18 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
     before = tree_state(repo)
     try:
         _git(repo, "checkout", "-q", "-B", branch, base_commit)
-        am = _git(repo, "am", "--3way", "--committer-date-is-author-date", "--no-gpg-sign",
-                  *(["--signoff"] if signoff else []), *[str(p.path) for p in series.patches],
-                  env=signoff or AM_IDENTITY, check=False)
-    except BaseException:          # Ctrl-C or a git failure mid-way: put the tree back before leaving
+        am = _git(
+            repo,
+            "am",
+            "--3way",
+            "--committer-date-is-author-date",
+            "--no-gpg-sign",
+            *(["--signoff"] if signoff else []),
+            *[str(p.path) for p in series.patches],
+            env=signoff or AM_IDENTITY,
+            check=False,
+        )
+    except BaseException:  # Ctrl-C or a git failure mid-way: put the tree back before leaving
         _restore(repo, branch, before, existing)
         raise
     if am.returncode == 0:
@@ -242,10 +279,13 @@ def apply_series(repo: Path, base_commit: str, branch: str, series: Series, base
         return result, "applied"
     detail = _describe_failure(repo, gitdir, series, am.stdout + am.stderr, base_label)
     _restore(repo, branch, before, existing)
-    raise ConflictError(render_conflict(detail), _where(detail),
-                        "rebase the patch onto this base (git am --3way, resolve, git format-patch) and add it as "
-                        f"a per-base variant under variants/{base_label.split()[0]} in metadata.yaml",
-                        detail)
+    raise ConflictError(
+        render_conflict(detail),
+        _where(detail),
+        "rebase the patch onto this base (git am --3way, resolve, git format-patch) and add it as "
+        f"a per-base variant under variants/{base_label.split()[0]} in metadata.yaml",
+        detail,
+    )
 
 
 def _where(detail: dict) -> str:
@@ -278,14 +318,34 @@ def _describe_failure(repo: Path, gitdir: Path, series: Series, output: str, bas
             continue
         hunks.extend(conflicting_hunks(shown.stdout.split("\n"), patch.hunks_for(f)))
     for f in dict.fromkeys(patch.files):
-        if _git(repo, "cat-file", "-e", f"HEAD:{f}", check=False).returncode != 0 and patch.hunks_for(f) \
-                and any(h.old_len for h in patch.hunks_for(f)):
-            hunks.append({"file": f, "hunk": 1, "header": "(file)", "patch_line": patch.hunks_for(f)[0].patch_line,
-                          "line": 0, "expected": [], "found": [], "diff": [f"{f} does not exist in the tree"]})
+        if (
+            _git(repo, "cat-file", "-e", f"HEAD:{f}", check=False).returncode != 0
+            and patch.hunks_for(f)
+            and any(h.old_len for h in patch.hunks_for(f))
+        ):
+            hunks.append(
+                {
+                    "file": f,
+                    "hunk": 1,
+                    "header": "(file)",
+                    "patch_line": patch.hunks_for(f)[0].patch_line,
+                    "line": 0,
+                    "expected": [],
+                    "found": [],
+                    "diff": [f"{f} does not exist in the tree"],
+                }
+            )
     git_lines = [ln for ln in output.splitlines() if ln.startswith(("error:", "CONFLICT", "Patch failed"))]
-    return {"patch": patch.variant_of or patch.name, "patch_file": str(patch.path), "subject": patch.subject,
-            "base": base_label, "files": sorted(set(unmerged) | {h["file"] for h in hunks}),
-            "hunks": hunks, "markers": markers, "git": "\n".join(git_lines)}
+    return {
+        "patch": patch.variant_of or patch.name,
+        "patch_file": str(patch.path),
+        "subject": patch.subject,
+        "base": base_label,
+        "files": sorted(set(unmerged) | {h["file"] for h in hunks}),
+        "hunks": hunks,
+        "markers": markers,
+        "git": "\n".join(git_lines),
+    }
 
 
 def _restore(repo: Path, branch: str, before: dict, existing: str | None) -> None:
@@ -303,8 +363,11 @@ def _restore(repo: Path, branch: str, before: dict, existing: str | None) -> Non
         _git(repo, "reset", "-q", "--hard", existing or before["head"])
     after = tree_state(repo)
     if after != before:
-        raise BackportError("could not restore the tree to its pre-run state", str(repo),
-                            f"check `git status` and `git branch` there; HEAD was {before['head']}")
+        raise BackportError(
+            "could not restore the tree to its pre-run state",
+            str(repo),
+            f"check `git status` and `git branch` there; HEAD was {before['head']}",
+        )
 
 
 def combined_diff(repo: Path, base_commit: str, result_commit: str, series: Series) -> str:
@@ -312,16 +375,22 @@ def combined_diff(repo: Path, base_commit: str, result_commit: str, series: Seri
     if all(p.kpatch for p in series.patches):
         return _git(repo, "diff", "--no-color", "--no-ext-diff", "--full-index", base_commit, result_commit).stdout
     commits = _git(repo, "rev-list", "--reverse", f"{base_commit}..{result_commit}").stdout.split()
-    parts = [_git(repo, "show", "--no-color", "--no-ext-diff", "--full-index", "--format=", c).stdout
-             for c, p in zip(commits, series.patches) if p.kpatch]
+    parts = [
+        _git(repo, "show", "--no-color", "--no-ext-diff", "--full-index", "--format=", c).stdout
+        for c, p in zip(commits, series.patches)
+        if p.kpatch
+    ]
     return "".join(parts)
 
 
 def check_applies_to_base(repo: Path, base_commit: str, text: str, series: Series) -> None:
     """kpatch-build applies combined.patch to the unpatched base: prove it does (temporary index, tree untouched)."""
     if not text.strip():
-        raise SeriesError(f"series {series.name} has no kpatch: true patch, so there is nothing for kpatch-build",
-                          str(series.dir / "metadata.yaml"), "mark the live-patchable patches kpatch: true")
+        raise SeriesError(
+            f"series {series.name} has no kpatch: true patch, so there is nothing for kpatch-build",
+            str(series.dir / "metadata.yaml"),
+            "mark the live-patchable patches kpatch: true",
+        )
     gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip())
     fd, idx = tempfile.mkstemp(prefix="combined-check.", suffix=".index", dir=gitdir)
     os.close(fd)
@@ -329,27 +398,41 @@ def check_applies_to_base(repo: Path, base_commit: str, text: str, series: Serie
     try:
         env = {"GIT_INDEX_FILE": idx}
         _git(repo, "read-tree", base_commit, env=env)
-        proc = subprocess.run(["git", "-C", str(repo), "apply", "--cached", "--check", "-"], input=text,
-                              capture_output=True, text=True, env={**os.environ, **env})
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "apply", "--cached", "--check", "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+        )
     finally:
         Path(idx).unlink(missing_ok=True)
     if proc.returncode != 0:
-        raise SeriesError("the kpatch: true patches do not apply to the base without the kpatch: false ones: "
-                          + proc.stderr.strip()[-400:], str(series.dir / "metadata.yaml"),
-                          "order the series so kpatch: true patches come first, or rebase them onto the base")
+        raise SeriesError(
+            "the kpatch: true patches do not apply to the base without the kpatch: false ones: "
+            + proc.stderr.strip()[-400:],
+            str(series.dir / "metadata.yaml"),
+            "order the series so kpatch: true patches come first, or rebase them onto the base",
+        )
 
 
 # ---------------------------------------------------------------- orchestration
 
-def backport(source_spec: str = ksource.DEFAULT_DEBIAN, series: str = DEFAULT_SERIES,
-             compilers=("gcc-12", "gcc-10"), compile_check: bool = True, log=None,
-             signoff: bool = False) -> BackportResult:
+
+def backport(
+    source_spec: str = ksource.DEFAULT_DEBIAN,
+    series: str = DEFAULT_SERIES,
+    compilers=("gcc-12", "gcc-10"),
+    compile_check: bool = True,
+    log=None,
+    signoff: bool = False,
+) -> BackportResult:
     """signoff: commit as the user's git identity and add its Signed-off-by (git am --signoff)."""
     ident = user_identity() if signoff else None
     src = ksource.prepare(source_spec, log)
     ser = load_series(series, base_version=src.base_version)
     gitdir = Path(_git(src.repo, "rev-parse", "--absolute-git-dir").stdout.strip())
-    with ksource.locked(gitdir / "numaforge" / "lock"):      # one backport at a time per tree
+    with ksource.locked(gitdir / "numaforge" / "lock"):  # one backport at a time per tree
         return _backport(src, ser, compilers, compile_check, log, ident)
 
 
@@ -360,14 +443,21 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
         recorded = recorded_base(src.repo, branch)
         if recorded:
             src.base_commit, src.source_hash = recorded, f"git:{recorded}"
-    result, status = apply_series(src.repo, src.base_commit, branch, ser,
-                                  f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})", log, signoff)
+    result, status = apply_series(
+        src.repo,
+        src.base_commit,
+        branch,
+        ser,
+        f"{src.base_version} ({src.spec.raw} at {src.base_commit[:12]})",
+        log,
+        signoff,
+    )
     out = output_dir(ser.name, src.base_version)
     stale = out / "manifest.json"
     if stale.exists():
         try:
             if json.loads(stale.read_text()).get("result_commit") != result:
-                stale.unlink()    # latest() must not offer an older result while this one is unchecked
+                stale.unlink()  # latest() must not offer an older result while this one is unchecked
         except ValueError:
             stale.unlink()
     combined = out / "combined.patch"
@@ -379,8 +469,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
     if compile_check:
         objects = ser.touched_objects()
         for cc in compilers:
-            checks.append(kcompile.check(src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config,
-                                         result, log=log))
+            checks.append(kcompile.check(src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config, result, log=log))
     manifest = {
         "series": ser.name,
         "series_dir": str(ser.dir),
@@ -395,9 +484,18 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
         "tree": str(src.repo),
         "status": status,
         "source_imported": src.imported,
-        "patches": [{"file": p.name, "applied_file": str(p.path.relative_to(ser.dir)), "sha256": p.sha256,
-                     "subject": p.subject, "kpatch": p.kpatch, "variant": p.variant_of is not None,
-                     "files": p.files} for p in ser.patches],
+        "patches": [
+            {
+                "file": p.name,
+                "applied_file": str(p.path.relative_to(ser.dir)),
+                "sha256": p.sha256,
+                "subject": p.subject,
+                "kpatch": p.kpatch,
+                "variant": p.variant_of is not None,
+                "files": p.files,
+            }
+            for p in ser.patches
+        ],
         "series_files": ser.file_hashes,
         "touched_objects": ser.touched_objects(),
         "combined_patch": str(combined),
@@ -414,10 +512,18 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
 
 
 def _result(m: dict) -> BackportResult:
-    return BackportResult(tree=Path(m["tree"]), base_version=m["base_version"], source_hash=m["source_hash"],
-                          result_commit=m["result_commit"], combined_patch=Path(m["combined_patch"]), manifest=m,
-                          base_commit=m["base_commit"], branch=m["branch"], status=m["status"],
-                          compile=m.get("compilers", []))
+    return BackportResult(
+        tree=Path(m["tree"]),
+        base_version=m["base_version"],
+        source_hash=m["source_hash"],
+        result_commit=m["result_commit"],
+        combined_patch=Path(m["combined_patch"]),
+        manifest=m,
+        base_commit=m["base_commit"],
+        branch=m["branch"],
+        status=m["status"],
+        compile=m.get("compilers", []),
+    )
 
 
 def latest(series: str = DEFAULT_SERIES, base_version: str | None = None) -> BackportResult | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import NumaforgeError, ToolMissingError
 
 STAMP = ".numaforge-compile.json"
-JOBS = "2"   # shared 2-core build servers: never more
+JOBS = "2"  # shared 2-core build servers: never more
 
 
 class CompileError(NumaforgeError):
@@ -54,34 +54,48 @@ def warnings_of(output: str) -> list[str]:
 
 def compiler_version(cc: str) -> str:
     if shutil.which(cc) is None:
-        raise ToolMissingError(f"compiler {cc} not found", None,
-                               "run scripts/setup.sh (installs gcc-12, and gcc-10 from bullseye)")
+        raise ToolMissingError(
+            f"compiler {cc} not found", None, "run scripts/setup.sh (installs gcc-12, and gcc-10 from bullseye)"
+        )
     return subprocess.run([cc, "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
 
 
-def _make(tree: Path, objdir: Path, cc: str, *targets: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def _make(
+    tree: Path, objdir: Path, cc: str, *targets: str, env_extra: dict | None = None
+) -> subprocess.CompletedProcess:
     cmd = ["make", "-C", str(tree), f"O={objdir}", f"CC={cc}", f"-j{JOBS}", *targets]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env_extra or {})})
 
 
 def _fail(proc: subprocess.CompletedProcess, step: str, where: str, fix: str) -> CompileError:
-    errs = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln.lower()] or \
-        (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+    errs = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln.lower()] or (
+        proc.stdout + proc.stderr
+    ).strip().splitlines()[-15:]
     return CompileError(f"{step} failed:\n    " + "\n    ".join(errs[:20]), where, fix)
 
 
-def check(tree: Path, objects: list[str], cc: str, objdir: Path, fragment: Path | None, result_commit: str,
-          log=None) -> dict:
+def check(
+    tree: Path, objects: list[str], cc: str, objdir: Path, fragment: Path | None, result_commit: str, log=None
+) -> dict:
     """Build `objects` from `tree` with compiler `cc` in `objdir`; returns a record for the manifest."""
     version = compiler_version(cc)
     for tool in ("make", "bison", "flex", "bc"):
         if shutil.which(tool) is None:
-            raise ToolMissingError(f"{tool} not found (needed to configure/prepare the kernel)", None,
-                                   "run scripts/setup.sh (scripts/setup.d/20-kernel-toolchain.sh)")
+            raise ToolMissingError(
+                f"{tool} not found (needed to configure/prepare the kernel)",
+                None,
+                "run scripts/setup.sh (scripts/setup.d/20-kernel-toolchain.sh)",
+            )
     frag_text = fragment.read_text() if fragment else ""
     wanted = fragment_options(frag_text)
-    key = {"result_commit": result_commit, "cc": cc, "cc_version": version, "objects": objects,
-           "fragment_sha256": hashlib.sha256(frag_text.encode()).hexdigest(), "tree": str(tree)}
+    key = {
+        "result_commit": result_commit,
+        "cc": cc,
+        "cc_version": version,
+        "objects": objects,
+        "fragment_sha256": hashlib.sha256(frag_text.encode()).hexdigest(),
+        "tree": str(tree),
+    }
     objdir.mkdir(parents=True, exist_ok=True)
     from .source import locked
 
@@ -108,11 +122,19 @@ def _check(tree, objects, cc, objdir, fragment, version, wanted, key, log) -> di
             log(f"{cc}: configuring (x86_64 defconfig + {fragment.name if fragment else 'no fragment'})")
         proc = _make(tree, objdir, cc, "defconfig")
         if proc.returncode != 0:
-            raise _fail(proc, f"make defconfig with {cc}", str(tree),
-                        "the tree must be clean for O= builds: run `make mrproper` in it")
+            raise _fail(
+                proc,
+                f"make defconfig with {cc}",
+                str(tree),
+                "the tree must be clean for O= builds: run `make mrproper` in it",
+            )
         if fragment:
-            proc = subprocess.run([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(objdir),
-                                   str(config), str(fragment)], capture_output=True, text=True, cwd=objdir)
+            proc = subprocess.run(
+                [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(objdir), str(config), str(fragment)],
+                capture_output=True,
+                text=True,
+                cwd=objdir,
+            )
             if proc.returncode != 0:
                 raise _fail(proc, "merge_config.sh", str(fragment), "fix the fragment syntax")
             proc = _make(tree, objdir, cc, "olddefconfig")
@@ -120,28 +142,49 @@ def _check(tree, objects, cc, objdir, fragment, version, wanted, key, log) -> di
                 raise _fail(proc, "make olddefconfig", str(objdir), "check the fragment's options")
             lost = missing_options(wanted, config.read_text())
             if lost:
-                raise CompileError(f"config options did not survive olddefconfig: {', '.join(lost)}",
-                                   str(fragment), "add the options they depend on to the fragment")
+                raise CompileError(
+                    f"config options did not survive olddefconfig: {', '.join(lost)}",
+                    str(fragment),
+                    "add the options they depend on to the fragment",
+                )
         cfg_stamp.write_text(json.dumps(cfg_key))
     if log:
         log(f"{cc}: make prepare")
     proc = _make(tree, objdir, cc, "prepare")
     if proc.returncode != 0:
-        raise _fail(proc, f"make prepare with {cc} {version}", str(objdir),
-                    "install the kernel build deps (scripts/setup.sh); check the compiler supports this kernel")
+        raise _fail(
+            proc,
+            f"make prepare with {cc} {version}",
+            str(objdir),
+            "install the kernel build deps (scripts/setup.sh); check the compiler supports this kernel",
+        )
     if log:
         log(f"{cc}: make {' '.join(objects)}")
     # touch nothing: make rebuilds the objects only if the tree changed since the last check
     proc = _make(tree, objdir, cc, *objects)
     if proc.returncode != 0:
-        raise _fail(proc, f"building {', '.join(objects)} with {cc} {version}", str(tree),
-                    "the series does not compile on this base: fix the patch or add a per-base variant")
+        raise _fail(
+            proc,
+            f"building {', '.join(objects)} with {cc} {version}",
+            str(tree),
+            "the series does not compile on this base: fix the patch or add a per-base variant",
+        )
     missing = [o for o in objects if not (objdir / o).exists()]
     if missing:
-        raise CompileError(f"make succeeded but did not produce {', '.join(missing)}", str(objdir),
-                           "check the object is built by this config (CONFIG options in the fragment)")
-    record = {"compiler": cc, "version": version, "objects": objects, "objdir": str(objdir),
-              "warnings": warnings_of(proc.stdout + proc.stderr), "ok": True,
-              "seconds": round(time.monotonic() - t0, 1), "cached": False}
+        raise CompileError(
+            f"make succeeded but did not produce {', '.join(missing)}",
+            str(objdir),
+            "check the object is built by this config (CONFIG options in the fragment)",
+        )
+    record = {
+        "compiler": cc,
+        "version": version,
+        "objects": objects,
+        "objdir": str(objdir),
+        "warnings": warnings_of(proc.stdout + proc.stderr),
+        "ok": True,
+        "seconds": round(time.monotonic() - t0, 1),
+        "cached": False,
+    }
     stamp.write_text(json.dumps({"key": key, "ok": True, "record": record}, indent=1))
     return record

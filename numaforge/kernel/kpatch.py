@@ -67,7 +67,7 @@ from .toolchain import (  # noqa: F401
 
 # ---------------------------------------------------------------- orchestration
 
-DRIVER_VERSION = "1"        # bump when the build procedure changes what a module contains
+DRIVER_VERSION = "1"  # bump when the build procedure changes what a module contains
 DISK_NEED = 8 * 2**30
 
 
@@ -83,9 +83,9 @@ class TargetInputs:
     tree: Path
     vmlinux: Path
     config: Path
-    release: str            # vermagic release the module will carry
-    identity: dict          # hashes identifying the inputs (for the artifact key)
-    config_arg: Path | None = None          # -c (Debian: the headers' .config)
+    release: str  # vermagic release the module will carry
+    identity: dict  # hashes identifying the inputs (for the artifact key)
+    config_arg: Path | None = None  # -c (Debian: the headers' .config)
     env_extra: dict = field(default_factory=dict)
     restore: Callable[..., dict] | None = None  # callable(env, logf) restoring the tree after kpatch-build
 
@@ -93,7 +93,7 @@ class TargetInputs:
 @dataclass
 class KpatchResult:
     target: str
-    status: str             # built | unchanged | checked
+    status: str  # built | unchanged | checked
     module: Path | None
     manifest: dict
     manifest_path: Path | None
@@ -128,13 +128,19 @@ def _lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
         env = dict(env)
         env.pop("KPATCH_GCC_TEMPDIR", None)
         env["KCFLAGS"] = kcflags(tc)
-        proc = subprocess.run(["make", *make_vars(tc), f"-j{labkernel.JOBS}", "vmlinux", "modules"], cwd=lk.tree,
-                              env=env, stdout=logf, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            ["make", *make_vars(tc), f"-j{labkernel.JOBS}", "vmlinux", "modules"],
+            cwd=lk.tree,
+            env=env,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+        )
         same = proc.returncode == 0 and sha256_file(lk.tree / "vmlinux") == sha256_file(lk.vmlinux)
         return {"restored": proc.returncode == 0, "vmlinux_identical": same}
 
-    return TargetInputs(lk.tree, lk.vmlinux, lk.config, lk.release,
-                        {"lab_key": lk.key, "source_hash": lk.source_hash}, restore=restore)
+    return TargetInputs(
+        lk.tree, lk.vmlinux, lk.config, lk.release, {"lab_key": lk.key, "source_hash": lk.source_hash}, restore=restore
+    )
 
 
 # how a Debian tree is prepared: part of its cache key (change it and a new tree is prepared)
@@ -169,16 +175,22 @@ def debian_tree(t, tc: Toolchain, bp, di, shim: Path, log) -> Path:
     tree.mkdir(parents=True)
     log(f"{t.name}: extracting the base source into {tree}")
     if not export_tree(bp.tree, bp.base_commit, tree):
-        raise KpatchError("git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}",
-                          "re-run `invoke backport`")
+        raise KpatchError(
+            "git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}", "re-run `invoke backport`"
+        )
     shutil.copy2(di.config, tree / ".config")
     env = BuildEnv(shim, {"KCFLAGS": kcflags(tc)}).env()
-    for cmd in (["scripts/config", "--file", ".config", "--set-str", "MODULE_SIG_KEY", DEBIAN_SIG_KEY],
-                ["make", *make_vars(tc), "olddefconfig"]):
+    for cmd in (
+        ["scripts/config", "--file", ".config", "--set-str", "MODULE_SIG_KEY", DEBIAN_SIG_KEY],
+        ["make", *make_vars(tc), "olddefconfig"],
+    ):
         proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise KpatchError(f"{' '.join(cmd[:2])} failed: {proc.stdout[-400:]}{proc.stderr[-400:]}", str(tree),
-                              "check the Debian config and the compiler")
+            raise KpatchError(
+                f"{' '.join(cmd[:2])} failed: {proc.stdout[-400:]}{proc.stderr[-400:]}",
+                str(tree),
+                "check the Debian config and the compiler",
+            )
     if di.symvers:
         shutil.copy2(di.symvers, tree / "Module.symvers")
     (tree / ".numaforge-prepared").write_text(key + "\n")
@@ -189,11 +201,16 @@ def _debian_inputs(t, tc: Toolchain, bp, shim: Path, log) -> TargetInputs:
     di = tg.debian_inputs(t, log=log)
     tree = debian_tree(t, tc, bp, di, shim, log)
     st = di.vmlinux.stat()
-    ident = {"source_hash": bp.source_hash, "config_sha256": sha256_file(di.config),
-             "symvers_sha256": sha256_file(di.symvers) if di.symvers else None, "recipe": debian_recipe(t),
-             "vmlinux": f"{t.debian['dbg_package']}={t.debian['version']}:{st.st_size}"}
-    return TargetInputs(tree, di.vmlinux, tree / ".config", t.kernel_release, ident,
-                        env_extra=release_makeflags(t.kernel_release))
+    ident = {
+        "source_hash": bp.source_hash,
+        "config_sha256": sha256_file(di.config),
+        "symvers_sha256": sha256_file(di.symvers) if di.symvers else None,
+        "recipe": debian_recipe(t),
+        "vmlinux": f"{t.debian['dbg_package']}={t.debian['version']}:{st.st_size}",
+    }
+    return TargetInputs(
+        tree, di.vmlinux, tree / ".config", t.kernel_release, ident, env_extra=release_makeflags(t.kernel_release)
+    )
 
 
 def _failed(out: str, running: Path, failed: Path) -> KpatchBuildError:
@@ -206,10 +223,21 @@ def _ld_version() -> str:
     return proc.stdout.splitlines()[0] if proc.stdout else "?"
 
 
-def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, jobs: int = 2,
-                 cc_wrapper: str | None = None, host_releases: dict | None = None, log=print,
-                 on_stage=None, check_only: bool = False, force: bool = False, sign_key: str | None = None,
-                 sign_cert: str | None = None, out_name: str | None = None) -> KpatchResult:
+def build_kpatch(
+    target_name: str = "lab",
+    bp=None,
+    series: str | None = None,
+    jobs: int = 2,
+    cc_wrapper: str | None = None,
+    host_releases: dict | None = None,
+    log=print,
+    on_stage=None,
+    check_only: bool = False,
+    force: bool = False,
+    sign_key: str | None = None,
+    sign_cert: str | None = None,
+    out_name: str | None = None,
+) -> KpatchResult:
     """Build (or reuse) the live-patch module of the backported series for one target.
 
     bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
@@ -222,18 +250,28 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     if bp is None:
         bp = bpm.latest(series or bpm.DEFAULT_SERIES, base_version=t.base_version)
         if bp is None:
-            raise KpatchError(f"no backport output of series {series or bpm.DEFAULT_SERIES} for base "
-                              f"{t.base_version} (target {t.name})", "build/backport/",
-                              f"run `invoke backport --source {t.source}` first (or `invoke backport build-kpatch`)")
+            raise KpatchError(
+                f"no backport output of series {series or bpm.DEFAULT_SERIES} for base "
+                f"{t.base_version} (target {t.name})",
+                "build/backport/",
+                f"run `invoke backport --source {t.source}` first (or `invoke backport build-kpatch`)",
+            )
     if bp.base_version != t.base_version:
-        raise PreflightError(f"backport is for {bp.base_version}, target {t.name} is {t.base_version}",
-                             str(bp.combined_patch), f"run `invoke backport --source {t.source}`")
+        raise PreflightError(
+            f"backport is for {bp.base_version}, target {t.name} is {t.base_version}",
+            str(bp.combined_patch),
+            f"run `invoke backport --source {t.source}`",
+        )
     if t.kind == "debian" and bp.manifest.get("source_spec") not in (None, t.source):
-        raise PreflightError(f"backport source {bp.manifest.get('source_spec')} is not the Debian source of "
-                             f"{t.name}", str(bp.combined_patch), f"run `invoke backport --source {t.source}`")
+        raise PreflightError(
+            f"backport source {bp.manifest.get('source_spec')} is not the Debian source of {t.name}",
+            str(bp.combined_patch),
+            f"run `invoke backport --source {t.source}`",
+        )
     if not Path(bp.combined_patch).is_file():
-        raise KpatchError("the backport's combined patch is missing", str(bp.combined_patch),
-                          "re-run `invoke backport`")
+        raise KpatchError(
+            "the backport's combined patch is missing", str(bp.combined_patch), "re-run `invoke backport`"
+        )
     series_name = bp.manifest.get("series", series or "series")
     tc = toolchain()
     where = f"target {t.name} ({t.path})"
@@ -258,8 +296,13 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     patch = Path(bp.combined_patch)
     name = module_name(series_name)
     key_inputs = {
-        "driver": DRIVER_VERSION, "target": Path(t.path).read_text(), "inputs": inputs.identity,
-        "patch_sha256": sha256_file(patch), "module": name, "kpatch": tc.version, "compiler": comp,
+        "driver": DRIVER_VERSION,
+        "target": Path(t.path).read_text(),
+        "inputs": inputs.identity,
+        "patch_sha256": sha256_file(patch),
+        "module": name,
+        "kpatch": tc.version,
+        "compiler": comp,
         "kcflags": " ".join(kcflags(tc).split()),
         "signing_cert_sha256": signing["cert_sha256"] if signing else None,
     }
@@ -272,8 +315,9 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
             ko = outdir / old["module_file"]
             if old.get("inputs_key") == key and ko.exists() and sha256_file(ko) == old["sha256"]:
                 log(f"{t.name}: unchanged ({ko.name}, inputs key {key[:12]}): nothing to do")
-                return KpatchResult(t.name, "unchanged", ko, old, mpath, Path(old.get("log", "")),
-                                    round(time.monotonic() - t0, 2))
+                return KpatchResult(
+                    t.name, "unchanged", ko, old, mpath, Path(old.get("log", "")), round(time.monotonic() - t0, 2)
+                )
         except (ValueError, KeyError, OSError):
             pass
 
@@ -290,19 +334,29 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     for k in ("KCFLAGS", "KCPPFLAGS", "KPATCH_GCC_TEMPDIR", "KPATCH_GCC_SRCDIR"):
         env.pop(k, None)
     build_targets = expand_build_targets(t.build_targets, patch.read_text(errors="replace"))
-    cmd = kpatch_command(tc, inputs.tree, inputs.vmlinux, patch, name, tmp_out, jobs, inputs.config_arg,
-                         replace=t.replace, build_targets=build_targets)
+    cmd = kpatch_command(
+        tc,
+        inputs.tree,
+        inputs.vmlinux,
+        patch,
+        name,
+        tmp_out,
+        jobs,
+        inputs.config_arg,
+        replace=t.replace,
+        build_targets=build_targets,
+    )
     stages: list[dict] = []
     t_stage = [time.monotonic()]
 
-    kb_log = work / "build.log"                      # kpatch-build's own log; it deletes it on success
+    kb_log = work / "build.log"  # kpatch-build's own log; it deletes it on success
     kb_keep = outdir / ".kpatch-build-own.log"
     kb_keep.unlink(missing_ok=True)
 
     def stage(sid, label):
         if not kb_keep.exists() and kb_log.exists():
             try:
-                os.link(kb_log, kb_keep)             # a second name keeps the content after kpatch-build's rm
+                os.link(kb_log, kb_keep)  # a second name keeps the content after kpatch-build's rm
             except OSError:
                 pass
         now = time.monotonic()
@@ -316,8 +370,9 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {final_log})")
     try:
         with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
-            rc, out, stopped = run_kpatch_build(cmd, env, log_path, on_stage=stage,
-                                                stop_at="build-original" if check_only else None)
+            rc, out, stopped = run_kpatch_build(
+                cmd, env, log_path, on_stage=stage, stop_at="build-original" if check_only else None
+            )
             own = kb_keep if kb_keep.exists() else kb_log
             if own.exists():
                 with open(log_path, "a") as lf:
@@ -338,27 +393,46 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
             os.replace(log_path, final_log)
             log_path = final_log
             shutil.rmtree(tmp_out, ignore_errors=True)
-            man = {"target": t.name, "status": "checked", "command": cmd, "kernel_release": inputs.release,
-                   "stages": [s["stage"] for s in stages], "log": str(log_path),
-                   "env": {k: env[k] for k in ("MAKEFLAGS",) if k in env}}
+            man = {
+                "target": t.name,
+                "status": "checked",
+                "command": cmd,
+                "kernel_release": inputs.release,
+                "stages": [s["stage"] for s in stages],
+                "log": str(log_path),
+                "env": {k: env[k] for k in ("MAKEFLAGS",) if k in env},
+            }
             return KpatchResult(t.name, "checked", None, man, None, log_path, round(time.monotonic() - t0, 2))
         if rc != 0:
             raise _failed(out, log_path, failed_log)
         kos = sorted(tmp_out.glob("*.ko"))
         if not kos:
-            raise KpatchBuildError("kpatch-build reported success but wrote no .ko", str(tmp_out),
-                                   "read the log", "unknown", str(failed_log))
+            raise KpatchBuildError(
+                "kpatch-build reported success but wrote no .ko",
+                str(tmp_out),
+                "read the log",
+                "unknown",
+                str(failed_log),
+            )
         ko = outdir / kos[0].name
         info = modinfo(kos[0])
         if info.get("livepatch") != "Y":
-            raise KpatchBuildError(f"module is not a livepatch module (modinfo livepatch={info.get('livepatch')!r})",
-                                   str(kos[0]), "the target kernel needs CONFIG_LIVEPATCH=y", "not-livepatch",
-                                   str(failed_log))
+            raise KpatchBuildError(
+                f"module is not a livepatch module (modinfo livepatch={info.get('livepatch')!r})",
+                str(kos[0]),
+                "the target kernel needs CONFIG_LIVEPATCH=y",
+                "not-livepatch",
+                str(failed_log),
+            )
         vermagic_release = info.get("vermagic", "").split(" ")[0]
         if vermagic_release != t.kernel_release:
-            raise KpatchBuildError(f"module vermagic '{info.get('vermagic')}' does not match the target release "
-                                   f"{t.kernel_release}", str(kos[0]),
-                                   "fix kernel_release / KERNELRELEASE for this target", "vermagic", str(failed_log))
+            raise KpatchBuildError(
+                f"module vermagic '{info.get('vermagic')}' does not match the target release {t.kernel_release}",
+                str(kos[0]),
+                "fix kernel_release / KERNELRELEASE for this target",
+                "vermagic",
+                str(failed_log),
+            )
         signature = None
         if signing:
             signature = sign_module(kos[0], inputs.tree, signing, log)
@@ -390,16 +464,23 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
         "patched_functions": parse_functions(out),
         "series": series_name,
         "series_files": bp.manifest.get("series_files", {}),
-        "patches": [{"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
-                    for p in bp.manifest.get("patches", [])],
+        "patches": [
+            {"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
+            for p in bp.manifest.get("patches", [])
+        ],
         "combined_patch": str(patch),
         "combined_patch_sha256": key_inputs["patch_sha256"],
         "source_hash": bp.source_hash,
         "base_commit": bp.base_commit,
         "result_commit": bp.result_commit,
         "base_version": bp.base_version,
-        "toolchain": {"kpatch_build": tc.version, "gcc": comp, "compiler": t.compiler, "ld": _ld_version(),
-                      "cc_wrapper": cc_wrapper},
+        "toolchain": {
+            "kpatch_build": tc.version,
+            "gcc": comp,
+            "compiler": t.compiler,
+            "ld": _ld_version(),
+            "cc_wrapper": cc_wrapper,
+        },
         "inputs": inputs.identity,
         "inputs_key": key,
         "tree": str(inputs.tree),
@@ -414,6 +495,8 @@ def build_kpatch(target_name: str = "lab", bp=None, series: str | None = None, j
     tmpm = mpath.with_name(".manifest.json.tmp")
     tmpm.write_text(json.dumps(manifest, indent=2) + "\n")
     os.replace(tmpm, mpath)
-    log(f"{t.name}: built {ko.name} ({', '.join(f['function'] for f in manifest['patched_functions']) or '-'}) "
-        f"in {manifest['seconds']} s")
+    log(
+        f"{t.name}: built {ko.name} ({', '.join(f['function'] for f in manifest['patched_functions']) or '-'}) "
+        f"in {manifest['seconds']} s"
+    )
     return KpatchResult(t.name, "built", ko, manifest, mpath, log_path, manifest["seconds"])

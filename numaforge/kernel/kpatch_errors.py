@@ -44,55 +44,87 @@ def map_failure(text: str, log_path: str) -> KpatchBuildError:
         kv = grab(r"^kernel version:\s*(.*)$")
         return KpatchBuildError(
             f"compiler mismatch: kpatch-build would use {gv[0] if gv else '?'} but the target vmlinux was built "
-            f"with {kv[0] if kv else '?'}", where,
+            f"with {kv[0] if kv else '?'}",
+            where,
             "set `compiler:` in the target YAML to the gcc in the vmlinux .comment (install it, e.g. gcc-10 from "
             "bullseye); a live patch built with another compiler may not match the running code",
-            "gcc-mismatch", log_path)
+            "gcc-mismatch",
+            log_path,
+        )
     init = grab(r"changed section (\.init\S*|\.exit\S*) not selected for inclusion")
     init += grab(r"(?:changed|new) function: (\S+)\s+.*init")
     if init or re.search(r"\b\.init\.(text|data)\b.*(not selected|changed)", text):
         return KpatchBuildError(
             f"the series changes init code ({', '.join(sorted(set(init))) or '.init.text'}): __init code runs "
-            "only at boot and is discarded, so a live patch cannot change it", where,
+            "only at boot and is discarded, so a live patch cannot change it",
+            where,
             "move the change out of __init/__initdata code, or mark that patch `kpatch: false` in the series "
-            "metadata (it then only goes into full kernel builds)", "init-code", log_path)
+            "metadata (it then only goes into full kernel builds)",
+            "init-code",
+            log_path,
+        )
     rm = grab(r"data section (\.data\.\.read_mostly\S*) selected for inclusion")
     if rm:
         return KpatchBuildError(
             "the series changes a __read_mostly variable (section .data..read_mostly): kpatch cannot patch data "
-            "in place", where,
+            "in place",
+            where,
             "drop __read_mostly from new globals and do not change existing ones; a plain new global is fine",
-            "read-mostly", log_path)
+            "read-mostly",
+            log_path,
+        )
     anc = grab(r"(invalid ancestor \S+ for \S+)")
     if anc:
         return KpatchBuildError(
-            f"{anc[0]}: kpatch-build cannot tell which vmlinux/module a changed object belongs to", where,
+            f"{anc[0]}: kpatch-build cannot tell which vmlinux/module a changed object belongs to",
+            where,
             "the tree and its config disagree (objects built for another config); rebuild the target tree "
             "(delete its cache dir) and make sure the patch only touches objects built into this config",
-            "invalid-ancestor", log_path)
-    uns = grab(r"(changed section \S+ not selected for inclusion|data section \S+ selected for inclusion|"
-               r"changed section \S+ is part of a section group|new/changed group sections are not supported)")
+            "invalid-ancestor",
+            log_path,
+        )
+    uns = grab(
+        r"(changed section \S+ not selected for inclusion|data section \S+ selected for inclusion|"
+        r"changed section \S+ is part of a section group|new/changed group sections are not supported)"
+    )
     if uns or "unsupported section change" in text:
         return KpatchBuildError(
-            f"unsupported section change: {'; '.join(uns[:5]) or 'see log'}", where,
+            f"unsupported section change: {'; '.join(uns[:5]) or 'see log'}",
+            where,
             "kpatch can only replace whole functions: avoid changing data, struct layouts, init code or static "
             "keys in the live-patch part of the series (see docs/kpatch.md, 'What kpatch rejects')",
-            "unsupported-section", log_path)
+            "unsupported-section",
+            log_path,
+        )
     if re.search(r"file failed to apply", text):
         return KpatchBuildError(
-            "the combined patch does not apply to the target's source tree", where,
+            "the combined patch does not apply to the target's source tree",
+            where,
             "run `invoke backport` for the target's base version, or pick the target whose source matches",
-            "patch-apply", log_path)
+            "patch-apply",
+            log_path,
+        )
     if "no changed objects found" in text or "no functional changes found" in text:
         return KpatchBuildError(
-            "kpatch-build found no functional change in the series", where,
+            "kpatch-build found no functional change in the series",
+            where,
             "check the series touches built-in code of this config (and is not only comments/whitespace)",
-            "no-changes", log_path)
+            "no-changes",
+            log_path,
+        )
     if "unsupported jump label" in text or "unsupported static call" in text:
         return KpatchBuildError(
-            "the patched code uses jump labels/static calls kpatch cannot relocate", where,
-            "use static_key_enabled() instead of static_branch_*() in the changed functions", "static-key",
-            log_path)
+            "the patched code uses jump labels/static calls kpatch cannot relocate",
+            where,
+            "use static_key_enabled() instead of static_branch_*() in the changed functions",
+            "static-key",
+            log_path,
+        )
     errs = grab(r"^(?:ERROR: )?(.*(?:ERROR|error).*)$")
-    return KpatchBuildError(f"kpatch-build failed: {errs[-1] if errs else 'see log'}", where,
-                            "read the log; docs/kpatch.md lists the common causes", "unknown", log_path)
+    return KpatchBuildError(
+        f"kpatch-build failed: {errs[-1] if errs else 'see log'}",
+        where,
+        "read the log; docs/kpatch.md lists the common causes",
+        "unknown",
+        log_path,
+    )

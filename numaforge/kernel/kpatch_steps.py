@@ -84,56 +84,89 @@ def preflight_config(cfg: dict[str, str], where: str) -> list[PreflightError]:
     errs = []
     for k, why in REQUIRED_CONFIG.items():
         if cfg.get(k) != "y":
-            errs.append(PreflightError(f"{k} is not set ({why})", where,
-                                       f"enable {k}=y in the target kernel's config and rebuild that kernel"))
+            errs.append(
+                PreflightError(
+                    f"{k} is not set ({why})",
+                    where,
+                    f"enable {k}=y in the target kernel's config and rebuild that kernel",
+                )
+            )
     for k, why in FORBIDDEN_CONFIG.items():
         if cfg.get(k) == "y":
-            errs.append(PreflightError(f"{k}=y is not supported by kpatch-build ({why})", where,
-                                       f"build the target kernel without {k}"))
+            errs.append(
+                PreflightError(
+                    f"{k}=y is not supported by kpatch-build ({why})", where, f"build the target kernel without {k}"
+                )
+            )
     return errs
 
 
 def preflight_compiler(kernel_comment: str, gcc_comment_: str, compiler: str, where: str) -> list[PreflightError]:
     if not kernel_comment:
-        return [PreflightError("the target vmlinux has no GCC .comment: cannot check the compiler", where,
-                               "give the vmlinux with its .comment section (the -dbg package's, not a stripped one)")]
+        return [
+            PreflightError(
+                "the target vmlinux has no GCC .comment: cannot check the compiler",
+                where,
+                "give the vmlinux with its .comment section (the -dbg package's, not a stripped one)",
+            )
+        ]
     if kernel_comment != gcc_comment_:
-        return [PreflightError(f"compiler mismatch: target vmlinux built with '{kernel_comment}', {compiler} is "
-                               f"'{gcc_comment_}'", where,
-                               "set `compiler:` in the target YAML to the matching gcc (e.g. gcc-10) and install "
-                               "it; never skip this check")]
+        return [
+            PreflightError(
+                f"compiler mismatch: target vmlinux built with '{kernel_comment}', {compiler} is '{gcc_comment_}'",
+                where,
+                "set `compiler:` in the target YAML to the matching gcc (e.g. gcc-10) and install "
+                "it; never skip this check",
+            )
+        ]
     return []
 
 
-def preflight_release(target_release: str, tree_release: str, host_releases: dict[str, str | None],
-                      where: str) -> list[PreflightError]:
+def preflight_release(
+    target_release: str, tree_release: str, host_releases: dict[str, str | None], where: str
+) -> list[PreflightError]:
     """The module's vermagic release (tree) must equal the target's and every selected host's `uname -r`."""
     errs = []
     if tree_release != target_release:
-        errs.append(PreflightError(f"vermagic would be '{tree_release}' but the target kernel is "
-                                   f"'{target_release}'", where,
-                                   "set KERNELRELEASE (Debian targets: kernel_release in the target YAML) or fix "
-                                   "the target's kernel_release"))
+        errs.append(
+            PreflightError(
+                f"vermagic would be '{tree_release}' but the target kernel is '{target_release}'",
+                where,
+                "set KERNELRELEASE (Debian targets: kernel_release in the target YAML) or fix "
+                "the target's kernel_release",
+            )
+        )
     for host, rel in sorted(host_releases.items()):
         if rel and rel != target_release:
-            errs.append(PreflightError(f"host runs {rel} but its target builds for {target_release}",
-                                       f"inventory host {host}",
-                                       "set the host's kernel.target to a target for its kernel, or fix "
-                                       "kernel.release"))
+            errs.append(
+                PreflightError(
+                    f"host runs {rel} but its target builds for {target_release}",
+                    f"inventory host {host}",
+                    "set the host's kernel.target to a target for its kernel, or fix kernel.release",
+                )
+            )
     return errs
 
 
 def preflight_disk(free_bytes: int, need_bytes: int, path: str) -> list[PreflightError]:
     if free_bytes < need_bytes:
-        return [PreflightError(f"only {free_bytes / 2**30:.1f} GiB free, need {need_bytes / 2**30:.0f} GiB",
-                               path, "free disk space there or point NUMAFORGE_CACHE at a larger disk")]
+        return [
+            PreflightError(
+                f"only {free_bytes / 2**30:.1f} GiB free, need {need_bytes / 2**30:.0f} GiB",
+                path,
+                "free disk space there or point NUMAFORGE_CACHE at a larger disk",
+            )
+        ]
     return []
 
 
 def preflight_toolchain(tc_version: str, where: str) -> list[PreflightError]:
     if tc_version != KPATCH_VERSION_WANTED:
-        return [PreflightError(f"kpatch-build {tc_version} found, numaforge is tested with {KPATCH_VERSION_WANTED}",
-                               where, SETUP_FIX)]
+        return [
+            PreflightError(
+                f"kpatch-build {tc_version} found, numaforge is tested with {KPATCH_VERSION_WANTED}", where, SETUP_FIX
+            )
+        ]
     return []
 
 
@@ -171,18 +204,27 @@ def expand_build_targets(targets, patch_text: str) -> list[str]:
     target vmlinux for symbols is the distribution's -dbg one)."""
     out: list[str] = []
     for t in targets:
-        for x in (patch_dirs(patch_text) if t == PATCH_DIRS else [t]):
+        for x in patch_dirs(patch_text) if t == PATCH_DIRS else [t]:
             if x not in out:
                 out.append(x)
     return out
 
 
-def kpatch_command(tc: Toolchain, tree: Path, vmlinux: Path, patch: Path, name: str, outdir: Path, jobs: int,
-                   config: Path | None = None, replace: bool = False, build_targets=()) -> list[str]:
+def kpatch_command(
+    tc: Toolchain,
+    tree: Path,
+    vmlinux: Path,
+    patch: Path,
+    name: str,
+    outdir: Path,
+    jobs: int,
+    config: Path | None = None,
+    replace: bool = False,
+    build_targets=(),
+) -> list[str]:
     """kpatch-build's command line. Non-replace (-R) unless the target asks for replace: a replace-mode patch
     disables every other live patch on the host when it loads."""
-    cmd = [str(tc.kpatch_build), "-s", str(tree), "-v", str(vmlinux), "-n", name, "-o", str(outdir),
-           "-j", str(jobs)]
+    cmd = [str(tc.kpatch_build), "-s", str(tree), "-v", str(vmlinux), "-n", name, "-o", str(outdir), "-j", str(jobs)]
     if not replace:
         cmd.append("-R")
     for t in build_targets:
@@ -209,14 +251,18 @@ def parse_modinfo(text: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------- adapters: modinfo, kpatch-build run
 
+
 def modinfo(ko: Path) -> dict[str, str]:
     exe = shutil.which("modinfo") or "/usr/sbin/modinfo"
     if not Path(exe).exists():
         raise ToolMissingError("modinfo not found", None, "apt-get install kmod (scripts/setup.d/30-kpatch.sh)")
     proc = subprocess.run([exe, str(ko)], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise KpatchError(f"modinfo cannot read the module: {proc.stderr.strip()}", str(ko),
-                          "the .ko is damaged; delete it and rebuild")
+        raise KpatchError(
+            f"modinfo cannot read the module: {proc.stderr.strip()}",
+            str(ko),
+            "the .ko is damaged; delete it and rebuild",
+        )
     return parse_modinfo(proc.stdout)
 
 
@@ -227,6 +273,7 @@ def _stop_builds(proc) -> None:
     """kpatch-build (bash) defers its TERM trap until the running command ends, and a SIGTERM that lands
     between its stage echo and the fork of make never reaches make. So, until kpatch-build exits, keep
     stopping build processes (make/gcc/...) in its process group; its cleanup (patch -R, mv) is left alone."""
+
     def reap():
         while proc.poll() is None:
             for d in Path("/proc").iterdir():
@@ -236,8 +283,8 @@ def _stop_builds(proc) -> None:
                     stat = (d / "stat").read_text()
                 except OSError:
                     continue
-                comm = stat[stat.index("(") + 1:stat.rindex(")")]
-                pgrp = int(stat[stat.rindex(")") + 2:].split()[2])
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                pgrp = int(stat[stat.rindex(")") + 2 :].split()[2])
                 if pgrp == proc.pid and comm in BUILD_COMMANDS:
                     try:
                         os.kill(int(d.name), signal.SIGTERM)
@@ -248,8 +295,9 @@ def _stop_builds(proc) -> None:
     threading.Thread(target=reap, daemon=True).start()
 
 
-def run_kpatch_build(cmd: list[str], env: dict, log_path: Path, on_stage=None, on_line=None,
-                     stop_at: str | None = None) -> tuple[int, str, bool]:
+def run_kpatch_build(
+    cmd: list[str], env: dict, log_path: Path, on_stage=None, on_line=None, stop_at: str | None = None
+) -> tuple[int, str, bool]:
     """Run kpatch-build in its own process group, streaming lines to the log and stage callbacks.
 
     Returns (exit code, captured output, stopped). With stop_at=<stage id>, kpatch-build is sent SIGTERM when
@@ -259,8 +307,16 @@ def run_kpatch_build(cmd: list[str], env: dict, log_path: Path, on_stage=None, o
     with open(log_path, "a") as logf:
         logf.write(f"$ {' '.join(cmd)}\n")
         logf.flush()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, start_new_session=True, cwd=str(log_path.parent))
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+            cwd=str(log_path.parent),
+        )
         try:
             for line in proc.stdout:
                 logf.write(line)

@@ -46,7 +46,7 @@ def fragment_path() -> Path:
 
 
 DEFCONFIG = "x86_64_defconfig"
-LAB_COMPILER = "gcc-10"           # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
+LAB_COMPILER = "gcc-10"  # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 STATE = "state.json"
 JOBS = int(os.environ.get("NUMAFORGE_KERNEL_JOBS", "2"))
@@ -59,13 +59,13 @@ class LabKernelError(KpatchError):
 @dataclass
 class LabKernel:
     key: str
-    root: Path            # <cache>/kpatch/lab/<key>
-    tree: Path            # the built tree (kpatch-build -s)
-    bzimage: Path         # out/bzImage: what the lab VM boots
-    vmlinux: Path         # out/vmlinux: the ORIGINAL vmlinux (kpatch-build -v)
-    config: Path          # out/config
-    release: str          # e.g. 5.10.262
-    compiler: str         # gcc .comment
+    root: Path  # <cache>/kpatch/lab/<key>
+    tree: Path  # the built tree (kpatch-build -s)
+    bzimage: Path  # out/bzImage: what the lab VM boots
+    vmlinux: Path  # out/vmlinux: the ORIGINAL vmlinux (kpatch-build -v)
+    config: Path  # out/config
+    release: str  # e.g. 5.10.262
+    compiler: str  # gcc .comment
     source_hash: str
     built_now: bool = False
     build_seconds: float | None = None
@@ -75,6 +75,7 @@ class LabKernel:
 
 
 # ---------------------------------------------------------------- pure parts
+
 
 def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
     """{'CONFIG_X': 'y' | 'n' | '"str"' | '123'} from a Kconfig fragment ('# CONFIG_X is not set' -> 'n')."""
@@ -91,8 +92,9 @@ def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
             continue
         m = re.fullmatch(r"(CONFIG_\w+)=(.*)", s)
         if not m:
-            raise LabKernelError(f"not a Kconfig line: {s!r}", f"{where}:{no}",
-                                 "write CONFIG_NAME=value or '# CONFIG_NAME is not set'")
+            raise LabKernelError(
+                f"not a Kconfig line: {s!r}", f"{where}:{no}", "write CONFIG_NAME=value or '# CONFIG_NAME is not set'"
+            )
         out[m.group(1)] = m.group(2)
     return out
 
@@ -107,11 +109,26 @@ def config_mismatches(wanted: dict[str, str], final: dict[str, str]) -> list[str
     return bad
 
 
-def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]], compiler: str,
-            tc_version: str, kcflags: str, make_vars: list[str]) -> str:
+def lab_key(
+    source_hash: str,
+    fragment: bytes,
+    patches: list[tuple[str, bytes]],
+    compiler: str,
+    tc_version: str,
+    kcflags: str,
+    make_vars: list[str],
+) -> str:
     h = hashlib.sha256()
-    for part in (b"numaforge-lab-v1", source_hash.encode(), DEFCONFIG.encode(), fragment, compiler.encode(),
-                 tc_version.encode(), " ".join(kcflags.split()).encode(), "\0".join(make_vars).encode()):
+    for part in (
+        b"numaforge-lab-v1",
+        source_hash.encode(),
+        DEFCONFIG.encode(),
+        fragment,
+        compiler.encode(),
+        tc_version.encode(),
+        " ".join(kcflags.split()).encode(),
+        "\0".join(make_vars).encode(),
+    ):
         h.update(sha256_bytes(part).encode())
     for name, data in patches:
         h.update(name.encode() + b"\0" + sha256_bytes(data).encode())
@@ -119,6 +136,7 @@ def lab_key(source_hash: str, fragment: bytes, patches: list[tuple[str, bytes]],
 
 
 # ---------------------------------------------------------------- adapters
+
 
 def _lab_patches() -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for p in sorted((lab_dir() / "patches").glob("*.patch"))]
@@ -135,12 +153,14 @@ def _run(cmd: list[str], cwd: Path, env: dict, logf, what: str) -> None:
     logf.flush()
     proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=logf, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise LabKernelError(f"{what} failed (exit {proc.returncode})", logf.name,
-                             f"read the end of the log {logf.name}; fix the tree/config and re-run")
+        raise LabKernelError(
+            f"{what} failed (exit {proc.returncode})",
+            logf.name,
+            f"read the end of the log {logf.name}; fix the tree/config and re-run",
+        )
 
 
-def lab_kernel(source_spec: str | None = None, log=print, tc: tcm.Toolchain | None = None,
-               source=None) -> LabKernel:
+def lab_kernel(source_spec: str | None = None, log=print, tc: tcm.Toolchain | None = None, source=None) -> LabKernel:
     """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
 
     `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash)."""
@@ -157,7 +177,7 @@ def lab_kernel(source_spec: str | None = None, log=print, tc: tcm.Toolchain | No
     if found:
         return found
     root.mkdir(parents=True, exist_ok=True)
-    with kpatch_steps.FileLock(root / ".build.lock"):          # one build per key, even with concurrent callers
+    with kpatch_steps.FileLock(root / ".build.lock"):  # one build per key, even with concurrent callers
         found = _cached(key, root)
         if found:
             return found
@@ -169,8 +189,18 @@ def _cached(key: str, root: Path) -> LabKernel | None:
     if not state.exists():
         return None
     st = json.loads(state.read_text())
-    lk = LabKernel(key, root, Path(st["tree"]), Path(st["bzimage"]), Path(st["vmlinux"]), Path(st["config"]),
-                   st["release"], st["compiler"], st["source_hash"], build_seconds=st.get("build_seconds"))
+    lk = LabKernel(
+        key,
+        root,
+        Path(st["tree"]),
+        Path(st["bzimage"]),
+        Path(st["vmlinux"]),
+        Path(st["config"]),
+        st["release"],
+        st["compiler"],
+        st["source_hash"],
+        build_seconds=st.get("build_seconds"),
+    )
     return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
@@ -189,35 +219,68 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
             tree.mkdir()
             log(f"lab kernel: extracting {source.source_hash[:19]} @ {source.base_commit[:12]} into {tree}")
             if not export_tree(source.repo, source.base_commit, tree):
-                raise LabKernelError("git archive of the base commit failed", f"{source.repo}@{source.base_commit}",
-                                     "check the source repo (python -m numaforge.kernel.source prefetch SPEC)")
+                raise LabKernelError(
+                    "git archive of the base commit failed",
+                    f"{source.repo}@{source.base_commit}",
+                    "check the source repo (python -m numaforge.kernel.source prefetch SPEC)",
+                )
             for name, _ in _lab_patches():
                 log(f"lab kernel: applying {name}")
-                _run(["patch", "-p1", "--forward", "-i", str(lab_dir() / "patches" / name)], tree, env, logf,
-                     f"lab patch {name}")
+                _run(
+                    ["patch", "-p1", "--forward", "-i", str(lab_dir() / "patches" / name)],
+                    tree,
+                    env,
+                    logf,
+                    f"lab patch {name}",
+                )
             log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
             _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
-            _run(["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())], tree, env, logf,
-                 "merge_config.sh")
+            _run(
+                ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
+                tree,
+                env,
+                logf,
+                "merge_config.sh",
+            )
             _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
             final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
             bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
             if bad:
-                raise LabKernelError(f"Kconfig did not keep: {', '.join(bad)}", str(fragment_path()),
-                                     "add the missing dependencies to the fragment or drop the option")
+                raise LabKernelError(
+                    f"Kconfig did not keep: {', '.join(bad)}",
+                    str(fragment_path()),
+                    "add the missing dependencies to the fragment or drop the option",
+                )
             (tree / ".numaforge-prepared").write_text(key + "\n")
-        log(f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
-            f"log: {logpath} (about 20 min on 2 cores, once)")
+        log(
+            f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
+            f"log: {logpath} (about 20 min on 2 cores, once)"
+        )
         _run(["make", *mvars, f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
         release = (tree / "include/config/kernel.release").read_text().strip()
         out.mkdir(exist_ok=True)
-        for src, dst in (("arch/x86/boot/bzImage", "bzImage"), ("vmlinux", "vmlinux"),
-                         ("System.map", "System.map"), (".config", "config")):
+        for src, dst in (
+            ("arch/x86/boot/bzImage", "bzImage"),
+            ("vmlinux", "vmlinux"),
+            ("System.map", "System.map"),
+            (".config", "config"),
+        ):
             shutil.copy2(tree / src, out / (dst + ".tmp"))
             os.replace(out / (dst + ".tmp"), out / dst)
     secs = round(time.monotonic() - t0, 1)
-    lk = LabKernel(key, root, tree, out / "bzImage", out / "vmlinux", out / "config", release, compiler,
-                   source.source_hash, built_now=True, build_seconds=secs)
+    lk = LabKernel(
+        key,
+        root,
+        tree,
+        out / "bzImage",
+        out / "vmlinux",
+        out / "config",
+        release,
+        compiler,
+        source.source_hash,
+        built_now=True,
+        build_seconds=secs,
+    )
     st = lk.as_dict()
     (root / (STATE + ".tmp")).write_text(json.dumps(st, indent=1))
     os.replace(root / (STATE + ".tmp"), root / STATE)

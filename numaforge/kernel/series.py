@@ -40,11 +40,20 @@ METADATA_SCHEMA = {
         "description": {"type": "string"},
         "targets": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?$"}},
         "tested": {"type": "array", "items": {"type": "string"}},
-        "patches": {"type": "object", "minProperties": 1, "additionalProperties": {
-            "type": "object", "required": ["kpatch"], "additionalProperties": False,
-            "properties": {"kpatch": {"type": "boolean"}, "why": {"type": "string"}}}},
-        "variants": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": {"type": "string"}}},
+        "patches": {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["kpatch"],
+                "additionalProperties": False,
+                "properties": {"kpatch": {"type": "boolean"}, "why": {"type": "string"}},
+            },
+        },
+        "variants": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
         "compile_config": {"type": "string"},
         "loaded_check": {"type": "string"},
     },
@@ -74,8 +83,8 @@ class Hunk:
     new_len: int
     header: str
     lines: list[str]
-    patch_line: int            # 1-based line of the @@ header in the patch file
-    index: int                 # 1-based hunk number within its file
+    patch_line: int  # 1-based line of the @@ header in the patch file
+    index: int  # 1-based hunk number within its file
 
     @property
     def preimage(self) -> list[str]:
@@ -96,7 +105,7 @@ class Patch:
     files: list[str]
     hunks: list[Hunk]
     kpatch: bool = True
-    variant_of: str | None = None      # the series entry this per-base variant replaces
+    variant_of: str | None = None  # the series entry this per-base variant replaces
 
     def hunks_for(self, file: str) -> list[Hunk]:
         return [h for h in self.hunks if h.file == file]
@@ -184,8 +193,11 @@ def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]
             i += 1
             while old_left > 0 or new_left > 0:
                 if i >= len(lines):
-                    raise bad(start_line, f"hunk {line.split('@@')[1].strip()} in {cur_file} is truncated: "
-                              f"{old_left} old / {new_left} new line(s) missing at end of file")
+                    raise bad(
+                        start_line,
+                        f"hunk {line.split('@@')[1].strip()} in {cur_file} is truncated: "
+                        f"{old_left} old / {new_left} new line(s) missing at end of file",
+                    )
                 b = lines[i]
                 tag = b[:1]
                 if tag in (" ", ""):
@@ -198,20 +210,26 @@ def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]
                 elif tag == "\\":
                     pass
                 else:
-                    raise bad(i + 1, f"line inside hunk {line.split('@@')[1].strip()} of {cur_file} does not start "
-                              f"with ' ', '-' or '+' ({old_left} old / {new_left} new line(s) still expected): "
-                              f"{b[:60]!r}")
+                    raise bad(
+                        i + 1,
+                        f"line inside hunk {line.split('@@')[1].strip()} of {cur_file} does not start "
+                        f"with ' ', '-' or '+' ({old_left} old / {new_left} new line(s) still expected): "
+                        f"{b[:60]!r}",
+                    )
                 if old_left < 0 or new_left < 0:
-                    raise bad(start_line, f"hunk {line.split('@@')[1].strip()} of {cur_file} has more lines than "
-                              "its header counts")
+                    raise bad(
+                        start_line,
+                        f"hunk {line.split('@@')[1].strip()} of {cur_file} has more lines than its header counts",
+                    )
                 body.append(b)
                 i += 1
             while i < len(lines) and lines[i].startswith("\\"):
                 body.append(lines[i])
                 i += 1
             n_in_file += 1
-            hunks.append(Hunk(cur_file, int(m.group(1)), old_len, int(m.group(3)), new_len, line, body,
-                              start_line, n_in_file))
+            hunks.append(
+                Hunk(cur_file, int(m.group(1)), old_len, int(m.group(3)), new_len, line, body, start_line, n_in_file)
+            )
             continue
         if cur_file is not None and line[:1] in ("+", "-", " ") and not line.startswith(("--- ", "+++ ", "-- ")):
             raise bad(i + 1, f"diff line outside any hunk in {cur_file}: {line[:60]!r}")
@@ -223,15 +241,15 @@ def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]
 
 def load_patch(path: Path, name: str, kpatch: bool, where: str) -> Patch:
     if not path.is_file():
-        raise MissingPatchError(f"patch file {name} does not exist", where,
-                                f"add {path} or remove the entry")
+        raise MissingPatchError(f"patch file {name} does not exist", where, f"add {path} or remove the entry")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        lineno = data[:exc.start].count(b"\n") + 1
-        raise CorruptPatchError(f"patch is not UTF-8 text (byte {exc.start})", f"{path}:{lineno}",
-                                "regenerate it with `git format-patch`") from None
+        lineno = data[: exc.start].count(b"\n") + 1
+        raise CorruptPatchError(
+            f"patch is not UTF-8 text (byte {exc.start})", f"{path}:{lineno}", "regenerate it with `git format-patch`"
+        ) from None
     subject, author, files, hunks = parse_patch(text, str(path))
     return Patch(name, path, sha256_bytes(data), subject, author, files, hunks, kpatch)
 
@@ -240,13 +258,14 @@ def resolve_dir(series: str | Path) -> Path:
     p = Path(series)
     if p.is_dir():
         return p.resolve()
-    found = paths.find_data("patches", str(series))   # the project's series first, then the built-in ones
+    found = paths.find_data("patches", str(series))  # the project's series first, then the built-in ones
     if found is not None and found.is_dir():
         return found
     cand = paths.data_dir("patches") / str(series)
     known = paths.data_names("patches", dirs=True)
-    raise SeriesError(f"series {series!r} not found", str(cand),
-                      f"use a directory path or one of: {', '.join(known) or '(none)'}")
+    raise SeriesError(
+        f"series {series!r} not found", str(cand), f"use a directory path or one of: {', '.join(known) or '(none)'}"
+    )
 
 
 def target_matches(version: str, targets: list[str]) -> bool:
@@ -259,15 +278,17 @@ def load_series(series: str | Path, base_version: str | None = None) -> Series:
     sfile, mfile = d / "series", d / "metadata.yaml"
     for f in (sfile, mfile):
         if not f.is_file():
-            raise SeriesError(f"series directory has no {f.name} file", str(d),
-                              f"add {f.name} (see docs/kernel-backport.md)")
+            raise SeriesError(
+                f"series directory has no {f.name} file", str(d), f"add {f.name} (see docs/kernel-backport.md)"
+            )
     meta = yamlsrc.load(mfile, error=SeriesError, what="metadata.yaml", syntax="metadata.yaml is not valid YAML")
     try:
         jsonschema.validate(meta, METADATA_SCHEMA)
     except jsonschema.ValidationError as exc:
         path = "/".join(str(x) for x in exc.absolute_path) or "(top level)"
-        raise SeriesError(f"metadata.yaml {path}: {exc.message}", str(mfile),
-                          "see the metadata format in docs/kernel-backport.md") from None
+        raise SeriesError(
+            f"metadata.yaml {path}: {exc.message}", str(mfile), "see the metadata format in docs/kernel-backport.md"
+        ) from None
     hashes = {"series": sha256_bytes(sfile.read_bytes()), "metadata.yaml": sha256_bytes(mfile.read_bytes())}
     entries: list[tuple[str, int]] = []
     for n, raw in enumerate(sfile.read_text().splitlines(), 1):
@@ -275,32 +296,47 @@ def load_series(series: str | Path, base_version: str | None = None) -> Series:
         if not line:
             continue
         if not re.fullmatch(r"\d{4}-[A-Za-z0-9._-]+\.patch", line):
-            raise SeriesError(f"series entry {line!r} is not a NNNN-name.patch file name", f"{sfile}:{n}",
-                              "list one git format-patch file name per line")
+            raise SeriesError(
+                f"series entry {line!r} is not a NNNN-name.patch file name",
+                f"{sfile}:{n}",
+                "list one git format-patch file name per line",
+            )
         entries.append((line, n))
     if not entries:
         raise SeriesError("series file lists no patches", str(sfile), "list the NNNN-*.patch files in order")
     listed = {e for e, _ in entries}
     for name in meta["patches"]:
         if name not in listed:
-            raise SeriesError(f"metadata.yaml describes {name}, which the series file does not list", str(mfile),
-                              "add it to the series file or remove it from metadata.yaml")
+            raise SeriesError(
+                f"metadata.yaml describes {name}, which the series file does not list",
+                str(mfile),
+                "add it to the series file or remove it from metadata.yaml",
+            )
     variants = {}
     if base_version is not None:
         if not target_matches(base_version, meta["targets"]):
-            raise SeriesError(f"series {meta['name']} is not for base {base_version}", str(mfile),
-                              f"its targets are {', '.join(meta['targets'])}; add the base only after testing it")
+            raise SeriesError(
+                f"series {meta['name']} is not for base {base_version}",
+                str(mfile),
+                f"its targets are {', '.join(meta['targets'])}; add the base only after testing it",
+            )
         variants = (meta.get("variants") or {}).get(base_version, {})
     for name in variants:
         if name not in listed:
-            raise SeriesError(f"variant for {base_version} replaces {name}, which the series does not list",
-                              str(mfile), "name a patch from the series file")
+            raise SeriesError(
+                f"variant for {base_version} replaces {name}, which the series does not list",
+                str(mfile),
+                "name a patch from the series file",
+            )
     patches: list[Patch] = []
     for name, n in entries:
         info = meta["patches"].get(name)
         if info is None:
-            raise SeriesError(f"{name} has no entry in metadata.yaml (kpatch: true/false)", f"{sfile}:{n}",
-                              f"add `{name}: {{kpatch: true}}` (or false) under patches:")
+            raise SeriesError(
+                f"{name} has no entry in metadata.yaml (kpatch: true/false)",
+                f"{sfile}:{n}",
+                f"add `{name}: {{kpatch: true}}` (or false) under patches:",
+            )
         if name in variants:
             vpath = d / variants[name]
             p = load_patch(vpath, variants[name], info["kpatch"], f"{mfile} (variants/{base_version})")

@@ -36,30 +36,46 @@ def signing_inputs(key: str | None, cert: str | None) -> dict | None:
     if not key and not cert:
         return None
     if not key or not cert:
-        raise PreflightError("signing needs both --sign-key and --sign-cert", "--sign-key/--sign-cert",
-                             "pass the PEM private key and its X.509 certificate (e.g. your MOK pair)")
+        raise PreflightError(
+            "signing needs both --sign-key and --sign-cert",
+            "--sign-key/--sign-cert",
+            "pass the PEM private key and its X.509 certificate (e.g. your MOK pair)",
+        )
     k, c = Path(key), Path(cert)
     for p, what in ((k, "--sign-key"), (c, "--sign-cert")):
         if not p.is_file():
             raise PreflightError(f"{p} does not exist", what, "give the path of the PEM file")
-    proc = subprocess.run(["openssl", "x509", "-in", str(c), "-noout", "-subject", "-nameopt", "RFC2253"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["openssl", "x509", "-in", str(c), "-noout", "-subject", "-nameopt", "RFC2253"], capture_output=True, text=True
+    )
     if proc.returncode != 0:
-        proc = subprocess.run(["openssl", "x509", "-in", str(c), "-inform", "DER", "-noout", "-subject",
-                               "-nameopt", "RFC2253"], capture_output=True, text=True)
+        proc = subprocess.run(
+            ["openssl", "x509", "-in", str(c), "-inform", "DER", "-noout", "-subject", "-nameopt", "RFC2253"],
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
-        raise PreflightError(f"{c} is not an X.509 certificate (PEM or DER): {proc.stderr.strip()[-200:]}",
-                             "--sign-cert", "give the certificate that goes with the key")
+        raise PreflightError(
+            f"{c} is not an X.509 certificate (PEM or DER): {proc.stderr.strip()[-200:]}",
+            "--sign-cert",
+            "give the certificate that goes with the key",
+        )
     subject = proc.stdout.strip().removeprefix("subject=").strip()
     # the key must belong to the certificate (compare public keys; the key text itself is never kept)
     pub_c = subprocess.run(["openssl", "x509", "-in", str(c), "-noout", "-pubkey"], capture_output=True)
     pub_k = subprocess.run(["openssl", "pkey", "-in", str(k), "-pubout"], capture_output=True)
     if pub_k.returncode != 0:
-        raise PreflightError("the signing key cannot be read as a PEM private key", "--sign-key",
-                             "give an unencrypted PEM private key (sign-file cannot ask for a passphrase here)")
+        raise PreflightError(
+            "the signing key cannot be read as a PEM private key",
+            "--sign-key",
+            "give an unencrypted PEM private key (sign-file cannot ask for a passphrase here)",
+        )
     if pub_c.returncode == 0 and pub_c.stdout.strip() != pub_k.stdout.strip():
-        raise PreflightError("the signing key does not belong to the certificate", "--sign-key/--sign-cert",
-                             "pass the private key of that certificate")
+        raise PreflightError(
+            "the signing key does not belong to the certificate",
+            "--sign-key/--sign-cert",
+            "pass the private key of that certificate",
+        )
     return {"key": k, "cert": c, "cert_sha256": sha256_file(c), "subject": subject}
 
 
@@ -78,8 +94,11 @@ def sign_file_tool(tree: Path) -> Path:
     tmp = out.with_name(".sign-file.tmp")
     proc = subprocess.run(["gcc", "-O2", "-o", str(tmp), str(src), "-lcrypto"], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SigningError(f"compiling sign-file failed: {proc.stderr.strip()[-300:]}", str(src),
-                           "install libssl-dev (scripts/setup.sh does)")
+        raise SigningError(
+            f"compiling sign-file failed: {proc.stderr.strip()[-300:]}",
+            str(src),
+            "install libssl-dev (scripts/setup.sh does)",
+        )
     os.replace(tmp, out)
     return out
 
@@ -98,13 +117,22 @@ def sign_module(ko: Path, tree: Path, signing: dict, log=print) -> dict:
     if ko.read_bytes().endswith(SIG_MARK):
         raise SigningError(f"{ko.name} is already signed", str(ko), "sign an unsigned module")
     tool = sign_file_tool(tree)
-    proc = subprocess.run([str(tool), HASH, str(signing["key"]), str(signing["cert"]), str(ko)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(tool), HASH, str(signing["key"]), str(signing["cert"]), str(ko)], capture_output=True, text=True
+    )
     if proc.returncode != 0 or not ko.read_bytes().endswith(SIG_MARK):
-        raise SigningError(f"sign-file failed (rc={proc.returncode}): {proc.stderr.strip()[-300:]}", str(ko),
-                           "check the key and certificate (PEM key, PEM or DER certificate)")
+        raise SigningError(
+            f"sign-file failed (rc={proc.returncode}): {proc.stderr.strip()[-300:]}",
+            str(ko),
+            "check the key and certificate (PEM key, PEM or DER certificate)",
+        )
     info = module_signer(ko)
     log(f"signed {ko.name}: signer {info.get('signer') or signing['subject']}")
-    return {"signer": info.get("signer") or signing["subject"], "subject": signing["subject"],
-            "sig_key": info.get("sig_key"), "hash": HASH, "cert_sha256": signing["cert_sha256"],
-            "sign_file": str(tool)}
+    return {
+        "signer": info.get("signer") or signing["subject"],
+        "subject": signing["subject"],
+        "sig_key": info.get("sig_key"),
+        "hash": HASH,
+        "cert_sha256": signing["cert_sha256"],
+        "sign_file": str(tool),
+    }

@@ -37,14 +37,19 @@ DEFAULT_DEBIAN = "debian:linux-source-5.10=5.10.262-1"
 DEBIAN_PACKAGES = {"linux-source-5.10"}
 TARBALL_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
 IMPORT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "numaforge import", "GIT_AUTHOR_EMAIL": "numaforge@localhost",
-    "GIT_COMMITTER_NAME": "numaforge import", "GIT_COMMITTER_EMAIL": "numaforge@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_AUTHOR_NAME": "numaforge import",
+    "GIT_AUTHOR_EMAIL": "numaforge@localhost",
+    "GIT_COMMITTER_NAME": "numaforge import",
+    "GIT_COMMITTER_EMAIL": "numaforge@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
 }
 IMPORT_MARKER = "numaforge-import.json"  # inside .git: written last, so its presence means "import finished"
 
-SPEC_FIX = ("use debian:linux-source-5.10[=VERSION], URL@REF (git URL and ref), a local git tree PATH[@REF] "
-            "or a tarball path (.tar.xz/.tar.gz/.tgz/.tar)")
+SPEC_FIX = (
+    "use debian:linux-source-5.10[=VERSION], URL@REF (git URL and ref), a local git tree PATH[@REF] "
+    "or a tarball path (.tar.xz/.tar.gz/.tgz/.tar)"
+)
 
 
 class SourceError(NumaforgeError):
@@ -55,10 +60,10 @@ class SourceError(NumaforgeError):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: str          # "debian" | "git-url" | "local-git" | "tarball"
+    kind: str  # "debian" | "git-url" | "local-git" | "tarball"
     raw: str
-    location: str      # package name, URL, or path
-    ref: str | None = None       # git ref (git-url/local-git); Debian version (debian)
+    location: str  # package name, URL, or path
+    ref: str | None = None  # git ref (git-url/local-git); Debian version (debian)
 
     @property
     def canonical(self) -> str:
@@ -73,14 +78,15 @@ class SourceSpec:
 @dataclass
 class Source:
     spec: SourceSpec
-    repo: Path          # git repository (work tree) the series is applied in
+    repo: Path  # git repository (work tree) the series is applied in
     base_commit: str
-    base_version: str   # from the tree's Makefile, e.g. "5.10.262"
-    source_hash: str    # sha256:<tarball> or git:<commit>
-    imported: bool = False   # True when this run imported a tarball (cold run)
+    base_version: str  # from the tree's Makefile, e.g. "5.10.262"
+    source_hash: str  # sha256:<tarball> or git:<commit>
+    imported: bool = False  # True when this run imported a tarball (cold run)
 
 
 # ---------------------------------------------------------------- pure parts
+
 
 def parse_spec(spec: str, exists=os.path.exists, isdir=os.path.isdir) -> SourceSpec:
     """Classify a --source SPEC. Pure apart from the two filesystem predicates (injectable for tests)."""
@@ -88,20 +94,29 @@ def parse_spec(spec: str, exists=os.path.exists, isdir=os.path.isdir) -> SourceS
     if not raw:
         raise SourceError("empty --source", None, SPEC_FIX)
     if raw.startswith("debian:"):
-        body = raw[len("debian:"):]
+        body = raw[len("debian:") :]
         pkg, _, ver = body.partition("=")
         if pkg not in DEBIAN_PACKAGES:
-            raise SourceError(f"unknown Debian source package {pkg!r}", raw,
-                              f"use one of {', '.join(sorted(DEBIAN_PACKAGES))}, e.g. {DEFAULT_DEBIAN}")
+            raise SourceError(
+                f"unknown Debian source package {pkg!r}",
+                raw,
+                f"use one of {', '.join(sorted(DEBIAN_PACKAGES))}, e.g. {DEFAULT_DEBIAN}",
+            )
         if "=" in body and not re.fullmatch(r"[0-9][A-Za-z0-9.+~:-]*", ver):
-            raise SourceError(f"malformed Debian version {ver!r}", raw,
-                              "give a version as apt shows it, e.g. debian:linux-source-5.10=5.10.223-1")
+            raise SourceError(
+                f"malformed Debian version {ver!r}",
+                raw,
+                "give a version as apt shows it, e.g. debian:linux-source-5.10=5.10.223-1",
+            )
         return SourceSpec("debian", raw, pkg, ver or DEFAULT_DEBIAN.split("=", 1)[1])
     if re.match(r"^[a-z][a-z0-9+.-]*://", raw) or re.match(r"^[\w.-]+@[\w.-]+:", raw):
         url, ref = _split_url_ref(raw)
         if not ref:
-            raise SourceError("git URL without a ref", raw,
-                              "append @REF, e.g. https://host/linux.git@v5.10.262 or file:///srv/linux.git@main")
+            raise SourceError(
+                "git URL without a ref",
+                raw,
+                "append @REF, e.g. https://host/linux.git@v5.10.262 or file:///srv/linux.git@main",
+            )
         return SourceSpec("git-url", raw, url, ref)
     if raw.lower().endswith(TARBALL_SUFFIXES):
         if not exists(raw):
@@ -122,9 +137,9 @@ def _split_url_ref(raw: str) -> tuple[str, str | None]:
         return raw, None
     scheme_rest = head.split("://", 1)[1] if "://" in head else head.split(":", 1)[-1]
     if "://" in head and "/" not in scheme_rest:
-        return raw, None          # the @ separated user and host
+        return raw, None  # the @ separated user and host
     if "://" not in head and ":" not in head:
-        return raw, None          # scp-like user@host:path without ref
+        return raw, None  # scp-like user@host:path without ref
     if not tail or ":" in tail:
         return raw, None
     return head, tail
@@ -136,13 +151,17 @@ def parse_kernel_version(makefile_text: str, where: str = "Makefile") -> str:
     for key in ("VERSION", "PATCHLEVEL", "SUBLEVEL"):
         m = re.search(rf"^{key}\s*=\s*(\d+)\s*$", makefile_text, re.M)
         if not m:
-            raise SourceError(f"no {key} line in the kernel Makefile", where,
-                              "point --source at a Linux source tree (top-level Makefile with VERSION/PATCHLEVEL)")
+            raise SourceError(
+                f"no {key} line in the kernel Makefile",
+                where,
+                "point --source at a Linux source tree (top-level Makefile with VERSION/PATCHLEVEL)",
+            )
         vals[key] = m.group(1)
     return f"{vals['VERSION']}.{vals['PATCHLEVEL']}.{vals['SUBLEVEL']}"
 
 
 # ---------------------------------------------------------------- adapters
+
 
 def kernel_cache() -> Path:
     p = cache_dir() / "kernel"
@@ -185,9 +204,11 @@ def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tup
     if not deb.exists():
         known = debian_apt.versions("bullseye", pkg)
         if version not in known:
-            raise SourceError(f"{pkg} version {version} is not in bullseye / bullseye-security",
-                              f"debian:{pkg}={version}",
-                              f"pick one of: {', '.join(known) or '(none: run python -m numaforge.debian_apt update bullseye)'}")
+            raise SourceError(
+                f"{pkg} version {version} is not in bullseye / bullseye-security",
+                f"debian:{pkg}={version}",
+                f"pick one of: {', '.join(known) or '(none: run python -m numaforge.debian_apt update bullseye)'}",
+            )
         if log:
             log(f"downloading {pkg}={version}")
         deb = debian_apt.download("bullseye", f"{pkg}={version}", debs)
@@ -197,8 +218,12 @@ def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tup
     debian_apt.extract_member(deb, member, tarball, error=SourceError)
     digest = sha256_file(tarball)
     st = tarball.stat()
-    index.write_text(json.dumps({"tarball": str(tarball), "sha256": digest, "size": st.st_size,
-                                 "mtime": int(st.st_mtime), "deb": str(deb)}, indent=1))
+    index.write_text(
+        json.dumps(
+            {"tarball": str(tarball), "sha256": digest, "size": st.st_size, "mtime": int(st.st_mtime), "deb": str(deb)},
+            indent=1,
+        )
+    )
     return tarball, digest
 
 
@@ -228,9 +253,9 @@ def import_tarball(tarball: Path, digest: str, log=None) -> tuple[Path, bool]:
 
 
 def _import_tarball(tarball: Path, digest: str, dest: Path, trees: Path, log) -> tuple[Path, bool]:
-    if (dest / ".git" / IMPORT_MARKER).exists():   # another run finished it while we waited
+    if (dest / ".git" / IMPORT_MARKER).exists():  # another run finished it while we waited
         return dest, False
-    if dest.exists():               # an interrupted import: start over
+    if dest.exists():  # an interrupted import: start over
         shutil.rmtree(dest)
     if log:
         log(f"importing {tarball.name} into a git repo (once per tarball)")
@@ -238,16 +263,23 @@ def _import_tarball(tarball: Path, digest: str, dest: Path, trees: Path, log) ->
     try:
         unpack = tmp / "unpack"
         unpack.mkdir()
-        proc = subprocess.run(["tar", "-xf", str(tarball), "-C", str(unpack), "--no-same-owner"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["tar", "-xf", str(tarball), "-C", str(unpack), "--no-same-owner"], capture_output=True, text=True
+        )
         if proc.returncode != 0:
-            raise SourceError(f"tarball cannot be extracted: {proc.stderr.strip()[-300:]}", str(tarball),
-                              "check the file is a complete .tar/.tar.xz/.tar.gz (re-download it)")
+            raise SourceError(
+                f"tarball cannot be extracted: {proc.stderr.strip()[-300:]}",
+                str(tarball),
+                "check the file is a complete .tar/.tar.xz/.tar.gz (re-download it)",
+            )
         entries = list(unpack.iterdir())
         top = entries[0] if len(entries) == 1 and entries[0].is_dir() else unpack
         if not (top / "Makefile").exists():
-            raise SourceError("tarball has no top-level kernel Makefile", str(tarball),
-                              "give a Linux source tarball (one top directory holding Makefile, kernel/, ...)")
+            raise SourceError(
+                "tarball has no top-level kernel Makefile",
+                str(tarball),
+                "give a Linux source tarball (one top directory holding Makefile, kernel/, ...)",
+            )
         repo = git.Repo.init(top)
         env = dict(IMPORT_IDENTITY)
         with repo.git.custom_environment(**env):
@@ -285,12 +317,16 @@ def _clone_url(url: str, ref: str, log=None) -> Path:
                 try:
                     repo.git.fetch("origin", "--quiet", ref)
                 except git.GitCommandError:
-                    raise SourceError(f"ref {ref!r} not found", url,
-                                      "give a tag, branch or commit the remote has (git ls-remote URL)") from None
+                    raise SourceError(
+                        f"ref {ref!r} not found", url, "give a tag, branch or commit the remote has (git ls-remote URL)"
+                    ) from None
         return dest
     except git.GitCommandError as exc:
-        raise SourceError(f"git could not clone/fetch: {exc.stderr.strip()[-300:]}", url,
-                          "check the URL is reachable and the ref exists (git ls-remote URL)") from None
+        raise SourceError(
+            f"git could not clone/fetch: {exc.stderr.strip()[-300:]}",
+            url,
+            "check the URL is reachable and the ref exists (git ls-remote URL)",
+        ) from None
 
 
 def export_tree(repo: str | Path, commit: str, dest: str | Path) -> bool:
@@ -333,18 +369,27 @@ def prepare(spec_text: str, log=None) -> Source:
         try:
             repo = git.Repo(repo_path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise SourceError("not a git repository", str(repo_path),
-                              "give a git work tree, or a tarball path, or git init/commit the tree first") from None
+            raise SourceError(
+                "not a git repository",
+                str(repo_path),
+                "give a git work tree, or a tarball path, or git init/commit the tree first",
+            ) from None
         if repo.bare:
-            raise SourceError("bare repository: backport needs a work tree", str(repo_path),
-                              f"use it as a URL instead: file://{repo_path}@REF")
+            raise SourceError(
+                "bare repository: backport needs a work tree",
+                str(repo_path),
+                f"use it as a URL instead: file://{repo_path}@REF",
+            )
         base = resolve_commit(repo, spec.ref or "HEAD", spec.raw)
         source_hash = f"git:{base}"
     try:
         makefile = repo.git.show(f"{base}:Makefile")
     except git.GitCommandError:
-        raise SourceError("no top-level Makefile at the base commit", f"{repo_path}@{base[:12]}",
-                          "point --source at a Linux kernel tree") from None
+        raise SourceError(
+            "no top-level Makefile at the base commit",
+            f"{repo_path}@{base[:12]}",
+            "point --source at a Linux kernel tree",
+        ) from None
     version = parse_kernel_version(makefile, f"{repo_path}/Makefile@{base[:12]}")
     repo.close()
     return Source(spec, Path(repo_path), base, version, source_hash, imported)
@@ -361,8 +406,10 @@ def main(argv: list[str]) -> int:
         except NumaforgeError as exc:
             print(f"error: {exc.render()}", file=sys.stderr)
             return exc.exit_code
-        print(f"source: {spec} -> {src.repo} base {src.base_version} {src.base_commit[:12]}"
-              f" ({'imported' if src.imported else 'cached'})")
+        print(
+            f"source: {spec} -> {src.repo} base {src.base_version} {src.base_commit[:12]}"
+            f" ({'imported' if src.imported else 'cached'})"
+        )
     return 0
 
 

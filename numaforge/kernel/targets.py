@@ -18,8 +18,19 @@ from .kpatch_errors import PreflightError
 
 DEFAULT_TARGET = "lab"
 KINDS = ("lab", "debian")
-ALLOWED = {"name", "kind", "kernel_release", "base_version", "compiler", "source", "description", "debian", "replace",
-           "build_targets", "cc_wrapper"}
+ALLOWED = {
+    "name",
+    "kind",
+    "kernel_release",
+    "base_version",
+    "compiler",
+    "source",
+    "description",
+    "debian",
+    "replace",
+    "build_targets",
+    "cc_wrapper",
+}
 
 
 class TargetError(PreflightError):
@@ -31,17 +42,17 @@ class TargetError(PreflightError):
 @dataclass(frozen=True)
 class Target:
     name: str
-    kind: str                  # lab | debian
-    kernel_release: str        # what `uname -r` says on the hosts
-    base_version: str          # kernel source version (Makefile), picks the backport output: 5.10.262
-    compiler: str              # gcc-10 ...
-    source: str                # --source SPEC of the matching kernel source
+    kind: str  # lab | debian
+    kernel_release: str  # what `uname -r` says on the hosts
+    base_version: str  # kernel source version (Makefile), picks the backport output: 5.10.262
+    compiler: str  # gcc-10 ...
+    source: str  # --source SPEC of the matching kernel source
     description: str = ""
-    debian: dict = field(default_factory=dict)   # version, headers_package, dbg_package (kind debian)
+    debian: dict = field(default_factory=dict)  # version, headers_package, dbg_package (kind debian)
     path: str = ""
-    replace: bool = False      # build an atomic-replace patch (kpatch-build's default); False = `kpatch-build -R`
+    replace: bool = False  # build an atomic-replace patch (kpatch-build's default); False = `kpatch-build -R`
     build_targets: tuple = ()  # kpatch-build -t TARGET... (default: kpatch-build's `vmlinux modules`)
-    cc_wrapper: str | None = None   # e.g. ccache: the target gcc runs as `ccache gcc-N`
+    cc_wrapper: str | None = None  # e.g. ccache: the target gcc runs as `ccache gcc-N`
 
 
 def parse_target(data, where: str) -> Target:
@@ -50,8 +61,11 @@ def parse_target(data, where: str) -> Target:
         raise TargetError("target definition is not a mapping", where, "see kpatch/targets/lab.yaml for the shape")
     missing = [k for k in ("name", "kind", "kernel_release", "base_version", "compiler", "source") if not data.get(k)]
     if missing:
-        raise TargetError(f"missing key(s): {', '.join(missing)}", where,
-                          "every target needs name, kind, kernel_release, base_version, compiler and source")
+        raise TargetError(
+            f"missing key(s): {', '.join(missing)}",
+            where,
+            "every target needs name, kind, kernel_release, base_version, compiler and source",
+        )
     kind = data["kind"]
     if kind not in KINDS:
         raise TargetError(f"unknown kind {kind!r}", where, f"use one of: {', '.join(KINDS)}")
@@ -64,28 +78,50 @@ def parse_target(data, where: str) -> Target:
     if kind == "debian":
         need = [k for k in ("version", "headers_package", "dbg_package") if not deb.get(k)]
         if need:
-            raise TargetError(f"debian target needs debian.{', debian.'.join(need)}", where,
-                              "add the linux-headers / -dbg package names and their version")
+            raise TargetError(
+                f"debian target needs debian.{', debian.'.join(need)}",
+                where,
+                "add the linux-headers / -dbg package names and their version",
+            )
     if not re.fullmatch(r"\d+\.\d+\.\d+", str(data["base_version"])):
-        raise TargetError(f"bad base_version {data['base_version']!r}", where,
-                          "give the source's Makefile version, e.g. 5.10.262")
+        raise TargetError(
+            f"bad base_version {data['base_version']!r}", where, "give the source's Makefile version, e.g. 5.10.262"
+        )
     if not isinstance(data.get("replace", False), bool):
-        raise TargetError(f"replace must be true or false, not {data['replace']!r}", where,
-                          "leave it out (non-replace, the safe default) or write `replace: true`")
+        raise TargetError(
+            f"replace must be true or false, not {data['replace']!r}",
+            where,
+            "leave it out (non-replace, the safe default) or write `replace: true`",
+        )
     bt = data.get("build_targets") or []
     if not isinstance(bt, list) or not all(isinstance(x, str) and re.fullmatch(r"[a-z_][a-z0-9_./-]*", x) for x in bt):
-        raise TargetError(f"build_targets must be a list of make targets, not {bt!r}", where,
-                          "e.g. build_targets: [vmlinux, modules_prepare]")
+        raise TargetError(
+            f"build_targets must be a list of make targets, not {bt!r}",
+            where,
+            "e.g. build_targets: [vmlinux, modules_prepare]",
+        )
     wrapper = data.get("cc_wrapper")
     if wrapper is not None and wrapper not in ("ccache", "distcc", "icecc"):
         raise TargetError(f"unsupported cc_wrapper {wrapper!r}", where, "use ccache, distcc or icecc")
     unknown = set(data) - ALLOWED
     if unknown:
-        raise TargetError(f"unknown key(s): {', '.join(sorted(unknown))}", where,
-                          f"allowed: {', '.join(sorted(ALLOWED))}")
-    return Target(name, kind, str(data["kernel_release"]), str(data["base_version"]), str(data["compiler"]),
-                  str(data["source"]), str(data.get("description", "")), dict(deb), where,
-                  bool(data.get("replace", False)), tuple(bt), wrapper)
+        raise TargetError(
+            f"unknown key(s): {', '.join(sorted(unknown))}", where, f"allowed: {', '.join(sorted(ALLOWED))}"
+        )
+    return Target(
+        name,
+        kind,
+        str(data["kernel_release"]),
+        str(data["base_version"]),
+        str(data["compiler"]),
+        str(data["source"]),
+        str(data.get("description", "")),
+        dict(deb),
+        where,
+        bool(data.get("replace", False)),
+        tuple(bt),
+        wrapper,
+    )
 
 
 def available(directory: Path | None = None) -> list[str]:
@@ -98,17 +134,24 @@ def available(directory: Path | None = None) -> list[str]:
 def load_target(name: str, directory: Path | None = None) -> Target:
     if directory is not None:
         path = Path(directory) / f"{name}.yaml"
-    else:   # the project's target overrides the built-in one of the same name
-        path = paths.find_data("kpatch", "targets", f"{name}.yaml") or \
-            paths.data_dir("kpatch", "targets") / f"{name}.yaml"
+    else:  # the project's target overrides the built-in one of the same name
+        path = (
+            paths.find_data("kpatch", "targets", f"{name}.yaml") or paths.data_dir("kpatch", "targets") / f"{name}.yaml"
+        )
     if not path.is_file():
-        raise TargetError(f"unknown kpatch target {name!r}", str(path.parent),
-                          f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}")
+        raise TargetError(
+            f"unknown kpatch target {name!r}",
+            str(path.parent),
+            f"use one of: {', '.join(available(directory)) or '(none)'}, or add {path}",
+        )
     data = yamlsrc.load(path, error=TargetError, what="kpatch target file", syntax="invalid YAML")
     t = parse_target(data, str(path))
     if t.name != name:
-        raise TargetError(f"target file {path.name} defines name {t.name!r}", str(path),
-                          f"make the file name and `name:` agree ({t.name}.yaml)")
+        raise TargetError(
+            f"target file {path.name} defines name {t.name!r}",
+            str(path),
+            f"make the file name and `name:` agree ({t.name}.yaml)",
+        )
     return t
 
 
@@ -125,6 +168,7 @@ def group_hosts(hosts, explicit: str | None = None, default: str = DEFAULT_TARGE
 
 # ---------------------------------------------------------------- Debian inputs (adapter)
 
+
 @dataclass
 class DebianInputs:
     config: Path
@@ -135,7 +179,6 @@ class DebianInputs:
 
 def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
     """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
-
 
     rel = t.kernel_release
     root = cache_dir() / "kpatch" / "debian" / rel
@@ -163,5 +206,5 @@ def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs
         meta[what] = f"{pkg}={ver}"
         index.write_text(json.dumps(meta, indent=1))
         if what == "vmlinux" and not keep_debs:
-            deb.unlink(missing_ok=True)        # only the vmlinux is needed; the 800 MB package is not kept
+            deb.unlink(missing_ok=True)  # only the vmlinux is needed; the 800 MB package is not kept
     return DebianInputs(root / "config", root / "vmlinux", rel, root / "symvers")

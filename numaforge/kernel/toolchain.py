@@ -21,10 +21,10 @@ KPATCH_VERSION_WANTED = "0.9.11"
 
 @dataclass(frozen=True)
 class Toolchain:
-    kpatch_build: Path      # the kpatch-build script
-    version: str            # "0.9.11"
-    tools_dir: Path         # libexec/kpatch: kpatch-cc, create-diff-object, ...
-    data_dir: Path          # share/kpatch: patch/ (kpatch-macros.h, livepatch-patch-hook.c)
+    kpatch_build: Path  # the kpatch-build script
+    version: str  # "0.9.11"
+    tools_dir: Path  # libexec/kpatch: kpatch-cc, create-diff-object, ...
+    data_dir: Path  # share/kpatch: patch/ (kpatch-macros.h, livepatch-patch-hook.c)
 
     @property
     def kpatch_cc(self) -> Path:
@@ -40,7 +40,7 @@ def toolchain(path: str | None = None) -> Toolchain:
     proc = subprocess.run([str(exe_p), "--version"], capture_output=True, text=True)
     version = (proc.stdout.strip().split() or ["?"])[-1]
     script_dir = exe_p.parent
-    if (script_dir / "kpatch-cc").exists():          # running from a source checkout
+    if (script_dir / "kpatch-cc").exists():  # running from a source checkout
         tools, data = script_dir, script_dir.parent / "kmod"
     else:
         tools = (script_dir / ".." / "libexec" / "kpatch").resolve()
@@ -59,14 +59,19 @@ def compiler_shim(gcc: str, wrapper: str | None = None) -> Path:
     compiles are distributed while Kbuild's command lines stay the same (a prebuilt tree is still reused)."""
     real = shutil.which(gcc)
     if not real:
-        raise ToolMissingError(f"compiler {gcc} not found", gcc,
-                               "install it (gcc-10: `python -m numaforge.debian_apt install bullseye gcc-10`, "
-                               "done by scripts/setup.sh)")
+        raise ToolMissingError(
+            f"compiler {gcc} not found",
+            gcc,
+            "install it (gcc-10: `python -m numaforge.debian_apt install bullseye gcc-10`, done by scripts/setup.sh)",
+        )
     if wrapper:
         wrap = shutil.which(wrapper)
         if not wrap:
-            raise ToolMissingError(f"compiler wrapper {wrapper} not found", "--cc-wrapper",
-                                   f"install it (e.g. apt-get install {wrapper}) or drop --cc-wrapper")
+            raise ToolMissingError(
+                f"compiler wrapper {wrapper} not found",
+                "--cc-wrapper",
+                f"install it (e.g. apt-get install {wrapper}) or drop --cc-wrapper",
+            )
         # the wrapper runs the plain shim's `gcc` (a symlink to the real gcc-N), not gcc-N itself: gcc names
         # itself after argv[0] in `--version`, which Kbuild records as CONFIG_CC_VERSION_TEXT; "gcc-10 (...)"
         # instead of "gcc (...)" would touch include/config/cc/version/text.h and rebuild every object of a
@@ -143,7 +148,13 @@ class BuildEnv:
         if self.shim:
             env["PATH"] = f"{self.shim}:{env.get('PATH', '')}"
         # deterministic UTS version: a relink does not change init/version.o's inputs
-        env.update({"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 2026", "KBUILD_BUILD_USER": "numaforge",
-                    "KBUILD_BUILD_HOST": "lab", "KBUILD_BUILD_VERSION": "1"})
+        env.update(
+            {
+                "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 2026",
+                "KBUILD_BUILD_USER": "numaforge",
+                "KBUILD_BUILD_HOST": "lab",
+                "KBUILD_BUILD_VERSION": "1",
+            }
+        )
         env.update(self.extra)
         return env

@@ -85,9 +85,13 @@ def pack_newc(entries: list[Entry]) -> bytes:
 # stands in for systemd at boot: systemd-sysctl (every /etc/sysctl.d/*.conf) and the enabled oneshot units of
 # multi-user.target (their ExecStart). Without the disk nothing of this runs.
 PERSIST_DIRS = ["etc/sysctl.d", "etc/numaforge", "etc/systemd", "etc/default", "var/lib/numaforge"]
-PERSIST_INIT = ("if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
-                "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
-                "done; fi")
+PERSIST_INIT = (
+    "if [ -b /dev/vda ]; then mkdir -p /persist && mount -t ext4 /dev/vda /persist && "
+    "for d in " + " ".join(PERSIST_DIRS) + "; do mkdir -p /persist/$d /$d && mount --bind /persist/$d /$d; "
+    "done; fi"
+)
+
+
 def boot_units_script(wants_dir: str = "/etc/systemd/system/multi-user.target.wants") -> str:
     """Shell run by init in place of systemd: start each enabled unit's ExecStart= with systemd's %v (the
     kernel release) expanded, honouring ConditionPathIsDirectory= (numaforge-livepatch.service uses both)."""
@@ -147,8 +151,11 @@ def shared_libraries(binary: str) -> list[str]:
     if proc.returncode != 0:
         if "not a dynamic executable" in (proc.stdout + proc.stderr):
             return []
-        raise InitramfsError(f"ldd {binary} failed: {proc.stderr.strip()}", binary,
-                             "install the package that provides it (scripts/setup.d/40-lab-vm.sh)")
+        raise InitramfsError(
+            f"ldd {binary} failed: {proc.stderr.strip()}",
+            binary,
+            "install the package that provides it (scripts/setup.d/40-lab-vm.sh)",
+        )
     return parse_ldd(proc.stdout)
 
 
@@ -193,22 +200,35 @@ class Tree:
         try:
             data = Path(os.path.realpath(src)).read_bytes()
         except OSError as exc:
-            raise InitramfsError(f"cannot read {src}: {exc.strerror}", str(src),
-                                 "run scripts/setup.d/40-lab-vm.sh to install the lab VM's packages") from None
+            raise InitramfsError(
+                f"cannot read {src}: {exc.strerror}",
+                str(src),
+                "run scripts/setup.d/40-lab-vm.sh to install the lab VM's packages",
+            ) from None
         self.add(dest or str(src), data, mode if mode is not None else (os.stat(os.path.realpath(src)).st_mode & 0o777))
 
     def add_binary(self, src: str, dest: str | None = None) -> None:
         if not Path(src).exists():
-            raise ToolMissingError(f"{src} is missing on this build server", src,
-                                   "run scripts/setup.d/40-lab-vm.sh (busybox-static, dropbear-bin, "
-                                   "openssh-sftp-server)")
+            raise ToolMissingError(
+                f"{src} is missing on this build server",
+                src,
+                "run scripts/setup.d/40-lab-vm.sh (busybox-static, dropbear-bin, openssh-sftp-server)",
+            )
         self.add_host_file(src, dest, 0o755)
         for lib in shared_libraries(src):
             self.add_host_file(lib, lib, 0o755)
 
 
-def build(out: Path, *, release: str, host_key: Path, authorized_key: str, workload: Path | None,
-          modules: dict[str, Path], irqbalance: Path | None = None) -> Path:
+def build(
+    out: Path,
+    *,
+    release: str,
+    host_key: Path,
+    authorized_key: str,
+    workload: Path | None,
+    modules: dict[str, Path],
+    irqbalance: Path | None = None,
+) -> Path:
     """Assemble the initramfs and write it atomically to `out` (gzip'd newc cpio).
 
     modules: {path relative to /lib/modules/<release>/: file on the build server}, loaded in that order.

@@ -56,32 +56,62 @@ def bmc_status(state_dir: Path | None = None) -> int | None:
     return pid if _pid_alive(pid) else None
 
 
-def bmc_up(flavour: str = "dell", port: int = BMC_PORT, state_dir: Path | None = None,
-           power_delay: float = 5.0, timeout: float = 30.0) -> BMCInfo:
+def bmc_up(
+    flavour: str = "dell",
+    port: int = BMC_PORT,
+    state_dir: Path | None = None,
+    power_delay: float = 5.0,
+    timeout: float = 30.0,
+) -> BMCInfo:
     """Start the simulator daemon (or report the running one) and wait until it has written its URL."""
     state_dir = Path(state_dir or paths.lab_state_dir())
     d = state_dir / "bmc"
     d.mkdir(parents=True, exist_ok=True)
     pid = bmc_status(state_dir)
     if pid:
-        return BMCInfo((d / "url").read_text().strip(), pid, (d / "flavour").read_text().strip()
-                       if (d / "flavour").exists() else "?", str(d / "ca.pem"), str(d / "password"), True)
+        return BMCInfo(
+            (d / "url").read_text().strip(),
+            pid,
+            (d / "flavour").read_text().strip() if (d / "flavour").exists() else "?",
+            str(d / "ca.pem"),
+            str(d / "password"),
+            True,
+        )
     (d / "url").unlink(missing_ok=True)
     log = open(d / "daemon.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "numaforge.lab.bmc", "--flavour", flavour, "--port", str(port),
-                             "--state-dir", str(d), "--power-delay", str(power_delay)],
-                            cwd=d, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "numaforge.lab.bmc",
+            "--flavour",
+            flavour,
+            "--port",
+            str(port),
+            "--state-dir",
+            str(d),
+            "--power-delay",
+            str(power_delay),
+        ],
+        cwd=d,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     while not (d / "url").exists():
         if proc.poll() is not None:
-            raise LabServiceError(f"the BMC simulator exited with rc={proc.returncode}: "
-                                  f"{(d / 'daemon.log').read_text()[-800:]}", "lab BMC",
-                                  f"free 127.0.0.1:{port} (`invoke lab-down`) and retry")
+            raise LabServiceError(
+                f"the BMC simulator exited with rc={proc.returncode}: {(d / 'daemon.log').read_text()[-800:]}",
+                "lab BMC",
+                f"free 127.0.0.1:{port} (`invoke lab-down`) and retry",
+            )
         if time.monotonic() > deadline:
             proc.kill()
-            raise LabServiceError(f"the BMC simulator did not start within {timeout:.0f} s", "lab BMC",
-                                  f"read {d / 'daemon.log'}")
+            raise LabServiceError(
+                f"the BMC simulator did not start within {timeout:.0f} s", "lab BMC", f"read {d / 'daemon.log'}"
+            )
         time.sleep(0.2)
     (d / "flavour").write_text(flavour + "\n")
     return BMCInfo((d / "url").read_text().strip(), proc.pid, flavour, str(d / "ca.pem"), str(d / "password"))
@@ -118,8 +148,7 @@ def lab_inventory_path(state_dir: Path | None = None) -> Path:
     return Path(state_dir or paths.lab_state_dir()) / "inventory.yaml"
 
 
-def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None,
-                        state_dir: Path | None = None) -> Path:
+def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None, state_dir: Path | None = None) -> Path:
     """Write the lab inventory from the inventory/lab.yaml template with the ports and state paths in use.
 
     A port not given keeps the value of the inventory written before (or the template's), so starting only the
@@ -129,11 +158,14 @@ def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None,
     out = lab_inventory_path(state_dir)
     template = paths.find_data("inventory", "lab.yaml")
     if template is None:
-        raise LabServiceError("the lab inventory template inventory/lab.yaml is missing", str(paths.BUILTIN),
-                              "reinstall numaforge, or add inventory/lab.yaml to your project")
+        raise LabServiceError(
+            "the lab inventory template inventory/lab.yaml is missing",
+            str(paths.BUILTIN),
+            "reinstall numaforge, or add inventory/lab.yaml to your project",
+        )
     doc = yaml.safe_load(template.read_text())
     host = doc["hosts"]["lab-vm"]
-    if out.is_file():   # keep the side not (re)started now
+    if out.is_file():  # keep the side not (re)started now
         prev = (yaml.safe_load(out.read_text()) or {}).get("hosts", {}).get("lab-vm", {})
         host["ssh"]["port"] = prev.get("ssh", {}).get("port", host["ssh"]["port"])
         host["bmc"]["url"] = prev.get("bmc", {}).get("url", host["bmc"]["url"])
@@ -141,11 +173,14 @@ def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None,
         host["ssh"]["port"] = int(ssh_port)
     if bmc_url is not None:
         host["bmc"]["url"] = bmc_url
-    host["ssh"].update(key_file=str(state_dir / "ssh" / "id_ed25519"),
-                       known_hosts=str(state_dir / "ssh" / "known_hosts"))
+    host["ssh"].update(
+        key_file=str(state_dir / "ssh" / "id_ed25519"), known_hosts=str(state_dir / "ssh" / "known_hosts")
+    )
     host["bmc"].update(password=f"file:{state_dir / 'bmc' / 'password'}", ca_bundle=str(state_dir / "bmc" / "ca.pem"))
-    header = (f"# Written by lab-up from {template}: the lab as it runs now (ports, keys, CA).\n"
-              "# Use it with --inventory lab. Rewritten on every lab-up; edit the template instead.\n")
+    header = (
+        f"# Written by lab-up from {template}: the lab as it runs now (ports, keys, CA).\n"
+        "# Use it with --inventory lab. Rewritten on every lab-up; edit the template instead.\n"
+    )
     paths.atomic_write_text(out, header + yaml.safe_dump(doc, sort_keys=False))
     return out
 
@@ -170,7 +205,14 @@ def lab_status(state_dir: Path | None = None) -> LabStatus:
     bpid = bmc_status(state_dir)
     url_file = state_dir / "bmc" / "url"
     inv = lab_inventory_path(state_dir)
-    return LabStatus(v.running, v.pid if v.running else None, v.ssh_port if v.running else None,
-                     v.kernel if v.running else None, bpid is not None, bpid,
-                     url_file.read_text().strip() if bpid and url_file.is_file() else None,
-                     str(inv) if inv.is_file() else None, str(state_dir))
+    return LabStatus(
+        v.running,
+        v.pid if v.running else None,
+        v.ssh_port if v.running else None,
+        v.kernel if v.running else None,
+        bpid is not None,
+        bpid,
+        url_file.read_text().strip() if bpid and url_file.is_file() else None,
+        str(inv) if inv.is_file() else None,
+        str(state_dir),
+    )

@@ -42,9 +42,9 @@ from ..paths import cache_dir
 from . import initramfs
 
 DEFAULT_SSH_PORT = 2222
-NODES = 4                       # nodes of the default topology
+NODES = 4  # nodes of the default topology
 NODE_MEM_MB = 512
-NUMA_NIC_NODE = 1          # the node the optional virtio-net NIC's expander bridge belongs to
+NUMA_NIC_NODE = 1  # the node the optional virtio-net NIC's expander bridge belongs to
 # random.trust_cpu=on + an RDRAND CPU: the crng is ready at boot, so dropbear does not block on getrandom()
 # no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer check can time out and panic the boot
 # ("IO-APIC + timer doesn't work", seen booting the cpuless4 topology while two other VMs ran); the emulated
@@ -55,8 +55,12 @@ WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
 # Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
 DEBIAN_ABI = "5.10.0-46"
 DEBIAN_VERSION = "5.10.262-1"
-DEBIAN_PACKAGES = [f"linux-image-{DEBIAN_ABI}-amd64-unsigned", f"linux-headers-{DEBIAN_ABI}-amd64",
-                   f"linux-headers-{DEBIAN_ABI}-common", "linux-kbuild-5.10"]
+DEBIAN_PACKAGES = [
+    f"linux-image-{DEBIAN_ABI}-amd64-unsigned",
+    f"linux-headers-{DEBIAN_ABI}-amd64",
+    f"linux-headers-{DEBIAN_ABI}-common",
+    "linux-kbuild-5.10",
+]
 
 
 class LabVMError(NumaforgeError):
@@ -68,7 +72,7 @@ class Topology:
     """A NUMA shape for the lab VM: CPUs per node and the SLIT (distances[a][b], 10 on the diagonal)."""
 
     name: str
-    cpus: tuple[int, ...]                       # CPUs of node 0, 1, ...; 0 = a memory-only node
+    cpus: tuple[int, ...]  # CPUs of node 0, 1, ...; 0 = a memory-only node
     distances: tuple[tuple[int, ...], ...]
     note: str = ""
 
@@ -92,12 +96,24 @@ def _slit(n: int, dist) -> tuple[tuple[int, ...], ...]:
 
 
 TOPOLOGIES = {
-    "backplane4": Topology("backplane4", (1, 1, 1, 1), _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
-                           "4 nodes, SLIT 16 within a pair, 32 across (NUMA_BACKPLANE)"),
-    "nps2": Topology("nps2", (1, 1, 1, 1), _slit(4, lambda a, b: 12 if a // 2 == b // 2 else 32),
-                     "2-socket EPYC-like NPS2: 4 nodes, 12 within a socket, 32 across"),
-    "cpuless4": Topology("cpuless4", (1, 1, 1, 0), _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
-                         "backplane4 SLIT, node 3 memory-only (no CPU)"),
+    "backplane4": Topology(
+        "backplane4",
+        (1, 1, 1, 1),
+        _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
+        "4 nodes, SLIT 16 within a pair, 32 across (NUMA_BACKPLANE)",
+    ),
+    "nps2": Topology(
+        "nps2",
+        (1, 1, 1, 1),
+        _slit(4, lambda a, b: 12 if a // 2 == b // 2 else 32),
+        "2-socket EPYC-like NPS2: 4 nodes, 12 within a socket, 32 across",
+    ),
+    "cpuless4": Topology(
+        "cpuless4",
+        (1, 1, 1, 0),
+        _slit(4, lambda a, b: 16 if a // 2 == b // 2 else 32),
+        "backplane4 SLIT, node 3 memory-only (no CPU)",
+    ),
     "2node": Topology("2node", (1, 1), _slit(2, lambda a, b: 32), "2 nodes, SLIT 32: no third node (control)"),
 }
 DEFAULT_TOPOLOGY = "backplane4"
@@ -107,8 +123,7 @@ def topology(name: str | Topology) -> Topology:
     if isinstance(name, Topology):
         return name
     if name not in TOPOLOGIES:
-        raise LabVMError(f"unknown lab VM topology '{name}'", "--topology",
-                         f"use one of: {', '.join(TOPOLOGIES)}")
+        raise LabVMError(f"unknown lab VM topology '{name}'", "--topology", f"use one of: {', '.join(TOPOLOGIES)}")
     return TOPOLOGIES[name]
 
 
@@ -116,11 +131,11 @@ def topology(name: str | Topology) -> Topology:
 class LabKernel:
     """A bootable kernel for the lab VM."""
 
-    name: str                       # debian | lab
-    image: Path                     # bzImage / vmlinuz
-    release: str                    # `uname -r` it reports
-    build_dir: Path | None = None   # tree (or headers) to build out-of-tree modules against (make -C)
-    modules_root: Path | None = None   # holds lib/modules/<release>/ (NIC driver when it is a module)
+    name: str  # debian | lab
+    image: Path  # bzImage / vmlinuz
+    release: str  # `uname -r` it reports
+    build_dir: Path | None = None  # tree (or headers) to build out-of-tree modules against (make -C)
+    modules_root: Path | None = None  # holds lib/modules/<release>/ (NIC driver when it is a module)
     nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
     disk_modules: list[str] = field(default_factory=list)  # virtio disk + ext4 for the persistent disk, load order
     cc: str = "gcc"
@@ -135,11 +150,11 @@ class VMInfo:
     nodes: int
     state_dir: str
     serial_log: str
-    boot_seconds: float             # qemu start -> ready line
-    ssh_seconds: float              # qemu start -> SSH banner
+    boot_seconds: float  # qemu start -> ready line
+    ssh_seconds: float  # qemu start -> SSH banner
     already_running: bool = False
     topology: str = DEFAULT_TOPOLOGY
-    persist: bool = False           # the persistent disk is mounted (what survives reboot())
+    persist: bool = False  # the persistent disk is mounted (what survives reboot())
 
 
 @dataclass
@@ -154,19 +169,32 @@ class VMStatus:
 
 # ---------------------------------------------------------------------------------------------- kernels
 
+
 def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
     if proc.returncode != 0:
-        raise LabVMError(f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
-                         f"{(proc.stderr or proc.stdout).strip()[-1200:]}", where, fix)
+        raise LabVMError(
+            f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()[-1200:]}",
+            where,
+            fix,
+        )
     return proc
 
 
 # Debian builds these as modules (the lab kernel has them built in): the persistent disk's virtio-blk and ext4,
 # in dependency order (modinfo depends), crc32c for ext4's checksum driver
-DEBIAN_DISK_MODULES = ("drivers/virtio/virtio", "drivers/virtio/virtio_ring", "drivers/virtio/virtio_pci",
-                       "drivers/block/virtio_blk", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2",
-                       "crypto/crc32c_generic", "fs/ext4/ext4")
+DEBIAN_DISK_MODULES = (
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio_pci",
+    "drivers/block/virtio_blk",
+    "lib/crc16",
+    "fs/mbcache",
+    "fs/jbd2/jbd2",
+    "crypto/crc32c_generic",
+    "fs/ext4/ext4",
+)
 
 
 def debian_kernel() -> LabKernel:
@@ -192,30 +220,46 @@ def debian_kernel() -> LabKernel:
             shutil.rmtree(root)
         os.replace(tmp, root)
     return LabKernel(
-        name="debian", image=root / "boot" / f"vmlinuz-{release}", release=release,
-        build_dir=root / "usr/src" / f"linux-headers-{release}", modules_root=root,
-        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"], cc="gcc-10",
-        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES])
+        name="debian",
+        image=root / "boot" / f"vmlinuz-{release}",
+        release=release,
+        build_dir=root / "usr/src" / f"linux-headers-{release}",
+        modules_root=root,
+        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"],
+        cc="gcc-10",
+        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES],
+    )
 
 
 def lab_kernel() -> LabKernel:
     """The kpatch helper's lab kernel (5.10.262, 4-node NUMA config, e1000 built in)."""
     try:
         from ..kernel import kpatch
+
         built = kpatch.lab_kernel()
     except (ImportError, AttributeError):
-        raise LabVMError("the lab kernel is not available in this checkout (numaforge.kernel.kpatch.lab_kernel)",
-                         "--kernel lab", "build it with `invoke build-kpatch --target lab`, or use --kernel debian"
-                         ) from None
+        raise LabVMError(
+            "the lab kernel is not available in this checkout (numaforge.kernel.kpatch.lab_kernel)",
+            "--kernel lab",
+            "build it with `invoke build-kpatch --target lab`, or use --kernel debian",
+        ) from None
     get = (lambda k: built.get(k)) if isinstance(built, dict) else (lambda k: getattr(built, k, None))
     image = get("bzimage") or get("bzImage") or get("image")
     release = get("release")
     build_dir = get("build_dir") or get("tree")
     if not image or not Path(image).is_file() or not release:
-        raise LabVMError("the lab kernel build has no bzImage yet", str(image),
-                         "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian")
-    return LabKernel(name="lab", image=Path(image), release=str(release),
-                     build_dir=Path(build_dir) if build_dir else None, cc="gcc-10")
+        raise LabVMError(
+            "the lab kernel build has no bzImage yet",
+            str(image),
+            "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian",
+        )
+    return LabKernel(
+        name="lab",
+        image=Path(image),
+        release=str(release),
+        build_dir=Path(build_dir) if build_dir else None,
+        cc="gcc-10",
+    )
 
 
 def resolve_kernel(kernel: str | LabKernel) -> LabKernel:
@@ -231,8 +275,11 @@ def resolve_kernel(kernel: str | LabKernel) -> LabKernel:
 def build_module(src_dir: Path, kernel: LabKernel, out_dir: Path | None = None) -> Path:
     """Build the out-of-tree module in src_dir (one <name>.c + Kbuild) against kernel; cached by content."""
     if kernel.build_dir is None:
-        raise LabVMError(f"kernel '{kernel.name}' has no build tree to compile modules against", str(src_dir),
-                         "use --kernel debian or a lab kernel build with its tree")
+        raise LabVMError(
+            f"kernel '{kernel.name}' has no build tree to compile modules against",
+            str(src_dir),
+            "use --kernel debian or a lab kernel build with its tree",
+        )
     h = hashlib.sha256(kernel.release.encode() + str(kernel.build_dir).encode())
     for f in sorted(src_dir.iterdir()):
         if f.is_file():
@@ -242,15 +289,18 @@ def build_module(src_dir: Path, kernel: LabKernel, out_dir: Path | None = None) 
     if kos:
         return kos[0]
     if shutil.which(kernel.cc) is None:
-        raise ToolMissingError(f"{kernel.cc} is not installed", str(src_dir),
-                               "python -m numaforge.debian_apt install bullseye gcc-10")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{src_dir.name}-", dir=out.parent if out.parent.exists()
-                                else _mk(out.parent)))
+        raise ToolMissingError(
+            f"{kernel.cc} is not installed", str(src_dir), "python -m numaforge.debian_apt install bullseye gcc-10"
+        )
+    tmp = Path(tempfile.mkdtemp(prefix=f".{src_dir.name}-", dir=out.parent if out.parent.exists() else _mk(out.parent)))
     for f in src_dir.iterdir():
         if f.is_file():
             shutil.copy2(f, tmp / f.name)
-    _run(["make", "-C", str(kernel.build_dir), f"M={tmp}", f"CC={kernel.cc}", "modules"], str(src_dir),
-         "check the module source against the kernel headers")
+    _run(
+        ["make", "-C", str(kernel.build_dir), f"M={tmp}", f"CC={kernel.cc}", "modules"],
+        str(src_dir),
+        "check the module source against the kernel headers",
+    )
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
@@ -272,13 +322,17 @@ def workload_binary() -> Path:
         raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".numa_workload.{os.getpid()}")
-    _run(["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)], str(WORKLOAD_SRC),
-         "install libc6-dev (static libc) and gcc")
+    _run(
+        ["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)],
+        str(WORKLOAD_SRC),
+        "install libc6-dev (static libc) and gcc",
+    )
     os.replace(tmp, out)
     return out
 
 
 # ---------------------------------------------------------------------------------------------- keys
+
 
 def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
     """Client key (.lab/ssh/id_ed25519), dropbear host key, and a known_hosts naming 127.0.0.1:port.
@@ -292,8 +346,11 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
     vm.mkdir(parents=True, exist_ok=True)
     client = ssh / "id_ed25519"
     if not client.exists():
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "numaforge-lab", "-f", str(client)],
-             str(client), "remove the partial key files and retry")
+        _run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "numaforge-lab", "-f", str(client)],
+            str(client),
+            "remove the partial key files and retry",
+        )
     host_key = vm / "dropbear_ed25519_host_key"
     if not host_key.exists():
         _run(["dropbearkey", "-t", "ed25519", "-f", str(host_key)], str(host_key), "remove it and retry")
@@ -311,9 +368,16 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
 
 # ---------------------------------------------------------------------------------------------- qemu
 
-def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: int,
-                 topo: str | Topology = DEFAULT_TOPOLOGY, persist_disk: Path | None = None,
-                 numa_nic: bool = False) -> list[str]:
+
+def qemu_command(
+    kernel: LabKernel,
+    initrd: Path,
+    serial_log: Path,
+    ssh_port: int,
+    topo: str | Topology = DEFAULT_TOPOLOGY,
+    persist_disk: Path | None = None,
+    numa_nic: bool = False,
+) -> list[str]:
     """The qemu-system-x86_64 command line (pure).
 
     ``topo``: the NUMA shape (TOPOLOGIES, or a Topology, e.g. scaled to more CPUs per node).
@@ -323,8 +387,17 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
     device local to node 1 like a NIC on an EPYC root complex; its netdev has no forwards at all.
     """
     tp = topology(topo)
-    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "qemu64,+rdrand", "-m", f"{tp.nodes * NODE_MEM_MB}M",
-           "-smp", f"{tp.ncpus},sockets={tp.ncpus},cores=1,threads=1"]
+    cmd = [
+        "qemu-system-x86_64",
+        "-accel",
+        "tcg",
+        "-cpu",
+        "qemu64,+rdrand",
+        "-m",
+        f"{tp.nodes * NODE_MEM_MB}M",
+        "-smp",
+        f"{tp.ncpus},sockets={tp.ncpus},cores=1,threads=1",
+    ]
     cpu = 0
     for n, k in enumerate(tp.cpus):
         cmd += ["-object", f"memory-backend-ram,id=mem{n},size={NODE_MEM_MB}M"]
@@ -334,17 +407,43 @@ def qemu_command(kernel: LabKernel, initrd: Path, serial_log: Path, ssh_port: in
     for a in range(tp.nodes):
         for b in range(a + 1, tp.nodes):
             cmd += ["-numa", f"dist,src={a},dst={b},val={tp.distances[a][b]}"]
-    cmd += ["-kernel", str(kernel.image), "-initrd", str(initrd), "-append", APPEND,
-            "-display", "none", "-vga", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
-            "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
-            "-device", "e1000,netdev=n0", "-no-reboot"]
+    cmd += [
+        "-kernel",
+        str(kernel.image),
+        "-initrd",
+        str(initrd),
+        "-append",
+        APPEND,
+        "-display",
+        "none",
+        "-vga",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        f"file:{serial_log}",
+        "-netdev",
+        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        "-device",
+        "e1000,netdev=n0",
+        "-no-reboot",
+    ]
     if numa_nic:
-        cmd += ["-device", f"pxb,id=pxb1,bus_nr=32,numa_node={NUMA_NIC_NODE},bus=pci.0",
-                "-netdev", "user,id=n1,restrict=on",
-                "-device", "virtio-net-pci,netdev=n1,bus=pxb1,addr=0x4"]
+        cmd += [
+            "-device",
+            f"pxb,id=pxb1,bus_nr=32,numa_node={NUMA_NIC_NODE},bus=pci.0",
+            "-netdev",
+            "user,id=n1,restrict=on",
+            "-device",
+            "virtio-net-pci,netdev=n1,bus=pxb1,addr=0x4",
+        ]
     if persist_disk is not None:
-        cmd += ["-drive", f"file={persist_disk},if=none,id=persist,format=raw,cache=writeback",
-                "-device", "virtio-blk-pci,drive=persist,bus=pci.0"]
+        cmd += [
+            "-drive",
+            f"file={persist_disk},if=none,id=persist,format=raw,cache=writeback",
+            "-device",
+            "virtio-blk-pci,drive=persist,bus=pci.0",
+        ]
     return cmd
 
 
@@ -389,8 +488,11 @@ def _alive(pid: int, state_dir: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(cmdline) and cmdline[0].endswith(b"qemu-system-x86_64") and \
-        any(str(state_dir.resolve()).encode() in part for part in cmdline)
+    return (
+        bool(cmdline)
+        and cmdline[0].endswith(b"qemu-system-x86_64")
+        and any(str(state_dir.resolve()).encode() in part for part in cmdline)
+    )
 
 
 def serial_tail(state_dir: Path, lines: int = 30) -> str:
@@ -408,8 +510,12 @@ def parse_ready(text: str) -> dict | None:
     for line in text.split("\n")[:-1]:
         if line.startswith(initramfs.READY_MARK):
             fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-            return {"release": fields.get("release", ""), "nodes": int(fields.get("nodes", "0") or 0),
-                    "livepatch": fields.get("livepatch") == "yes", "persist": fields.get("persist") == "yes"}
+            return {
+                "release": fields.get("release", ""),
+                "nodes": int(fields.get("nodes", "0") or 0),
+                "livepatch": fields.get("livepatch") == "yes",
+                "persist": fields.get("persist") == "yes",
+            }
     return None
 
 
@@ -435,14 +541,22 @@ def status(state_dir: str | os.PathLike | None = None) -> VMStatus:
     info = json.loads(meta.read_text()) if meta.exists() else {}
     if not _alive(pid, state_dir):
         return VMStatus(False, pid=pid)
-    return VMStatus(True, pid, info.get("ssh_port"), info.get("kernel"), info.get("release"),
-                    str(state_dir / "vm" / "serial.log"))
+    return VMStatus(
+        True, pid, info.get("ssh_port"), info.get("kernel"), info.get("release"), str(state_dir / "vm" / "serial.log")
+    )
 
 
-def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = None,
-       ssh_port: int = DEFAULT_SSH_PORT, boot_timeout: float = 240.0, ssh_timeout: float = 120.0,
-       topo: str | Topology = DEFAULT_TOPOLOGY, cpus_per_node: int = 1, persist: bool = False,
-       numa_nic: bool = False) -> VMInfo:
+def up(
+    kernel: str | LabKernel = "lab",
+    state_dir: str | os.PathLike | None = None,
+    ssh_port: int = DEFAULT_SSH_PORT,
+    boot_timeout: float = 240.0,
+    ssh_timeout: float = 120.0,
+    topo: str | Topology = DEFAULT_TOPOLOGY,
+    cpus_per_node: int = 1,
+    persist: bool = False,
+    numa_nic: bool = False,
+) -> VMInfo:
     """Boot the lab VM (or report the one already running) and wait until SSH answers.
 
     ``topo``/``cpus_per_node``: the NUMA shape (TOPOLOGIES); ``persist``/``numa_nic``: see qemu_command (the
@@ -453,27 +567,37 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = No
     if st.running:
         info = json.loads((state_dir / "vm" / "vm.json").read_text())
         if info.get("topology", DEFAULT_TOPOLOGY) != tp.name:
-            raise LabVMError(f"the lab VM of {state_dir} is running with topology {info.get('topology')}, "
-                             f"not {tp.name}", "--topology", "stop it first (`invoke lab-down`) or ask for its "
-                             "topology")
+            raise LabVMError(
+                f"the lab VM of {state_dir} is running with topology {info.get('topology')}, not {tp.name}",
+                "--topology",
+                "stop it first (`invoke lab-down`) or ask for its topology",
+            )
         info["already_running"] = True
         return VMInfo(**info)
     if shutil.which("qemu-system-x86_64") is None:
         raise ToolMissingError("qemu-system-x86_64 is not installed", None, "run scripts/setup.d/40-lab-vm.sh")
     k = resolve_kernel(kernel)
     if not port_free(ssh_port):
-        raise LabVMError(f"127.0.0.1:{ssh_port} is already in use", "lab VM ssh port",
-                         "stop whatever listens there (`invoke lab-down`?) or choose another port")
+        raise LabVMError(
+            f"127.0.0.1:{ssh_port} is already in use",
+            "lab VM ssh port",
+            "stop whatever listens there (`invoke lab-down`?) or choose another port",
+        )
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"
     modules = {}
     for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
         src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
         modules[rel] = src
-    initrd = initramfs.build(vm / "initramfs.cpio.gz", release=k.release, host_key=host_key,
-                             authorized_key=(client_key.with_suffix(".pub")).read_text(),
-                             workload=workload_binary(), modules=modules,
-                             irqbalance=irqbalance_binary() if numa_nic else None)
+    initrd = initramfs.build(
+        vm / "initramfs.cpio.gz",
+        release=k.release,
+        host_key=host_key,
+        authorized_key=(client_key.with_suffix(".pub")).read_text(),
+        workload=workload_binary(),
+        modules=modules,
+        irqbalance=irqbalance_binary() if numa_nic else None,
+    )
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
@@ -481,25 +605,33 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = No
     cmd = qemu_command(k, initrd, serial, ssh_port, tp, persist_disk=disk, numa_nic=numa_nic)
     t0 = time.monotonic()
     with open(qlog, "w") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     (vm / "pid").write_text(f"{proc.pid}\n")
 
     def fail(what: str, fix: str) -> LabVMError:
         tail = serial_tail(state_dir)
         qemu_out = qlog.read_text(errors="replace").strip()[-600:] if qlog.exists() else ""
         _stop(proc.pid, state_dir)
-        return LabVMError(f"{what}\n--- serial log tail ({serial}) ---\n{tail}"
-                          + (f"\n--- qemu ---\n{qemu_out}" if qemu_out else ""), "lab VM", fix)
+        return LabVMError(
+            f"{what}\n--- serial log tail ({serial}) ---\n{tail}" + (f"\n--- qemu ---\n{qemu_out}" if qemu_out else ""),
+            "lab VM",
+            fix,
+        )
 
     ready = None
     while ready is None:
         if proc.poll() is not None:
-            raise fail(f"qemu exited with rc={proc.returncode} before the ready line",
-                       "read the serial/qemu logs above; check the kernel image and initramfs")
+            raise fail(
+                f"qemu exited with rc={proc.returncode} before the ready line",
+                "read the serial/qemu logs above; check the kernel image and initramfs",
+            )
         if time.monotonic() - t0 > boot_timeout:
-            raise fail(f"no ready line on the serial console after {boot_timeout:.0f} s",
-                       "the machine may be overloaded; retry, or read the serial log for a panic")
+            raise fail(
+                f"no ready line on the serial console after {boot_timeout:.0f} s",
+                "the machine may be overloaded; retry, or read the serial log for a panic",
+            )
         time.sleep(0.5)
         text = serial.read_text(errors="replace")
         if initramfs.FAILED_MARK in text:
@@ -507,18 +639,29 @@ def up(kernel: str | LabKernel = "lab", state_dir: str | os.PathLike | None = No
         ready = parse_ready(text)
     boot_s = time.monotonic() - t0
     if ready["nodes"] != tp.nodes:
-        raise fail(f"the guest sees {ready['nodes']} NUMA nodes, expected {tp.nodes} (topology {tp.name})",
-                   "the kernel needs CONFIG_NUMA and ACPI SRAT support")
+        raise fail(
+            f"the guest sees {ready['nodes']} NUMA nodes, expected {tp.nodes} (topology {tp.name})",
+            "the kernel needs CONFIG_NUMA and ACPI SRAT support",
+        )
     while not _ssh_banner(ssh_port):
         if proc.poll() is not None:
             raise fail(f"qemu exited with rc={proc.returncode} before SSH answered", "read the serial log above")
         if time.monotonic() - t0 > boot_s + ssh_timeout:
             raise fail("dropbear did not answer on the forwarded SSH port", "read /var/log/dropbear.log in the guest")
         time.sleep(0.5)
-    info = VMInfo(pid=proc.pid, ssh_port=ssh_port, kernel=k.name, release=ready["release"], nodes=ready["nodes"],
-                  state_dir=str(state_dir), serial_log=str(serial), boot_seconds=round(boot_s, 1),
-                  ssh_seconds=round(time.monotonic() - t0, 1), topology=tp.name,
-                  persist=ready.get("persist", False))
+    info = VMInfo(
+        pid=proc.pid,
+        ssh_port=ssh_port,
+        kernel=k.name,
+        release=ready["release"],
+        nodes=ready["nodes"],
+        state_dir=str(state_dir),
+        serial_log=str(serial),
+        boot_seconds=round(boot_s, 1),
+        ssh_seconds=round(time.monotonic() - t0, 1),
+        topology=tp.name,
+        persist=ready.get("persist", False),
+    )
     (vm / "vm.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
 
@@ -532,8 +675,13 @@ def reboot(state_dir: str | os.PathLike | None = None, wait_exit: float = 60.0) 
     while status(state_dir).running and time.monotonic() - t0 < wait_exit:
         time.sleep(0.5)
     down(state_dir)
-    return up(kernel=info["kernel"], state_dir=state_dir, ssh_port=info["ssh_port"],
-              topo=info.get("topology", DEFAULT_TOPOLOGY), persist=bool(info.get("persist")))
+    return up(
+        kernel=info["kernel"],
+        state_dir=state_dir,
+        ssh_port=info["ssh_port"],
+        topo=info.get("topology", DEFAULT_TOPOLOGY),
+        persist=bool(info.get("persist")),
+    )
 
 
 def _stop(pid: int, state_dir: Path, grace: float = 10.0) -> bool:

@@ -85,28 +85,37 @@ class TaintError(LivepatchError):
 
 # ---------------------------------------------------------------------------------------------- artifact
 
+
 @dataclass
 class Artifact:
     path: Path
-    name: str                        # module name as the kernel sees it (dashes -> underscores)
+    name: str  # module name as the kernel sees it (dashes -> underscores)
     vermagic: str
     sha256: str
     signed: bool
-    functions: list[str] = field(default_factory=list)   # expected patched functions ([] = any)
+    functions: list[str] = field(default_factory=list)  # expected patched functions ([] = any)
     check_script: Path | None = None
     series: str | None = None
-    replace: bool | None = None      # atomic-replace patch (supersedes every other live patch); None = unknown
-    signer: str | None = None        # the signing key's subject (manifest), None = unsigned or unknown
+    replace: bool | None = None  # atomic-replace patch (supersedes every other live patch); None = unknown
+    signer: str | None = None  # the signing key's subject (manifest), None = unsigned or unknown
 
     @property
     def release(self) -> str:
         return self.vermagic.split()[0] if self.vermagic else ""
 
     def as_dict(self) -> dict:
-        return {"file": str(self.path), "module": self.name, "vermagic": self.vermagic, "sha256": self.sha256,
-                "signed": self.signed, "functions": self.functions,
-                "check_script": str(self.check_script) if self.check_script else None, "series": self.series,
-                "replace": self.replace, "signer": self.signer}
+        return {
+            "file": str(self.path),
+            "module": self.name,
+            "vermagic": self.vermagic,
+            "sha256": self.sha256,
+            "signed": self.signed,
+            "functions": self.functions,
+            "check_script": str(self.check_script) if self.check_script else None,
+            "series": self.series,
+            "replace": self.replace,
+            "signer": self.signer,
+        }
 
 
 def modinfo(data: bytes) -> dict[str, str]:
@@ -117,22 +126,33 @@ def modinfo(data: bytes) -> dict[str, str]:
     return info
 
 
-def load_artifact(ko: str | Path, functions: list[str] | None = None, check_script: str | Path | None = None,
-                  manifest: str | Path | None = None) -> Artifact:
+def load_artifact(
+    ko: str | Path,
+    functions: list[str] | None = None,
+    check_script: str | Path | None = None,
+    manifest: str | Path | None = None,
+) -> Artifact:
     """A module file, with expectations from its kpatch manifest.json (next to it) when there is one."""
     ko = Path(ko)
     if not ko.is_file():
-        raise ArtifactError(f"module file {ko} does not exist", "--module",
-                            "build it first (`invoke build-kpatch`) or fix the path")
+        raise ArtifactError(
+            f"module file {ko} does not exist", "--module", "build it first (`invoke build-kpatch`) or fix the path"
+        )
     data = ko.read_bytes()
     info = modinfo(data)
     if "vermagic" not in info:
-        raise ArtifactError(f"{ko} has no vermagic in .modinfo (not a kernel module?)", str(ko),
-                            "pass a .ko built for the host's kernel")
+        raise ArtifactError(
+            f"{ko} has no vermagic in .modinfo (not a kernel module?)",
+            str(ko),
+            "pass a .ko built for the host's kernel",
+        )
     name = (info.get("name") or ko.stem).replace("-", "_")
     if info.get("livepatch") != "Y":
-        raise ArtifactError(f"{ko} is not a live patch (no MODULE_INFO(livepatch, \"Y\"))", str(ko),
-                            "build it with kpatch-build or as a klp module")
+        raise ArtifactError(
+            f'{ko} is not a live patch (no MODULE_INFO(livepatch, "Y"))',
+            str(ko),
+            "build it with kpatch-build or as a klp module",
+        )
     mpath = Path(manifest) if manifest else ko.with_name("manifest.json")
     series = None
     replace = signer = None
@@ -144,8 +164,11 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
             raise ArtifactError(f"manifest {mpath} is not JSON: {exc}", str(mpath), "rebuild the module") from None
         sha = hashlib.sha256(data).hexdigest()
         if man.get("sha256") and man["sha256"] != sha:
-            raise ArtifactError(f"{ko.name} sha256 {sha[:12]}... differs from its manifest ({man['sha256'][:12]}...)",
-                                str(mpath), "the module was changed after the build; rebuild it")
+            raise ArtifactError(
+                f"{ko.name} sha256 {sha[:12]}... differs from its manifest ({man['sha256'][:12]}...)",
+                str(mpath),
+                "the module was changed after the build; rebuild it",
+            )
         series = man.get("series")
         replace = man.get("replace") if isinstance(man.get("replace"), bool) else None
         signer = (man.get("signature") or {}).get("signer")
@@ -153,8 +176,18 @@ def load_artifact(ko: str | Path, functions: list[str] | None = None, check_scri
             funcs = [f["function"] if isinstance(f, dict) else str(f) for f in man.get("patched_functions", [])]
         if check_script is None and series:
             check_script = _series_check(series)
-    return Artifact(ko, name, info["vermagic"], hashlib.sha256(data).hexdigest(), data.endswith(SIG_MARK), funcs,
-                    Path(check_script) if check_script else None, series, replace, signer)
+    return Artifact(
+        ko,
+        name,
+        info["vermagic"],
+        hashlib.sha256(data).hexdigest(),
+        data.endswith(SIG_MARK),
+        funcs,
+        Path(check_script) if check_script else None,
+        series,
+        replace,
+        signer,
+    )
 
 
 def _series_check(series: str) -> Path | None:
@@ -168,7 +201,8 @@ def _series_check(series: str) -> Path | None:
 
 # ---------------------------------------------------------------------------------------------- pure checks
 
-FACTS_SCRIPT = r"""echo "uname_r=$(uname -r)"
+FACTS_SCRIPT = (
+    r"""echo "uname_r=$(uname -r)"
 echo "livepatch_dir=$(test -d /sys/kernel/livepatch && echo yes || echo no)"
 echo "sig_enforce=$(cat /sys/module/module/parameters/sig_enforce 2>/dev/null)"
 echo "lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null)"
@@ -176,7 +210,9 @@ echo "modules_disabled=$(cat /proc/sys/kernel/modules_disabled 2>/dev/null)"
 echo "kpatch=$(command -v kpatch 2>/dev/null)"
 echo "loaded_modules=$(cut -d' ' -f1 /proc/modules 2>/dev/null | tr '\n' ' ')"
 echo "tainted=$(cat /proc/sys/kernel/tainted 2>/dev/null)"
-""" + hostops.LIVEPATCHES_SCRIPT
+"""
+    + hostops.LIVEPATCHES_SCRIPT
+)
 
 
 def parse_facts(text: str) -> dict:
@@ -204,55 +240,91 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
     where = "host"
     probs: list[NumaforgeError] = []
     if facts.get("uname_r") != art.release:
-        probs.append(PreflightError(
-            f"vermagic mismatch: module {art.path.name} is built for '{art.vermagic}', host runs "
-            f"'{facts.get('uname_r')}'", f"{where} uname -r",
-            "build the module for this host's kernel (a kpatch target whose kernel_release matches), or select "
-            "hosts running that kernel"))
+        probs.append(
+            PreflightError(
+                f"vermagic mismatch: module {art.path.name} is built for '{art.vermagic}', host runs "
+                f"'{facts.get('uname_r')}'",
+                f"{where} uname -r",
+                "build the module for this host's kernel (a kpatch target whose kernel_release matches), or select "
+                "hosts running that kernel",
+            )
+        )
     if facts.get("livepatch_dir") != "yes":
-        probs.append(PreflightError("/sys/kernel/livepatch is missing: the kernel has no CONFIG_LIVEPATCH",
-                                    f"{where} /sys/kernel/livepatch", "boot a kernel built with CONFIG_LIVEPATCH=y"))
+        probs.append(
+            PreflightError(
+                "/sys/kernel/livepatch is missing: the kernel has no CONFIG_LIVEPATCH",
+                f"{where} /sys/kernel/livepatch",
+                "boot a kernel built with CONFIG_LIVEPATCH=y",
+            )
+        )
     if facts.get("modules_disabled") == "1":
-        probs.append(PreflightError("module loading is disabled (kernel.modules_disabled=1)",
-                                    f"{where} /proc/sys/kernel/modules_disabled",
-                                    "reboot the host; modules_disabled cannot be reset at run time"))
+        probs.append(
+            PreflightError(
+                "module loading is disabled (kernel.modules_disabled=1)",
+                f"{where} /proc/sys/kernel/modules_disabled",
+                "reboot the host; modules_disabled cannot be reset at run time",
+            )
+        )
     if not art.signed:
         sign_fix = SIGN_FIX
         if facts.get("sig_enforce") == "Y":
-            probs.append(PreflightError("the host only loads signed modules (module.sig_enforce=Y) and this "
-                                        "module is unsigned", f"{where} /sys/module/module/parameters/sig_enforce",
-                                        sign_fix))
+            probs.append(
+                PreflightError(
+                    "the host only loads signed modules (module.sig_enforce=Y) and this module is unsigned",
+                    f"{where} /sys/module/module/parameters/sig_enforce",
+                    sign_fix,
+                )
+            )
         lock = re.search(r"\[(\w+)\]", facts.get("lockdown", ""))
         if lock and lock.group(1) in ("integrity", "confidentiality"):
-            probs.append(PreflightError(f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
-                                        f"{where} /sys/kernel/security/lockdown", sign_fix))
+            probs.append(
+                PreflightError(
+                    f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
+                    f"{where} /sys/kernel/security/lockdown",
+                    sign_fix,
+                )
+            )
     if art.name in facts.get("loaded_modules", []):
-        probs.append(PreflightError(f"module {art.name} is already loaded", f"{where} /proc/modules",
-                                    f"unload it first (`kpatch unload {art.name}` or disable it and rmmod), "
-                                    "or leave the host alone: it already runs this patch"))
+        probs.append(
+            PreflightError(
+                f"module {art.name} is already loaded",
+                f"{where} /proc/modules",
+                f"unload it first (`kpatch unload {art.name}` or disable it and rmmod), "
+                "or leave the host alone: it already runs this patch",
+            )
+        )
     supersede = superseded(facts, art)
     if supersede and not allow_replace:
         mode = "a replace-mode patch" if art.replace else "of unknown mode (no manifest.json says replace: false)"
-        probs.append(PreflightError(
-            f"module {art.name} is {mode}: loading it would disable the live patch(es) loaded on the host: "
-            f"{', '.join(supersede)}", f"{where} /sys/kernel/livepatch",
-            "build it non-replace (the default; `replace: true` in kpatch/targets/ makes it replace), or pass "
-            "--replace to supersede them on purpose (it then contains their fixes too: a cumulative patch)"))
+        probs.append(
+            PreflightError(
+                f"module {art.name} is {mode}: loading it would disable the live patch(es) loaded on the host: "
+                f"{', '.join(supersede)}",
+                f"{where} /sys/kernel/livepatch",
+                "build it non-replace (the default; `replace: true` in kpatch/targets/ makes it replace), or pass "
+                "--replace to supersede them on purpose (it then contains their fixes too: a cumulative patch)",
+            )
+        )
     others = [p for p in facts.get("patched", []) if p.split("/", 1)[0] != art.name]
     if art.functions:
         wanted = {func_name(f) for f in art.functions}
         clash = sorted({p for p in others if func_name(p.rsplit("/", 1)[-1]) in wanted})
         if clash:
-            probs.append(PreflightError(f"another live patch already replaces {', '.join(clash)}",
-                                        f"{where} /sys/kernel/livepatch",
-                                        "unload the other patch first, or build a cumulative patch that contains "
-                                        "both changes"))
+            probs.append(
+                PreflightError(
+                    f"another live patch already replaces {', '.join(clash)}",
+                    f"{where} /sys/kernel/livepatch",
+                    "unload the other patch first, or build a cumulative patch that contains both changes",
+                )
+            )
     return probs
 
 
-SIGN_FIX = ("sign the module with a key the host trusts: `invoke build-kpatch --sign-key KEY.pem --sign-cert CERT.pem` "
-            "(the kernel tree's scripts/sign-file), and enroll that certificate on the host with `mokutil --import "
-            "CERT.der` + a reboot to confirm in MokManager (docs/kpatch.md, 'Signing')")
+SIGN_FIX = (
+    "sign the module with a key the host trusts: `invoke build-kpatch --sign-key KEY.pem --sign-cert CERT.pem` "
+    "(the kernel tree's scripts/sign-file), and enroll that certificate on the host with `mokutil --import "
+    "CERT.der` + a reboot to confirm in MokManager (docs/kpatch.md, 'Signing')"
+)
 
 
 def superseded(facts: dict, art: Artifact) -> list[str]:
@@ -272,8 +344,11 @@ def parse_objects(text: str) -> dict[str, list[str]]:
     return out
 
 
-_DMESG_BAD = re.compile(r"livepatch:.*(fail|error|unable|can't|cannot|invalid|not supported)|"
-                        r"WARNING: CPU|BUG: |Call Trace:|general protection|Oops", re.I)
+_DMESG_BAD = re.compile(
+    r"livepatch:.*(fail|error|unable|can't|cannot|invalid|not supported)|"
+    r"WARNING: CPU|BUG: |Call Trace:|general protection|Oops",
+    re.I,
+)
 
 
 def dmesg_problems(text: str, module: str) -> list[str]:
@@ -292,18 +367,19 @@ def transition_action(elapsed: float, signalled: bool, signal_after: float, reve
 
 # ---------------------------------------------------------------------------------------------- the host
 
+
 @dataclass
 class Options:
     keep: bool = False
-    install: bool = False            # with keep: persist it (numaforge.livepatch.lifecycle.persist, fleet layer)
+    install: bool = False  # with keep: persist it (numaforge.livepatch.lifecycle.persist, fleet layer)
     signal_after: float = 15.0
     revert_after: float = 60.0
     poll: float = 0.5
-    replace: bool = False            # allow a replace-mode module to supersede the host's other live patches
-    effect: bool = False             # the A/B step: the fleet layer turns it on for the lab group or --measure
+    replace: bool = False  # allow a replace-mode module to supersede the host's other live patches
+    effect: bool = False  # the A/B step: the fleet layer turns it on for the lab group or --measure
     effect_rounds: int = 1
     workload: mrunner.WorkloadParams = field(default_factory=mrunner.WorkloadParams)
-    workload_binary: Path | None = None   # local static binary; None = build numaforge/lab/workload
+    workload_binary: Path | None = None  # local static binary; None = build numaforge/lab/workload
     command_timeout: float = 60.0
 
 
@@ -341,9 +417,11 @@ class _Host:
 
     def busy_retry(self, cmd: str, what: str, timeout: float | None = None) -> tuple[int, str, int]:
         """Run cmd, retrying EBUSY answers like kpatch (5 tries, 2 s apart); records the tries."""
+
         def attempt():
             r = self.sh(cmd, check=False, timeout=timeout)
             return r.rc, (r.stderr + r.stdout)
+
         rc, out, tries = hostops.with_busy_retries(attempt, log=lambda m: self.log(f"{what}: {m}"))
         self.data.setdefault("busy_retries", {})[what] = tries
         return rc, out, tries
@@ -357,10 +435,12 @@ class _Host:
         bad = hostops.new_taint(self.taint_before, now)
         self.data.setdefault("taint", {})[when] = detail
         if bad:
-            raise TaintError(f"the kernel became tainted {', '.join(hostops.describe_taint(bad))} {when}",
-                             f"{self.r.where}: /proc/sys/kernel/tainted {self.taint_before} -> {now}",
-                             "read dmesg on the host: a live patch only adds K (and O/E); this taint means the "
-                             "kernel hit a problem while patching (the module was rolled back)")
+            raise TaintError(
+                f"the kernel became tainted {', '.join(hostops.describe_taint(bad))} {when}",
+                f"{self.r.where}: /proc/sys/kernel/tainted {self.taint_before} -> {now}",
+                "read dmesg on the host: a live patch only adds K (and O/E); this taint means the "
+                "kernel hit a problem while patching (the module was rolled back)",
+            )
         return detail
 
     def livepatches(self) -> dict:
@@ -369,12 +449,15 @@ class _Host:
     def check_others(self) -> dict:
         """Every other live patch that was enabled before is still loaded and enabled (non-replace)."""
         now = self.livepatches()
-        lost = sorted(n for n, lp in self.others.items() if lp.get("enabled") == "1"
-                      and (now.get(n) or {}).get("enabled") != "1")
+        lost = sorted(
+            n for n, lp in self.others.items() if lp.get("enabled") == "1" and (now.get(n) or {}).get("enabled") != "1"
+        )
         if lost and not self.opts.replace:
-            raise VerifyError(f"other live patch(es) no longer enabled: {', '.join(lost)}",
-                              f"{self.r.where}: {LIVEPATCH_SYSFS}",
-                              "the module superseded them (replace mode): rebuild it non-replace (the default)")
+            raise VerifyError(
+                f"other live patch(es) no longer enabled: {', '.join(lost)}",
+                f"{self.r.where}: {LIVEPATCH_SYSFS}",
+                "the module superseded them (replace mode): rebuild it non-replace (the default)",
+            )
         return {n: {"enabled": (now.get(n) or {}).get("enabled")} for n in self.others}
 
     def module_loaded(self) -> bool:
@@ -387,13 +470,19 @@ class _Host:
         self.kpatch = facts.get("kpatch") or None
         self.taint_before = facts.get("tainted") or "0"
         self.others = {n: lp for n, lp in facts["livepatches"].items() if n != self.art.name}
-        detail = {"uname_r": facts.get("uname_r"), "vermagic": self.art.vermagic,
-                  "sig_enforce": facts.get("sig_enforce") or None, "lockdown": facts.get("lockdown") or None,
-                  "kpatch": self.kpatch, "signed": self.art.signed, "signer": self.art.signer,
-                  "replace": self.art.replace, "taint": hostops.taint_detail(self.taint_before),
-                  "other_patches": sorted(self.others),
-                  "other_livepatches": {n: {k: lp[k] for k in ("enabled", "transition")}
-                                        for n, lp in self.others.items()}}
+        detail = {
+            "uname_r": facts.get("uname_r"),
+            "vermagic": self.art.vermagic,
+            "sig_enforce": facts.get("sig_enforce") or None,
+            "lockdown": facts.get("lockdown") or None,
+            "kpatch": self.kpatch,
+            "signed": self.art.signed,
+            "signer": self.art.signer,
+            "replace": self.art.replace,
+            "taint": hostops.taint_detail(self.taint_before),
+            "other_patches": sorted(self.others),
+            "other_livepatches": {n: {k: lp[k] for k in ("enabled", "transition")} for n, lp in self.others.items()},
+        }
         sup = superseded(facts, self.art)
         if sup and self.opts.replace:
             detail["supersedes"] = sup
@@ -403,8 +492,9 @@ class _Host:
         if probs:
             first = probs[0]
             if len(probs) > 1:
-                first = PreflightError("; ".join(p.what for p in probs), first.where,
-                                       " / ".join(p.fix for p in probs if p.fix))
+                first = PreflightError(
+                    "; ".join(p.what for p in probs), first.where, " / ".join(p.fix for p in probs if p.fix)
+                )
             first.where = f"{self.r.where}: {first.where.removeprefix('host ')}"
             raise first
         return detail
@@ -427,11 +517,15 @@ class _Host:
         if rc != 0 and not self.loaded:
             tail = self.sh(f"dmesg | tail -n +{self.dmesg_mark + 1} | tail -5", check=False).stdout.strip()
             busy = hostops.is_busy(out)
-            raise LoadError(f"{how} failed (rc={rc}, {tries} tr{'y' if tries == 1 else 'ies'}): {out.strip()[-300:]}"
-                            + (f"\n  dmesg: {tail}" if tail else ""), f"{self.r.where}: {self.rko}",
-                            "another live-patch transition kept the kernel busy: retry once it finished "
-                            "(cat /sys/kernel/livepatch/*/transition)" if busy else
-                            "read the kernel log on the host (dmesg); check the module matches the running kernel")
+            raise LoadError(
+                f"{how} failed (rc={rc}, {tries} tr{'y' if tries == 1 else 'ies'}): {out.strip()[-300:]}"
+                + (f"\n  dmesg: {tail}" if tail else ""),
+                f"{self.r.where}: {self.rko}",
+                "another live-patch transition kept the kernel busy: retry once it finished "
+                "(cat /sys/kernel/livepatch/*/transition)"
+                if busy
+                else "read the kernel log on the host (dmesg); check the module matches the running kernel",
+            )
         return {"via": how, "rc": rc, "tries": tries}
 
     def wait_transition(self, target: str = "1", name: str = "patch") -> dict:
@@ -456,8 +550,10 @@ class _Host:
                     self.sh(f"echo 1 > {self.sysfs}/signal", check=False)
                     detail["signalled"] = f"wrote 1 to {self.sysfs}/signal after {elapsed:.0f} s"
                 else:
-                    detail["signalled"] = (f"no {self.sysfs}/signal in this kernel: it signals stalled tasks "
-                                           f"itself (checked after {elapsed:.0f} s)")
+                    detail["signalled"] = (
+                        f"no {self.sysfs}/signal in this kernel: it signals stalled tasks "
+                        f"itself (checked after {elapsed:.0f} s)"
+                    )
                 self.log(f"transition not done after {elapsed:.0f} s: {detail['signalled']}")
             elif action == "revert":
                 detail.update(done=False, seconds=round(elapsed, 1), stalled_tasks=self.stalled_tasks())
@@ -470,13 +566,22 @@ class _Host:
 
     def verify(self) -> dict:
         enabled, transition = self.patch_state()
-        objs = parse_objects(self.sh(f"cd {self.sysfs} && for o in */; do for f in \"$o\"*/; do "
-                                     "[ -d \"$f\" ] && echo \"${f%/}\"; done; done", check=False).stdout)
+        objs = parse_objects(
+            self.sh(
+                f'cd {self.sysfs} && for o in */; do for f in "$o"*/; do [ -d "$f" ] && echo "${{f%/}}"; done; done',
+                check=False,
+            ).stdout
+        )
         patched = sorted({func_name(f) for fs in objs.values() for f in fs})
         dmesg = self.sh(f"dmesg | tail -n +{self.dmesg_mark + 1}", check=False).stdout
         bad = dmesg_problems(dmesg, self.art.name)
-        detail: dict = {"enabled": enabled, "transition": transition, "objects": objs, "patched_functions": patched,
-                        "dmesg_problems": bad}
+        detail: dict = {
+            "enabled": enabled,
+            "transition": transition,
+            "objects": objs,
+            "patched_functions": patched,
+            "dmesg_problems": bad,
+        }
         self.data["verify"] = detail
         problems = []
         if enabled != "1":
@@ -493,15 +598,23 @@ class _Host:
         if self.art.check_script is not None:
             rpath = f"{self.rdir}/{self.art.check_script.name}"
             self.r.put(self.art.check_script, rpath, mode=0o700)
-            r = self.sh(f"LIVEPATCH_MODULE={shlex.quote(self.art.name)} sh {shlex.quote(rpath)} "
-                        f"{shlex.quote(self.art.name)}", check=False)
-            detail["loaded_check"] = {"script": self.art.check_script.name, "rc": r.rc,
-                                      "output": (r.stdout + r.stderr).strip()[-500:]}
+            r = self.sh(
+                f"LIVEPATCH_MODULE={shlex.quote(self.art.name)} sh {shlex.quote(rpath)} {shlex.quote(self.art.name)}",
+                check=False,
+            )
+            detail["loaded_check"] = {
+                "script": self.art.check_script.name,
+                "rc": r.rc,
+                "output": (r.stdout + r.stderr).strip()[-500:],
+            }
             if r.rc != 0:
                 problems.append(f"{self.art.check_script.name} exited {r.rc}: {(r.stderr or r.stdout).strip()[-200:]}")
         if problems:
-            raise VerifyError("; ".join(problems), f"{self.r.where}: {self.sysfs}",
-                              "see the verify detail in the report; the module was unloaded")
+            raise VerifyError(
+                "; ".join(problems),
+                f"{self.r.where}: {self.sysfs}",
+                "see the verify detail in the report; the module was unloaded",
+            )
         return detail
 
     def disable_and_unload(self) -> dict:
@@ -513,8 +626,9 @@ class _Host:
             detail["disable"]["tries"] = tries
         if self.module_loaded():
             # 5.10 drops the livepatch core's module reference asynchronously after the unpatch transition
-            ref = self.sh(hostops.refcount_script(self.art.name), check=False,
-                          timeout=hostops.REFCOUNT_WAIT + 30).stdout.strip()
+            ref = self.sh(
+                hostops.refcount_script(self.art.name), check=False, timeout=hostops.REFCOUNT_WAIT + 30
+            ).stdout.strip()
             detail["refcount"] = ref
             cmd = f"kpatch unload {self.art.name}" if self.kpatch else f"rmmod {self.art.name}"
             rc, out, tries = self.busy_retry(cmd, "unload")
@@ -522,9 +636,12 @@ class _Host:
         still = self.module_loaded()
         self.loaded = still
         if still:
-            raise UnloadError(f"module {self.art.name} is still loaded after disable + unload", self.r.where,
-                              f"check `cat {self.sysfs}/transition` and dmesg on the host; rmmod {self.art.name} "
-                              "once the transition finished")
+            raise UnloadError(
+                f"module {self.art.name} is still loaded after disable + unload",
+                self.r.where,
+                f"check `cat {self.sysfs}/transition` and dmesg on the host; rmmod {self.art.name} "
+                "once the transition finished",
+            )
         return detail
 
     def set_patch(self, on: bool) -> None:
@@ -532,8 +649,11 @@ class _Host:
             self.load()
             d = self.wait_transition("1")
             if not d.get("done"):
-                raise TransitionError("the patch transition did not finish while re-enabling it for the A/B run",
-                                      self.r.where, "see the stalled tasks in the report")
+                raise TransitionError(
+                    "the patch transition did not finish while re-enabling it for the A/B run",
+                    self.r.where,
+                    "see the stalled tasks in the report",
+                )
         elif not on and self.module_loaded():
             self.disable_and_unload()
 
@@ -543,8 +663,9 @@ class _Host:
             self.data["remote_dir_removed"] = True
 
 
-def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
-                  log: Callable[[str], None] = lambda m: None) -> HostResult:
+def validate_host(
+    remote, art: Artifact, opts: Options, result: HostResult, log: Callable[[str], None] = lambda m: None
+) -> HostResult:
     """Run the states on one open Remote; fills result (steps, data, status). Raises nothing for host failures."""
     h = _Host(remote, art, opts, result, log)
     result.data.update({"module": art.name, "sha256": art.sha256, "vermagic": art.vermagic})
@@ -574,7 +695,8 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
                     "reverted and unloaded",
                     f"{remote.where}: {h.sysfs}/transition",
                     "find what keeps the patched function on a task's stack (the stalled tasks above); "
-                    "retry when they are idle, or rebuild the patch to avoid that function")
+                    "retry when they are idle, or rebuild the patch to avoid that function",
+                )
         with result.step("verify") as s:
             h.state("verify")
             s.detail = h.verify()
@@ -589,8 +711,11 @@ def validate_host(remote, art: Artifact, opts: Options, result: HostResult,
             with result.step("keep") as s:
                 h.state("keep")
                 h.set_patch(True)
-                s.detail = {"kept": True, "other_livepatches": h.check_others(),
-                            "taint": h.check_taint("after the keep")}
+                s.detail = {
+                    "kept": True,
+                    "other_livepatches": h.check_others(),
+                    "taint": h.check_taint("after the keep"),
+                }
             result.status = "changed"
             result.message = f"{art.name} loaded, verified and kept"
         else:
@@ -620,7 +745,7 @@ def _rollback(h: _Host, result: HostResult) -> None:
     if not h.rdir:
         result.data["final"] = "untouched"
         return
-    with result.step("rollback") as s, budget.lifted():      # a host out of time is still put back
+    with result.step("rollback") as s, budget.lifted():  # a host out of time is still put back
         h.state("rollback")
         try:
             s.detail = h.disable_and_unload() if h.module_loaded() else {"loaded": False}
@@ -635,6 +760,7 @@ def _rollback(h: _Host, result: HostResult) -> None:
 def _upload_workload(h: _Host, remote, binary: Path | None) -> str:
     if binary is None:
         from ..lab.vm import workload_binary
+
         binary = workload_binary()
     rpath = f"{h.rdir}/numa_workload"
     remote.put(binary, rpath, mode=0o700)
@@ -647,8 +773,12 @@ def _numa_ready(remote) -> dict | None:
     if numa["nodes"] < 3:
         return {"skipped": True, "reason": f"host has {numa['nodes']} NUMA node(s); the effect needs >= 3", **numa}
     if numa["numa_balancing"] != "1":
-        return {"skipped": True, "reason": "automatic NUMA balancing is off on the host "
-                f"(kernel.numa_balancing={numa['numa_balancing']}); numaforge does not change it", **numa}
+        return {
+            "skipped": True,
+            "reason": "automatic NUMA balancing is off on the host "
+            f"(kernel.numa_balancing={numa['numa_balancing']}); numaforge does not change it",
+            **numa,
+        }
     return None
 
 
@@ -657,8 +787,16 @@ def _effect(h: _Host, remote, opts: Options, log) -> dict:
     if skip:
         return skip
     rpath = _upload_workload(h, remote, opts.workload_binary)
-    runs = mrunner.run_rounds(remote, rpath, opts.workload, ["off", "on"], opts.effect_rounds,
-                              lambda arm: h.set_patch(arm == "on"), order="abba", log=log)
+    runs = mrunner.run_rounds(
+        remote,
+        rpath,
+        opts.workload,
+        ["off", "on"],
+        opts.effect_rounds,
+        lambda arm: h.set_patch(arm == "on"),
+        order="abba",
+        log=log,
+    )
     out = mrunner.report(runs, ["off", "on"])
     out.update(mrunner.legacy_counts(runs))
     out["workload"] = mrunner.params_dict(opts.workload)
@@ -670,8 +808,10 @@ def _effect(h: _Host, remote, opts: Options, log) -> dict:
 # Wakes every CPU: a short busy loop pinned to each CPU makes its idle task leave and re-enter the idle loop,
 # where it takes a pending livepatch state. Under qemu TCG with 8 vCPUs the idle tasks otherwise held a
 # transition for ~80 s (measured on the nps2 lab VM, 2 CPUs per node); with one pass it finished at once.
-SPIN = ("n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
-        "i=$((i+1)); done' & c=$((c+1)); done; wait")
+SPIN = (
+    "n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
+    "i=$((i+1)); done' & c=$((c+1)); done; wait"
+)
 
 
 class ArmSwitcher:
@@ -683,11 +823,20 @@ class ArmSwitcher:
     it runs in the foreground, so it never overlaps a measured run.
     """
 
-    def __init__(self, remote, arms: dict[str, Artifact | None], opts: Options | None = None,
-                 log: Callable[[str], None] = lambda m: None, nudge: bool = False):
+    def __init__(
+        self,
+        remote,
+        arms: dict[str, Artifact | None],
+        opts: Options | None = None,
+        log: Callable[[str], None] = lambda m: None,
+        nudge: bool = False,
+    ):
         self.remote, self.opts, self.log, self.nudge = remote, opts or Options(effect=False), log, nudge
-        self.hosts = {name: _Host(remote, art, self.opts, HostResult(f"{remote.where} ({name})"), log)
-                      for name, art in arms.items() if art is not None}
+        self.hosts = {
+            name: _Host(remote, art, self.opts, HostResult(f"{remote.where} ({name})"), log)
+            for name, art in arms.items()
+            if art is not None
+        }
         self.arms = list(arms)
         self.current: str | None = None
 
@@ -709,8 +858,11 @@ class ArmSwitcher:
                 h.load()
                 self._settle(h)
                 if not h.wait_transition("1").get("done"):
-                    raise TransitionError(f"the transition to arm {name} did not finish", self.remote.where,
-                                          "see the host's stalled tasks (/proc/*/patch_state)")
+                    raise TransitionError(
+                        f"the transition to arm {name} did not finish",
+                        self.remote.where,
+                        "see the host's stalled tasks (/proc/*/patch_state)",
+                    )
             h.set_patch(True)
         self.current = name
 
@@ -741,16 +893,26 @@ class ArmSwitcher:
         return next((h.rdir for h in self.hosts.values() if h.rdir), None)
 
 
-def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.WorkloadParams, rounds: int,
-                 order: str = "random", seed: int = 13, workload_binary: Path | None = None,
-                 log: Callable[[str], None] = lambda m: None, nudge: bool = False) -> dict:
+def measure_arms(
+    remote,
+    arms: dict[str, Artifact | None],
+    params: mrunner.WorkloadParams,
+    rounds: int,
+    order: str = "random",
+    seed: int = 13,
+    workload_binary: Path | None = None,
+    log: Callable[[str], None] = lambda m: None,
+    nudge: bool = False,
+) -> dict:
     """Interleaved rounds of every arm on one booted host; the runner's report plus the host's NUMA facts.
     nudge: see ArmSwitcher (lab VMs under TCG)."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
-        raise LivepatchError(f"automatic NUMA balancing is off on the host (kernel.numa_balancing="
-                             f"{numa['numa_balancing']})", remote.where,
-                             "boot with numa_balancing=enable; numaforge does not change it")
+        raise LivepatchError(
+            f"automatic NUMA balancing is off on the host (kernel.numa_balancing={numa['numa_balancing']})",
+            remote.where,
+            "boot with numa_balancing=enable; numaforge does not change it",
+        )
     sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
     try:
         sw.open()
@@ -760,17 +922,27 @@ def measure_arms(remote, arms: dict[str, Artifact | None], params: mrunner.Workl
             rdir = remote.run("mktemp -d /tmp/numaforge-measure.XXXXXX", sudo=True).stdout.strip()
             rpath = f"{rdir}/numa_workload"
             remote.put(workload_binary or _default_workload(), rpath, mode=0o700)
-        runs = mrunner.run_rounds(remote, rpath, params, list(arms), rounds, sw.set_arm, order=order, seed=seed,
-                                  log=log)
+        runs = mrunner.run_rounds(
+            remote, rpath, params, list(arms), rounds, sw.set_arm, order=order, seed=seed, log=log
+        )
     finally:
         sw.close()
     out = mrunner.report(runs, list(arms))
-    out.update({"workload": mrunner.params_dict(params), "rounds": rounds, "order": order, "seed": seed,
-                "nudge": nudge, **numa,
-                "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}})
+    out.update(
+        {
+            "workload": mrunner.params_dict(params),
+            "rounds": rounds,
+            "order": order,
+            "seed": seed,
+            "nudge": nudge,
+            **numa,
+            "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()},
+        }
+    )
     return out
 
 
 def _default_workload() -> Path:
     from ..lab.vm import workload_binary
+
     return workload_binary()

@@ -20,8 +20,10 @@ from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-e
 from . import ArtifactError, Options, lifecycle, load_artifact, validate_host
 
 LAB_GROUP = "lab"
-MEASURE_WARNING = ("--measure: the A/B step runs a CPU-burning NUMA workload twice per round and unloads/reloads "
-                   "the live patch on every selected host; use it on lab or drained hosts")
+MEASURE_WARNING = (
+    "--measure: the A/B step runs a CPU-burning NUMA workload twice per round and unloads/reloads "
+    "the live patch on every selected host; use it on lab or drained hosts"
+)
 
 
 def measure_on(host, measure: bool | None) -> bool:
@@ -37,29 +39,49 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         return load_artifact(module, check_script=check)
     t = target or host_target
     if not t:
-        raise ArtifactError("no module to validate: neither --module nor --target, and the host has "
-                                      "no kernel.target", "--module/--target",
-                                      "pass --module PATH.ko or --target NAME (see kpatch/targets/)")
+        raise ArtifactError(
+            "no module to validate: neither --module nor --target, and the host has no kernel.target",
+            "--module/--target",
+            "pass --module PATH.ko or --target NAME (see kpatch/targets/)",
+        )
     manifest = kpatch_build_dir() / t / "manifest.json"
     if not manifest.is_file():
-        raise ArtifactError(f"target '{t}' has no built module ({manifest} missing)", "--target",
-                                      f"build it with `invoke build-kpatch --target {t}`")
+        raise ArtifactError(
+            f"target '{t}' has no built module ({manifest} missing)",
+            "--target",
+            f"build it with `invoke build-kpatch --target {t}`",
+        )
     try:
         man = _json.loads(manifest.read_text())
     except ValueError as exc:
-        raise ArtifactError(f"{manifest} is not JSON: {exc}", str(manifest),
-                                      f"rebuild: invoke build-kpatch --target {t}") from None
+        raise ArtifactError(
+            f"{manifest} is not JSON: {exc}", str(manifest), f"rebuild: invoke build-kpatch --target {t}"
+        ) from None
     return load_artifact(manifest.parent / man["module_file"], check_script=check, manifest=manifest)
 
 
-def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, accept_new_host_key=False,
-                   forks=4, canary=0, batch=0, max_fail=100.0, progress=True, host_timeout=None, measure=None,
-                   log=print):
+def validate_hosts(
+    hosts,
+    *,
+    module=None,
+    target=None,
+    check=None,
+    opts=None,
+    accept_new_host_key=False,
+    forks=4,
+    canary=0,
+    batch=0,
+    max_fail=100.0,
+    progress=True,
+    host_timeout=None,
+    measure=None,
+    log=print,
+):
     """Run the states on every host under the rolling rules. measure: None = the A/B step only on hosts in
     group `lab`; True/False = on every/no host."""
     opts = opts or Options()
     artifacts: dict = {}
-    if module or target:   # one artifact for every host: bad input fails before any host is contacted
+    if module or target:  # one artifact for every host: bad input fails before any host is contacted
         art = resolve_module(module, target, check)
         artifacts = {(target or h.kernel.target): art for h in hosts}
 
@@ -90,14 +112,36 @@ def validate_hosts(hosts, *, module=None, target=None, check=None, opts=None, ac
                     result.data["final"] = "installed"
             return result
 
-    return run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
-                     max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
+    return run_fleet(
+        hosts,
+        one,
+        forks=int(forks),
+        canary=int(canary),
+        batch=int(batch),
+        max_fail_pct=float(max_fail),
+        progress=progress,
+        host_timeout=host_timeout,
+    )
 
 
 # ---------------------------------------------------------------- lifecycle over a fleet
 
-def _lifecycle(hosts, per_host, *, run_key: str | None, accept_new_host_key=False, forks=4, canary=0, batch=0,
-               max_fail=100.0, progress=True, host_timeout=None, resumed_check=None, journal_dir=None):
+
+def _lifecycle(
+    hosts,
+    per_host,
+    *,
+    run_key: str | None,
+    accept_new_host_key=False,
+    forks=4,
+    canary=0,
+    batch=0,
+    max_fail=100.0,
+    progress=True,
+    host_timeout=None,
+    resumed_check=None,
+    journal_dir=None,
+):
     """run_fleet over per_host(remote, host, result) with an optional resume journal: a host recorded as done
     by an interrupted run of the same command is only checked (resumed_check), never redone."""
     jr = journal.open(run_key, journal_dir) if run_key else None
@@ -113,8 +157,16 @@ def _lifecycle(hosts, per_host, *, run_key: str | None, accept_new_host_key=Fals
             jr.record(host, journal.VERIFIED, status=result.status)
         return result
 
-    outcome = run_fleet(hosts, one, forks=int(forks), canary=int(canary), batch=int(batch),
-                        max_fail_pct=float(max_fail), progress=progress, host_timeout=host_timeout)
+    outcome = run_fleet(
+        hosts,
+        one,
+        forks=int(forks),
+        canary=int(canary),
+        batch=int(batch),
+        max_fail_pct=float(max_fail),
+        progress=progress,
+        host_timeout=host_timeout,
+    )
     if jr is not None:
         outcome.journal = str(jr.path)
         if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
@@ -124,8 +176,7 @@ def _lifecycle(hosts, per_host, *, run_key: str | None, accept_new_host_key=Fals
 
 def status_hosts(hosts, **fleet):
     """livepatch-status: read-only, no journal."""
-    return _lifecycle(hosts, lambda remote, host, result: lifecycle.status_host(remote, result), run_key=None,
-                      **fleet)
+    return _lifecycle(hosts, lambda remote, host, result: lifecycle.status_host(remote, result), run_key=None, **fleet)
 
 
 def install_hosts(hosts, *, module=None, target=None, opts=None, run_key=None, log=print, **fleet):
@@ -139,7 +190,7 @@ def install_hosts(hosts, *, module=None, target=None, opts=None, run_key=None, l
             arts[key] = resolve_module(module, target, None, getattr(host.kernel, "target", None))
         return arts[key]
 
-    if module or target:   # one artifact for every host: bad input fails before any host is contacted
+    if module or target:  # one artifact for every host: bad input fails before any host is contacted
         one_art = resolve_module(module, target, None)
         arts.update({(target or getattr(h.kernel, "target", None)): one_art for h in hosts})
 
@@ -155,9 +206,12 @@ def install_hosts(hosts, *, module=None, target=None, opts=None, run_key=None, l
         rec = st["records"].get(art.name) or {}
         ok = rec.get("installed") and rec.get("sha256") == art.sha256
         result.status = "ok" if ok else "failed"
-        result.message = (f"{art.name} installed (resumed run: checked only)" if ok else
-                          f"{art.name} is not installed although an interrupted run recorded it\n"
-                          "  fix: delete the journal and re-run")
+        result.message = (
+            f"{art.name} installed (resumed run: checked only)"
+            if ok
+            else f"{art.name} is not installed although an interrupted run recorded it\n"
+            "  fix: delete the journal and re-run"
+        )
         return result
 
     return _lifecycle(hosts, per_host, run_key=run_key, resumed_check=check, **fleet)
@@ -168,8 +222,9 @@ def unload_hosts(hosts, *, module: str, force=False, opts=None, run_key=None, lo
     name = module.replace("-", "_")
 
     def per_host(remote, host, result):
-        return lifecycle.unload_host(remote, name, result, force=force, opts=opts,
-                                     log=lambda m: log(f"{host.name}: {m}"))
+        return lifecycle.unload_host(
+            remote, name, result, force=force, opts=opts, log=lambda m: log(f"{host.name}: {m}")
+        )
 
     def check(remote, host, result):
         st = lifecycle.host_status(remote)

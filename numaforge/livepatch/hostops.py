@@ -19,9 +19,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-MAX_ATTEMPTS = 5          # kpatch: MAX_LOAD_ATTEMPTS
-RETRY_INTERVAL = 2.0      # kpatch: RETRY_INTERVAL (seconds)
-REFCOUNT_WAIT = 60.0      # seconds to wait for the module reference to drop after a disable
+MAX_ATTEMPTS = 5  # kpatch: MAX_LOAD_ATTEMPTS
+RETRY_INTERVAL = 2.0  # kpatch: RETRY_INTERVAL (seconds)
+REFCOUNT_WAIT = 60.0  # seconds to wait for the module reference to drop after a disable
 
 BUSY_MARKERS = ("Device or resource busy", "EBUSY")
 
@@ -30,9 +30,13 @@ def is_busy(output: str) -> bool:
     return any(m in output for m in BUSY_MARKERS)
 
 
-def with_busy_retries(attempt: Callable[[], tuple[int, str]], attempts: int = MAX_ATTEMPTS,
-                      interval: float = RETRY_INTERVAL, sleep: Callable[[float], None] = time.sleep,
-                      log: Callable[[str], None] = lambda m: None) -> tuple[int, str, int]:
+def with_busy_retries(
+    attempt: Callable[[], tuple[int, str]],
+    attempts: int = MAX_ATTEMPTS,
+    interval: float = RETRY_INTERVAL,
+    sleep: Callable[[float], None] = time.sleep,
+    log: Callable[[str], None] = lambda m: None,
+) -> tuple[int, str, int]:
     """Run attempt() -> (rc, output) until it succeeds, fails with something else than EBUSY, or `attempts`
     EBUSY answers were seen. Returns (rc, output, tries)."""
     tries = 0
@@ -47,12 +51,23 @@ def with_busy_retries(attempt: Callable[[], tuple[int, str]], attempts: int = MA
 
 # Documentation/admin-guide/tainted-kernels.rst (5.10): bit -> letter, meaning
 TAINT_FLAGS = [
-    ("P", "proprietary module loaded"), ("F", "module force loaded"), ("S", "SMP with non-SMP-safe CPUs"),
-    ("R", "module force unloaded"), ("M", "machine check exception"), ("B", "bad page referenced"),
-    ("U", "taint requested by userspace"), ("D", "kernel died (OOPS or BUG)"), ("A", "ACPI table overridden"),
-    ("W", "kernel issued a warning"), ("C", "staging driver loaded"), ("I", "firmware bug workaround"),
-    ("O", "out-of-tree module loaded"), ("E", "unsigned module loaded"), ("L", "soft lockup occurred"),
-    ("K", "kernel live patched"), ("X", "auxiliary taint (distribution-defined)"),
+    ("P", "proprietary module loaded"),
+    ("F", "module force loaded"),
+    ("S", "SMP with non-SMP-safe CPUs"),
+    ("R", "module force unloaded"),
+    ("M", "machine check exception"),
+    ("B", "bad page referenced"),
+    ("U", "taint requested by userspace"),
+    ("D", "kernel died (OOPS or BUG)"),
+    ("A", "ACPI table overridden"),
+    ("W", "kernel issued a warning"),
+    ("C", "staging driver loaded"),
+    ("I", "firmware bug workaround"),
+    ("O", "out-of-tree module loaded"),
+    ("E", "unsigned module loaded"),
+    ("L", "soft lockup occurred"),
+    ("K", "kernel live patched"),
+    ("X", "auxiliary taint (distribution-defined)"),
     ("T", "built with the struct randomization plugin"),
 ]
 # what loading a live patch legitimately adds: K always, O (kpatch-build and test modules are out-of-tree),
@@ -76,8 +91,11 @@ def describe_taint(letters: list[str]) -> list[str]:
 
 def taint_detail(value) -> dict:
     letters = decode_taint(value)
-    return {"value": int(str(value).strip()) if str(value).strip().isdigit() else None, "flags": letters,
-            "meaning": describe_taint(letters)}
+    return {
+        "value": int(str(value).strip()) if str(value).strip().isdigit() else None,
+        "flags": letters,
+        "meaning": describe_taint(letters),
+    }
 
 
 def new_taint(before, after, expected: frozenset = EXPECTED_LIVEPATCH_TAINT) -> list[str]:
@@ -88,13 +106,15 @@ def new_taint(before, after, expected: frozenset = EXPECTED_LIVEPATCH_TAINT) -> 
 def stalled_script(sysfs_dir: str, limit: int = 20, stack_lines: int = 16) -> str:
     """Shell: every thread whose patch_state is not the target (the patch's `enabled` value), as
     'T pid tid comm' followed by its kernel stack lines 'S ...' (needs root for the stack)."""
-    return (f"t=$(cat {sysfs_dir}/enabled 2>/dev/null); n=0; "
-            "for d in /proc/[0-9]*/task/[0-9]*; do "
-            "s=$(cat $d/patch_state 2>/dev/null) || continue; "
-            "[ \"$s\" = -1 ] && continue; [ \"$s\" = \"$t\" ] && continue; "
-            f"n=$((n+1)); [ $n -gt {limit} ] && break; "
-            "p=${d#/proc/}; p=${p%%/*}; echo \"T $p ${d##*/} $(cat $d/comm 2>/dev/null)\"; "
-            f"head -n {stack_lines} $d/stack 2>/dev/null | sed 's/^/S /'; done")
+    return (
+        f"t=$(cat {sysfs_dir}/enabled 2>/dev/null); n=0; "
+        "for d in /proc/[0-9]*/task/[0-9]*; do "
+        "s=$(cat $d/patch_state 2>/dev/null) || continue; "
+        '[ "$s" = -1 ] && continue; [ "$s" = "$t" ] && continue; '
+        f"n=$((n+1)); [ $n -gt {limit} ] && break; "
+        'p=${d#/proc/}; p=${p%%/*}; echo "T $p ${d##*/} $(cat $d/comm 2>/dev/null)"; '
+        f"head -n {stack_lines} $d/stack 2>/dev/null | sed 's/^/S /'; done"
+    )
 
 
 def parse_stalled(text: str) -> list[dict]:
@@ -104,8 +124,14 @@ def parse_stalled(text: str) -> list[dict]:
         if line.startswith("T "):
             parts = line.split(" ", 3)
             if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
-                out.append({"pid": int(parts[1]), "tid": int(parts[2]), "comm": parts[3] if len(parts) > 3 else "",
-                            "stack": []})
+                out.append(
+                    {
+                        "pid": int(parts[1]),
+                        "tid": int(parts[2]),
+                        "comm": parts[3] if len(parts) > 3 else "",
+                        "stack": [],
+                    }
+                )
         elif line.startswith("S ") and out:
             out[-1]["stack"].append(line[2:].strip())
     return out
@@ -135,8 +161,11 @@ def parse_livepatches(text: str) -> dict[str, dict]:
         if line.startswith("lp="):
             parts = line[3:].split()
             if parts:
-                out[parts[0]] = {"enabled": parts[1] if len(parts) > 1 else None,
-                                 "transition": parts[2] if len(parts) > 2 else None, "functions": []}
+                out[parts[0]] = {
+                    "enabled": parts[1] if len(parts) > 1 else None,
+                    "transition": parts[2] if len(parts) > 2 else None,
+                    "functions": [],
+                }
         elif line.startswith("fn="):
             parts = line[3:].split(" ", 1)
             if len(parts) == 2 and parts[0] in out:
@@ -147,6 +176,8 @@ def parse_livepatches(text: str) -> dict[str, dict]:
 def refcount_script(module: str, timeout: float = REFCOUNT_WAIT, interval: float = 0.5) -> str:
     """Shell: wait until /sys/module/<m>/refcnt is 0 (or the module is gone); prints 'refcnt=N waited=S'."""
     loops = max(1, int(timeout / interval))
-    return (f"i=0; while [ $i -lt {loops} ]; do c=$(cat /sys/module/{module}/refcnt 2>/dev/null || echo gone); "
-            f"[ \"$c\" = 0 ] || [ \"$c\" = gone ] && break; i=$((i+1)); sleep {interval}; done; "
-            f"echo \"refcnt=$c waited=$i\"")
+    return (
+        f"i=0; while [ $i -lt {loops} ]; do c=$(cat /sys/module/{module}/refcnt 2>/dev/null || echo gone); "
+        f'[ "$c" = 0 ] || [ "$c" = gone ] && break; i=$((i+1)); sleep {interval}; done; '
+        f'echo "refcnt=$c waited=$i"'
+    )

@@ -62,12 +62,13 @@ STATUS_SCRIPT = (
     'echo "systemctl=$(command -v systemctl 2>/dev/null)"\n'
     f'echo "unit_enabled=$(test -e {WANTS_LINK} && echo yes || echo no)"\n'
     f'for f in {STATE_DIR}/$(uname -r)/*.json {RUN_DIR}/*.json; do [ -e "$f" ] && echo "record=$f $(cat "$f")"; '
-    'done\n'
+    "done\n"
     f'for f in {STATE_DIR}/$(uname -r)/*.ko; do [ -e "$f" ] && echo "bootmod=$f"; done\n'
     'for p in /sys/kernel/livepatch/*; do [ -d "$p" ] && echo "refcnt=${p##*/} '
     '$(cat /sys/module/${p##*/}/refcnt 2>/dev/null)"; done\n'
     'command -v kpatch >/dev/null 2>&1 && kpatch list 2>/dev/null | sed "s/^/kpatch_list=/"\n'
-    + hostops.LIVEPATCHES_SCRIPT)
+    + hostops.LIVEPATCHES_SCRIPT
+)
 
 
 def parse_status(text: str) -> dict:
@@ -117,8 +118,11 @@ def boot_summary(st: dict) -> dict:
         elif section == "installed" and line.strip():
             kpatch_installed.append(line.split()[0])
     numaforge = [Path(p).stem.replace("-", "_") for p in st.get("boot_modules", [])]
-    return {"kpatch": kpatch_installed, "numaforge": numaforge if st.get("unit_enabled") == "yes" else [],
-            "numaforge_unit_enabled": st.get("unit_enabled") == "yes"}
+    return {
+        "kpatch": kpatch_installed,
+        "numaforge": numaforge if st.get("unit_enabled") == "yes" else [],
+        "numaforge_unit_enabled": st.get("unit_enabled") == "yes",
+    }
 
 
 def host_status(remote) -> dict:
@@ -131,16 +135,34 @@ def status_host(remote, result: HostResult) -> HostResult:
     result.data["kpatch"] = st.get("kpatch") or None
     lps = st["livepatches"]
     result.status = "ok"
-    result.message = (", ".join(f"{n} ({'enabled' if lp['enabled'] == '1' else 'disabled'}"
-                                f"{', in transition' if lp['transition'] == '1' else ''}, {lp['owner']})"
-                                for n, lp in sorted(lps.items())) or "no live patches loaded")
+    result.message = (
+        ", ".join(
+            f"{n} ({'enabled' if lp['enabled'] == '1' else 'disabled'}"
+            f"{', in transition' if lp['transition'] == '1' else ''}, {lp['owner']})"
+            for n, lp in sorted(lps.items())
+        )
+        or "no live patches loaded"
+    )
     return result
 
 
 def _record(art: Artifact, how: str, installed: bool) -> str:
-    return json.dumps({"module": art.name, "file": art.path.name, "sha256": art.sha256, "vermagic": art.vermagic,
-                       "series": art.series, "signer": art.signer, "replace": art.replace, "by": "numaforge",
-                       "installed": installed, "via": how, "time": int(time.time())}, sort_keys=True)
+    return json.dumps(
+        {
+            "module": art.name,
+            "file": art.path.name,
+            "sha256": art.sha256,
+            "vermagic": art.vermagic,
+            "series": art.series,
+            "signer": art.signer,
+            "replace": art.replace,
+            "by": "numaforge",
+            "installed": installed,
+            "via": how,
+            "time": int(time.time()),
+        },
+        sort_keys=True,
+    )
 
 
 def _put_text(remote, text: str, path: str, mode: int = 0o644) -> str:
@@ -171,8 +193,11 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
             remote.put(art.path, rko, mode=0o600)
             r = remote.run(f"kpatch install {shlex.quote(rko)}", sudo=True, check=False, timeout=120)
             if r.rc != 0:
-                raise LivepatchError(f"kpatch install failed (rc={r.rc}): {(r.stderr or r.stdout).strip()[-300:]}",
-                                     f"{remote.where}: {rko}", "run `kpatch install` by hand to see why")
+                raise LivepatchError(
+                    f"kpatch install failed (rc={r.rc}): {(r.stderr or r.stdout).strip()[-300:]}",
+                    f"{remote.where}: {rko}",
+                    "run `kpatch install` by hand to see why",
+                )
         finally:
             remote.run(f"rm -rf -- {shlex.quote(rdir)}", sudo=True, check=False)
         detail["via"] = "kpatch install"
@@ -180,20 +205,24 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
         ko = f"{d}/{art.path.name}"
         detail["module"] = ko
         try:
-            detail["sha256"] = remote.put(art.path, ko, mode=0o644)         # temp + sha256 check + rename
+            detail["sha256"] = remote.put(art.path, ko, mode=0o644)  # temp + sha256 check + rename
             unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
             has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
             if has_systemctl:
                 remote.run(f"systemctl daemon-reload && systemctl enable {UNIT_NAME}", sudo=True, timeout=60)
-            else:   # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
-                remote.run(f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
-                           f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}", sudo=True)
+            else:  # what `systemctl enable` does for WantedBy=multi-user.target (hosts without systemctl)
+                remote.run(
+                    f"mkdir -p {Path(WANTS_LINK).parent} && ln -sfn {UNIT_PATH} {WANTS_LINK}.tmp && "
+                    f"mv -f {WANTS_LINK}.tmp {WANTS_LINK}",
+                    sudo=True,
+                )
         except NumaforgeError:
             # nothing half-installed: without the unit the module file would never load; take it back out
             remote.run(f"rm -f -- {shlex.quote(ko)}", sudo=True, check=False)
             raise
-        detail.update(via=f"{UNIT_NAME} ({'systemctl enable' if has_systemctl else 'wants symlink'})",
-                      unit_sha256=unit_sha)
+        detail.update(
+            via=f"{UNIT_NAME} ({'systemctl enable' if has_systemctl else 'wants symlink'})", unit_sha256=unit_sha
+        )
     _put_text(remote, _record(art, detail["via"], True) + "\n", f"{d}/{art.name}.json")
     remote.run(f"rm -f {RUN_DIR}/{art.name}.json", sudo=True, check=False)
     log(f"{art.name}: installed ({detail['via']})")
@@ -207,8 +236,10 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
     loaded = art.name in st["livepatches"]
     if loaded and mine.get("sha256") != art.sha256:
         result.status = "failed"
-        result.message = (f"{art.name} is loaded but is not this module (sha256 {str(mine.get('sha256'))[:12]} vs "
-                          f"{art.sha256[:12]})\n  fix: unload it first (`invoke livepatch-unload`)")
+        result.message = (
+            f"{art.name} is loaded but is not this module (sha256 {str(mine.get('sha256'))[:12]} vs "
+            f"{art.sha256[:12]})\n  fix: unload it first (`invoke livepatch-unload`)"
+        )
         return result
     if not loaded:
         validate_host(remote, art, Options(**{**opts.__dict__, "keep": True, "install": False}), result, log)
@@ -223,7 +254,7 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
         result.status = "failed"
         result.message = exc.render()
         result.data["error"] = {"kind": type(exc).__name__, "what": exc.what, "where": exc.where, "fix": exc.fix}
-        if not loaded:          # we loaded it for the install: take it back out (rolled back, not half-installed)
+        if not loaded:  # we loaded it for the install: take it back out (rolled back, not half-installed)
             h = _Host(remote, art, opts, result, log)
             h.kpatch = st.get("kpatch") or None
             with result.step("rollback") as rs:
@@ -236,8 +267,9 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
     return result
 
 
-def unload_host(remote, module: str, result: HostResult, force: bool = False, opts: Options | None = None,
-                log=lambda m: None) -> HostResult:
+def unload_host(
+    remote, module: str, result: HostResult, force: bool = False, opts: Options | None = None, log=lambda m: None
+) -> HostResult:
     """Disable, wait, refcount 0, rmmod; then remove what loads it at boot. Refuses foreign patches."""
     name = module.replace("-", "_")
     st = host_status(remote)
@@ -250,9 +282,11 @@ def unload_host(remote, module: str, result: HostResult, force: bool = False, op
         return result
     if not rec and not force:
         result.status = "failed"
-        err = OwnershipError(f"live patch {name} was not loaded or installed by numaforge",
-                             f"{remote.where}: {LIVEPATCH_SYSFS}/{name}",
-                             "leave it to whoever installed it (kpatch unload / their tooling), or pass --force")
+        err = OwnershipError(
+            f"live patch {name} was not loaded or installed by numaforge",
+            f"{remote.where}: {LIVEPATCH_SYSFS}/{name}",
+            "leave it to whoever installed it (kpatch unload / their tooling), or pass --force",
+        )
         result.message = err.render()
         result.data["error"] = {"kind": type(err).__name__, "what": err.what, "where": err.where, "fix": err.fix}
         return result
@@ -288,16 +322,18 @@ def unpersist(remote, name: str, rec: dict | None, st: dict) -> dict:
             r = remote.run(f"kpatch uninstall {shlex.quote(name)}", sudo=True, check=False, timeout=60)
             detail["kpatch_uninstall_rc"] = r.rc
             if r.rc != 0:
-                raise UnloadError(f"kpatch uninstall {name} failed: {(r.stderr or r.stdout).strip()[-200:]}",
-                                  remote.where, "run `kpatch uninstall` by hand")
+                raise UnloadError(
+                    f"kpatch uninstall {name} failed: {(r.stderr or r.stdout).strip()[-200:]}",
+                    remote.where,
+                    "run `kpatch uninstall` by hand",
+                )
         else:
             ko = f"{STATE_DIR}/{rel}/{rec.get('file') or name + '.ko'}"
             remote.run(f"rm -f -- {shlex.quote(ko)}", sudo=True)
             detail["removed"] = ko
-    remote.run(f"rm -f -- {STATE_DIR}/{shlex.quote(rel)}/{name}.json {RUN_DIR}/{name}.json", sudo=True,
-               check=False)
+    remote.run(f"rm -f -- {STATE_DIR}/{shlex.quote(rel)}/{name}.json {RUN_DIR}/{name}.json", sudo=True, check=False)
     left = remote.run(f"ls {STATE_DIR}/*/*.ko 2>/dev/null | wc -l", sudo=True, check=False).stdout.strip()
-    if left == "0":      # nothing numaforge installed is left: the unit goes too
+    if left == "0":  # nothing numaforge installed is left: the unit goes too
         has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
         if has_systemctl:
             remote.run(f"systemctl disable {UNIT_NAME}", sudo=True, check=False, timeout=60)

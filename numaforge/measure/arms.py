@@ -26,9 +26,9 @@ class ArmError(NumaforgeError):
 
 @dataclass
 class Arm:
-    name: str                    # off | winner | alt-<name> | null
-    series_dir: Path | None      # None for off
-    module: Path | None = None   # built live-patch .ko (None for off)
+    name: str  # off | winner | alt-<name> | null
+    series_dir: Path | None  # None for off
+    module: Path | None = None  # built live-patch .ko (None for off)
     functions: tuple[str, ...] = ("task_numa_migrate",)
 
 
@@ -51,8 +51,13 @@ def out_name(target: str, arm: str) -> str:
     return target if arm == "winner" else f"{target}-{arm}"
 
 
-def build_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", source: str = LAB_SOURCE,
-               arms: list[str] | None = None, log=print) -> list[Arm]:
+def build_arms(
+    series: str = kbackport.DEFAULT_SERIES,
+    target: str = "lab",
+    source: str = LAB_SOURCE,
+    arms: list[str] | None = None,
+    log=print,
+) -> list[Arm]:
     """Backport every arm's series onto `source` and build its live patch for `target` (cached by inputs)."""
     out = []
     for name, d in arm_dirs(series).items():
@@ -67,8 +72,7 @@ def build_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", sour
     return out
 
 
-def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab",
-               arms: list[str] | None = None) -> list[Arm]:
+def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", arms: list[str] | None = None) -> list[Arm]:
     """The arms whose modules are already built (<kpatch build dir>/<out_name>/manifest.json); error if one is not."""
     import json
 
@@ -81,18 +85,25 @@ def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab",
             continue
         mpath = kkpatch.build_root() / out_name(target, name) / "manifest.json"
         if not mpath.is_file():
-            raise ArmError(f"arm {name} has no built module ({mpath} missing)", str(d),
-                           "build the arms first: python bench/numa_effect.py build")
+            raise ArmError(
+                f"arm {name} has no built module ({mpath} missing)",
+                str(d),
+                "build the arms first: python bench/numa_effect.py build",
+            )
         man = json.loads(mpath.read_text())
         ko = mpath.parent / man["module_file"]
         if man.get("series") != _series_name(d):
-            raise ArmError(f"{mpath} holds series {man.get('series')}, not {_series_name(d)}", str(mpath),
-                           "rebuild the arms: python bench/numa_effect.py build")
+            raise ArmError(
+                f"{mpath} holds series {man.get('series')}, not {_series_name(d)}",
+                str(mpath),
+                "rebuild the arms: python bench/numa_effect.py build",
+            )
         out.append(Arm(name, d, ko))
     unknown = set(arms or []) - {a.name for a in out}
     if unknown:
-        raise ArmError(f"unknown arm(s) {', '.join(sorted(unknown))}", "--arms",
-                       f"choose from {', '.join(arm_dirs(series))}")
+        raise ArmError(
+            f"unknown arm(s) {', '.join(sorted(unknown))}", "--arms", f"choose from {', '.join(arm_dirs(series))}"
+        )
     return out
 
 

@@ -24,8 +24,10 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
 
 EVENTS = ("sched_migrate_task", "sched_move_numa", "sched_swap_numa", "sched_stick_numa")
-_TRACE_LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<tpid>\d+)\s+(?:\(\s*[\d-]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
-                         r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+(?P<rest>.*)$")
+_TRACE_LINE = re.compile(
+    r"^\s*(?P<task>.+?)-(?P<tpid>\d+)\s+(?:\(\s*[\d-]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
+    r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+(?P<rest>.*)$"
+)
 _KV = re.compile(r"(\w+)=(-?\d+)(?=\s|$)")
 _PHASE = re.compile(r"^phase pid=(\d+) kind=(\w+) t=(\d+) preferred=(-?\d+)\s*$")
 _PREF = re.compile(r"^pref pid=(\d+) t=(\d+) nid=(-?\d+)\s*$")
@@ -55,10 +57,10 @@ class TraceEvent:
 
 @dataclass
 class Phase:
-    kind: str           # warm | unpinned | pinned
+    kind: str  # warm | unpinned | pinned
     start_ns: int
     end_ns: int
-    preferred: int      # numa_preferred_nid at the phase start (-1 unknown)
+    preferred: int  # numa_preferred_nid at the phase start (-1 unknown)
 
 
 @dataclass
@@ -66,7 +68,7 @@ class Topo:
     """The host's NUMA shape as the run script reads it."""
 
     cpu_node: dict[int, int] = field(default_factory=dict)
-    distance: dict[int, list[int]] = field(default_factory=dict)   # node -> its distance row
+    distance: dict[int, list[int]] = field(default_factory=dict)  # node -> its distance row
 
     def dist(self, a: int, b: int) -> int | None:
         row = self.distance.get(a)
@@ -75,20 +77,20 @@ class Topo:
 
 @dataclass
 class RunMetrics:
-    label: str                           # the arm: off | on | winner | alt-... | null
+    label: str  # the arm: off | on | winner | alt-... | null
     round: int = 0
     tasks: list[int] = field(default_factory=list)
     unpinned_phases: int = 0
-    migrations: int = 0                  # sched_migrate_task of the workload's tasks, unpinned phases
+    migrations: int = 0  # sched_migrate_task of the workload's tasks, unpinned phases
     cross_node_migrations: int = 0
-    cross_numa_rate: float | None = None     # %
+    cross_numa_rate: float | None = None  # %
     units: int = 0
     mean_latency_us: float | None = None
     p99_latency_us: float | None = None
-    throughput: float | None = None      # units per second of unpinned time (all tasks)
+    throughput: float | None = None  # units per second of unpinned time (all tasks)
     hint_faults: int | None = None
     hint_faults_local: int | None = None
-    local_ratio: float | None = None     # %
+    local_ratio: float | None = None  # %
     pages_migrated: int | None = None
     moves: int = 0
     third_node_moves: int = 0
@@ -106,6 +108,7 @@ class RunMetrics:
 
 
 # ---------------------------------------------------------------------------------------------- parsers
+
 
 def parse_trace(text: str) -> list[TraceEvent]:
     """tracefs `trace` text -> events (comment lines and unknown shapes skipped)."""
@@ -176,8 +179,11 @@ def parse_vmstat(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and (parts[0].startswith("numa_") or parts[0].startswith("pgmigrate_")) \
-                and parts[1].lstrip("-").isdigit():
+        if (
+            len(parts) == 2
+            and (parts[0].startswith("numa_") or parts[0].startswith("pgmigrate_"))
+            and parts[1].lstrip("-").isdigit()
+        ):
             out[parts[0]] = int(parts[1])
     return out
 
@@ -208,7 +214,7 @@ def parse_topo(text: str) -> Topo:
         cpus = parts[3] if di > 3 else ""
         for c in parse_cpulist(cpus):
             t.cpu_node[c] = n
-        t.distance[n] = [int(x) for x in parts[di + 1:]]
+        t.distance[n] = [int(x) for x in parts[di + 1 :]]
     return t
 
 
@@ -227,6 +233,7 @@ def split_sections(text: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- one run
 
+
 def _phase_at(phases: list[Phase], ts: int) -> Phase | None:
     for ph in phases:
         if ph.start_ns <= ts < ph.end_ns:
@@ -238,8 +245,15 @@ def _pct(num: int | None, den: int | None) -> float | None:
     return round(100.0 * num / den, 3) if num is not None and den else None
 
 
-def run_metrics(label: str, events: list[TraceEvent], workload_out: str, topo: Topo,
-                vmstat: dict[str, int] | None = None, home_node: int = 0, round_no: int = 0) -> RunMetrics:
+def run_metrics(
+    label: str,
+    events: list[TraceEvent],
+    workload_out: str,
+    topo: Topo,
+    vmstat: dict[str, int] | None = None,
+    home_node: int = 0,
+    round_no: int = 0,
+) -> RunMetrics:
     """Every outcome of one run (see the module docstring)."""
     phases = parse_phases(workload_out)
     prefs = parse_preferred(workload_out)
@@ -282,7 +296,7 @@ def run_metrics(label: str, events: list[TraceEvent], workload_out: str, topo: T
                 rm.stick_local += 1
         elif ev.event == "sched_swap_numa":
             rm.swaps += 1
-    rm.third_not_closer = rm.third_node_moves - rm.third_closer     # same, farther or distance unknown
+    rm.third_not_closer = rm.third_node_moves - rm.third_closer  # same, farther or distance unknown
     rm.cross_numa_rate = _pct(rm.cross_node_migrations, rm.migrations)
     units = parse_units(workload_out)
     if units and units["n"]:

@@ -55,8 +55,11 @@ def markdown(case: dict, keys=None) -> str:
 def headline(cases: dict[str, dict], arm: str = "winner", control: str = "null") -> str:
     """Markdown table beside the talk's claim: per case, cross-NUMA migration rate and mean latency off -> arm
     (median [95% interval]) with the verdict, and the null control's verdict for the same metric."""
-    out = ["| case | cross-NUMA migration rate: off -> " + arm + " | verdict | null control | "
-           "mean latency (us): off -> " + arm + " | verdict | null control |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "| case | cross-NUMA migration rate: off -> " + arm + " | verdict | null control | "
+        "mean latency (us): off -> " + arm + " | verdict | null control |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, c in cases.items():
         row = [name]
         for key, unit in (("cross_numa_rate", "%"), ("mean_latency_us", "")):

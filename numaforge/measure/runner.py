@@ -33,23 +33,36 @@ class WorkloadParams:
     pinned: int = 4
     duration: int = 60
     node: int = 0
-    grouped: bool = False          # threads of one process sharing one buffer (a numa_group)
-    mem_node: int = -1             # first-touch node (-1: the home node)
+    grouped: bool = False  # threads of one process sharing one buffer (a numa_group)
+    mem_node: int = -1  # first-touch node (-1: the home node)
 
     def argv(self) -> list[str]:
         out = ["-g"] if self.grouped else []
         if self.mem_node >= 0:
             out += ["-M", str(self.mem_node)]
-        return out + ["-p", str(self.procs), "-m", str(self.mb), "-w", str(self.warm), "-u", str(self.unpinned),
-                      "-r", str(self.pinned), "-d", str(self.duration), "-n", str(self.node)]
+        return out + [
+            "-p",
+            str(self.procs),
+            "-m",
+            str(self.mb),
+            "-w",
+            str(self.warm),
+            "-u",
+            str(self.unpinned),
+            "-r",
+            str(self.pinned),
+            "-d",
+            str(self.duration),
+            "-n",
+            str(self.node),
+        ]
 
     @classmethod
     def for_seconds(cls, secs: int, **kw) -> "WorkloadParams":
         """Phases scaled to the run length (60 s: the default phases; shorter runs scale them down)."""
         if secs >= 60:
             return cls(duration=secs, **kw)
-        return cls(warm=max(1, secs // 10), unpinned=max(1, secs // 7), pinned=max(1, secs // 15), duration=secs,
-                   **kw)
+        return cls(warm=max(1, secs // 10), unpinned=max(1, secs // 7), pinned=max(1, secs // 15), duration=secs, **kw)
 
 
 def run_script(workload: str, params: WorkloadParams, instance: str) -> str:
@@ -82,33 +95,51 @@ echo "=== rc"; echo $wrc
 
 def host_numa(remote) -> dict:
     """{'nodes': N, 'numa_balancing': '1'|'0'|None} from the host."""
-    r = remote.run("ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; "
-                   "cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo none", timeout=30, check=False)
+    r = remote.run(
+        "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; "
+        "cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo none",
+        timeout=30,
+        check=False,
+    )
     lines = r.stdout.split()
     nodes = int(lines[0]) if lines and lines[0].isdigit() else 0
     bal = lines[1] if len(lines) > 1 and lines[1] != "none" else None
     return {"nodes": nodes, "numa_balancing": bal}
 
 
-def run_once(remote, workload: str, params: WorkloadParams, label: str, round_no: int = 0,
-             sudo: bool = True) -> metrics.RunMetrics:
+def run_once(
+    remote, workload: str, params: WorkloadParams, label: str, round_no: int = 0, sudo: bool = True
+) -> metrics.RunMetrics:
     instance = f"numaforge-{secrets.token_hex(4)}"
     r = remote.run(run_script(workload, params, instance), timeout=params.duration + 300, sudo=sudo, check=False)
     if r.rc != 0:
-        raise EffectError(f"the traced workload run failed (rc={r.rc}): "
-                          f"{(r.stderr.strip() or r.stdout.strip()[-400:]) or 'no output'}", remote.where,
-                          "the host needs tracefs (CONFIG_FTRACE, mounted at /sys/kernel/tracing) and the sched "
-                          "tracepoints; run as root or with passwordless sudo")
+        raise EffectError(
+            f"the traced workload run failed (rc={r.rc}): "
+            f"{(r.stderr.strip() or r.stdout.strip()[-400:]) or 'no output'}",
+            remote.where,
+            "the host needs tracefs (CONFIG_FTRACE, mounted at /sys/kernel/tracing) and the sched "
+            "tracepoints; run as root or with passwordless sudo",
+        )
     s = metrics.split_sections(r.stdout)
     wrc = s.get("rc", "").strip()
     if wrc != "0":
-        raise EffectError(f"the workload exited {wrc or '?'}: {s.get('workload', '').strip()[-400:]}",
-                          remote.where, "see the workload output; it needs /sys/devices/system/node and the "
-                          "buffer size (-m) per task")
-    delta = metrics.vmstat_delta(metrics.parse_vmstat(s.get("vmstat_before", "")),
-                                 metrics.parse_vmstat(s.get("vmstat_after", "")))
-    return metrics.run_metrics(label, metrics.parse_trace(s.get("trace", "")), s.get("workload", ""),
-                               metrics.parse_topo(s.get("topo", "")), delta, params.node, round_no)
+        raise EffectError(
+            f"the workload exited {wrc or '?'}: {s.get('workload', '').strip()[-400:]}",
+            remote.where,
+            "see the workload output; it needs /sys/devices/system/node and the buffer size (-m) per task",
+        )
+    delta = metrics.vmstat_delta(
+        metrics.parse_vmstat(s.get("vmstat_before", "")), metrics.parse_vmstat(s.get("vmstat_after", ""))
+    )
+    return metrics.run_metrics(
+        label,
+        metrics.parse_trace(s.get("trace", "")),
+        s.get("workload", ""),
+        metrics.parse_topo(s.get("topo", "")),
+        delta,
+        params.node,
+        round_no,
+    )
 
 
 def schedule(arms: list[str], rounds: int, order: str = "random", seed: int = 13) -> list[tuple[int, str]]:
@@ -129,17 +160,28 @@ def schedule(arms: list[str], rounds: int, order: str = "random", seed: int = 13
     return out
 
 
-def run_rounds(remote, workload: str, params: WorkloadParams, arms: list[str], rounds: int,
-               set_arm: Callable[[str], None], order: str = "random", seed: int = 13, sudo: bool = True,
-               log: Callable[[str], None] | None = None) -> list[metrics.RunMetrics]:
+def run_rounds(
+    remote,
+    workload: str,
+    params: WorkloadParams,
+    arms: list[str],
+    rounds: int,
+    set_arm: Callable[[str], None],
+    order: str = "random",
+    seed: int = 13,
+    sudo: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> list[metrics.RunMetrics]:
     runs = []
     for rnd, arm in schedule(arms, rounds, order, seed):
         set_arm(arm)
         rm = run_once(remote, workload, params, arm, rnd, sudo=sudo)
         if log:
-            log(f"round {rnd}/{rounds} {arm}: cross-NUMA {rm.cross_numa_rate}% of {rm.migrations} migrations, "
+            log(
+                f"round {rnd}/{rounds} {arm}: cross-NUMA {rm.cross_numa_rate}% of {rm.migrations} migrations, "
                 f"mean {rm.mean_latency_us} us, local {rm.local_ratio}%, third-node moves {rm.third_node_moves} "
-                f"({rm.third_closer} closer)")
+                f"({rm.third_closer} closer)"
+            )
         runs.append(rm)
     return runs
 
@@ -147,8 +189,7 @@ def run_rounds(remote, workload: str, params: WorkloadParams, arms: list[str], r
 def report(runs: list[metrics.RunMetrics], arms: list[str] | None = None, base: str = "off") -> dict:
     """{'arms': [...], 'metrics': {key: {arm: summary}}, 'verdicts': {key: {arm: verdict vs base}}, 'runs'}."""
     arms = arms or list(dict.fromkeys(r.label for r in runs))
-    out: dict = {"arms": arms, "base": base, "metrics": {}, "verdicts": {},
-                 "runs": [r.as_dict() for r in runs]}
+    out: dict = {"arms": arms, "base": base, "metrics": {}, "verdicts": {}, "runs": [r.as_dict() for r in runs]}
     for key, _label, _unit, lower in metrics.OUTCOMES:
         per = {a: stats.summary([getattr(r, key) for r in runs if r.label == a]) for a in arms}
         out["metrics"][key] = per

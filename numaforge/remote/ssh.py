@@ -42,15 +42,28 @@ from ..inventory.model import SSHSpec
 from ..secrets import redact
 
 __all__ = [
-    "connect", "Remote", "CommandResult", "Target", "resolve_target", "fingerprint", "load_known_hosts",
-    "SSHError", "ConnectError", "AuthError", "HostKeyError", "CommandTimeout", "CommandFailed",
-    "SudoError", "ConnectionLost", "UploadError",
+    "connect",
+    "Remote",
+    "CommandResult",
+    "Target",
+    "resolve_target",
+    "fingerprint",
+    "load_known_hosts",
+    "SSHError",
+    "ConnectError",
+    "AuthError",
+    "HostKeyError",
+    "CommandTimeout",
+    "CommandFailed",
+    "SudoError",
+    "ConnectionLost",
+    "UploadError",
 ]
 
-TMP_MARK = ".numaforge-tmp."          # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
-_PID_MARK = b"__numaforge_pid="        # first stdout line of every command: the remote session leader's pid
+TMP_MARK = ".numaforge-tmp."  # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
+_PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remote session leader's pid
 _CHUNK = 32768
-_EOF_GRACE = 2.0                        # s to wait for EOF after the exit status (a background child may hold it)
+_EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -116,8 +129,8 @@ class CommandResult:
 class Target:
     """Where and how to connect, after merging the SSHSpec with ssh_config. Pure data."""
 
-    host: str                          # inventory host name
-    hostname: str                      # address actually dialled
+    host: str  # inventory host name
+    hostname: str  # address actually dialled
     port: int
     user: str
     key_files: list[str] = field(default_factory=list)
@@ -158,20 +171,29 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
         try:
             opts = paramiko.SSHConfig.from_path(cfg_path).lookup(spec.address)
         except (OSError, ValueError, paramiko.ssh_exception.ConfigParseError) as exc:
-            raise ConnectError(f"cannot read ssh_config {cfg_path}: {exc}", f"host {host_name}",
-                               "fix the file (see `man ssh_config`) or point ssh.config_file at another one") from None
+            raise ConnectError(
+                f"cannot read ssh_config {cfg_path}: {exc}",
+                f"host {host_name}",
+                "fix the file (see `man ssh_config`) or point ssh.config_file at another one",
+            ) from None
         used_cfg = cfg_path
     elif spec.config_file:
-        raise ConnectError(f"ssh_config file {cfg_path} does not exist", f"host {host_name}",
-                           "fix ssh.config_file in the inventory (relative paths are relative to the inventory file)")
+        raise ConnectError(
+            f"ssh_config file {cfg_path} does not exist",
+            f"host {host_name}",
+            "fix ssh.config_file in the inventory (relative paths are relative to the inventory file)",
+        )
     hostname = opts.get("hostname", spec.address)
     port = spec.port if spec.port != 22 else int(opts.get("port", 22))
     user = spec.user if spec.user != "root" else opts.get("user", "root")
     if spec.key_file:
         keys = [_resolve_path(spec.key_file, base_dir)]
         if not os.path.exists(keys[0]):
-            raise ConnectError(f"private key {keys[0]} does not exist", f"host {host_name}",
-                               "fix ssh.key_file in the inventory, or remove it to use ssh-agent / ~/.ssh/config")
+            raise ConnectError(
+                f"private key {keys[0]} does not exist",
+                f"host {host_name}",
+                "fix ssh.key_file in the inventory, or remove it to use ssh-agent / ~/.ssh/config",
+            )
     else:
         keys = [os.path.expanduser(k) for k in opts.get("identityfile", []) if os.path.exists(os.path.expanduser(k))]
     system_kh = None
@@ -183,8 +205,11 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
         known_hosts = os.path.expanduser("~/.ssh/known_hosts")
         system_kh = "/etc/ssh/ssh_known_hosts"
     if opts.get("proxyjump") and opts["proxyjump"].lower() != "none":
-        raise ConnectError(f"ProxyJump {opts['proxyjump']} in {cfg_path} is not supported", f"host {host_name}",
-                           f"write it as a ProxyCommand instead: ProxyCommand ssh -W %h:%p {opts['proxyjump']}")
+        raise ConnectError(
+            f"ProxyJump {opts['proxyjump']} in {cfg_path} is not supported",
+            f"host {host_name}",
+            f"write it as a ProxyCommand instead: ProxyCommand ssh -W %h:%p {opts['proxyjump']}",
+        )
     proxy = opts.get("proxycommand")
     if proxy and proxy.lower() == "none":
         proxy = None
@@ -211,7 +236,8 @@ class _StrictPolicy(paramiko.MissingHostKeyPolicy):
                 t.where,
                 f"check the fingerprint out of band (on the host: ssh-keygen -lf /etc/ssh/ssh_host_{_short(key)}_key.pub), "
                 f"then re-run with --accept-new-host-key, or add it yourself: "
-                f"ssh-keyscan -p {t.port} -t {key.get_name()} {t.hostname} >> {t.known_hosts}")
+                f"ssh-keyscan -p {t.port} -t {key.get_name()} {t.hostname} >> {t.known_hosts}",
+            )
         path = Path(t.known_hosts)
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -219,8 +245,11 @@ class _StrictPolicy(paramiko.MissingHostKeyPolicy):
             with os.fdopen(fd, "a") as fh:
                 fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         except OSError as exc:
-            raise HostKeyError(f"cannot add the new host key to {path}: {exc.strerror}", t.where,
-                               "make the known_hosts file writable or point ssh.known_hosts elsewhere") from None
+            raise HostKeyError(
+                f"cannot add the new host key to {path}: {exc.strerror}",
+                t.where,
+                "make the known_hosts file writable or point ssh.known_hosts elsewhere",
+            ) from None
         client.get_host_keys().add(hostname, key.get_name(), key)
         self.added = (hostname, key.get_name(), fp)
 
@@ -236,8 +265,11 @@ def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
     try:
         text = Path(path).read_text(errors="replace")
     except OSError as exc:
-        raise HostKeyError(f"cannot read known_hosts {path}: {exc.strerror}", where,
-                           "fix its permissions or point ssh.known_hosts at another file") from None
+        raise HostKeyError(
+            f"cannot read known_hosts {path}: {exc.strerror}",
+            where,
+            "fix its permissions or point ssh.known_hosts at another file",
+        ) from None
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -263,9 +295,11 @@ def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
 
 def _refuse_revoked(key: paramiko.PKey, revoked: list, t: Target) -> None:
     if any(key.get_name() == r.get_name() and key.asbytes() == r.asbytes() for r in revoked):
-        raise HostKeyError(f"host key {key.get_name()} {fingerprint(key)} of {t.known_hosts_name} is marked "
-                           f"@revoked in known_hosts", t.where,
-                           "the host must get a new host key; then add that key after checking it out of band")
+        raise HostKeyError(
+            f"host key {key.get_name()} {fingerprint(key)} of {t.known_hosts_name} is marked @revoked in known_hosts",
+            t.where,
+            "the host must get a new host key; then add that key after checking it out of band",
+        )
 
 
 def _short(key: paramiko.PKey) -> str:
@@ -274,14 +308,23 @@ def _short(key: paramiko.PKey) -> str:
 
 
 # --------------------------------------------------------------------------------------------- connect
-def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False, connect_timeout: float = 15.0,
-            base_dir: Path | None = None) -> "Remote":
+def connect(
+    spec: SSHSpec,
+    host_name: str,
+    *,
+    accept_new_host_key: bool = False,
+    connect_timeout: float = 15.0,
+    base_dir: Path | None = None,
+) -> "Remote":
     """Open an authenticated SSH connection to one inventory host (strict host-key checking)."""
     if spec is None:
-        raise ConnectError("the host has no ssh section (in an Ansible inventory: its ansible_connection is "
-                           "local or another non-SSH connection)", f"host {host_name}",
-                           "add ssh: {address: ..., user: ...} to the host (Ansible: ansible_connection: ssh and "
-                           "ansible_host); for the machine you are on, run the task there with --local where offered")
+        raise ConnectError(
+            "the host has no ssh section (in an Ansible inventory: its ansible_connection is "
+            "local or another non-SSH connection)",
+            f"host {host_name}",
+            "add ssh: {address: ..., user: ...} to the host (Ansible: ansible_connection: ssh and "
+            "ansible_host); for the machine you are on, run the task there with --local where offered",
+        )
     target = resolve_target(spec, host_name, base_dir)
     budget.check(f"connecting to {target.where}")
     connect_timeout = budget.cap(connect_timeout)
@@ -305,10 +348,19 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
             sock = socket.create_connection((target.hostname, target.port), timeout=connect_timeout)
             _no_delay(sock)
         client.connect(
-            target.hostname, target.port, username=target.user, password=password,
-            key_filename=target.key_files or None, allow_agent=spec.use_agent, look_for_keys=not target.key_files,
-            timeout=connect_timeout, banner_timeout=connect_timeout, auth_timeout=connect_timeout,
-            channel_timeout=connect_timeout, sock=sock)
+            target.hostname,
+            target.port,
+            username=target.user,
+            password=password,
+            key_filename=target.key_files or None,
+            allow_agent=spec.use_agent,
+            look_for_keys=not target.key_files,
+            timeout=connect_timeout,
+            banner_timeout=connect_timeout,
+            auth_timeout=connect_timeout,
+            channel_timeout=connect_timeout,
+            sock=sock,
+        )
     except HostKeyError:
         client.close()
         raise
@@ -322,11 +374,15 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
             target.where,
             f"verify the new key out of band; if the host was really reinstalled, remove the old entry with "
             f"ssh-keygen -R '{target.known_hosts_name}' -f {source} and connect again "
-            f"(--accept-new-host-key never replaces a changed key)") from None
+            f"(--accept-new-host-key never replaces a changed key)",
+        ) from None
     except paramiko.PasswordRequiredException:
         client.close()
-        raise AuthError(f"private key {', '.join(target.key_files) or '(default)'} is encrypted", target.where,
-                        "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true") from None
+        raise AuthError(
+            f"private key {', '.join(target.key_files) or '(default)'} is encrypted",
+            target.where,
+            "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true",
+        ) from None
     except paramiko.AuthenticationException as exc:
         client.close()
         how = []
@@ -338,21 +394,31 @@ def connect(spec: SSHSpec, host_name: str, *, accept_new_host_key: bool = False,
             how.append(f"password {spec.password}")
         if not target.key_files:
             how.append("~/.ssh/id_* keys")
-        raise AuthError(redact(f"authentication failed: {exc}; tried {', '.join(how)}"), target.where,
-                        f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
-                        f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory") from None
+        raise AuthError(
+            redact(f"authentication failed: {exc}; tried {', '.join(how)}"),
+            target.where,
+            f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
+            f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory",
+        ) from None
     except paramiko.SSHException as exc:
         client.close()
         if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
-            raise AuthError(f"cannot use private key {', '.join(target.key_files)}: {exc}", target.where,
-                            "point ssh.key_file (or IdentityFile) at the PRIVATE key, in OpenSSH or PEM format "
-                            "(ssh-keygen -y -f KEY checks it)") from None
+            raise AuthError(
+                f"cannot use private key {', '.join(target.key_files)}: {exc}",
+                target.where,
+                "point ssh.key_file (or IdentityFile) at the PRIVATE key, in OpenSSH or PEM format "
+                "(ssh-keygen -y -f KEY checks it)",
+            ) from None
         if "No authentication methods available" not in str(exc):
             raise _connect_error(exc, target, connect_timeout) from None
-        raise AuthError("no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
-                        + ("disabled" if not spec.use_agent else "without keys") + ", no ~/.ssh/id_* key, no password",
-                        target.where, "set ssh.key_file (or IdentityFile in ssh_config), load a key into ssh-agent, "
-                        "or give ssh.password as env:VAR / file:PATH") from None
+        raise AuthError(
+            "no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
+            + ("disabled" if not spec.use_agent else "without keys")
+            + ", no ~/.ssh/id_* key, no password",
+            target.where,
+            "set ssh.key_file (or IdentityFile in ssh_config), load a key into ssh-agent, "
+            "or give ssh.password as env:VAR / file:PATH",
+        ) from None
     except (OSError, EOFError) as exc:
         client.close()
         if isinstance(sock, socket.socket):
@@ -396,9 +462,12 @@ def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
     if isinstance(exc, socket.timeout):
         reason = f"no answer within {connect_timeout:g} s"
-    return ConnectError(redact(f"cannot connect: {reason}"), target.where,
-                        "check that the host is up and sshd listens on that address and port "
-                        "(ssh.address/ssh.port in the inventory or HostName/Port in ssh_config)")
+    return ConnectError(
+        redact(f"cannot connect: {reason}"),
+        target.where,
+        "check that the host is up and sshd listens on that address and port "
+        "(ssh.address/ssh.port in the inventory or HostName/Port in ssh_config)",
+    )
 
 
 # --------------------------------------------------------------------------------------------- remote
@@ -408,7 +477,7 @@ class Remote:
     def __init__(self, client: paramiko.SSHClient, target: Target, accepted_host_key=None):
         self._client = client
         self.target = target
-        self.accepted_host_key = accepted_host_key   # (name, type, fingerprint) when accept-new added a key
+        self.accepted_host_key = accepted_host_key  # (name, type, fingerprint) when accept-new added a key
         self._sftp: paramiko.SFTPClient | None = None
 
     # identity
@@ -458,9 +527,11 @@ class Remote:
         return f"printf '%s\\n' \"{_PID_MARK.decode()}$$\"; {run}"
 
     def _lost(self, doing: str) -> ConnectionLost:
-        return ConnectionLost(f"connection lost while {doing}", self.where,
-                              "check the host (reboot? sshd restarted? network?) and re-run; "
-                              "finished hosts are kept")
+        return ConnectionLost(
+            f"connection lost while {doing}",
+            self.where,
+            "check the host (reboot? sshd restarted? network?) and re-run; finished hosts are kept",
+        )
 
     def _channel(self, timeout: float | None) -> paramiko.Channel:
         transport = self._client.get_transport()
@@ -471,8 +542,14 @@ class Remote:
         except (paramiko.SSHException, OSError, EOFError):
             raise self._lost("opening a channel") from None
 
-    def run(self, command: str, timeout: float | None = 30, sudo: bool = False, check: bool = True,
-            stdin: str | bytes | None = None) -> CommandResult:
+    def run(
+        self,
+        command: str,
+        timeout: float | None = 30,
+        sudo: bool = False,
+        check: bool = True,
+        stdin: str | bytes | None = None,
+    ) -> CommandResult:
         """Run a shell command; sudo=True runs it as root (through ``sudo -n`` unless we log in as root).
 
         Raises CommandTimeout after ``timeout`` seconds (the remote process group gets SIGTERM then SIGKILL),
@@ -497,9 +574,14 @@ class Remote:
                     out += chan.recv(_CHUNK) if chan.recv_ready() else b""
                     self._kill(_pid_from(out), sudo)
                     raise CommandTimeout(
-                        f"command did not read its input within {timeout:g} s; stopped it", where,
+                        f"command did not read its input within {timeout:g} s; stopped it",
+                        where,
                         "check that the command reads stdin, or raise the timeout",
-                        command=command, timeout=timeout, stdout="", stderr=_text(err)) from None
+                        command=command,
+                        timeout=timeout,
+                        stdout="",
+                        stderr=_text(err),
+                    ) from None
                 chan.settimeout(None)
             chan.shutdown_write()
             idle, exited_at = 0.0, None
@@ -518,7 +600,7 @@ class Remote:
                     end = out.find(b"\n", at) if at >= 0 else -1
                     if end >= 0:
                         pid = _pid_from(out[at:end])
-                        del out[:end + 1]
+                        del out[: end + 1]
                         header = False
                     elif chan.exit_status_ready() or len(out) > 65536:
                         header = False
@@ -534,9 +616,14 @@ class Remote:
                 if deadline is not None and now >= deadline:
                     self._kill(pid, sudo)
                     raise CommandTimeout(
-                        f"command still running after {timeout:g} s; stopped it", where,
+                        f"command still running after {timeout:g} s; stopped it",
+                        where,
                         "raise the timeout if the host is just slow, or find out why the command hangs",
-                        command=command, timeout=timeout, stdout=_text(out), stderr=_text(err))
+                        command=command,
+                        timeout=timeout,
+                        stdout=_text(out),
+                        stderr=_text(err),
+                    )
                 if got:
                     idle = 0.0
                 else:
@@ -559,9 +646,15 @@ class Remote:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
             tail = detail[-1] if detail else "no output"
             status = "was killed by a signal" if rc == -1 else f"exited {rc}"
-            raise CommandFailed(redact(f"command {status}: {tail}"), where,
-                                "see the command's output in the report; fix the cause on the host and re-run",
-                                command=command, rc=rc, stdout=result.stdout, stderr=result.stderr)
+            raise CommandFailed(
+                redact(f"command {status}: {tail}"),
+                where,
+                "see the command's output in the report; fix the cause on the host and re-run",
+                command=command,
+                rc=rc,
+                stdout=result.stdout,
+                stderr=result.stderr,
+            )
         return result
 
     def _kill(self, pid: int | None, sudo: bool) -> None:
@@ -590,14 +683,23 @@ class Remote:
             try:
                 self._sftp = paramiko.SFTPClient.from_transport(transport, window_size=None)
             except (paramiko.SSHException, OSError, EOFError) as exc:
-                raise UploadError(f"cannot start SFTP: {exc or type(exc).__name__}", self.where,
-                                  "enable the sftp subsystem in the host's sshd_config "
-                                  "(Subsystem sftp internal-sftp) or install sftp-server") from None
+                raise UploadError(
+                    f"cannot start SFTP: {exc or type(exc).__name__}",
+                    self.where,
+                    "enable the sftp subsystem in the host's sshd_config "
+                    "(Subsystem sftp internal-sftp) or install sftp-server",
+                ) from None
         self._sftp.get_channel().settimeout(timeout)
         return self._sftp
 
-    def put(self, local_path, remote_path: str, mode: int = 0o600, timeout: float | None = 120,
-            progress: Callable[[int, int], None] | None = None) -> str:
+    def put(
+        self,
+        local_path,
+        remote_path: str,
+        mode: int = 0o600,
+        timeout: float | None = 120,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> str:
         """Upload atomically: write ``<dir>/.<name>.numaforge-tmp.<random>``, check its sha256 on the host with
         sha256sum, chmod, then ``mv`` it over ``remote_path``. Returns the sha256 (hex).
 
@@ -639,11 +741,17 @@ class Remote:
             r = self.run(f"sha256sum -- {shlex.quote(tmp)}", timeout=left(), check=False)
             got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
             if got is None:
-                raise UploadError(f"cannot checksum the upload on the host: {r.stderr.strip() or 'no output'}", where,
-                                  "install coreutils (sha256sum) on the host")
+                raise UploadError(
+                    f"cannot checksum the upload on the host: {r.stderr.strip() or 'no output'}",
+                    where,
+                    "install coreutils (sha256sum) on the host",
+                )
             if got.lower() != sha:
-                raise UploadError(f"sha256 mismatch after upload: local {sha}, host {got}", where,
-                                  "the file changed in transit or on the host while uploading; re-run the upload")
+                raise UploadError(
+                    f"sha256 mismatch after upload: local {sha}, host {got}",
+                    where,
+                    "the file changed in transit or on the host while uploading; re-run the upload",
+                )
             self.run(f"mv -f -- {shlex.quote(tmp)} {shlex.quote(remote_path)}", timeout=left())
         except BaseException as exc:
             self._remove_quietly(tmp)
@@ -660,12 +768,16 @@ class Remote:
             else:
                 msg = str(exc) or type(exc).__name__
             dropped = isinstance(exc, (EOFError, ConnectionError, ConnectionLost)) or (
-                isinstance(exc, paramiko.SSHException) and re.search(r"dropped|closed|EOF", str(exc), re.I))
+                isinstance(exc, paramiko.SSHException) and re.search(r"dropped|closed|EOF", str(exc), re.I)
+            )
             if dropped or not self.connected:
                 msg = f"connection lost ({msg})"
-            raise UploadError(f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
-                              where, "check free space and permissions of the target directory on the host "
-                              "and that the connection is stable, then re-run") from None
+            raise UploadError(
+                f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
+                where,
+                "check free space and permissions of the target directory on the host "
+                "and that the connection is stable, then re-run",
+            ) from None
         return sha
 
     def _remove_quietly(self, path: str) -> None:
@@ -688,10 +800,16 @@ class Remote:
         r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"cat exited {r.rc}"
-            raise CommandFailed(f"cannot read {path}: {reason}", self.where,
-                                "check the path exists on the host (module loaded? right kernel?) and permissions"
-                                + ("" if sudo else "; pass sudo=True for root-only files"),
-                                command=r.command, rc=r.rc, stdout=r.stdout, stderr=r.stderr)
+            raise CommandFailed(
+                f"cannot read {path}: {reason}",
+                self.where,
+                "check the path exists on the host (module loaded? right kernel?) and permissions"
+                + ("" if sudo else "; pass sudo=True for root-only files"),
+                command=r.command,
+                rc=r.rc,
+                stdout=r.stdout,
+                stderr=r.stderr,
+            )
         return r.stdout
 
     def write_text(self, path: str, text: str, timeout: float | None = 30, sudo: bool = False) -> None:
@@ -699,9 +817,15 @@ class Remote:
         r = self.run(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exited {r.rc}"
-            raise CommandFailed(f"cannot write {path}: {reason}", self.where,
-                                "check the path and that the value is accepted by it",
-                                command=r.command, rc=r.rc, stdout=r.stdout, stderr=r.stderr)
+            raise CommandFailed(
+                f"cannot write {path}: {reason}",
+                self.where,
+                "check the path and that the value is accepted by it",
+                command=r.command,
+                rc=r.rc,
+                stdout=r.stdout,
+                stderr=r.stderr,
+            )
 
     def exists(self, path: str, timeout: float | None = 30, sudo: bool = False) -> bool:
         return self.run(f"test -e {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False).rc == 0
@@ -733,11 +857,14 @@ _SUDO_MISSING = re.compile(r"sudo: (not found|command not found)|sudo: No such f
 def _check_sudo(r: CommandResult, where: str, user: str) -> None:
     if r.rc == 0:
         return
-    fix = (f"allow {user} to run commands without a password on the host, e.g. a file /etc/sudoers.d/numaforge "
-           f"with '{user} ALL=(root) NOPASSWD: ALL', or connect as root (ssh.user: root)")
+    fix = (
+        f"allow {user} to run commands without a password on the host, e.g. a file /etc/sudoers.d/numaforge "
+        f"with '{user} ALL=(root) NOPASSWD: ALL', or connect as root (ssh.user: root)"
+    )
     if _SUDO_PASSWORD.search(r.stderr):
-        raise SudoError(f"sudo needs a password for {user}; numaforge only uses passwordless sudo (sudo -n)",
-                        where, fix)
+        raise SudoError(
+            f"sudo needs a password for {user}; numaforge only uses passwordless sudo (sudo -n)", where, fix
+        )
     if _SUDO_DENIED.search(r.stderr):
         raise SudoError(f"{user} may not use sudo on this host", where, fix)
     if r.rc == 127 and _SUDO_MISSING.search(r.stderr):
@@ -749,7 +876,7 @@ def _pid_from(out: bytes | bytearray) -> int | None:
     line = bytes(out).split(b"\n", 1)[0]
     if line.startswith(_PID_MARK):
         try:
-            return int(line[len(_PID_MARK):])
+            return int(line[len(_PID_MARK) :])
         except ValueError:
             return None
     return None
@@ -757,5 +884,3 @@ def _pid_from(out: bytes | bytearray) -> int | None:
 
 def _text(b: bytes | bytearray) -> str:
     return bytes(b).decode("utf-8", "replace")
-
-

@@ -18,5 +18,14 @@ from .root import ServiceRoot
 from .settings import SettingsObject
 from .system import System
 
-__all__ = ["Resource", "link_path", "ServiceRoot", "System", "Bios", "SettingsObject", "Job", "JobCollection",
-           "find_jobs"]
+__all__ = [
+    "Resource",
+    "link_path",
+    "ServiceRoot",
+    "System",
+    "Bios",
+    "SettingsObject",
+    "Job",
+    "JobCollection",
+    "find_jobs",
+]

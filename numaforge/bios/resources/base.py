@@ -23,17 +23,23 @@ def link_path(doc: Any, *keys: str) -> str | None:
 def check(client: RedfishClient, r: Response, method: str, fix: str | None = None) -> Response:
     """``r`` when its status is a success, else the typed error for that status (what, where, fix)."""
     if r.status >= 400:
-        raise http_error(r.status, f"{method} {r.path} answered {r.status}: {r.error_text()}",
-                         f"{client.host} ({client.base_url})", fix or _FIX.get(r.status, "see the BMC message"))
+        raise http_error(
+            r.status,
+            f"{method} {r.path} answered {r.status}: {r.error_text()}",
+            f"{client.host} ({client.base_url})",
+            fix or _FIX.get(r.status, "see the BMC message"),
+        )
     return r
 
 
-_FIX = {401: "check the BMC credentials in the inventory",
-        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
-        405: "the BMC does not allow this method on the resource",
-        412: "the resource changed since it was read: re-read and re-plan",
-        503: "the BMC is busy; re-run later"}
+_FIX = {
+    401: "check the BMC credentials in the inventory",
+    403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+    404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+    405: "the BMC does not allow this method on the resource",
+    412: "the resource changed since it was read: re-read and re-plan",
+    503: "the BMC is busy; re-run later",
+}
 
 
 class Resource:
@@ -86,6 +92,10 @@ class Resource:
     def post_action(self, name: str, body: dict | None = None, fix: str | None = None) -> Response:
         target = self.action_target(name)
         if target is None:
-            raise http_error(405, f"{self.path} offers no {name} action", self.where,
-                             fix or "this BMC does not support the operation through Redfish")
+            raise http_error(
+                405,
+                f"{self.path} offers no {name} action",
+                self.where,
+                fix or "this BMC does not support the operation through Redfish",
+            )
         return check(self.client, self.client.post(target, body or {}), "POST", fix)

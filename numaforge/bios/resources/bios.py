@@ -36,8 +36,11 @@ class Bios(Resource):
     def settings(self) -> SettingsObject:
         path = self.settings_path
         if not path:
-            raise RedfishNotFoundError("Bios has no @Redfish.Settings SettingsObject", self.where,
-                                       "this BMC does not accept BIOS changes through Redfish (read-only BIOS)")
+            raise RedfishNotFoundError(
+                "Bios has no @Redfish.Settings SettingsObject",
+                self.where,
+                "this BMC does not accept BIOS changes through Redfish (read-only BIOS)",
+            )
         obj = SettingsObject.load(self.client, path)
         obj.bios_etag = self.settings_info.get("ETag")
         obj.bios_apply_times = self.supported_apply_times
@@ -49,5 +52,4 @@ class Bios(Resource):
 
     def reset_bios(self) -> Response:
         """POST Bios.ResetBios: the registry defaults become pending (they apply at the next host reset)."""
-        return self.post_action("Bios.ResetBios", {},
-                                "the BMC refused to reset the BIOS to defaults; see its message")
+        return self.post_action("Bios.ResetBios", {}, "the BMC refused to reset the BIOS to defaults; see its message")

@@ -11,8 +11,17 @@ from ..errors import RedfishConflictError, RedfishError
 from ..redfish import RedfishClient, Response, _path
 from .base import Resource, check, link_path
 
-QUEUED_STATES = {"New", "Scheduled", "Scheduling", "Pending", "ReadyForExecution", "Waiting", "PendingReboot",
-                 "Suspended", "UserIntervention"}
+QUEUED_STATES = {
+    "New",
+    "Scheduled",
+    "Scheduling",
+    "Pending",
+    "ReadyForExecution",
+    "Waiting",
+    "PendingReboot",
+    "Suspended",
+    "UserIntervention",
+}
 RUNNING_STATES = {"Running", "Starting", "Downloading", "Downloaded", "Stopping", "Cancelling", "Interrupted"}
 ACTIVE_STATES = QUEUED_STATES | RUNNING_STATES
 FINAL_OK = {"Completed", "CompletedWithWarnings"}
@@ -23,8 +32,12 @@ class Job(Resource):
     @property
     def state(self) -> str:
         b = self.body
-        return str(b.get("JobState") or b.get("TaskState") or ((b.get("Oem") or {}).get("Dell") or {}).get("JobState")
-                   or "Unknown")
+        return str(
+            b.get("JobState")
+            or b.get("TaskState")
+            or ((b.get("Oem") or {}).get("Dell") or {}).get("JobState")
+            or "Unknown"
+        )
 
     @property
     def message(self) -> str:
@@ -43,25 +56,40 @@ class Job(Resource):
         return self.state in QUEUED_STATES
 
     def targets_bios(self, settings_path: str | None = None) -> bool:
-        text = " ".join(str(self.body.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI",
-                                                             "Description")).lower()
+        text = " ".join(
+            str(self.body.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI", "Description")
+        ).lower()
         return "bios" in text or bool(settings_path and settings_path.lower().rstrip("/") in text)
 
     def summary(self) -> dict:
         b = self.body
-        return {"id": self.identity, "state": self.state, "type": b.get("JobType") or "", "name": b.get("Name") or "",
-                "percent": b.get("PercentComplete"), "message": self.message, "path": self.path,
-                "target": b.get("TargetSettingsURI") or ""}
+        return {
+            "id": self.identity,
+            "state": self.state,
+            "type": b.get("JobType") or "",
+            "name": b.get("Name") or "",
+            "percent": b.get("PercentComplete"),
+            "message": self.message,
+            "path": self.path,
+            "target": b.get("TargetSettingsURI") or "",
+        }
 
     def delete(self) -> Response:
         """DELETE the job. A running job is refused here, before any request: deleting it mid-run can leave the
         BIOS half-configured, and BMCs refuse it anyway."""
         if self.running:
-            raise RedfishConflictError(f"BIOS job {self.identity} is {self.state}: a running job is not deleted",
-                                       self.where, "wait for it to finish (the host is applying BIOS settings); "
-                                       "list it again with `invoke bios-jobs`", status=409)
-        return check(self.client, self.client.request("DELETE", self.path), "DELETE",
-                     "the BMC refused to delete the job; see its message")
+            raise RedfishConflictError(
+                f"BIOS job {self.identity} is {self.state}: a running job is not deleted",
+                self.where,
+                "wait for it to finish (the host is applying BIOS settings); list it again with `invoke bios-jobs`",
+                status=409,
+            )
+        return check(
+            self.client,
+            self.client.request("DELETE", self.path),
+            "DELETE",
+            "the BMC refused to delete the job; see its message",
+        )
 
 
 class JobCollection(Resource):
@@ -94,8 +122,11 @@ class JobCollection(Resource):
         check(self.client, r, "POST", "the values are pending without a job; re-run, or create the job on the BMC")
         link = r.headers.get("location") or r.body.get("@odata.id")
         if not link:
-            raise RedfishError("the BMC created a config job but did not say where (no Location)", self.where,
-                               "check the BMC's job queue")
+            raise RedfishError(
+                "the BMC created a config job but did not say where (no Location)",
+                self.where,
+                "check the BMC's job queue",
+            )
         return _path(link)
 
 
@@ -123,5 +154,13 @@ def find_jobs(client: RedfishClient, root: Resource, manager_paths: list[str]) -
     return None
 
 
-__all__ = ["Job", "JobCollection", "find_jobs", "ACTIVE_STATES", "QUEUED_STATES", "RUNNING_STATES", "FINAL_OK",
-           "FINAL_BAD"]
+__all__ = [
+    "Job",
+    "JobCollection",
+    "find_jobs",
+    "ACTIVE_STATES",
+    "QUEUED_STATES",
+    "RUNNING_STATES",
+    "FINAL_OK",
+    "FINAL_BAD",
+]

@@ -28,8 +28,9 @@ class ServiceRoot(Resource):
     def system_paths(self) -> list[str]:
         coll = self.systems_path
         if not coll:
-            raise RedfishNotFoundError("the service root has no Systems collection", self.where,
-                                       "is this a Redfish BMC?")
+            raise RedfishNotFoundError(
+                "the service root has no Systems collection", self.where, "is this a Redfish BMC?"
+            )
         members = check(self.client, self.client.request("GET", coll), "GET").body.get("Members") or []
         return [_path(m["@odata.id"]) for m in members if isinstance(m, dict) and m.get("@odata.id")]
 
@@ -37,20 +38,27 @@ class ServiceRoot(Resource):
         """The system ``system_id`` (bmc.system_id), or the only one the BMC manages."""
         coll = self.systems_path
         if not coll:
-            raise RedfishNotFoundError("the service root has no Systems collection", self.where,
-                                       "is this a Redfish BMC?")
+            raise RedfishNotFoundError(
+                "the service root has no Systems collection", self.where, "is this a Redfish BMC?"
+            )
         if system_id:
             path = coll.rstrip("/") + "/" + system_id
             r = self.client.request("GET", path)
             if r.status == 404:
                 ids = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.system_paths()]
-                raise RedfishNotFoundError(f"system '{system_id}' not found", self.where,
-                                           f"set bmc.system_id to one of: {', '.join(ids) or 'none'}")
+                raise RedfishNotFoundError(
+                    f"system '{system_id}' not found",
+                    self.where,
+                    f"set bmc.system_id to one of: {', '.join(ids) or 'none'}",
+                )
             check(self.client, r, "GET", "check bmc.system_id")
             return System(self.client, path, r.body, r.etag)
         paths = self.system_paths()
         if len(paths) != 1:
             ids = [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
-            raise RedfishNotFoundError(f"the BMC manages {len(paths)} systems", self.where,
-                                       f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}")
+            raise RedfishNotFoundError(
+                f"the BMC manages {len(paths)} systems",
+                self.where,
+                f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}",
+            )
         return System.load(self.client, paths[0])

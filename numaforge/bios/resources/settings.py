@@ -15,8 +15,8 @@ CLEAR_PENDING_ACTIONS = ("DellManager.ClearPending",)
 
 
 class SettingsObject(Resource):
-    bios_etag: str | None = None             # the ETag Bios' @Redfish.Settings announced for this object
-    bios_apply_times: list[str] = []         # Bios' @Redfish.Settings.SupportedApplyTimes
+    bios_etag: str | None = None  # the ETag Bios' @Redfish.Settings announced for this object
+    bios_apply_times: list[str] = []  # Bios' @Redfish.Settings.SupportedApplyTimes
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -56,7 +56,10 @@ class SettingsObject(Resource):
         if r.status == 412:
             raise RedfishPreconditionFailedError(
                 f"PATCH {self.path} answered 412: the settings object changed since it was read",
-                self.where, "re-read and re-plan", status=412)
+                self.where,
+                "re-read and re-plan",
+                status=412,
+            )
         return check(self.client, r, "PATCH", "fix the attribute the BMC names, then re-run")
 
     @property

@@ -33,6 +33,7 @@ class System(Resource):
     def bios(self) -> Bios:
         path = self.bios_path
         if not path:
-            raise RedfishNotFoundError("the system has no Bios resource", self.where,
-                                       "this BMC does not expose BIOS settings through Redfish")
+            raise RedfishNotFoundError(
+                "the system has no Bios resource", self.where, "this BMC does not expose BIOS settings through Redfish"
+            )
         return Bios.load(self.client, path)

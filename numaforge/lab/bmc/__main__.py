@@ -60,11 +60,22 @@ def main(argv=None) -> int:
             except (ValueError, ProcessLookupError, PermissionError):
                 pass
             else:
-                raise BMCSimulatorError(f"a simulator (pid {other}) already runs with this state directory",
-                                        str(state_dir), f"stop it (kill {other}) or use another --state-dir")
-        sim = BMCSimulator(flavour=args.flavour, host=args.host, port=args.port, tls=not args.no_tls,
-                           username=args.username, password=_password(state_dir),
-                           power_delay=args.power_delay, state_dir=state_dir, verbose=args.verbose)
+                raise BMCSimulatorError(
+                    f"a simulator (pid {other}) already runs with this state directory",
+                    str(state_dir),
+                    f"stop it (kill {other}) or use another --state-dir",
+                )
+        sim = BMCSimulator(
+            flavour=args.flavour,
+            host=args.host,
+            port=args.port,
+            tls=not args.no_tls,
+            username=args.username,
+            password=_password(state_dir),
+            power_delay=args.power_delay,
+            state_dir=state_dir,
+            verbose=args.verbose,
+        )
         sim.start()
     except NumaforgeError as exc:
         print(f"error: {exc.render()}", file=sys.stderr)
@@ -73,11 +84,15 @@ def main(argv=None) -> int:
         print(f"error: {state_dir}: {exc.strerror}\n  fix: choose a writable --state-dir", file=sys.stderr)
         return 2
     pid_file.write_text(f"{os.getpid()}\n")
-    tmp = state_dir / "url.tmp"       # atomic: readers wait for `url` to exist, then read it whole
+    tmp = state_dir / "url.tmp"  # atomic: readers wait for `url` to exist, then read it whole
     tmp.write_text(sim.url + "\n")
     os.replace(tmp, state_dir / "url")
-    print(f"bmc-sim: {args.flavour} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
-          + (f", CA {sim.ca_file}" if sim.ca_file else "") + ")", flush=True)
+    print(
+        f"bmc-sim: {args.flavour} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
+        + (f", CA {sim.ca_file}" if sim.ca_file else "")
+        + ")",
+        flush=True,
+    )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

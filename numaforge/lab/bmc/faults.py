@@ -34,18 +34,32 @@ class FaultPlan:
     def __init__(self):
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
-        self.fired: list[tuple[str, str, str]] = []   # (kind, method, path)
+        self.fired: list[tuple[str, str, str]] = []  # (kind, method, path)
 
-    def add(self, kind: str, path_regex: str = ".*", count: int = 1, method: str | None = None,
-            after: bool = False, **options) -> Fault:
+    def add(
+        self,
+        kind: str,
+        path_regex: str = ".*",
+        count: int = 1,
+        method: str | None = None,
+        after: bool = False,
+        **options,
+    ) -> Fault:
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
         if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo"):
             raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow and echo")
-        allowed = {"5xx": {"status"}, "503": {"retry_after"}, "slow": {"seconds"}, "reset": set(), "bad_json": set(),
-                   "redirect": {"status", "location"}, "echo": {"status"}}
+        allowed = {
+            "5xx": {"status"},
+            "503": {"retry_after"},
+            "slow": {"seconds"},
+            "reset": set(),
+            "bad_json": set(),
+            "redirect": {"status", "location"},
+            "echo": {"status"},
+        }
         unknown = set(options) - allowed[kind]
         if unknown:
             raise ValueError(f"fault {kind} takes no option(s) {sorted(unknown)}")

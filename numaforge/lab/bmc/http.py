@@ -14,9 +14,9 @@ from .messages import error_body, message
 @dataclass
 class Request:
     method: str
-    path: str                 # normalised: no query, no trailing slash (except the service root)
+    path: str  # normalised: no query, no trailing slash (except the service root)
     raw_path: str
-    headers: dict             # lower-case names
+    headers: dict  # lower-case names
     body: object = None
     body_error: bool = False
     session_id: str | None = None
@@ -25,7 +25,7 @@ class Request:
 @dataclass
 class Response:
     status: int = 200
-    body: object = None       # dict -> JSON; bytes/str -> as is
+    body: object = None  # dict -> JSON; bytes/str -> as is
     headers: dict = field(default_factory=dict)
     content_type: str = "application/json; charset=utf-8"
 
@@ -52,9 +52,16 @@ def json_ok(body: dict, status: int = 200, allow: str = "GET, HEAD", headers: di
 
 def collection_ok(path: str, odata_type: str, name: str, members: list[str], allow: str = "GET, HEAD") -> Response:
     """A Redfish resource collection: its @odata.id/type, Name and Members (links given as paths)."""
-    return json_ok({"@odata.id": path, "@odata.type": odata_type, "Name": name,
-                    "Members@odata.count": len(members), "Members": [{"@odata.id": m} for m in members]},
-                   allow=allow)
+    return json_ok(
+        {
+            "@odata.id": path,
+            "@odata.type": odata_type,
+            "Name": name,
+            "Members@odata.count": len(members),
+            "Members": [{"@odata.id": m} for m in members],
+        },
+        allow=allow,
+    )
 
 
 def error(status: int, *messages: dict, headers: dict | None = None) -> Response:

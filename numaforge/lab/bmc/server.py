@@ -30,8 +30,7 @@ from .state import BMCState
 from .tls import ensure_certificates
 
 # resources anyone may read without credentials (DSP0266: service root, odata, $metadata; POST to Sessions)
-PUBLIC = {("GET", "/redfish"), ("GET", "/redfish/v1/"), ("GET", "/redfish/v1/odata"),
-          ("GET", "/redfish/v1/$metadata")}
+PUBLIC = {("GET", "/redfish"), ("GET", "/redfish/v1/"), ("GET", "/redfish/v1/odata"), ("GET", "/redfish/v1/$metadata")}
 
 
 class _Server(ThreadingHTTPServer):
@@ -143,7 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
             sim.errors.append(f"{method} {path}: {exc!r}")
             resp = error(500, message("InternalError"))
         after = sim.faults.take(method, path, after=True)
-        if after is not None and after.kind == "slow":   # done, but the answer comes late
+        if after is not None and after.kind == "slow":  # done, but the answer comes late
             time.sleep(float(after.options.get("seconds", 2.0)))
             after = None
         if after is not None:
@@ -164,13 +163,19 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "5xx":
             resp = error(int(fault.options.get("status", 500)), message("InternalError"))
         elif fault.kind == "redirect":
-            resp = Response(int(fault.options.get("status", 302)), b"",
-                            headers={"Location": str(fault.options.get("location", "https://elsewhere.invalid/"))})
+            resp = Response(
+                int(fault.options.get("status", 302)),
+                b"",
+                headers={"Location": str(fault.options.get("location", "https://elsewhere.invalid/"))},
+            )
         elif fault.kind == "echo":
-            echoed = " ".join(f"{k}={v}" for k, v in self.headers.items()
-                              if k.lower() in ("x-auth-token", "authorization"))
-            msg = dict(message("InternalError"), Message=f"request rejected [/b][red]:smile: 0000:3b:00.0; "
-                                                          f"headers were: {echoed}")
+            echoed = " ".join(
+                f"{k}={v}" for k, v in self.headers.items() if k.lower() in ("x-auth-token", "authorization")
+            )
+            msg = dict(
+                message("InternalError"),
+                Message=f"request rejected [/b][red]:smile: 0000:3b:00.0; headers were: {echoed}",
+            )
             resp = error(int(fault.options.get("status", 400)), msg)
         else:  # bad_json
             resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
@@ -194,14 +199,26 @@ class _Handler(BaseHTTPRequestHandler):
 class BMCSimulator:
     """A vendor-flavoured Redfish BMC on host:port. Use as a context manager or start()/stop()."""
 
-    def __init__(self, flavour: "str | Flavour" = "generic", host: str = "127.0.0.1", port: int = 0,
-                 tls: bool = True, username: str = "admin", password: str | None = None, power_delay: float = 1.0,
-                 state_dir: str | Path | None = None, verbose: bool = False):
+    def __init__(
+        self,
+        flavour: "str | Flavour" = "generic",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = True,
+        username: str = "admin",
+        password: str | None = None,
+        power_delay: float = 1.0,
+        state_dir: str | Path | None = None,
+        verbose: bool = False,
+    ):
         # a flavour name, or a Flavour (tests vary one, e.g. dataclasses.replace(f, publication_uri=...))
         self.flavour = flavour if isinstance(flavour, Flavour) else load_flavour(flavour)
         if not (isinstance(power_delay, (int, float)) and 0 <= power_delay <= 3600):
-            raise BMCSimulatorError(f"power_delay must be 0..3600 seconds, got {power_delay!r}", "power_delay",
-                                    "pass a number of seconds such as 1.0")
+            raise BMCSimulatorError(
+                f"power_delay must be 0..3600 seconds, got {power_delay!r}",
+                "power_delay",
+                "pass a number of seconds such as 1.0",
+            )
         if not (isinstance(port, int) and 0 <= port <= 65535):
             raise BMCSimulatorError(f"port must be 0..65535, got {port!r}", "port", "pass 0 for any free port")
         self.host = host
@@ -212,32 +229,38 @@ class BMCSimulator:
         self.power_delay = power_delay
         self.verbose = verbose
         self._own_state_dir = state_dir is None
-        self.state_dir = Path(tempfile.mkdtemp(prefix=f"bmc-{self.flavour.name}-")) if state_dir is None else Path(state_dir)
+        self.state_dir = (
+            Path(tempfile.mkdtemp(prefix=f"bmc-{self.flavour.name}-")) if state_dir is None else Path(state_dir)
+        )
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             probe = self.state_dir / ".writable"
             probe.write_text("")
             probe.unlink()
         except OSError as exc:
-            raise BMCSimulatorError(f"state directory is not writable: {exc.strerror}", str(self.state_dir),
-                                    "pass a writable state_dir (or None for a temporary one)") from None
+            raise BMCSimulatorError(
+                f"state directory is not writable: {exc.strerror}",
+                str(self.state_dir),
+                "pass a writable state_dir (or None for a temporary one)",
+            ) from None
         self.state = BMCState(self.flavour, power_delay, self.state_dir / "state.json")
         self.faults = FaultPlan()
         self.requests: list[tuple[str, str]] = []
-        self.errors: list[str] = []                   # simulator bugs seen (tests assert it stays empty)
-        self.sessions: dict[str, dict] = {}          # token -> {"Id", "UserName", "created"}
-        self.issued_tokens: list[str] = []           # every token ever issued (tests: must never leak)
-        self.extra_systems: list[str] = []           # more members of the Systems collection (a BMC that grew one)
-        self.settings_etag = True                    # False: the settings object carries no ETag at all
+        self.errors: list[str] = []  # simulator bugs seen (tests assert it stays empty)
+        self.sessions: dict[str, dict] = {}  # token -> {"Id", "UserName", "created"}
+        self.issued_tokens: list[str] = []  # every token ever issued (tests: must never leak)
+        self.extra_systems: list[str] = []  # more members of the Systems collection (a BMC that grew one)
+        self.settings_etag = True  # False: the settings object carries no ETag at all
         self._session_seq = 0
         self._lock = threading.Lock()
-        self._unavailable_until = 0.0               # after a manager reset the BMC answers 503 for a while
-        self.manager_reset_seconds: float | None = None   # None: min(power_delay, 2)
+        self._unavailable_until = 0.0  # after a manager reset the BMC answers 503 for a while
+        self.manager_reset_seconds: float | None = None  # None: min(power_delay, 2)
         self.ca_file: Path | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.router = Router(case_insensitive=self.flavour.case_insensitive_paths)
         from .resources import register_all
+
         register_all(self)
 
     # ------------------------------------------------------------------ lifecycle
@@ -248,9 +271,11 @@ class BMCSimulator:
             server.server_bind()
             server.server_activate()
         except OSError as exc:
-            raise BMCSimulatorError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}",
-                                    f"{self.host}:{self.port}",
-                                    "pick a free port (or 0 for any) or stop what is listening there") from None
+            raise BMCSimulatorError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror}",
+                f"{self.host}:{self.port}",
+                "pick a free port (or 0 for any) or stop what is listening there",
+            ) from None
         if self.tls:
             self.ca_file, cert, key = ensure_certificates(self.state_dir, self.host)
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -260,8 +285,9 @@ class BMCSimulator:
         server.log = self.log
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name=f"bmc-sim-{self.flavour.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=f"bmc-sim-{self.flavour.name}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -314,8 +340,11 @@ class BMCSimulator:
 
     def count(self, method: str | None = None, path_regex: str | None = None) -> int:
         with self._lock:
-            return sum(1 for m, p in self.requests
-                       if (method is None or m == method) and (path_regex is None or re.search(path_regex, p)))
+            return sum(
+                1
+                for m, p in self.requests
+                if (method is None or m == method) and (path_regex is None or re.search(path_regex, p))
+            )
 
     def bios_current(self) -> dict:
         self.state.advance()
@@ -401,12 +430,12 @@ class BMCSimulator:
             retry = max(1, int(self._unavailable_until - time.time() + 0.999))
             return error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
         methods, groups = self.router.find(req.path)
-        public = (req.method in ("GET", "HEAD") and
-                  (req.method if req.method != "HEAD" else "GET", req.path) in PUBLIC)
+        public = req.method in ("GET", "HEAD") and (req.method if req.method != "HEAD" else "GET", req.path) in PUBLIC
         is_login = req.method == "POST" and methods is not None and methods.get("_LOGIN")
         if not public and not is_login and not self._authenticate(req):
-            return error(401, message("NoValidSession"),
-                         headers={"WWW-Authenticate": 'Basic realm="numaforge BMC simulator"'})
+            return error(
+                401, message("NoValidSession"), headers={"WWW-Authenticate": 'Basic realm="numaforge BMC simulator"'}
+            )
         if methods is None:
             return not_found(req)
         handler = methods.get(req.method)

@@ -33,35 +33,43 @@ def iso(ts: float) -> str:
 
 
 class BMCState:
-    def __init__(self, flavour: Flavour, power_delay: float = 1.0, state_file: Path | None = None,
-                 clock=time.time):
+    def __init__(self, flavour: Flavour, power_delay: float = 1.0, state_file: Path | None = None, clock=time.time):
         self.flavour = flavour
         self.power_delay = float(power_delay)
         self.state_file = state_file
         self.clock = clock
         self.lock = threading.RLock()
         self.power = "On"
-        self.events: list[tuple[float, str]] = []     # (due time, "off" | "boot")
+        self.events: list[tuple[float, str]] = []  # (due time, "off" | "boot")
         self.current = dict(flavour.defaults)
         self.pending: dict = {}
-        self.apply_time: str | None = None           # ApplyTime requested with the pending values
-        self.settings_time: float = clock()          # when the settings last changed / applied
-        self.settings_messages: list[dict] = []      # @Redfish.Settings.Messages of the last apply
+        self.apply_time: str | None = None  # ApplyTime requested with the pending values
+        self.settings_time: float = clock()  # when the settings last changed / applied
+        self.settings_messages: list[dict] = []  # @Redfish.Settings.Messages of the last apply
         self.jobs: dict[str, dict] = {}
-        self.defaults_requested = False              # Bios.ResetBios: defaults apply at the next boot, job or not
+        self.defaults_requested = False  # Bios.ResetBios: defaults apply at the next boot, job or not
         self.boot_count = 0
         self.manager_resets = 0
-        self.graceful_ignored = False                # a hung OS ignores graceful shutdown requests
+        self.graceful_ignored = False  # a hung OS ignores graceful shutdown requests
         if state_file is not None and state_file.exists():
             self._load()
 
     # ---------------------------------------------------------------- persistence
     def _snapshot(self) -> dict:
-        return {"flavour": self.flavour.name, "power": self.power, "events": self.events,
-                "current": self.current, "pending": self.pending, "apply_time": self.apply_time,
-                "settings_time": self.settings_time, "settings_messages": self.settings_messages,
-                "jobs": self.jobs, "defaults_requested": self.defaults_requested, "boot_count": self.boot_count,
-                "manager_resets": self.manager_resets}
+        return {
+            "flavour": self.flavour.name,
+            "power": self.power,
+            "events": self.events,
+            "current": self.current,
+            "pending": self.pending,
+            "apply_time": self.apply_time,
+            "settings_time": self.settings_time,
+            "settings_messages": self.settings_messages,
+            "jobs": self.jobs,
+            "defaults_requested": self.defaults_requested,
+            "boot_count": self.boot_count,
+            "manager_resets": self.manager_resets,
+        }
 
     def _load(self) -> None:
         data = json.loads(self.state_file.read_text())
@@ -69,8 +77,10 @@ class BMCState:
             return
         self.power = data["power"]
         self.events = [tuple(e) for e in data["events"]]
-        self.current = {**self.flavour.defaults, **{k: v for k, v in data["current"].items()
-                                                    if k in self.flavour.defaults}}
+        self.current = {
+            **self.flavour.defaults,
+            **{k: v for k, v in data["current"].items() if k in self.flavour.defaults},
+        }
         self.pending = data["pending"]
         self.apply_time = data["apply_time"]
         self.settings_time = data["settings_time"]
@@ -87,7 +97,7 @@ class BMCState:
         try:
             tmp.write_text(json.dumps(self._snapshot(), indent=1, sort_keys=True))
             os.replace(tmp, self.state_file)
-        except FileNotFoundError:   # the simulator was stopped and its temporary state dir removed
+        except FileNotFoundError:  # the simulator was stopped and its temporary state dir removed
             pass
 
     # ---------------------------------------------------------------- time
@@ -117,11 +127,16 @@ class BMCState:
         if self.flavour.jobs == "dell":
             job = self.active_job()
             if job is None and self.defaults_requested:
-                self._apply_pending()          # iDRAC: a ResetBios applies at the next boot without a job
+                self._apply_pending()  # iDRAC: a ResetBios applies at the next boot without a job
             if job is not None:
                 self._apply_pending()
-                job.update(JobState="Completed", PercentComplete=100, EndTime=iso(self.clock()),
-                           Message="Job completed successfully.", MessageId="PR19")
+                job.update(
+                    JobState="Completed",
+                    PercentComplete=100,
+                    EndTime=iso(self.clock()),
+                    Message="Job completed successfully.",
+                    MessageId="PR19",
+                )
         elif self.pending:
             self._apply_pending()
 
@@ -132,8 +147,13 @@ class BMCState:
         self.apply_time = None
         self.defaults_requested = False
         self.settings_time = self.clock()
-        self.settings_messages = [{"MessageId": "Base.1.22.Success", "Message": "The request completed successfully.",
-                                   "RelatedProperties": [f"#/Attributes/{a}" for a in applied]}]
+        self.settings_messages = [
+            {
+                "MessageId": "Base.1.22.Success",
+                "Message": "The request completed successfully.",
+                "RelatedProperties": [f"#/Attributes/{a}" for a in applied],
+            }
+        ]
 
     # ---------------------------------------------------------------- power
     def reset(self, reset_type: str) -> None:
@@ -192,7 +212,7 @@ class BMCState:
                     self.pending[k] = v
             if apply_time:
                 self.apply_time = apply_time
-            self.settings_time = self.clock()     # Messages keep describing the last apply until the next one
+            self.settings_time = self.clock()  # Messages keep describing the last apply until the next one
             self.save()
 
     def clear_pending(self) -> None:
@@ -206,8 +226,11 @@ class BMCState:
     def reset_bios_defaults(self) -> None:
         """Bios.ResetBios: defaults become pending (applied on the next boot)."""
         with self.lock:
-            self.pending = {k: v for k, v in self.flavour.defaults.items()
-                            if self.current.get(k) != v and not (self.flavour.attribute(k) or {})["ReadOnly"]}
+            self.pending = {
+                k: v
+                for k, v in self.flavour.defaults.items()
+                if self.current.get(k) != v and not (self.flavour.attribute(k) or {})["ReadOnly"]
+            }
             self.defaults_requested = True
             self.settings_time = self.clock()
             self.save()
@@ -226,10 +249,19 @@ class BMCState:
                 jid = f"JID_{random.randrange(10**11, 10**12)}"
                 if jid not in self.jobs:
                     break
-            job = {"Id": jid, "Name": "Configure: BIOS.Setup.1-1", "JobType": "BIOSConfiguration",
-                   "JobState": "Scheduled", "PercentComplete": 0, "Message": "Task successfully scheduled.",
-                   "MessageId": "JCP001", "StartTime": "TIME_NOW", "EndTime": "TIME_NA",
-                   "TargetSettingsURI": target, "CreatedTime": iso(self.clock())}
+            job = {
+                "Id": jid,
+                "Name": "Configure: BIOS.Setup.1-1",
+                "JobType": "BIOSConfiguration",
+                "JobState": "Scheduled",
+                "PercentComplete": 0,
+                "Message": "Task successfully scheduled.",
+                "MessageId": "JCP001",
+                "StartTime": "TIME_NOW",
+                "EndTime": "TIME_NA",
+                "TargetSettingsURI": target,
+                "CreatedTime": iso(self.clock()),
+            }
             self.jobs[jid] = job
             self.save()
             return copy.deepcopy(job)

@@ -66,19 +66,35 @@ def ensure_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         return ca_file, cert_file, key_file
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "numaforge lab"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, "numaforge BMC simulator CA")])
+    ca_name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "numaforge lab"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "numaforge BMC simulator CA"),
+        ]
+    )
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=365))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -97,8 +113,10 @@ def ensure_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    _write_private(key_file, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+    _write_private(
+        key_file,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
     _write_public(cert_file, cert.public_bytes(serialization.Encoding.PEM))
     _write_public(ca_file, ca_cert.public_bytes(serialization.Encoding.PEM))
     return ca_file, cert_file, key_file

@@ -99,8 +99,7 @@ def dependency_violations(registry: dict, effective: dict, patch: dict) -> list[
             continue
         if d.get("MapToProperty") == "ReadOnly" and d.get("MapToValue") is True and _dependency_holds(dep, values):
             source = d["MapFrom"][0]["MapFromAttribute"]
-            out.append(message("PropertyValueConflict", target, source,
-                               related=_rel(target) + _rel(source)))
+            out.append(message("PropertyValueConflict", target, source, related=_rel(target) + _rel(source)))
     return out
 
 
@@ -115,18 +114,35 @@ def validate_settings_patch(registry: dict, effective: dict, body, apply_times: 
     if "@Redfish.SettingsApplyTime" in body:
         sat = body["@Redfish.SettingsApplyTime"]
         if not isinstance(sat, dict):
-            out.append(message("PropertyValueTypeError", _json_text(sat), "@Redfish.SettingsApplyTime",
-                               related=["#/@Redfish.SettingsApplyTime"]))
+            out.append(
+                message(
+                    "PropertyValueTypeError",
+                    _json_text(sat),
+                    "@Redfish.SettingsApplyTime",
+                    related=["#/@Redfish.SettingsApplyTime"],
+                )
+            )
         else:
             for k, v in sat.items():
                 if k == "@odata.type":
                     continue
                 if k != "ApplyTime":
-                    out.append(message("PropertyUnknown", f"@Redfish.SettingsApplyTime/{k}",
-                                       related=[f"#/@Redfish.SettingsApplyTime/{k}"]))
+                    out.append(
+                        message(
+                            "PropertyUnknown",
+                            f"@Redfish.SettingsApplyTime/{k}",
+                            related=[f"#/@Redfish.SettingsApplyTime/{k}"],
+                        )
+                    )
                 elif v not in apply_times:
-                    out.append(message("PropertyValueNotInList", _json_text(v), "ApplyTime",
-                                       related=["#/@Redfish.SettingsApplyTime/ApplyTime"]))
+                    out.append(
+                        message(
+                            "PropertyValueNotInList",
+                            _json_text(v),
+                            "ApplyTime",
+                            related=["#/@Redfish.SettingsApplyTime/ApplyTime"],
+                        )
+                    )
     attrs = body.get("Attributes")
     if "Attributes" not in body:
         if "@Redfish.SettingsApplyTime" not in body:

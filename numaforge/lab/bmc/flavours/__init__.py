@@ -37,20 +37,20 @@ class Flavour:
     manager_id: str
     manager_model: str
     manager_firmware: str
-    settings_path: str          # canonical @odata.id of the settings (pending) object
-    settings_link: str          # what @Redfish.Settings.SettingsObject says (may differ in case/slash)
-    settings_shows: str         # "full" (current + pending) or "pending_only"
+    settings_path: str  # canonical @odata.id of the settings (pending) object
+    settings_link: str  # what @Redfish.Settings.SettingsObject says (may differ in case/slash)
+    settings_shows: str  # "full" (current + pending) or "pending_only"
     registry_id: str
     registry_uri: str
     supported_apply_times: tuple
-    jobs: str                   # "dell" or "none"
+    jobs: str  # "dell" or "none"
     jobs_path: str | None
     trailing_slash: bool
     case_insensitive_paths: bool
-    registry: dict = field(repr=False)   # the AttributeRegistry document
-    defaults: dict = field(repr=False)   # AttributeName -> default value
-    registry_member: str = ""            # the MessageRegistryFile's URI in the Registries collection
-    publication_uri: str | None = None   # set: the file gives only this PublicationUri, no local Location
+    registry: dict = field(repr=False)  # the AttributeRegistry document
+    defaults: dict = field(repr=False)  # AttributeName -> default value
+    registry_member: str = ""  # the MessageRegistryFile's URI in the Registries collection
+    publication_uri: str | None = None  # set: the file gives only this PublicationUri, no local Location
 
     @property
     def system_path(self) -> str:
@@ -78,11 +78,11 @@ def _entry(raw: dict, order: int, where: str) -> dict:
     try:
         name, display, kind = raw["name"], raw["display"], raw["type"]
     except KeyError as exc:
-        raise BMCSimulatorError(f"attribute entry lacks '{exc.args[0]}'", where,
-                                "give every attribute name, display and type") from None
+        raise BMCSimulatorError(
+            f"attribute entry lacks '{exc.args[0]}'", where, "give every attribute name, display and type"
+        ) from None
     if kind not in _TYPES:
-        raise BMCSimulatorError(f"attribute {name} has unknown type {kind!r}", where,
-                                f"use one of {sorted(_TYPES)}")
+        raise BMCSimulatorError(f"attribute {name} has unknown type {kind!r}", where, f"use one of {sorted(_TYPES)}")
     entry = {
         "AttributeName": name,
         "DisplayName": display,
@@ -119,12 +119,14 @@ def _dependency(raw: dict, where: str) -> dict:
         "DependencyFor": raw["for"],
         "Type": "Map",
         "Dependency": {
-            "MapFrom": [{
-                "MapFromAttribute": raw["from"],
-                "MapFromCondition": raw.get("condition", "EQU"),
-                "MapFromProperty": "CurrentValue",
-                "MapFromValue": raw["value"],
-            }],
+            "MapFrom": [
+                {
+                    "MapFromAttribute": raw["from"],
+                    "MapFromCondition": raw.get("condition", "EQU"),
+                    "MapFromProperty": "CurrentValue",
+                    "MapFromValue": raw["value"],
+                }
+            ],
             "MapToAttribute": raw["for"],
             "MapToProperty": raw.get("property", "ReadOnly"),
             "MapToValue": raw.get("to", True),
@@ -137,23 +139,30 @@ def _corpus_registry(name: str, data: dict, where: str) -> tuple[dict, dict]:
     try:
         registry = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise BMCSimulatorError(f"cannot read registry file {name}: {exc}", str(path),
-                                "the corpus lives in tests/data/registries (see SOURCES.md there)") from None
+        raise BMCSimulatorError(
+            f"cannot read registry file {name}: {exc}",
+            str(path),
+            "the corpus lives in tests/data/registries (see SOURCES.md there)",
+        ) from None
     if registry.get("Id") != data["registry_id"]:
-        raise BMCSimulatorError(f"registry file {name} has Id {registry.get('Id')!r}, the flavour says "
-                                f"{data['registry_id']!r}", where, "make registry_id match the file's Id")
+        raise BMCSimulatorError(
+            f"registry file {name} has Id {registry.get('Id')!r}, the flavour says {data['registry_id']!r}",
+            where,
+            "make registry_id match the file's Id",
+        )
     defaults = {}
     for a in registry["RegistryEntries"]["Attributes"]:
         value = a.get("DefaultValue", a.get("CurrentValue"))
         if a.get("Type") == "Enumeration" and value not in [v["ValueName"] for v in a.get("Value") or []]:
-            raise BMCSimulatorError(f"default of {a['AttributeName']} is not one of its values", str(path),
-                                    "fix DefaultValue")
+            raise BMCSimulatorError(
+                f"default of {a['AttributeName']} is not one of its values", str(path), "fix DefaultValue"
+            )
         defaults[a["AttributeName"]] = value
     return registry, defaults
 
 
 def build_flavour(data: dict, where: str) -> Flavour:
-    if data.get("base"):                 # a corpus flavour: the base flavour's shape, its own registry
+    if data.get("base"):  # a corpus flavour: the base flavour's shape, its own registry
         base = yaml.safe_load((HERE / f"{data['base']}.yaml").read_text())
         for key in ("attributes", "slot_aspm", "dependencies"):
             base.pop(key, None)
@@ -165,9 +174,16 @@ def build_flavour(data: dict, where: str) -> Flavour:
     slot = data.get("slot_aspm")
     if slot:
         for n in range(1, int(slot["slots"]) + 1):
-            raw_attrs.append({"name": f"PciSlot{n}Aspm", "display": f"PCIe Slot {n} ASPM",
-                              "type": "Enumeration", "values": slot["values"], "default": slot["default"],
-                              "menu": "./PciOptions/PcieSlotOptions"})
+            raw_attrs.append(
+                {
+                    "name": f"PciSlot{n}Aspm",
+                    "display": f"PCIe Slot {n} ASPM",
+                    "type": "Enumeration",
+                    "values": slot["values"],
+                    "default": slot["default"],
+                    "menu": "./PciOptions/PcieSlotOptions",
+                }
+            )
     entries = [_entry(raw, i + 1, f"{where}: attribute #{i + 1}") for i, raw in enumerate(raw_attrs)]
     names = [e["AttributeName"] for e in entries]
     if len(set(names)) != len(names):
@@ -186,14 +202,27 @@ def build_flavour(data: dict, where: str) -> Flavour:
         "Language": "en",
         "OwningEntity": data["vendor"],
         "RegistryVersion": data["registry_id"].split(".", 1)[-1].lstrip("v").replace("_", "."),
-        "SupportedSystems": [{"ProductName": data["model"], "SystemId": re.sub(r"[^A-Za-z0-9]", "", data["model"]),
-                              "FirmwareVersion": str(data["bios_version"])}],
+        "SupportedSystems": [
+            {
+                "ProductName": data["model"],
+                "SystemId": re.sub(r"[^A-Za-z0-9]", "", data["model"]),
+                "FirmwareVersion": str(data["bios_version"]),
+            }
+        ],
         "RegistryEntries": {
             "Attributes": entries,
             "Dependencies": deps,
-            "Menus": [{"MenuName": (m.strip("./").replace("/", "_") or "Main"), "DisplayName": m.strip("./") or "Main",
-                       "MenuPath": m, "DisplayOrder": i + 1, "ReadOnly": False, "Hidden": False}
-                      for i, m in enumerate(menus)],
+            "Menus": [
+                {
+                    "MenuName": (m.strip("./").replace("/", "_") or "Main"),
+                    "DisplayName": m.strip("./") or "Main",
+                    "MenuPath": m,
+                    "DisplayOrder": i + 1,
+                    "ReadOnly": False,
+                    "Hidden": False,
+                }
+                for i, m in enumerate(menus)
+            ],
         },
     }
     defaults = {raw["name"]: raw.get("default") for raw in raw_attrs}
@@ -202,15 +231,26 @@ def build_flavour(data: dict, where: str) -> Flavour:
 
 def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
     return Flavour(
-        name=data["name"], vendor=data["vendor"], model=data["model"], bios_version=str(data["bios_version"]),
-        system_id=str(data["system_id"]), manager_id=str(data["manager_id"]),
-        manager_model=data["manager_model"], manager_firmware=str(data["manager_firmware"]),
-        settings_path=data["settings_path"], settings_link=data["settings_link"],
-        settings_shows=data.get("settings_shows", "full"), registry_id=data["registry_id"],
-        registry_uri=data["registry_uri"], supported_apply_times=tuple(data["supported_apply_times"]),
-        jobs=data.get("jobs", "none"), jobs_path=data.get("jobs_path"),
-        trailing_slash=bool(data.get("trailing_slash")), case_insensitive_paths=bool(data.get("case_insensitive_paths")),
-        registry=registry, defaults=defaults,
+        name=data["name"],
+        vendor=data["vendor"],
+        model=data["model"],
+        bios_version=str(data["bios_version"]),
+        system_id=str(data["system_id"]),
+        manager_id=str(data["manager_id"]),
+        manager_model=data["manager_model"],
+        manager_firmware=str(data["manager_firmware"]),
+        settings_path=data["settings_path"],
+        settings_link=data["settings_link"],
+        settings_shows=data.get("settings_shows", "full"),
+        registry_id=data["registry_id"],
+        registry_uri=data["registry_uri"],
+        supported_apply_times=tuple(data["supported_apply_times"]),
+        jobs=data.get("jobs", "none"),
+        jobs_path=data.get("jobs_path"),
+        trailing_slash=bool(data.get("trailing_slash")),
+        case_insensitive_paths=bool(data.get("case_insensitive_paths")),
+        registry=registry,
+        defaults=defaults,
         registry_member=data.get("registry_member") or f"/redfish/v1/Registries/{data['registry_id']}",
     )
 
@@ -218,7 +258,6 @@ def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
 @lru_cache(maxsize=None)
 def load_flavour(name: str) -> Flavour:
     if name not in ALL_FLAVOURS:
-        raise BMCSimulatorError(f"unknown BMC flavour {name!r}", "--flavour",
-                                f"use one of: {', '.join(ALL_FLAVOURS)}")
+        raise BMCSimulatorError(f"unknown BMC flavour {name!r}", "--flavour", f"use one of: {', '.join(ALL_FLAVOURS)}")
     path = HERE / f"{name}.yaml"
     return build_flavour(yaml.safe_load(path.read_text()), str(path))

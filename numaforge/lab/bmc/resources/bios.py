@@ -16,6 +16,7 @@ def _etag_matches(header: str, etag: str) -> bool:
     def bare(t: str) -> str:
         t = t.strip()
         return t[2:] if t.startswith("W/") else t
+
     return any(part.strip() == "*" or bare(part) == bare(etag) for part in header.split(","))
 
 
@@ -41,8 +42,10 @@ def register(sim) -> None:
                 "Attributes": attrs,
             }
             if st.apply_time:
-                body["@Redfish.SettingsApplyTime"] = {"@odata.type": "#Settings.v1_4_0.PreferredApplyTime",
-                                                      "ApplyTime": st.apply_time}
+                body["@Redfish.SettingsApplyTime"] = {
+                    "@odata.type": "#Settings.v1_4_0.PreferredApplyTime",
+                    "ApplyTime": st.apply_time,
+                }
             if f.jobs == "dell":
                 body["Actions"] = {"Oem": {"#DellManager.ClearPending": {"target": clear_pending_target}}}
             return body
@@ -99,11 +102,14 @@ def register(sim) -> None:
                 location = f"{f.jobs_path}/{job['Id']}"
                 if apply_time == "Immediate":
                     st.reset("ForceRestart")
-                return Response(202, {"@Message.ExtendedInfo": [message("SYS409")]},
-                                {"Location": location, "ETag": new_etag})
-            return Response(200, {"@Message.ExtendedInfo": [message("Success"),
-                                                            message("ResetRequired", system_reset, "ForceRestart")]},
-                            {"ETag": new_etag})
+                return Response(
+                    202, {"@Message.ExtendedInfo": [message("SYS409")]}, {"Location": location, "ETag": new_etag}
+                )
+            return Response(
+                200,
+                {"@Message.ExtendedInfo": [message("Success"), message("ResetRequired", system_reset, "ForceRestart")]},
+                {"ETag": new_etag},
+            )
 
     def reset_bios(req):
         if f.jobs == "dell" and st.active_job() is not None:

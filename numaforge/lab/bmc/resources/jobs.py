@@ -25,18 +25,26 @@ def register(sim) -> None:
         st.advance()
         with st.lock:
             jobs = sorted(st.jobs.values(), key=lambda j: j["CreatedTime"])
-        return collection_ok(base, "#DellJobCollection.DellJobCollection", "JobQueue",
-                             [f"{base}/{j['Id']}" for j in jobs], allow="GET, HEAD, POST")
+        return collection_ok(
+            base,
+            "#DellJobCollection.DellJobCollection",
+            "JobQueue",
+            [f"{base}/{j['Id']}" for j in jobs],
+            allow="GET, HEAD, POST",
+        )
 
     def create(req):
         body = req.body if isinstance(req.body, dict) else {}
         target = body.get("TargetSettingsURI")
         if target is None:
-            return error(400, message("CreateFailedMissingReqProperties", "TargetSettingsURI",
-                                      related=["#/TargetSettingsURI"]))
+            return error(
+                400, message("CreateFailedMissingReqProperties", "TargetSettingsURI", related=["#/TargetSettingsURI"])
+            )
         if not isinstance(target, str) or normalise(target).lower() != normalise(f.settings_path).lower():
-            return error(400, message("PropertyValueNotInList", str(target), "TargetSettingsURI",
-                                      related=["#/TargetSettingsURI"]))
+            return error(
+                400,
+                message("PropertyValueNotInList", str(target), "TargetSettingsURI", related=["#/TargetSettingsURI"]),
+            )
         st.advance()
         with st.lock:
             if st.active_job() is not None:
@@ -47,8 +55,7 @@ def register(sim) -> None:
             if st.apply_time is None:
                 st.apply_time = "OnReset"
                 st.save()
-        return Response(200, {"@Message.ExtendedInfo": [message("SUP0518")]},
-                        {"Location": f"{base}/{job['Id']}"})
+        return Response(200, {"@Message.ExtendedInfo": [message("SUP0518")]}, {"Location": f"{base}/{job['Id']}"})
 
     def get_job(req, jid):
         st.advance()
@@ -60,7 +67,7 @@ def register(sim) -> None:
 
     def delete_job(req, jid):
         deleted = st.delete_job(jid)
-        if deleted is None:      # running: iDRAC refuses to delete a job that is running
+        if deleted is None:  # running: iDRAC refuses to delete a job that is running
             return error(400, message("ResourceInUse"))
         if not deleted:
             return not_found(req)

@@ -15,29 +15,35 @@ def register(sim) -> None:
     target = f"{path}/Actions/Manager.Reset"
 
     def collection(req):
-        return collection_ok(sim.link("/redfish/v1/Managers"), "#ManagerCollection.ManagerCollection",
-                             "Manager Collection", [sim.link(path)])
+        return collection_ok(
+            sim.link("/redfish/v1/Managers"),
+            "#ManagerCollection.ManagerCollection",
+            "Manager Collection",
+            [sim.link(path)],
+        )
 
     def manager(req):
         links = {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]}
-        if f.jobs == "dell":   # where iDRAC publishes its job queue
-            links["Oem"] = {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemLinks",
-                                     "Jobs": {"@odata.id": f.jobs_path}}}
-        return json_ok({
-            "@odata.id": sim.link(path),
-            "@odata.type": "#Manager.v1_24_0.Manager",
-            "Id": f.manager_id,
-            "Name": "Manager",
-            "ManagerType": "BMC",
-            "Manufacturer": f.vendor,
-            "Model": f.manager_model,
-            "FirmwareVersion": f.manager_firmware,
-            "PowerState": "On",
-            "Status": {"State": "Enabled", "Health": "OK"},
-            "Links": links,
-            "Actions": {"#Manager.Reset": {"target": target,
-                                           "ResetType@Redfish.AllowableValues": list(MANAGER_RESET_TYPES)}},
-        })
+        if f.jobs == "dell":  # where iDRAC publishes its job queue
+            links["Oem"] = {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemLinks", "Jobs": {"@odata.id": f.jobs_path}}}
+        return json_ok(
+            {
+                "@odata.id": sim.link(path),
+                "@odata.type": "#Manager.v1_24_0.Manager",
+                "Id": f.manager_id,
+                "Name": "Manager",
+                "ManagerType": "BMC",
+                "Manufacturer": f.vendor,
+                "Model": f.manager_model,
+                "FirmwareVersion": f.manager_firmware,
+                "PowerState": "On",
+                "Status": {"State": "Enabled", "Health": "OK"},
+                "Links": links,
+                "Actions": {
+                    "#Manager.Reset": {"target": target, "ResetType@Redfish.AllowableValues": list(MANAGER_RESET_TYPES)}
+                },
+            }
+        )
 
     def reset(req):
         body = req.body if isinstance(req.body, dict) else {}

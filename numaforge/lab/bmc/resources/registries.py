@@ -18,34 +18,47 @@ def register(sim) -> None:
     base_file = f"{base}/Base"
 
     def collection(req):
-        return collection_ok(sim.link(base), "#MessageRegistryFileCollection.MessageRegistryFileCollection",
-                             "Registry File Collection", [sim.link(base_file), sim.link(file_path)])
+        return collection_ok(
+            sim.link(base),
+            "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+            "Registry File Collection",
+            [sim.link(base_file), sim.link(file_path)],
+        )
 
     def registry_file(req):
-        where = ({"Language": "en", "PublicationUri": f.publication_uri} if f.publication_uri
-                 else {"Language": "en", "Uri": f.registry_uri})
-        return json_ok({
-            "@odata.id": sim.link(file_path),
-            "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
-            "Id": file_path.rstrip("/").rsplit("/", 1)[-1],      # the URI's last segment (DSP0266)
-            "Name": "BIOS Attribute Registry File",
-            "Description": "Location of the BIOS attribute registry",
-            "Languages": ["en"],
-            "Registry": f.registry_id,
-            "Location": [where],
-        })
+        where = (
+            {"Language": "en", "PublicationUri": f.publication_uri}
+            if f.publication_uri
+            else {"Language": "en", "Uri": f.registry_uri}
+        )
+        return json_ok(
+            {
+                "@odata.id": sim.link(file_path),
+                "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
+                "Id": file_path.rstrip("/").rsplit("/", 1)[-1],  # the URI's last segment (DSP0266)
+                "Name": "BIOS Attribute Registry File",
+                "Description": "Location of the BIOS attribute registry",
+                "Languages": ["en"],
+                "Registry": f.registry_id,
+                "Location": [where],
+            }
+        )
 
     def base_registry_file(req):
-        return json_ok({
-            "@odata.id": sim.link(base_file),
-            "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
-            "Id": "Base",
-            "Name": "Base Message Registry File",
-            "Description": "DMTF Base message registry",
-            "Languages": ["en"],
-            "Registry": BASE_ID,
-            "Location": [{"Language": "en", "PublicationUri": f"https://redfish.dmtf.org/registries/{BASE_ID}.json"}],
-        })
+        return json_ok(
+            {
+                "@odata.id": sim.link(base_file),
+                "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
+                "Id": "Base",
+                "Name": "Base Message Registry File",
+                "Description": "DMTF Base message registry",
+                "Languages": ["en"],
+                "Registry": BASE_ID,
+                "Location": [
+                    {"Language": "en", "PublicationUri": f"https://redfish.dmtf.org/registries/{BASE_ID}.json"}
+                ],
+            }
+        )
 
     sim.router.add(lit(base), get=collection)
     sim.router.add(lit(base_file), get=base_registry_file)

@@ -31,20 +31,25 @@ def metadata_xml() -> str:
         inc = f'    <edmx:Include Namespace="{ns}"/>\n'
         if versioned:
             inc += f'    <edmx:Include Namespace="{versioned}"/>\n'
-        refs.append(f'  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/{ns}_v1.xml">\n{inc}'
-                    f'  </edmx:Reference>\n')
-    refs.append('  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/RedfishExtensions_v1.xml">\n'
-                '    <edmx:Include Namespace="RedfishExtensions.v1_0_0" Alias="Redfish"/>\n'
-                '  </edmx:Reference>\n')
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">\n'
-            + "".join(refs) +
-            '  <edmx:DataServices>\n'
-            '    <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service">\n'
-            '      <EntityContainer Name="Service" Extends="ServiceRoot.v1_20_0.ServiceContainer"/>\n'
-            '    </Schema>\n'
-            '  </edmx:DataServices>\n'
-            '</edmx:Edmx>\n')
+        refs.append(
+            f'  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/{ns}_v1.xml">\n{inc}  </edmx:Reference>\n'
+        )
+    refs.append(
+        '  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/RedfishExtensions_v1.xml">\n'
+        '    <edmx:Include Namespace="RedfishExtensions.v1_0_0" Alias="Redfish"/>\n'
+        "  </edmx:Reference>\n"
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">\n'
+        + "".join(refs)
+        + "  <edmx:DataServices>\n"
+        '    <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service">\n'
+        '      <EntityContainer Name="Service" Extends="ServiceRoot.v1_20_0.ServiceContainer"/>\n'
+        "    </Schema>\n"
+        "  </edmx:DataServices>\n"
+        "</edmx:Edmx>\n"
+    )
 
 
 def register(sim) -> None:
@@ -64,10 +69,13 @@ def register(sim) -> None:
             "UUID": service_uuid,
             "Vendor": f.vendor,
             "Product": f"{f.model} (numaforge BMC simulator, {f.name} flavour)",
-            "ProtocolFeaturesSupported": {"ExpandQuery": {"ExpandAll": False, "Levels": False, "Links": False,
-                                                          "NoLinks": False},
-                                          "SelectQuery": False, "FilterQuery": False, "OnlyMemberQuery": False,
-                                          "ExcerptQuery": False},
+            "ProtocolFeaturesSupported": {
+                "ExpandQuery": {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False},
+                "SelectQuery": False,
+                "FilterQuery": False,
+                "OnlyMemberQuery": False,
+                "ExcerptQuery": False,
+            },
             "Systems": {"@odata.id": sim.link("/redfish/v1/Systems")},
             "Managers": {"@odata.id": sim.link("/redfish/v1/Managers")},
             "SessionService": {"@odata.id": sim.link("/redfish/v1/SessionService")},
@@ -77,13 +85,16 @@ def register(sim) -> None:
         return json_ok(body)
 
     def odata(req):
-        body = {"@odata.context": "/redfish/v1/$metadata", "value": [
-            {"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"},
-            {"name": "Systems", "kind": "Singleton", "url": "/redfish/v1/Systems"},
-            {"name": "Managers", "kind": "Singleton", "url": "/redfish/v1/Managers"},
-            {"name": "SessionService", "kind": "Singleton", "url": "/redfish/v1/SessionService"},
-            {"name": "Registries", "kind": "Singleton", "url": "/redfish/v1/Registries"},
-        ]}
+        body = {
+            "@odata.context": "/redfish/v1/$metadata",
+            "value": [
+                {"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"},
+                {"name": "Systems", "kind": "Singleton", "url": "/redfish/v1/Systems"},
+                {"name": "Managers", "kind": "Singleton", "url": "/redfish/v1/Managers"},
+                {"name": "SessionService", "kind": "Singleton", "url": "/redfish/v1/SessionService"},
+                {"name": "Registries", "kind": "Singleton", "url": "/redfish/v1/Registries"},
+            ],
+        }
         return json_ok(body)
 
     def metadata(req):

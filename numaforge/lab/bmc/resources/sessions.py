@@ -13,16 +13,18 @@ BASE = "/redfish/v1/SessionService"
 
 def register(sim) -> None:
     def service(req):
-        return json_ok({
-            "@odata.id": sim.link(BASE),
-            "@odata.type": "#SessionService.v1_2_0.SessionService",
-            "Id": "SessionService",
-            "Name": "Session Service",
-            "ServiceEnabled": True,
-            "SessionTimeout": 1800,
-            "Status": {"State": "Enabled", "Health": "OK"},
-            "Sessions": {"@odata.id": sim.link(f"{BASE}/Sessions")},
-        })
+        return json_ok(
+            {
+                "@odata.id": sim.link(BASE),
+                "@odata.type": "#SessionService.v1_2_0.SessionService",
+                "Id": "SessionService",
+                "Name": "Session Service",
+                "ServiceEnabled": True,
+                "SessionTimeout": 1800,
+                "Status": {"State": "Enabled", "Health": "OK"},
+                "Sessions": {"@odata.id": sim.link(f"{BASE}/Sessions")},
+            }
+        )
 
     def session_body(sess):
         return {
@@ -37,17 +39,23 @@ def register(sim) -> None:
     def collection(req):
         with sim._lock:
             members = sorted(sim.sessions.values(), key=lambda s: int(s["Id"]))
-        return collection_ok(sim.link(f"{BASE}/Sessions"), "#SessionCollection.SessionCollection",
-                             "Session Collection", [sim.link(f"{BASE}/Sessions/{s['Id']}") for s in members],
-                             allow="GET, HEAD, POST")
+        return collection_ok(
+            sim.link(f"{BASE}/Sessions"),
+            "#SessionCollection.SessionCollection",
+            "Session Collection",
+            [sim.link(f"{BASE}/Sessions/{s['Id']}") for s in members],
+            allow="GET, HEAD, POST",
+        )
 
     def login(req):
         body = req.body if isinstance(req.body, dict) else {}
         for prop in ("UserName", "Password"):
             if not isinstance(body.get(prop), str):
                 return error(400, message("CreateFailedMissingReqProperties", prop, related=[f"#/{prop}"]))
-        if not (secrets.compare_digest(body["UserName"], sim.username)
-                and secrets.compare_digest(body["Password"], sim.password)):
+        if not (
+            secrets.compare_digest(body["UserName"], sim.username)
+            and secrets.compare_digest(body["Password"], sim.password)
+        ):
             return error(401, message("ResourceAtUriUnauthorized", f"{BASE}/Sessions", "Unauthorized"))
         token, sess = sim.new_session()
         out = session_body(sess)

@@ -15,9 +15,12 @@ def register(sim) -> None:
     reset_target = f"{sys_path}/Actions/ComputerSystem.Reset"
 
     def collection(req):
-        return collection_ok(sim.link("/redfish/v1/Systems"), "#ComputerSystemCollection.ComputerSystemCollection",
-                             "Computer System Collection",
-                             [sim.link(sys_path)] + [sim.link(p) for p in sim.extra_systems])
+        return collection_ok(
+            sim.link("/redfish/v1/Systems"),
+            "#ComputerSystemCollection.ComputerSystemCollection",
+            "Computer System Collection",
+            [sim.link(sys_path)] + [sim.link(p) for p in sim.extra_systems],
+        )
 
     def system(req):
         sim.state.advance()
@@ -40,10 +43,12 @@ def register(sim) -> None:
             "MemorySummary": {"TotalSystemMemoryGiB": 1024},
             "Bios": {"@odata.id": sim.link(f.bios_path)},
             "Links": {"ManagedBy": [{"@odata.id": sim.link(f.manager_path)}]},
-            "Actions": {"#ComputerSystem.Reset": {
-                "target": reset_target,
-                "ResetType@Redfish.AllowableValues": list(RESET_TYPES),
-            }},
+            "Actions": {
+                "#ComputerSystem.Reset": {
+                    "target": reset_target,
+                    "ResetType@Redfish.AllowableValues": list(RESET_TYPES),
+                }
+            },
         }
         return json_ok(body)
 
