@@ -12,14 +12,14 @@ import subprocess
 import pytest
 
 from numaforge.lab import vm
-from numaforge.paths import ROOT
+from numaforge.paths import ROOT, kpatch_build_dir
 
 from .conftest import _free_port
 
 pytestmark = pytest.mark.lab_vm
 
 DEB = "debian-5.10.0-46-amd64"
-MANIFEST = ROOT / "kpatch" / "build" / DEB / "manifest.json"
+MANIFEST = kpatch_build_dir() / DEB / "manifest.json"
 
 
 @pytest.fixture(scope="module")

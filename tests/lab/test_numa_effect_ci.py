@@ -20,13 +20,13 @@ import subprocess
 import pytest
 
 from numaforge.measure import stats
-from numaforge.paths import ROOT
+from numaforge.paths import ROOT, kpatch_build_dir
 
 pytestmark = pytest.mark.lab_vm
 
 
 def test_numa_effect_task_on_the_lab_vm(lab, tmp_path):
-    if not (ROOT / "kpatch" / "build" / "lab" / "manifest.json").is_file() or lab.kernel.name != "lab":
+    if not (kpatch_build_dir() / "lab" / "manifest.json").is_file() or lab.kernel.name != "lab":
         pytest.skip("needs the lab kernel and its built live patch (the kpatch tier / test_e2e_validate builds it)")
     s = lab.host.ssh
     inv = tmp_path / "lab.yaml"
