@@ -15,16 +15,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from rich.console import Console
 from rich.table import Table
 
 from . import __version__, safeio
 from .display import esc, make_console
 from .errors import NumaforgeError
+from .lazy import lazy_module
 from .secrets import redact
+
+if TYPE_CHECKING:
+    import jsonschema
+else:  # every task imports this module; only --json needs the validator (numaforge.lazy)
+    jsonschema = lazy_module("jsonschema")
 
 UNEXPECTED_ERROR = "unexpected_error"  # HostResult.data key: the host's work raised something that is a bug
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..defaults import DEFAULT_DEBIAN, DEFAULT_SERIES
 from ..display import esc
-from ..kernel import backport as kbackport
-from ..kernel.source import DEFAULT_DEBIAN
+from ..lazy import lazy_module
 from .common import console, execute
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..kernel import backport as kbackport
+else:  # imported by the task that uses it (numaforge.lazy)
+    kbackport = lazy_module("numaforge.kernel.backport")
 
 
 @task(
@@ -25,7 +32,7 @@ from .optionsets import task
 def backport_task(
     c,
     source=DEFAULT_DEBIAN,
-    series=kbackport.DEFAULT_SERIES,
+    series=DEFAULT_SERIES,
     compiler=None,
     no_compile_check=False,
     signoff=False,

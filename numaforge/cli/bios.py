@@ -6,19 +6,30 @@ Thin: parse options, call numaforge.bios.apply, print. Logic lives in numaforge/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
-from ..bios.apply import HostOptions, Timeouts, run_hosts
+from .. import journal
 from ..bios.errors import ProfileError
-from ..bios.operations import OpOptions, run_operation
-from ..bios.profile import host_facts, render_profile
 from ..display import esc
 from ..fleet import host_timeout_seconds
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..bios import apply as bapply
+    from ..bios import operations as bops
+    from ..bios import profile as bprofile
+    from ..bios import verify as bverify
+else:  # imported by the task that uses them (numaforge.lazy)
+    bapply = lazy_module("numaforge.bios.apply")
+    bops = lazy_module("numaforge.bios.operations")
+    bprofile = lazy_module("numaforge.bios.profile")
+    bverify = lazy_module("numaforge.bios.verify")
 
 BATCH_HELP = {
     "batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
@@ -86,7 +97,7 @@ def _run(
     limit,
     json,
     allow_plaintext_secrets,
-    opts: HostOptions,
+    opts: bapply.HostOptions,
     forks,
     canary=None,
     max_fail=None,
@@ -108,8 +119,6 @@ def _run(
         if journaled:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
-            from .. import journal
-
             key = (
                 f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
                 f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}"
@@ -124,7 +133,7 @@ def _run(
                     )
                 )
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_hosts(
+        outcome = bapply.run_hosts(
             hosts,
             action,
             opts,
@@ -176,7 +185,9 @@ def bios_plan(
         limit,
         json,
         allow_plaintext_secrets,
-        HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache),
+        bapply.HostOptions(
+            profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache
+        ),
         forks,
     )
 
@@ -218,8 +229,8 @@ def bios_apply(
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
 
-    def timeouts() -> Timeouts:
-        return Timeouts(
+    def timeouts() -> bapply.Timeouts:
+        return bapply.Timeouts(
             graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
             power_on=values.positive_float(power_timeout, "--power-timeout", 900.0),
         )
@@ -242,7 +253,7 @@ def bios_apply(
         limit,
         json,
         allow_plaintext_secrets,
-        HostOptions(
+        bapply.HostOptions(
             profile=profile,
             insecure=insecure,
             reboot=reboot,
@@ -284,17 +295,17 @@ def bios_verify(
 ):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
-    from ..bios.verify import VerifyOptions, run_verify
-
     _warn_insecure(insecure)
-    opts = HostOptions(profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache)
-    vopts = VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
+    opts = bapply.HostOptions(
+        profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache
+    )
+    vopts = bverify.VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         report.expect_hosts(h.name for h in hosts)
-        outcome = run_verify(
+        outcome = bverify.run_verify(
             hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8), progress=len(hosts) > 1
         )
         report.hosts.extend(outcome.results)
@@ -350,11 +361,11 @@ def bios_render(
                 res.status = "failed"
                 res.message = f"{h.name}: no bios_profile; set it in the inventory or pass --profile"
                 continue
-            facts = host_facts(h)
+            facts = bprofile.host_facts(h)
             if vendor:
                 facts["vendor"] = vendor
             try:
-                p = render_profile(name, facts)
+                p = bprofile.render_profile(name, facts)
             except ProfileError as exc:
                 res.status, res.message = "failed", exc.render()
                 continue
@@ -397,12 +408,12 @@ def _operation(
 ):
     """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
     _warn_insecure(insecure)
-    opts = HostOptions(insecure=insecure, host_timeout=host_timeout)
+    opts = bapply.HostOptions(insecure=insecure, host_timeout=host_timeout)
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = run_operation(
+        outcome = bops.run_operation(
             hosts,
             name,
             opts,
@@ -472,7 +483,7 @@ def bios_jobs(
         c,
         "bios-jobs",
         "jobs",
-        OpOptions(all_jobs=all_jobs),
+        bops.OpOptions(all_jobs=all_jobs),
         inventory,
         host,
         group,
@@ -520,7 +531,7 @@ def bios_job_delete(
         c,
         "bios-job-delete",
         "job-delete",
-        OpOptions(dry_run=dry_run, job_id=job),
+        bops.OpOptions(dry_run=dry_run, job_id=job),
         inventory,
         host,
         group,
@@ -561,7 +572,7 @@ def bios_clear_pending(
         c,
         "bios-clear-pending",
         "clear-pending",
-        OpOptions(dry_run=dry_run),
+        bops.OpOptions(dry_run=dry_run),
         inventory,
         host,
         group,
@@ -601,7 +612,7 @@ def bios_reset_defaults(
         c,
         "bios-reset-defaults",
         "reset-defaults",
-        OpOptions(dry_run=dry_run),
+        bops.OpOptions(dry_run=dry_run),
         inventory,
         host,
         group,

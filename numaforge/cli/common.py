@@ -11,7 +11,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -22,9 +22,16 @@ from .. import paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
 from ..fleet import Terminated
-from ..lab.services import lab_inventory_path, write_lab_inventory
+from ..lazy import lazy_module
 from ..report import Report, junit_xml
 from ..secrets import redact
+
+if TYPE_CHECKING:
+    from ..inventory import loader as inventory_loader
+    from ..lab import services as lab_services
+else:  # every task imports this module; these only when a task loads an inventory (numaforge.lazy)
+    inventory_loader = lazy_module("numaforge.inventory.loader")
+    lab_services = lazy_module("numaforge.lab.services")
 
 DEFAULT_INVENTORY = "lab"
 DEBUG_ENV = "NUMAFORGE_DEBUG"
@@ -151,8 +158,8 @@ def inventory_path(c, inventory: str | None) -> str:
     A relative path is taken from the current directory, else from the project directory."""
     spec = inventory or _config(c).get("inventory") or DEFAULT_INVENTORY
     if spec == "lab":  # before the first lab-up: the template's default ports, with this user's state paths
-        p = lab_inventory_path()
-        return str(p if p.is_file() else write_lab_inventory())
+        p = lab_services.lab_inventory_path()
+        return str(p if p.is_file() else lab_services.write_lab_inventory())
     p = Path(spec).expanduser()
     if not p.is_absolute() and not p.exists() and (paths.project_dir() / p).exists():
         p = paths.project_dir() / p
@@ -165,11 +172,9 @@ def load_selected(c, report: Report, inventory, host, group, limit, allow_plaint
     A task that changes hosts (``write=True``) on an inventory with several hosts needs an explicit selection
     (--host/--group/--limit/--all): it never falls back to "every host" silently.
     """
-    from ..inventory.loader import load_inventory
-
     path = inventory_path(c, inventory)
     report.inventory = path
-    inv = load_inventory(path, allow_plaintext_secrets=allow_plaintext_secrets)
+    inv = inventory_loader.load_inventory(path, allow_plaintext_secrets=allow_plaintext_secrets)
     if RUN.write and not (host or group or limit or RUN.all) and len(inv.hosts) > 1:
         raise SelectionError(
             f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from invoke.exceptions import Exit
 from rich.table import Table
 
 from ..display import esc
-from ..doctor import run_checks
+from ..lazy import lazy_module
 from . import common
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from .. import doctor as checks
+else:  # imported by the task that uses it (numaforge.lazy)
+    checks = lazy_module("numaforge.doctor")
 
 
 @task(
@@ -21,7 +28,7 @@ def doctor(c, pipeline="all", json=None):
     if pipeline not in ("all", "kernel", "firmware", "lab"):
         common.err_console.print(esc(f"error: --pipeline {pipeline!r} is not one of all, kernel, firmware, lab"))
         raise Exit(code=2)
-    results = run_checks(pipeline)
+    results = checks.run_checks(pipeline)
     table = Table(title=f"numaforge doctor ({pipeline})")
     for col in ("check", "pipeline", "state", "detail", "fix"):
         table.add_column(col, overflow="fold")

@@ -5,15 +5,23 @@ Thin: parse options, call numaforge.facts.run, print. Read-only on the hosts; no
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
-from ..bios.verify import check_profile
 from ..display import esc
-from ..facts import run as facts_run
 from ..fleet import host_timeout_seconds, run_fleet
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..bios import verify as bverify
+    from ..facts import run as facts_run
+else:  # imported by the task that uses them (numaforge.lazy)
+    bverify = lazy_module("numaforge.bios.verify")
+    facts_run = lazy_module("numaforge.facts.run")
 
 HELP = {
     "save": "store each host's raw command outputs under DIR/<host>/ (a corpus: file names say which command "
@@ -109,7 +117,7 @@ def facts(
 ):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
-    check = (lambda result, f, h: check_profile(result, f, profile, h)) if profile else None
+    check = (lambda result, f, h: bverify.check_profile(result, f, profile, h)) if profile else None
     opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, check=check)
 
     def body(report: Report):

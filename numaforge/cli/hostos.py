@@ -6,18 +6,25 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
 from .. import journal
+from ..defaults import DEFAULT_GATE_THRESHOLD
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
-from ..hostos.run import DEFAULT_GATE_THRESHOLD, OsOptions, run_os
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..hostos import run as hostos_run
+else:  # imported by the task that uses it (numaforge.lazy)
+    hostos_run = lazy_module("numaforge.hostos.run")
 
 HELP = {
     "profile": "host OS profile name (hostos/profiles/NAME.yaml.j2) or path; default: each host's vars.hostos_profile",
@@ -88,7 +95,7 @@ def _run(
     c,
     name,
     action,
-    opts: OsOptions,
+    opts: hostos_run.OsOptions,
     inventory,
     host,
     group,
@@ -116,7 +123,7 @@ def _run(
             if resumed:
                 common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = run_os(
+        outcome = hostos_run.run_os(
             hosts,
             action,
             opts,
@@ -155,7 +162,7 @@ def os_plan(
         c,
         "os-plan",
         "plan",
-        OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
+        hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
         inventory,
         host,
         group,
@@ -205,7 +212,7 @@ def os_apply(
 ):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
-    opts = OsOptions(
+    opts = hostos_run.OsOptions(
         profile=profile,
         rollback=rollback,
         gate=gate,
@@ -254,7 +261,7 @@ def os_verify(
         c,
         "os-verify",
         "verify",
-        OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
+        hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
         inventory,
         host,
         group,

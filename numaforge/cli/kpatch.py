@@ -4,14 +4,23 @@ one per target kernel (kpatch/targets/<name>.yaml). `invoke backport build-kpatc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..display import esc
 from ..errors import NumaforgeError
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..kernel import kpatch as kp
+    from ..kernel import targets as tg
+else:  # imported by the task that uses them (numaforge.lazy)
+    kp = lazy_module("numaforge.kernel.kpatch")
+    tg = lazy_module("numaforge.kernel.targets")
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, else 'lab'",
@@ -28,8 +37,6 @@ HELP = {
 
 def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets):
     """{target: [host names]} and {host: uname -r} from --target and/or the inventory."""
-    from ..kernel import targets as tg
-
     selecting = bool(host or group or limit or inventory)
     hosts = []
     if selecting or not target:
@@ -60,8 +67,6 @@ def build_kpatch(
     allow_plaintext_secrets=False,
 ):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
-    from ..kernel import kpatch as kp
-
     out = common.console
 
     def body(report: Report):

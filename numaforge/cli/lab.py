@@ -7,12 +7,19 @@ lab-up writes the lab inventory (numaforge.lab.services.write_lab_inventory) wit
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from ..lab import services
-from ..lab import vm as labvm
+from ..lazy import lazy_module
 from ..report import Report
 from . import common
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..lab import services
+    from ..lab import vm as labvm
+else:  # imported by the task that uses them (numaforge.lazy)
+    services = lazy_module("numaforge.lab.services")
+    labvm = lazy_module("numaforge.lab.vm")
 
 
 @task(

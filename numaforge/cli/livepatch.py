@@ -5,15 +5,22 @@ max-fail), a resume journal for install/unload, and --json."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..display import esc
 from ..fleet import host_timeout_seconds
-from ..livepatch import Options
-from ..livepatch import fleet as lpfleet
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
 from .validate import HELP as VALIDATE_HELP
+
+if TYPE_CHECKING:
+    from .. import livepatch
+    from ..livepatch import fleet as lpfleet
+else:  # imported by the task that uses them (numaforge.lazy)
+    livepatch = lazy_module("numaforge.livepatch")
+    lpfleet = lazy_module("numaforge.livepatch.fleet")
 
 
 def _fleet(forks, canary, batch, max_fail, *, forks_default: int, canary_default: int, max_fail_default: float) -> dict:
@@ -123,7 +130,7 @@ def livepatch_install(
             hosts,
             module=module,
             target=target,
-            opts=Options(replace=replace),
+            opts=livepatch.Options(replace=replace),
             run_key=key,
             log=lambda m: common.console.print(esc(m)),
             accept_new_host_key=accept_new_host_key,

@@ -11,13 +11,30 @@ import json as _json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
+from ..defaults import DEFAULT_SERIES
+from ..errors import NumaforgeError
+from ..lazy import lazy_module
 from ..report import Report
 from . import common
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from .. import livepatch
+    from ..measure import arms as marms
+    from ..measure import render
+    from ..measure import runner as mrunner
+    from ..remote import ssh
+else:  # imported by the task that uses them (numaforge.lazy)
+    livepatch = lazy_module("numaforge.livepatch")
+    marms = lazy_module("numaforge.measure.arms")
+    render = lazy_module("numaforge.measure.render")
+    mrunner = lazy_module("numaforge.measure.runner")
+    ssh = lazy_module("numaforge.remote.ssh")
 
 HELP = {
     "target": "kpatch target whose arm modules to load (<build>/kpatch/TARGET[-ARM]/; default lab)",
@@ -62,13 +79,6 @@ def numa_effect(
     allow_plaintext_secrets=False,
 ):
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
-    from .. import livepatch
-    from ..errors import NumaforgeError
-    from ..kernel.backport import DEFAULT_SERIES
-    from ..measure import arms as marms
-    from ..measure import render
-    from ..measure.runner import WorkloadParams
-    from ..remote.ssh import connect
 
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, None, None, allow_plaintext_secrets)
@@ -84,12 +94,12 @@ def numa_effect(
             a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
             for a in built
         }
-        params = WorkloadParams.for_seconds(
+        params = mrunner.WorkloadParams.for_seconds(
             int(seconds), procs=int(procs), mb=int(mb), grouped=bool(grouped), mem_node=int(mem_node)
         )
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         result = report.host(h.name)
-        with result.step("measure") as s, connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
+        with result.step("measure") as s, ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
             data = livepatch.measure_arms(
                 r,
                 arts,

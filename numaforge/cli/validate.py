@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import FleetOptionError, host_timeout_seconds
-from ..livepatch import fleet as lpfleet
+from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from .. import livepatch
+    from ..livepatch import fleet as lpfleet
+    from ..measure import runner as mrunner
+else:  # imported by the task that uses them (numaforge.lazy)
+    livepatch = lazy_module("numaforge.livepatch")
+    lpfleet = lazy_module("numaforge.livepatch.fleet")
+    mrunner = lazy_module("numaforge.measure.runner")
 
 HELP = {
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
@@ -65,11 +76,9 @@ def validate(
     allow_plaintext_secrets=False,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
-    from .. import livepatch
-    from ..measure.runner import WorkloadParams
 
     def options():
-        work = WorkloadParams.for_seconds(values.positive_int(effect_seconds, "--effect-seconds", 60))
+        work = mrunner.WorkloadParams.for_seconds(values.positive_int(effect_seconds, "--effect-seconds", 60))
         return livepatch.Options(
             keep=keep,
             install=install,

@@ -26,6 +26,7 @@ from typing import Any
 from .. import journal as jr
 from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
+from ..defaults import DEFAULT_GATE_THRESHOLD
 from ..errors import NumaforgeError
 from ..fleet import FleetOutcome, run_fleet
 from ..remote.ssh import connect
@@ -34,8 +35,6 @@ from .apply import NothingToRollBack, apply_script, rollback_script
 from .plan import MANAGED_FILES, Plan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
 from .read import HostState, bracketed, host_state, parse_snapshot, snapshot_script, take_snapshot
-
-DEFAULT_GATE_THRESHOLD = 0.02
 
 
 @dataclass

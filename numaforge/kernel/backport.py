@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
 from ..paths import atomic_write_text, build_dir, project_dir
 from . import compile as kcompile
 from . import source as ksource
 from .series import Hunk, Patch, Series, SeriesError, load_series
 
-DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 AM_IDENTITY = {"GIT_COMMITTER_NAME": "numaforge backport", "GIT_COMMITTER_EMAIL": "numaforge@localhost"}
 
 

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import git
 
+from ..defaults import DEFAULT_DEBIAN
 from ..digest import sha256_file
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 
-DEFAULT_DEBIAN = "debian:linux-source-5.10=5.10.262-1"
 DEBIAN_PACKAGES = {"linux-source-5.10"}
 TARBALL_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
 IMPORT_IDENTITY = {
