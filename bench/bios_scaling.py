@@ -32,11 +32,11 @@ from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
 TIMEOUT = 1800
 
 
-def run_measured(argv: list[str], env: dict, log: Path) -> tuple[float, int, int]:
+def run_measured(argv: list[str], env: dict, log: Path, cwd: Path = ROOT) -> tuple[float, int, int]:
     """(seconds, peak RSS in MiB, exit status) of one child process; killed after TIMEOUT seconds."""
     with open(log, "w") as out:
         t0 = time.monotonic()
-        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         watchdog = threading.Timer(TIMEOUT, p.kill)
         watchdog.start()
         try:
