@@ -1,7 +1,8 @@
 """Benchmark: `invoke bios-apply` vs Ansible community.general.redfish_config SetBiosAttributes, side by side.
 
     .venv/bin/python bench/bios_fleet.py [--hosts 50] [--forks 8] [--flavour generic] [--sim-procs 2]
-                                         [--rounds 1] [--json bench-bios-fleet.json]
+                                         [--rounds 1] [--load-procs 0] [--sweep 5,8,16,32,50]
+                                         [--json bench-bios-fleet.json]
 
 N simulated BMCs (numaforge.lab.bmc, TLS on 127.0.0.1, in ``--sim-procs`` helper processes: bench/bmc_farm.py)
 all get the same BIOS values:
@@ -22,7 +23,11 @@ cold; "again" and "compliant" reuse it.
 
 Both are timed as the user runs them (process start included). The simulators count every HTTP request, per BMC.
 Prints wall times, Ansible/numaforge ratios and requests/PATCHes per host; ``--json`` writes everything.
-Targets (issue 8): >= 5x faster; <= 4 requests and 0 PATCH per compliant host. Nothing here asserts them.
+Every timed run prints the 1-minute load average at its end; ``--load-procs N`` keeps N cores busy for the whole
+benchmark (the stated load of a "under load" run); ``--sweep`` adds first applies at other forks for both tools.
+The simulators also count TLS connections per BMC (numaforge keeps one per host).
+Targets (issue 8): >= 5x faster; <= 4 requests and 0 PATCH per compliant host. Issue 18: >= 8x in every phase on
+a quiet machine, >= 5x under load. Nothing here asserts them.
 """
 
 from __future__ import annotations
@@ -47,6 +52,13 @@ CACHE_VAR = "NUMAFORGE_REDFISH_CACHE"
 PW_VAR = "NF_BENCH_BMC_PW"
 VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 1800
+LAST_LOAD: list[float] = [0.0]   # 1-min load average when the last timed command ended
+
+
+def start_load(procs: int) -> list[subprocess.Popen]:
+    """The stated load: ``procs`` processes that each keep one core busy (a pure-Python loop, as a compiler
+    job would) for as long as the benchmark runs."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
 
 
 def write_numaforge_inventory(path: Path, bmcs: list[dict], profile: str, vendor: str = "auto") -> None:
@@ -92,6 +104,7 @@ def run_timed(argv: list[str], env: dict, cwd: Path, log: Path) -> tuple[float, 
     t0 = time.monotonic()
     r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     dt = time.monotonic() - t0
+    LAST_LOAD[:] = [round(os.getloadavg()[0], 2)]
     log.write_text(f"$ {' '.join(argv)}\nrc={r.returncode} seconds={dt:.2f}\n--- stdout\n{r.stdout}\n--- stderr\n"
                    f"{r.stderr}")
     return dt, r
@@ -151,6 +164,11 @@ def main() -> int:
     ap.add_argument("--vendor-auto", action="store_true",
                     help="leave bmc.vendor at auto in numaforge's inventory (default: the flavour, as a fleet "
                          "inventory states it)")
+    ap.add_argument("--load-procs", type=int, default=0,
+                    help="run this many busy processes (one core each) during the whole benchmark: a stated load")
+    ap.add_argument("--sweep", default="",
+                    help="also run the first apply at each of these forks (comma list, e.g. 5,8,16,32,50) for both "
+                         "tools, to find each tool's own best setting")
     ap.add_argument("--json", help="write all measurements here")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories, reports)")
     args = ap.parse_args()
@@ -170,6 +188,8 @@ def main() -> int:
                      "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "ansible": _ansible_version(),
                      "rounds": []}
     farm = Farm(procs=args.sim_procs)
+    loaders = start_load(args.load_procs)
+    results["load_procs"] = args.load_procs
     try:
         bmcs = farm.start(args.hosts, args.flavour, pw)
         attrs = desired_attributes(work, bmcs, args.profile, {**env, CACHE_VAR: str(work / "redfish-plan")})
@@ -209,9 +229,19 @@ def main() -> int:
                 {**env, CACHE_VAR: str(work / f"redfish-cold-{rnd}")})}
             _show("compliant-cold", "numaforge", rec["compliant_cold"]["numaforge"])
             results["rounds"].append(rec)
+        for forks in [int(f) for f in args.sweep.split(",") if f.strip()]:
+            fargs = argparse.Namespace(**{**vars(args), "forks": forks})
+            env = {**env, CACHE_VAR: str(work / f"redfish-sweep-{forks}")}
+            sweep = results.setdefault("sweep", {})[str(forks)] = {}
+            for tool in ("numaforge", "ansible"):
+                bmcs = farm.restart()
+                sweep[tool] = run_tool(tool, farm, work, f"sweep-{forks}", bmcs, fargs, play, varsfile, env)
+                _show(f"first f={forks}", tool, sweep[tool])
         errs = farm.errors()
         results["simulator_errors"] = errs
     finally:
+        for p in loaders:
+            p.kill()
         farm.close()
     results["loadavg_end"] = os.getloadavg()
     summarize(results)
@@ -243,6 +273,7 @@ def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
         write_ansible_inventory(inv, bmcs)
         res = ansible_apply(work, tag, inv, play, varsfile, args.forks, env)
     counts = farm.counts()
+    res["load_end"] = LAST_LOAD[0]
     res["requests"] = per_host_summary(counts)
     res["request_paths_host0"] = counts[0]["paths"] if counts else {}
     return res
@@ -250,8 +281,9 @@ def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
 
 def _show(phase: str, tool: str, r: dict) -> None:
     q = r["requests"]
-    print(f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  rc={r['rc']}  {r['statuses']}  requests/host "
-          f"mean {q['requests_mean']} max {q['requests_max']}  PATCH total {q['patch_total']}"
+    print(f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  load {r['load_end']:5.2f}  rc={r['rc']}  {r['statuses']}  "
+          f"requests/host mean {q['requests_mean']} max {q['requests_max']}  TLS connections/host mean "
+          f"{q['connections_mean']}  PATCH total {q['patch_total']}"
           + (f"  holding desired {r['hosts_holding_desired']}" if "hosts_holding_desired" in r else ""), flush=True)
 
 
@@ -261,14 +293,20 @@ def summarize(results: dict) -> None:
         an = [r[phase]["ansible"]["seconds"] for r in results["rounds"]]
         ratio = statistics.median(an) / statistics.median(nf)
         results[f"{phase}_ratio"] = round(ratio, 2)
+        loads = [r[phase][t]["load_end"] for r in results["rounds"] for t in ("numaforge", "ansible")]
         print(f"{phase:9s}: numaforge median {statistics.median(nf):.2f} s, ansible median "
-              f"{statistics.median(an):.2f} s -> ansible/numaforge = {ratio:.2f}x")
+              f"{statistics.median(an):.2f} s -> ansible/numaforge = {ratio:.2f}x  (load average "
+              f"{min(loads):.2f}-{max(loads):.2f})")
+    for forks, sw in results.get("sweep", {}).items():
+        print(f"first apply at forks {forks:>3s}: numaforge {sw['numaforge']['seconds']:.2f} s, ansible "
+              f"{sw['ansible']['seconds']:.2f} s")
     cold = [r["compliant_cold"]["numaforge"]["seconds"] for r in results["rounds"]]
     an = [r["compliant"]["ansible"]["seconds"] for r in results["rounds"]]
     results["compliant_cold_ratio"] = round(statistics.median(an) / statistics.median(cold), 2)
     print(f"compliant, numaforge with an empty discovery cache: median {statistics.median(cold):.2f} s -> "
           f"ansible/numaforge = {results['compliant_cold_ratio']:.2f}x")
-    print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
+    print(f"stated load: {results['load_procs']} busy process(es); "
+          f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
           f"simulator errors: {len(results['simulator_errors'])}")
 
 

@@ -136,7 +136,9 @@ def per_host_summary(counts: list[dict]) -> dict:
     patch = [c.get("PATCH", 0) for c in counts]
     return {"hosts": len(counts), "requests_total": sum(tot), "requests_mean": round(sum(tot) / n, 2),
             "requests_max": max(tot, default=0), "requests_min": min(tot, default=0),
-            "patch_total": sum(patch), "patch_max": max(patch, default=0)}
+            "patch_total": sum(patch), "patch_max": max(patch, default=0),
+            "connections_mean": round(sum(c.get("connections", 0) for c in counts) / n, 2),
+            "connections_max": max((c.get("connections", 0) for c in counts), default=0)}
 
 
 # -- helper process ----------------------------------------------------------------------------------------
@@ -173,7 +175,8 @@ def _serve() -> None:
                 for s in sims:
                     reqs = list(s.requests)
                     c = Counter(m for m, _ in reqs)
-                    out.append({"total": len(reqs), **c, "paths": dict(Counter(f"{m} {p}" for m, p in reqs))})
+                    out.append({"total": len(reqs), **c, "paths": dict(Counter(f"{m} {p}" for m, p in reqs)),
+                                "connections": s.connections, "tls_resumed": s.tls_resumed})
             elif cmd == "reset":
                 out = [s.reset_counts() for s in sims]
             elif cmd == "comply":

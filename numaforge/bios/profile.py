@@ -19,8 +19,10 @@ chain of files it came from. Every error names the file (and line) and how to fi
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,17 +170,54 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return found
 
 
+class _StatLoader(jinja2.FileSystemLoader):
+    """FileSystemLoader whose cached templates are reused only while the file keeps its inode, size and
+    nanosecond mtime (jinja2's own check compares float seconds)."""
+
+    def get_source(self, environment, template):
+        source, filename, _uptodate = super().get_source(environment, template)
+        stamp = _stamp(filename)
+
+        def uptodate() -> bool:
+            return _stamp(filename) == stamp
+
+        return source, filename, uptodate
+
+
+def _stamp(filename: str | None) -> tuple | None:
+    try:
+        st = os.stat(filename or "")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_ENVIRONMENTS: dict[str, ImmutableSandboxedEnvironment] = {}
+_ENV_LOCK = threading.Lock()
+
+
+def _environment(directory: str) -> ImmutableSandboxedEnvironment:
+    """One sandboxed environment per profile directory and process, so a template is compiled once per run
+    (a fleet renders the same profile once per host, with each host's facts)."""
+    with _ENV_LOCK:
+        env = _ENVIRONMENTS.get(directory)
+        if env is None:
+            env = _ENVIRONMENTS[directory] = ImmutableSandboxedEnvironment(
+                loader=_StatLoader(directory),
+                undefined=jinja2.StrictUndefined,
+                keep_trailing_newline=True,
+                trim_blocks=True,
+                lstrip_blocks=True,
+                autoescape=False,
+                auto_reload=True,
+            )
+        return env
+
+
 def render_text(path: Path, facts: dict[str, Any]) -> str:
     """Render one template file with StrictUndefined in jinja2's immutable sandbox (a profile is data: it
     cannot call methods that reach Python internals or mutate facts); errors carry file:line."""
-    env = ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(str(path.parent)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    env = _environment(str(path.parent))
     if not os.access(path, os.R_OK):
         raise ProfileError("cannot read profile", str(path), "check the file permissions")
     try:
@@ -226,7 +265,19 @@ def _key_lines(doc) -> dict[tuple, int]:
 
 
 def parse_rendered(text: str, path: Path) -> dict:
-    """Parse and schema-check one rendered profile document."""
+    """Parse and schema-check one rendered profile document (once per distinct text and path in a process:
+    alike hosts render the same text; the document returned is shared and must not be changed)."""
+    return _parse_rendered(text, str(path))
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_rendered(text: str, where: str) -> dict:
+    path = Path(where)
     rendered = text.splitlines()
 
     def locate(line: int) -> str:
@@ -243,7 +294,7 @@ def parse_rendered(text: str, path: Path) -> dict:
             "start the profile with `settings:`",
         )
     lines = _key_lines(doc)
-    validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+    validator = _validator()
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]

@@ -25,7 +25,9 @@ values in order and say why earlier ones were passed over.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,6 +281,28 @@ def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
             str(path),
             f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)",
         )
+    return _read_vendor_map_cached(path, vendor)
+
+
+_MAPS: dict[tuple, VendorMap] = {}
+_MAPS_LOCK = threading.Lock()
+
+
+def _read_vendor_map_cached(path: Path, vendor: str) -> VendorMap:
+    """A vendor map file is read and checked once per process while it is unchanged (same inode, size and
+    mtime): a fleet run asks for it once per host. VendorMap is not mutated by its users."""
+    st = os.stat(path)
+    key = (str(path), vendor, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _MAPS_LOCK:
+        hit = _MAPS.get(key)
+    if hit is None:
+        hit = _read_vendor_map(path, vendor)
+        with _MAPS_LOCK:
+            _MAPS[key] = hit
+    return hit
+
+
+def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
     spath = str(path)
     try:
         doc = load_yaml(path)

@@ -5,6 +5,7 @@ Thin: parse options, call numaforge.bios.apply, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,33 +54,78 @@ def _warn_insecure(insecure: bool) -> None:
 
 
 def _print_plans(report: Report) -> None:
+    """One table per distinct plan: hosts whose vendor, profile, registry and plan rows are identical (a
+    homogeneous fleet) share one table titled with all their names, so 50 alike hosts print one table, not 50."""
+    groups: dict[tuple, list[str]] = {}
     for h in report.hosts:
         items = h.data.get("plan") or []
         if not items:
             continue
-        t = Table(
-            title=escape(
-                f"{h.host}: {h.data.get('vendor')} / profile {h.data.get('profile')} / "
-                f"registry {h.data.get('registry')}"
+        head = (str(h.data.get("vendor")), str(h.data.get("profile")), str(h.data.get("registry")))
+        rows = tuple(
+            (
+                str(i["attribute"]),
+                str(i["setting"]),
+                _s(i["current"]),
+                _s(i["pending"]),
+                _s(i["desired"]),
+                str(i["action"]),
+                str(i["resolved"]),
             )
+            for i in items
         )
+        groups.setdefault((head, rows), []).append(h.host)
+    colour = {"change": "yellow", "pending": "cyan", "ok": "green", "gap": "magenta", "skipped": "bright_black"}
+    for ((vendor, profile, registry), rows), names in groups.items():
+        who = names[0] if len(names) == 1 else f"{len(names)} hosts ({fold_names(names)})"
+        t = Table(title=escape(f"{who}: {vendor} / profile {profile} / registry {registry}"))
         for col in ("attribute", "setting", "current", "pending", "desired", "action", "resolved"):
             t.add_column(col, overflow="fold")
-        colour = {"change": "yellow", "pending": "cyan", "ok": "green", "gap": "magenta", "skipped": "bright_black"}
-        for i in items:
+        for attribute, setting, current, pending, desired, action, resolved in rows:
             # attribute names, values and resolved texts come from the BMC (DisplayNames): data, not markup
             t.add_row(
-                escape(str(i["attribute"])),
-                i["setting"],
-                escape(_s(i["current"])),
-                escape(_s(i["pending"])),
-                escape(_s(i["desired"])),
-                f"[{colour.get(i['action'], 'white')}]{i['action']}[/]",
-                escape(str(i["resolved"])),
+                escape(attribute),
+                setting,
+                escape(current),
+                escape(pending),
+                escape(desired),
+                f"[{colour.get(action, 'white')}]{action}[/]",
+                escape(resolved),
             )
         common.console.print(t)
-        for w in h.data.get("warnings") or []:
-            common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
+    for h in report.hosts:
+        if h.data.get("plan"):
+            for w in h.data.get("warnings") or []:
+                common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def fold_names(names: list[str]) -> str:
+    """Host names with runs of consecutive numbers folded: bmc000..bmc049, gpu-7 (order kept, nothing lost)."""
+    out: list[str] = []
+    run: list = []  # [prefix, width, first, last]
+
+    def flush() -> None:
+        if run:
+            prefix, width, first, last = run
+            a, b = f"{prefix}{first:0{width}d}", f"{prefix}{last:0{width}d}"
+            out.append(a if first == last else f"{a}, {b}" if last == first + 1 else f"{a}..{b}")
+            run.clear()
+
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m and run and m.group(1) == run[0] and len(m.group(2)) == run[1] and int(m.group(2)) == run[3] + 1:
+            run[3] += 1
+            continue
+        flush()
+        if m:
+            run.extend([m.group(1), len(m.group(2)), int(m.group(2)), int(m.group(2))])
+        else:
+            out.append(name)
+    flush()
+    return ", ".join(out)
 
 
 def _s(v) -> str:

@@ -108,6 +108,8 @@ def test_hosts_of_one_stated_model_cost_six_requests_when_compliant(compliant_fl
     later = next(s for _, s in fleet if s.count() == SAME_MODEL_HOSTS)
     methods = [m for m, _ in later.requests]
     assert methods == ["POST", "GET", "GET", "GET", "HEAD", "DELETE"], later.requests
+    # all of a host's requests travel over one kept-alive TLS connection (one handshake per BMC per run)
+    assert [sim.connections for _, sim in fleet] == [1] * 4
 
 
 def test_a_stale_model_entry_falls_back_to_full_discovery(compliant_fleet):
@@ -162,6 +164,8 @@ def test_the_benchmark_farm_counts_every_request_per_bmc():
                     assert s.get(b["url"] + "/redfish/v1/Systems", auth=("admin", PASSWORD),
                                  verify=b["ca"]).status_code == 200
         assert [c["total"] for c in farm.counts()] == [1, 2, 3]
+        assert [c["connections"] for c in farm.counts()] == [1, 1, 1]      # one keep-alive session each
+        assert per_host_summary(farm.counts())["connections_max"] == 1
         assert per_host_summary(farm.counts())["requests_max"] == 3
         farm.reset_counts()
         assert [c["total"] for c in farm.counts()] == [0, 0, 0]

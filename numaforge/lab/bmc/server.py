@@ -83,6 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
             except (ssl.SSLError, OSError):
                 self.request.close()
                 raise ConnectionAbortedError from None
+            self.sim._count_connection(resumed=bool(self.request.session_reused))
+        else:
+            self.sim._count_connection(resumed=False)
         super().setup()
 
     def handle(self):
@@ -246,6 +249,8 @@ class BMCSimulator:
         self.state = BMCState(self.flavour, power_delay, self.state_dir / "state.json")
         self.faults = FaultPlan()
         self.requests: list[tuple[str, str]] = []
+        self.connections = 0  # connections accepted (TLS handshakes completed), since the last reset_counts()
+        self.tls_resumed = 0  # of those, TLS sessions resumed (abbreviated handshakes)
         self.errors: list[str] = []  # simulator bugs seen (tests assert it stays empty)
         self.sessions: dict[str, dict] = {}  # token -> {"Id", "UserName", "created"}
         self.issued_tokens: list[str] = []  # every token ever issued (tests: must never leak)
@@ -337,6 +342,7 @@ class BMCSimulator:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.connections = self.tls_resumed = 0
 
     def count(self, method: str | None = None, path_regex: str | None = None) -> int:
         with self._lock:
@@ -388,6 +394,11 @@ class BMCSimulator:
             print(f"bmc-sim[{self.flavour.name}]: {text}", flush=True)
 
     # ------------------------------------------------------------------ request handling
+    def _count_connection(self, resumed: bool) -> None:
+        with self._lock:
+            self.connections += 1
+            self.tls_resumed += int(resumed)
+
     def _count(self, method: str, path: str) -> None:
         with self._lock:
             self.requests.append((method, path))
