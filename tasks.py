@@ -7,12 +7,18 @@ them into one flat namespace so `invoke backport build-kpatch` works as one comm
 """
 
 import sys
-import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import task
 
 from numaforge.cli.main import namespace
+from numaforge.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import tomllib
+else:  # only `lint` reads pyproject.toml (numaforge.lazy)
+    tomllib = lazy_module("tomllib")
 
 HERE = Path(__file__).resolve().parent
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from ..errors import InventoryError
-from ..inventory import preflight
+from ..lazy import lazy_module
 from ..report import Report
 from ..secrets import SecretRef
 from . import common
 from .optionsets import task
+
+if TYPE_CHECKING:
+    from ..inventory import preflight
+else:  # imported by the task that uses it (numaforge.lazy)
+    preflight = lazy_module("numaforge.inventory.preflight")
 
 
 def host_summary(host) -> dict:
