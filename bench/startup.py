@@ -61,29 +61,22 @@ def child_env(checkout: Path) -> dict:
     return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(checkout), "COLUMNS": "120"}
 
 
+def python_in(checkout: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`python ARGV...` run from CHECKOUT (its numaforge first on sys.path); must exit 0."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=checkout, env=child_env(checkout), capture_output=True, text=True, check=True
+    )
+
+
 def check_import_source(checkout: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", "import numaforge; print(numaforge.__file__)"],
-        cwd=checkout,
-        env=child_env(checkout),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    out = python_in(checkout, "-c", "import numaforge; print(numaforge.__file__)").stdout.strip()
     if not Path(out).resolve().is_relative_to(checkout.resolve()):
         sys.exit(f"startup: {checkout} imports numaforge from {out}, not from itself")
 
 
 def importtime_total(checkout: Path) -> float:
     """Seconds `python -X importtime -c "import tasks"` reports for its top-level imports."""
-    err = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import tasks"],
-        cwd=checkout,
-        env=child_env(checkout),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
+    err = python_in(checkout, "-X", "importtime", "-c", "import tasks").stderr
     total = 0
     for line in err.splitlines():
         if not line.startswith("import time:"):
@@ -95,16 +88,7 @@ def importtime_total(checkout: Path) -> float:
 
 
 def module_count(checkout: Path) -> int:
-    return int(
-        subprocess.run(
-            [sys.executable, "-c", COUNT],
-            cwd=checkout,
-            env=child_env(checkout),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    return int(python_in(checkout, "-c", COUNT).stdout)
 
 
 def med(xs: list[float]) -> str:
