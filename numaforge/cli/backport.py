@@ -22,7 +22,7 @@ else:  # imported by the task that uses it (numaforge.lazy)
     help={
         "source": "5.10 tree: debian:linux-source-5.10[=VERSION] (default %s), URL@REF (git URL + ref), "
         "a local git tree PATH[@REF], or a tarball path" % DEFAULT_DEBIAN,
-        "series": "series name under patches/ or a series directory (default sched-numa-prefer-local-fallback)",
+        "series": f"series name under patches/ or a series directory (default {DEFAULT_SERIES})",
         "compiler": "compiler for the compile check (repeatable; default gcc-12 and gcc-10)",
         "no_compile_check": "apply and write the combined patch and manifest, but skip the compile check",
         "signoff": "commit as your git identity (git config user.name/user.email) and add your Signed-off-by "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..defaults import DEFAULT_SERIES
 from ..display import esc
 from ..errors import NumaforgeError
 from ..lazy import lazy_module
@@ -24,7 +25,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
 
 HELP = {
     "target": "kpatch target name (kpatch/targets/NAME.yaml); default: each selected host's kernel.target, else 'lab'",
-    "series": "patch series whose latest backport output to build (default sched-numa-prefer-local-fallback)",
+    "series": f"patch series whose latest backport output to build (default {DEFAULT_SERIES})",
     "jobs": "parallel make jobs for kpatch-build (default 2; raise it with --cc-wrapper for distcc/icecream)",
     "cc_wrapper": "compiler wrapper for distributed builds, e.g. distcc or icecc: the target gcc runs as "
     "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",

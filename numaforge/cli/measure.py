@@ -38,7 +38,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
 
 HELP = {
     "target": "kpatch target whose arm modules to load (<build>/kpatch/TARGET[-ARM]/; default lab)",
-    "series": "patch series (default sched-numa-prefer-local-fallback)",
+    "series": f"patch series (default {DEFAULT_SERIES})",
     "arm": "arm to run (repeatable; default every built arm: off, winner, alt-*, null)",
     "rounds": "interleaved rounds per arm, in one boot (default 10)",
     "seconds": "workload run length in seconds (phases scale below 60)",
