@@ -12,7 +12,8 @@ checkout). The venv's own packages are the same for every variant.
 Per variant and round, measured as a user runs it (`python -m invoke ...` from the checkout):
   invoke --list, invoke bios-plan --help and `python -c "import tasks"`: wall time and peak RSS of the
   process (ru_maxrss from wait4, like `/usr/bin/time -f %M`); the number of modules `import tasks` leaves
-  in sys.modules; the total of `python -X importtime -c "import tasks"` (its top-level entries).
+  in sys.modules; the total of `python -X importtime -c "import tasks"` (its top-level entries). The floor
+  (`python -c "import invoke, rich..."`, the same in every variant) is what no change to numaforge removes.
 Rounds are interleaved (every variant once per round, the order rotating), so a change of machine load hits
 all of them alike; medians are printed with min-max, and the load average before and after.
 HEAD means committed work: the script says so when numaforge/ or tasks.py have uncommitted changes.
@@ -38,12 +39,15 @@ COMMANDS = {
     "invoke --list": ["-m", "invoke", "--list"],
     "invoke bios-plan --help": ["-m", "invoke", "bios-plan", "--help"],
     "import tasks": ["-c", "import tasks"],
+    # the floor under every task: the interpreter, invoke and the rich parts every task prints with
+    "floor: import invoke, rich": ["-c", "import invoke, rich.console, rich.table, rich.progress"],
 }
 COUNT = "import sys, tasks; print(len(sys.modules))"
 
 
 def export(rev: str, dest: Path, compiled: bool) -> Path:
     """`git archive REV` unpacked into DEST; with compiled, its bytecode written as setup does."""
+    shutil.rmtree(dest, ignore_errors=True)  # a --workdir is scratch: start clean
     dest.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
