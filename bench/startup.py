@@ -165,6 +165,7 @@ def main() -> int:
             b, a = statistics.median(times[before][cmd]), statistics.median(times[after][cmd])
             print(f"  {cmd:<26} {b:.3f} s -> {a:.3f} s ({b / a:.1f}x)")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({
             "rounds": args.rounds, "revisions": revs, "load_before": load_before, "load_after": load_after,
             "seconds": times, "peak_rss_mib": rss, "importtime_s": itime, "modules": modules,
