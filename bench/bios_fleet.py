@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bios_fleet.py [--hosts 50] [--forks 8] [--flavour generic] [--sim-procs 2]
                                          [--rounds 1] [--load-procs 0] [--sweep 5,8,16,32,50]
+                                         [--bmc-latency 0.05]
                                          [--json bench-bios-fleet.json]
 
 N simulated BMCs (numaforge.lab.bmc, TLS on 127.0.0.1, in ``--sim-procs`` helper processes: bench/bmc_farm.py)
@@ -164,6 +165,8 @@ def main() -> int:
     ap.add_argument("--vendor-auto", action="store_true",
                     help="leave bmc.vendor at auto in numaforge's inventory (default: the flavour, as a fleet "
                          "inventory states it)")
+    ap.add_argument("--bmc-latency", type=float, default=0.0,
+                    help="seconds every simulated BMC waits before each answer (real BMCs take 10s to 100s of ms)")
     ap.add_argument("--load-procs", type=int, default=0,
                     help="run this many busy processes (one core each) during the whole benchmark: a stated load")
     ap.add_argument("--sweep", default="",
@@ -190,8 +193,9 @@ def main() -> int:
     farm = Farm(procs=args.sim_procs)
     loaders = start_load(args.load_procs)
     results["load_procs"] = args.load_procs
+    results["bmc_latency"] = args.bmc_latency
     try:
-        bmcs = farm.start(args.hosts, args.flavour, pw)
+        bmcs = farm.start(args.hosts, args.flavour, pw, latency=args.bmc_latency)
         attrs = desired_attributes(work, bmcs, args.profile, {**env, CACHE_VAR: str(work / "redfish-plan")})
         results["attributes"] = attrs
         varsfile = work / "vars.json"
@@ -305,7 +309,7 @@ def summarize(results: dict) -> None:
     results["compliant_cold_ratio"] = round(statistics.median(an) / statistics.median(cold), 2)
     print(f"compliant, numaforge with an empty discovery cache: median {statistics.median(cold):.2f} s -> "
           f"ansible/numaforge = {results['compliant_cold_ratio']:.2f}x")
-    print(f"stated load: {results['load_procs']} busy process(es); "
+    print(f"stated load: {results['load_procs']} busy process(es); BMC latency {results['bmc_latency']} s; "
           f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
           f"simulator errors: {len(results['simulator_errors'])}")
 

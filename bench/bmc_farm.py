@@ -61,14 +61,14 @@ class Farm:
     def _merge(self, per_proc: list[list]) -> list:
         return [per_proc[p][k] for p, k in self.layout]
 
-    def start(self, n: int, flavour: str, password: str) -> list[dict]:
+    def start(self, n: int, flavour: str, password: str, latency: float = 0.0) -> list[dict]:
         share = [n // len(self.procs) + (1 if i < n % len(self.procs) else 0) for i in range(len(self.procs))]
         self.layout = []
         for i in range(n):          # round-robin: bmc i lives in process i % procs
             self.layout.append((i % len(self.procs), i // len(self.procs)))
         for i, p in enumerate(self.procs):
             p.stdin.write(json.dumps({"cmd": "start", "n": share[i], "flavour": flavour,
-                                      "password": password}) + "\n")
+                                      "password": password, "latency": latency}) + "\n")
             p.stdin.flush()
         per = []
         for i, p in enumerate(self.procs):
@@ -151,7 +151,8 @@ def _serve() -> None:
 
     def launch():
         sims.extend(BMCSimulator(flavour=spec["flavour"], host="127.0.0.1", port=0, tls=True, username="admin",
-                                 password=spec["password"], power_delay=0.5).start() for _ in range(spec["n"]))
+                                 password=spec["password"], power_delay=0.5,
+                                 latency=spec["latency"]).start() for _ in range(spec["n"]))
         return [{"url": s.url, "ca": str(s.ca_file)} for s in sims]
 
     def stop_all():
@@ -165,7 +166,8 @@ def _serve() -> None:
         try:
             if cmd == "start":
                 stop_all()
-                spec = {"flavour": msg["flavour"], "password": msg["password"], "n": msg["n"]}
+                spec = {"flavour": msg["flavour"], "password": msg["password"], "n": msg["n"],
+                        "latency": msg.get("latency", 0.0)}
                 out = launch()
             elif cmd == "restart":
                 stop_all()

@@ -11,3 +11,9 @@ DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 
 # host OS pipeline: os-apply's gate, the largest allowed drop of a local share (absolute)
 DEFAULT_GATE_THRESHOLD = 0.02
+
+# hosts worked on at once (--forks) when not given: Redfish work waits on BMCs (tens to hundreds of ms per
+# request, one TLS connection per BMC), so BMC tasks run more at once than tasks that drive hosts over SSH
+FORKS_BMC = 32
+FORKS_SSH = 8
+FORKS_LIVEPATCH = 4  # validate / livepatch-install: kernel changes, canary first

@@ -227,6 +227,10 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     registry_id = bios.get("AttributeRegistry")
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
+    if (shape is None or stale) and client.login_url:
+        # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
+        # below, which fetches it once per id while they read their own Bios and settings)
+        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
     registry = cache.get(
         registry_id,
         lambda: fetch_registry(client, registry_id, bios_path),
@@ -255,8 +259,6 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
             else (detect_vendor(client.ensure_root(), system), "detected from the service root")
         )
     )
-    if (shape is None or stale) and client.login_url:
-        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
     return BiosState(
         vendor=vendor,
         system_path=system_path,

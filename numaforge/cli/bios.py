@@ -14,6 +14,7 @@ from rich.table import Table
 
 from .. import journal
 from ..bios.errors import ProfileError
+from ..defaults import FORKS_BMC
 from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
@@ -155,7 +156,7 @@ def _run(
 
     def body(report: Report):
         opts.host_timeout = host_timeout_seconds(opts.host_timeout)
-        n_forks = values.positive_int(forks, "--forks", 8)
+        n_forks = values.positive_int(forks, "--forks", FORKS_BMC)
         n_canary = values.non_negative_int(canary, "--canary", 0)
         fail_pct = values.max_fail(max_fail, "--max-fail", 100.0)
         if timeouts is not None:
@@ -352,7 +353,7 @@ def bios_verify(
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         report.expect_hosts(h.name for h in hosts)
         outcome = bverify.run_verify(
-            hosts, opts, vopts, forks=values.positive_int(forks, "--forks", 8), progress=len(hosts) > 1
+            hosts, opts, vopts, forks=values.positive_int(forks, "--forks", FORKS_BMC), progress=len(hosts) > 1
         )
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
@@ -464,7 +465,7 @@ def _operation(
             name,
             opts,
             oopts,
-            forks=values.positive_int(forks, "--forks", 8),
+            forks=values.positive_int(forks, "--forks", FORKS_BMC),
             canary=values.non_negative_int(canary, "--canary", 0),
             batch=values.non_negative_int(batch, "--batch", 0),
             max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from ..defaults import FORKS_SSH
 from ..display import esc
 from ..fleet import host_timeout_seconds, run_fleet
 from ..lazy import lazy_module
@@ -137,7 +138,7 @@ def facts(
             outcome = run_fleet(
                 hosts,
                 lambda h: facts_run.run_host(h, opts),
-                forks=values.positive_int(forks, "--forks", 8),
+                forks=values.positive_int(forks, "--forks", FORKS_SSH),
                 progress=len(hosts) > 1,
                 host_timeout=budget,
             )

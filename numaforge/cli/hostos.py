@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import journal
-from ..defaults import DEFAULT_GATE_THRESHOLD
+from ..defaults import DEFAULT_GATE_THRESHOLD, FORKS_SSH
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
@@ -127,7 +127,7 @@ def _run(
             hosts,
             action,
             opts,
-            forks=values.positive_int(forks, "--forks", 8),
+            forks=values.positive_int(forks, "--forks", FORKS_SSH),
             canary=values.non_negative_int(canary, "--canary", 0),
             batch=values.non_negative_int(batch, "--batch", 0),
             max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
@@ -77,7 +78,7 @@ def livepatch_status(
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
             host_timeout=budget,
-            **_fleet(forks, canary, batch, max_fail, forks_default=8, canary_default=0, max_fail_default=100.0),
+            **_fleet(forks, canary, batch, max_fail, forks_default=FORKS_SSH, canary_default=0, max_fail_default=100.0),
         )
         for h in out.results:
             for n, lp in sorted((h.data.get("livepatches") or {}).items()):
@@ -136,7 +137,9 @@ def livepatch_install(
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
             host_timeout=budget,
-            **_fleet(forks, canary, batch, max_fail, forks_default=4, canary_default=1, max_fail_default=0.0),
+            **_fleet(
+                forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
+            ),
         )
 
     _run(
@@ -192,7 +195,9 @@ def livepatch_unload(
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
             host_timeout=budget,
-            **_fleet(forks, canary, batch, max_fail, forks_default=4, canary_default=1, max_fail_default=0.0),
+            **_fleet(
+                forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
+            ),
         )
 
     _run(

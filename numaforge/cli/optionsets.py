@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import invoke
 
+from ..defaults import FORKS_BMC, FORKS_LIVEPATCH, FORKS_SSH
 from . import common
 
 SHARED_HELP = {
@@ -35,7 +36,8 @@ SHARED_HELP = {
     "output": "how results print: plain (no boxes or wrapping, one row per line; the default when stdout is "
     "not a terminal), table (the default on a terminal) or json (the report on stdout)",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
-    "forks": "how many hosts to work on at once",
+    "forks": f"how many hosts to work on at once (default: {FORKS_BMC} for BMC/Redfish tasks, which wait on the "
+    f"BMCs; {FORKS_SSH} over SSH; {FORKS_LIVEPATCH} for validate and live-patch changes)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
     "command or Redfish request (rolling back what it started) and fails; the others go on",
     "canary": "run this many hosts first, one by one; any failure stops the rollout",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..defaults import FORKS_LIVEPATCH
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import FleetOptionError, host_timeout_seconds
@@ -94,7 +95,7 @@ def validate(
             opts = options()
             budget = host_timeout_seconds(host_timeout)
             fleet_opts = dict(
-                forks=values.positive_int(forks, "--forks", 4),
+                forks=values.positive_int(forks, "--forks", FORKS_LIVEPATCH),
                 canary=values.non_negative_int(canary, "--canary", 1),
                 batch=values.non_negative_int(batch, "--batch", 0),
                 max_fail=values.max_fail(max_fail, "--max-fail", 0.0),

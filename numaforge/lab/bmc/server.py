@@ -76,6 +76,9 @@ class _Handler(BaseHTTPRequestHandler):
     sim: "BMCSimulator"  # set on the subclass
 
     def setup(self):
+        # as web servers do (nginx's tcp_nodelay): without it the body, written after the headers, waits for
+        # the client's delayed ACK of the headers (~40 ms per response)
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if isinstance(self.request, ssl.SSLSocket):
             self.request.settimeout(self.timeout)
             try:
@@ -125,6 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         path = normalise(self.path)
         sim._count(method, path)
+        if sim.latency:
+            time.sleep(sim.latency)
         fault = sim.faults.take(method, path, after=False)
         if fault is not None and fault.kind == "slow":
             time.sleep(float(fault.options.get("seconds", 2.0)))
@@ -213,6 +218,7 @@ class BMCSimulator:
         power_delay: float = 1.0,
         state_dir: str | Path | None = None,
         verbose: bool = False,
+        latency: float = 0.0,
     ):
         # a flavour name, or a Flavour (tests vary one, e.g. dataclasses.replace(f, publication_uri=...))
         self.flavour = flavour if isinstance(flavour, Flavour) else load_flavour(flavour)
@@ -222,6 +228,12 @@ class BMCSimulator:
                 "power_delay",
                 "pass a number of seconds such as 1.0",
             )
+        if not (isinstance(latency, (int, float)) and 0 <= latency <= 60):
+            raise BMCSimulatorError(
+                f"latency must be 0..60 seconds, got {latency!r}",
+                "latency",
+                "pass the seconds a real BMC takes to answer, such as 0.05",
+            )
         if not (isinstance(port, int) and 0 <= port <= 65535):
             raise BMCSimulatorError(f"port must be 0..65535, got {port!r}", "port", "pass 0 for any free port")
         self.host = host
@@ -230,6 +242,7 @@ class BMCSimulator:
         self.username = username
         self.password = password if password is not None else secrets.token_urlsafe(18)
         self.power_delay = power_delay
+        self.latency = latency  # seconds added before every answer (a BMC's service time; benchmarks)
         self.verbose = verbose
         self._own_state_dir = state_dir is None
         self.state_dir = (
