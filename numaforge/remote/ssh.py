@@ -3,7 +3,7 @@
     remote = connect(host.ssh, host.name)              # refuses unknown or changed host keys
     with remote:
         r = remote.run("uname -r", timeout=30)         # CommandResult(rc, stdout, stderr, seconds)
-        remote.put("build/x.ko", "/tmp/x.ko")          # temp name -> sha256sum on the host -> mv
+        remote.put("build/x.ko", "/tmp/x.ko")          # one exec channel: cat > temp, sha256sum, mv
         remote.read_text("/sys/kernel/livepatch/x/enabled")
 
 Where the connection goes: the inventory's SSHSpec, merged with the ssh_config file (SSHSpec.config_file, default
@@ -719,7 +719,8 @@ class Remote:
         including a dropped connection (stdin ends early: mismatch; SIGPIPE/SIGHUP: trap). ``sudo=True`` writes
         as root (``sudo -n``), for directories the login user cannot write.
         ``method="sftp"``: paramiko SFTP as the login user (needs the host's sftp subsystem), then sha256sum
-        and mv commands; about twice the client CPU per MiB (docs/BENCHMARKS.md "SSH fleet"), kept to compare.
+        and mv commands (four channels): ~1.4x the client CPU per MiB (docs/BENCHMARKS.md "SSH fleet");
+        kept to compare.
 
         On any failure the temp is removed when the connection still allows it; a dropped connection leaves
         at most a hidden temp file (removed by the next put to the same path), never a partial file under
