@@ -6,6 +6,7 @@ fixture creates (tests/sshd_fixture.py: NetnsLab); nothing here talks to any oth
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,11 @@ def test_sshd_stopped_mid_upload_leaves_no_partial_file(netns_lab, tmp_path):
 
     def stop_sshd(sent, total):
         if not stopped and sent > 512 * 1024:
+            # once the host writes (killing a root session inside its ~/.bashrc could leave pyenv's lock behind)
+            t0 = time.monotonic()
+            while not any(p.stat().st_size for p in dest_dir.iterdir() if TMP_MARK in p.name):
+                assert time.monotonic() - t0 < 30, "the host never started writing the temp file"
+                time.sleep(0.05)
             h.stop()                         # listener and every session: the host's sshd is gone
             stopped.append(sent)
 
