@@ -292,6 +292,17 @@ def host_writing(d: Path) -> bool:
     return any(p.stat().st_size > 0 for p in d.iterdir() if TMP_MARK in p.name)
 
 
+def upload_case(tmp_path: Path, name: str, mib: int) -> tuple[Path, Path, Path]:
+    """(src of `mib` random MiB, the host's dest_dir, dest = dest_dir/name holding b"previous version")."""
+    src = tmp_path / name
+    src.write_bytes(os.urandom(mib * 1024 * 1024))
+    dest_dir = tmp_path / "remote"
+    dest_dir.mkdir()
+    dest = dest_dir / name
+    dest.write_bytes(b"previous version")
+    return src, dest_dir, dest
+
+
 @pytest.mark.parametrize("method", ["exec", "sftp"])
 def test_put_is_verified_by_sha256_on_the_host(sshd_host, tmp_path, method):
     src = tmp_path / "livepatch.ko"
@@ -351,12 +362,7 @@ def test_empty_file_and_relative_path_upload(sshd_host, tmp_path):
 @pytest.mark.parametrize("method", ["exec", "sftp"])
 def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path, method):
     """A second writer scribbles over the temp file mid-transfer: the host-side sha256 check catches it."""
-    src = tmp_path / "mod.ko"
-    src.write_bytes(os.urandom(8 * 1024 * 1024))
-    dest_dir = tmp_path / "remote"
-    dest_dir.mkdir()
-    dest = dest_dir / "mod.ko"
-    dest.write_bytes(b"previous version")
+    src, dest_dir, dest = upload_case(tmp_path, "mod.ko", 8)
     scribbled = []
 
     def scribble(sent, total):
@@ -381,12 +387,7 @@ def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path, method):
 
 @pytest.mark.parametrize("method", ["exec", "sftp"])
 def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_host, tmp_path, method):
-    src = tmp_path / "big.ko"
-    src.write_bytes(os.urandom(8 * 1024 * 1024))
-    dest_dir = tmp_path / "remote"
-    dest_dir.mkdir()
-    dest = dest_dir / "big.ko"
-    dest.write_bytes(b"previous version")
+    src, dest_dir, dest = upload_case(tmp_path, "big.ko", 8)
     stale = dest_dir / (".big.ko" + TMP_MARK + "0123456789ab")   # what an earlier, dropped SFTP upload left
     stale.write_bytes(b"half")
     killed = []
@@ -420,12 +421,7 @@ def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_ho
 def test_stalled_exec_upload_times_out_and_leaves_nothing(sshd_host, tmp_path):
     """The host's `cat` is SIGSTOPped mid-upload (a hung disk): put gives up at its timeout, stops the
     host side and removes the temp; the old file stays."""
-    src = tmp_path / "big.ko"
-    src.write_bytes(os.urandom(16 * 1024 * 1024))
-    dest_dir = tmp_path / "remote"
-    dest_dir.mkdir()
-    dest = dest_dir / "big.ko"
-    dest.write_bytes(b"previous version")
+    src, dest_dir, dest = upload_case(tmp_path, "big.ko", 16)
     stopped = []
 
     def stall(sent, total):
