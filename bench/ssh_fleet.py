@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -154,6 +155,7 @@ def main() -> int:
     finally:
         lab.close()
         users.close()
+        shutil.rmtree(base, ignore_errors=True)     # the payloads (16 MiB by default) and the hosts' dirs
     results["loadavg_end"] = os.getloadavg()
     for work, rec in results["work"].items():
         print(f"{work} over SSH: 1 host median {statistics.median(rec['one']):.2f} s, {args.hosts} hosts "
