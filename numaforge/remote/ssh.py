@@ -719,7 +719,7 @@ class Remote:
         including a dropped connection (stdin ends early: mismatch; SIGPIPE/SIGHUP: trap). ``sudo=True`` writes
         as root (``sudo -n``), for directories the login user cannot write.
         ``method="sftp"``: paramiko SFTP as the login user (needs the host's sftp subsystem), then sha256sum
-        and mv commands (four channels): ~1.4x the client CPU per MiB (docs/BENCHMARKS.md "SSH fleet");
+        and mv commands (four channels): 1.2-1.4x the client CPU per MiB (docs/BENCHMARKS.md "SSH fleet");
         kept to compare.
 
         On any failure the temp is removed when the connection still allows it; a dropped connection leaves
