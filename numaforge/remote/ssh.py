@@ -3,7 +3,7 @@
     remote = connect(host.ssh, host.name)              # refuses unknown or changed host keys
     with remote:
         r = remote.run("uname -r", timeout=30)         # CommandResult(rc, stdout, stderr, seconds)
-        remote.put("build/x.ko", "/tmp/x.ko")          # temp name -> sha256sum on the host -> mv
+        remote.put("build/x.ko", "/tmp/x.ko")          # one exec channel: cat > temp, sha256sum, mv
         remote.read_text("/sys/kernel/livepatch/x/enabled")
 
 Where the connection goes: the inventory's SSHSpec, merged with the ssh_config file (SSHSpec.config_file, default
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import posixpath
 import re
@@ -31,7 +32,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import paramiko
 
@@ -60,9 +61,12 @@ __all__ = [
     "UploadError",
 ]
 
+UPLOAD_METHODS = ("exec", "sftp")  # put(method=...): see Remote.put
+DEFAULT_UPLOAD = "exec"
 TMP_MARK = ".numaforge-tmp."  # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
 _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remote session leader's pid
 _CHUNK = 32768
+_FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
 _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
 
 
@@ -548,10 +552,14 @@ class Remote:
         timeout: float | None = 30,
         sudo: bool = False,
         check: bool = True,
-        stdin: str | bytes | None = None,
+        stdin: str | bytes | BinaryIO | None = None,
+        progress: Callable[[int, int | None], None] | None = None,
     ) -> CommandResult:
         """Run a shell command; sudo=True runs it as root (through ``sudo -n`` unless we log in as root).
 
+        ``stdin`` (text, bytes, or a binary file streamed in 1 MiB blocks) is fed to the command, then closed;
+        ``progress(sent, total)`` is called after each block (total None for a file of unknown size). A command
+        that exits before reading all of its input just ends the feeding: its result says why.
         Raises CommandTimeout after ``timeout`` seconds (the remote process group gets SIGTERM then SIGKILL),
         CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password.
         """
@@ -566,10 +574,8 @@ class Remote:
             chan.exec_command(self._wrap(command, sudo))
             deadline = None if not timeout else t0 + timeout
             if stdin is not None:
-                # a command that never reads its stdin must not block us past the timeout
-                chan.settimeout(None if deadline is None else max(0.1, deadline - time.monotonic()))
                 try:
-                    chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
+                    _feed(chan, stdin, deadline, progress)
                 except socket.timeout:
                     out += chan.recv(_CHUNK) if chan.recv_ready() else b""
                     self._kill(_pid_from(out), sudo)
@@ -583,7 +589,8 @@ class Remote:
                         stderr=_text(err),
                     ) from None
                 chan.settimeout(None)
-            chan.shutdown_write()
+            if not chan.closed:
+                chan.shutdown_write()
             idle, exited_at = 0.0, None
             while True:
                 got = False
@@ -699,25 +706,47 @@ class Remote:
         mode: int = 0o600,
         timeout: float | None = 120,
         progress: Callable[[int, int], None] | None = None,
+        sudo: bool = False,
+        method: str = DEFAULT_UPLOAD,
     ) -> str:
-        """Upload atomically: write ``<dir>/.<name>.numaforge-tmp.<random>``, check its sha256 on the host with
-        sha256sum, chmod, then ``mv`` it over ``remote_path``. Returns the sha256 (hex).
+        """Upload atomically: write ``<dir>/.<name>.numaforge-tmp.<random>``, chmod it to ``mode``, check its
+        sha256 on the host with sha256sum, then ``mv`` it over ``remote_path`` (a rename in the same directory).
+        Returns the sha256 (hex). ``progress(sent, total)`` is called as bytes go out.
 
-        On any failure the temp file is removed when the connection still allows it; a dropped connection
-        leaves at most a hidden temp file (removed by the next put to the same path), never a partial file
-        under ``remote_path``. ``progress(sent, total)`` is called as bytes go out.
+        ``method="exec"`` (the default): one exec channel runs a POSIX sh script (_PUT_SCRIPT) that removes
+        stale temps of this target, writes the temp from its stdin with ``cat`` under umask 077, chmods and
+        checksums it, and renames it only when the sha256 matches; the script removes its temp on every failure,
+        including a dropped connection (stdin ends early: mismatch; SIGPIPE/SIGHUP: trap). ``sudo=True`` writes
+        as root (``sudo -n``), for directories the login user cannot write.
+        ``method="sftp"``: paramiko SFTP as the login user (needs the host's sftp subsystem), then sha256sum
+        and mv commands (four channels): 1.2-1.4x the client CPU per MiB (docs/BENCHMARKS.md "SSH fleet");
+        kept to compare.
+
+        On any failure the temp is removed when the connection still allows it; a dropped connection leaves
+        at most a hidden temp file (removed by the next put to the same path), never a partial file under
+        ``remote_path``, which is then neither created nor replaced (UploadError).
         """
         local = Path(local_path)
         rdir, rname = posixpath.split(remote_path)
         where = f"{self.where}: {remote_path}"
         budget.check(f"uploading {remote_path}")
+        if method not in UPLOAD_METHODS:
+            raise UploadError(f"unknown upload method {method!r}", where, f"use one of {', '.join(UPLOAD_METHODS)}")
+        if sudo and method == "sftp" and not self.is_root:
+            raise UploadError(
+                "an SFTP upload runs as the login user and cannot use sudo", where, "use method='exec' with sudo"
+            )
         if not rname:
             raise UploadError(f"'{remote_path}' names a directory, not a file", where, "give the full target file path")
+        if not 0 <= mode <= 0o7777:
+            raise UploadError(f"mode {mode:#o} is not a file mode", where, "give a mode like 0o600 or 0o755")
         if not local.is_file():
             raise UploadError(f"local file {local} does not exist", where, "build the artifact first or fix the path")
         sha = sha256_file(local)
         size = local.stat().st_size
         rdir = rdir or "."
+        if rdir.startswith("-"):
+            rdir = "./" + rdir  # never an option to chmod/sha256sum
         prefix = f"{rdir}/.{rname}{TMP_MARK}"
         tmp = prefix + _random.token_hex(6)
         deadline = None if not timeout else time.monotonic() + timeout
@@ -725,73 +754,107 @@ class Remote:
         def left() -> float | None:
             return None if deadline is None else max(1.0, deadline - time.monotonic())
 
-        def tick(sent: int, total: int) -> None:
+        def tick(sent: int, total: int | None) -> None:
             if deadline is not None and time.monotonic() > deadline:
                 raise socket.timeout(f"upload not finished after {timeout:g} s")
             if progress is not None:
-                progress(sent, total)
+                progress(sent, size if total is None else total)
 
         try:
-            # stale temps of this target from an earlier, dropped upload
-            self.run(f"rm -f -- {shlex.quote(prefix)}*", timeout=left())
-            sftp = self._sftp_client(left())
-            with open(local, "rb") as fh:
-                sftp.putfo(fh, tmp, file_size=size, callback=tick, confirm=True)
-            sftp.chmod(tmp, mode)
-            r = self.run(f"sha256sum -- {shlex.quote(tmp)}", timeout=left(), check=False)
-            got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
-            if got is None:
-                raise UploadError(
-                    f"cannot checksum the upload on the host: {r.stderr.strip() or 'no output'}",
-                    where,
-                    "install coreutils (sha256sum) on the host",
-                )
-            if got.lower() != sha:
-                raise UploadError(
-                    f"sha256 mismatch after upload: local {sha}, host {got}",
-                    where,
-                    "the file changed in transit or on the host while uploading; re-run the upload",
-                )
-            self.run(f"mv -f -- {shlex.quote(tmp)} {shlex.quote(remote_path)}", timeout=left())
+            if method == "exec":
+                self._put_exec(local, tmp, prefix, remote_path, mode, sha, where, left(), tick, sudo)
+            else:
+                self._put_sftp(local, tmp, prefix, remote_path, mode, sha, size, where, left, tick)
         except BaseException as exc:
-            self._remove_quietly(tmp)
-            if isinstance(exc, UploadError):
+            self._remove_quietly(tmp, sudo)
+            if isinstance(exc, (UploadError, KeyboardInterrupt, SystemExit)):
                 raise
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            if isinstance(exc, CommandFailed):
-                msg = exc.what
-            elif isinstance(exc, (SSHError,)):
+            if isinstance(exc, SSHError):
                 msg = exc.what
             elif isinstance(exc, IOError) and getattr(exc, "strerror", None):
                 msg = f"{exc.strerror}"
             else:
                 msg = str(exc) or type(exc).__name__
+            if isinstance(exc, CommandTimeout):
+                msg = f"not finished after {timeout:g} s"
             dropped = isinstance(exc, (EOFError, ConnectionError, ConnectionLost)) or (
                 isinstance(exc, paramiko.SSHException) and re.search(r"dropped|closed|EOF", str(exc), re.I)
             )
-            if dropped or not self.connected:
+            if (dropped or not self.connected) and not msg.startswith("connection lost"):
                 msg = f"connection lost ({msg})"
             raise UploadError(
                 f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
                 where,
-                "check free space and permissions of the target directory on the host "
+                exc.fix
+                if isinstance(exc, SudoError)
+                else "check free space and permissions of the target directory on the host "
                 "and that the connection is stable, then re-run",
             ) from None
         return sha
 
-    def _remove_quietly(self, path: str) -> None:
+    def _put_exec(self, local, tmp, prefix, remote_path, mode, sha, where, timeout, tick, sudo) -> None:
+        script = _PUT_SCRIPT.format(
+            tmp=shlex.quote(tmp),
+            prefix=shlex.quote(prefix),
+            mode=f"{mode:o}",
+            sha=sha,
+            dest=shlex.quote(remote_path),
+            write=_PUT_WRITE,
+            chmod=_PUT_CHMOD,
+            no_sha=_PUT_NO_SHA,
+            mismatch=_PUT_MISMATCH,
+            mv=_PUT_MV,
+        )
+        try:
+            with open(local, "rb") as fh:
+                r = self.run(script, timeout=timeout, sudo=sudo, check=False, stdin=fh, progress=tick)
+        except ConnectionLost:
+            raise self._lost(f"sending {local.name}") from None
+        if r.rc == 0:
+            return
+        reason = (r.stderr.strip().splitlines() or [f"exited {r.rc}"])[-1]
+        got = re.search(r"^sha256=(\S*)$", r.stdout, re.M)
+        if r.rc == _PUT_NO_SHA or (r.rc == _PUT_MISMATCH and not (got and got.group(1))):
+            _check_sha(None, sha, where, reason)
+        if r.rc == _PUT_MISMATCH:
+            _check_sha(got.group(1), sha, where)
+        doing = {_PUT_WRITE: f"cannot write {tmp}", _PUT_CHMOD: "cannot chmod the temp file", _PUT_MV: "cannot rename"}
+        raise UploadError(
+            f"upload of {local.name} failed: {doing.get(r.rc, 'the upload script failed')}: {reason}; "
+            f"{remote_path} was not created or replaced",
+            where,
+            "check that the directory exists, has free space and is writable by "
+            + ("root" if sudo or self.is_root else f"{self.user} (or upload with sudo=True)"),
+        )
+
+    def _put_sftp(self, local, tmp, prefix, remote_path, mode, sha, size, where, left, tick) -> None:
+        # stale temps of this target from an earlier, dropped upload
+        self.run(f"rm -f -- {shlex.quote(prefix)}*", timeout=left())
+        sftp = self._sftp_client(left())
+        with open(local, "rb") as fh:
+            sftp.putfo(fh, tmp, file_size=size, callback=tick, confirm=True)
+        sftp.chmod(tmp, mode)
+        r = self.run(f"sha256sum < {shlex.quote(tmp)}", timeout=left(), check=False)
+        got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
+        _check_sha(got, sha, where, r.stderr.strip() or "no output")
+        dest = shlex.quote(remote_path)
+        self.run(
+            f"if [ -d {dest} ]; then echo the target is a directory >&2; exit 1; fi; mv -f -- {shlex.quote(tmp)} {dest}",
+            timeout=left(),
+        )
+
+    def _remove_quietly(self, path: str, sudo: bool = False) -> None:
         if not self.connected:
             return
         try:
-            if self._sftp is not None:
+            if self._sftp is not None and not sudo:
                 self._sftp.get_channel().settimeout(10)
                 self._sftp.remove(path)
             else:
-                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False)
+                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False, sudo=sudo)
         except Exception:
             try:
-                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False)
+                self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False, sudo=sudo)
             except Exception:
                 pass
 
@@ -869,6 +932,67 @@ def _check_sudo(r: CommandResult, where: str, user: str) -> None:
         raise SudoError(f"{user} may not use sudo on this host", where, fix)
     if r.rc == 127 and _SUDO_MISSING.search(r.stderr):
         raise SudoError("sudo is not installed on the host", where, "install sudo on the host or connect as root")
+
+
+def _feed(chan: paramiko.Channel, stdin, deadline: float | None, progress) -> None:
+    """Send stdin (str, bytes or a binary file) to the command in _FEED_BLOCK blocks, each under the deadline
+    (a command that never reads its stdin must not block us past its timeout: socket.timeout)."""
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    total = len(stdin) if isinstance(stdin, (bytes, bytearray, memoryview)) else None
+    src = io.BytesIO(stdin) if total is not None else stdin
+    sent = 0
+    while block := src.read(_FEED_BLOCK):
+        chan.settimeout(None if deadline is None else max(0.1, deadline - time.monotonic()))
+        try:
+            chan.sendall(block)
+        except socket.timeout:
+            raise
+        except OSError:
+            # the channel closed under us: with an exit status the command just stopped reading (its rc and
+            # stderr say why); without one the connection dropped, which run() reports as ConnectionLost
+            if chan.exit_status != -1:
+                return
+            raise
+        sent += len(block)
+        if progress is not None:
+            progress(sent, total)
+
+
+# put(method="exec"): the whole upload in one exec channel, the file's bytes on stdin. POSIX sh (dash, bash,
+# busybox ash). The EXIT trap removes the temp whatever happens (after the mv there is nothing left to remove);
+# a dropped connection ends stdin early (the checksum then differs) or kills the script with SIGPIPE/SIGHUP.
+_PUT_WRITE, _PUT_CHMOD, _PUT_NO_SHA, _PUT_MISMATCH, _PUT_MV = 3, 4, 5, 6, 7
+_PUT_SCRIPT = """umask 077
+t={tmp}
+trap 'rm -f -- "$t"' EXIT
+trap 'exit 1' HUP INT TERM PIPE
+rm -f -- {prefix}* 2>/dev/null
+cat > "$t" || exit {write}
+chmod {mode} "$t" || exit {chmod}
+s=$(sha256sum < "$t") || exit {no_sha}
+s=${{s%% *}}
+echo "sha256=$s"
+[ "$s" = {sha} ] || exit {mismatch}
+if [ -d {dest} ]; then echo "the target is a directory" >&2; exit {mv}; fi
+mv -f -- "$t" {dest} || exit {mv}
+"""
+
+
+def _check_sha(got: str | None, sha: str, where: str, reason: str = "") -> None:
+    """The host's sha256 of the temp file against the local one (got None: the host could not compute it)."""
+    if not got:
+        raise UploadError(
+            f"cannot checksum the upload on the host: {reason or 'no output'}",
+            where,
+            "install coreutils (sha256sum) on the host",
+        )
+    if got.lower() != sha:
+        raise UploadError(
+            f"sha256 mismatch after upload: local {sha}, host {got}",
+            where,
+            "the file changed in transit or on the host while uploading; re-run the upload",
+        )
 
 
 def _pid_from(out: bytes | bytearray) -> int | None:

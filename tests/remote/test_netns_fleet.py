@@ -6,6 +6,7 @@ fixture creates (tests/sshd_fixture.py: NetnsLab); nothing here talks to any oth
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,11 @@ def test_sshd_stopped_mid_upload_leaves_no_partial_file(netns_lab, tmp_path):
 
     def stop_sshd(sent, total):
         if not stopped and sent > 512 * 1024:
+            # once the host writes (killing a root session inside its ~/.bashrc could leave pyenv's lock behind)
+            t0 = time.monotonic()
+            while not any(p.stat().st_size for p in dest_dir.iterdir() if TMP_MARK in p.name):
+                assert time.monotonic() - t0 < 30, "the host never started writing the temp file"
+                time.sleep(0.05)
             h.stop()                         # listener and every session: the host's sshd is gone
             stopped.append(sent)
 
@@ -143,19 +149,24 @@ def test_unknown_key_on_a_namespace_host_is_refused(netns_lab, tmp_path):
     assert h.address in exc.value.what and h.fingerprint() in exc.value.what
 
 
-def test_host_timeout_stops_a_slow_host_between_commands_and_spares_the_others(netns_lab):
+def test_host_timeout_stops_a_slow_host_between_commands_and_spares_the_others(netns_lab, test_user, tmp_path):
     """--host-timeout over real SSH: the slow host (its sshd answers, its commands take 1 s each) stops before
     the command that would start past its 2.5 s budget; no command is cut in half (each `sleep 1` that started
-    wrote its marker), and the quick host finishes."""
-    slow, quick = netns_lab.add_host("slow").inventory_host(), netns_lab.add_host("quick").inventory_host()
+    wrote its marker), and the quick host finishes. Logged in as a /bin/sh account: root's ~/.bashrc on this
+    machine costs ~0.15 CPU s per command, which on a loaded machine no longer fits 2 commands in 2.5 s."""
+    hosts = [netns_lab.add_host("slow"), netns_lab.add_host("quick")]
+    keys = tmp_path / "keys.pub"
+    keys.write_text("".join(Path(f"{h.client_key}.pub").read_text() for h in hosts))
+    user = test_user(sudo=None, pubkey=keys)
+    slow, quick = (h.inventory_host(user=user) for h in hosts)
 
     def work(host):
         res = HostResult(host.name)
         with connect(host.ssh, host.name, connect_timeout=10) as remote:
-            remote.run(f"rm -f /tmp/nf-budget-{host.name}")
+            remote.run(f"rm -f /tmp/nf-budget-{host.ssh.user}-{host.name}")
             for i in range(8 if host.name == "slow" else 1):
-                remote.run(f"sleep 1; echo {i} >> /tmp/nf-budget-{host.name}", timeout=30)
-            res.data["done"] = remote.run(f"cat /tmp/nf-budget-{host.name}").stdout.split()
+                remote.run(f"sleep 1; echo {i} >> /tmp/nf-budget-{host.ssh.user}-{host.name}", timeout=30)
+            res.data["done"] = remote.run(f"cat /tmp/nf-budget-{host.ssh.user}-{host.name}").stdout.split()
         return res
 
     out = run_fleet([slow, quick], work, forks=2, progress=False, host_timeout=2.5)
@@ -163,5 +174,7 @@ def test_host_timeout_stops_a_slow_host_between_commands_and_spares_the_others(n
     assert by["quick"].status != "failed" and by["quick"].data["done"] == ["0"]
     assert by["slow"].status == "failed"
     assert "used up its --host-timeout of 2.5 s; stopped before `sleep 1; echo " in by["slow"].message
-    written = Path("/tmp/nf-budget-slow").read_text().split()      # the namespaces share this filesystem
+    written = Path(f"/tmp/nf-budget-{user}-slow").read_text().split()      # the namespaces share this filesystem
+    for h in ("slow", "quick"):
+        Path(f"/tmp/nf-budget-{user}-{h}").unlink()
     assert written == [str(i) for i in range(len(written))] and 2 <= len(written) <= 3

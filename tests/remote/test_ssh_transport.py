@@ -6,12 +6,16 @@ The "host" shares this machine's filesystem and pid namespace, so the tests look
 
 import hashlib
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from sshd_fixture import descendants
 
 from numaforge.remote.ssh import (TMP_MARK, AuthError, CommandFailed, CommandResult, CommandTimeout, ConnectError,
                                   ConnectionLost, HostKeyError, SudoError, UploadError, connect, fingerprint)
@@ -283,19 +287,38 @@ def leftovers(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if TMP_MARK in p.name)
 
 
-def test_put_is_verified_by_sha256_on_the_host(sshd_host, tmp_path):
+def host_writing(d: Path) -> bool:
+    """The host has started writing a temp file in d (its login shell's startup is over)."""
+    return any(p.stat().st_size > 0 for p in d.iterdir() if TMP_MARK in p.name)
+
+
+def upload_case(tmp_path: Path, name: str, mib: int) -> tuple[Path, Path, Path]:
+    """(src of `mib` random MiB, the host's dest_dir, dest = dest_dir/name holding b"previous version")."""
+    src = tmp_path / name
+    src.write_bytes(os.urandom(mib * 1024 * 1024))
+    dest_dir = tmp_path / "remote"
+    dest_dir.mkdir()
+    dest = dest_dir / name
+    dest.write_bytes(b"previous version")
+    return src, dest_dir, dest
+
+
+@pytest.mark.parametrize("method", ["exec", "sftp"])
+def test_put_is_verified_by_sha256_on_the_host(sshd_host, tmp_path, method):
     src = tmp_path / "livepatch.ko"
     src.write_bytes(os.urandom(3 * 1024 * 1024 + 17))
     dest_dir = tmp_path / "remote"
     dest_dir.mkdir()
     dest = dest_dir / "livepatch.ko"
+    seen = []
     with connect(sshd_host.spec(), "loop") as r:
-        sha = r.put(src, str(dest), mode=0o640)
+        sha = r.put(src, str(dest), mode=0o640, method=method, progress=lambda sent, total: seen.append((sent, total)))
         assert sha == hashlib.sha256(src.read_bytes()).hexdigest()
         assert r.run(f"sha256sum {dest}").stdout.split()[0] == sha
     assert dest.read_bytes() == src.read_bytes()
     assert oct(dest.stat().st_mode & 0o777) == "0o640"
     assert leftovers(dest_dir) == []
+    assert seen[-1] == (src.stat().st_size, src.stat().st_size)
 
 
 def test_put_replaces_an_existing_file(sshd_host, tmp_path):
@@ -308,59 +331,169 @@ def test_put_replaces_an_existing_file(sshd_host, tmp_path):
     assert dest.read_bytes() == b"new module"
 
 
-def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path):
+@pytest.mark.parametrize("method", ["exec", "sftp"])
+def test_put_to_paths_with_spaces_quotes_and_shell_characters(sshd_host, tmp_path, method):
+    dest_dir = tmp_path / "a dir" / "it's \"q\" $HOME `id` ;*"
+    dest_dir.mkdir(parents=True)
+    dest = dest_dir / "mod 'x' $(id).ko"
+    src = tmp_path / "m.ko"
+    src.write_bytes(os.urandom(100_000))
+    with connect(sshd_host.spec(), "loop") as r:
+        r.put(src, str(dest), mode=0o755, method=method)
+    assert sorted(p.name for p in dest_dir.iterdir()) == [dest.name]
+    assert dest.read_bytes() == src.read_bytes()
+    assert oct(dest.stat().st_mode & 0o777) == "0o755"
+    assert sorted(p.name for p in (tmp_path / "a dir").iterdir()) == [dest_dir.name]   # nothing ran or leaked
+
+
+def test_empty_file_and_relative_path_upload(sshd_host, tmp_path):
+    src = tmp_path / "empty"
+    src.write_bytes(b"")
+    with connect(sshd_host.spec(), "loop") as r:
+        home = r.run("pwd").stdout.strip()
+        name = f"numaforge-test-empty-{os.getpid()}"
+        try:
+            assert r.put(src, name) == hashlib.sha256(b"").hexdigest()
+            assert (Path(home) / name).read_bytes() == b""
+        finally:
+            (Path(home) / name).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("method", ["exec", "sftp"])
+def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path, method):
     """A second writer scribbles over the temp file mid-transfer: the host-side sha256 check catches it."""
-    src = tmp_path / "mod.ko"
-    src.write_bytes(os.urandom(2 * 1024 * 1024))
-    dest_dir = tmp_path / "remote"
-    dest_dir.mkdir()
-    dest = dest_dir / "mod.ko"
+    src, dest_dir, dest = upload_case(tmp_path, "mod.ko", 8)
     scribbled = []
 
     def scribble(sent, total):
         if not scribbled and sent > total // 2:
+            wait_for(lambda: host_writing(dest_dir), "the host to write the temp file")
             (tmp,) = [p for p in dest_dir.iterdir() if TMP_MARK in p.name]
-            # sftp writes are pipelined: wait until the server has written past the region we overwrite
-            # (it writes in order), so no later write of the real bytes can undo the scribble
-            wait_for(lambda: tmp.stat().st_size > 65536, "the server to write the first 64 KiB")
+            # writes are in order (sftp pipelines them, cat streams): wait until the host has written past the
+            # region we overwrite, so no later write of the real bytes can undo the scribble
+            wait_for(lambda: tmp.stat().st_size > 65536, "the host to write the first 64 KiB")
             with open(tmp, "r+b") as fh:
                 fh.write(b"\0" * 4096)
             scribbled.append(tmp.name)
 
     with connect(sshd_host.spec(), "loop") as r:
         with pytest.raises(UploadError) as exc:
-            r.put(src, str(dest), progress=scribble)
-    assert scribbled and "sha256 mismatch" in exc.value.what
-    assert not dest.exists()
+            r.put(src, str(dest), progress=scribble, method=method)
+    assert scribbled and "sha256 mismatch" in exc.value.what, exc.value.what
+    assert "local " + hashlib.sha256(src.read_bytes()).hexdigest() in exc.value.what
+    assert dest.read_bytes() == b"previous version"
     assert leftovers(dest_dir) == []
 
 
-def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_host, tmp_path):
-    src = tmp_path / "big.ko"
-    src.write_bytes(os.urandom(8 * 1024 * 1024))
-    dest_dir = tmp_path / "remote"
-    dest_dir.mkdir()
-    dest = dest_dir / "big.ko"
-    dest.write_bytes(b"previous version")
+@pytest.mark.parametrize("method", ["exec", "sftp"])
+def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_host, tmp_path, method):
+    src, dest_dir, dest = upload_case(tmp_path, "big.ko", 8)
+    stale = dest_dir / (".big.ko" + TMP_MARK + "0123456789ab")   # what an earlier, dropped SFTP upload left
+    stale.write_bytes(b"half")
     killed = []
 
     def drop(sent, total):
         if not killed and sent > 1024 * 1024:
-            killed.extend(sshd_host.kill_sessions())
+            wait_for(lambda: host_writing(dest_dir) and not stale.exists(), "the host to write the temp file")
+            # the session's sshd processes die, as when the network drops: what they ran sees its stdin end
+            for pid in descendants(sshd_host.proc.pid):
+                if Path(f"/proc/{pid}/comm").read_text().startswith("sshd"):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
 
     with connect(sshd_host.spec(), "loop") as r:
         with pytest.raises(UploadError) as exc:
-            r.put(src, str(dest), progress=drop)
+            r.put(src, str(dest), progress=drop, method=method)
     assert killed
     assert "connection lost" in exc.value.what and "was not created or replaced" in exc.value.what
     assert dest.read_bytes() == b"previous version"
-    stale = leftovers(dest_dir)
-    assert all(n.startswith(".big.ko" + TMP_MARK) for n in stale)      # at most a hidden temp
-    # the next upload to the same path succeeds and clears the stale temp
+    assert all(n.startswith(".big.ko" + TMP_MARK) for n in leftovers(dest_dir))      # at most a hidden temp
+    if method == "exec":
+        # the host's side of the upload removes its temp itself: stdin ended early, so the sha256 differed
+        wait_for(lambda: leftovers(dest_dir) == [], "the host to remove the temp of the dropped upload")
+    # the next upload to the same path succeeds and clears any stale temp
     with connect(sshd_host.spec(), "loop") as r:
-        r.put(src, str(dest))
+        r.put(src, str(dest), method=method)
     assert dest.read_bytes() == src.read_bytes()
     assert leftovers(dest_dir) == []
+
+
+def test_stalled_exec_upload_times_out_and_leaves_nothing(sshd_host, tmp_path):
+    """The host's `cat` is SIGSTOPped mid-upload (a hung disk): put gives up at its timeout, stops the
+    host side and removes the temp; the old file stays."""
+    src, dest_dir, dest = upload_case(tmp_path, "big.ko", 16)
+    stopped = []
+
+    def stall(sent, total):
+        if not stopped:
+            wait_for(lambda: host_writing(dest_dir), "the host to write the temp file")
+            (cat,) = [p for p in descendants(sshd_host.proc.pid) if Path(f"/proc/{p}/comm").read_text() == "cat\n"]
+            os.kill(cat, signal.SIGSTOP)
+            stopped.append(cat)
+
+    t0 = time.monotonic()
+    with connect(sshd_host.spec(), "loop") as r:
+        with pytest.raises(UploadError) as exc:
+            r.put(src, str(dest), progress=stall, timeout=5)
+        assert r.run("echo still usable").stdout == "still usable\n"
+    assert stopped and time.monotonic() - t0 < 60
+    assert "not finished after 5 s" in exc.value.what and "was not created or replaced" in exc.value.what
+    assert dest.read_bytes() == b"previous version"
+    assert leftovers(dest_dir) == []
+    wait_for(lambda: not Path(f"/proc/{stopped[0]}").exists(), "the stopped cat to be killed")
+
+
+def test_upload_onto_a_directory_is_refused(sshd_host, tmp_path):
+    """mv onto a directory would move the temp into it: refused, nothing moved, no temp left."""
+    src = tmp_path / "a.ko"
+    src.write_bytes(b"x")
+    (tmp_path / "target.ko").mkdir()
+    for method in ("exec", "sftp"):
+        with connect(sshd_host.spec(), "loop") as r:
+            with pytest.raises(UploadError) as exc:
+                r.put(src, str(tmp_path / "target.ko"), method=method)
+        assert "is a directory" in exc.value.what and "was not created or replaced" in exc.value.what
+        assert list((tmp_path / "target.ko").iterdir()) == [] and leftovers(tmp_path) == []
+
+
+def test_upload_as_a_sudo_user(sshd_host, test_user, tmp_path):
+    """A deploy account with NOPASSWD sudo: its own directories as itself; root's with sudo=True, as root."""
+    user = test_user(sudo="nopasswd", pubkey=f"{sshd_host.client_key}.pub")
+    src = tmp_path / "m.ko"
+    src.write_bytes(os.urandom(300_000))
+    root_dir = Path(tempfile.mkdtemp(prefix="numaforge-test-rootdir-"))      # 0700 -> 0755, owned by root
+    try:
+        root_dir.chmod(0o755)
+        (root_dir / "m.ko").write_bytes(b"previous version")
+        home = Path(f"/tmp/numaforge-test-homes/{user}")
+        with connect(sshd_host.spec(user), "loop") as r:
+            r.put(src, str(home / "m.ko"))
+            with pytest.raises(UploadError) as exc:
+                r.put(src, str(root_dir / "m.ko"), mode=0o644)
+            assert "cannot write" in exc.value.what and "sudo=True" in exc.value.fix
+            with pytest.raises(UploadError, match="cannot use sudo"):
+                r.put(src, str(root_dir / "m.ko"), method="sftp", sudo=True)
+            assert (root_dir / "m.ko").read_bytes() == b"previous version"
+            r.put(src, str(root_dir / "m.ko"), mode=0o644, sudo=True)
+        st = (home / "m.ko").stat()
+        assert (home / "m.ko").read_bytes() == src.read_bytes() and st.st_uid != 0
+        st = (root_dir / "m.ko").stat()
+        assert (root_dir / "m.ko").read_bytes() == src.read_bytes()
+        assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o644")
+        assert leftovers(root_dir) == [] and leftovers(home) == []
+    finally:
+        shutil.rmtree(root_dir)
+
+
+def test_upload_with_sudo_needing_a_password_is_a_clear_error(sshd_host, test_user, tmp_path):
+    user = test_user(sudo="password", pubkey=f"{sshd_host.client_key}.pub")
+    src = tmp_path / "m.ko"
+    src.write_bytes(b"x")
+    with connect(sshd_host.spec(user), "loop") as r:
+        with pytest.raises(UploadError) as exc:
+            r.put(src, "/tmp/numaforge-never-written.ko", sudo=True)
+    assert "sudo needs a password" in exc.value.what and "NOPASSWD" in exc.value.fix
+    assert not Path("/tmp/numaforge-never-written.ko").exists()
 
 
 def test_upload_errors_name_the_problem(sshd_host, tmp_path):
