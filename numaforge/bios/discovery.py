@@ -171,23 +171,34 @@ class RegistryCache:
         ok = confirm or (lambda reg: True)
         with self._lock:
             id_lock = self._locks.setdefault(registry_id, threading.Lock())
-        with id_lock:
-            for reg in self._data.get(registry_id, []):
+        tried: set[int] = set()
+        while True:
+            # registries this run already has are confirmed (a request to the caller's BMC) without holding the
+            # id lock: hosts of one model confirm in parallel instead of one after the other
+            with self._lock:
+                known = [r for r in self._data.get(registry_id, []) if id(r) not in tried]
+            for reg in known:
+                tried.add(id(reg))
                 if _covers(reg, attributes) and ok(reg):
                     return reg
-            reg = self._load(registry_id, attributes)
-            if reg is not None and not ok(reg):
-                reg = None
-            if reg is None:
-                reg = fetch()
+            with id_lock:
                 with self._lock:
-                    self.fetches += 1
-                self._store(registry_id, reg)
-            else:
+                    if any(id(r) not in tried for r in self._data.get(registry_id, [])):
+                        continue  # another host added one while this one waited: confirm it outside the lock
+                reg = self._load(registry_id, attributes)
+                if reg is not None and not ok(reg):
+                    reg = None
+                if reg is None:
+                    reg = fetch()
+                    with self._lock:
+                        self.fetches += 1
+                    self._store(registry_id, reg)
+                else:
+                    with self._lock:
+                        self.loaded += 1
                 with self._lock:
-                    self.loaded += 1
-            self._data.setdefault(registry_id, []).append(reg)
-            return reg
+                    self._data.setdefault(registry_id, []).append(reg)
+                return reg
 
     def _load(self, registry_id: str, attributes: list[str] | None) -> Registry | None:
         if self.persist is None:

@@ -504,7 +504,7 @@ class _Host:
         if self.rdir and not self.r.is_root:
             self.sh(f"chown {shlex.quote(self.r.user)} {shlex.quote(self.rdir)}")
         self.rko = f"{self.rdir}/{self.art.path.name}"
-        sha = self.r.put(self.art.path, self.rko, mode=0o600)
+        sha = self.r.put(self.art.path, self.rko, mode=0o600, sudo=True)
         self.data["remote_dir"] = self.rdir
         return {"path": self.rko, "sha256": sha}
 
@@ -597,7 +597,7 @@ class _Host:
         detail["taint"] = self.check_taint("after the load")
         if self.art.check_script is not None:
             rpath = f"{self.rdir}/{self.art.check_script.name}"
-            self.r.put(self.art.check_script, rpath, mode=0o700)
+            self.r.put(self.art.check_script, rpath, mode=0o700, sudo=True)
             r = self.sh(
                 f"LIVEPATCH_MODULE={shlex.quote(self.art.name)} sh {shlex.quote(rpath)} {shlex.quote(self.art.name)}",
                 check=False,
@@ -763,7 +763,7 @@ def _upload_workload(h: _Host, remote, binary: Path | None) -> str:
 
         binary = workload_binary()
     rpath = f"{h.rdir}/numa_workload"
-    remote.put(binary, rpath, mode=0o700)
+    remote.put(binary, rpath, mode=0o700, sudo=True)
     return rpath
 
 
@@ -921,7 +921,7 @@ def measure_arms(
         else:
             rdir = remote.run("mktemp -d /tmp/numaforge-measure.XXXXXX", sudo=True).stdout.strip()
             rpath = f"{rdir}/numa_workload"
-            remote.put(workload_binary or _default_workload(), rpath, mode=0o700)
+            remote.put(workload_binary or _default_workload(), rpath, mode=0o700, sudo=True)
         runs = mrunner.run_rounds(
             remote, rpath, params, list(arms), rounds, sw.set_arm, order=order, seed=seed, log=log
         )

@@ -169,7 +169,7 @@ def _put_text(remote, text: str, path: str, mode: int = 0o644) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as fh:
         fh.write(text)
     try:
-        return remote.put(fh.name, path, mode=mode)
+        return remote.put(fh.name, path, mode=mode, sudo=True)
     finally:
         Path(fh.name).unlink(missing_ok=True)
 
@@ -190,7 +190,7 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
         rdir = remote.run("mktemp -d /tmp/numaforge-install.XXXXXX", sudo=True).stdout.strip()
         try:
             rko = f"{rdir}/{art.path.name}"
-            remote.put(art.path, rko, mode=0o600)
+            remote.put(art.path, rko, mode=0o600, sudo=True)
             r = remote.run(f"kpatch install {shlex.quote(rko)}", sudo=True, check=False, timeout=120)
             if r.rc != 0:
                 raise LivepatchError(
@@ -205,7 +205,7 @@ def persist(remote, art: Artifact, kpatch: str | None, log=lambda m: None) -> di
         ko = f"{d}/{art.path.name}"
         detail["module"] = ko
         try:
-            detail["sha256"] = remote.put(art.path, ko, mode=0o644)  # temp + sha256 check + rename
+            detail["sha256"] = remote.put(art.path, ko, mode=0o644, sudo=True)  # temp + sha256 check + rename
             unit_sha = _put_text(remote, UNIT_TEXT, UNIT_PATH)
             has_systemctl = remote.run("command -v systemctl", check=False).rc == 0
             if has_systemctl:
