@@ -157,7 +157,7 @@ def desired_attributes(work: Path, bmcs: list[dict], profile: str, env: dict) ->
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=50)
-    ap.add_argument("--forks", type=int, default=8, help="forks for both tools (numaforge's default is 8)")
+    ap.add_argument("--forks", type=int, default=8, help="forks for both tools (kept equal; numaforge's BMC default is 32, Ansible's 5)")
     ap.add_argument("--flavour", default="generic", help="simulator flavour of every BMC (default generic)")
     ap.add_argument("--profile", default="epyc-gpudirect")
     ap.add_argument("--sim-procs", type=int, default=2, help="helper processes hosting the simulators")
