@@ -121,3 +121,13 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def file_stamp(path: str | os.PathLike | None) -> tuple | None:
+    """(inode, size, mtime in ns) of a file, None if it cannot be stat'ed: what per-process caches of parsed
+    files compare to reuse an entry only while the file is unchanged."""
+    try:
+        st = os.stat(path or "")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

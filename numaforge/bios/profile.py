@@ -32,6 +32,7 @@ import jsonschema
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from .. import paths, yamlsrc
+from ..safeio import file_stamp
 from .errors import ProfileError
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
@@ -176,29 +177,21 @@ class _StatLoader(jinja2.FileSystemLoader):
 
     def get_source(self, environment, template):
         source, filename, _uptodate = super().get_source(environment, template)
-        stamp = _stamp(filename)
+        stamp = file_stamp(filename)
 
         def uptodate() -> bool:
-            return _stamp(filename) == stamp
+            return file_stamp(filename) == stamp
 
         return source, filename, uptodate
-
-
-def _stamp(filename: str | None) -> tuple | None:
-    try:
-        st = os.stat(filename or "")
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 _ENVIRONMENTS: dict[str, ImmutableSandboxedEnvironment] = {}
 _ENV_LOCK = threading.Lock()
 
 
-def _environment(directory: str) -> ImmutableSandboxedEnvironment:
-    """One sandboxed environment per profile directory and process, so a template is compiled once per run
-    (a fleet renders the same profile once per host, with each host's facts)."""
+def template_environment(directory: str) -> ImmutableSandboxedEnvironment:
+    """The sandbox every profile template (BIOS and host OS) renders in: one environment per profile directory
+    and process, so a template is compiled once per run (a fleet renders it once per host, with its facts)."""
     with _ENV_LOCK:
         env = _ENVIRONMENTS.get(directory)
         if env is None:
@@ -217,7 +210,7 @@ def _environment(directory: str) -> ImmutableSandboxedEnvironment:
 def render_text(path: Path, facts: dict[str, Any]) -> str:
     """Render one template file with StrictUndefined in jinja2's immutable sandbox (a profile is data: it
     cannot call methods that reach Python internals or mutate facts); errors carry file:line."""
-    env = _environment(str(path.parent))
+    env = template_environment(str(path.parent))
     if not os.access(path, os.R_OK):
         raise ProfileError("cannot read profile", str(path), "check the file permissions")
     try:

@@ -25,7 +25,6 @@ values in order and say why earlier ones were passed over.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 from .. import paths
 from ..errors import NumaforgeError
 from ..inventory.yamlsrc import load_yaml
+from ..safeio import file_stamp
 from .errors import VendorMapError
 from .profile import SETTINGS_SCHEMA, VENDORS
 from .registry import Registry
@@ -291,8 +291,7 @@ _MAPS_LOCK = threading.Lock()
 def _read_vendor_map_cached(path: Path, vendor: str) -> VendorMap:
     """A vendor map file is read and checked once per process while it is unchanged (same inode, size and
     mtime): a fleet run asks for it once per host. VendorMap is not mutated by its users."""
-    st = os.stat(path)
-    key = (str(path), vendor, st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path), vendor, file_stamp(path))
     with _MAPS_LOCK:
         hit = _MAPS.get(key)
     if hit is None:

@@ -32,11 +32,10 @@ from typing import Any
 import jinja2
 import jsonschema
 import yaml
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .. import paths
 from ..bios.errors import ProfileError
-from ..bios.profile import _key_lines, _template_line, host_facts
+from ..bios.profile import _key_lines, _template_line, host_facts, template_environment
 from ..bios.profile import find_profile as find_bios_style
 
 __all__ = ["HostProfile", "render_profile", "find_profile", "default_profiles_dir", "profile_facts", "ProfileError"]
@@ -137,14 +136,7 @@ def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
 
 
 def _render(path: Path, facts: dict[str, Any]) -> str:
-    env = ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(str(path.parent)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    env = template_environment(str(path.parent))  # the BIOS profiles' sandbox, compiled once per run
     try:
         template = env.get_template(path.name)
     except jinja2.TemplateSyntaxError as exc:
