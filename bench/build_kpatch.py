@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     cold_kernel = lk.build_seconds if lk.built_now else state.get("build_seconds")
 
     t = time.monotonic()
-    res = kp.build_kpatch("lab", bp=bp, log=quiet, force=True)
+    res = kp.build_kpatch("lab", bp=bp, log=quiet, options=kp.BuildOptions(force=True))
     edit = time.monotonic() - t
     stages = {s["stage"]: s.get("seconds") for s in res.manifest["stages"]}
 

@@ -20,9 +20,19 @@ apt_need() {
 }
 export -f apt_need; export SUDO
 
-apt_need git ca-certificates debian-archive-keyring python3 python3-venv python3-pip gcc make xz-utils
+# The apt packages of one tier of scripts/packages.txt (the one list setup installs and `doctor --strict` checks)
+packages() { awk -v t="$1" '!/^#/ && NF == 4 && $1 == t && ($2 == "apt") {print $3}' "$PWD/scripts/packages.txt"; }
+export -f packages
 
-if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+apt_need $(packages base)
+
+# The venv is made from Debian's python3, never from whatever `python3` is first on PATH (pyenv, a hand-built
+# one): a fresh machine has only Debian's. A venv made from another interpreter is made again.
+if [ -f .venv/pyvenv.cfg ] && ! grep -qx 'home = /usr/bin' .venv/pyvenv.cfg; then
+  echo "setup: .venv was made from $(sed -n 's/^home = //p' .venv/pyvenv.cfg)/python3, not Debian's: making it again"
+  rm -rf .venv
+fi
+if [ ! -x .venv/bin/python ]; then /usr/bin/python3 -m venv .venv; fi
 stamp=.venv/.numaforge-deps
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' && touch "$stamp"

@@ -37,7 +37,7 @@ from redfish.rest.v1 import (
 from requests.adapters import HTTPAdapter
 
 from .. import budget, secrets
-from .errors import RedfishAuthError, RedfishError, RedfishRedirectError, RedfishTLSError, http_error
+from .errors import RedfishAuthError, RedfishError, RedfishHTTPError, RedfishRedirectError, RedfishTLSError, http_error
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 REFUSED_LOCATION = "x-numaforge-refused-location"
@@ -385,10 +385,13 @@ class RedfishClient:
         except JsonDecodingError:
             if retryable_transport:
                 raise _Transient(f"{method} {path}: the BMC answered with invalid JSON") from None
-            raise RedfishError(
+            # an answer, if an unreadable one: the BMC got the request and acted on it (or not) -- typed by its
+            # status, so a PATCH's caller re-reads what the BMC holds at once instead of waiting out a lost answer
+            raise RedfishHTTPError(
                 f"{method} {path}: the BMC answered with invalid JSON (HTTP {status})",
                 f"{self.host} ({self.base_url})",
                 "the BMC firmware misbehaves; check the request outcome on the BMC and re-run",
+                status=status,
             ) from None
         return Response(status, parsed if isinstance(parsed, dict) else {"value": parsed}, hdrs, path)
 

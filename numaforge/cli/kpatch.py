@@ -97,15 +97,17 @@ def build_kpatch(
                         res = kp.build_kpatch(
                             name,
                             series=series,
-                            jobs=n_jobs,
-                            cc_wrapper=cc_wrapper,
-                            host_releases={h: releases[h] for h in members if h in releases},
+                            options=kp.BuildOptions(
+                                jobs=n_jobs,
+                                cc_wrapper=cc_wrapper,
+                                host_releases={h: releases[h] for h in members if h in releases},
+                                check_only=check,
+                                force=force,
+                                sign_key=sign_key,
+                                sign_cert=sign_cert,
+                            ),
                             log=log,
                             on_stage=on_stage,
-                            check_only=check,
-                            force=force,
-                            sign_key=sign_key,
-                            sign_cert=sign_cert,
                         )
                     except NumaforgeError as exc:
                         row.status = "failed"

@@ -304,7 +304,7 @@ def make_plan(
         if k not in state.thp:
             problems.append(
                 f"{host}/thp {k}: {THP_DIR}/{k} does not exist (kernel without "
-                "CONFIG_TRANSPARENT_HUGEPAGE?); set thp.{k}: null in the profile for this host"
+                f"CONFIG_TRANSPARENT_HUGEPAGE?); set thp.{k}: null in the profile for this host"
             )
             continue
         cur, options = state.thp[k]

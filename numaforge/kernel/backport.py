@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -468,8 +469,16 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
     checks: list[dict] = []
     if compile_check:
         objects = ser.touched_objects()
-        for cc in compilers:
-            checks.append(kcompile.check(src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config, result, log=log))
+        # each compiler's check configures and builds its own object directory: run them side by side (each
+        # make's serial configure/prepare steps leave the other core idle), results in the compilers' order
+        with ThreadPoolExecutor(max_workers=max(1, len(compilers))) as pool:
+            futures = [
+                pool.submit(
+                    kcompile.check, src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config, result, log=log
+                )
+                for cc in compilers
+            ]
+            checks = [f.result() for f in futures]
     manifest = {
         "series": ser.name,
         "series_dir": str(ser.dir),

@@ -87,7 +87,9 @@ class TargetInputs:
     identity: dict  # hashes identifying the inputs (for the artifact key)
     config_arg: Path | None = None  # -c (Debian: the headers' .config)
     env_extra: dict = field(default_factory=dict)
-    restore: Callable[..., dict] | None = None  # callable(env, logf) restoring the tree after kpatch-build
+    restore: Callable[..., dict] | None = (
+        None  # (env, logf, build targets) -> dict: restores the tree after kpatch-build
+    )
 
 
 @dataclass
@@ -110,33 +112,36 @@ def lab_kernel(source_spec: str | None = None, log=print):
     """For the lab VM helper: the built lab kernel (bzImage, vmlinux, release, build dir), building if needed.
     With no spec it uses the source of the latest backport for the lab's base version, else the lab target's
     source (Debian 5.10.262)."""
+    lab = tg.load_target("lab")
+    wrapper = tg.resolve_wrapper(lab, None)
     if source_spec is None:
-        lab = tg.load_target("lab")
         bp = bpm.latest(base_version=lab.base_version)
         if bp is not None:
-            return labkernel.lab_kernel(log=log, source=_source_like(bp))
+            return labkernel.lab_kernel(log=log, source=_source_like(bp), cc_wrapper=wrapper)
         source_spec = lab.source
-    return labkernel.lab_kernel(source_spec, log=log)
+    return labkernel.lab_kernel(source_spec, log=log, cc_wrapper=wrapper)
 
 
-def _lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
-    lk = labkernel.lab_kernel(log=log, tc=tc, source=_source_like(bp))
+def _lab_inputs(tc: Toolchain, bp, cc_wrapper: str | None, log) -> TargetInputs:
+    lk = labkernel.lab_kernel(log=log, tc=tc, source=_source_like(bp), cc_wrapper=cc_wrapper)
 
-    def restore(env: dict, logf) -> dict:
-        # kpatch-build reverted the source but left patched objects (fair.o, vmlinux.o, vmlinux): rebuild the
-        # original with the same variables, so the tree again equals the prebuilt one (checked by hash).
+    def restore(env: dict, logf, build_targets: list[str]) -> dict:
+        # kpatch-build reverted the source but left patched objects in what it built (kernel/sched/fair.o and
+        # built-in.a; vmlinux.o and vmlinux too when it built vmlinux): rebuild the same make targets from the
+        # original source with the same variables, so the tree again equals the prebuilt one (checked by hash).
         env = dict(env)
         env.pop("KPATCH_GCC_TEMPDIR", None)
         env["KCFLAGS"] = kcflags(tc)
+        targets = build_targets or ["vmlinux", "modules"]
         proc = subprocess.run(
-            ["make", *make_vars(tc), f"-j{labkernel.JOBS}", "vmlinux", "modules"],
+            ["make", *make_vars(tc), f"-j{labkernel.JOBS}", *targets],
             cwd=lk.tree,
             env=env,
             stdout=logf,
             stderr=subprocess.STDOUT,
         )
         same = proc.returncode == 0 and sha256_file(lk.tree / "vmlinux") == sha256_file(lk.vmlinux)
-        return {"restored": proc.returncode == 0, "vmlinux_identical": same}
+        return {"restored": proc.returncode == 0, "vmlinux_identical": same, "targets": targets}
 
     return TargetInputs(
         lk.tree, lk.vmlinux, lk.config, lk.release, {"lab_key": lk.key, "source_hash": lk.source_hash}, restore=restore
@@ -223,30 +228,28 @@ def _ld_version() -> str:
     return proc.stdout.splitlines()[0] if proc.stdout else "?"
 
 
-def build_kpatch(
-    target_name: str = "lab",
-    bp=None,
-    series: str | None = None,
-    jobs: int = 2,
-    cc_wrapper: str | None = None,
-    host_releases: dict | None = None,
-    log=print,
-    on_stage=None,
-    check_only: bool = False,
-    force: bool = False,
-    sign_key: str | None = None,
-    sign_cert: str | None = None,
-    out_name: str | None = None,
-) -> KpatchResult:
-    """Build (or reuse) the live-patch module of the backported series for one target.
+@dataclass(frozen=True)
+class BuildOptions:
+    """How build_kpatch builds: the build-kpatch task's options.
 
-    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
-    sign_key/sign_cert: PEM private key and X.509 certificate to sign the module with (the tree's
-    scripts/sign-file); the key is only read by sign-file, never copied or recorded.
-    out_name: directory under kpatch/build/ for the module and manifest (default: the target's name); the
-    measurement arms (alternatives, null control) use their own, so the shipped module stays in place."""
-    t0 = time.monotonic()
-    t = tg.load_target(target_name)
+    cc_wrapper overrides the target's own (distcc, icecc, ccache); host_releases ({host: uname -r}) are checked
+    against the target's release; check_only stops after kpatch-build's original-source checks; force ignores
+    the artifact cache; sign_key/sign_cert sign the module (read only by the tree's scripts/sign-file);
+    out_name is the directory under the kpatch build dir (default: the target's name; the measurement arms use
+    their own so the shipped module stays in place)."""
+
+    jobs: int = 2
+    cc_wrapper: str | None = None
+    host_releases: dict | None = None
+    check_only: bool = False
+    force: bool = False
+    sign_key: str | None = None
+    sign_cert: str | None = None
+    out_name: str | None = None
+
+
+def resolve_backport(t, bp, series: str | None):
+    """The backport output to build for target `t`: `bp`, else the latest of `series`; checked to match `t`."""
     if bp is None:
         bp = bpm.latest(series or bpm.DEFAULT_SERIES, base_version=t.base_version)
         if bp is None:
@@ -272,26 +275,227 @@ def build_kpatch(
         raise KpatchError(
             "the backport's combined patch is missing", str(bp.combined_patch), "re-run `invoke backport`"
         )
-    series_name = bp.manifest.get("series", series or "series")
-    tc = toolchain()
-    where = f"target {t.name} ({t.path})"
+    return bp
+
+
+def _preflight(t, tc: Toolchain, inputs: TargetInputs, comp: str, host_releases: dict | None) -> None:
+    """Every preflight problem at once, as one PreflightError (the first one's where/fix, the others listed)."""
     errs = preflight_toolchain(tc.version, str(tc.kpatch_build))
-    cc_wrapper = cc_wrapper or (t.cc_wrapper if t.cc_wrapper and shutil.which(t.cc_wrapper) else None)
-    signing = signing_inputs(sign_key, sign_cert)
-    shim = compiler_shim(t.compiler, cc_wrapper)
-    comp = gcc_comment(shim)
-    if t.kind == "lab":
-        inputs = _lab_inputs(tc, bp, log)
-    else:
-        inputs = _debian_inputs(t, tc, bp, shim, log)
     errs += preflight_compiler(comment_of(inputs.vmlinux), comp, t.compiler, str(inputs.vmlinux))
     errs += preflight_config(parse_config(inputs.config.read_text()), str(inputs.config))
-    errs += preflight_release(t.kernel_release, inputs.release, host_releases or {}, where)
+    errs += preflight_release(t.kernel_release, inputs.release, host_releases or {}, f"target {t.name} ({t.path})")
     errs += preflight_disk(shutil.disk_usage(inputs.tree).free, DISK_NEED, str(inputs.tree))
     if errs:
         first = errs[0]
         more = "".join(f"\n  - {e.where}: {e.what} (fix: {e.fix})" for e in errs[1:])
         raise PreflightError(first.what + (f"; {len(errs) - 1} more:{more}" if more else ""), first.where, first.fix)
+
+
+def _reuse(outdir: Path, key: str, t, t0: float, log) -> KpatchResult | None:
+    """The module already built from the same inputs (its manifest's key and the file's hash agree), if any."""
+    mpath = outdir / "manifest.json"
+    if not mpath.exists():
+        return None
+    try:
+        old = json.loads(mpath.read_text())
+        ko = outdir / old["module_file"]
+        if old.get("inputs_key") == key and ko.exists() and sha256_file(ko) == old["sha256"]:
+            log(f"{t.name}: unchanged ({ko.name}, inputs key {key[:12]}): nothing to do")
+            return KpatchResult(
+                t.name, "unchanged", ko, old, mpath, Path(old.get("log", "")), round(time.monotonic() - t0, 2)
+            )
+    except (ValueError, KeyError, OSError):
+        pass
+    return None
+
+
+class _Stages:
+    """kpatch-build's stages as they are reached, with the seconds each took; keeps a second name for
+    kpatch-build's own log (it deletes it on success)."""
+
+    def __init__(self, kb_log: Path, kb_keep: Path, on_stage=None):
+        self.kb_log, self.kb_keep, self.on_stage = kb_log, kb_keep, on_stage
+        self.stages: list[dict] = []
+        self._t = time.monotonic()
+
+    def __call__(self, sid: str, label: str) -> None:
+        if not self.kb_keep.exists() and self.kb_log.exists():
+            try:
+                os.link(self.kb_log, self.kb_keep)  # a second name keeps the content after kpatch-build's rm
+            except OSError:
+                pass
+        now = time.monotonic()
+        if self.stages:
+            self.stages[-1]["seconds"] = round(now - self._t, 1)
+        self._t = now
+        self.stages.append({"stage": sid, "label": label})
+        if self.on_stage:
+            self.on_stage(sid, label)
+
+    def close(self) -> None:
+        if self.stages:
+            self.stages[-1].setdefault("seconds", round(time.monotonic() - self._t, 1))
+
+    def own_log(self) -> Path:
+        return self.kb_keep if self.kb_keep.exists() else self.kb_log
+
+
+def _kpatch_build(
+    cmd,
+    env,
+    inputs: TargetInputs,
+    restore_env: dict,
+    log_path: Path,
+    stages: _Stages,
+    check_only: bool,
+    log,
+    t,
+    build_targets: list[str],
+):
+    """Run kpatch-build under the tree's lock, append its own log to ours, restore a prebuilt tree.
+    Returns (exit code, output, stopped early, restore result)."""
+    with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
+        rc, out, stopped = run_kpatch_build(
+            cmd, env, log_path, on_stage=stages, stop_at="build-original" if check_only else None
+        )
+        own = stages.own_log()
+        if own.exists():
+            with open(log_path, "a") as lf:
+                lf.write("\n# ---- kpatch-build's own log (CACHEDIR/build.log) ----\n")
+                lf.write(own.read_text(errors="replace"))
+        stages.kb_keep.unlink(missing_ok=True)
+        restored = None
+        if inputs.restore and not stopped:
+            stages("restore", "restoring the prebuilt tree")
+            log(f"{t.name}: restoring the prebuilt tree (kpatch-build leaves patched objects)")
+            with open(log_path, "a") as lf:
+                lf.write("\n# ---- restore: rebuild the original objects ----\n")
+                lf.flush()
+                restored = inputs.restore(restore_env, lf, build_targets)
+    return rc, out, stopped, restored
+
+
+def _checked(t, cmd, env, inputs: TargetInputs, stages: _Stages, log_path: Path, t0: float) -> KpatchResult:
+    man = {
+        "target": t.name,
+        "status": "checked",
+        "command": cmd,
+        "kernel_release": inputs.release,
+        "stages": [s["stage"] for s in stages.stages],
+        "log": str(log_path),
+        "env": {k: env[k] for k in ("MAKEFLAGS",) if k in env},
+    }
+    return KpatchResult(t.name, "checked", None, man, None, log_path, round(time.monotonic() - t0, 2))
+
+
+def _install_module(t, tmp_out: Path, outdir: Path, inputs: TargetInputs, signing, failed_log: Path, log):
+    """Check the built .ko (livepatch, vermagic), sign it, and move it into `outdir` (old modules removed).
+    Returns (module path, modinfo, signature)."""
+    kos = sorted(tmp_out.glob("*.ko"))
+    if not kos:
+        raise KpatchBuildError(
+            "kpatch-build reported success but wrote no .ko", str(tmp_out), "read the log", "unknown", str(failed_log)
+        )
+    info = modinfo(kos[0])
+    if info.get("livepatch") != "Y":
+        raise KpatchBuildError(
+            f"module is not a livepatch module (modinfo livepatch={info.get('livepatch')!r})",
+            str(kos[0]),
+            "the target kernel needs CONFIG_LIVEPATCH=y",
+            "not-livepatch",
+            str(failed_log),
+        )
+    if info.get("vermagic", "").split(" ")[0] != t.kernel_release:
+        raise KpatchBuildError(
+            f"module vermagic '{info.get('vermagic')}' does not match the target release {t.kernel_release}",
+            str(kos[0]),
+            "fix kernel_release / KERNELRELEASE for this target",
+            "vermagic",
+            str(failed_log),
+        )
+    signature = sign_module(kos[0], inputs.tree, signing, log) if signing else None
+    ko = outdir / kos[0].name
+    for old_ko in outdir.glob("*.ko"):
+        if old_ko.name != ko.name:
+            old_ko.unlink()
+    os.replace(kos[0], ko)
+    return ko, info, signature
+
+
+def _manifest(t, bp, tc, ko: Path, info: dict, signature, build: dict) -> dict:
+    """The module's manifest.json: what was built, from which inputs, with which tools, and how long it took."""
+    return {
+        "target": t.name,
+        "target_kind": t.kind,
+        "module_file": ko.name,
+        "module_name": info.get("name"),
+        "sha256": sha256_file(ko),
+        "size": ko.stat().st_size,
+        "vermagic": info.get("vermagic"),
+        "livepatch": info.get("livepatch"),
+        "replace": t.replace,
+        "signature": signature,
+        "build_targets": build["build_targets"],
+        "kernel_release": t.kernel_release,
+        "patched_functions": parse_functions(build["out"]),
+        "series": build["series"],
+        "series_files": bp.manifest.get("series_files", {}),
+        "patches": [
+            {"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
+            for p in bp.manifest.get("patches", [])
+        ],
+        "combined_patch": str(bp.combined_patch),
+        "combined_patch_sha256": build["key_inputs"]["patch_sha256"],
+        "source_hash": bp.source_hash,
+        "base_commit": bp.base_commit,
+        "result_commit": bp.result_commit,
+        "base_version": bp.base_version,
+        "toolchain": {
+            "kpatch_build": tc.version,
+            "gcc": build["key_inputs"]["compiler"],
+            "compiler": t.compiler,
+            "ld": _ld_version(),
+            "cc_wrapper": build["cc_wrapper"],
+        },
+        "inputs": build["inputs"].identity,
+        "inputs_key": build["key"],
+        "tree": str(build["inputs"].tree),
+        "vmlinux": str(build["inputs"].vmlinux),
+        "restore": build["restored"],
+        "stages": build["stages"],
+        "command": build["cmd"],
+        "log": str(build["log"]),
+        "seconds": build["seconds"],
+        "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def build_kpatch(
+    target_name: str = "lab",
+    bp=None,
+    series: str | None = None,
+    options: BuildOptions | None = None,
+    log=print,
+    on_stage=None,
+) -> KpatchResult:
+    """Build (or reuse) the live-patch module of the backported series for one target.
+
+    bp: a numaforge.kernel.backport.BackportResult (default: the latest recorded backport of `series`).
+    The steps: resolve the backport and the compiler wrapper, prepare the target's inputs (the lab kernel tree
+    or a Debian tree), preflight everything at once, reuse an unchanged module, else run kpatch-build (restoring
+    a prebuilt tree), check and install the module, write its manifest."""
+    opts = options or BuildOptions()
+    t0 = time.monotonic()
+    t = tg.load_target(target_name)
+    bp = resolve_backport(t, bp, series)
+    series_name = bp.manifest.get("series", series or "series")
+    tc = toolchain()
+    cc_wrapper = tg.resolve_wrapper(t, opts.cc_wrapper)
+    signing = signing_inputs(opts.sign_key, opts.sign_cert)
+    shim = compiler_shim(t.compiler, cc_wrapper)
+    comp = gcc_comment(shim)
+    inputs = _lab_inputs(tc, bp, cc_wrapper, log) if t.kind == "lab" else _debian_inputs(t, tc, bp, shim, log)
+    _preflight(t, tc, inputs, comp, opts.host_releases)
 
     patch = Path(bp.combined_patch)
     name = module_name(series_name)
@@ -307,25 +511,17 @@ def build_kpatch(
         "signing_cert_sha256": signing["cert_sha256"] if signing else None,
     }
     key = artifact_key(key_inputs)
-    outdir = build_root() / (out_name or t.name)
-    mpath = outdir / "manifest.json"
-    if not force and not check_only and mpath.exists():
-        try:
-            old = json.loads(mpath.read_text())
-            ko = outdir / old["module_file"]
-            if old.get("inputs_key") == key and ko.exists() and sha256_file(ko) == old["sha256"]:
-                log(f"{t.name}: unchanged ({ko.name}, inputs key {key[:12]}): nothing to do")
-                return KpatchResult(
-                    t.name, "unchanged", ko, old, mpath, Path(old.get("log", "")), round(time.monotonic() - t0, 2)
-                )
-        except (ValueError, KeyError, OSError):
-            pass
+    outdir = build_root() / (opts.out_name or t.name)
+    if not opts.force and not opts.check_only:
+        reused = _reuse(outdir, key, t, t0, log)
+        if reused:
+            return reused
 
     work = cache_dir() / "kpatch" / "work" / t.name
     work.mkdir(parents=True, exist_ok=True)
     outdir.mkdir(parents=True, exist_ok=True)
     # the log of the last good build stays next to its module; a failing or --check run gets its own file
-    final_log = outdir / ("kpatch-build-check.log" if check_only else "kpatch-build.log")
+    final_log = outdir / ("kpatch-build-check.log" if opts.check_only else "kpatch-build.log")
     log_path = outdir / ".kpatch-build.log.running"
     failed_log = outdir / "kpatch-build-failed.log"
     log_path.write_text(f"# numaforge build-kpatch {t.name} {datetime.now(timezone.utc).isoformat()}\n")
@@ -341,157 +537,49 @@ def build_kpatch(
         patch,
         name,
         tmp_out,
-        jobs,
+        opts.jobs,
         inputs.config_arg,
         replace=t.replace,
         build_targets=build_targets,
     )
-    stages: list[dict] = []
-    t_stage = [time.monotonic()]
-
-    kb_log = work / "build.log"  # kpatch-build's own log; it deletes it on success
-    kb_keep = outdir / ".kpatch-build-own.log"
-    kb_keep.unlink(missing_ok=True)
-
-    def stage(sid, label):
-        if not kb_keep.exists() and kb_log.exists():
-            try:
-                os.link(kb_log, kb_keep)  # a second name keeps the content after kpatch-build's rm
-            except OSError:
-                pass
-        now = time.monotonic()
-        if stages:
-            stages[-1]["seconds"] = round(now - t_stage[0], 1)
-        t_stage[0] = now
-        stages.append({"stage": sid, "label": label})
-        if on_stage:
-            on_stage(sid, label)
-
+    stages = _Stages(work / "build.log", outdir / ".kpatch-build-own.log", on_stage)
+    stages.kb_keep.unlink(missing_ok=True)
     log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {final_log})")
     try:
-        with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
-            rc, out, stopped = run_kpatch_build(
-                cmd, env, log_path, on_stage=stage, stop_at="build-original" if check_only else None
-            )
-            own = kb_keep if kb_keep.exists() else kb_log
-            if own.exists():
-                with open(log_path, "a") as lf:
-                    lf.write("\n# ---- kpatch-build's own log (CACHEDIR/build.log) ----\n")
-                    lf.write(own.read_text(errors="replace"))
-            kb_keep.unlink(missing_ok=True)
-            restored = None
-            if inputs.restore and not stopped:
-                stage("restore", "restoring the prebuilt tree")
-                log(f"{t.name}: restoring the prebuilt tree (kpatch-build leaves patched objects)")
-                with open(log_path, "a") as lf:
-                    lf.write("\n# ---- restore: rebuild the original objects ----\n")
-                    lf.flush()
-                    restored = inputs.restore(BuildEnv(shim).env(), lf)
-        if check_only:
+        restore_env = BuildEnv(shim, wrapper_env(cc_wrapper)).env()
+        rc, out, stopped, restored = _kpatch_build(
+            cmd, env, inputs, restore_env, log_path, stages, opts.check_only, log, t, build_targets
+        )
+        if opts.check_only:
             if not stopped:
                 raise _failed(out, log_path, failed_log)
             os.replace(log_path, final_log)
-            log_path = final_log
-            shutil.rmtree(tmp_out, ignore_errors=True)
-            man = {
-                "target": t.name,
-                "status": "checked",
-                "command": cmd,
-                "kernel_release": inputs.release,
-                "stages": [s["stage"] for s in stages],
-                "log": str(log_path),
-                "env": {k: env[k] for k in ("MAKEFLAGS",) if k in env},
-            }
-            return KpatchResult(t.name, "checked", None, man, None, log_path, round(time.monotonic() - t0, 2))
+            return _checked(t, cmd, env, inputs, stages, final_log, t0)
         if rc != 0:
             raise _failed(out, log_path, failed_log)
-        kos = sorted(tmp_out.glob("*.ko"))
-        if not kos:
-            raise KpatchBuildError(
-                "kpatch-build reported success but wrote no .ko",
-                str(tmp_out),
-                "read the log",
-                "unknown",
-                str(failed_log),
-            )
-        ko = outdir / kos[0].name
-        info = modinfo(kos[0])
-        if info.get("livepatch") != "Y":
-            raise KpatchBuildError(
-                f"module is not a livepatch module (modinfo livepatch={info.get('livepatch')!r})",
-                str(kos[0]),
-                "the target kernel needs CONFIG_LIVEPATCH=y",
-                "not-livepatch",
-                str(failed_log),
-            )
-        vermagic_release = info.get("vermagic", "").split(" ")[0]
-        if vermagic_release != t.kernel_release:
-            raise KpatchBuildError(
-                f"module vermagic '{info.get('vermagic')}' does not match the target release {t.kernel_release}",
-                str(kos[0]),
-                "fix kernel_release / KERNELRELEASE for this target",
-                "vermagic",
-                str(failed_log),
-            )
-        signature = None
-        if signing:
-            signature = sign_module(kos[0], inputs.tree, signing, log)
-        for old_ko in outdir.glob("*.ko"):
-            if old_ko.name != ko.name:
-                old_ko.unlink()
-        os.replace(kos[0], ko)
+        ko, info, signature = _install_module(t, tmp_out, outdir, inputs, signing, failed_log, log)
         os.replace(log_path, final_log)
-        log_path = final_log
     finally:
         shutil.rmtree(tmp_out, ignore_errors=True)
-        if log_path.name.endswith(".running") and log_path.exists():
+        if log_path.exists():
             os.replace(log_path, failed_log)
-    if stages:
-        stages[-1].setdefault("seconds", round(time.monotonic() - t_stage[0], 1))
-    manifest = {
-        "target": t.name,
-        "target_kind": t.kind,
-        "module_file": ko.name,
-        "module_name": info.get("name"),
-        "sha256": sha256_file(ko),
-        "size": ko.stat().st_size,
-        "vermagic": info.get("vermagic"),
-        "livepatch": info.get("livepatch"),
-        "replace": t.replace,
-        "signature": signature,
+    stages.close()
+    build = {
         "build_targets": build_targets,
-        "kernel_release": t.kernel_release,
-        "patched_functions": parse_functions(out),
+        "out": out,
         "series": series_name,
-        "series_files": bp.manifest.get("series_files", {}),
-        "patches": [
-            {"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
-            for p in bp.manifest.get("patches", [])
-        ],
-        "combined_patch": str(patch),
-        "combined_patch_sha256": key_inputs["patch_sha256"],
-        "source_hash": bp.source_hash,
-        "base_commit": bp.base_commit,
-        "result_commit": bp.result_commit,
-        "base_version": bp.base_version,
-        "toolchain": {
-            "kpatch_build": tc.version,
-            "gcc": comp,
-            "compiler": t.compiler,
-            "ld": _ld_version(),
-            "cc_wrapper": cc_wrapper,
-        },
-        "inputs": inputs.identity,
-        "inputs_key": key,
-        "tree": str(inputs.tree),
-        "vmlinux": str(inputs.vmlinux),
-        "restore": restored,
-        "stages": stages,
-        "command": cmd,
-        "log": str(log_path),
+        "key_inputs": key_inputs,
+        "key": key,
+        "cc_wrapper": cc_wrapper,
+        "inputs": inputs,
+        "restored": restored,
+        "stages": stages.stages,
+        "cmd": cmd,
+        "log": final_log,
         "seconds": round(time.monotonic() - t0, 1),
-        "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    manifest = _manifest(t, bp, tc, ko, info, signature, build)
+    mpath = outdir / "manifest.json"
     tmpm = mpath.with_name(".manifest.json.tmp")
     tmpm.write_text(json.dumps(manifest, indent=2) + "\n")
     os.replace(tmpm, mpath)
@@ -499,4 +587,4 @@ def build_kpatch(
         f"{t.name}: built {ko.name} ({', '.join(f['function'] for f in manifest['patched_functions']) or '-'}) "
         f"in {manifest['seconds']} s"
     )
-    return KpatchResult(t.name, "built", ko, manifest, mpath, log_path, manifest["seconds"])
+    return KpatchResult(t.name, "built", ko, manifest, mpath, final_log, manifest["seconds"])

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import debian_apt, paths, yamlsrc
+from ..errors import ToolMissingError
 from ..paths import cache_dir
 from .kpatch_errors import PreflightError
 
@@ -177,6 +179,18 @@ class DebianInputs:
     symvers: Path | None = None
 
 
+def debian_inputs_cached(t: Target) -> bool:
+    """True when debian_inputs(t) has everything on disk (nothing is downloaded: `doctor --strict` asks so)."""
+    root = cache_dir() / "kpatch" / "debian" / t.kernel_release
+    index = root / "inputs.json"
+    if not index.is_file():
+        return False
+    meta = json.loads(index.read_text())
+    ver = t.debian["version"]
+    want = {"config": "headers_package", "vmlinux": "dbg_package", "symvers": "headers_package"}
+    return all((root / w).exists() and meta.get(w) == f"{t.debian[p]}={ver}" for w, p in want.items())
+
+
 def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs:
     """Download (once) the headers and -dbg packages and extract .config and vmlinux into the cache."""
 
@@ -208,3 +222,18 @@ def debian_inputs(t: Target, log=print, keep_debs: bool = False) -> DebianInputs
         if what == "vmlinux" and not keep_debs:
             deb.unlink(missing_ok=True)  # only the vmlinux is needed; the 800 MB package is not kept
     return DebianInputs(root / "config", root / "vmlinux", rel, root / "symvers")
+
+
+def resolve_wrapper(t, override: str | None) -> str | None:
+    """The compiler wrapper a build uses: --cc-wrapper, else the target's `cc_wrapper`. A wrapper that is named
+    but not installed is an error (a target asking for ccache never builds without it silently)."""
+    wrapper = override or t.cc_wrapper
+    if wrapper and not shutil.which(wrapper):
+        where = "--cc-wrapper" if override else f"{t.path}: cc_wrapper"
+        drop = "drop --cc-wrapper" if override else f"remove `cc_wrapper: {wrapper}` from {t.path}"
+        raise ToolMissingError(
+            f"compiler wrapper {wrapper} is not installed (target {t.name} builds through it)",
+            where,
+            f"install it: `apt-get install {wrapper}` (`bash scripts/setup.sh` installs ccache), or {drop}",
+        )
+    return wrapper

@@ -197,11 +197,16 @@ DEBIAN_DISK_MODULES = (
 )
 
 
+def debian_kernel_root() -> Path:
+    """Where debian_kernel() extracts the Debian kernel (complete once `.complete` exists)."""
+    return cache_dir() / "lab" / f"debian-{DEBIAN_ABI}-{DEBIAN_VERSION}"
+
+
 def debian_kernel() -> LabKernel:
     """Debian bullseye's 5.10.0-46-amd64 (5.10.262-1) image + headers, extracted once into the cache."""
     from .. import debian_apt
 
-    root = cache_dir() / "lab" / f"debian-{DEBIAN_ABI}-{DEBIAN_VERSION}"
+    root = debian_kernel_root()
     release = f"{DEBIAN_ABI}-amd64"
     if not (root / ".complete").exists():
         debs = cache_dir() / "lab" / "debs"

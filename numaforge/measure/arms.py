@@ -67,7 +67,9 @@ def build_arms(
             out.append(Arm(name, None))
             continue
         bp = kbackport.backport(source, str(d), compilers=("gcc-10",), compile_check=True, log=log)
-        res = kkpatch.build_kpatch(target, bp=bp, log=log, out_name=out_name(target, name))
+        res = kkpatch.build_kpatch(
+            target, bp=bp, options=kkpatch.BuildOptions(out_name=out_name(target, name)), log=log
+        )
         out.append(Arm(name, d, res.module))
     return out
 

@@ -7,7 +7,7 @@
 # Idempotent: warm runs only check. Needs apt_need/$SUDO from scripts/setup.sh.
 set -euo pipefail
 
-apt_need openssh-server openssh-client openssh-sftp-server dropbear-bin iproute2 sudo passwd coreutils procps
+apt_need $(packages ssh)
 
 # Debian's postinst may enable/start the system sshd; the tests never use it. Do not touch it further.
 for tool in /usr/sbin/sshd /usr/sbin/dropbear dropbearkey ssh-keygen ssh-agent ip sudo useradd sha256sum; do

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
 
 # build deps of a 5.10 `make prepare` + object builds; dpkg-deb extracts the source tarball
-apt_need gcc-12 make bc bison flex libelf-dev libssl-dev dwarves xz-utils git
+apt_need $(packages kernel)
 
 # gcc-10: what bullseye's kernels are built with; not in Debian 12, so install it from bullseye
 if ! command -v gcc-10 >/dev/null 2>&1; then

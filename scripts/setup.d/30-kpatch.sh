@@ -2,8 +2,7 @@
 # kpatch tier (issue 4): kpatch-build 0.9.11 built from Debian's kpatch source (not packaged for bookworm),
 # the tools kpatch-build and a 5.10 kernel build call, and gcc-10 (bullseye's kernel compiler).
 # Idempotent: a warm run only checks versions. Needs apt_need/$SUDO from scripts/setup.sh.
-# The ~20 min lab kernel prebuild is NOT done here: the first `invoke build-kpatch` (or the kpatch test tier)
-# builds it once into the content-hash cache (python -m numaforge.kernel.labkernel builds it explicitly).
+# The lab kernel prebuild is the next step (35-kernel-caches.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
@@ -11,8 +10,7 @@ PREFIX="${KPATCH_PREFIX:-/usr/local}"
 WANT=0.9.11
 CACHE="${NUMAFORGE_CACHE:-$HOME/.cache/numaforge}"
 
-apt_need gcc make gawk patchutils flex bison bc dwarves rsync libelf-dev libssl-dev binutils \
-  dpkg-dev xz-utils kmod cpio
+apt_need $(packages kernel) $(packages kpatch)
 
 if ! command -v gcc-10 >/dev/null 2>&1; then
   echo "setup: installing gcc-10 from bullseye (private apt config)"

@@ -7,8 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
 
-apt_need qemu-system-x86 busybox-static dropbear-bin openssh-sftp-server openssh-client cpio kmod gcc libc6-dev \
-  make dpkg-dev
+apt_need $(packages lab) $(packages kpatch) $(packages ssh)
 
 # gcc-10 (bullseye's kernel compiler) builds the test live patches against Debian's 5.10 headers
 if ! command -v gcc-10 >/dev/null 2>&1; then

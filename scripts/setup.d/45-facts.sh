@@ -6,7 +6,7 @@
 # Needs apt_need/$SUDO from scripts/setup.sh.
 set -euo pipefail
 
-apt_need pciutils numactl util-linux coreutils
+apt_need $(packages facts)
 for tool in lspci numactl lscpu head; do
   command -v "$tool" >/dev/null 2>&1 || { echo "setup(facts): $tool missing after install"; exit 1; }
 done

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-apt_need libglib2.0-0 libnuma1 libcap-ng0 libsystemd0
+apt_need $(packages hostos)
 dest="${NUMAFORGE_CACHE:-$HOME/.cache/numaforge}/hostos/irqbalance"
 if [ ! -x "$dest/usr/sbin/irqbalance" ]; then
   tmp=$(mktemp -d /tmp/numaforge-irqbalance.XXXXXX)

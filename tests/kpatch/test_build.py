@@ -9,7 +9,6 @@ tests/kpatch/test_debian_build.py (only with a warm prepared tree)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,8 +56,10 @@ def test_prebuilt_tree_is_reused_and_restored(lab):
     m = lab.manifest
     stages = [s["stage"] for s in m["stages"]]
     assert stages.index("build-original") < stages.index("build-patched") < stages.index("module")
-    # kpatch-build left patched objects; the restore rebuilt the original and the vmlinux is the prebuilt one
-    assert m["restore"] == {"restored": True, "vmlinux_identical": True}
+    # kpatch-build built only the patch's directories (no vmlinux relink) through ccache and left patched objects
+    # there; the restore rebuilt the same targets from the original source and the vmlinux is the prebuilt one
+    assert m["build_targets"] == ["kernel/sched/", "modules_prepare"] and m["toolchain"]["cc_wrapper"] == "ccache"
+    assert m["restore"] == {"restored": True, "vmlinux_identical": True, "targets": m["build_targets"]}
 
 
 def test_unchanged_rebuild_does_no_work(lab, bp):
@@ -124,7 +125,7 @@ def test_debian_compiler_check_against_the_real_vmlinux(deb_inputs):
 
 
 def test_debian_target_passes_preflight_and_kpatch_builds_own_checks(bp, deb_inputs):
-    res = kp.build_kpatch(DEB, bp=bp, check_only=True)
+    res = kp.build_kpatch(DEB, bp=bp, options=kp.BuildOptions(check_only=True))
     assert res.status == "checked" and res.module is None
     m = res.manifest
     assert m["stages"][-1] == "build-original" and "test-patch" in m["stages"]
@@ -152,7 +153,7 @@ def test_debian_target_passes_preflight_and_kpatch_builds_own_checks(bp, deb_inp
 
 def test_real_kpatch_build_gcc_mismatch_is_mapped(bp, deb_inputs, tmp_path):
     """kpatch-build itself, with the machine's gcc-12 instead of gcc-10, against the Debian vmlinux."""
-    res = kp.build_kpatch(DEB, bp=bp, check_only=True)      # prepares the Debian tree (cached)
+    res = kp.build_kpatch(DEB, bp=bp, options=kp.BuildOptions(check_only=True))      # prepares the Debian tree (cached)
     tree = Path(res.manifest["command"][res.manifest["command"].index("-s") + 1])
     tc = kp.toolchain()
     cmd = kp.kpatch_command(tc, tree, deb_inputs.vmlinux, Path(bp.combined_patch), "livepatch-x", tmp_path, 2)

@@ -250,3 +250,27 @@ def test_lab_key_changes_with_each_input():
                          ("patches", [("0001.patch", b"q")]), ("compiler", "GCC: 12"), ("tc_version", "0.9.12"),
                          ("kcflags", "-O3"), ("make_vars", ["CC=y"])):
         assert labkernel.lab_key(**{**args, field: value}) != k0, field
+
+
+def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, monkeypatch):
+    """A target asking for ccache never builds without it silently (issue 24): the error names the target file,
+    the key and both fixes; --cc-wrapper names itself. An installed wrapper is used as asked."""
+    doc = {"name": "t", "kind": "lab", "kernel_release": "5.10.262", "base_version": "5.10.262",
+           "compiler": "gcc-10", "source": "x", "cc_wrapper": "ccache"}
+    t = targets.parse_target(doc, "kpatch/targets/t.yaml")
+    t = targets.Target(**{**t.__dict__, "path": "kpatch/targets/t.yaml"})
+    monkeypatch.setenv("PATH", str(tmp_path))                    # no ccache on this PATH
+    with pytest.raises(NumaforgeError) as exc:
+        targets.resolve_wrapper(t, None)
+    e = exc.value
+    assert e.exit_code == 3 and "compiler wrapper ccache is not installed" in e.what
+    assert e.where == "kpatch/targets/t.yaml: cc_wrapper"
+    assert "apt-get install ccache" in e.fix and "remove `cc_wrapper: ccache` from kpatch/targets/t.yaml" in e.fix
+    with pytest.raises(NumaforgeError, match="distcc is not installed") as exc:
+        targets.resolve_wrapper(t, "distcc")
+    assert exc.value.where == "--cc-wrapper" and "drop --cc-wrapper" in exc.value.fix
+    fake = tmp_path / "ccache"
+    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    assert targets.resolve_wrapper(t, None) == "ccache"
+    assert targets.resolve_wrapper(targets.Target(**{**t.__dict__, "cc_wrapper": None}), None) is None

@@ -1,5 +1,6 @@
 """End to end on the lab VM: backport -> build-kpatch (real kpatch-build, lab target) -> boot the lab kernel ->
-`invoke validate --target lab` loads, verifies, measures the A/B NUMA counts (60 s runs) and unloads.
+`invoke validate --target lab` loads, verifies, measures the A/B NUMA counts (15 s runs: this checks that both
+arms run and are traced, not the effect's size, which is bench/numa_effect.py's job) and unloads.
 
 Cold this builds the lab kernel and module (~25+ min, content-hash cached; the kpatch tier normally did it
 already); the lab kernel build takes a lock, so it never runs twice at once. It runs before test_lab_vm.py
@@ -41,7 +42,7 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
                    "    kernel: {release: 5.10.262, target: lab}\n")
     report, junit = tmp_path / "validate.json", tmp_path / "validate.xml"
     r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--host", "lab-vm",
-                        "--effect-seconds", "60", "--rounds", "1", "--measure", "--json", str(report), "--junit", str(junit)],
+                        "--effect-seconds", "15", "--rounds", "1", "--measure", "--json", str(report), "--junit", str(junit)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200)
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
@@ -56,7 +57,7 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
     assert v["loaded_check"]["rc"] == 0 and v["loaded_check"]["script"].endswith("-LOADED.test")
     assert v["dmesg_problems"] == []
     eff = d["numa_effect"]
-    assert eff["nodes"] == 4 and eff["workload"]["duration"] == 60
+    assert eff["nodes"] == 4 and eff["workload"]["duration"] == 15
     assert [x["label"] for x in eff["runs"]] == ["off", "on"]
     assert all(len(x["tasks"]) == 3 and x["vmstat_delta"]["numa_hint_faults"] > 0 for x in eff["runs"])
     assert all(x["migrations"] > 0 and x["units"] > 0 for x in eff["runs"])
