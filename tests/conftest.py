@@ -17,3 +17,13 @@ def _private_redfish_discovery_cache(tmp_path_factory, monkeypatch):
     """Each test starts with an empty on-disk Redfish discovery cache (numaforge.bios.discovery), so request
     counts never depend on what an earlier test (or a user run on this machine) learnt."""
     monkeypatch.setenv("NUMAFORGE_REDFISH_CACHE", str(tmp_path_factory.mktemp("redfish-cache")))
+
+
+def pytest_collection_modifyitems(config, items):
+    """scripts/test.sh runs the lab_vm tier on two xdist workers with --dist loadgroup: every test on the session
+    lab VM (tests/lab/conftest.py's `lab` fixture) stays on one worker, so the session boots one VM; a test that
+    boots its own VM is a group of its own and runs on the other worker meanwhile."""
+    for item in items:
+        if item.get_closest_marker("lab_vm") and not item.get_closest_marker("xdist_group"):
+            group = "lab-session-vm" if "lab" in item.fixturenames else f"own-vm:{item.module.__name__}"
+            item.add_marker(pytest.mark.xdist_group(group))

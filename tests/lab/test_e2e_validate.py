@@ -16,7 +16,7 @@ import pytest
 
 from numaforge.paths import ROOT
 
-pytestmark = pytest.mark.lab_vm
+pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group("lab-session-vm")]   # asks for `lab` in the test
 
 SERIES = "sched-numa-prefer-local-fallback"
 
