@@ -246,10 +246,22 @@ def import_tarball(tarball: Path, digest: str, log=None) -> tuple[Path, bool]:
     trees = kernel_cache() / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     dest = trees / digest
-    if (dest / ".git" / IMPORT_MARKER).exists():
-        return dest, False
-    with locked(trees / f".{digest}.lock"):
-        return _import_tarball(tarball, digest, dest, trees, log)
+    if not (dest / ".git" / IMPORT_MARKER).exists():
+        with locked(trees / f".{digest}.lock"):
+            dest, imported = _import_tarball(tarball, digest, dest, trees, log)
+            if imported:
+                return dest, True
+    _no_auto_gc(dest)  # a tree imported by an older numaforge
+    return dest, False
+
+
+def _no_auto_gc(repo: Path) -> None:
+    """An imported tree holds ~70,000 loose objects: the `git gc --auto` that `git am` and `git commit` start would
+    repack them in the background for minutes, at whatever moment a backport happens to cross the threshold. The
+    cache's repos are numaforge's own: their objects stay loose (disk is not the scarce thing here, CPU is)."""
+    cfg = repo / ".git" / "config"
+    if "auto = 0" not in cfg.read_text(errors="replace"):
+        subprocess.run(["git", "-C", str(repo), "config", "gc.auto", "0"], check=True, capture_output=True)
 
 
 def _import_tarball(tarball: Path, digest: str, dest: Path, trees: Path, log) -> tuple[Path, bool]:
@@ -281,6 +293,7 @@ def _import_tarball(tarball: Path, digest: str, dest: Path, trees: Path, log) ->
                 "give a Linux source tarball (one top directory holding Makefile, kernel/, ...)",
             )
         repo = git.Repo.init(top)
+        repo.git.config("gc.auto", "0")  # before the import's own commit (see _no_auto_gc)
         env = dict(IMPORT_IDENTITY)
         with repo.git.custom_environment(**env):
             # a tarball may ship files its own .gitignore would hide; import exactly what is in it

@@ -13,6 +13,7 @@ import pytest
 
 from numaforge.kernel import backport as kb
 from numaforge.kernel import source as ksource
+from numaforge.paths import build_dir, cache_dir
 
 pytestmark = pytest.mark.kernel_source
 
@@ -59,6 +60,10 @@ def test_backport_signoff_commits_as_the_user_and_adds_the_users_signed_off_by(t
     home = tmp_path / "home"
     home.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = Ada Tester\n\temail = ada@example.org\n")
+    # the shared cache and build dir stay where they are (they default to $HOME's): a new HOME must not mean
+    # importing the kernel tarball again into a cache of its own
+    monkeypatch.setenv("NUMAFORGE_CACHE", str(cache_dir()))
+    monkeypatch.setenv("NUMAFORGE_BUILD", str(build_dir()))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
