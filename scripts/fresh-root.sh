@@ -43,6 +43,10 @@ if [ ! -x "$dir/usr/bin/apt-get" ]; then
   echo "fresh-root: debootstrap done in $((SECONDS - t0)) s"
 fi
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# this network's own trust anchors (a TLS-inspecting egress proxy's CA, a company CA), as any machine on it has them:
+# setup's ca-certificates puts them into the root's bundle, which pip is pointed at (PIP_CERT, below)
+mkdir -p "$dir/usr/local/share/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/" 2>/dev/null || true
 mount -t proc proc "$dir/proc"
 mount --rbind /sys "$dir/sys"
 mount --rbind /dev "$dir/dev"
@@ -57,7 +61,8 @@ mapfile -t cmds < <(awk '/^```sh$/ {on=1; next} on && /^```/ {exit} on' "$dir/ro
 [ ${#cmds[@]} = 2 ] || { echo "fresh-root: README.md does not start with two commands in a \`\`\`sh block"; exit 1; }
 in_root() {
   chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8 CI=true bash -c "cd /root/numaforge && $1" </dev/null >>"$log" 2>&1
+    LANG=C.UTF-8 CI=true PIP_CERT=/etc/ssl/certs/ca-certificates.crt bash -c "cd /root/numaforge && $1" \
+    </dev/null >>"$log" 2>&1
 }
 rc=0
 for i in 0 1; do

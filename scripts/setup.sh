@@ -35,7 +35,12 @@ fi
 if [ ! -x .venv/bin/python ]; then /usr/bin/python3 -m venv .venv; fi
 stamp=.venv/.numaforge-deps
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' && touch "$stamp"
+  if ! .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'; then
+    echo "setup: pip install -e '.[test]' into .venv failed (output above): nothing after it can run"
+    echo "  fix: check that PyPI is reachable (a proxy's CA in /usr/local/share/ca-certificates + PIP_CERT), then re-run"
+    exit 1
+  fi
+  touch "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
