@@ -43,6 +43,17 @@ if [ ! -x "$dir/usr/bin/apt-get" ]; then
   echo "fresh-root: debootstrap done in $((SECONDS - t0)) s"
 fi
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# this machine's apt mirror as apt here uses it: its Debian sources (not debootstrap's one-line list) and the
+# Acquire:: settings that go with it (a mirror that serves a frozen snapshot needs its Release files' dates
+# accepted); numaforge.debian_apt derives its bullseye and sid views from these, as on any machine
+if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
+  : >"$dir/etc/apt/sources.list"
+  cp /etc/apt/sources.list.d/*.sources "$dir/etc/apt/sources.list.d/"
+fi
+[ -s /etc/apt/sources.list ] && cp /etc/apt/sources.list "$dir/etc/apt/sources.list"
+for f in /etc/apt/apt.conf.d/*; do
+  grep -q '^Acquire::' "$f" 2>/dev/null && cp "$f" "$dir/etc/apt/apt.conf.d/"
+done
 # this network's own trust anchors (a TLS-inspecting egress proxy's CA, a company CA), as any machine on it has them:
 # setup's ca-certificates puts them into the root's bundle, which pip is pointed at (PIP_CERT, below)
 mkdir -p "$dir/usr/local/share/ca-certificates"

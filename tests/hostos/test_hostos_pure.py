@@ -16,7 +16,9 @@ from numaforge.hostos.plan import (IRQBALANCE_DEFAULTS, MANAGED_FILES, STATE_FIL
 from numaforge.hostos.profile import profile_facts, render_profile
 from numaforge.hostos.read import (bracketed, host_state, parse_interrupts, parse_snapshot, snapshot_request,
                                    snapshot_script)
-from numaforge.hostos.run import gate_verdict, locality_counters, locality_share
+from numaforge.hostos.run import OsOptions, gate_verdict, locality_counters, locality_share, resolve_profile
+from numaforge.inventory.loader import load_inventory
+from numaforge.paths import ROOT
 
 from .helpers import build_tree, corpus, lab_like_host
 
@@ -118,6 +120,7 @@ def test_plan_reports_every_problem_at_once(tmp_path):
     assert len(exc.value.problems) == 5
     assert "did you mean vm.zone_reclaim_mode?" in text and "kernel.no_such_thing: unknown" in text
     assert "CONFIG_TRANSPARENT_HUGEPAGE" in text and "no cpufreq" in text and "no such PCI device" in text
+    assert "set thp.enabled: null in the profile" in text and "thp.{k}" not in text     # the real key (issue 24)
 
 
 def test_plan_diff_and_device_checks():
@@ -222,3 +225,11 @@ def test_cli_bad_profile_is_a_clear_error_before_any_connection(tmp_path):
     assert r.returncode != 0 and "ADDR=NODE" in r.stdout + r.stderr
     r = _cli(tmp_path, "os-apply", "--canary", "1", "--gate", "locality", "--gate-threshold", "5")
     assert r.returncode != 0 and "--gate-threshold must be a number from 0 to 1" in r.stdout + r.stderr
+
+
+def test_the_lab_inventory_names_its_host_os_profile():
+    """The lab default covers all three pipelines (issue 24): `os-apply` on the lab VM needs no --profile."""
+    host = load_inventory(ROOT / "inventory" / "lab.yaml").hosts["lab-vm"]
+    assert host.vars["hostos_profile"] == "lab-vm-host" and host.bios_profile and host.kernel.target == "lab"
+    prof = resolve_profile(host, OsOptions())
+    assert prof.sysctl["vm.swappiness"] == "10" and prof.thp == {}
