@@ -113,17 +113,16 @@ def lab_kernel(source_spec: str | None = None, log=print):
     With no spec it uses the source of the latest backport for the lab's base version, else the lab target's
     source (Debian 5.10.262)."""
     lab = tg.load_target("lab")
-    wrapper = tg.resolve_wrapper(lab, None)
     if source_spec is None:
         bp = bpm.latest(base_version=lab.base_version)
         if bp is not None:
-            return labkernel.lab_kernel(log=log, source=_source_like(bp), cc_wrapper=wrapper)
+            return labkernel.lab_kernel(log=log, source=_source_like(bp))
         source_spec = lab.source
-    return labkernel.lab_kernel(source_spec, log=log, cc_wrapper=wrapper)
+    return labkernel.lab_kernel(source_spec, log=log)
 
 
-def _lab_inputs(tc: Toolchain, bp, cc_wrapper: str | None, log) -> TargetInputs:
-    lk = labkernel.lab_kernel(log=log, tc=tc, source=_source_like(bp), cc_wrapper=cc_wrapper)
+def _lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
+    lk = labkernel.lab_kernel(log=log, tc=tc, source=_source_like(bp))
 
     def restore(env: dict, logf, build_targets: list[str]) -> dict:
         # kpatch-build reverted the source but left patched objects in what it built (kernel/sched/fair.o and
@@ -494,7 +493,7 @@ def build_kpatch(
     signing = signing_inputs(opts.sign_key, opts.sign_cert)
     shim = compiler_shim(t.compiler, cc_wrapper)
     comp = gcc_comment(shim)
-    inputs = _lab_inputs(tc, bp, cc_wrapper, log) if t.kind == "lab" else _debian_inputs(t, tc, bp, shim, log)
+    inputs = _lab_inputs(tc, bp, log) if t.kind == "lab" else _debian_inputs(t, tc, bp, shim, log)
     _preflight(t, tc, inputs, comp, opts.host_releases)
 
     patch = Path(bp.combined_patch)

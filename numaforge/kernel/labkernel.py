@@ -31,7 +31,6 @@ from ..digest import sha256_bytes
 from ..errors import NumaforgeError
 from ..paths import cache_dir
 from . import kpatch_steps
-from . import targets as tg
 from . import toolchain as tcm
 from .kpatch_errors import KpatchError
 from .source import export_tree
@@ -166,14 +165,14 @@ def lab_kernel(
     log=print,
     tc: tcm.Toolchain | None = None,
     source=None,
-    cc_wrapper: str | None = None,
 ) -> LabKernel:
     """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
 
     `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash).
-    `cc_wrapper` (the lab target's, ccache): the build compiles through it, so kpatch-build's rebuilds of the
-    original source in the same tree find its objects (the wrapper does not change what is built, nor the key)."""
-    inputs = _inputs(source_spec, log, tc, source, cc_wrapper)
+    The prebuild never compiles through the lab target's ccache: a cold ccache preprocesses every unit a second
+    time, and the prebuild is all misses (docs/BENCHMARKS.md, "Fresh machine": 483 s through ccache against
+    365 s without); kpatch-build's few compiles in the tree use it."""
+    inputs = _inputs(source_spec, log, tc, source)
     found = _cached(inputs["key"], inputs["root"])
     if found:
         return found
@@ -182,19 +181,19 @@ def lab_kernel(
         found = _cached(inputs["key"], inputs["root"])
         if found:
             return found
-        return _build(**inputs, log=log, wrap_env=tcm.wrapper_env(cc_wrapper))
+        return _build(**inputs, log=log)
 
 
 def find_lab_kernel(source_spec: str | None = None) -> LabKernel | None:
     """The lab kernel of the source when it is built, else None; builds nothing (`doctor --strict` asks so)."""
-    inputs = _inputs(source_spec, lambda m: None, None, None, None)
+    inputs = _inputs(source_spec, lambda m: None, None, None)
     return _cached(inputs["key"], inputs["root"])
 
 
-def _inputs(source_spec, log, tc, source, cc_wrapper) -> dict:
+def _inputs(source_spec, log, tc, source) -> dict:
     """What names a lab kernel build: the content key, its cache directory, and what _build uses."""
     tc = tc or tcm.toolchain()
-    shim = tcm.compiler_shim(LAB_COMPILER, cc_wrapper)
+    shim = tcm.compiler_shim(LAB_COMPILER)
     compiler = tcm.gcc_comment(shim)
     if source is None:
         source = _source(source_spec or DEFAULT_SOURCE, log)
@@ -234,12 +233,12 @@ def _cached(key: str, root: Path) -> LabKernel | None:
     return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
-def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log, wrap_env: dict) -> LabKernel:
+def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     tree = root / "linux"
     out = root / "out"
-    env = tcm.BuildEnv(shim, {"KCFLAGS": flags, **wrap_env}).env()
+    env = tcm.BuildEnv(shim, {"KCFLAGS": flags}).env()
     env.pop("KPATCH_GCC_TEMPDIR", None)
     logpath = root / "build.log"
     with open(logpath, "a") as logf:
@@ -320,8 +319,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log, wrap_
 
 def main(argv: list[str]) -> int:
     try:
-        wrapper = tg.resolve_wrapper(tg.load_target(tg.DEFAULT_TARGET), None)
-        lk = lab_kernel(argv[0] if argv else None, log=lambda m: print(m, flush=True), cc_wrapper=wrapper)
+        lk = lab_kernel(argv[0] if argv else None, log=lambda m: print(m, flush=True))
     except NumaforgeError as exc:
         print(f"error: {exc.render()}", file=sys.stderr)
         return exc.exit_code

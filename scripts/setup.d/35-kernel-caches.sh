@@ -2,8 +2,8 @@
 # Kernel caches (issue 24), built or downloaded once per machine into the content-hash cache, like the Debian
 # kernel and kpatch-build itself: the main job's build-kpatch and lab-up and the kpatch and lab_vm test tiers read
 # them, and none of them should pay for them.
-#  - the lab kernel: our 5.10.262 built with kpatch-build's flags through ccache (numaforge.kernel.labkernel;
-#    about 6 minutes on 2 cores);
+#  - the lab kernel: our 5.10.262 built with kpatch-build's flags (numaforge.kernel.labkernel; about 6 minutes
+#    on 2 cores);
 #  - each Debian kpatch target's inputs: .config and Module.symvers from the headers package, vmlinux from the
 #    -dbg package (about 800 MB downloaded, only the vmlinux kept; numaforge.kernel.targets.debian_inputs).
 # `invoke doctor --strict` checks that both are here. Idempotent: a warm run finds them and does nothing.
@@ -12,9 +12,21 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
 log=$(mktemp /tmp/numaforge-labkernel.XXXXXX)
+dlog=$(mktemp /tmp/numaforge-debian-inputs.XXXXXX)
+# the Debian inputs are a download and an extraction: fetch them while the lab kernel compiles
+"$PY" - >"$dlog" 2>&1 <<'PYEOF' &
+from numaforge.kernel import targets as tg
+for name in tg.available():
+    t = tg.load_target(name)
+    if t.kind == "debian":
+        di = tg.debian_inputs(t, log=lambda m: print(f"setup: {m}", flush=True))
+        print(f"setup: kpatch target {name}: inputs in {di.vmlinux.parent}")
+PYEOF
+dpid=$!
 if ! "$PY" -m numaforge.kernel.labkernel >"$log" 2>&1; then
   tail -20 "$log"
   echo "setup: the lab kernel build failed (log above; the build's own log is named there)"
+  wait $dpid || true
   exit 1
 fi
 "$PY" - "$log" <<'PYEOF'
@@ -25,11 +37,10 @@ how = f"built in {st['build_seconds']} s" if st.get("built_now") else "cached"
 print(f"setup: lab kernel {st['release']} ({how}): {st['bzimage']}")
 PYEOF
 rm -f "$log"
-"$PY" - <<'PYEOF'
-from numaforge.kernel import targets as tg
-for name in tg.available():
-    t = tg.load_target(name)
-    if t.kind == "debian":
-        di = tg.debian_inputs(t, log=lambda m: print(f"setup: {m}", flush=True))
-        print(f"setup: kpatch target {name}: inputs in {di.vmlinux.parent}")
-PYEOF
+if ! wait $dpid; then
+  cat "$dlog"
+  echo "setup: downloading a Debian kpatch target's inputs failed (above)"
+  exit 1
+fi
+cat "$dlog"
+rm -f "$dlog"
