@@ -34,6 +34,7 @@ cleanup() {
   for m in dev/pts dev sys proc run tmp; do
     mountpoint -q "$dir/$m" && umount -l "$dir/$m" || true
   done
+  mountpoint -q "$dir" && umount -l "$dir" || true
 }
 trap cleanup EXIT
 t0=$SECONDS
@@ -43,6 +44,9 @@ if [ ! -x "$dir/usr/bin/apt-get" ]; then
   echo "fresh-root: debootstrap done in $((SECONDS - t0)) s"
 fi
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# what the Debian installer (and every cloud image) writes and debootstrap does not: the tests reach their local
+# peers as localhost
+[ -s "$dir/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$dir/etc/hosts"
 # this machine's apt mirror as apt here uses it: its Debian sources (not debootstrap's one-line list) and the
 # Acquire:: settings that go with it (a mirror that serves a frozen snapshot needs its Release files' dates
 # accepted); numaforge.debian_apt derives its bullseye and sid views from these, as on any machine
@@ -58,6 +62,9 @@ done
 # setup's ca-certificates puts them into the root's bundle, which pip is pointed at (PIP_CERT, below)
 mkdir -p "$dir/usr/local/share/ca-certificates"
 cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/" 2>/dev/null || true
+# the root is a mount point of its own, as / is on a machine: `ip netns`/`ip -n` make / a slave mount, which the
+# kernel refuses for a directory that is not one (the ssh tier's namespace hosts failed with exit 255)
+mountpoint -q "$dir" || mount --bind "$dir" "$dir"
 mount -t proc proc "$dir/proc"
 mount --rbind /sys "$dir/sys"
 mount --rbind /dev "$dir/dev"

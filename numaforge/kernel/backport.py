@@ -271,7 +271,7 @@ def apply_series(
             check=False,
         )
     except BaseException:  # Ctrl-C or a git failure mid-way: put the tree back before leaving
-        _restore(repo, branch, before, existing)
+        _restore(repo, branch, before, existing, signoff)
         raise
     if am.returncode == 0:
         result = _git(repo, "rev-parse", "HEAD").stdout.strip()
@@ -279,7 +279,7 @@ def apply_series(
         state.write_text(json.dumps({"wanted": wanted, "result": result}, indent=1))
         return result, "applied"
     detail = _describe_failure(repo, gitdir, series, am.stdout + am.stderr, base_label)
-    _restore(repo, branch, before, existing)
+    _restore(repo, branch, before, existing, signoff)
     raise ConflictError(
         render_conflict(detail),
         _where(detail),
@@ -349,8 +349,17 @@ def _describe_failure(repo: Path, gitdir: Path, series: Series, output: str, bas
     }
 
 
-def _restore(repo: Path, branch: str, before: dict, existing: str | None) -> None:
-    _git(repo, "am", "--abort", check=False)
+def _restore(repo: Path, branch: str, before: dict, existing: str | None, env: dict | None = None) -> None:
+    # with the identity the am ran with: git refuses `am --abort` without a committer identity, and a build
+    # server's account often has none (that left .git/rebase-apply behind on a fresh machine)
+    _git(repo, "am", "--abort", env=env or AM_IDENTITY, check=False)
+    gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip())
+    if (gitdir / "rebase-apply").exists():
+        raise BackportError(
+            "git am --abort left the am in progress (.git/rebase-apply)",
+            str(repo),
+            "run `git am --abort` there (set user.name/user.email if git asks for them), then re-run",
+        )
     if before["symref"]:
         _git(repo, "checkout", "-q", "-f", before["symref"].removeprefix("refs/heads/"))
     else:

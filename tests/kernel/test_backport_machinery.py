@@ -81,9 +81,16 @@ def test_rerun_is_idempotent_and_result_commit_deterministic(tmp_path):
     assert third.status == "applied" and third.result_commit == first.result_commit
 
 
-def test_conflict_3way_reports_hunk_and_restores_tree_byte_identical(tmp_path):
-    """History 5.10.223 -> 5.10.262 holds the patch's pre-image blob, so git am falls back to a 3-way merge."""
+@pytest.mark.parametrize("identity", [True, False], ids=["git-identity", "no-git-identity"])
+def test_conflict_3way_reports_hunk_and_restores_tree_byte_identical(tmp_path, monkeypatch, identity):
+    """History 5.10.223 -> 5.10.262 holds the patch's pre-image blob, so git am falls back to a 3-way merge.
+    Without a git identity (a fresh build server's account: no ~/.gitconfig), the restore still aborts the am."""
     repo = mini_repo(tmp_path / "linux", "5.10.223", "5.10.262")
+    if not identity:
+        monkeypatch.setenv("HOME", str(tmp_path / "no-identity-home"))
+        monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+            monkeypatch.delenv(k, raising=False)
     (repo / "local-notes.txt").write_text("untracked file must survive\n")
     before = snapshot(repo)
     with pytest.raises(kb.ConflictError) as ei:
