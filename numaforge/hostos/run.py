@@ -154,6 +154,8 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         # an interrupted identical run already applied and verified this host (its gate included): verify only
         res = verify_host(host, opts)
         res.message = f"resumed from {opts.journal.path}: applied and verified before; {res.message}"
+        if res.status != "failed":
+            res.status = "unchanged"  # this run changed nothing (the interrupted one did: its report says so)
         return res
     profile = resolve_profile(host, opts)
     gate = opts.gate == "locality" and host.name in opts.canary_hosts
@@ -184,6 +186,8 @@ def apply_host(host, opts: OsOptions) -> HostResult:
     res.data["changed"] = changed
     _verdict(res, after_plan)
     if res.status != "failed":
+        # one vocabulary with bios-apply: a host whose settings were written is "changed", not "ok"
+        res.status = "changed" if changed else "unchanged"
         res.message = (
             f"changed {len(changed)}: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed)
             if changed
@@ -196,7 +200,7 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         if not ok:
             res.status = "failed"
             res.message += f" (the rollout stops; undo this host with os-apply --rollback --host {host.name})"
-    if opts.journal is not None and res.status == "ok":
+    if opts.journal is not None and res.status != "failed":
         opts.journal.record(host, jr.VERIFIED)
     return res
 
@@ -209,6 +213,7 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
         try:
             script, saved = rollback_script(state, root, real_root=root == "/")
         except NothingToRollBack:
+            res.status = "unchanged"
             res.message = "nothing to roll back (no saved values on the host: never applied, or rolled back)"
             return res
         except ValueError as exc:
@@ -228,6 +233,7 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
     if wrong:
         res.status, res.message = "failed", "rolled back, but not every value came back: " + "; ".join(wrong)
     else:
+        res.status = "changed"
         res.message = (
             f"restored {len(saved.get('values', {}))} value(s) and {len(saved.get('files', {}))} file(s) "
             "from before the first os-apply"

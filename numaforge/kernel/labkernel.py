@@ -169,9 +169,8 @@ def lab_kernel(
     """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
 
     `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash).
-    The prebuild never compiles through the lab target's ccache: a cold ccache preprocesses every unit a second
-    time, and the prebuild is all misses (docs/BENCHMARKS.md, "Fresh machine": 483 s through ccache against
-    365 s without); kpatch-build's few compiles in the tree use it."""
+    The prebuild does not compile through the lab target's ccache: it is all misses, and the only later reader of
+    its objects would be kpatch-build's first recompile of fair.o (3.5 s); kpatch-build's compiles use it."""
     inputs = _inputs(source_spec, log, tc, source)
     found = _cached(inputs["key"], inputs["root"])
     if found:

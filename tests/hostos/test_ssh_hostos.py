@@ -69,7 +69,7 @@ def test_fleet_cli_canary_apply_verify_rollback(netns_lab, tmp_path):
             "--junit", str(tmp_path / "apply.xml"), check_rc=1, build=b)
     report = json.loads((tmp_path / "apply.json").read_text())
     status = {h["host"]: h["status"] for h in report["hosts"]}
-    assert status == {"h0": "ok", "h1": "failed", "h2": "ok"}
+    assert status == {"h0": "changed", "h1": "failed", "h2": "changed"}
     assert report["data"]["fleet"]["batches"] == [["h0"], ["h1", "h2"]]
     assert not (roots[1] / "var/lib/numaforge").exists()             # rejected before anything was written
     assert swappiness.read_text() == "10"
@@ -141,7 +141,7 @@ def test_locality_gate_on_the_canary(netns_lab, tmp_path, after, widened):
     gate = canary.data["gate"]
     assert abs(gate["before"]["alloc_local_share"] - 0.95) < 0.01
     if widened:
-        assert canary.status == "ok" and rest.status == "ok" and not out.stopped, canary.message
+        assert canary.status == "changed" and rest.status == "changed" and not out.stopped, canary.message
     else:
         assert canary.status == "failed" and "WORSE" in canary.message and "--rollback --host g0" in canary.message
         assert out.stopped and rest.status == "not-run"
@@ -164,7 +164,7 @@ def test_sudo_user_applies_and_a_user_without_sudo_writes_nothing(sshd_host, tes
                     vars={"hostos_profile": "lab-vm-host", "hostos_root": str(root)})
         res = run_os([host], "apply", OsOptions(), progress=False).results[0]
         if ok:
-            assert res.status == "ok", res.message
+            assert res.status == "changed", res.message
             assert (root / "proc/sys/vm/swappiness").read_text() == "10"
             assert (root / "var/lib/numaforge/hostos/previous.json").stat().st_uid == 0
         else:
@@ -183,10 +183,10 @@ def test_interrupted_apply_resumes_from_the_journal(sshd_host, tmp_path):
     hosts = [_host(sshd_host, r, name=f"j{i}") for i, r in enumerate(roots)]
     j = journal.open("os-apply test", tmp_path / "journal")
     out = run_os(hosts[:1], "apply", OsOptions(journal=j), progress=False)
-    assert out.results[0].status == "ok" and j.done("j0", journal.VERIFIED) and j.done("j0", journal.PATCHED)
+    assert out.results[0].status == "changed" and j.done("j0", journal.VERIFIED) and j.done("j0", journal.PATCHED)
     j2 = journal.open("os-apply test", tmp_path / "journal")          # the re-run reads what the first left
     out = run_os(hosts, "apply", OsOptions(journal=j2), progress=False)
     first, second = out.results
-    assert first.status == "ok" and first.message.startswith("resumed from") and first.data.get("changed") is None
+    assert first.status == "unchanged" and first.message.startswith("resumed from") and first.data.get("changed") is None
     assert [s.name for s in first.steps] == ["read"]
-    assert second.status == "ok" and "changed" in second.message
+    assert second.status == "changed" and "changed" in second.message
