@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 
+from ..defaults import AUDIT_WINDOW
 from ..errors import NumaforgeError
 from ..facts.captures import parse_cpulist
 from ..fleet import FleetOutcome, run_fleet
@@ -64,7 +65,7 @@ _SAMPLE = re.compile(r"^@@@ sample (\d)$", re.M)
 
 @dataclass
 class AuditOptions:
-    window: float = 10.0
+    window: float = AUDIT_WINDOW
     process: str | None = None  # glob on /proc/PID/status Name
     accept_new_host_key: bool = False
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from ..defaults import FORKS_SSH
+from ..defaults import AUDIT_WINDOW, FORKS_SSH
 from ..display import esc
 from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
@@ -24,7 +24,7 @@ else:  # imported by the task that uses it (numaforge.lazy)
     audit_run = lazy_module("numaforge.audit.run")
 
 HELP = {
-    "window": "seconds between the two samples of the counters (default 10: the talk's 'sustained 10 s')",
+    "window": f"seconds between the two samples of the counters (default {AUDIT_WINDOW:g}: the talk's 'sustained 10 s')",
     "process": "audit only processes whose name (/proc/PID/status Name) matches this glob (default: all)",
 }
 COLOUR = {"crit": "red", "warn": "yellow", "info": "cyan"}
@@ -63,7 +63,7 @@ def _print(report: Report) -> None:
 
 def _window(value) -> float:
     if value is None:
-        return 10.0
+        return AUDIT_WINDOW
     try:
         w = float(value)
     except ValueError:
