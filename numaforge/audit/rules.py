@@ -165,6 +165,7 @@ def cpuset_membind(
         if not cpu_nodes or len(cpu_nodes) == len(nodes):
             continue  # not pinned to a subset of nodes
         where = f"/proc/{st.pid}"
+        vmas = [v for v in vmas if not v.path]  # anonymous memory: file pages sit where the page cache put them
         total = sum(sum(v.pages.values()) for v in vmas)
         per_node: dict[int, int] = {}
         for v in vmas:
@@ -233,9 +234,16 @@ def device_of(irq: Interrupt) -> str | None:
 
 
 def irq_placement(
-    a: dict[str, Interrupt], b: dict[str, Interrupt], window: float, local_cpus: dict[str, list[int]], ncpus: int
+    a: dict[str, Interrupt],
+    b: dict[str, Interrupt],
+    window: float,
+    local_cpus: dict[str, list[int]],
+    ncpus: int,
+    affinity: dict[str, list[int]] | None = None,
 ) -> list[Finding]:
-    """Per device: the share of its interrupts in the window on its busiest CPU and off its local CPUs."""
+    """Per device: its IRQs forced onto one CPU (smp_affinity_list), the share of its interrupts in the window on
+    its busiest CPU (when the affinity files were not readable) and off its local CPUs."""
+    affinity = affinity or {}
     out: list[Finding] = []
     per_dev: dict[str, list[int]] = {}
     irqs: dict[str, list[str]] = {}
@@ -252,24 +260,46 @@ def irq_placement(
         irqs.setdefault(dev, []).append(irq)
     for dev, counts in sorted(per_dev.items()):
         total = sum(counts)
-        if total < MIN_IRQS:
-            continue
         ev = [
             f"/proc/interrupts (2 samples {window:.0f} s apart), IRQs {','.join(irqs[dev])}: "
-            + " ".join(f"cpu{i}={c}" for i, c in enumerate(counts) if c)
+            + (" ".join(f"cpu{i}={c}" for i, c in enumerate(counts) if c) or "no interrupts")
         ]
-        top = max(range(len(counts)), key=lambda i: counts[i])
-        if ncpus > 1 and len(irqs[dev]) > 1 and counts[top] / total >= ONE_CPU_SHARE:
+        known = {i: affinity[i] for i in irqs[dev] if i in affinity}
+        single = {i: cpus[0] for i, cpus in known.items() if len(cpus) == 1}
+        fix = (
+            "spread the queues' IRQs over the device's local CPUs: os-apply irq_affinity for the device "
+            "(or `echo CPU > /proc/irq/N/smp_affinity_list` per queue; stop whatever pins them, e.g. irqbalance hints)"
+        )
+        if ncpus > 1 and len(single) >= 2 and len(set(single.values())) == 1:
+            cpu = next(iter(single.values()))
             out.append(
                 Finding(
                     "irq-placement",
                     "warn",
-                    f"{dev}: {counts[top] / total:.0%} of {total} interrupts of its {len(irqs[dev])} queues on cpu{top}",
-                    ev,
-                    "spread the queues' IRQs over the device's local CPUs: os-apply irq_affinity for the device "
-                    "(or `echo CPU > /proc/irq/N/smp_affinity_list` per queue; stop irqbalance pinning them)",
+                    f"{dev}: {len(single)} of its {len(irqs[dev])} IRQs are pinned to cpu{cpu} alone "
+                    f"({counts[cpu] if cpu < len(counts) else 0} of {total} interrupts in the window there)",
+                    ev
+                    + [
+                        f"/proc/irq/{i}/smp_affinity_list: {c}"
+                        for i, c in sorted(single.items(), key=lambda x: int(x[0]))
+                    ],
+                    fix,
                 )
             )
+        elif not known and total >= MIN_IRQS and ncpus > 1 and len(irqs[dev]) > 1:
+            top = max(range(len(counts)), key=lambda i: counts[i])
+            if counts[top] / total >= ONE_CPU_SHARE:
+                out.append(
+                    Finding(
+                        "irq-placement",
+                        "warn",
+                        f"{dev}: {counts[top] / total:.0%} of {total} interrupts of its {len(irqs[dev])} IRQs on cpu{top}",
+                        ev + ["/proc/irq/N/smp_affinity_list: not readable"],
+                        fix,
+                    )
+                )
+        if total < MIN_IRQS:
+            continue
         local = local_cpus.get(dev)
         if local:
             off = sum(c for i, c in enumerate(counts) if i not in local)

@@ -162,6 +162,7 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
         window,
         local,
         ncpus,
+        state.affinity,
     )
     sn = [
         parse_softnet(s.files["/proc/net/softnet_stat"]) if "/proc/net/softnet_stat" in s.files else None

@@ -91,15 +91,16 @@ def test_faulty_host_finds_each_planted_fault_with_evidence_and_fix():
     assert grew and grew[0].severity == "warn" and "40 -> 70" in grew[0].evidence[0]
     assert not [f for f in findings if f.what.startswith("cpu1: nr_spread_over")]  # grew by 2: healthy
     assert by_check(findings, "sched-imbalance", "warn")[-1].evidence[0].startswith("/proc/schedstat")
-    # 2.3 membench on node 0, 99.8 % of its pages on node 1
+    # 2.3 membench on node 0, 99.8 % of its anonymous pages on node 1 (the 4 file pages of its binary not counted)
     mem = [f for f in by_check(findings, "cpuset-membind", "warn") if "membench (4242)" in f.what]
     assert mem and "numactl --cpunodebind=0 --membind=0" in mem[0].fix
-    assert "N1=65000" in mem[0].evidence[1] and mem[0].evidence[1].startswith("/proc/4242/numa_maps")
+    assert "N0=103, N1=65000" in mem[0].evidence[1] and mem[0].evidence[1].startswith("/proc/4242/numa_maps")
     bound = [f for f in findings if "bound VMA" in f.what]
     assert bound and "7f3a40000000 bind:1" in bound[0].evidence[0]
     # 2.4 virtio2's queues all on cpu0, softnet drops, NIC missed
     irq = [f for f in by_check(findings, "irq-placement", "warn") if f.what.startswith("virtio2:")]
-    assert irq and "on cpu0" in irq[0].what and "cpu0=20000" in irq[0].evidence[0]
+    assert irq and "4 of its 4 IRQs are pinned to cpu0 alone" in irq[0].what and "cpu0=20000" in irq[0].evidence[0]
+    assert "/proc/irq/25/smp_affinity_list: 0" in irq[0].evidence
     assert [f for f in findings if "softnet backlog dropped 40" in f.what]
     assert [f for f in findings if f.what.startswith("eth0:") and "rx_missed_errors +900" in f.evidence[0]]
     # 2.5
@@ -161,6 +162,16 @@ def test_irq_off_local_cpus():
     found = rules.irq_placement(a, b, 10, {"virtio2": [2, 3]}, 4)
     assert len(found) == 1 and "100% of 20000 interrupts handled off its local CPUs 2,3" in found[0].what
     assert rules.irq_placement(a, b, 10, {"virtio2": [0, 1]}, 4) == []
+
+
+def test_irq_counts_judge_when_affinity_is_unreadable():
+    a = parse_interrupts((DATA / "faulty/sample1/proc/interrupts").read_text())
+    b = parse_interrupts((DATA / "faulty/sample2/proc/interrupts").read_text())
+    found = rules.irq_placement(a, b, 10, {}, 4, affinity={})
+    assert [f.what for f in found] == ["virtio2: 100% of 20000 interrupts of its 4 IRQs on cpu0"]
+    # queues pinned one per CPU are spread, not forced
+    assert rules.irq_placement(a, b, 10, {}, 4, affinity={"25": [0], "26": [1], "27": [2], "28": [3]}) == []
+    assert rules.irq_placement(a, b, 10, {}, 1, affinity={}) == []  # one CPU: nowhere else to go
 
 
 def test_device_numa_node_minus_one_and_thp_governor():
