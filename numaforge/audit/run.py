@@ -108,10 +108,20 @@ _NETCPUS = re.compile(r"^/sys/class/net/([^/]+)/device/local_cpulist$")
 _PCINODE = re.compile(rf"^{PCI_DIR}/([^/]+)/numa_node$")
 
 
+def _parsed(s: Snapshot, path: str, parser):
+    """parser(text of path), or None when the host has no such file; a shape error names the file."""
+    if path not in s.files:
+        return None
+    try:
+        return parser(s.files[path])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
 def _sched(s: Snapshot) -> tuple[SchedDebug | None, str]:
     for p in SCHED_FILES:
         if s.files.get(p, "").strip():
-            return parse_sched_debug(s.files[p]), p
+            return _parsed(s, p, parse_sched_debug), p
     return None, ""
 
 
@@ -148,7 +158,7 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
     else:
         why = "no /proc/sched_debug (kernel built without CONFIG_SCHED_DEBUG, or not readable)"
     out += rules.sched_imbalance(sa, sb, window, nodes, src, why)
-    ssa, ssb = (parse_schedstat(s.files["/proc/schedstat"]) if "/proc/schedstat" in s.files else None for s in (a, b))
+    ssa, ssb = (_parsed(s, "/proc/schedstat", parse_schedstat) for s in (a, b))
     out += rules.schedstat_note(ssa, ssb, window)
     out += rules.cpuset_membind(_processes(once, process), nodes, release, state.sysctls.get("kernel.numa_balancing"))
     local = {}
@@ -164,10 +174,7 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
         ncpus,
         state.affinity,
     )
-    sn = [
-        parse_softnet(s.files["/proc/net/softnet_stat"]) if "/proc/net/softnet_stat" in s.files else None
-        for s in (a, b)
-    ]
+    sn = [_parsed(s, "/proc/net/softnet_stat", parse_softnet) for s in (a, b)]
     out += rules.softnet(sn[0], sn[1], window)
     eth = [
         {p[len(ETHTOOL) :]: parse_ethtool_stats(t) for p, t in s.files.items() if p.startswith(ETHTOOL)} for s in (a, b)

@@ -9,6 +9,8 @@ import pytest
 
 from numaforge.audit import parse, rules
 from numaforge.audit.run import ETHTOOL, AuditInput, audit_script, findings_of, parse_audit
+from numaforge.cli.audit import _window
+from numaforge.errors import NumaforgeError
 from numaforge.hostos.read import Snapshot, parse_interrupts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "audit"
@@ -202,3 +204,25 @@ def test_audit_script_output_round_trips_through_parse_audit(tmp_path):
 def test_parse_audit_needs_two_samples():
     with pytest.raises(ValueError, match="expected 2 samples"):
         parse_audit("@@@ file /proc/x\n1\n@@@ sample 1\n")
+
+
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("/proc/sched_debug", "cpu#0\n"),
+        ("/proc/schedstat", "version 15\ndomain0 3 " + "x " * 36 + "\n"),
+        ("/proc/net/softnet_stat", "zz 00 00\n"),
+    ],
+)
+def test_unparseable_kernel_file_names_the_file(path, text):
+    data = scenario("clean")
+    data.samples[1].files[path] = text
+    with pytest.raises(ValueError, match=f"^{path}: "):
+        findings_of(data, window=10)
+
+
+def test_window_option_is_checked():
+    assert _window(None) == 10.0 and _window("2.5") == 2.5
+    for bad in ("0", "ten", "601"):
+        with pytest.raises(NumaforgeError, match="--window"):
+            _window(bad)
