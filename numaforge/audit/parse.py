@@ -202,3 +202,32 @@ def kernel_release(version: str) -> tuple[int, int] | None:
     """ "5.10.0-28-amd64" (uname -r or the sched_debug header) -> (5, 10)."""
     m = re.search(r"(\d+)\.(\d+)", version)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# --------------------------------------------------------------------------------------------- PCI topology
+@dataclass
+class PciDevice:
+    addr: str
+    root_port: str | None  # the first bridge below the host bridge (None: on the root bus itself)
+    root_complex: str  # "pci0000:00"
+    pci_class: str = ""
+    link: str = ""  # "16.0 GT/s PCIe x16"
+
+
+def parse_pci_links(text: str) -> dict[str, tuple[str, str | None]]:
+    """`ls -l /sys/bus/pci/devices` lines "... 0000:41:00.0 -> ../../../devices/pci0000:40/0000:40:01.1/0000:41:00.0"
+    -> {addr: (root complex, root port or None)}."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for line in text.splitlines():
+        left, sep, target = line.partition(" -> ")
+        if not sep:
+            continue
+        addr = left.split()[-1]
+        parts = [p for p in target.split("/") if p and p != ".."]
+        if "devices" in parts:
+            parts = parts[parts.index("devices") + 1 :]
+        if not parts or not parts[0].startswith("pci"):
+            continue
+        chain = parts[1:]
+        out[addr] = (parts[0], chain[0] if len(chain) > 1 else None)
+    return out

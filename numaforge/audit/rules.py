@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ..hostos.read import HostState, Interrupt
-from .parse import NO_BUFFER_COUNTERS, ProcStatus, SchedDebug, Schedstat, Softnet, Vma
+from .parse import NO_BUFFER_COUNTERS, PciDevice, ProcStatus, SchedDebug, Schedstat, Softnet, Vma
 
 SEVERITIES = ("crit", "warn", "info")
 
@@ -418,6 +418,39 @@ def host_os(state: HostState, nodes: dict[int, list[int]], pci_nodes: dict[str, 
                 f"{len(slow)} CPU(s) not on the performance governor ({state.governors[slow[0]]})",
                 [f"/sys/devices/system/cpu/cpu{slow[0]}/cpufreq/scaling_governor: {state.governors[slow[0]]}"],
                 "os-apply governor: performance",
+            )
+        )
+    return out
+
+
+KINDS = {"02": "NIC", "0108": "NVMe", "03": "GPU", "12": "accelerator"}
+
+
+def kind_of(pci_class: str) -> str | None:
+    c = pci_class.strip().lower().removeprefix("0x")
+    return next((k for p, k in KINDS.items() if c.startswith(p)), None)
+
+
+def shared_root_ports(devices: list[PciDevice]) -> list[Finding]:
+    """NICs, NVMe drives, GPUs below one root port (several physical devices; functions of one device count once)."""
+    by_port: dict[str, list[PciDevice]] = {}
+    for d in devices:
+        if d.root_port and kind_of(d.pci_class):
+            by_port.setdefault(d.root_port, []).append(d)
+    out = []
+    for port, devs in sorted(by_port.items()):
+        physical = {d.addr.rsplit(".", 1)[0] for d in devs}
+        if len(physical) < 2:
+            continue
+        out.append(
+            Finding(
+                "pcie-sharing",
+                "info",
+                f"{len(physical)} devices share root port {port} ("
+                + ", ".join(f"{kind_of(d.pci_class)} {d.addr}" for d in devs)
+                + "): their traffic and interrupts contend for one link",
+                [f"/sys/bus/pci/devices/{d.addr}: below {d.root_complex}/{port}, link {d.link or '?'}" for d in devs],
+                "keep the busiest of them on different root ports (slots) or pin their work to the same node's CPUs",
             )
         )
     return out

@@ -21,6 +21,7 @@ from ..facts.captures import parse_cpulist
 from ..fleet import FleetOutcome, run_fleet
 from ..hostos.read import (
     BASE_FILES,
+    MARK,
     PCI_DIR,
     HostState,
     Snapshot,
@@ -34,12 +35,14 @@ from ..remote.ssh import connect
 from ..report import HostResult
 from . import rules
 from .parse import (
+    PciDevice,
     ProcStatus,
     SchedDebug,
     Vma,
     kernel_release,
     parse_ethtool_stats,
     parse_numa_maps,
+    parse_pci_links,
     parse_sched_debug,
     parse_schedstat,
     parse_softnet,
@@ -55,11 +58,15 @@ ONCE_FILES = [
     "/proc/sys/kernel/osrelease",
     *[f for f in BASE_FILES if f not in ("/proc/interrupts", "/proc/vmstat")],
     f"{PCI_DIR}/*/numa_node",
+    f"{PCI_DIR}/*/class",
+    f"{PCI_DIR}/*/current_link_speed",
+    f"{PCI_DIR}/*/current_link_width",
     "/sys/class/net/*/device/local_cpulist",
     "/proc/[0-9]*/status",
     "/proc/[0-9]*/numa_maps",
 ]
 ETHTOOL = "ethtool -S "
+PCI_LINKS = "ls -l " + PCI_DIR
 _SAMPLE = re.compile(r"^@@@ sample (\d)$", re.M)
 
 
@@ -76,6 +83,7 @@ def _shows(root: str, files: list[str]) -> list[str]:
 
 def audit_script(root: str, window: float) -> str:
     head = snapshot_script(root, ONCE_FILES, []).splitlines()[:-1]
+    head.append(f'[ -d "$R"{PCI_DIR} ] && {{ echo "{MARK} file {PCI_LINKS}"; ls -l "$R"{PCI_DIR}; echo; }}')
     ethtool = (
         'if [ -z "$R" ] && command -v ethtool >/dev/null 2>&1; then for i in /sys/class/net/*; do n=${i##*/}; '
         f'[ "$n" = lo ] && continue; echo "@@@ file {ETHTOOL}$n"; ethtool -S "$n" 2>/dev/null; echo; done; fi'
@@ -143,6 +151,17 @@ def _processes(once: Snapshot, pattern: str | None) -> list[tuple[ProcStatus, li
     return out
 
 
+def _pci_devices(once: Snapshot) -> list[PciDevice]:
+    f = once.files
+    out = []
+    for addr, (rc, port) in sorted(parse_pci_links(f.get(PCI_LINKS, "")).items()):
+        d = f"{PCI_DIR}/{addr}"
+        speed, width = f.get(f"{d}/current_link_speed", "").strip(), f.get(f"{d}/current_link_width", "").strip()
+        link = f"{speed} x{width}" if speed and width else ""
+        out.append(PciDevice(addr, port, rc, f.get(f"{d}/class", "").strip(), link))
+    return out
+
+
 def findings_of(data: AuditInput, window: float, process: str | None = None) -> tuple[list[rules.Finding], dict]:
     """The pure part of an audit: parsed snapshot -> (findings, facts shown with them)."""
     once, (a, b) = data.once, data.samples
@@ -188,6 +207,7 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
             except ValueError:
                 raise ValueError(f"{path}: not a number: {text.strip()!r}") from None
     out += rules.host_os(state, nodes, pci)
+    out += rules.shared_root_ports(_pci_devices(once))
     facts = {"kernel": release_text, "nodes": {str(n): c for n, c in sorted(nodes.items())}, "sched_debug": src or None}
     return out, facts
 

@@ -226,3 +226,17 @@ def test_window_option_is_checked():
     for bad in ("0", "ten", "601"):
         with pytest.raises(NumaforgeError, match="--window"):
             _window(bad)
+
+
+def test_devices_sharing_a_root_port():
+    links = parse.parse_pci_links((DATA / "pci-ls-l.txt").read_text())
+    assert links["0000:41:00.1"] == ("pci0000:40", "0000:40:01.1")
+    assert links["0000:40:01.1"] == ("pci0000:40", None) and links["0000:00:00.0"] == ("pci0000:00", None)
+    classes = {"0000:41:00.0": "0x020000", "0000:41:00.1": "0x020000", "0000:45:00.0": "0x030200",
+               "0000:46:00.0": "0x010802", "0000:42:00.0": "0x060400"}
+    devs = [parse.PciDevice(a, port, rc, classes.get(a, "0x060400"), "16.0 GT/s PCIe x16") for a, (rc, port) in links.items()]
+    found = rules.shared_root_ports(devs)
+    # the NIC's two functions are one device; the GPU and the NVMe drive share 40:03.1
+    assert len(found) == 1 and found[0].severity == "info"
+    assert found[0].what.startswith("2 devices share root port 0000:40:03.1 (GPU 0000:45:00.0, NVMe 0000:46:00.0)")
+    assert "/sys/bus/pci/devices/0000:46:00.0: below pci0000:40/0000:40:03.1, link 16.0 GT/s PCIe x16" in found[0].evidence
