@@ -156,6 +156,7 @@ class ProcStatus:
     name: str
     cpus: list[int]
     mems: list[int]
+    cgroup: dict[str, str] = field(default_factory=dict)  # cpuset cgroup: path, cpus, mems, cpus_file, mems_file
 
 
 def parse_status(pid: int, text: str) -> ProcStatus:

@@ -174,15 +174,16 @@ def cpuset_membind(
         remote = sum(p for n, p in per_node.items() if n not in cpu_nodes)
         mems_off = [n for n in st.mems if n not in cpu_nodes]
         nl = ",".join(map(str, cpu_nodes))
-        fix = (
-            f"numactl --cpunodebind={nl} --membind={nl} <command> (or the cgroup's cpuset.mems={nl} "
-            f"next to its cpuset.cpus)"
-        )
+        cg = st.cgroup
+        where_cg = f"cgroup {cg['path']}: " if cg else "the cgroup's "
+        fix = f"numactl --cpunodebind={nl} --membind={nl} <command> (or {where_cg}cpuset.mems={nl} next to its cpuset.cpus)"
         evidence = [
             f"{where}/status: Cpus_allowed_list -> node(s) {nl}, Mems_allowed_list {_list(st.mems)}",
             f"{where}/numa_maps: pages per node "
             + (", ".join(f"N{n}={p}" for n, p in sorted(per_node.items())) or "none"),
         ]
+        if cg:
+            evidence.append(f"{cg['cpus_file']}: {cg['cpus']}; {cg['mems_file']}: {cg['mems']}")
         if total >= MIN_PAGES and remote / total >= REMOTE_SHARE_WARN:
             out.append(
                 Finding(

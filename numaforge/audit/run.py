@@ -64,7 +64,15 @@ ONCE_FILES = [
     "/sys/class/net/*/device/local_cpulist",
     "/proc/[0-9]*/status",
     "/proc/[0-9]*/numa_maps",
+    "/proc/[0-9]*/cpuset",
 ]
+# each process's cpuset cgroup (/proc/PID/cpuset): its effective CPUs and nodes, cgroup v2 then v1 file names
+CGROUP_FILES = (
+    "/sys/fs/cgroup{}/cpuset.cpus.effective",
+    "/sys/fs/cgroup{}/cpuset.mems.effective",
+    "/sys/fs/cgroup/cpuset{}/cpuset.effective_cpus",
+    "/sys/fs/cgroup/cpuset{}/cpuset.effective_mems",
+)
 ETHTOOL = "ethtool -S "
 PCI_LINKS = "ls -l " + PCI_DIR
 _SAMPLE = re.compile(r"^@@@ sample (\d)$", re.M)
@@ -83,6 +91,8 @@ def _shows(root: str, files: list[str]) -> list[str]:
 
 def audit_script(root: str, window: float) -> str:
     head = snapshot_script(root, ONCE_FILES, []).splitlines()[:-1]
+    cg = " ".join(f'"$R"{f.format(chr(34) + "${c%/}" + chr(34))}' for f in CGROUP_FILES)  # the path quoted: data
+    head.append(f'cat "$R"/proc/[0-9]*/cpuset 2>/dev/null | sort -u | while IFS= read -r c; do show {cg}; done')
     head.append(f'[ -d "$R"{PCI_DIR} ] && {{ echo "{MARK} file {PCI_LINKS}"; ls -l "$R"{PCI_DIR}; echo; }}')
     ethtool = (
         'if [ -z "$R" ] && command -v ethtool >/dev/null 2>&1; then for i in /sys/class/net/*; do n=${i##*/}; '
@@ -111,7 +121,7 @@ def parse_audit(text: str) -> AuditInput:
     return AuditInput(parse_snapshot(parts[0]), [parse_snapshot(parts[2]), parse_snapshot(parts[4])])
 
 
-_PROC = re.compile(r"^/proc/(\d+)/(status|numa_maps)$")
+_PROC = re.compile(r"^/proc/(\d+)/(status|numa_maps|cpuset)$")
 _NETCPUS = re.compile(r"^/sys/class/net/([^/]+)/device/local_cpulist$")
 _PCINODE = re.compile(rf"^{PCI_DIR}/([^/]+)/numa_node$")
 
@@ -134,11 +144,11 @@ def _sched(s: Snapshot) -> tuple[SchedDebug | None, str]:
 
 
 def _processes(once: Snapshot, pattern: str | None) -> list[tuple[ProcStatus, list[Vma]]]:
-    status: dict[int, str] = {}
-    maps: dict[int, str] = {}
+    got: dict[str, dict[int, str]] = {"status": {}, "numa_maps": {}, "cpuset": {}}
     for path, text in once.files.items():
         if m := _PROC.match(path):
-            (status if m.group(2) == "status" else maps)[int(m.group(1))] = text
+            got[m.group(2)][int(m.group(1))] = text
+    status, maps = got["status"], got["numa_maps"]
     out = []
     for pid, text in sorted(status.items()):
         try:
@@ -148,7 +158,27 @@ def _processes(once: Snapshot, pattern: str | None) -> list[tuple[ProcStatus, li
         if pattern and not fnmatch(st.name, pattern):
             continue
         out.append((st, parse_numa_maps(maps.get(pid, ""))))
+        st.cgroup = _cgroup(once, got["cpuset"].get(pid, "").strip())
     return out
+
+
+def _cgroup(once: Snapshot, path: str) -> dict[str, str]:
+    """The cpuset cgroup's effective CPUs and nodes: {"path", "cpus", "mems", "cpus_file", "mems_file"} ({} if
+    unreadable)."""
+    if not path:
+        return {}
+    base = path.rstrip("/")
+    for cpus_f, mems_f in (CGROUP_FILES[:2], CGROUP_FILES[2:]):
+        c, m = cpus_f.format(base), mems_f.format(base)
+        if c in once.files and m in once.files:
+            return {
+                "path": path,
+                "cpus": once.files[c].strip(),
+                "mems": once.files[m].strip(),
+                "cpus_file": c,
+                "mems_file": m,
+            }
+    return {}
 
 
 def _pci_devices(once: Snapshot) -> list[PciDevice]:

@@ -96,6 +96,11 @@ def test_faulty_host_finds_each_planted_fault_with_evidence_and_fix():
     # 2.3 membench on node 0, 99.8 % of its anonymous pages on node 1 (the 4 file pages of its binary not counted)
     mem = [f for f in by_check(findings, "cpuset-membind", "warn") if "membench (4242)" in f.what]
     assert mem and "numactl --cpunodebind=0 --membind=0" in mem[0].fix
+    assert "cgroup /system.slice/membench.service: cpuset.mems=0" in mem[0].fix
+    assert mem[0].evidence[2] == (
+        "/sys/fs/cgroup/system.slice/membench.service/cpuset.cpus.effective: 0-3; "
+        "/sys/fs/cgroup/system.slice/membench.service/cpuset.mems.effective: 0-1"
+    )
     assert "N0=103, N1=65000" in mem[0].evidence[1] and mem[0].evidence[1].startswith("/proc/4242/numa_maps")
     bound = [f for f in findings if "bound VMA" in f.what]
     assert bound and "7f3a40000000 bind:1" in bound[0].evidence[0]
@@ -199,6 +204,8 @@ def test_audit_script_output_round_trips_through_parse_audit(tmp_path):
     assert data.once.files["/proc/4242/status"].startswith("Name:\tmembench")
     assert data.samples[0].files["/proc/sched_debug"] == data.samples[1].files["/proc/sched_debug"]
     assert "/proc/schedstat" in data.samples[1].files
+    # the cgroup of /proc/4242/cpuset, read by the script's own loop
+    assert data.once.files["/sys/fs/cgroup/system.slice/membench.service/cpuset.mems.effective"] == "0-1"
 
 
 def test_parse_audit_needs_two_samples():
