@@ -59,6 +59,7 @@ ONCE_FILES = [
     *[f for f in BASE_FILES if f not in ("/proc/interrupts", "/proc/vmstat")],
     f"{PCI_DIR}/*/numa_node",
     f"{PCI_DIR}/*/class",
+    f"{PCI_DIR}/*/local_cpulist",
     f"{PCI_DIR}/*/current_link_speed",
     f"{PCI_DIR}/*/current_link_width",
     "/sys/class/net/*/device/local_cpulist",
@@ -93,6 +94,7 @@ def audit_script(root: str, window: float) -> str:
     head = snapshot_script(root, ONCE_FILES, []).splitlines()[:-1]
     cg = " ".join(f'"$R"{f.format(chr(34) + "${c%/}" + chr(34))}' for f in CGROUP_FILES)  # the path quoted: data
     head.append(f'cat "$R"/proc/[0-9]*/cpuset 2>/dev/null | sort -u | while IFS= read -r c; do show {cg}; done')
+    head.append(f'for d in "$R"{PCI_DIR}/*/msi_irqs; do list "$d"; done')
     head.append(f'[ -d "$R"{PCI_DIR} ] && {{ echo "{MARK} file {PCI_LINKS}"; ls -l "$R"{PCI_DIR}; echo; }}')
     ethtool = (
         'if [ -z "$R" ] && command -v ethtool >/dev/null 2>&1; then for i in /sys/class/net/*; do n=${i##*/}; '
@@ -181,6 +183,14 @@ def _cgroup(once: Snapshot, path: str) -> dict[str, str]:
     return {}
 
 
+_MSI = re.compile(rf"^{PCI_DIR}/([^/]+)/msi_irqs$")
+
+
+def _msi_owner(once: Snapshot) -> dict[str, str]:
+    """IRQ -> the PCI address whose msi_irqs/ lists it."""
+    return {irq: m.group(1) for d, irqs in once.dirs.items() if (m := _MSI.match(d)) for irq in irqs}
+
+
 def _pci_devices(once: Snapshot) -> list[PciDevice]:
     f = once.files
     out = []
@@ -215,9 +225,16 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
         if (m := _NETCPUS.match(path)) and text.strip():
             local[m.group(1)] = parse_cpulist(text)
     ncpus = len(rules.node_of(nodes)) or 1
+    ia, ib = (parse_interrupts(s.files.get("/proc/interrupts", "")) for s in (a, b))
+    # IRQs not named after an interface (virtio2-input.0): the PCI device whose msi_irqs/ lists them
+    for irq, addr in _msi_owner(once).items():
+        cpus_text = once.files.get(f"{PCI_DIR}/{addr}/local_cpulist", "").strip()
+        dev = rules.device_of(ib[irq]) if irq in ib else None
+        if dev and cpus_text and dev not in local:
+            local[dev] = parse_cpulist(cpus_text)
     out += rules.irq_placement(
-        parse_interrupts(a.files.get("/proc/interrupts", "")),
-        parse_interrupts(b.files.get("/proc/interrupts", "")),
+        ia,
+        ib,
         window,
         local,
         ncpus,

@@ -247,3 +247,13 @@ def test_devices_sharing_a_root_port():
     assert len(found) == 1 and found[0].severity == "info"
     assert found[0].what.startswith("2 devices share root port 0000:40:03.1 (GPU 0000:45:00.0, NVMe 0000:46:00.0)")
     assert "/sys/bus/pci/devices/0000:46:00.0: below pci0000:40/0000:40:03.1, link 16.0 GT/s PCIe x16" in found[0].evidence
+
+
+def test_virtio_irqs_off_the_local_cpus_of_their_pci_device():
+    data = scenario("clean")
+    data.once.dirs["/sys/bus/pci/devices/0000:00:03.0/msi_irqs"] = ["24", "25", "26", "27", "28"]
+    data.once.files["/sys/bus/pci/devices/0000:00:03.0/local_cpulist"] = "2-3"
+    findings, _ = findings_of(data, window=10)
+    assert [f.what for f in findings] == ["virtio2: 100% of 20000 interrupts handled off its local CPUs 2,3"]
+    data.once.files["/sys/bus/pci/devices/0000:00:03.0/local_cpulist"] = "0-1"
+    assert findings_of(data, window=10)[0] == []
