@@ -457,6 +457,59 @@ def shared_root_ports(devices: list[PciDevice]) -> list[Finding]:
     return out
 
 
+def node_layout(
+    nodes: dict[int, list[int]],
+    pci_nodes: dict[str, int | None],
+    pci_local: dict[str, list[int]],
+    nps: int | None,
+    sockets: int | None,
+) -> list[Finding]:
+    """4.3: the nodes online against sockets x the BIOS profile's NPS; each device's numa_node online and its
+    local_cpulist the node's CPUs."""
+    out = []
+    online = sorted(nodes)
+    if nps is not None and sockets:
+        expected = sockets * nps if nps > 0 else 1
+        if len(online) != expected:
+            out.append(
+                Finding(
+                    "device-node",
+                    "warn",
+                    f"{len(online)} NUMA nodes online, the BIOS profile means {expected} ({sockets} socket(s) x NPS {nps})",
+                    [f"/sys/devices/system/node/node*/cpulist: nodes {_list(online)}"],
+                    "bios-verify, then bios-apply the profile (NPS takes effect after a reboot)",
+                )
+            )
+    for addr, n in sorted(pci_nodes.items()):
+        if n is None or n < 0 or not online:
+            continue
+        if n not in nodes:
+            out.append(
+                Finding(
+                    "device-node",
+                    "warn",
+                    f"{addr}: numa_node {n} is not an online node (online: {_list(online)})",
+                    [f"/sys/bus/pci/devices/{addr}/numa_node: {n}"],
+                    "bios-verify (the firmware's proximity domains)",
+                )
+            )
+        elif pci_local.get(addr) and pci_local[addr] != nodes[n]:
+            out.append(
+                Finding(
+                    "device-node",
+                    "warn",
+                    f"{addr}: numa_node {n} but its local CPUs {_list(pci_local[addr])} are not node {n}'s "
+                    f"{_list(nodes[n])}",
+                    [
+                        f"/sys/bus/pci/devices/{addr}/numa_node: {n}",
+                        f"/sys/bus/pci/devices/{addr}/local_cpulist: {_list(pci_local[addr])}",
+                    ],
+                    "bios-verify (the firmware's proximity domains)",
+                )
+            )
+    return out
+
+
 def status(findings: list[Finding]) -> tuple[str, str]:
     """Host status and message: any warn/crit fails the host (it is not ok); notes alone leave it ok."""
     counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}

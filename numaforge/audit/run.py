@@ -30,7 +30,7 @@ from ..hostos.read import (
     parse_snapshot,
     snapshot_script,
 )
-from ..hostos.run import host_root
+from ..hostos.run import bios_nps, host_root
 from ..remote.ssh import connect
 from ..report import HostResult
 from . import rules
@@ -202,7 +202,9 @@ def _pci_devices(once: Snapshot) -> list[PciDevice]:
     return out
 
 
-def findings_of(data: AuditInput, window: float, process: str | None = None) -> tuple[list[rules.Finding], dict]:
+def findings_of(
+    data: AuditInput, window: float, process: str | None = None, nps: int | None = None, sockets: int | None = None
+) -> tuple[list[rules.Finding], dict]:
     """The pure part of an audit: parsed snapshot -> (findings, facts shown with them)."""
     once, (a, b) = data.once, data.samples
     state: HostState = host_state(once, SYSCTLS)
@@ -254,6 +256,12 @@ def findings_of(data: AuditInput, window: float, process: str | None = None) -> 
             except ValueError:
                 raise ValueError(f"{path}: not a number: {text.strip()!r}") from None
     out += rules.host_os(state, nodes, pci)
+    pci_local = {
+        a: parse_cpulist(once.files[f"{PCI_DIR}/{a}/local_cpulist"])
+        for a in pci
+        if once.files.get(f"{PCI_DIR}/{a}/local_cpulist", "").strip()
+    }
+    out += rules.node_layout(nodes, pci, pci_local, nps, sockets)
     out += rules.shared_root_ports(_pci_devices(once))
     facts = {"kernel": release_text, "nodes": {str(n): c for n, c in sorted(nodes.items())}, "sched_debug": src or None}
     return out, facts
@@ -280,7 +288,9 @@ def audit_host(host, opts: AuditOptions) -> HostResult:
         )
     with res.step("audit"):
         try:
-            findings, facts = findings_of(parse_audit(r.stdout), opts.window, opts.process)
+            findings, facts = findings_of(
+                parse_audit(r.stdout), opts.window, opts.process, bios_nps(host), host.hardware.sockets
+            )
         except ValueError as exc:
             raise NumaforgeError(
                 f"unexpected kernel file content: {exc}",

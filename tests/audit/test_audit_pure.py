@@ -256,4 +256,20 @@ def test_virtio_irqs_off_the_local_cpus_of_their_pci_device():
     findings, _ = findings_of(data, window=10)
     assert [f.what for f in findings] == ["virtio2: 100% of 20000 interrupts handled off its local CPUs 2,3"]
     data.once.files["/sys/bus/pci/devices/0000:00:03.0/local_cpulist"] = "0-1"
+    data.once.files["/sys/bus/pci/devices/0000:00:03.0/numa_node"] = "0"
     assert findings_of(data, window=10)[0] == []
+
+
+def test_node_layout_against_the_bios_nps_and_device_local_cpus():
+    data = scenario("clean")
+    assert findings_of(data, window=10, nps=1, sockets=2)[0] == []  # 2 nodes = 2 sockets x NPS 1
+    found, _ = findings_of(data, window=10, nps=4, sockets=2)
+    assert [f.what for f in found] == ["2 NUMA nodes online, the BIOS profile means 8 (2 socket(s) x NPS 4)"]
+    assert "bios-apply" in found[0].fix
+    data.once.files["/sys/bus/pci/devices/0000:00:03.0/local_cpulist"] = "0-1"  # node 1 says the file, CPUs of node 0
+    data.once.files["/sys/bus/pci/devices/0000:00:02.0/numa_node"] = "3"
+    found, _ = findings_of(data, window=10)
+    assert [f.what for f in found] == [
+        "0000:00:02.0: numa_node 3 is not an online node (online: 0,1)",
+        "0000:00:03.0: numa_node 1 but its local CPUs 0,1 are not node 1's 2,3",
+    ]
