@@ -385,7 +385,20 @@ def host_os(state: HostState, nodes: dict[int, list[int]], pci_nodes: dict[str, 
                 "os-apply sysctl vm.zone_reclaim_mode: 0",
             )
         )
-    if len(nodes) > 1:
+    none_local = [a for a, n in sorted(pci_nodes.items()) if n is not None and n < 0]
+    if len(nodes) > 1 and none_local and len(none_local) == len(pci_nodes):
+        # no device at all has a node: the firmware (or a VM's machine model) describes no PCI locality -- one note
+        out.append(
+            Finding(
+                "device-node",
+                "info",
+                f"no PCI device reports a NUMA node ({len(none_local)} devices say -1): the firmware gives the PCI "
+                "roots no proximity domain (ACPI _PXM), so device locality is unknown",
+                [f"/sys/bus/pci/devices/{a}/numa_node: -1" for a in none_local[:3]],
+                "bios-apply a profile whose firmware reports device locality; os-apply expect_node to state it",
+            )
+        )
+    elif len(nodes) > 1:
         for addr, n in sorted(pci_nodes.items()):
             if n is not None and n < 0:
                 out.append(

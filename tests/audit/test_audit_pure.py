@@ -273,3 +273,13 @@ def test_node_layout_against_the_bios_nps_and_device_local_cpus():
         "0000:00:02.0: numa_node 3 is not an online node (online: 0,1)",
         "0000:00:03.0: numa_node 1 but its local CPUs 0,1 are not node 1's 2,3",
     ]
+
+
+def test_no_device_with_a_node_is_one_note_not_a_warning_per_device():
+    data = scenario("clean")
+    for a in ("0000:00:02.0", "0000:00:03.0"):
+        data.once.files[f"/sys/bus/pci/devices/{a}/numa_node"] = "-1"
+    found, _ = findings_of(data, window=10)
+    assert [(f.check, f.severity) for f in found] == [("device-node", "info")]
+    assert found[0].what.startswith("no PCI device reports a NUMA node (2 devices say -1)")
+    assert rules.status(found) == ("ok", "1 info")
