@@ -9,9 +9,12 @@ import pytest
 
 from numaforge.audit import parse, rules
 from numaforge.audit.run import ETHTOOL, AuditInput, audit_script, findings_of, parse_audit
+from numaforge.cli import audit as cli_audit
+from numaforge.cli import common
 from numaforge.cli.audit import _window
 from numaforge.errors import NumaforgeError
 from numaforge.hostos.read import Snapshot, parse_interrupts
+from numaforge.report import HostResult, Report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "audit"
 
@@ -283,3 +286,22 @@ def test_no_device_with_a_node_is_one_note_not_a_warning_per_device():
     assert [(f.check, f.severity) for f in found] == [("device-node", "info")]
     assert found[0].what.startswith("no PCI device reports a NUMA node (2 devices say -1)")
     assert rules.status(found) == ("ok", "1 info")
+
+
+def test_printed_tables_show_host_text_literally(capsys):
+    """A process name is the host's data: rich markup in it is shown, not interpreted."""
+    finding = rules.Finding("cpuset-membind", "warn", "[bold red]evil[/] (4242) runs on node(s) 0", ["/proc/4242/status: [x]"], "fix [y]")
+    report = Report("numa-audit", hosts=[
+        HostResult("h[1]", "failed", data={"findings": [finding.as_dict()], "kernel": "5.10"}),
+        HostResult("h2", "ok", data={"findings": [], "kernel": "5.10"}),
+    ])
+    mode = common.console.mode
+    common.console.configure("plain")
+    try:
+        cli_audit._print(report)
+    finally:
+        common.console.configure(mode)
+    out = capsys.readouterr().out
+    assert "[bold red]evil[/] (4242)" in out and "/proc/4242/status: [x]" in out and "fix [y]" in out
+    assert "h[1]: numa-audit (kernel 5.10)" in out and "h2: no findings (kernel 5.10)" in out
+    assert "fleet summary" in out and "cpuset-membind" in out
