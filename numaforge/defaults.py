@@ -17,3 +17,6 @@ DEFAULT_GATE_THRESHOLD = 0.02
 FORKS_BMC = 32
 FORKS_SSH = 8
 FORKS_LIVEPATCH = 4  # validate / livepatch-install: kernel changes, canary first
+
+# numa-audit: seconds between the two samples of the counters (the talk's "sustained 10 s")
+AUDIT_WINDOW = 10.0

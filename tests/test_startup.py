@@ -36,6 +36,7 @@ HEAVY = (
     "numaforge.bios.vendors",
     "numaforge.bios.verify",
     "numaforge.hostos.run",
+    "numaforge.audit",
     "numaforge.livepatch",
     "numaforge.facts",
     "numaforge.remote.ssh",
@@ -89,9 +90,10 @@ def heavy_in(mods: set[str], heavy=HEAVY) -> list[str]:
         ("invoke", "bios-plan", "--help"),
         ("invoke", "backport", "--help"),
         ("invoke", "os-apply", "--help"),
+        ("invoke", "numa-audit", "--help"),
         ("-c", "import sys; from numaforge.cli.main import main; sys.argv = ['numaforge', '--list']; main()"),
     ],
-    ids=["import tasks", "invoke --list", "bios-plan --help", "backport --help", "os-apply --help", "numaforge --list"],
+    ids=["import tasks", "invoke --list", "bios-plan --help", "backport --help", "os-apply --help", "numa-audit --help", "numaforge --list"],
 )
 def test_listing_and_help_import_no_pipeline(args, tmp_path):
     mods = imported_by(*args, tmp=tmp_path)
