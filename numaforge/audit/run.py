@@ -29,6 +29,7 @@ from ..hostos.read import (
     parse_interrupts,
     parse_snapshot,
     snapshot_script,
+    unexpected_content,
 )
 from ..hostos.run import bios_nps, host_root
 from ..remote.ssh import connect
@@ -292,11 +293,7 @@ def audit_host(host, opts: AuditOptions) -> HostResult:
                 parse_audit(r.stdout), opts.window, opts.process, bios_nps(host), host.hardware.sockets
             )
         except ValueError as exc:
-            raise NumaforgeError(
-                f"unexpected kernel file content: {exc}",
-                host.name,
-                "report it with the file's content; numaforge does not guess",
-            ) from None
+            raise unexpected_content(exc, host.name) from None
     res.status, res.message = rules.status(findings)
     res.data.update({"findings": [f.as_dict() for f in findings], **facts})
     return res

@@ -25,6 +25,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ..errors import NumaforgeError
 from ..facts.captures import parse_cpulist
 
 MARK = "@@@"
@@ -287,3 +288,10 @@ def take_snapshot(
             "check that /proc and /sys are mounted on the host",
         )
     return r.stdout
+
+
+def unexpected_content(exc: ValueError, host: str) -> NumaforgeError:
+    """A kernel file whose content a parser did not expect: the host's error, never a guess."""
+    return NumaforgeError(
+        f"unexpected kernel file content: {exc}", host, "report it with the file's content; numaforge does not guess"
+    )

@@ -34,7 +34,15 @@ from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
 from .plan import MANAGED_FILES, Plan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
-from .read import HostState, bracketed, host_state, parse_snapshot, snapshot_script, take_snapshot
+from .read import (
+    HostState,
+    bracketed,
+    host_state,
+    parse_snapshot,
+    snapshot_script,
+    take_snapshot,
+    unexpected_content,
+)
 
 
 @dataclass
@@ -84,11 +92,7 @@ def read_state(remote, host, profile: HostProfile) -> HostState:
     try:
         return host_state(parse_snapshot(text), list(profile.sysctl), _devices(profile), MANAGED_FILES)
     except ValueError as exc:
-        raise NumaforgeError(
-            f"unexpected kernel file content: {exc}",
-            host.name,
-            "report it with the file's content; numaforge does not guess",
-        ) from None
+        raise unexpected_content(exc, host.name) from None
 
 
 def _devices(profile: HostProfile) -> list[str]:
