@@ -87,6 +87,12 @@ class RedfishPreconditionFailedError(RedfishHTTPError):
     status = 412
 
 
+class RedfishPreconditionRequiredError(RedfishHTTPError):
+    """428: the BMC accepts this change only with If-Match (its ETag), and none was sent."""
+
+    status = 428
+
+
 class RedfishServerError(RedfishHTTPError):
     """5xx: the BMC failed internally."""
 
@@ -101,6 +107,7 @@ HTTP_ERRORS: dict[int, type[RedfishHTTPError]] = {
     405: RedfishMethodNotAllowedError,
     409: RedfishConflictError,
     412: RedfishPreconditionFailedError,
+    428: RedfishPreconditionRequiredError,
 }
 
 
@@ -116,6 +123,21 @@ class RedfishRedirectError(RedfishError):
 
 class RedfishTLSError(RedfishError):
     """The BMC's TLS certificate could not be verified."""
+
+
+class RedfishPasswordChangeRequiredError(RedfishForbiddenError):
+    """The BMC accepted the credentials but allows nothing until the account's password is changed (DMTF Base
+    message PasswordChangeRequired): a fault of this host's account, not of the request."""
+
+    status = 403
+
+
+class BMCETagQuirkError(NumaforgeError):
+    """The BMC refused every If-Match form of its own, unchanged ETag (or requires If-Match and publishes no
+    ETag): a firmware quirk, not a concurrent change. Nothing was written. Deliberately not a RedfishHTTPError:
+    callers that re-read and re-plan on a 412 must not mistake it for someone else's change."""
+
+    exit_code = 4
 
 
 class JobConflictError(NumaforgeError):

@@ -25,7 +25,7 @@ from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System,
 @dataclass
 class OpOptions:
     dry_run: bool = False  # plan only: read, decide, write nothing
-    job_id: str | None = None  # bios-job-delete: only this job (default: every queued BIOS config job)
+    job_id: str | None = None  # bios-job-delete: only this BIOS config job (default: every queued one)
     all_jobs: bool = False  # bios-jobs: every job in the queue, not only BIOS configuration jobs
 
 
@@ -108,7 +108,14 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
     pending = view.pending()
     for j in candidates:
         entry = j.summary()
-        if j.running:
+        entry["bios_config"] = j.is_bios_config(view.settings.path)
+        if not entry["bios_config"]:
+            entry["why"] = (
+                f"a {j.job_type or 'non-BIOS-configuration'} job ({j.body.get('Name') or 'no name'}), not a BIOS "
+                "configuration job: bios-job-delete never deletes it (delete it on the BMC itself if you mean to)"
+            )
+            op["refused"].append(entry)
+        elif j.running:
             entry["why"] = (
                 f"{j.state}: the host is applying it now; a running job is not deleted (wait for it to finish)"
             )
@@ -139,7 +146,9 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
         if left:
             return "failed", f"the BMC still lists job(s) {', '.join(left)} after DELETE"
     refused = "; ".join(
-        f"job {e['id']} is {e['state']}: not deleted (a running job is never deleted; wait for it "
+        f"job {e['id']} is not deleted: {e['why']}"
+        if not e["bios_config"]
+        else f"job {e['id']} is {e['state']}: not deleted (a running job is never deleted; wait for it "
         "to finish, then re-run)"
         for e in op["refused"]
     )

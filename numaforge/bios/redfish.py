@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import certifi
+import redfish.messages
 import requests
 import tenacity
 from redfish.rest.v1 import (
@@ -37,7 +38,15 @@ from redfish.rest.v1 import (
 from requests.adapters import HTTPAdapter
 
 from .. import budget, secrets
-from .errors import RedfishAuthError, RedfishError, RedfishHTTPError, RedfishRedirectError, RedfishTLSError, http_error
+from .errors import (
+    RedfishAuthError,
+    RedfishError,
+    RedfishHTTPError,
+    RedfishPasswordChangeRequiredError,
+    RedfishRedirectError,
+    RedfishTLSError,
+    http_error,
+)
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 REFUSED_LOCATION = "x-numaforge-refused-location"
@@ -228,6 +237,10 @@ class RedfishClient:
                 secrets.register(self._client.get_session_key())
                 self.requests.append(("POST", self._client.login_url, None))
                 return
+            except redfish.messages.RedfishPasswordChangeRequiredError as exc:
+                # the session exists (close() logs it out) but the BMC allows nothing else until the password changes
+                self.requests.append(("POST", self._client.login_url, 201))
+                raise self._password_change(str(exc.args[1]) if len(exc.args) > 1 else "") from None
             except InvalidCredentialsError:
                 self.requests.append(("POST", self._client.login_url, 401))
                 if known_login_url:
@@ -309,6 +322,17 @@ class RedfishClient:
         self._password = ""
 
     # -- requests --------------------------------------------------------------------------------------
+    def _password_change(self, account_uri: str) -> RedfishPasswordChangeRequiredError:
+        return RedfishPasswordChangeRequiredError(
+            f"the BMC requires the password of account '{self._username}' to be changed before it allows any "
+            f"request (Base.PasswordChangeRequired{', account ' + account_uri if account_uri else ''}); nothing "
+            "was read or written on this host",
+            f"{self.host} ({self.base_url})",
+            "set a new password on the BMC (its web UI, or a PATCH of Password at "
+            + (account_uri or "the account's URI")
+            + "), update the secret bmc.password refers to, then re-run for this host",
+        )
+
     def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
         cause = exc.__cause__ or exc
         if isinstance(cause, requests.exceptions.SSLError):
@@ -393,7 +417,12 @@ class RedfishClient:
                 "the BMC firmware misbehaves; check the request outcome on the BMC and re-run",
                 status=status,
             ) from None
-        return Response(status, parsed if isinstance(parsed, dict) else {"value": parsed}, hdrs, path)
+        resp = Response(status, parsed if isinstance(parsed, dict) else {"value": parsed}, hdrs, path)
+        if status == 403:
+            account = _password_change_uri(resp.body)
+            if account is not None:  # a fault of this host's account, whatever was asked: no request can go on
+                raise self._password_change(account)
+        return resp
 
     def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         """One request with the retries that are safe for its method. Returns any HTTP status to the caller."""
@@ -445,6 +474,17 @@ class RedfishClient:
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for m, _, _ in self.requests if method is None or m == method)
+
+
+def _password_change_uri(body: dict) -> str | None:
+    """The account URI of a DMTF Base PasswordChangeRequired message in an error body ("" without one), or None
+    when the body carries no such message."""
+    err = body.get("error") if isinstance(body.get("error"), dict) else body
+    for info in err.get("@Message.ExtendedInfo") or []:
+        if isinstance(info, dict) and str(info.get("MessageId", "")).endswith(".PasswordChangeRequired"):
+            args = info.get("MessageArgs") or []
+            return str(args[0]) if args else ""
+    return None
 
 
 def _fix_for(status: int) -> str:

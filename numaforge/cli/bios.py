@@ -572,7 +572,8 @@ def bios_job_delete(
     allow_plaintext_secrets=False,
 ):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
-    (the host is applying it): the host fails with a message saying so. iDRAC discards the pending values of a
+    (the host is applying it), nor any job that is not a BIOS configuration job -- a queued firmware update of
+    the BIOS included: the host fails with a message saying so. iDRAC discards the pending values of a
     deleted job; the report lists what is still pending."""
     _operation(
         c,

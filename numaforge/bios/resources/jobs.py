@@ -3,9 +3,19 @@
 Where a BMC keeps them: Dell iDRAC publishes its job queue under the manager (Links.Oem.Dell.Jobs, i.e.
 /redfish/v1/Managers/iDRAC.Embedded.1/Jobs, DellJob members with JobState); DSP0268's JobService has a Jobs
 collection (Job members with JobState); Task-like members carry TaskState. ``Job.state`` reads any of them.
+
+Which jobs are BIOS *configuration* jobs (``Job.is_bios_config``) -- the only ones bios-apply waits for and
+bios-job-delete deletes: Dell says so in JobType ("BIOSConfiguration", "InbandBIOSConfiguration"; every other
+DellJob type, e.g. "FirmwareUpdate" of a BIOS update package, is not one -- DellJob.v1_2_0 schema's JobType enum);
+a job without a JobType is one when it targets the settings object (TargetSettingsURI, or DSP0268 Job
+Payload.TargetUri) or carries Dell's name for one ("Configure: BIOS.Setup.1-1" in the Dell job queue,
+"ConfigBIOS:BIOS.Setup.1-1" in JobService/Jobs -- both seen on an iDRAC9 capture, NVIDIA/libredfish
+tests/mockups/dell). The word "bios" in a name or message proves nothing: "Firmware Update: BIOS" is not one.
 """
 
 from __future__ import annotations
+
+import re
 
 from ..errors import RedfishConflictError, RedfishError
 from ..redfish import RedfishClient, Response, _path
@@ -26,6 +36,8 @@ RUNNING_STATES = {"Running", "Starting", "Downloading", "Downloaded", "Stopping"
 ACTIVE_STATES = QUEUED_STATES | RUNNING_STATES
 FINAL_OK = {"Completed", "CompletedWithWarnings"}
 FINAL_BAD = {"Failed", "CompletedWithErrors", "Cancelled", "Killed", "Exception", "Service"}
+BIOS_CONFIG_JOB_TYPES = {"biosconfiguration", "inbandbiosconfiguration"}  # DellJob JobType values, lower case
+_DELL_BIOS_CONFIG_NAME = re.compile(r"^\s*(configure:\s*|configbios:\s*)bios\.setup\.", re.IGNORECASE)
 
 
 class Job(Resource):
@@ -55,18 +67,29 @@ class Job(Resource):
     def queued(self) -> bool:
         return self.state in QUEUED_STATES
 
-    def targets_bios(self, settings_path: str | None = None) -> bool:
-        text = " ".join(
-            str(self.body.get(k, "")) for k in ("JobType", "Name", "Message", "TargetSettingsURI", "Description")
-        ).lower()
-        return "bios" in text or bool(settings_path and settings_path.lower().rstrip("/") in text)
+    @property
+    def job_type(self) -> str:
+        b = self.body
+        return str(b.get("JobType") or ((b.get("Oem") or {}).get("Dell") or {}).get("JobType") or "")
+
+    def is_bios_config(self, settings_path: str | None = None) -> bool:
+        """A BIOS configuration job (module docstring): by JobType when the BMC gives one, else by the settings
+        object it targets or Dell's name for such a job. Never by the word "bios" alone."""
+        if self.job_type:
+            return self.job_type.lower() in BIOS_CONFIG_JOB_TYPES
+        b = self.body
+        target = b.get("TargetSettingsURI") or (b.get("Payload") or {}).get("TargetUri")
+        if isinstance(target, str) and target and settings_path:
+            return _path(target).lower().rstrip("/") == settings_path.lower().rstrip("/")
+        return bool(_DELL_BIOS_CONFIG_NAME.match(str(b.get("Name") or "")))
 
     def summary(self) -> dict:
         b = self.body
         return {
             "id": self.identity,
             "state": self.state,
-            "type": b.get("JobType") or "",
+            "type": self.job_type,
+            "bios_config": self.is_bios_config(),
             "name": b.get("Name") or "",
             "percent": b.get("PercentComplete"),
             "message": self.message,
@@ -107,7 +130,8 @@ class JobCollection(Resource):
         return out
 
     def bios_jobs(self, settings_path: str | None = None) -> list[Job]:
-        return [j for j in self.jobs() if j.targets_bios(settings_path)]
+        """The BIOS configuration jobs (Job.is_bios_config), never a firmware update that mentions the BIOS."""
+        return [j for j in self.jobs() if j.is_bios_config(settings_path)]
 
     def job(self, job_id: str) -> Job | None:
         for j in self.jobs():

@@ -69,6 +69,19 @@ BASE = {
         "Critical",
         "Try the operation again using the appropriate ETag.",
     ),
+    "PreconditionRequired": (
+        "A precondition header or annotation is required to change this resource.",
+        0,
+        "Critical",
+        "Try the operation again using an If-Match or If-None-Match header and appropriate ETag.",
+    ),
+    "PasswordChangeRequired": (
+        "The password provided for this account must be changed before access is granted.  PATCH the Password "
+        "property for this account located at the target URI '%1' to complete this process.",
+        1,
+        "Critical",
+        "Change the password for this account using a PATCH to the Password property at the URI provided.",
+    ),
     "NoValidSession": (
         "There is no valid session established with the implementation.",
         0,

@@ -30,7 +30,12 @@ from .state import BMCState
 from .tls import ensure_certificates
 
 # resources anyone may read without credentials (DSP0266: service root, odata, $metadata; POST to Sessions)
+ACCOUNT_URI = "/redfish/v1/AccountService/Accounts/1"  # the simulator's one account, named in PasswordChangeRequired
 PUBLIC = {("GET", "/redfish"), ("GET", "/redfish/v1/"), ("GET", "/redfish/v1/odata"), ("GET", "/redfish/v1/$metadata")}
+
+
+def _logout(req: Request) -> bool:
+    return req.method == "DELETE" and req.path.startswith("/redfish/v1/SessionService/Sessions/")
 
 
 class _Server(ThreadingHTTPServer):
@@ -269,6 +274,10 @@ class BMCSimulator:
         self.issued_tokens: list[str] = []  # every token ever issued (tests: must never leak)
         self.extra_systems: list[str] = []  # more members of the Systems collection (a BMC that grew one)
         self.settings_etag = True  # False: the settings object carries no ETag at all
+        self.annotation_etag: bool | None = None  # Bios @Redfish.Settings.ETag published? None: as settings_etag
+        self.require_if_match = False  # True: a PATCH of the settings object without If-Match gets 428
+        self.strong_if_match = False  # True: If-Match with the weak form of the BMC's own ETag gets 412 (a quirk)
+        self.password_change_required = False  # True: the account must change its password (Base message)
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0  # after a manager reset the BMC answers 503 for a while
@@ -460,6 +469,9 @@ class BMCSimulator:
             return error(
                 401, message("NoValidSession"), headers={"WWW-Authenticate": 'Basic realm="numaforge BMC simulator"'}
             )
+        if self.password_change_required and not public and not is_login and not _logout(req):
+            # DSP0266: the account may only change its password (and log out) until it has
+            return error(403, message("PasswordChangeRequired", ACCOUNT_URI))
         if methods is None:
             return not_found(req)
         handler = methods.get(req.method)

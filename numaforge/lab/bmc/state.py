@@ -28,6 +28,10 @@ RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRe
 ACTIVE_JOB_STATES = ("Scheduled", "Running")
 
 
+def _bios_config(job: dict) -> bool:
+    return job.get("JobType", "BIOSConfiguration") == "BIOSConfiguration"
+
+
 def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
 
@@ -188,7 +192,7 @@ class BMCState:
 
     def _begin_jobs(self) -> None:
         for job in self.jobs.values():
-            if job["JobState"] == "Scheduled":
+            if job["JobState"] == "Scheduled" and _bios_config(job):
                 job.update(JobState="Running", PercentComplete=50, Message="Task is running.", MessageId="PR20")
 
     def manager_reset(self) -> None:
@@ -237,18 +241,41 @@ class BMCState:
 
     # ---------------------------------------------------------------- Dell-like jobs
     def active_job(self) -> dict | None:
+        """The BIOS configuration job that is Scheduled or Running (other queued jobs never block BIOS writes)."""
         with self.lock:
             for job in self.jobs.values():
-                if job["JobState"] in ACTIVE_JOB_STATES:
+                if job["JobState"] in ACTIVE_JOB_STATES and _bios_config(job):
                     return job
             return None
 
+    def queue_firmware_job(self, name: str = "Firmware Update: BIOS") -> dict:
+        """Test setup: a Scheduled firmware-update job (DellJob JobType FirmwareUpdate), as an update package
+        staged for the next reboot leaves in iDRAC's queue. The simulator never runs it."""
+        with self.lock:
+            job = self._new_job()
+            job.update(Name=name, JobType="FirmwareUpdate", Message="Task successfully scheduled.", MessageId="JCP001")
+            job["TargetSettingsURI"] = None
+            self.jobs[job["Id"]] = job
+            self.save()
+            return copy.deepcopy(job)
+
+    def _new_job(self) -> dict:
+        while True:
+            jid = f"JID_{random.randrange(10**11, 10**12)}"
+            if jid not in self.jobs:
+                break
+        return {
+            "Id": jid,
+            "JobState": "Scheduled",
+            "PercentComplete": 0,
+            "StartTime": "TIME_NOW",
+            "EndTime": "TIME_NA",
+            "CreatedTime": iso(self.clock()),
+        }
+
     def create_job(self, target: str) -> dict:
         with self.lock:
-            while True:
-                jid = f"JID_{random.randrange(10**11, 10**12)}"
-                if jid not in self.jobs:
-                    break
+            jid = self._new_job()["Id"]
             job = {
                 "Id": jid,
                 "Name": "Configure: BIOS.Setup.1-1",
@@ -276,7 +303,7 @@ class BMCState:
             if job["JobState"] == "Running":
                 return None
             del self.jobs[jid]
-            if job["JobState"] == "Scheduled":
+            if job["JobState"] == "Scheduled" and _bios_config(job):
                 self.pending = {}
                 self.apply_time = None
             self.save()

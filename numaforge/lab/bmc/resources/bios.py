@@ -12,12 +12,16 @@ from ..state import iso
 from ..validation import validate_settings_patch
 
 
-def _etag_matches(header: str, etag: str) -> bool:
+def _etag_matches(header: str, etag: str, strong_only: bool = False) -> bool:
+    """If-Match against the current ETag: weak comparison (RFC 9110), or -- ``strong_only``, a BMC quirk -- a
+    strong comparison that refuses the weak form of the BMC's own ETag."""
+
     def bare(t: str) -> str:
         t = t.strip()
-        return t[2:] if t.startswith("W/") else t
+        return t if strong_only else (t[2:] if t.startswith("W/") else t)
 
-    return any(part.strip() == "*" or bare(part) == bare(etag) for part in header.split(","))
+    want = etag[2:] if strong_only and etag.startswith("W/") else etag
+    return any(part.strip() == "*" or bare(part) == bare(want) for part in header.split(","))
 
 
 def register(sim) -> None:
@@ -50,6 +54,9 @@ def register(sim) -> None:
                 body["Actions"] = {"Oem": {"#DellManager.ClearPending": {"target": clear_pending_target}}}
             return body
 
+    def annotation_etag() -> bool:
+        return sim.settings_etag if sim.annotation_etag is None else sim.annotation_etag
+
     def bios(req):
         st.advance()
         with st.lock:
@@ -63,7 +70,9 @@ def register(sim) -> None:
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",
                     "SettingsObject": {"@odata.id": f.settings_link},
-                    **({"ETag": etag_of(settings_body())} if sim.settings_etag else {}),
+                    # DSP8010 Settings.ETag: the ETag of the resource the settings were applied to (this Bios,
+                    # as of the last apply), not the settings object's
+                    **({"ETag": etag_of({"Attributes": st.current})} if annotation_etag() else {}),
                     "Time": iso(st.settings_time),
                     "SupportedApplyTimes": list(f.supported_apply_times),
                     "Messages": copy.deepcopy(st.settings_messages),
@@ -84,7 +93,9 @@ def register(sim) -> None:
         with st.lock:
             current_etag = etag_of(settings_body())
             if_match = req.headers.get("if-match")
-            if if_match is not None and not _etag_matches(if_match, current_etag):
+            if if_match is None and sim.require_if_match:
+                return error(428, message("PreconditionRequired"))
+            if if_match is not None and not _etag_matches(if_match, current_etag, sim.strong_if_match):
                 return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
             if f.jobs == "dell" and st.active_job() is not None:
                 return error(400, message("SYS011"))

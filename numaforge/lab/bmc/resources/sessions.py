@@ -9,6 +9,7 @@ from ..http import Response, collection_ok, error, json_ok, lit, not_found
 from ..messages import message
 
 BASE = "/redfish/v1/SessionService"
+ACCOUNT_URI = "/redfish/v1/AccountService/Accounts/1"
 
 
 def register(sim) -> None:
@@ -59,6 +60,9 @@ def register(sim) -> None:
             return error(401, message("ResourceAtUriUnauthorized", f"{BASE}/Sessions", "Unauthorized"))
         token, sess = sim.new_session()
         out = session_body(sess)
+        if sim.password_change_required:
+            # DSP0266: the session is created, and says the password must change before anything else
+            out["@Message.ExtendedInfo"] = [message("PasswordChangeRequired", ACCOUNT_URI)]
         return Response(201, out, {"X-Auth-Token": token, "Location": out["@odata.id"]})
 
     def find(sid):
