@@ -233,25 +233,93 @@ class RegistryCache:
 
 
 # -- registry lookup (DSP0266: Registries collection -> MessageRegistryFile -> Location[].Uri) -----------------
+#
+# Found the way sushy finds one (sushy/resources/base.py _get_registry: the id asked for is compared with both the
+# file's key and the loaded document's own Id), with the version drift real BMCs show: an iDRAC9 (NVIDIA/libredfish
+# tests/mockups/dell, PowerEdge R750) has its Bios name BiosAttributeRegistry.v1_0_3 and lists the file as
+# BiosAttributeRegistry.v1_0_0 (Registry "BiosAttributeRegistry1.0"), the document's Id being v1_0_3; a Supermicro
+# (tests/mockups/supermicro) names it BiosAttributeRegistry.v1_0_0 in the Bios, BiosAttributeRegistry.1.0.0 in the
+# file's Registry and BiosAttributeRegistry.1_0_0 in the document. A registry id is "<name>.<major>.<minor>.<errata>"
+# whatever the separators ("." or "_", an optional "v"); candidates are the files whose Id or Registry names the
+# same registry (exactly first, then the same name and major version), and the document decides: its Id (or
+# RegistryPrefix + RegistryVersion) must name the same registry, of the same major version.
+
+_ID_RX = re.compile(r"^(?P<name>[^.]+?)(?:\.v?(?P<v>\d+(?:[._]\d+){1,2}))?$", re.IGNORECASE)
+_GLUED_RX = re.compile(r"^(?P<name>.*?[A-Za-z])v?(?P<v>\d+\.\d+)$")  # "BiosAttributeRegistry1.0" (iDRAC's Registry)
+
+
+def registry_identity(text: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """("biosattributeregistry", (1, 0, 3)) for "BiosAttributeRegistry.v1_0_3", "…1.0.3", "…1_0_3"; the version
+    is () when the text has none ("BiosAttributeRegistry"); None for an empty text. Pure."""
+    text = str(text or "").strip()
+    if not text:
+        return None
+    m = _ID_RX.match(text) or _GLUED_RX.match(text)
+    if not m:
+        return (text.lower(), ())
+    v = m.group("v")
+    return (m.group("name").lower(), tuple(int(x) for x in re.split(r"[._]", v)) if v else ())
+
+
+def _doc_identity(doc: dict) -> tuple[str, tuple[int, ...]] | None:
+    """What a registry document says it is: its Id, else RegistryPrefix + RegistryVersion."""
+    ident = registry_identity(doc.get("Id"))
+    if ident and ident[1]:
+        return ident
+    prefix = doc.get("RegistryPrefix") or (ident[0] if ident else None)
+    version = registry_identity(f"x.{doc.get('RegistryVersion')}") if doc.get("RegistryVersion") else None
+    if prefix:
+        return (str(prefix).lower(), version[1] if version else ())
+    return ident
+
+
+def registry_fit(want: str, have: tuple[str, tuple[int, ...]] | None) -> str | None:
+    """How a registry identity fits the id the Bios names: "exact" (same name, the versions agree as far as
+    both go), "drift" (same name and major version), None. Pure."""
+    w = registry_identity(want)
+    if not w or not have or w[0] != have[0]:
+        return None
+    wv, hv = w[1], have[1]
+    n = min(len(wv), len(hv))
+    if wv[:n] == hv[:n]:
+        return "exact"
+    return "drift" if wv[0] == hv[0] else None
+
+
 def _odata(link) -> str | None:
     if isinstance(link, dict):
         link = link.get("@odata.id")
     return _path(link) if isinstance(link, str) and link else None
 
 
-def _same_registry(file: dict, registry_id: str) -> bool:
-    """A MessageRegistryFile describes ``registry_id`` when its Id or Registry names it (case-insensitively:
-    the Bios's AttributeRegistry and the file's Id are both "<name>.<version>")."""
+def _file_fit(file: dict, registry_id: str) -> str | None:
+    """How well a MessageRegistryFile's Id or Registry names ``registry_id``: "same" (either is it, ignoring
+    case), "exact"/"drift" (registry_fit of either), None."""
     want = registry_id.lower()
-    return any(str(file.get(k) or "").lower() == want for k in ("Id", "Registry"))
+    if any(str(file.get(k) or "").lower() == want for k in ("Id", "Registry")):
+        return "same"
+    fits = {registry_fit(registry_id, registry_identity(file.get(k))) for k in ("Id", "Registry")}
+    return "exact" if "exact" in fits else "drift" if "drift" in fits else None
+
+
+def _location(file: dict) -> tuple[str | None, list[str]]:
+    """The file's local Location[].Uri (English first) and, when it has none, its PublicationUris."""
+    locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
+    locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
+    uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
+    return uri, [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
 
 
 def fetch_registry(client, registry_id: str) -> Registry:
-    """The AttributeRegistry the Bios names, found as DSP0266 says: read the Registries collection's members
-    (MessageRegistryFile), take the one whose Id or Registry is ``registry_id``, and GET its Location[].Uri
-    (English first). A member is recognised by what it says (Id/Registry), never by its URI: vendors spell
-    those differently (HPE lists the file at a lower-case, dotted URI). The usual URI is tried first only to
-    save the collection read when it does hold that registry."""
+    """The AttributeRegistry the Bios names (``registry_id``), found as DSP0266 says and checked as sushy does:
+    read the Registries collection's members (MessageRegistryFile); the files whose Id or Registry names that
+    registry (the same text first, then the same name in another spelling or version) are candidates; GET each
+    candidate's Location[].Uri (English first) until a document says it is that registry (its own Id, or
+    RegistryPrefix/RegistryVersion) -- of the same major version at least, an exact version preferred. A member
+    is recognised by what it says, never by its URI: vendors spell those differently (HPE lists the file at a
+    lower-case, dotted URI). The usual URI (<collection>/<registry_id>) is tried first only to save the collection
+    read when it does hold that registry. Version drift within a major version is used and said in the client's
+    warnings; when nothing fits, the error lists every candidate tried and what its document said."""
     where = f"{client.host} ({client.base_url})"
     coll = _odata((client.ensure_root() or {}).get("Registries"))
     if not coll:
@@ -260,61 +328,101 @@ def fetch_registry(client, registry_id: str) -> Registry:
             where,
             "the BMC does not publish its BIOS attribute registry; nothing can be validated",
         )
-    # fast path (one request on most BMCs): the member named after the id -- accepted only if the file itself
-    # says it is that registry; otherwise (404, another file) the collection decides
-    file, seen = None, []
+    tried: list[str] = []  # "<file URI> -> <what its document said>", for the error
+    drift: list[tuple[Registry, str]] = []  # documents of the same major version, another minor/errata
+    published: list[tuple[str, list[str]]] = []  # candidates with only a PublicationUri
+
+    def consider(file_uri: str, file: dict) -> Registry | None:
+        uri, pubs = _location(file)
+        label = f"{file_uri} (Id {file.get('Id')!r}, Registry {file.get('Registry')!r})"
+        if uri is None:
+            published.append((label, pubs))
+            tried.append(f"{label}: " + (f"PublicationUri {', '.join(pubs)} only" if pubs else "no Location[].Uri"))
+            return None
+        r = client.request("GET", uri)
+        if r.status >= 400 or not isinstance(r.body, dict):
+            tried.append(f"{label} -> GET {uri} answered {r.status}: {r.error_text()}")
+            return None
+        if "RegistryEntries" not in r.body:
+            tried.append(f"{label} -> {uri} is not an AttributeRegistry (no RegistryEntries)")
+            return None
+        have = _doc_identity(r.body)
+        fit = registry_fit(registry_id, have)
+        said = r.body.get("Id") or (f"{r.body.get('RegistryPrefix')} {r.body.get('RegistryVersion')}")
+        if fit is None:
+            tried.append(f"{label} -> {uri} is registry {said!r}")
+            return None
+        reg = Registry.from_json(r.body)
+        reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what apply.confirm_registry() compares later
+        if fit == "exact":
+            return reg
+        tried.append(f"{label} -> {uri} is registry {said!r} (same major version)")
+        drift.append((reg, str(said)))
+        return None
+
+    # fast path (two requests on most BMCs): the member named after the id, if the file says it is that registry
     guess = coll.rstrip("/") + "/" + registry_id
     r = client.request("GET", guess)
-    if r.status < 400 and isinstance(r.body, dict) and _same_registry(r.body, registry_id):
-        file = r.body
-    members = [] if file else [m for m in (_odata(m) for m in client.get(coll).body.get("Members") or []) if m]
+    if r.status < 400 and isinstance(r.body, dict) and _file_fit(r.body, registry_id) == "same":
+        reg = consider(guess, r.body)
+        if reg is not None:
+            client.confirmed.add(id(reg))
+            return reg
+    members = [m for m in (_odata(m) for m in client.get(coll).body.get("Members") or []) if m]
+    others: list[str] = []
+    ranked: list[tuple[int, str, dict]] = []  # files naming the registry in another spelling or version
     for uri in members:
-        if uri.rstrip("/") == guess:
+        if uri.rstrip("/") == guess.rstrip("/"):
             continue
         r = client.request("GET", uri)
         if r.status >= 400 or not isinstance(r.body, dict):
-            seen.append(f"{uri} (HTTP {r.status})")
+            others.append(f"{uri} (HTTP {r.status})")
             continue
-        if _same_registry(r.body, registry_id):
-            file = r.body
-            break
-        seen.append(str(r.body.get("Id") or uri))
-    if file is None:
-        raise RedfishError(
-            f"registry {registry_id} is not among the {len(members)} members of {coll} "
-            f"(their Id: {', '.join(seen) or 'none'})",
-            where,
-            "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
-            "settings under raw: after checking them in the BMC's web UI",
+        fit = _file_fit(r.body, registry_id)
+        if fit is None:
+            others.append(str(r.body.get("Id") or uri))
+            continue
+        if fit == "same":  # the file names exactly this registry: its document is read at once
+            reg = consider(uri, r.body)
+            if reg is not None:
+                client.confirmed.add(id(reg))
+                return reg
+        else:
+            ranked.append((0 if fit == "exact" else 1, uri, r.body))
+    for _, uri, file in sorted(ranked, key=lambda t: t[0]):
+        reg = consider(uri, file)
+        if reg is not None:
+            client.confirmed.add(id(reg))
+            return reg
+    if drift:
+        reg, said = drift[0]
+        client.warnings.append(
+            f"the Bios names registry {registry_id}; the BMC serves {said} (same major version, so the same "
+            f"attributes and values are expected): validated against it ({reg.source_uri})"
         )
-    locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
-    locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
-    uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
-    if uri is None:
-        pubs = [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
-        what = (
+        client.confirmed.add(id(reg))
+        return reg
+    if published and len(published) == len(tried):
+        label, pubs = published[0]
+        raise RedfishError(
             f"registry {registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
             if pubs
-            else f"registry {registry_id} has no Location[].Uri"
-        )
-        raise RedfishError(
-            what,
+            else f"registry {registry_id} has no Location[].Uri ({label})",
             where,
             "numaforge reads the registry from the BMC only (it must match the BIOS "
             "exactly); enable the BMC's local registry store, or validate by hand and use raw:",
         )
-    r = client.request("GET", uri)
-    if r.status >= 400:
+    if tried:
         raise RedfishError(
-            f"GET {uri} (the Location of registry {registry_id}) answered {r.status}: {r.error_text()}",
+            f"no registry file of {coll} serves registry {registry_id}; candidates tried: " + "; ".join(tried),
             where,
-            "check the BMC's registry store",
+            "the BMC serves another registry than its Bios names (a firmware update half done?): update or "
+            "reset the BMC; or write the settings under raw: after checking them in the BMC's web UI",
         )
-    if "RegistryEntries" not in (r.body or {}):
-        raise RedfishError(
-            f"{uri} is not an AttributeRegistry (no RegistryEntries)", where, "the BMC's registry file is malformed"
-        )
-    reg = Registry.from_json(r.body)
-    reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what apply.confirm_registry() compares later
-    client.confirmed.add(id(reg))
-    return reg
+    raise RedfishError(
+        f"registry {registry_id} is not among the {len(members)} members of {coll} "
+        f"(their Id: {', '.join(others) or 'none'})",
+        where,
+        "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
+        "settings under raw: after checking them in the BMC's web UI",
+    )

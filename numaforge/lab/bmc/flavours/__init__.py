@@ -51,6 +51,17 @@ class Flavour:
     defaults: dict = field(repr=False)  # AttributeName -> default value
     registry_member: str = ""  # the MessageRegistryFile's URI in the Registries collection
     publication_uri: str | None = None  # set: the file gives only this PublicationUri, no local Location
+    # how the same registry is spelt elsewhere (real BMCs disagree with themselves): the Bios's AttributeRegistry,
+    # the MessageRegistryFile's Id and Registry; "" = registry_id (the document's own Id), resp. the member URI's
+    # last segment for the file's Id
+    bios_registry_id: str = ""
+    registry_file_id: str = ""
+    registry_file_registry: str = ""
+
+    @property
+    def bios_registry(self) -> str:
+        """What the Bios and its settings object name in AttributeRegistry."""
+        return self.bios_registry_id or self.registry_id
 
     @property
     def system_path(self) -> str:
@@ -252,6 +263,9 @@ def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
         registry=registry,
         defaults=defaults,
         registry_member=data.get("registry_member") or f"/redfish/v1/Registries/{data['registry_id']}",
+        bios_registry_id=str(data.get("bios_registry_id") or ""),
+        registry_file_id=str(data.get("registry_file_id") or ""),
+        registry_file_registry=str(data.get("registry_file_registry") or ""),
     )
 
 

@@ -42,7 +42,7 @@ def register(sim) -> None:
                 "@odata.type": "#Bios.v1_2_3.Bios",
                 "Id": settings_id,
                 "Name": "BIOS Configuration Pending Settings",
-                "AttributeRegistry": f.registry_id,
+                "AttributeRegistry": f.bios_registry,
                 "Attributes": attrs,
             }
             if st.apply_time:
@@ -65,7 +65,7 @@ def register(sim) -> None:
                 "@odata.type": "#Bios.v1_2_3.Bios",
                 "Id": "Bios",
                 "Name": "BIOS Configuration Current Settings",
-                "AttributeRegistry": f.registry_id,
+                "AttributeRegistry": f.bios_registry,
                 "Attributes": dict(st.current),
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",

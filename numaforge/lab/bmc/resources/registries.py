@@ -2,7 +2,10 @@
 the registry JSON (or, with ``publication_uri``, only a PublicationUri), and DMTF's Base message registry, which
 BMCs list with its public PublicationUri only. The BIOS file sits at the flavour's ``registry_member`` URI, which
 need not be Registries/<registry id> (iLO 6 lists it lower case, with a dotted version; iDRAC without the
-version): its Id is that URI's last segment, its Registry the id the Bios names."""
+version): its Id is that URI's last segment, its Registry the registry document's Id -- unless the flavour spells
+them as a captured BMC does (``registry_file_id``/``registry_file_registry``: an iDRAC9 lists
+"BiosAttributeRegistry.v1_0_0" / "BiosAttributeRegistry1.0" for a document whose Id, like the Bios's
+AttributeRegistry, is "BiosAttributeRegistry.v1_0_3")."""
 
 from __future__ import annotations
 
@@ -35,11 +38,11 @@ def register(sim) -> None:
             {
                 "@odata.id": sim.link(file_path),
                 "@odata.type": "#MessageRegistryFile.v1_1_5.MessageRegistryFile",
-                "Id": file_path.rstrip("/").rsplit("/", 1)[-1],  # the URI's last segment (DSP0266)
+                "Id": f.registry_file_id or file_path.rstrip("/").rsplit("/", 1)[-1],  # the URI's last segment
                 "Name": "BIOS Attribute Registry File",
                 "Description": "Location of the BIOS attribute registry",
                 "Languages": ["en"],
-                "Registry": f.registry_id,
+                "Registry": f.registry_file_registry or f.registry_id,
                 "Location": [where],
             }
         )
