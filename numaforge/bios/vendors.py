@@ -469,10 +469,29 @@ class _Resolver:
             kind="absent",
         )
 
+    def _one_attribute(self, setting: str, key: str, keys: list[str]):
+        """(attribute, name) for one key of a several-attributes value: an exact AttributeName, or -- a key
+        starting with ^ -- the one attribute whose name matches that regex (per-board name suffixes)."""
+        if not key.startswith("^"):
+            return self.registry.attributes.get(key), key
+        hits = sorted(self.registry.by_name_pattern(key), key=lambda a: a.name)
+        if len(hits) > 1:
+            raise _Miss(
+                f"{setting}: {len(hits)} attributes match /{key}/ in registry {self.registry.id}: "
+                + ", ".join(a.name for a in hits),
+                f"set the right one by name under raw.{self.vmap.vendor}",
+                [a.name for a in hits],
+            )
+        return (hits[0], hits[0].name) if hits else (None, key)
+
     def _names(self, setting: str, entry: dict, target) -> list[str]:
         """The attributes a failing value concerns (a raw value on any of them supersedes the setting)."""
         if isinstance(target, dict) and "unsupported" not in target:
-            return list(target)
+            names: list[str] = []
+            for key in target:
+                hits = [a.name for a in self.registry.by_name_pattern(key)] if key.startswith("^") else []
+                names += hits or [key]
+            return names
         try:
             return [a.name for a in self.find(setting, entry)[0]]
         except _Miss as miss:
@@ -509,8 +528,8 @@ class _Resolver:
         src = self._src(entry, "source", "values_source")
         if isinstance(target, dict):  # several attributes for one setting
             out = []
-            for aname, aval in target.items():
-                attr = self.registry.attributes.get(aname)
+            for key, aval in target.items():
+                attr, aname = self._one_attribute(setting, key, list(target))
                 if attr is None:
                     if "gap" in entry:
                         raise _Miss(
@@ -527,7 +546,7 @@ class _Resolver:
                         aname,
                         _pick(aval if isinstance(aval, list) else [aval], attr, setting, value),
                         setting,
-                        "vendor map: exact AttributeName",
+                        "vendor map: exact AttributeName" if aname == key else f"vendor map: name matching /{key}/",
                         src,
                     )
                 )
