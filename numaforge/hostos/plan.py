@@ -347,8 +347,8 @@ def make_plan(
             continue
         spec = profile.irq_cpus
         if spec == "local":
-            want = dev.local_cpus
-            if not want:
+            cpus = dev.local_cpus
+            if not cpus:
                 problems.append(f"{host}/irq {addr}: the device reports no local_cpulist; use irq.cpus: node:N")
                 continue
         elif spec.startswith("node:"):
@@ -358,34 +358,41 @@ def make_plan(
                     f"{host}/irq {addr}: irq.cpus {spec}: no such NUMA node (online: {sorted(state.nodes)})"
                 )
                 continue
-            want = state.nodes[n]
-            explicit[addr] = cpulist(want)
+            cpus = state.nodes[n]
+            explicit[addr] = cpulist(cpus)
         else:
-            want = parse_cpulist(spec)
-            explicit[addr] = cpulist(want)
+            cpus = parse_cpulist(spec)
+            explicit[addr] = cpulist(cpus)
         for irq in dev.irqs:
-            cur = state.affinity.get(irq)
-            if cur is None:
+            affinity = state.affinity.get(irq)
+            if affinity is None:
                 problems.append(f"{host}/irq {irq} of {addr}: /proc/irq/{irq}/smp_affinity_list does not exist")
                 continue
-            plan.pinned[irq] = cpulist(want)
+            plan.pinned[irq] = cpulist(cpus)
             plan.items.append(
                 Item(
                     "irq",
                     f"{irq} ({addr})",
                     f"/proc/irq/{irq}/smp_affinity_list",
-                    cpulist(cur),
-                    cpulist(want),
-                    "ok" if cur == want else "change",
+                    cpulist(affinity),
+                    cpulist(cpus),
+                    "ok" if affinity == cpus else "change",
                 )
             )
     if problems:
         raise HostPlanError(problems, host or None)
     plan.files = desired_files(profile, state, explicit)
-    for path, want in plan.files.items():
-        cur = state.files.get(path)
+    for path, wanted in plan.files.items():
+        content = state.files.get(path)
         plan.items.append(
-            Item("file", path, path, _file_summary(cur), _file_summary(want), "ok" if cur == want else "change")
+            Item(
+                "file",
+                path,
+                path,
+                _file_summary(content),
+                _file_summary(wanted),
+                "ok" if content == wanted else "change",
+            )
         )
     plan.checks = device_checks(profile, state, nps, sockets)
     return plan

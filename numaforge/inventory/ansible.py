@@ -281,8 +281,9 @@ def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
                 "indent its hosts:, children: and vars: under it",
             )
         inv.add_group(name, where)
-        for key, value in (body or {}).items():
-            kline = body.line_of(key)
+        gbody: LMap = body if body is not None else LMap()
+        for key, value in gbody.items():
+            kline = gbody.line_of(key)
             if key not in ("hosts", "children", "vars"):
                 close = difflib.get_close_matches(str(key), GROUP_KEYS, n=1)
                 raise InventoryError(
@@ -321,8 +322,9 @@ def _parse_yaml(inv: AnsibleInventory, path: str, doc: LMap) -> None:
                     names, port = expand_host_pattern(pattern, at(pline))
                     for hname in names:
                         inv.add_host(hname, name, at(pline), port)
-                        for var in hvars or {}:
-                            inv.set_var(hname, var, hvars[var], at(hvars.line_of(var)), host=True)
+                        hv: LMap = hvars if hvars is not None else LMap()
+                        for var in hv:
+                            inv.set_var(hname, var, hv[var], at(hv.line_of(var)), host=True)
         return name
 
     for key in doc:

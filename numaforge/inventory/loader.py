@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
@@ -99,7 +99,7 @@ class _Ctx:
             return line
         return f"{self.path}:{line}" if line else self.path
 
-    def fail(self, line, what, fix=None):
+    def fail(self, line, what, fix=None) -> NoReturn:
         raise InventoryError(what, self.at(line), fix)
 
     def expect_map(self, value, line, what):
@@ -252,7 +252,7 @@ def _build(doc: LMap, ctx: _Ctx) -> Inventory:
                     _hint(c, inv.groups) if inv.groups else "define it under `groups:`",
                 )
     depth = _depths(inv, ctx)
-    membership = {h: [] for h in inv.hosts}
+    membership: dict[str, list[str]] = {h: [] for h in inv.hosts}
     for g in inv.groups.values():
         for h in inv.group_members(g.name):
             membership[h].append(g.name)

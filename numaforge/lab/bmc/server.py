@@ -43,7 +43,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, **kw) -> None:
         self.connections: set = set()
         self.conn_lock = threading.Lock()
         self.log = lambda text: None
@@ -323,7 +323,8 @@ class BMCSimulator:
             self._server.shutdown()
             self._server.server_close()
             self._server.close_connections()
-            self._thread.join(timeout=10)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
             self._server = None
         if self._own_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
