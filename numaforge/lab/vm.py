@@ -39,6 +39,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
+from ..workload import workload_binary
 from . import initramfs
 
 DEFAULT_SSH_PORT = 2222
@@ -50,7 +51,6 @@ NUMA_NIC_NODE = 1  # the node the optional virtio-net NIC's expander bridge belo
 # ("IO-APIC + timer doesn't work", seen booting the cpuless4 topology while two other VMs ran); the emulated
 # timer works, the check is what fails
 APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on no_timer_check"
-WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
 
 # Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
 DEBIAN_ABI = "5.10.0-46"
@@ -315,25 +315,6 @@ def build_module(src_dir: Path, kernel: LabKernel, out_dir: Path | None = None) 
 def _mk(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
-
-
-def workload_binary() -> Path:
-    """The static NUMA workload, built with gcc from numaforge/lab/workload/ and cached by source hash."""
-    src = WORKLOAD_SRC.read_bytes()
-    out = cache_dir() / "lab" / "workload" / hashlib.sha256(src).hexdigest()[:16] / "numa_workload"
-    if out.exists():
-        return out
-    if shutil.which("gcc") is None:
-        raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".numa_workload.{os.getpid()}")
-    _run(
-        ["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)],
-        str(WORKLOAD_SRC),
-        "install libc6-dev (static libc) and gcc",
-    )
-    os.replace(tmp, out)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- keys

@@ -43,6 +43,7 @@ from ..errors import NumaforgeError
 from ..measure import runner as mrunner
 from ..paths import find_data
 from ..report import HostResult
+from ..workload import workload_binary
 from . import hostops
 
 LIVEPATCH_SYSFS = "/sys/kernel/livepatch"
@@ -379,7 +380,7 @@ class Options:
     effect: bool = False  # the A/B step: the fleet layer turns it on for the lab group or --measure
     effect_rounds: int = 1
     workload: mrunner.WorkloadParams = field(default_factory=mrunner.WorkloadParams)
-    workload_binary: Path | None = None  # local static binary; None = build numaforge/lab/workload
+    workload_binary: Path | None = None  # local static binary; None = build numaforge/workload
     command_timeout: float = 60.0
 
 
@@ -759,8 +760,6 @@ def _rollback(h: _Host, result: HostResult) -> None:
 
 def _upload_workload(h: _Host, remote, binary: Path | None) -> str:
     if binary is None:
-        from ..lab.vm import workload_binary
-
         binary = workload_binary()
     rpath = f"{h.rdir}/numa_workload"
     remote.put(binary, rpath, mode=0o700, sudo=True)
@@ -943,6 +942,4 @@ def measure_arms(
 
 
 def _default_workload() -> Path:
-    from ..lab.vm import workload_binary
-
     return workload_binary()
