@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import ansible
+from .ansible_model import AnsibleInventory
 from .context import ANSIBLE_SSH_VARS, SECTION_FIELDS, SECTION_KEYS, Ctx, hint, kind_of
 from .model import Group, Host, Inventory, Location
 from .sections import resolve_sections
@@ -16,7 +16,7 @@ CONNECTIONS_SSH = ("ssh", "smart", "paramiko", "paramiko_ssh")
 TEMPLATE_RE = re.compile(r"\{\{|\{%")
 
 
-def from_ansible(ainv: "ansible.AnsibleInventory", ctx: Ctx) -> Inventory:
+def from_ansible(ainv: AnsibleInventory, ctx: Ctx) -> Inventory:
     """The numaforge model of an Ansible inventory: every host's variables resolved as Ansible resolves them,
     then read as numaforge sections (ansible_* SSH variables, numaforge_* sections)."""
     inv = Inventory(path=ctx.path, format="ansible")
