@@ -289,6 +289,30 @@ def make_plan(
     """Validate every desired value against the host (all problems at once), then diff."""
     problems: list[str] = []
     plan = Plan()
+    _plan_sysctls(profile, state, plan, problems, host)
+    _plan_thp(profile, state, plan, problems, host)
+    _plan_governor(profile, state, plan, problems, host)
+    explicit = _plan_irqs(profile, state, plan, problems, host)
+    if problems:
+        raise HostPlanError(problems, host or None)
+    plan.files = desired_files(profile, state, explicit)
+    for path, wanted in plan.files.items():
+        content = state.files.get(path)
+        plan.items.append(
+            Item(
+                "file",
+                path,
+                path,
+                _file_summary(content),
+                _file_summary(wanted),
+                "ok" if content == wanted else "change",
+            )
+        )
+    plan.checks = device_checks(profile, state, nps, sockets)
+    return plan
+
+
+def _plan_sysctls(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
     for key, want in profile.sysctl.items():
         cur = state.sysctls.get(key)
         if cur is None:
@@ -300,6 +324,9 @@ def make_plan(
         plan.items.append(
             Item("sysctl", key, sysctl_path(key), cur, want, "ok" if " ".join(want.split()) == cur else "change")
         )
+
+
+def _plan_thp(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
     for k, want in profile.thp.items():
         if k not in state.thp:
             problems.append(
@@ -312,30 +339,38 @@ def make_plan(
             problems.append(f"{host}/thp {k}={want!r}: this kernel offers {', '.join(options)}")
             continue
         plan.items.append(Item("thp", k, f"{THP_DIR}/{k}", cur, want, "ok" if cur == want else "change"))
-    if profile.governor:
-        if not state.governors:
-            problems.append(
-                f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
-                "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
-                "set cpufreq_governor: null for this host"
+
+
+def _plan_governor(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
+    if not profile.governor:
+        return
+    if not state.governors:
+        problems.append(
+            f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
+            "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
+            "set cpufreq_governor: null for this host"
+        )
+    elif state.available_governors and profile.governor not in state.available_governors:
+        problems.append(
+            f"{host}/cpufreq_governor {profile.governor!r}: this host offers {', '.join(state.available_governors)}"
+        )
+    else:
+        values = sorted(set(state.governors.values()))
+        cur = values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
+        plan.items.append(
+            Item(
+                "governor",
+                f"cpu{cpulist(state.governors)}",
+                "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+                cur,
+                profile.governor,
+                "ok" if values == [profile.governor] else "change",
             )
-        elif state.available_governors and profile.governor not in state.available_governors:
-            problems.append(
-                f"{host}/cpufreq_governor {profile.governor!r}: this host offers {', '.join(state.available_governors)}"
-            )
-        else:
-            values = sorted(set(state.governors.values()))
-            cur = values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
-            plan.items.append(
-                Item(
-                    "governor",
-                    f"cpu{cpulist(state.governors)}",
-                    "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
-                    cur,
-                    profile.governor,
-                    "ok" if values == [profile.governor] else "change",
-                )
-            )
+        )
+
+
+def _plan_irqs(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> dict[str, str]:
+    """IRQ affinity items for the profile's devices; returns the cpulists given explicitly (node:N or a list)."""
     explicit: dict[str, str] = {}
     for addr in profile.irq_devices:
         dev = state.devices.get(addr)
@@ -379,23 +414,7 @@ def make_plan(
                     "ok" if affinity == cpus else "change",
                 )
             )
-    if problems:
-        raise HostPlanError(problems, host or None)
-    plan.files = desired_files(profile, state, explicit)
-    for path, wanted in plan.files.items():
-        content = state.files.get(path)
-        plan.items.append(
-            Item(
-                "file",
-                path,
-                path,
-                _file_summary(content),
-                _file_summary(wanted),
-                "ok" if content == wanted else "change",
-            )
-        )
-    plan.checks = device_checks(profile, state, nps, sockets)
-    return plan
+    return explicit
 
 
 def _file_summary(content: str | None) -> str:
