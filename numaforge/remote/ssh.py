@@ -36,7 +36,7 @@ from typing import BinaryIO, Callable
 
 import paramiko
 
-from .. import budget
+from .. import budget, safeio
 from ..digest import sha256_file
 from ..errors import NumaforgeError
 from ..inventory.model import SSHSpec
@@ -68,6 +68,8 @@ _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remot
 _CHUNK = 32768
 _FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
 _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
+MAX_KEY_BYTES = 64 * 1024  # an SSH private key (RSA 16384 is ~12 KiB)
+MAX_TEXT_BYTES = 4 * 1024 * 1024  # known_hosts, ssh_config
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -172,6 +174,14 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
     opts: dict = {}
     used_cfg = None
     if os.path.exists(cfg_path):
+        safeio.check_input(
+            cfg_path,
+            what="ssh_config file",
+            where=f"host {host_name}",
+            error=ConnectError,
+            max_bytes=MAX_TEXT_BYTES,
+            fix_kind="point ssh.config_file at an ssh_config file",
+        )
         try:
             opts = paramiko.SSHConfig.from_path(cfg_path).lookup(spec.address)
         except (OSError, ValueError, paramiko.ssh_exception.ConfigParseError) as exc:
@@ -200,6 +210,17 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
             )
     else:
         keys = [os.path.expanduser(k) for k in opts.get("identityfile", []) if os.path.exists(os.path.expanduser(k))]
+    for key in keys:  # paramiko reads them by path: checked first (a device, a FIFO, a huge file never read)
+        safeio.check_input(
+            key,
+            what="SSH private key",
+            where=f"host {host_name} (ssh.key_file / IdentityFile)",
+            error=ConnectError,
+            max_bytes=MAX_KEY_BYTES,
+            private=True,
+            fix_kind="point ssh.key_file (or IdentityFile) at a private key file such as ~/.ssh/id_ed25519",
+            fix_size="point ssh.key_file at a private key file (a few KiB), not another file",
+        )
     system_kh = None
     if spec.known_hosts:
         known_hosts = _resolve_path(spec.known_hosts, base_dir)
@@ -266,14 +287,15 @@ def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
     are skipped; ``@revoked`` keys are returned so a connection presenting one is refused.
     """
     entries, revoked, skipped = [], [], 0
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise HostKeyError(
-            f"cannot read known_hosts {path}: {exc.strerror}",
-            where,
-            "fix its permissions or point ssh.known_hosts at another file",
-        ) from None
+    text = safeio.read_input(
+        path,
+        what="known_hosts",
+        where=where or None,
+        error=HostKeyError,
+        max_bytes=MAX_TEXT_BYTES,
+        fix_missing="point ssh.known_hosts at an existing known_hosts file",
+        fix_kind="point ssh.known_hosts at a known_hosts file",
+    ).decode("utf-8", errors="replace")
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):

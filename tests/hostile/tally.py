@@ -1,9 +1,9 @@
 """Print the fault campaign's tally by category (docs/RELIABILITY.md).
 
-    .venv/bin/python tests/faults/tally.py          # every case (BMC cases start simulators: ~1-2 min)
-    .venv/bin/python tests/faults/tally.py --core   # only the cases that need no peer
+    .venv/bin/python tests/hostile/tally.py          # every case (BMC cases start simulators: ~1-2 min)
+    .venv/bin/python tests/hostile/tally.py --core   # only the cases that need no peer
 
-Exit status 0 only when every category is 0. The same cases run under pytest: tests/faults/test_campaign.py.
+Exit status 0 only when every category is 0. The same cases run under pytest: tests/hostile/test_campaign.py.
 """
 
 from __future__ import annotations
