@@ -33,6 +33,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from .. import paths, yamlsrc
 from ..safeio import file_stamp
+from . import budgeted
 from .errors import ProfileError
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
@@ -195,7 +196,7 @@ def template_environment(directory: str) -> ImmutableSandboxedEnvironment:
     with _ENV_LOCK:
         env = _ENVIRONMENTS.get(directory)
         if env is None:
-            env = _ENVIRONMENTS[directory] = ImmutableSandboxedEnvironment(
+            env = _ENVIRONMENTS[directory] = budgeted.BudgetedSandbox(
                 loader=_StatLoader(directory),
                 undefined=jinja2.StrictUndefined,
                 keep_trailing_newline=True,
@@ -220,7 +221,9 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
             f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
         ) from None
     try:
-        return template.render(**facts)
+        return budgeted.render(template, facts)
+    except budgeted.RenderBudgetExceeded as exc:
+        raise budget_error(exc, template, path) from None
     except SecurityError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
@@ -241,6 +244,16 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
         raise ProfileError(f"template failed: {exc}", where, "fix the template expression") from None
+
+
+def budget_error(exc: BaseException, template, path: Path) -> ProfileError:
+    """The ProfileError for a template past its render budget (numaforge.bios.budgeted), with file:line."""
+    line = _template_line(exc, template.filename)
+    return ProfileError(
+        f"profile went past its render budget: {exc}",
+        f"{path}:{line}" if line else str(path),
+        "a profile computes a few settings from facts: remove the large loop, range or repetition",
+    )
 
 
 def _key_lines(doc) -> dict[tuple, int]:

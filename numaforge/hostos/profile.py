@@ -34,8 +34,9 @@ import jsonschema
 import yaml
 
 from .. import paths
+from ..bios import budgeted
 from ..bios.errors import ProfileError
-from ..bios.profile import _key_lines, _template_line, host_facts, template_environment
+from ..bios.profile import _key_lines, _template_line, budget_error, host_facts, template_environment
 from ..bios.profile import find_profile as find_bios_style
 
 __all__ = ["HostProfile", "render_profile", "find_profile", "default_profiles_dir", "profile_facts", "ProfileError"]
@@ -146,7 +147,9 @@ def _render(path: Path, facts: dict[str, Any]) -> str:
     except (OSError, jinja2.TemplateNotFound):
         raise ProfileError("cannot read host profile", str(path), "check the file and its permissions") from None
     try:
-        return template.render(**facts)
+        return budgeted.render(template, facts)
+    except budgeted.RenderBudgetExceeded as exc:
+        raise budget_error(exc, template, path) from None
     except jinja2.UndefinedError as exc:
         line = _template_line(exc, template.filename)
         raise ProfileError(

@@ -14,14 +14,15 @@ pytestmark = pytest.mark.hostile  # its own tier in scripts/test.sh (-m hostile)
 sys.path.insert(0, str(Path(__file__).parent))
 import cases_bmc  # noqa: E402
 import cases_cli  # noqa: E402
+import cases_h25  # noqa: E402
 import cases_input  # noqa: E402
 from harness import Case  # noqa: E402
 
-CASES: list[Case] = cases_input.cases() + cases_cli.cases() + cases_bmc.cases()
+CASES: list[Case] = cases_input.cases() + cases_cli.cases() + cases_bmc.cases() + cases_h25.cases()
 
 
 def test_the_campaign_is_large_enough():
-    assert len(CASES) >= 100, len(CASES)
+    assert len(CASES) >= 300, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
 
 

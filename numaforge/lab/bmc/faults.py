@@ -1,7 +1,8 @@
 """Fault injection: a queue of faults, each matching request paths by regex (and optionally a method), used
 up after ``count`` matches.
 
-Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After header, default 1 s),
+Kinds: "5xx" (status, default 500, Base.InternalError; ``message`` replaces its text: hostile text such as
+terminal control sequences), "503" (Retry-After header, default 1 s),
 "slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
 "bad_json" (200 with a truncated JSON body), "redirect" (``status``, default 302, with ``location``: a
 hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
@@ -54,7 +55,7 @@ class FaultPlan:
         if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo", "drip"):
             raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow, echo and drip")
         allowed = {
-            "5xx": {"status"},
+            "5xx": {"status", "message"},
             "503": {"retry_after"},
             "slow": {"seconds"},
             "reset": set(),

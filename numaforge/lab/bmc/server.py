@@ -174,7 +174,10 @@ class _Handler(BaseHTTPRequestHandler):
             retry = fault.options.get("retry_after", 1)
             resp = error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
         elif fault.kind == "5xx":
-            resp = error(int(fault.options.get("status", 500)), message("InternalError"))
+            msg = message("InternalError")
+            if "message" in fault.options:
+                msg = dict(msg, Message=str(fault.options["message"]))
+            resp = error(int(fault.options.get("status", 500)), msg)
         elif fault.kind == "redirect":
             resp = Response(
                 int(fault.options.get("status", 302)),
