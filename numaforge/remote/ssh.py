@@ -29,6 +29,7 @@ import re
 import secrets as _random
 import shlex
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remot
 _CHUNK = 32768
 _FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
 _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
+CONNECT_PHASES = 3  # the handshake's total deadline: banner + key exchange + authentication, connect_timeout each
 MAX_KEY_BYTES = 64 * 1024  # an SSH private key (RSA 16384 is ~12 KiB)
 MAX_TEXT_BYTES = 4 * 1024 * 1024  # known_hosts, ssh_config
 
@@ -367,26 +369,29 @@ def connect(
     policy = _StrictPolicy(target, accept_new_host_key, revoked)
     client.set_missing_host_key_policy(policy)
     sock = None
+    watch = _HandshakeWatch(CONNECT_PHASES * connect_timeout)
     try:
         if target.proxy_command:
             sock = paramiko.ProxyCommand(target.proxy_command)
         else:
             sock = socket.create_connection((target.hostname, target.port), timeout=connect_timeout)
             _no_delay(sock)
-        client.connect(
-            target.hostname,
-            target.port,
-            username=target.user,
-            password=password,
-            key_filename=target.key_files or None,
-            allow_agent=spec.use_agent,
-            look_for_keys=not target.key_files,
-            timeout=connect_timeout,
-            banner_timeout=connect_timeout,
-            auth_timeout=connect_timeout,
-            channel_timeout=connect_timeout,
-            sock=sock,
-        )
+            watch.sock = sock
+        with watch:
+            client.connect(
+                target.hostname,
+                target.port,
+                username=target.user,
+                password=password,
+                key_filename=target.key_files or None,
+                allow_agent=spec.use_agent,
+                look_for_keys=not target.key_files,
+                timeout=connect_timeout,
+                banner_timeout=connect_timeout,
+                auth_timeout=connect_timeout,
+                channel_timeout=connect_timeout,
+                sock=sock,
+            )
     except HostKeyError:
         client.close()
         raise
@@ -428,6 +433,8 @@ def connect(
         ) from None
     except paramiko.SSHException as exc:
         client.close()
+        if watch.cut:
+            raise watch.error(target, connect_timeout) from None
         if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
             raise AuthError(
                 f"cannot use private key {', '.join(target.key_files)}: {exc}",
@@ -449,6 +456,8 @@ def connect(
         client.close()
         if isinstance(sock, socket.socket):
             sock.close()
+        if watch.cut:
+            raise watch.error(target, connect_timeout) from None
         raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
     try:
@@ -482,6 +491,51 @@ def _file_listing(target: Target) -> str | None:
             if keys.lookup(target.known_hosts_name) is not None:
                 return path
     return None
+
+
+class _HandshakeWatch:
+    """A total deadline for the SSH handshake: banner, key exchange and authentication each have
+    ``connect_timeout``, but a host that drips bytes keeps every read alive; this watcher shuts the socket
+    down when ``seconds`` pass or the run is stopped (Ctrl-C/SIGTERM), which ends paramiko's blocked read."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.sock, self.cut = seconds, None, ""
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_HandshakeWatch":
+        deadline = time.monotonic() + self.seconds
+        lifted = budget.is_lifted()
+
+        def watch() -> None:
+            while not self._done.wait(0.05):
+                if time.monotonic() >= deadline or (budget.stop_requested() and not lifted):
+                    self.cut = "stop" if budget.stop_requested() and not lifted else "deadline"
+                    try:
+                        if self.sock is not None:
+                            self.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
+
+        if self.sock is not None:
+            self._thread = threading.Thread(target=watch, name="ssh-handshake-deadline", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def error(self, target: Target, connect_timeout: float) -> NumaforgeError:
+        budget.check(f"the SSH handshake with {target.where} finished (cut while the host was still answering)")
+        return ConnectError(
+            f"SSH handshake not finished within {self.seconds:g} s: the host kept answering, too slowly to finish "
+            f"(banner, key exchange and authentication have {connect_timeout:g} s each)",
+            target.where,
+            "check the host's sshd and the network path to it (a tarpit or a broken middlebox drips bytes)",
+        )
 
 
 def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -> ConnectError:

@@ -122,3 +122,55 @@ def test_a_profile_render_ends_on_a_stop_request(tmp_path):
         budget.clear_stop()
     assert time.monotonic() - t0 < 2.5
     assert "the run was stopped" in exc.value.what
+
+
+@pytest.fixture
+def dripping_sshd():
+    """A TCP peer that sends an SSH banner, then its key exchange one byte every 0.3 s: a tarpit. A fake at
+    a boundary on purpose -- no real sshd can be told to drip."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            try:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                for b in b"\x00\x00\x01\x00" + b"\x0a" * 1000:
+                    if stop.wait(0.3):
+                        break
+                    conn.send(bytes([b]))
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    srv.close()
+    t.join(timeout=5)
+
+
+def test_an_ssh_host_that_drips_its_handshake_ends_on_the_total_deadline(dripping_sshd, tmp_path):
+    from numaforge.inventory.model import SSHSpec
+    from numaforge.remote.ssh import ConnectError, connect
+
+    kh = tmp_path / "kh"
+    kh.write_text("")
+    spec = SSHSpec(address="127.0.0.1", port=dripping_sshd, known_hosts=str(kh), config_file=str(kh),
+                   use_agent=False)
+    t0 = time.monotonic()
+    with pytest.raises(ConnectError) as exc:
+        connect(spec, "tarpit", connect_timeout=1.0)
+    assert time.monotonic() - t0 < 5
+    assert exc.value.where and exc.value.fix and "tarpit" in exc.value.where
