@@ -1,4 +1,5 @@
-"""Profile templates: the one jinja2 sandbox every profile (BIOS and host OS) renders in, and the helpers that
+"""Profile templates: the one jinja2 sandbox every profile (BIOS and host OS) renders in (with a render budget,
+numaforge.budgeted), and the helpers that
 turn a template or a rendered document into errors naming file:line.
 
 A basic module: numaforge.bios.profile and numaforge.hostos.profile both render through it, so neither pipeline
@@ -18,7 +19,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from . import yamlsrc
+from . import budgeted, yamlsrc
 from .errors import ProfileError
 from .safeio import file_stamp
 
@@ -101,7 +102,7 @@ def template_environment(directory: str) -> ImmutableSandboxedEnvironment:
     with _ENV_LOCK:
         env = _ENVIRONMENTS.get(directory)
         if env is None:
-            env = _ENVIRONMENTS[directory] = ImmutableSandboxedEnvironment(
+            env = _ENVIRONMENTS[directory] = budgeted.BudgetedSandbox(
                 loader=_StatLoader(directory),
                 undefined=jinja2.StrictUndefined,
                 keep_trailing_newline=True,
@@ -127,7 +128,13 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
     except (OSError, jinja2.TemplateNotFound):
         raise ProfileError(f"cannot read {kind}", str(path), "check the file and its permissions") from None
     try:
-        return template.render(**facts)
+        return budgeted.render(template, facts)
+    except budgeted.RenderBudgetExceeded as exc:
+        raise ProfileError(
+            f"profile went past its render budget: {exc}",
+            _at(path, template_line(exc, template.filename)),
+            "a profile computes a few settings from facts: remove the large loop, range or repetition",
+        ) from None
     except SecurityError as exc:
         raise ProfileError(
             f"profile tried something the template sandbox forbids ({exc})",

@@ -27,6 +27,8 @@ BASICS = {
     "safeio",
     "secrets",
     "templating",
+    "textsafe",
+    "budgeted",
     "workload",
     "yamlsrc",
 }

@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
 from ..secrets import SecretRef
+from ..textsafe import has_control
 from .context import PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
 from .model import BMCSpec, HardwareSpec, Host, KernelSpec, SSHSpec
 from .yamlsrc import LMap, LSeq
@@ -138,7 +139,16 @@ def _ssh(ctx, host, f, line) -> SSHSpec:
 def _bmc(ctx, host, f, line) -> BMCSpec:
     url = _get(ctx, f, "url", str, host, "bmc", required=True, line=line)
     uline = f["url"][1]
-    parsed = urlparse(url)
+    try:
+        if has_control(url) or any(c.isspace() for c in url):
+            raise ValueError("it contains a control character or white space")
+        parsed = urlparse(url)
+    except ValueError as exc:  # urlparse: "Invalid IPv6 URL" for a stray '[' -- was a crash (exit 70)
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url {url!r} is not a URL like https://bmc-host[:port] ({exc})",
+            "write the BMC's base URL, e.g. https://10.0.0.5, https://[fd00::5] or https://bmc01.example.com:443",
+        )
     if "@" in parsed.netloc:
         # never echo the URL: it holds a password. Say where, and how to move it out.
         ctx.fail(
