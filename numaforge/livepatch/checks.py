@@ -75,24 +75,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
             )
         )
     if not art.signed:
-        sign_fix = SIGN_FIX
-        if facts.get("sig_enforce") == "Y":
-            probs.append(
-                PreflightError(
-                    "the host only loads signed modules (module.sig_enforce=Y) and this module is unsigned",
-                    f"{where} /sys/module/module/parameters/sig_enforce",
-                    sign_fix,
-                )
-            )
-        lock = re.search(r"\[(\w+)\]", facts.get("lockdown", ""))
-        if lock and lock.group(1) in ("integrity", "confidentiality"):
-            probs.append(
-                PreflightError(
-                    f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
-                    f"{where} /sys/kernel/security/lockdown",
-                    sign_fix,
-                )
-            )
+        probs += _signature_problems(facts, where)
     if art.name in facts.get("loaded_modules", []):
         probs.append(
             PreflightError(
@@ -114,19 +97,47 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
                 "--replace to supersede them on purpose (it then contains their fixes too: a cumulative patch)",
             )
         )
-    others = [p for p in facts.get("patched", []) if p.split("/", 1)[0] != art.name]
-    if art.functions:
-        wanted = {func_name(f) for f in art.functions}
-        clash = sorted({p for p in others if func_name(p.rsplit("/", 1)[-1]) in wanted})
-        if clash:
-            probs.append(
-                PreflightError(
-                    f"another live patch already replaces {', '.join(clash)}",
-                    f"{where} /sys/kernel/livepatch",
-                    "unload the other patch first, or build a cumulative patch that contains both changes",
-                )
-            )
+    probs += _clashes(facts, art, where)
     return probs
+
+
+def _signature_problems(facts: dict, where: str) -> list[NumaforgeError]:
+    """An unsigned module on a host that only loads signed ones (sig_enforce, lockdown)."""
+    probs: list[NumaforgeError] = []
+    if facts.get("sig_enforce") == "Y":
+        probs.append(
+            PreflightError(
+                "the host only loads signed modules (module.sig_enforce=Y) and this module is unsigned",
+                f"{where} /sys/module/module/parameters/sig_enforce",
+                SIGN_FIX,
+            )
+        )
+    lock = re.search(r"\[(\w+)\]", facts.get("lockdown", ""))
+    if lock and lock.group(1) in ("integrity", "confidentiality"):
+        probs.append(
+            PreflightError(
+                f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
+                f"{where} /sys/kernel/security/lockdown",
+                SIGN_FIX,
+            )
+        )
+    return probs
+
+
+def _clashes(facts: dict, art: Artifact, where: str) -> list[NumaforgeError]:
+    """Another loaded live patch that replaces one of this module's functions."""
+    others = [p for p in facts.get("patched", []) if p.split("/", 1)[0] != art.name]
+    wanted = {func_name(f) for f in art.functions}
+    clash = sorted({p for p in others if func_name(p.rsplit("/", 1)[-1]) in wanted})
+    if not clash:
+        return []
+    return [
+        PreflightError(
+            f"another live patch already replaces {', '.join(clash)}",
+            f"{where} /sys/kernel/livepatch",
+            "unload the other patch first, or build a cumulative patch that contains both changes",
+        )
+    ]
 
 
 SIGN_FIX = (
