@@ -22,7 +22,8 @@ from typing import Any, Callable
 import invoke
 
 from ..defaults import FORKS_BMC, FORKS_LIVEPATCH, FORKS_SSH
-from . import common
+from ..display import esc
+from . import common, values
 
 SHARED_HELP = {
     "inventory": "inventory: a file (native YAML, or Ansible YAML/INI) or `lab` for the lab lab-up started; "
@@ -87,6 +88,11 @@ class NumaforgeTask(invoke.Task):
         extras = {n: kwargs.pop(n, d) for n, d in HOST_EXTRAS.items()} if self.hosts else {}
         bound = inspect.signature(self.body).bind_partial(c, *args, **kwargs)
         options = {k: v for k, v in bound.arguments.items() if k != "c"}
+        try:  # one check for every task: an empty value is a usage error, never a silent default
+            values.reject_empty({**options, **extras})
+        except values.OptionValueError as exc:
+            common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+            raise invoke.Exit(code=exc.exit_code) from None
         common.begin_run(c, self.name.replace("_", "-"), options={**options, **extras}, write=self.write, **extras)
         return super().__call__(c, *args, **kwargs)
 

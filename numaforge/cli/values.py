@@ -88,3 +88,24 @@ def max_fail(value, option: str = "--max-fail", default: float = 100.0) -> float
             f"pass e.g. {option} 25 to stop once more than a quarter of the hosts failed",
         )
     return x
+
+
+def option_flag(name: str) -> str:
+    """The command-line spelling of a task parameter: ``max_fail`` -> ``--max-fail``."""
+    return "--" + name.replace("_", "-")
+
+
+def reject_empty(options: dict) -> None:
+    """An empty (or blank) value for any option is a usage error: nothing falls back to a default silently
+    (``--inventory ''`` never means the lab inventory, ``--profile ''`` never means each host's own profile).
+    Repeatable options are checked value by value. Raises OptionValueError (exit 2) naming the option."""
+    for name, value in options.items():
+        given = value if isinstance(value, (list, tuple)) else [value]
+        blank = [v for v in given if isinstance(v, str) and not v.strip()]
+        if blank:
+            flag = option_flag(name)
+            raise OptionValueError(
+                f"the value {blank[0]!r} is empty",
+                flag,
+                f"pass a value after {flag}, or leave {flag} out to use its default",
+            )
