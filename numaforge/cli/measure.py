@@ -88,7 +88,10 @@ def numa_effect(
         n_procs = values.positive_int(procs, "--procs", 3)
         n_mb = values.positive_int(mb, "--mb", 16)
         n_mem_node = -1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node")
-        _inv, hosts = common.load_selected(c, report, inventory, host, None, None, allow_plaintext_secrets)
+        select = values.Selection(
+            inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
+        )
+        _inv, hosts = common.load_selected(c, report, select)
         if len(hosts) != 1:
             raise NumaforgeError(
                 f"numa-effect measures one host at a time ({len(hosts)} selected)",

@@ -1,13 +1,18 @@
 """Pure parsers for CLI option values: each returns the value or raises OptionValueError (exit 2) naming the
 option, what was given and what would be accepted. Task signatures default numeric options to None (so invoke
 does not cast them itself and crash with a ValueError traceback) and parse them here, with the real default.
+
+The shared option sets become one value each here (numaforge.cli.optionsets injects them into the tasks):
+:class:`Selection` (--inventory/--host/--group/--limit/--all) and numaforge.fleet.Rollout (:func:`rollout`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..errors import NumaforgeError
+from ..fleet import Rollout, host_timeout_seconds
 
 
 class OptionValueError(NumaforgeError):
@@ -109,3 +114,49 @@ def reject_empty(options: dict) -> None:
                 flag,
                 f"pass a value after {flag}, or leave {flag} out to use its default",
             )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which hosts a task acts on, as given: --inventory, --host, --group, --limit, --all (and whether the
+    inventory may hold literal passwords)."""
+
+    inventory: str | None = None
+    host: tuple[str, ...] = ()
+    group: tuple[str, ...] = ()
+    limit: str | None = None
+    all: bool = False
+    allow_plaintext_secrets: bool = False
+
+    @property
+    def narrowed(self) -> bool:
+        """Hosts were named (--host/--group/--limit), not "every host" by default."""
+        return bool(self.host or self.group or self.limit)
+
+
+def selection(raw: dict) -> Selection:
+    return Selection(
+        inventory=raw.get("inventory"),
+        host=tuple(raw.get("host") or ()),
+        group=tuple(raw.get("group") or ()),
+        limit=raw.get("limit"),
+        all=bool(raw.get("all")),
+        allow_plaintext_secrets=bool(raw.get("allow_plaintext_secrets")),
+    )
+
+
+def rollout(
+    raw: dict, *, forks: int, canary: int = 0, max_fail_default: float = 100.0, lock: str | None = None
+) -> Rollout:
+    """The rolling options as given (None: not given) -> one Rollout; ``forks``/``canary``/``max_fail_default``
+    are the task's defaults, ``lock`` the name of a writing task (its hosts' write lock)."""
+    return Rollout(
+        forks=positive_int(raw.get("forks"), "--forks", forks),
+        canary=non_negative_int(raw.get("canary"), "--canary", canary),
+        batch=non_negative_int(raw.get("batch"), "--batch", 0),
+        max_fail=max_fail(raw.get("max_fail"), "--max-fail", max_fail_default),
+        host_timeout=host_timeout_seconds(raw.get("host_timeout")),
+        gate=raw.get("gate"),
+        lock=lock,
+        wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
+    )
