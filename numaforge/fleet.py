@@ -25,7 +25,10 @@ rollout stops and the outcome's reason names the host and the error; the result 
 Ctrl-C (SIGINT) or SIGTERM (numaforge.cli.common turns it into :class:`Terminated`): no new host starts,
 running hosts stop at their next step boundary (numaforge.budget.request_stop: a request already on the wire
 finishes and is recorded), the rest are not-run, and run_fleet raises :class:`Interrupted` carrying the
-outcome, so no caller can mistake an interrupted run for a finished one.
+outcome, so no caller can mistake an interrupted run for a finished one. A host that was running when the
+interrupt came and stopped because of it is ``interrupted`` (not failed, never not-run) and keeps what it
+recorded (what it wrote, a reset it requested); a second Ctrl-C while waiting for running hosts still collects
+their results once their threads end (only a host whose result cannot be had is ``interrupted`` without data).
 
 Resuming an interrupted run is the per-host function's business: it records its phases in
 numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
@@ -56,11 +59,12 @@ from . import budget, hostlock
 from .budget import host_deadline
 from .display import esc, make_console
 from .errors import NumaforgeError
-from .report import UNEXPECTED_ERROR, HostResult
+from .report import UNEXPECTED_ERROR, HostResult, host_status
 from .secrets import redact
 
 FAILED = "failed"
 NOT_RUN = "not-run"
+INTERRUPTED = "interrupted"
 
 
 class Terminated(KeyboardInterrupt):
@@ -128,7 +132,7 @@ class FleetOutcome:
 
     @property
     def failed(self) -> list[str]:
-        return [r.host for r in self.results if r.status == FAILED]
+        return [r.host for r in self.results if r.status in (FAILED, INTERRUPTED)]
 
     @property
     def attempted(self) -> list[str]:
@@ -307,11 +311,12 @@ class _Display:
 
     def _done(self, result: HostResult) -> None:
         with self._lock:
-            if result.status == FAILED:
+            status = host_status(result.status)
+            if status == FAILED:
                 self.failed += 1
             if self.enabled:
                 self.progress.advance(self.task)
-                mark = "[red]failed[/]" if result.status == FAILED else f"[green]{result.status}[/]"
+                mark = f"[red]{status}[/]" if status == FAILED else f"[green]{esc(status)}[/]"
                 self.progress.console.print(f"  {esc(result.host)}: {mark} {esc(result.message)}".rstrip())
                 self.progress.update(self.task, description=f"failed {self.failed}")
 
@@ -347,9 +352,13 @@ def run_fleet(
     display = _Display(len(names), progress and bool(names), console)
     budget.clear_stop()
     interrupt: KeyboardInterrupt | None = None
+    running: dict = {}  # future -> host name, of every host started
+    cut: list[str] = []  # hosts running when an interrupt came
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
         try:
-            _run_phases(pool, fn, phases, n_canary, rollout.max_fail, by_name, done, display, outcome, max(1, forks))
+            _run_phases(
+                pool, fn, phases, n_canary, rollout.max_fail, by_name, done, display, outcome, forks, (running, cut)
+            )
         except KeyboardInterrupt as exc:
             interrupt = exc
             sig = getattr(exc, "signal_name", "SIGINT")
@@ -367,6 +376,8 @@ def run_fleet(
                 "hosts already done stay as they are"
             )
     budget.clear_stop()
+    if interrupt is not None:
+        _collect_cut(running, cut, done)
     for name in names:
         if name in done:
             outcome.results.append(done[name])
@@ -380,10 +391,30 @@ def run_fleet(
     return outcome
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks) -> None:
+def _collect_cut(running: dict, cut: list[str], done: dict) -> None:
+    """After an interrupt (the pool's threads have ended): the hosts that were running get their results, even
+    when a second Ctrl-C stopped the wait for them; one that stopped because of the interrupt is interrupted."""
+    for f, name in running.items():
+        if name in done or f.cancelled() or not f.done():
+            continue
+        done[name] = f.result()  # _call never raises
+    for name in cut:
+        r = done.get(name)
+        if r is None:
+            done[name] = HostResult(
+                name, INTERRUPTED, "interrupted while running; its result could not be collected (see the BMC/host)"
+            )
+        elif r.status == FAILED and isinstance(r.data.get("error"), dict) and r.data["error"].get("kind") == "Stopped":
+            r.status = INTERRUPTED
+        elif r.status == FAILED and "interrupted (" in r.message:
+            r.status = INTERRUPTED
+
+
+def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks, track) -> None:
+    forks = max(1, forks)
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
-        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks)
+        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks, track)
         bug = next((r for r in done.values() if r.data.get(UNEXPECTED_ERROR)), None)
         if bug is not None:
             outcome.stopped = True
@@ -411,12 +442,14 @@ def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, ou
             return
 
 
-def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int) -> None:
+def _run_phase(
+    pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int, track
+) -> None:
     """Run one phase. A host's bug: hosts of the phase not started yet are cancelled. On Ctrl-C/SIGTERM (or
     any failure of this loop): cancel what has not started, stop running hosts at their next step boundary,
     wait for them and record their results, re-raise."""
     queue = list(phase_hosts)
-    futures: dict = {}
+    futures, cut = track  # every started host's future (run_fleet collects them after a second Ctrl-C)
     pending: set = set()
 
     def start_more() -> None:  # a host starts only when a fork is free: nothing queued can slip past a stop
@@ -440,6 +473,8 @@ def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, disp
                     queue.clear()
             start_more()
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            cut.extend(futures[f] for f in pending)
         budget.request_stop(
             f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
             if isinstance(exc, KeyboardInterrupt)

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import traceback
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..display import esc
 from ..errors import NumaforgeError, SelectionError
 from ..fleet import Rollout, Terminated
 from ..lazy import lazy_module
-from ..report import Report, junit_xml
+from ..report import DONE, Report, host_status, junit_xml
 from ..secrets import redact
 from .values import Selection
 
@@ -272,11 +273,11 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
             console.configure(console.mode)
     if report.interrupted:
         fleet = report.data.get("fleet") or {}
-        done = sum(1 for h in report.hosts if h.status not in ("failed", "not-run"))
-        stopped = sum(1 for h in report.hosts if h.status == "failed")
+        counts = Counter(host_status(h.status) for h in report.hosts)
         err_console.print(
-            f"[bold red]interrupted[/] ({report.interrupted}): {done} host(s) done, {stopped} stopped or "
-            f"failed, {len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
+            f"[bold red]interrupted[/] ({report.interrupted}): {counts['changed'] + counts['unchanged']} host(s) "
+            f"done, {counts['interrupted']} interrupted, {counts['failed']} failed, "
+            f"{len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
             "summary above" + (" and the --json report" if json else "") + "; re-run the same command to resume"
         )
         raise Exit(code=exit_code or 130)
@@ -285,7 +286,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
         err_console.print(f"[bold red]error[/]: {esc(err.render())}")
         raise Exit(code=getattr(err, "exit_code", 1))
     if not report.ok:
-        failed = [h.host for h in report.hosts if h.status in ("failed", "not-run")] + report.missing_hosts()
+        failed = [h.host for h in report.hosts if host_status(h.status) not in DONE] + report.missing_hosts()
         reason = (report.data.get("fleet") or {}).get("reason")
         err_console.print(
             f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}" + (f" ({esc(reason)})" if reason else "")

@@ -116,7 +116,7 @@ def build_kpatch(
                         raise
                     st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
                 progress.update(tid, description=f"{name}: {res.status}")
-            row.status = "ok" if res.status in ("checked", "unchanged") else "changed"
+            row.status = "unchanged" if res.status in ("checked", "unchanged") else "changed"
             if res.module:
                 funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
                 sig = (res.manifest.get("signature") or {}).get("signer")

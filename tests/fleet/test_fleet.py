@@ -161,7 +161,7 @@ def test_progress_display_names_hosts_and_failures():
     console = Console(file=buf, force_terminal=False, width=120)
     run_fleet(["ok-1", "fail-2"], by_name, progress=True, console=console)
     text = buf.getvalue()
-    assert "ok-1: ok did it" in text and "fail-2: failed did it" in text
+    assert "ok-1: unchanged did it" in text and "fail-2: failed did it" in text   # the report vocabulary
     assert "2/2" in text
 
 
@@ -358,7 +358,7 @@ def test_interrupt_stops_running_hosts_at_their_next_step():
         run_fleet(["ok-1", "ok-2"], fn, rollout=Rollout(forks=1), progress=False)
     out = ei.value.outcome
     r1 = out.results[0]
-    assert r1.status == "failed" and "interrupted (SIGINT): stopped before step" in r1.message
+    assert r1.status == "interrupted" and "interrupted (SIGINT): stopped before step" in r1.message
     assert len(steps) < 200 and out.not_run == ["ok-2"]
     assert not budget.stop_requested(), "the stop is cleared once the run is over"
 
@@ -412,3 +412,58 @@ def test_bad_wait_lock_is_refused():
     with pytest.raises(FleetOptionError) as exc:
         Rollout(wait_lock=-1)
     assert exc.value.where == "--wait-lock"
+
+
+def test_double_ctrl_c_reports_the_running_host_interrupted_with_what_it_had_done():
+    """Issue 25 item 5: a second Ctrl-C while run_fleet waits for the running host used to drop its result: the
+    host that had been written and reset was reported not-run with no data. Real SIGINTs to this process."""
+    import _thread
+    import os
+    import signal
+    import time
+
+    from numaforge import budget
+
+    def fn(host):
+        r = HostResult(host)
+        r.data["changed"] = ["NumaNodesPerSocket"]
+        try:
+            for i in range(400):
+                budget.check(f"step {i}")
+                if i == 3:
+                    _thread.interrupt_main()                 # the first Ctrl-C
+                time.sleep(0.01)
+        except NumaforgeError as exc:
+            os.kill(os.getpid(), signal.SIGINT)          # the second, while the runner waits for this host
+            time.sleep(0.3)                              # the host still finishing what was on the wire
+            r.data["reset_requested"] = "2026-12-04T00:00:00+00:00"
+            r.status, r.message = "failed", exc.render()
+        return r
+
+    with pytest.raises(Interrupted) as ei:
+        run_fleet(["h-1", "h-2"], fn, Rollout(forks=1), progress=False)
+    r1, r2 = ei.value.outcome.results
+    assert r1.status == "interrupted", r1
+    assert r1.data["changed"] == ["NumaNodesPerSocket"] and r1.data["reset_requested"]
+    assert r2.status == "not-run" and ei.value.outcome.failed == ["h-1"]
+
+
+def test_reports_speak_one_host_status_vocabulary(tmp_path):
+    """changed / unchanged / failed / not-run / interrupted everywhere: JSON, summary, JUnit; older words
+    ("ok", "skipped") from pipelines or old journals are mapped, and interrupted is never ok."""
+    from numaforge.report import HOST_STATUSES, Report, junit_xml
+
+    rep = Report("os-apply")
+    rep.hosts = [HostResult("a", "ok"), HostResult("b", "changed"), HostResult("c", "skipped"),
+                 HostResult("d", "interrupted", "interrupted (SIGINT): stopped before reboot", data={"changed": ["x"]})]
+    doc = rep.as_dict()
+    assert [h["status"] for h in doc["hosts"]] == ["unchanged", "changed", "not-run", "interrupted"]
+    assert set(h["status"] for h in doc["hosts"]) <= set(HOST_STATUSES) and doc["ok"] is False
+    rep.write(tmp_path / "r.json")                       # the schema accepts exactly this vocabulary
+    buf = io.StringIO()
+    rep.print_summary(Console(file=buf, width=200))
+    assert "unchanged" in buf.getvalue() and " ok " not in buf.getvalue()
+    xml = junit_xml(rep)
+    assert xml.count("<failure") == 1 and xml.count("<skipped") == 1
+    rep.hosts = rep.hosts[:2]
+    assert rep.ok
