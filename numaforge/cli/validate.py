@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from ..defaults import FORKS_LIVEPATCH
 from ..display import esc
 from ..errors import NumaforgeError
-from ..fleet import FleetOptionError, host_timeout_seconds
+from ..fleet import FleetOptionError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
-from .optionsets import task
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -48,24 +48,17 @@ HELP = {
 }
 
 
-@task(hosts=True, write=True, help=HELP)
+@task(hosts=True, write=True, rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0), help=HELP)
 def validate(
     c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
+    select,
+    rollout,
     module=None,
     target=None,
     check=None,
     keep=False,
     install=False,
     accept_new_host_key=False,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    forks=None,
-    host_timeout=None,
     measure=False,
     no_measure=False,
     replace=False,
@@ -74,7 +67,6 @@ def validate(
     signal_after=None,
     revert_after=None,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
 
@@ -93,14 +85,7 @@ def validate(
     def body(report: Report):
         try:
             opts = options()
-            budget = host_timeout_seconds(host_timeout)
-            fleet_opts = dict(
-                forks=values.positive_int(forks, "--forks", FORKS_LIVEPATCH),
-                canary=values.non_negative_int(canary, "--canary", 1),
-                batch=values.non_negative_int(batch, "--batch", 0),
-                max_fail=values.max_fail(max_fail, "--max-fail", 0.0),
-            )
-            _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            _inv, hosts = common.load_selected(c, report, select)
             report.expect_hosts(h.name for h in hosts)
             if measure and no_measure:
                 raise FleetOptionError(
@@ -117,11 +102,10 @@ def validate(
                 check=check,
                 opts=opts,
                 accept_new_host_key=accept_new_host_key,
+                rollout=rollout,
                 progress=len(hosts) > 1,
-                host_timeout=budget,
                 measure=True if measure else (False if no_measure else None),
                 log=lambda m: common.console.print(esc(m)),
-                **fleet_opts,
             )
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
@@ -149,9 +133,6 @@ def validate(
             "module": module,
             "target": target,
             "keep": keep,
-            "canary": canary,
-            "batch": batch,
-            "max_fail": max_fail,
             "effect_seconds": effect_seconds,
             "rounds": rounds,
             "measure": measure,

@@ -1,6 +1,6 @@
 """The host OS pipeline per host and over a fleet: os-plan, os-apply (and --rollback), os-verify, the locality gate.
 
-    outcome = run_os(hosts, "apply", OsOptions(profile="epyc-gpudirect-host"), canary=1, gate="locality")
+    outcome = run_os(hosts, "apply", OsOptions(profile="epyc-gpudirect-host"), Rollout(canary=1, gate="locality"))
 
 Per host: connect (numaforge.remote.ssh: strict host keys, sudo -n when the inventory says ssh.sudo), render the
 host profile (``--profile`` or the host's ``hostos_profile`` var), read the OS state in one command, plan
@@ -28,7 +28,7 @@ from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
 from ..defaults import DEFAULT_GATE_THRESHOLD
 from ..errors import NumaforgeError
-from ..fleet import FleetOutcome, run_fleet
+from ..fleet import FleetOutcome, Rollout, run_fleet
 from ..remote.ssh import connect
 from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
@@ -50,7 +50,7 @@ class OsOptions:
     profile: str | None = None
     rollback: bool = False
     numa_override: dict[str, int] = field(default_factory=dict)
-    gate: str | None = None
+    gate: str | None = None  # set by run_os from Rollout.gate (the one place --gate is carried)
     gate_seconds: float = 10.0
     gate_threshold: float = DEFAULT_GATE_THRESHOLD
     accept_new_host_key: bool = False
@@ -323,14 +323,12 @@ def run_os(
     hosts,
     action: str,
     opts: OsOptions,
+    rollout: Rollout | None = None,
     *,
-    forks: int = 8,
-    canary: int = 0,
-    batch: int = 0,
-    max_fail_pct: float = 100.0,
     progress: bool = True,
-    host_timeout=None,
 ) -> FleetOutcome:
+    """plan/apply/verify on every host under ``rollout``; its ``gate`` (locality) judges the canary hosts."""
+    rollout = rollout or Rollout()
     fn = ACTIONS[action]
     no_ssh = [h.name for h in hosts if h.ssh is None]
     if no_ssh:
@@ -339,20 +337,12 @@ def run_os(
             "inventory",
             "add ssh: {address: ...} to each host the host OS pipeline should reach",
         )
-    if opts.gate not in (None, "locality"):
-        raise NumaforgeError(f"unknown --gate {opts.gate!r}", "--gate", "the only gate is: locality")
-    if opts.gate and canary < 1:
+    if rollout.gate not in (None, "locality"):
+        raise NumaforgeError(f"unknown --gate {rollout.gate!r}", "--gate", "the only gate is: locality")
+    if rollout.gate and rollout.canary < 1:
         raise NumaforgeError(
             "--gate locality judges canary hosts: give --canary N (N >= 1)", "--gate", "pass --canary 1 --gate locality"
         )
-    opts.canary_hosts = [h.name for h in hosts][:canary]
-    return run_fleet(
-        hosts,
-        lambda h: fn(h, opts),
-        forks=forks,
-        canary=canary,
-        batch=batch,
-        max_fail_pct=max_fail_pct,
-        progress=progress,
-        host_timeout=host_timeout,
-    )
+    opts.gate = rollout.gate
+    opts.canary_hosts = [h.name for h in hosts][: rollout.canary]
+    return run_fleet(hosts, lambda h: fn(h, opts), rollout, progress=progress)

@@ -13,7 +13,7 @@ import json as _json
 
 from .. import journal
 from ..errors import NumaforgeError
-from ..fleet import run_fleet
+from ..fleet import Rollout, run_fleet
 from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
@@ -71,12 +71,8 @@ def validate_hosts(
     check=None,
     opts=None,
     accept_new_host_key=False,
-    forks=4,
-    canary=0,
-    batch=0,
-    max_fail=100.0,
+    rollout: Rollout | None = None,
     progress=True,
-    host_timeout=None,
     measure=None,
     log=print,
 ):
@@ -115,16 +111,7 @@ def validate_hosts(
                     result.data["final"] = "installed"
             return result
 
-    return run_fleet(
-        hosts,
-        one,
-        forks=int(forks),
-        canary=int(canary),
-        batch=int(batch),
-        max_fail_pct=float(max_fail),
-        progress=progress,
-        host_timeout=host_timeout,
-    )
+    return run_fleet(hosts, one, rollout, progress=progress)
 
 
 # ---------------------------------------------------------------- lifecycle over a fleet
@@ -136,12 +123,8 @@ def _lifecycle(
     *,
     run_key: str | None,
     accept_new_host_key=False,
-    forks=4,
-    canary=0,
-    batch=0,
-    max_fail=100.0,
+    rollout: Rollout | None = None,
     progress=True,
-    host_timeout=None,
     resumed_check=None,
     journal_dir=None,
 ):
@@ -160,16 +143,7 @@ def _lifecycle(
             jr.record(host, journal.VERIFIED, status=result.status)
         return result
 
-    outcome = run_fleet(
-        hosts,
-        one,
-        forks=int(forks),
-        canary=int(canary),
-        batch=int(batch),
-        max_fail_pct=float(max_fail),
-        progress=progress,
-        host_timeout=host_timeout,
-    )
+    outcome = run_fleet(hosts, one, rollout, progress=progress)
     if jr is not None:
         outcome.journal = str(jr.path)
         if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
