@@ -31,11 +31,12 @@ import jinja2
 import jsonschema
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from .. import paths, yamlsrc
+from .. import paths, safeio, yamlsrc
 from ..safeio import file_stamp
 from . import budgeted
 from .errors import ProfileError
 
+MAX_PROFILE_BYTES = 1024 * 1024  # a profile template (safeio.check_input's cap)
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
 
 # The abstract settings a profile may set. Values are the profile author's vocabulary; vendors.py maps them.
@@ -148,6 +149,10 @@ def find_profile(name: str, profiles_dir: Path | None = None, kind: str = "BIOS 
         p = Path(name)
         if p.is_file():
             return p
+        if os.path.lexists(p):  # there, but a directory, a device, a FIFO, a dangling link: say which
+            safeio.check_input(
+                p, what=kind, error=ProfileError, max_bytes=MAX_PROFILE_BYTES, fix_kind="name a .yaml.j2 file"
+            )
         raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
     for d in dirs:
         p = d / f"{name}.yaml.j2"
@@ -177,6 +182,18 @@ class _StatLoader(jinja2.FileSystemLoader):
     nanosecond mtime (jinja2's own check compares float seconds)."""
 
     def get_source(self, environment, template):
+        for base in self.searchpath:  # the one checked reader first: a profile is a small regular file
+            candidate = os.path.join(base, template)
+            if os.path.lexists(candidate):
+                safeio.check_input(
+                    candidate,
+                    what="profile",
+                    error=ProfileError,
+                    max_bytes=MAX_PROFILE_BYTES,
+                    fix_kind="a profile is a regular .yaml.j2 file",
+                    fix_size="a profile is a hand-written template of a few KiB",
+                )
+                break
         source, filename, _uptodate = super().get_source(environment, template)
         stamp = file_stamp(filename)
 

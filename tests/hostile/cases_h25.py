@@ -166,6 +166,30 @@ PROFILE_BUDGET = [
 ]
 
 
+def _profile_file(make):
+    def run(tmp: Path) -> Outcome:
+        inv = _write(tmp, "inv.yaml", INVENTORY)
+        return cli("bios-render", "--inventory", str(inv), "--profile", str(make(tmp)))
+    return run
+
+
+def _huge_profile(tmp: Path) -> Path:
+    return _write(tmp, "big.yaml.j2", "settings:\n  iommu: true\n" + "#" * (2 * 1024 * 1024))
+
+
+def _symlinked_device_profile(tmp: Path) -> Path:
+    (tmp / "dev.yaml.j2").symlink_to("/dev/zero")
+    return tmp / "dev.yaml.j2"
+
+
+PROFILE_FILES = [
+    Case("profile/file-huge", "profile", _profile_file(_huge_profile),
+         r"big\.yaml\.j2: profile is \d+ bytes, more than the 1048576-byte limit.*fix: ", code=None),
+    Case("profile/file-symlink-to-dev-zero", "profile", _profile_file(_symlinked_device_profile),
+         r"dev\.yaml\.j2: BIOS profile is not a regular file.*fix: ", code=None),
+]
+
+
 # --------------------------------------------------------------------------------------------------- SSH files
 SSH_TASKS = {
     "facts": ("facts",),
@@ -226,4 +250,4 @@ def _ssh_cases() -> list[Case]:
 
 def cases() -> list[Case]:
     return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + ETAG
-            + PROFILE_BUDGET + _ssh_cases())
+            + PROFILE_BUDGET + PROFILE_FILES + _ssh_cases())
