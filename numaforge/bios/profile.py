@@ -241,6 +241,8 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
         return budgeted.render(template, facts)
     except budgeted.RenderBudgetExceeded as exc:
         raise budget_error(exc, template, path) from None
+    except EXPRESSION_ERRORS as exc:
+        raise expression_error(exc, template, path) from None
     except SecurityError as exc:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
@@ -261,6 +263,26 @@ def render_text(path: Path, facts: dict[str, Any]) -> str:
         line = _template_line(exc, template.filename)
         where = f"{path}:{line}" if line else str(path)
         raise ProfileError(f"template failed: {exc}", where, "fix the template expression") from None
+
+
+# what a template expression can raise from Python itself ({{ 4 // 0 }}, {{ 'a' + 1 }}, a macro calling itself):
+# the template's fault, said with its file:line -- these were "internal error (a bug)" exits (issue 25 item 8)
+EXPRESSION_ERRORS = (ArithmeticError, RecursionError, TypeError, ValueError, LookupError)
+
+
+def expression_error(exc: BaseException, template, path: Path) -> ProfileError:
+    """The ProfileError for a template expression Python refused (division by zero, endless recursion...)."""
+    line = _template_line(exc, template.filename)
+    if isinstance(exc, RecursionError):
+        what = "a macro or loop in the profile calls itself without end (RecursionError)"
+        fix = "give the recursive macro a condition that stops it, or compute the value without recursion"
+    elif isinstance(exc, ZeroDivisionError):
+        what = f"the profile divides by zero ({exc})"
+        fix = "guard the divisor (e.g. {% if n %}...{% endif %}) or check the fact it comes from"
+    else:
+        what = f"a template expression failed: {type(exc).__name__}: {exc}"
+        fix = "fix the expression at that line (types: facts are numbers, strings, lists and mappings)"
+    return ProfileError(what, f"{path}:{line}" if line else str(path), fix)
 
 
 def budget_error(exc: BaseException, template, path: Path) -> ProfileError:

@@ -36,7 +36,15 @@ import yaml
 from .. import paths
 from ..bios import budgeted
 from ..bios.errors import ProfileError
-from ..bios.profile import _key_lines, _template_line, budget_error, host_facts, template_environment
+from ..bios.profile import (
+    EXPRESSION_ERRORS,
+    _key_lines,
+    _template_line,
+    budget_error,
+    expression_error,
+    host_facts,
+    template_environment,
+)
 from ..bios.profile import find_profile as find_bios_style
 
 __all__ = ["HostProfile", "render_profile", "find_profile", "default_profiles_dir", "profile_facts", "ProfileError"]
@@ -150,6 +158,8 @@ def _render(path: Path, facts: dict[str, Any]) -> str:
         return budgeted.render(template, facts)
     except budgeted.RenderBudgetExceeded as exc:
         raise budget_error(exc, template, path) from None
+    except EXPRESSION_ERRORS as exc:
+        raise expression_error(exc, template, path) from None
     except jinja2.UndefinedError as exc:
         line = _template_line(exc, template.filename)
         raise ProfileError(

@@ -175,6 +175,25 @@ PROFILE_BUDGET = [
 ]
 
 
+EXPRESSION = [  # Python refusing a template expression was "internal error (a bug)", exit 70 (issue 25 item 8)
+    Case(f"profile/expression-{name}", "profile", profile_case(body), msg, code=1)
+    for name, body, msg in [
+        ("recursive-macro", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n" + HEAD,
+         r"p\.yaml\.j2:1: a macro or loop in the profile calls itself without end.*fix: give the recursive macro"),
+        ("floor-division-by-zero", "settings:\n  numa_nodes_per_socket: {{ 4 // 0 }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero.*fix: guard the divisor"),
+        ("modulo-by-zero", "settings:\n  numa_nodes_per_socket: {{ 4 % 0 }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero.*fix: guard the divisor"),
+        ("division-by-zero-of-a-fact", "settings:\n  numa_nodes_per_socket: {{ sockets / (gpu_count - gpu_count) }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero"),
+        ("str-plus-int", "description: '{{ \"a\" + 1 }}'\n" + HEAD,
+         r"p\.yaml\.j2:1: a template expression failed: TypeError.*fix: fix the expression at that line"),
+        ("float-overflow", "description: '{{ 1.5 ** 100000 }}'\n" + HEAD,
+         r"p\.yaml\.j2:1: a template expression failed: OverflowError"),
+    ]
+]
+
+
 def _profile_file(make):
     def run(tmp: Path) -> Outcome:
         inv = _write(tmp, "inv.yaml", INVENTORY)
@@ -259,4 +278,4 @@ def _ssh_cases() -> list[Case]:
 
 def cases() -> list[Case]:
     return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + STAGED + ETAG
-            + PROFILE_BUDGET + PROFILE_FILES + _ssh_cases())
+            + PROFILE_BUDGET + EXPRESSION + PROFILE_FILES + _ssh_cases())
