@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from cases_bmc import SESSIONS, bmc_case, fault
-from cases_input import INVENTORY, _write, profile_case
+from cases_input import INVENTORY, _write, inventory_text, profile_case
 from harness import Case, Outcome, cli
 
 # name, YAML double-quoted form, how numaforge must show it (regex of the escaped form)
@@ -194,6 +194,31 @@ EXPRESSION = [  # Python refusing a template expression was "internal error (a b
 ]
 
 
+_H = ("hosts:\n  h1:\n    bmc: {url: 'https://bmc-h1.example', username: admin, password: 'env:NF_FAULT_BMC_PW', "
+      "vendor: dell}\n")
+INVENTORY_EDGES = [  # numbers and shapes at their edges: each a clear file:line answer, exit 2
+    Case(f"inventory/edge-{name}", "inventory", inventory_text(text), r"inv\.yaml:\d+: .*" + msg + r".*fix: ", code=2)
+    for name, text, msg in [
+        ("sockets-0", _H + "    hardware: {sockets: 0}\n", r"hardware\.sockets 0 is out of range"),
+        ("sockets-negative", _H + "    hardware: {sockets: -3}\n", r"hardware\.sockets -3 is out of range"),
+        ("sockets-huge", _H + "    hardware: {sockets: 100000000000000000000000}\n", r"is out of range"),
+        ("sockets-nan", _H + "    hardware: {sockets: .nan}\n", r"must be an integer, got a number \(nan\)"),
+        ("sockets-inf", _H + "    hardware: {sockets: .inf}\n", r"must be an integer, got a number \(inf\)"),
+        ("gpus-string", _H + "    hardware: {gpus: 'abc'}\n", r"hardware\.gpus must be a list"),
+        ("gpus-bad-address", _H + "    hardware: {gpus: ['zz:zz']}\n", r"'zz:zz' is not a PCI address"),
+        ("hardware-list", _H + "    hardware: [1, 2]\n", r"must be a mapping"),
+        ("ssh-port-huge", "hosts:\n  h1:\n    ssh: {address: h1, port: 99999999999999999999}\n", r"ssh\.port .* out of range"),
+        ("ssh-port-float", "hosts:\n  h1:\n    ssh: {address: h1, port: 22.5}\n", r"ssh\.port must be an integer"),
+        ("ssh-port-0", "hosts:\n  h1:\n    ssh: {address: h1, port: 0}\n", r"ssh\.port 0 is out of range"),
+        ("group-child-of-itself", "hosts:\n  h1: {ssh: {address: h1}}\ngroups:\n  g: {children: [g], hosts: [h1]}\n",
+         r"groups form a cycle: g -> g"),
+        ("host-name-integer", "hosts:\n  1: {ssh: {address: h1}}\n", r"host name 1 is not valid"),
+        ("host-null", "hosts:\n  h1:\n", r"host 'h1' has neither `ssh:` nor `bmc:`"),
+        ("hosts-a-list", "hosts: [a, b]\n", r"hosts must be a mapping"),
+    ]
+]
+
+
 def _profile_file(make):
     def run(tmp: Path) -> Outcome:
         inv = _write(tmp, "inv.yaml", INVENTORY)
@@ -278,4 +303,4 @@ def _ssh_cases() -> list[Case]:
 
 def cases() -> list[Case]:
     return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + STAGED + ETAG
-            + PROFILE_BUDGET + EXPRESSION + PROFILE_FILES + _ssh_cases())
+            + PROFILE_BUDGET + EXPRESSION + PROFILE_FILES + INVENTORY_EDGES + _ssh_cases())
