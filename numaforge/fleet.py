@@ -231,7 +231,7 @@ def _timed(fn: Callable[[Any], HostResult], seconds: float, host: Any) -> HostRe
 def _locked(fn: Callable[[Any], HostResult], rollout: Rollout, host: Any) -> HostResult:
     """fn(host) holding the host's write lock (taken before the budget starts: waiting is not the host's work)."""
     assert rollout.lock is not None
-    with hostlock.held(host_name(host), rollout.lock, rollout.wait_lock) as me:
+    with hostlock.held_host(host, host_name(host), rollout.lock, rollout.wait_lock) as me:
         result = fn(host)
         if isinstance(result, HostResult):
             result.data.setdefault("lock", me)

@@ -10,8 +10,11 @@ writes who it is into the file (pid, task, start time, user) so a second run can
 
 A second run against a held host fails that host at once with :class:`HostLocked` naming the holder, or waits
 up to ``wait`` seconds (``--wait-lock``); Ctrl-C while waiting stops the wait (numaforge.budget.check).
-Locks are per host name within the project: two projects, or two names for one machine, do not share a lock
-(the BMC-visible side, a pending config job, is numaforge.bios's).
+A fleet host is locked by the machine it reaches, not by its inventory name (:func:`machine_keys`): its BMC's
+origin and its SSH address:port. Two inventories that name one machine differently share its lock (and
+bios-apply and os-apply on one machine exclude each other: a reboot under a host OS change is a second writer);
+two machines that happen to share a name in different inventories do not. Locks are per user and project (the
+BMC-visible side, a pending config job, is numaforge.bios's).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ import json
 import os
 import re
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 from . import budget
 from .errors import NumaforgeError
@@ -91,9 +95,10 @@ WRITING = "writing this host"
 
 
 @contextmanager
-def held(host: str, task: str, wait: float = 0.0, doing: str = WRITING) -> Iterator[dict]:
+def held(host: str, task: str, wait: float = 0.0, doing: str = WRITING, label: str | None = None) -> Iterator[dict]:
     """Hold ``host``'s write lock inside the block (module docstring); yields what was written as the holder.
-    ``host`` may name another resource (a run's resume journal); ``doing`` says what its holder does."""
+    ``host`` may name another resource (a run's resume journal); ``doing`` says what its holder does; ``label``
+    names it in messages (default: ``host``)."""
     path = lock_path(host)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -105,7 +110,7 @@ def held(host: str, task: str, wait: float = 0.0, doing: str = WRITING) -> Itera
             except BlockingIOError:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise _locked(host, path, wait, doing) from None
+                    raise _locked(label or host, path, wait, doing) from None
                 budget.check("waiting for the host's write lock")
                 time.sleep(min(POLL, left))
         me = {
@@ -123,3 +128,34 @@ def held(host: str, task: str, wait: float = 0.0, doing: str = WRITING) -> Itera
             os.ftruncate(fd, 0)  # no holder any more; the flock goes with the close below
     finally:
         os.close(fd)
+
+
+def machine_keys(host: Any) -> list[str]:
+    """The lock keys of a fleet host: ``bmc:<host>:<port>`` of its BMC URL and ``ssh:<address>:<port>``; a host
+    with neither (or a plain name) is locked by its name."""
+    keys = []
+    bmc = getattr(host, "bmc", None)
+    if bmc is not None and getattr(bmc, "url", None):
+        try:
+            u = urlsplit(bmc.url)
+            port = u.port or (443 if u.scheme == "https" else 80)
+            keys.append(f"bmc:{(u.hostname or '').lower()}:{port}")
+        except ValueError:  # the inventory refuses such a URL; never a reason to run unlocked
+            keys.append(f"bmc:{bmc.url}")
+    ssh = getattr(host, "ssh", None)
+    if ssh is not None and getattr(ssh, "address", None):
+        keys.append(f"ssh:{str(ssh.address).lower()}:{getattr(ssh, 'port', 22)}")
+    if not keys:
+        keys.append(host if isinstance(host, str) else str(getattr(host, "name", host)))
+    return sorted(set(keys))
+
+
+@contextmanager
+def held_host(host: Any, name: str, task: str, wait: float = 0.0) -> Iterator[dict]:
+    """Hold every lock of ``host``'s machine (:func:`machine_keys`, in sorted order so two runs never wait on
+    each other crosswise); errors name the host ``name``. Yields what was written as the holder."""
+    with ExitStack() as stack:
+        me: dict = {}
+        for key in machine_keys(host):
+            me = stack.enter_context(held(key, task, wait, label=name))
+        yield me

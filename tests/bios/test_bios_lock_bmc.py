@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,7 +102,8 @@ def test_wait_lock_waits_for_the_holder_and_a_dead_holders_lock_is_free(tmp_path
 
         # a holder that dies without cleaning up: its lock is free for the next run
         env_state = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state")}
-        code = "import time; from numaforge import hostlock\nwith hostlock.held('gpu-01', 'bios-apply'):\n" \
+        (key,) = hostlock.machine_keys(SimpleNamespace(bmc=SimpleNamespace(url=sim.url)))
+        code = f"import time; from numaforge import hostlock\nwith hostlock.held({key!r}, 'bios-apply'):\n" \
                "    print('held', flush=True); time.sleep(300)\n"
         holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_state, stdout=subprocess.PIPE,
                                   text=True)
@@ -132,3 +134,31 @@ def test_lock_file_names_any_host_safely_and_waiting_gives_up_with_the_holder(tm
     assert hostlock.holder(path) == {}          # released: nobody named
     with hostlock.held(odd, "bios-apply"):
         pass
+
+
+def test_a_host_is_locked_by_the_machine_it_reaches_not_by_its_inventory_name(tmp_path, monkeypatch):
+    """Two inventories naming one BMC differently share its lock; one name for two BMCs (two inventories, or
+    two test workers on one build server) does not; a host with a BMC and SSH holds both."""
+    monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path / "state"))
+
+    def host(name, url=None, ssh=None):
+        return SimpleNamespace(name=name, bmc=SimpleNamespace(url=url) if url else None,
+                               ssh=SimpleNamespace(address=ssh[0], port=ssh[1]) if ssh else None)
+
+    a = host("gpu-01", "https://10.0.0.5")
+    assert hostlock.machine_keys(a) == hostlock.machine_keys(host("rack3-u7", "https://10.0.0.5:443/"))
+    assert hostlock.machine_keys(a) != hostlock.machine_keys(host("gpu-01", "https://10.0.0.6"))
+    both = host("gpu-02", "https://10.0.0.7:8443", ("10.1.0.7", 22))
+    assert hostlock.machine_keys(both) == ["bmc:10.0.0.7:8443", "ssh:10.1.0.7:22"]
+    assert hostlock.machine_keys("plain-name") == ["plain-name"]
+    with hostlock.held_host(a, "gpu-01", "bios-apply"):
+        with pytest.raises(hostlock.HostLocked) as exc:
+            with hostlock.held_host(host("rack3-u7", "https://10.0.0.5"), "rack3-u7", "os-apply"):
+                pass
+        assert exc.value.where.startswith("host rack3-u7 (lock ") and "bios-apply (pid" in exc.value.what
+        with hostlock.held_host(host("gpu-01", "https://10.0.0.6"), "gpu-01", "bios-apply"):
+            pass                                 # another machine of the same name: not held
+    with hostlock.held_host(both, "gpu-02", "os-apply"):
+        with pytest.raises(hostlock.HostLocked):   # its SSH side alone is enough to collide
+            with hostlock.held_host(host("other", ssh=("10.1.0.7", 22)), "other", "os-apply"):
+                pass
