@@ -70,6 +70,7 @@ class BiosState:
     apply_times: list[str]
     registry: Registry
     detected_by: str = ""
+    model: str = ""  # the System's Model (the vendor map's generation may need it: Supermicro)
 
 
 @dataclass
@@ -203,13 +204,13 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         # (moved, different registry) falls back to full discovery
         r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
         if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
-            system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
+            system_path, system, bios_path, bios, model = shape.system_path, None, shape.bios_path, r.body, shape.model
         else:
             stale = True
         stale = stale or client.login_url != shape.login_url
     if bios is None:
         system_path, system = find_system(client, host)
-        bios_path = _link(system, "Bios")
+        bios_path, model = _link(system, "Bios"), str(system.get("Model") or "")
         if not bios_path:
             raise RedfishError(
                 "the system has no Bios resource", where, "this BMC does not expose BIOS settings through Redfish"
@@ -230,7 +231,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if (shape is None or stale) and client.login_url:
         # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
         # below, which fetches it once per id while they read their own Bios and settings)
-        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
+        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id, model), replace=stale)
     registry = cache.get(
         registry_id,
         lambda: fetch_registry(client, registry_id, bios_path),
@@ -271,6 +272,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         apply_times=apply_times,
         registry=registry,
         detected_by=how,
+        model=model,
     )
 
 
@@ -286,9 +288,8 @@ def desired_for(host, state: BiosState, opts: HostOptions):
     facts["vendor"] = state.vendor
     profile = render_profile(name, facts, opts.profiles_dir)
     vmap = load_vendor_map(state.vendor, opts.vendors_dir)
-    return profile, translate(
-        profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name, optional=profile.optional
-    )
+    raw = profile.raw_for(state.vendor)
+    return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
 
 
 def replan(state: BiosState, desired, host) -> Plan:

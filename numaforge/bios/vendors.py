@@ -1,8 +1,10 @@
 """Abstract settings -> vendor BIOS attributes, from data in bios/vendors/<flavour>.yaml (pure core).
 
 A vendor map lists ``sources`` (public documents: title + url, or repo + path) and ``generations``; each
-generation says which BMCs it is for (``match:`` a regex on the registry id and/or on the registry's
-SupportedSystems ProductName) and maps every abstract setting. docs/bios-profiles.md is the reference; a
+generation says which BMCs it is for (``match:`` a regex on the registry id, on the registry's SupportedSystems
+ProductName and/or on the System resource's Model -- real Supermicro registries are named
+``BiosAttributeRegistry.1_0_0`` for "SuperMicroServer", so only the System's Model tells H12 from H13) and maps
+every abstract setting. docs/bios-profiles.md is the reference; a
 mapping entry resolves its attribute in this order:
 
 1. ``attribute: NumaNodesPerSocket`` -- the documented AttributeName, exactly; or
@@ -75,10 +77,13 @@ class Generation:
     model_rx: str | None
     settings: dict[str, dict]
     where: str  # file:line of the generation
+    system_rx: str | None = None  # on the System resource's Model (what the BMC reports for the machine)
 
-    def matches(self, registry: Registry, by: str) -> bool:
+    def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
         if by == "registry":
             return bool(self.registry_rx and re.search(self.registry_rx, registry.id or ""))
+        if by == "system":
+            return bool(self.system_rx and system_model and re.search(self.system_rx, system_model))
         models = [
             str(s.get("ProductName", ""))
             for s in (registry.doc or {}).get("SupportedSystems") or []
@@ -95,10 +100,11 @@ class VendorMap:
     sources: dict[str, dict] = field(default_factory=dict)
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
 
-    def generation(self, registry: Registry) -> Generation:
-        for by in ("registry", "model"):  # the registry id decides first, the model where it cannot
+    def generation(self, registry: Registry, system_model: str = "") -> Generation:
+        # the registry id decides first, the registry's model where it cannot, then the System's Model
+        for by in ("registry", "model", "system"):
             for g in self.generations:
-                if g.matches(registry, by):
+                if g.matches(registry, by, system_model):
                     return g
         models = (
             ", ".join(
@@ -109,10 +115,12 @@ class VendorMap:
             or "none stated"
         )
         rules = "; ".join(
-            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/" for g in self.generations
+            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/ or system /{g.system_rx or '-'}/"
+            for g in self.generations
         )
         raise VendorMapError(
-            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models})",
+            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models};"
+            f" system model: {system_model or 'not read'})",
             self.path,
             f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic",
         )
@@ -343,14 +351,14 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 "see docs/bios-profiles.md (vendor maps)",
             )
         match = g.get("match") or {}
-        if not isinstance(match, dict) or not (match.get("registry") or match.get("model")):
+        if not isinstance(match, dict) or not (match.get("registry") or match.get("model") or match.get("system")):
             raise _fail(
-                f"generation {g['id']}: `match:` needs registry and/or model (regular expressions)",
+                f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
                 spath,
                 g.line_of("match"),
                 "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
             )
-        for key in ("registry", "model"):
+        for key in ("registry", "model", "system"):
             if key in match:
                 _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
         for name, entry in g["settings"].items():
@@ -363,6 +371,7 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 model_rx=match.get("model"),
                 settings=dict(g["settings"]),
                 where=f"{spath}:{gline}",
+                system_rx=match.get("system"),
             )
         )
     return VendorMap(vendor=str(doc.get("vendor", vendor)), path=spath, generations=out, sources=dict(sources))
@@ -557,14 +566,20 @@ class _Resolver:
 
 
 def translate(
-    settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, registry: Registry, host: str = "", optional=()
+    settings: dict[str, Any],
+    raw: dict[str, Any],
+    vmap: VendorMap,
+    registry: Registry,
+    host: str = "",
+    optional=(),
+    system_model: str = "",
 ) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
     A setting's value may be a list: a preference list, the first value this platform offers wins. Settings in
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
     status "gap" item. Every other problem is collected and raised at once."""
-    gen = vmap.generation(registry)
+    gen = vmap.generation(registry, system_model)
     res = _Resolver(vmap, gen, registry)
     raw = dict(raw or {})
     out: dict[str, Desired] = {}

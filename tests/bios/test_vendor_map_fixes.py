@@ -31,12 +31,12 @@ def test_hpe_gen10_plus_aspm_covers_the_embedded_nic_too():
 
 
 def test_supermicro_aspm_auto_is_never_written_for_l0s_l1():
-    reg = _reg("smc-h13")                                    # ASPMSupport_006A: Disabled, Auto
+    reg = _reg("smc-h13")                                    # ASPMSupport_006A: "0" Disabled, "1" Auto
     with pytest.raises(VendorMapError) as exc:
         translate({"pcie_aspm": "l0s_l1"}, {}, load_vendor_map("supermicro"), reg)
     assert "none of L0sL1 is allowed by ASPMSupport_006A" in exc.value.what
     got = translate({"pcie_aspm": ["l0s_l1", "disabled"]}, {}, load_vendor_map("supermicro"), reg)
-    assert [(d.attribute, d.value) for d in got] == [("ASPMSupport_006A", "Disabled")]
+    assert [(d.attribute, d.value) for d in got] == [("ASPMSupport_006A", "0")]   # the ValueName of "Disabled"
 
 
 def test_supermicro_h12_determinism_sets_determinism_control_manual_with_the_slider():

@@ -36,7 +36,7 @@ def register(sim) -> None:
 
     def settings_body() -> dict:
         with st.lock:
-            attrs = dict(st.pending) if f.settings_shows == "pending_only" else {**st.current, **st.pending}
+            attrs = f.shown(st.pending if f.settings_shows == "pending_only" else {**st.current, **st.pending})
             body = {
                 "@odata.id": f.settings_link,
                 "@odata.type": "#Bios.v1_2_3.Bios",
@@ -66,7 +66,7 @@ def register(sim) -> None:
                 "Id": "Bios",
                 "Name": "BIOS Configuration Current Settings",
                 "AttributeRegistry": f.bios_registry,
-                "Attributes": dict(st.current),
+                "Attributes": f.shown(st.current),
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",
                     "SettingsObject": {"@odata.id": f.settings_link},
