@@ -99,6 +99,7 @@ class VendorMap:
     generations: list[Generation]
     sources: dict[str, dict] = field(default_factory=dict)
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+    reboot: dict[str, float] = field(default_factory=dict)  # waits around a reset (numaforge.bios.power)
 
     def generation(self, registry: Registry, system_model: str = "") -> Generation:
         # the registry id decides first, the registry's model where it cannot, then the System's Model
@@ -374,7 +375,39 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 system_rx=match.get("system"),
             )
         )
-    return VendorMap(vendor=str(doc.get("vendor", vendor)), path=spath, generations=out, sources=dict(sources))
+    return VendorMap(
+        vendor=str(doc.get("vendor", vendor)),
+        path=spath,
+        generations=out,
+        sources=dict(sources),
+        reboot=_reboot_waits(doc, spath),
+    )
+
+
+REBOOT_KEYS = ("graceful", "power_on")
+
+
+def _reboot_waits(doc, spath: str) -> dict[str, float]:
+    """``reboot: {graceful: s, power_on: s}``: this vendor's waits around a reset (numaforge.bios.power)."""
+    waits = doc.get("reboot") or {}
+    if not isinstance(waits, dict):
+        raise _fail(
+            "`reboot:` must be a mapping (graceful, power_on)",
+            spath,
+            doc.line_of("reboot"),
+            "e.g. reboot: {graceful: 300, power_on: 1200}",
+        )
+    out = {}
+    for k, v in waits.items():
+        if k not in REBOOT_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise _fail(
+                f"reboot.{k}: {v!r} is not a wait (keys: {', '.join(REBOOT_KEYS)}; seconds > 0)",
+                spath,
+                waits.line_of(k),
+                "e.g. reboot: {graceful: 300, power_on: 1200}",
+            )
+        out[k] = float(v)
+    return out
 
 
 def detect_vendor(root: dict, system: dict | None = None) -> str:

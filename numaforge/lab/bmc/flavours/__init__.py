@@ -60,6 +60,9 @@ class Flavour:
     # "display": the Bios and its settings object show an enumeration's ValueDisplayName, not its ValueName
     # (a Supermicro: "Enabled" for ValueName "1"); a PATCH still takes ValueNames only
     current_shows: str = "values"
+    # how the System reports where the host is in its boot: "standard" (BootProgress), "hpe" (Oem.Hpe.PostState
+    # only), "both", "none"
+    boot_progress: str = "standard"
 
     @property
     def bios_registry(self) -> str:
@@ -281,6 +284,7 @@ def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
         registry_file_id=str(data.get("registry_file_id") or ""),
         registry_file_registry=str(data.get("registry_file_registry") or ""),
         current_shows=str(data.get("current_shows") or "values"),
+        boot_progress=str(data.get("boot_progress") or "standard"),
     )
 
 
