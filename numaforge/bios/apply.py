@@ -36,7 +36,7 @@ from .errors import (
     RedfishPreconditionFailedError,
     RedfishRedirectError,
 )
-from .plan import Plan, make_plan, pending_values
+from .plan import Plan, make_plan, pending_values, staged_mismatches
 from .power import Timeouts, reboot, wait_back
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, Response, RetryPolicy, _path
@@ -593,6 +593,7 @@ class HostApply:
             changes = self.plan.changes
             if not changes:
                 return detail
+        self.check_staged(changes)
         self.written = True
         self.data["changed"] = sorted(changes)
         self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
@@ -602,6 +603,20 @@ class HostApply:
         if self.journal is not None:
             self.journal.record(self.host.name, "patched", attributes=sorted(changes))
         return detail
+
+    def check_staged(self, changes: dict) -> None:
+        """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5)."""
+        reg = self.state.registry
+        held = reg.value_names(self.client.get(self.state.settings_path).body.get("Attributes") or {})
+        wrong = staged_mismatches(changes, reg.value_names(self.state.current), held)
+        if wrong:
+            raise RedfishError(
+                f"the BMC accepted the PATCH but its settings object ({self.state.settings_path}) does not hold "
+                f"what was sent: {'; '.join(wrong)}",
+                self.where,
+                "the BMC said yes and staged something else: check its firmware and log; `invoke bios-plan` shows "
+                "what is pending, `invoke bios-clear-pending` (Dell) or a new bios-apply replaces it",
+            )
 
     def do_job(self):
         """iDRAC applies pending BIOS values only through a config job: make sure exactly one exists (the one

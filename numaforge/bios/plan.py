@@ -87,6 +87,20 @@ def pending_values(current: dict[str, Any], settings_attrs: dict[str, Any] | Non
     return {k: v for k, v in (settings_attrs or {}).items() if current.get(k, object()) != v}
 
 
+def staged_mismatches(sent: dict[str, Any], current: dict[str, Any], settings_attrs: dict[str, Any]) -> list[str]:
+    """After a PATCH the BMC accepted: each value sent that its settings object does not hold, as
+    "Name: sent 'x', staged 'y'" or "..., staged nothing". A value equal to the current one may be dropped from
+    the settings object (nothing to stage). Pure; all values in the registry's ValueName space."""
+    out = []
+    for k, v in sent.items():
+        staged = settings_attrs.get(k, current.get(k))
+        if staged == v:
+            continue
+        what = "nothing" if k not in settings_attrs or staged == current.get(k) else repr(staged)
+        out.append(f"{k}: sent {v!r}, staged {what}")
+    return out
+
+
 def _check_value(attr, value, host: str) -> str | None:
     t = attr.type
     if t == "Enumeration":

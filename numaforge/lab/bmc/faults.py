@@ -5,7 +5,9 @@ Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After heade
 "slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
 "bad_json" (200 with a truncated JSON body), "redirect" (``status``, default 302, with ``location``: a
 hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
-message repeats the request's X-Auth-Token and Authorization headers, as some firmware does). A fault fires
+message repeats the request's X-Auth-Token and Authorization headers, as some firmware does), "stage_nothing"
+(a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted, but every
+attribute is staged with another value than the one sent): BMCs that say yes and do something else. A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
 answer is lost: the retry hazard; "slow" with after=True answers only ``seconds`` after the change was made, e.g.
 after the client's read timeout).
@@ -17,7 +19,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo")
+KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "stage_nothing", "stage_other")
+STAGING = ("stage_nothing", "stage_other")  # not an answer of their own: the handler serves the request with them
 
 
 @dataclass
@@ -59,6 +62,8 @@ class FaultPlan:
             "bad_json": set(),
             "redirect": {"status", "location"},
             "echo": {"status"},
+            "stage_nothing": set(),
+            "stage_other": set(),
         }
         unknown = set(options) - allowed[kind]
         if unknown:

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .errors import BMCSimulatorError
-from .faults import FaultPlan
+from .faults import STAGING, FaultPlan
 from .flavours import Flavour, load_flavour
 from .http import Request, Response, Router, error, method_not_allowed, normalise, not_found
 from .messages import message
@@ -139,10 +139,11 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "slow":
             time.sleep(float(fault.options.get("seconds", 2.0)))
             fault = None
-        if fault is not None:
+        staging = fault if fault is not None and fault.kind in STAGING else None
+        if fault is not None and staging is None:
             return self._fault(fault)
         headers = {k.lower(): v for k, v in self.headers.items()}
-        req = Request(method, path, self.path, headers)
+        req = Request(method, path, self.path, headers, fault=staging)
         if raw:
             try:
                 req.body = json.loads(raw)
