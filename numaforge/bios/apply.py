@@ -513,9 +513,8 @@ class HostApply:
         )
         note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
         st, vmap = self.state, load_vendor_map(self.state.vendor, self.opts.vendors_dir)
-        waited = wait_back(
-            self.client, st.system_path, st.bios_path, desired_values(self.plan), self.opts.timeouts, vmap.reboot
-        )
+        want, paths = desired_values(self.plan), (st.system_path, st.bios_path)
+        waited = wait_back(self.client, paths, want, self.opts.timeouts, vmap.reboot, st.registry.value_names)
         detail = {
             "journal": str(self.journal.path),
             "phases": self.journal.phases(self.host.name),
@@ -676,6 +675,7 @@ class HostApply:
             vmap.reboot,
             self.result.data,
             job_state,
+            st.registry.value_names,
         )
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")
@@ -820,7 +820,7 @@ def desired_values(plan: Plan) -> dict[str, Any]:
 
 # -- verify ------------------------------------------------------------------------------------------------------
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
-    cur = client.get(state.bios_path).body.get("Attributes") or {}
+    cur = state.registry.value_names(client.get(state.bios_path).body.get("Attributes") or {})
     verified, mism = [], []
     for i in plan.settable:
         if cur.get(i.attribute) == i.desired:

@@ -142,13 +142,14 @@ def force_verdict(before: BootView, now: BootView, seen_restart: bool, errored: 
 class _Host:
     """Reads of one host's System and Bios for the reset loop."""
 
-    def __init__(self, client: RedfishClient, system_path: str, bios_path: str, job: Callable[[], str] | None):
-        self.client, self.system_path, self.bios_path, self.job = client, system_path, bios_path, job
+    def __init__(self, client: RedfishClient, paths: tuple[str, str], job: Callable[[], str] | None, names=None):
+        self.client, (self.system_path, self.bios_path), self.job = client, paths, job
+        self.names = names or dict  # current values -> the registry's ValueName space (Registry.value_names)
 
     def view(self) -> tuple[BootView, dict]:
         system = self.client.get(self.system_path).body
         bios = self.client.get(self.bios_path).body
-        return boot_view(system, bios, self.job() if self.job else ""), bios.get("Attributes") or {}
+        return boot_view(system, bios, self.job() if self.job else ""), self.names(bios.get("Attributes") or {})
 
 
 def _applied(attrs: dict, want: dict[str, Any]) -> bool:
@@ -195,6 +196,7 @@ def reboot(
     vendor_waits: dict[str, float] | None = None,
     result_data: dict | None = None,
     job: Callable[[], str] | None = None,
+    names: Callable[[dict], dict] | None = None,
 ) -> dict:
     """Graceful restart; ForceRestart only for an OS that ignored it (force_verdict); wait until the OS runs
     again and the new values are current. ``paths``: (System, Bios). Raises with a verdict, never resets twice
@@ -202,7 +204,7 @@ def reboot(
     system_path, bios_path = paths
     target, allowed = reset_action(system, system_path)
     graceful, power_on = waits(t, vendor_waits)
-    host = _Host(client, system_path, bios_path, job)
+    host = _Host(client, paths, job, names)
     before, _ = host.view()
     first = "On" if phase(before) == "off" else "GracefulRestart"
     if allowed and first not in allowed:
@@ -266,12 +268,12 @@ def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_re
 
 
 def wait_back(
-    client: RedfishClient, system_path: str, bios_path: str, want: dict[str, Any], t: Timeouts, vendor_waits=None
+    client: RedfishClient, paths: tuple[str, str], want: dict[str, Any], t: Timeouts, vendor_waits=None, names=None
 ) -> dict:
     """Resume after a crash mid-reboot: no reset request, only wait until the OS runs with the new values
     current (or the power-on wait passes; verification then reports what is still pending)."""
     _, power_on = waits(t, vendor_waits)
-    host = _Host(client, system_path, bios_path, None)
+    host = _Host(client, paths, None, names)
     start = time.monotonic()
     while True:
         now, attrs = host.view()
