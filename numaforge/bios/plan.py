@@ -151,7 +151,7 @@ def validate(
             hint = f" (did you mean {close[0]}?)" if close else ""
             problems.append(f"{host}/{d.attribute}: not in registry {registry.id}{hint} [from {d.setting}]")
             continue
-        eff = registry.effective(d.attribute, after)
+        eff = registry.effective(d.attribute, after, current)
         bad = _check_value(eff, d.value, host)
         if bad:
             problems.append(f"{host}/{bad} [from {d.setting}]")
@@ -162,7 +162,7 @@ def validate(
                 continue  # already right: nothing to write, a read-only attribute is fine
             why = "is ReadOnly"
             blockers = registry.blocking(d.attribute, after)
-            if blockers and not attr.read_only:
+            if blockers:
                 why = "is made read-only by registry dependency: " + "; ".join(b.describe() for b in blockers)
             problems.append(
                 f"{host}/{d.attribute} {why}; it cannot be set to {d.value!r} "

@@ -187,10 +187,16 @@ class Registry:
         rx = re.compile(pattern)
         return [a for a in self.attributes.values() if rx.search(a.name)]
 
-    def effective(self, name: str, state: dict[str, Any]) -> Attribute:
-        """The attribute with every Map dependency that holds in ``state`` applied to its properties."""
+    def effective(self, name: str, state: dict[str, Any], current: dict[str, Any] | None = None) -> Attribute:
+        """The attribute with every Map dependency that holds in ``state`` applied to its properties.
+
+        ReadOnly as of the current state (iDRAC: PcieAspmL1 says ReadOnly while SysProfile is not Custom): with
+        ``current``, a ReadOnly flag that a ReadOnly dependency explains in ``current`` is lifted when no such
+        dependency holds in ``state`` (the same plan sets the preset that frees it)."""
         base = self.attributes[name]
         a = Attribute(**{**base.__dict__})
+        if a.read_only and current is not None and self.blocking(name, current) and not self.blocking(name, state):
+            a.read_only = False
         for dep in self.dependencies:
             if dep.to_attribute != name or not dep.holds(state):
                 continue

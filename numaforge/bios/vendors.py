@@ -78,6 +78,9 @@ class Generation:
     settings: dict[str, dict]
     where: str  # file:line of the generation
     system_rx: str | None = None  # on the System resource's Model (what the BMC reports for the machine)
+    # the vendor preset that locks or overrides other settings, and the value that frees them:
+    # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
+    preset: dict | None = None
 
     def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
         if by == "registry":
@@ -364,6 +367,17 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
         for name, entry in g["settings"].items():
             _check_entry(name, entry, g["id"], sources, spath)
+        preset = g.get("preset")
+        if preset is not None:
+            ok = isinstance(preset, dict) and preset.get("attribute") and preset.get("values")
+            if not ok or any(s not in sources for s in _ids(preset.get("source"))) or not preset.get("source"):
+                raise _fail(
+                    f"generation {g['id']}: `preset:` needs attribute, values (the ValueNames that free the "
+                    "settings it locks) and source (ids from sources)",
+                    spath,
+                    g.line_of("preset"),
+                    "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}",
+                )
         out.append(
             Generation(
                 id=str(g["id"]),
@@ -373,6 +387,7 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 settings=dict(g["settings"]),
                 where=f"{spath}:{gline}",
                 system_rx=match.get("system"),
+                preset=dict(g["preset"]) if g.get("preset") else None,
             )
         )
     return VendorMap(
@@ -408,6 +423,25 @@ def _reboot_waits(doc, spath: str) -> dict[str, float]:
             )
         out[k] = float(v)
     return out
+
+
+def _ids(x) -> list:
+    return x if isinstance(x, list) else [x] if x else []
+
+
+def _preset(gen: Generation, vmap: VendorMap, registry: Registry, taken) -> Desired | None:
+    """The generation's preset set to the value that frees the settings it locks, when this registry has it
+    and the profile does not set it itself (raw). Pure."""
+    p = gen.preset
+    attr = registry.attributes.get(p["attribute"]) if p else None
+    if p is None or attr is None or attr.name in taken:
+        return None
+    cands = [attr.value_name(v) for v in _ids(p["values"])]
+    value = next((v for v in cands if v in attr.values), None)
+    if value is None:
+        return None
+    how = f"vendor preset: {attr.name}={value!r} frees the settings it locks; written first, in the same write"
+    return Desired(attr.name, value, "preset", how, vmap.source_text(p["source"]))
 
 
 def detect_vendor(root: dict, system: dict | None = None) -> str:
@@ -702,4 +736,5 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(fixes) if f),
         )
-    return list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]
+    pre = _preset(gen, vmap, registry, out)
+    return ([pre] if pre else []) + list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]

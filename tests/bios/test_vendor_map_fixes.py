@@ -27,6 +27,7 @@ def _xcc(model: str, *attrs) -> Registry:
 def test_hpe_gen10_plus_aspm_covers_the_embedded_nic_too():
     got = {d.attribute: d.value for d in translate({"pcie_aspm": "disabled"}, {}, load_vendor_map("hpe"),
                                                    _reg("hpe-gen10p"))}
+    assert got.pop("WorkloadProfile") == "Custom"           # the preset, first (issue 26 item 5)
     assert got["EmbNicAspm"] == "Disabled" and got["PciSlot1Aspm"] == "Disabled" and len(got) == 9
 
 
@@ -53,7 +54,8 @@ def test_supermicro_h12_determinism_sets_determinism_control_manual_with_the_sli
 
 def test_lenovo_sr665_sriov_is_found_by_xccs_name_and_display_name_sriov():
     got = translate({"sriov": True}, {}, load_vendor_map("lenovo"), _reg("lenovo-sr665"))
-    assert [(d.attribute, d.value) for d in got] == [("DevicesandIOPorts_SRIOV", "Enabled")]
+    assert [(d.attribute, d.value) for d in got] == [("OperatingModes_ChooseOperatingMode", "CustomMode"),
+                                                     ("DevicesandIOPorts_SRIOV", "Enabled")]
     assert _reg("lenovo-sr665").attributes["DevicesandIOPorts_SRIOV"].display_name == "SRIOV"
 
 
