@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import hostlock, journal, paths, safeio
+from .. import journal, paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
 from ..fleet import Rollout, Terminated
@@ -192,9 +192,7 @@ def resume_journal(report: Report, key: str, rollout: Rollout) -> Iterator[journ
     """The run's resume journal (docs/journal.md), opened only once this run holds it: a second run of the same
     command waits (--wait-lock) or fails naming the holder; it never resumes from a journal another live run is
     still writing (the hosts' own write locks are numaforge.fleet's)."""
-    name = f"resume journal {journal.path_for(key).name}"
-    with hostlock.held(name, rollout.lock or RUN.task, rollout.wait_lock, doing="running this command"):
-        j = journal.open(key)
+    with journal.open_held(key, task=rollout.lock or RUN.task, wait=rollout.wait_lock) as j:
         resumed = j.hosts()
         if resumed:
             console.print(
