@@ -159,7 +159,14 @@ def project_root() -> Path:
 def inventory_path(c, inventory: str | None) -> str:
     """--inventory, else the config's numaforge.inventory, else `lab`; `lab` is the inventory lab-up wrote.
     A relative path is taken from the current directory, else from the project directory."""
-    spec = inventory or _config(c).get("inventory") or DEFAULT_INVENTORY
+    configured = _config(c).get("inventory")
+    if inventory is None and isinstance(configured, str) and not configured.strip():
+        raise SelectionError(  # like `--inventory ''`: an empty value never means the lab inventory
+            "the config's numaforge.inventory is empty",
+            "numaforge.inventory (numaforge.yaml / invoke.yaml)",
+            "set it to an inventory file or `lab`, or remove the key to use the default (lab)",
+        )
+    spec = inventory or configured or DEFAULT_INVENTORY
     if spec == "lab":  # before the first lab-up: the template's default ports, with this user's state paths
         p = lab_services.lab_inventory_path()
         return str(p if p.is_file() else lab_services.write_lab_inventory())
