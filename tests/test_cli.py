@@ -229,3 +229,15 @@ def test_an_empty_configured_inventory_is_an_error_not_the_lab(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "the config's numaforge.inventory is empty" in r.stderr and "remove the key" in r.stderr
     assert not (tmp_path / "state" / "lab").exists()        # the lab inventory was not written as a fallback
+
+
+@pytest.mark.parametrize("args, option", [
+    (["os-apply", "--gate-seconds", "x"], "--gate-seconds"),
+    (["os-apply", "--numa-node-override", "foo"], "--numa-node-override"),
+    (["numa-audit", "--window", "0"], "--window"),
+])
+def test_bad_task_option_values_exit_2_without_a_traceback(args, option):
+    """These were parsed in the task body before execute(): a NumaforgeError traceback, or exit 1."""
+    r = invoke(*args, "--inventory", "inventory/lab.yaml")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"error: {option}:" in r.stderr and "fix:" in r.stderr and "Traceback" not in r.stderr
