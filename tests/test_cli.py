@@ -217,3 +217,27 @@ def test_blank_repeated_value_and_empty_root_are_usage_errors():
     r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", "", "--list"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--root: the value '' is empty" in r.stderr
+
+
+def test_an_empty_configured_inventory_is_an_error_not_the_lab(tmp_path):
+    """numaforge.inventory: '' in the project's numaforge.yaml fell back to the lab inventory like
+    `--inventory ''` did; it is refused with exit 2 naming the config key."""
+    (tmp_path / "numaforge.yaml").write_text("numaforge:\n  inventory: ''\n")
+    r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", str(tmp_path),
+                        "inventory-check", "--syntax-only"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "200", "NUMAFORGE_STATE": str(tmp_path / "state")})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the config's numaforge.inventory is empty" in r.stderr and "remove the key" in r.stderr
+    assert not (tmp_path / "state" / "lab").exists()        # the lab inventory was not written as a fallback
+
+
+@pytest.mark.parametrize("args, option", [
+    (["os-apply", "--gate-seconds", "x"], "--gate-seconds"),
+    (["os-apply", "--numa-node-override", "foo"], "--numa-node-override"),
+    (["numa-audit", "--window", "0"], "--window"),
+])
+def test_bad_task_option_values_exit_2_without_a_traceback(args, option):
+    """These were parsed in the task body before execute(): a NumaforgeError traceback, or exit 1."""
+    r = invoke(*args, "--inventory", "inventory/lab.yaml")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"error: {option}:" in r.stderr and "fix:" in r.stderr and "Traceback" not in r.stderr

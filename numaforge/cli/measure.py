@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from .. import hostlock
 from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
 from ..lazy import lazy_module
@@ -55,6 +56,24 @@ HELP = {
 }
 
 
+def _workload(seconds, procs, mb, mem_node, grouped) -> mrunner.WorkloadParams:
+    """The workload options, parsed (a clear exit 2 for `--mb x`, never invoke's ValueError traceback)."""
+    return mrunner.WorkloadParams.for_seconds(
+        values.positive_int(seconds, "--seconds", 20),
+        procs=values.positive_int(procs, "--procs", 3),
+        mb=values.positive_int(mb, "--mb", 16),
+        grouped=bool(grouped),
+        mem_node=-1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node"),
+    )
+
+
+def _out_path(out, host: str) -> Path:
+    if out:
+        return Path(out)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return common.project_root() / "reports" / f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', host)}-{stamp}.json"
+
+
 @task(iterable=["host", "arm"], help=HELP)
 def numa_effect(
     c,
@@ -81,13 +100,9 @@ def numa_effect(
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
 
     def body(report: Report):
-        # numbers are parsed here (a clear exit 2 for `--seed x`, never invoke's ValueError traceback)
         n_rounds = values.positive_int(rounds, "--rounds", 10)
-        n_seconds = values.positive_int(seconds, "--seconds", 20)
         n_seed = values.non_negative_int(seed, "--seed", 13)
-        n_procs = values.positive_int(procs, "--procs", 3)
-        n_mb = values.positive_int(mb, "--mb", 16)
-        n_mem_node = -1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node")
+        params = _workload(seconds, procs, mb, mem_node, grouped)
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
@@ -104,12 +119,14 @@ def numa_effect(
             a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
             for a in built
         }
-        params = mrunner.WorkloadParams.for_seconds(
-            n_seconds, procs=n_procs, mb=n_mb, grouped=bool(grouped), mem_node=n_mem_node
-        )
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         result = report.host(h.name)
-        with result.step("measure") as s, ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
+        # it loads and unloads live patches: the host's write lock, like every task that changes hosts
+        with (
+            hostlock.held_host(h, h.name, "numa-effect"),
+            result.step("measure") as s,
+            ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r,
+        ):
             data = livepatch.measure_arms(
                 r,
                 arts,
@@ -122,16 +139,7 @@ def numa_effect(
             )
             s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
         data["case"] = name
-        path = (
-            Path(out)
-            if out
-            else common.project_root()
-            / "reports"
-            / (
-                f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', h.name)}-"
-                f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
-            )
-        )
+        path = _out_path(out, h.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(_json.dumps({"cases": {name: data}}, indent=1) + "\n")
