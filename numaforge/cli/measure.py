@@ -40,7 +40,7 @@ HELP = {
     "target": "kpatch target whose arm modules to load (<build>/kpatch/TARGET[-ARM]/; default lab)",
     "series": f"patch series (default {DEFAULT_SERIES})",
     "arm": "arm to run (repeatable; default every built arm: off, winner, alt-*, null)",
-    "rounds": "interleaved rounds per arm, in one boot (default 10)",
+    "rounds": "interleaved rounds (blocks) per arm, in one boot (default 10; verdicts need >= 6, the protocol 20)",
     "seconds": "workload run length in seconds (phases scale below 60)",
     "order": "run order within a round: random (seeded permutation per round) or abba",
     "seed": "seed of the random order",
@@ -128,13 +128,16 @@ def numa_effect(
         tmp.replace(path)
         png = render.plot({name: data}, path.with_suffix(".png"))
         report.data.update({"measurement": str(path), "png": str(png), "verdicts": data["verdicts"]})
-        tab = Table(title=f"{name}: median [95% bootstrap interval] over {rounds} rounds (verdict vs off)")
+        tab = Table(title=f"{name}: median [95% bootstrap interval] over {rounds} rounds (paired verdict vs off)")
         tab.add_column("metric")
         for a in data["arms"]:
             tab.add_column(a)
         for row in render.table_rows(data):
             tab.add_row(*(escape(x) for x in row))
         common.console.print(tab)
+        for a in data["arms"]:
+            for line in render.verdict_lines(data, a):
+                common.console.print(f"{escape(a)} vs {escape(data['base'])}: {escape(line)}")
         common.console.print(f"measurement: {path}\npicture: {png}")
         result.message = f"{len(data['runs'])} runs of {', '.join(data['arms'])}"
 

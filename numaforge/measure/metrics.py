@@ -47,6 +47,31 @@ OUTCOMES = [
     ("stick_local", "stick dst=-1", "", None),
 ]
 
+# the primary endpoint of a report (judged at 5 %); every other outcome is secondary (Holm-adjusted)
+PRIMARY = "third_not_closer"
+
+# equivalence (TOST) margins of the "no regression" claims: ("abs", points/units) or ("rel", share of the base
+# arm's mean). Stated in docs/numa-effect-protocol.md; an outcome without a margin never gets "equivalent".
+MARGINS: dict[str, tuple[str, float]] = {
+    "cross_numa_rate": ("abs", 5.0),
+    "mean_latency_us": ("rel", 0.05),
+    "p99_latency_us": ("rel", 0.10),
+    "throughput": ("rel", 0.05),
+    "local_ratio": ("abs", 5.0),
+    "pages_migrated": ("rel", 0.25),
+}
+
+
+def margin(key: str, base_values) -> float | None:
+    """The absolute TOST margin of `key` (relative margins scale the base arm's mean); None without one."""
+    kind, val = MARGINS.get(key, ("", 0.0))
+    if kind == "abs":
+        return val
+    vals = [float(v) for v in base_values if v is not None]
+    if kind == "rel" and vals and sum(vals) != 0:
+        return abs(val * sum(vals) / len(vals))
+    return None
+
 
 @dataclass
 class TraceEvent:

@@ -1,7 +1,8 @@
 """Tables and pictures of measurement reports (runner.report() dicts, one per topology/workload "case").
 
 ``table_rows(case)`` -> rows for a text/markdown table: per metric, each arm's median [95% interval] and its
-verdict against "off". ``markdown(cases)`` renders them; ``plot(cases, path)`` writes a PNG with the per-round
+verdict against "off" (from paired per-round differences, numaforge.measure.paired); ``verdict_lines`` spells
+the paired difference, its interval and p out. ``markdown(cases)`` renders them; ``plot(cases, path)`` writes a PNG with the per-round
 values of every arm (one row of panels per case), using matplotlib's non-interactive Agg backend.
 """
 
@@ -44,6 +45,21 @@ def table_rows(case: dict, keys=None) -> list[list[str]]:
             row.append(c)
         rows.append(row)
     return rows
+
+
+def verdict_lines(case: dict, arm: str, keys=None) -> list[str]:
+    """'label: verdict: mean paired difference [95 % interval] over n rounds, p=...' per outcome of `arm`
+    against the case's base (numaforge.measure.paired); the primary endpoint first and marked."""
+    primary = case.get("primary")
+    out = []
+    order = sorted(metrics.OUTCOMES, key=lambda o: o[0] != primary)
+    for key, label, _unit, _lower in order:
+        if keys and key not in keys:
+            continue
+        p = (case.get("paired", {}).get(key) or {}).get(arm)
+        if p:
+            out.append(f"{label}{' (primary)' if key == primary else ''}: {p['line']}")
+    return out
 
 
 def markdown(case: dict, keys=None) -> str:
