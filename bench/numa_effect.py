@@ -31,7 +31,8 @@ from numaforge import livepatch  # noqa: E402
 from numaforge.inventory.model import Host, Location, SSHSpec  # noqa: E402
 from numaforge.lab import vm  # noqa: E402
 from numaforge.measure import arms as marms  # noqa: E402
-from numaforge.measure import render  # noqa: E402
+from numaforge.measure import metrics as mx  # noqa: E402
+from numaforge.measure import render, runner  # noqa: E402
 from numaforge.measure.runner import WorkloadParams  # noqa: E402
 from numaforge.paths import ROOT  # noqa: E402
 from numaforge.remote.ssh import connect  # noqa: E402
@@ -101,6 +102,8 @@ def render_all(out: Path, docs: bool, more: list[Path] | None = None) -> None:
     order = {f"{t} {w}": i for i, (t, w, _) in enumerate(parse_case(c) for c in CASES)}
     for p in sorted(out.glob("*.json")) + sorted(q for d in more or [] for q in d.glob("*.json")):
         d = json.loads(p.read_text())
+        # verdicts recomputed from the stored runs with today's statistics (numaforge.measure.paired)
+        d.update(runner.report([mx.RunMetrics.from_dict(r) for r in d["runs"]], d["arms"]))
         cases[d["case"]] = d
     if not cases:
         print(f"no cases in {out}", file=sys.stderr)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 EVENTS = ("sched_migrate_task", "sched_move_numa", "sched_swap_numa", "sched_stick_numa")
 _TRACE_LINE = re.compile(
@@ -130,6 +130,12 @@ class RunMetrics:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunMetrics":
+        """A run as stored in a measurement JSON (as_dict()); keys this version does not know are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 # ---------------------------------------------------------------------------------------------- parsers

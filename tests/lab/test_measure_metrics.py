@@ -190,3 +190,10 @@ def test_workload_params_scale_short_runs():
     w = runner.WorkloadParams.for_seconds(20)
     assert (w.warm, w.unpinned, w.pinned, w.duration) == (2, 2, 1, 20)
     assert runner.WorkloadParams.for_seconds(60) == runner.WorkloadParams(duration=60)
+
+
+def test_stored_runs_round_trip_and_unknown_keys_are_ignored():
+    rm = mx.RunMetrics("winner", 3, third_not_closer=2, local_ratio=40.5)
+    d = rm.as_dict()
+    assert mx.RunMetrics.from_dict(d) == rm
+    assert mx.RunMetrics.from_dict({**d, "from_a_newer_version": 1}) == rm
