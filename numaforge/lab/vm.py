@@ -51,6 +51,7 @@ NUMA_NIC_NODE = 1  # the node the optional virtio-net NIC's expander bridge belo
 # timer works, the check is what fails
 APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on no_timer_check"
 WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
+PROBE_SRC = Path(__file__).with_name("workload") / "numa_probe.c"
 
 # Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
 DEBIAN_ABI = "5.10.0-46"
@@ -319,17 +320,26 @@ def _mk(p: Path) -> Path:
 
 def workload_binary() -> Path:
     """The static NUMA workload, built with gcc from numaforge/lab/workload/ and cached by source hash."""
-    src = WORKLOAD_SRC.read_bytes()
-    out = cache_dir() / "lab" / "workload" / hashlib.sha256(src).hexdigest()[:16] / "numa_workload"
+    return _static_binary(WORKLOAD_SRC, "numa_workload")
+
+
+def probe_binary() -> Path:
+    """The static probe of the pre-registered scenario (numaforge.measure.scenario), cached by source hash."""
+    return _static_binary(PROBE_SRC, "numa_probe")
+
+
+def _static_binary(src_path: Path, name: str) -> Path:
+    src = src_path.read_bytes()
+    out = cache_dir() / "lab" / "workload" / hashlib.sha256(src).hexdigest()[:16] / name
     if out.exists():
         return out
     if shutil.which("gcc") is None:
-        raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
+        raise ToolMissingError("gcc is not installed", str(src_path), "apt-get install gcc libc6-dev")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".numa_workload.{os.getpid()}")
+    tmp = out.with_name(f".{name}.{os.getpid()}")
     _run(
-        ["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)],
-        str(WORKLOAD_SRC),
+        ["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(src_path)],
+        str(src_path),
         "install libc6-dev (static libc) and gcc",
     )
     os.replace(tmp, out)

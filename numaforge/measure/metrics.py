@@ -62,9 +62,10 @@ MARGINS: dict[str, tuple[str, float]] = {
 }
 
 
-def margin(key: str, base_values) -> float | None:
-    """The absolute TOST margin of `key` (relative margins scale the base arm's mean); None without one."""
-    kind, val = MARGINS.get(key, ("", 0.0))
+def margin(key: str, base_values, margins: dict[str, tuple[str, float]] | None = None) -> float | None:
+    """The absolute TOST margin of `key` in `margins` (default MARGINS; relative margins scale the base arm's
+    mean); None without one."""
+    kind, val = (MARGINS if margins is None else margins).get(key, ("", 0.0))
     if kind == "abs":
         return val
     vals = [float(v) for v in base_values if v is not None]

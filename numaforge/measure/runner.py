@@ -188,14 +188,20 @@ def run_rounds(
 
 
 def report(
-    runs: list[metrics.RunMetrics], arms: list[str] | None = None, base: str = "off", primary: str = metrics.PRIMARY
+    runs: list[metrics.RunMetrics],
+    arms: list[str] | None = None,
+    base: str = "off",
+    primary: str = metrics.PRIMARY,
+    outcomes: list[tuple[str, str, str, bool | None]] = metrics.OUTCOMES,
+    margins: dict[str, tuple[str, float]] = metrics.MARGINS,
 ) -> dict:
     """{'arms', 'base', 'primary', 'metrics': {key: {arm: summary}}, 'verdicts': {key: {arm: verdict}},
     'paired': {key: {arm: paired.Comparison dict + 'line'}}, 'runs'}.
 
     Summaries are per-arm medians with bootstrap intervals (for tables and pictures); verdicts come only from
     paired differences against `base` over the rounds (numaforge.measure.paired): the primary endpoint at 5 %,
-    the others Holm-adjusted per arm, TOST against metrics.MARGINS, and "no verdict" below paired.MIN_BLOCKS."""
+    the others Holm-adjusted per arm, TOST against `margins`, and "no verdict" below paired.MIN_BLOCKS.
+    outcomes/margins: another set of endpoints (numaforge.measure.scenario) over runs with those attributes."""
     arms = arms or list(dict.fromkeys(r.label for r in runs))
     out: dict = {
         "arms": arms,
@@ -206,8 +212,8 @@ def report(
         "paired": {},
         "runs": [r.as_dict() for r in runs],
     }
-    lower = {key: lo for key, _label, _unit, lo in metrics.OUTCOMES}
-    units = {key: unit for key, _label, unit, _lo in metrics.OUTCOMES}
+    lower = {key: lo for key, _label, _unit, lo in outcomes}
+    units = {key: unit for key, _label, unit, _lo in outcomes}
     for key in lower:
         out["metrics"][key] = {a: stats.summary([getattr(r, key) for r in runs if r.label == a]) for a in arms}
         out["verdicts"][key], out["paired"][key] = {}, {}
@@ -221,8 +227,8 @@ def report(
         if a == base:
             continue
         diffs = {key: paired.differences(by_block[base][key], by_block[a][key]) for key in lower}
-        margins = {key: metrics.margin(key, by_block[base][key].values()) for key in lower}
-        for key, c in paired.family(diffs, primary, lower, margins).items():
+        abs_margins = {key: metrics.margin(key, by_block[base][key].values(), margins) for key in lower}
+        for key, c in paired.family(diffs, primary, lower, abs_margins).items():
             out["verdicts"][key][a] = c.verdict
             out["paired"][key][a] = {**c.as_dict(), "line": paired.describe(c, units[key])}
     return out

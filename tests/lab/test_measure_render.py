@@ -64,3 +64,16 @@ def test_verdict_lines_put_the_primary_first_with_its_interval():
     assert lines[0].startswith("third-node moves not closer (primary): lower: -6 [-6, -6] over 8 rounds, p=0.00781")
     rate = next(ln for ln in lines if ln.startswith("cross-NUMA migration rate"))
     assert rate.startswith("cross-NUMA migration rate: equivalent: +0 pts [+0, +0] over 8 rounds")
+
+
+def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, user: root}\n")
+    base = [sys.executable, "-m", "invoke", "numa-effect", "--inventory", str(inv), "--host", "h1"]
+    for extra, what in ((["--scenario", "nope"], "unknown scenario 'nope'"),
+                        (["--scenario", "probe", "--pref-node", "0"], "--pref-node and --src-node go together")):
+        r = subprocess.run(base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode != 0, extra
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["ok"] is False and what in json.dumps(doc), doc
