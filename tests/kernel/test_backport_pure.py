@@ -217,3 +217,19 @@ def test_fragment_options_and_lost_options():
     assert kcompile.missing_options({"CONFIG_LIVEPATCH": "y"}, "# CONFIG_LIVEPATCH is not set\n") == \
         ["CONFIG_LIVEPATCH=y"]
     assert kcompile.warnings_of("a.c:1:2: warning: x [-Wfoo]\nok\n") == ["a.c:1:2: warning: x [-Wfoo]"]
+
+
+def test_root_cause_alternative_fixes_the_shortcut_not_the_loop():
+    """alternatives/root-cause changes task_numa_find_cpu()'s idle-node shortcut (the move's own improvement,
+    no replacing a better or closer earlier candidate), not task_numa_migrate()'s third-node loop."""
+    s = load_series(REAL / "alternatives" / "root-cause")
+    (p,) = s.patches
+    assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
+    assert all("task_numa_find_cpu" in h.header for h in p.hunks)
+    added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
+    removed = [ln[1:].strip() for h in p.hunks for ln in h.lines if ln.startswith("-")]
+    assert removed == ["task_numa_assign(env, NULL, 0);"]
+    assert any("task_numa_assign(env, NULL, imp);" in ln for ln in added)
+    assert any("imp < env->best_imp" in ln for ln in added)
+    msg = (REAL / "alternatives" / "root-cause" / p.name).read_text().split("\n---\n", 1)[0]
+    assert "\nFixes: fb86f5b21192 (" in msg and "it has not been measured yet" in msg and "How tested:" in msg
