@@ -115,7 +115,8 @@ def probe(args) -> int:
         built = marms.built_arms(args.series, args.target, args.arms.split("+"))
         arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
                 for a in built}
-        params = scenario.ScenarioParams(pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds)
+        params = scenario.ScenarioParams(pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds,
+                                         fill_src=not args.no_fill)
         t0 = time.monotonic()
         with connect(host.ssh, host.name) as r:
             data = lprobe.measure_scenario(r, arts, params, args.rounds, seed=args.seed,
@@ -194,6 +195,7 @@ def main(argv: list[str]) -> int:
     pr.add_argument("--src", type=int, default=2)
     pr.add_argument("--topology", default="backplane4")
     pr.add_argument("--cpus-per-node", type=int, default=2)
+    pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
     pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")
     pr.add_argument("--seed", type=int, default=13)
     pr.add_argument("--kernel", default="lab")

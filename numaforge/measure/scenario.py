@@ -57,10 +57,11 @@ class ScenarioParams:
     mb: int = 64
     seconds: int = 60
     source_busy: bool = False  # the control: hogs on S's CPUs too
+    fill_src: bool = True  # take S's free memory down to its low watermarks, so the pages cannot follow to S
 
     def argv(self, go: str) -> list[str]:
         out = ["-P", str(self.pref), "-S", str(self.src), "-m", str(self.mb), "-d", str(self.seconds), "-g", go]
-        return out + (["-B"] if self.source_busy else [])
+        return out + (["-B"] if self.source_busy else []) + (["-F"] if self.fill_src else [])
 
 
 @dataclass
@@ -93,6 +94,7 @@ class ProbeMetrics:
     reached_90: bool = False  # False: time_to_90 is the window length (censored)
     pages_migrated_per_min: float | None = None
     final_node: int | None = None
+    filled_pages: int | None = None  # pages the -F filler took on S (None: no filler)
     vmstat_delta: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -185,11 +187,12 @@ def parse_samples(text: str) -> list[Sample]:
 
 
 def parse_probe(text: str) -> dict[str, dict[str, int]]:
-    """{'touched': {pid, t}, 'start': {t, cpu}, 'done': {t, passes}} from the probe's output."""
+    """{'filled': {node, pages, free, low}, 'touched': {pid, t}, 'start': {t, cpu}, 'done': {t, passes}} from the
+    probe's output ('filled' only with -F)."""
     out = {}
     for line in text.splitlines():
         word = line.split(" ", 1)[0]
-        if word in ("touched", "start", "done"):
+        if word in ("filled", "touched", "start", "done"):
             out[word] = {k: int(v) for k, v in _KV.findall(line)}
     return out
 
@@ -215,6 +218,7 @@ def probe_metrics(
     topo = metrics.parse_topo(sections.get("topo", ""))
     start, done = marks["start"]["t"], marks["done"]["t"]
     rm = ProbeMetrics(label, round_no, marks["touched"]["pid"], round((done - start) / 1e9, 3))
+    rm.filled_pages = marks.get("filled", {}).get("pages")
     minutes = max(rm.seconds, 1e-9) / 60
     samples = [s for s in parse_samples(sections.get("samples", "")) if start <= s.t_ns <= done]
     rm.samples = len(samples)
@@ -286,10 +290,13 @@ def run_once(
     s = metrics.split_sections(r.stdout)
     rc = s.get("rc", "").strip()
     if rc != "0":
+        out = s.get("probe", "").strip()[-400:] or "no output"
+        what = "ended before it first-touched its buffer" if rc == "94" else f"exited {rc or '?'}"
         raise ScenarioError(
-            f"the probe exited {rc or '?'}: {s.get('probe', '').strip()[-400:]}",
+            f"the probe {what}: {out}",
             remote.where,
-            f"check that nodes {params.pref} and {params.src} exist and have CPUs (--pref-node/--src-node)",
+            f"check that nodes {params.pref} and {params.src} exist and have CPUs (--pref-node/--src-node), and "
+            "the host's dmesg (an OOM kill or a signal ends the probe early)",
         )
     return probe_metrics(label, round_no, s, params, remote.where)
 

@@ -125,7 +125,7 @@ def test_run_script_is_valid_sh_and_filters_on_the_probe_pid():
     assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
     assert 'echo "pid == $PID" > $I/events/sched/sched_move_numa/filter' in sh
     assert "src_pid == $PID || dst_pid == $PID" in sh and "echo boot > $I/trace_clock" in sh
-    assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -B" in sh
+    assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -B -F" in sh
 
 
 def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():

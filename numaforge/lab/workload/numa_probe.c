@@ -11,7 +11,12 @@
  * 5. Makes passes over its buffer (one read-modify-write per page) for SECONDS, kills the hogs and prints
  *    "done t=<ns> passes=<n>".
  *
- * Usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] -g GOFILE
+ * With -F, before step 1 a child preferring node SRC (set_mempolicy MPOL_PREFERRED) takes SRC's free memory down
+ * to its zones' "low" watermarks (/proc/zoneinfo) and sleeps: migrate_misplaced_page() then refuses to move pages to
+ * SRC (migrate_balanced_pgdat() wants the high watermark free), so the buffer stays on PREF while the probe runs
+ * on SRC. It is killed with the hogs.
+ *
+ * Usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] [-F] -g GOFILE
  * Exit status: 0 ok, 2 bad usage, 3 setup failure (message on stderr).
  */
 #define _GNU_SOURCE
@@ -22,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +127,96 @@ static void stop_hogs(void)
 	nhogs = 0;
 }
 
+/* sum of the "low" watermarks (pages) of node's zones, from /proc/zoneinfo */
+static long node_low_pages(int node)
+{
+	char line[256];
+	long low = 0, v;
+	int n = -1;
+	FILE *f = fopen("/proc/zoneinfo", "r");
+
+	if (!f)
+		die("/proc/zoneinfo");
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Node %d, zone", &n) == 1)
+			continue;
+		if (n == node && sscanf(line, " low %ld", &v) == 1)
+			low += v;
+	}
+	fclose(f);
+	return low;
+}
+
+static long node_free_pages(int node, long page)
+{
+	char path[128], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/meminfo", node);
+	f = fopen(path, "r");
+	if (!f)
+		die(path);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "MemFree:"))
+			sscanf(strstr(line, "MemFree:") + 8, "%ld", &kb);
+	fclose(f);
+	return kb * 1024 / page;
+}
+
+/*
+ * -F: a child that prefers node (MPOL_PREFERRED, so nothing is ever OOM-killed: once node is at its low
+ * watermarks the allocator falls back to other nodes) allocates until node's free memory is at its zones' low
+ * watermarks, then sleeps.
+ */
+static void fill_node(int node, cpu_set_t *run_on, long page)
+{
+	unsigned long mask[16] = { 0 };
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	if (pipe(ready))
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		long target = node_low_pages(node), n = 0;
+		long limit = node_free_pages(node, page) + (64L << 20) / page;
+
+		close(ready[0]);
+		mask[node / (8 * sizeof(long))] = 1UL << (node % (8 * sizeof(long)));
+		if (sched_setaffinity(0, sizeof(*run_on), run_on) ||
+		    syscall(SYS_set_mempolicy, 1 /* MPOL_PREFERRED */, mask, 8 * sizeof(mask)))
+			_exit(3);
+		while (node_free_pages(node, page) > target + 32 && n < limit) {
+			char *p = mmap(NULL, 64 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			long i;
+
+			if (p == MAP_FAILED)
+				break;
+			for (i = 0; i < 64; i++)
+				p[i * page] = 1;
+			n += 64;
+		}
+		printf("filled node=%d pages=%ld free=%ld low=%ld\n", node, n, node_free_pages(node, page), target);
+		fflush(stdout);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	hogs[nhogs++] = pid;
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1) {
+		fprintf(stderr, "numa_probe: the filler of node %d failed\n", node);
+		stop_hogs();
+		exit(3);
+	}
+	close(ready[0]);
+}
+
 static void on_signal(int sig)
 {
 	stop_hogs();
@@ -130,7 +226,7 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-	int pref = -1, src = -1, mb = 64, secs = 60, busy = 0, opt;
+	int pref = -1, src = -1, mb = 64, secs = 60, busy = 0, fill = 0, opt;
 	const char *go = NULL;
 	cpu_set_t pset, sset, all;
 	long page = sysconf(_SC_PAGESIZE), passes = 0;
@@ -138,16 +234,17 @@ int main(int argc, char **argv)
 	unsigned char *buf;
 	long long t0, end, waited;
 
-	while ((opt = getopt(argc, argv, "P:S:m:d:Bg:")) != -1) {
+	while ((opt = getopt(argc, argv, "P:S:m:d:BFg:")) != -1) {
 		switch (opt) {
 		case 'P': pref = atoi(optarg); break;
 		case 'S': src = atoi(optarg); break;
 		case 'm': mb = atoi(optarg); break;
 		case 'd': secs = atoi(optarg); break;
 		case 'B': busy = 1; break;
+		case 'F': fill = 1; break;
 		case 'g': go = optarg; break;
 		default:
-			fprintf(stderr, "usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] -g GOFILE\n");
+			fprintf(stderr, "usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] [-F] -g GOFILE\n");
 			return 2;
 		}
 	}
@@ -163,6 +260,9 @@ int main(int argc, char **argv)
 		die("/sys/devices/system/cpu/online");
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+
+	if (fill)
+		fill_node(src, &pset, page);
 
 	/* 1. first touch on PREF */
 	if (sched_setaffinity(0, sizeof(pset), &pset))
