@@ -32,3 +32,27 @@ def test_probe_scenario_runs_traced_and_sampled_on_the_lab_vm(lab):
         assert run["vmstat_delta"]["numa_hint_faults"] > 0
         assert run["third_moves"] == run["closer"] + run["not_closer"]
         assert case["verdicts"]["not_closer_per_min"] == {}                 # one arm: nothing to compare
+
+
+def test_numa_effect_task_runs_the_probe_scenario(lab, tmp_path):
+    """`invoke numa-effect --scenario probe` on the lab VM: nodes chosen from its SLIT, JSON written, exit 0."""
+    import json
+    import subprocess
+
+    from numaforge.paths import ROOT
+
+    s = lab.host.ssh
+    inv = tmp_path / "lab.yaml"
+    inv.write_text(f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
+                   f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
+    out = tmp_path / "m.json"
+    r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "numa-effect", "--inventory", str(inv), "--host", "lab-vm",
+                        "--scenario", "probe", "--arm", "off", "--rounds", "1", "--seconds", "10", "--mb", "16",
+                        "--no-control", "--out", str(out), "--json", str(tmp_path / "r.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    (case,) = doc["cases"].values()
+    assert case["params"]["pref"] == 0 and case["params"]["src"] == 2 and case["params"]["fill_src"] is True
+    assert case["runs"][0]["filled_pages"] > 0 and case["runs"][0]["samples"] >= 4
+    assert "not-closer third-node moves" in r.stdout and "measurement:" in r.stdout
