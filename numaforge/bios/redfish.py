@@ -36,7 +36,7 @@ from redfish.rest.v1 import (
     SessionCreationError,
 )
 
-from .. import budget, secrets
+from .. import budget, safeio, secrets
 from .deadline import DeadlineAdapter, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
@@ -51,6 +51,7 @@ from .errors import (
 quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
 REFUSED_LOCATION = "x-numaforge-refused-location"
 
 
@@ -176,6 +177,16 @@ class RedfishClient:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
+            if ca_file:  # OpenSSL reads it on the first request: a FIFO would block, /dev/zero would never end
+                safeio.check_input(
+                    ca_file,
+                    what="CA bundle",
+                    where=f"{self.host} (bmc.ca_bundle)",
+                    error=RedfishError,
+                    max_bytes=MAX_CA_BUNDLE_BYTES,
+                    fix_kind="point bmc.ca_bundle at the PEM file of the CA that signed the BMC's certificate",
+                    fix_size="point bmc.ca_bundle at a PEM CA file (a system bundle is ~200 KiB), not another file",
+                )
         adapter = _NoRedirects(total_timeout=self.policy.total_timeout)
         self._client = HttpClient(
             self.base_url,
