@@ -320,7 +320,7 @@ def _ca_bundle(kind: str):
 CA_MSG = {"dev-zero": "is not a regular file", "fifo": "is not a regular file", "directory": "path is a directory",
           "huge": r"more than the \d+-byte limit"}
 CA_BUNDLES = [  # OpenSSL reads bmc.ca_bundle itself: a FIFO blocked the run, /dev/zero never ended
-    Case(f"bmc/ca-bundle-{kind}", "bmc", bmc_case(cmd, setup=_ca_bundle(kind)),
+    Case(f"bmc/ca-bundle-{kind}-{cmd}", "bmc", bmc_case(cmd, setup=_ca_bundle(kind)),
          rf"h1 \(bmc\.ca_bundle\): CA bundle .*{CA_MSG[kind]}.*fix: point bmc\.ca_bundle", code=1, tier="bmc")
     for kind in CA_MSG
     for cmd in ("bios-plan", "bios-apply")
