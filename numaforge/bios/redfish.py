@@ -37,7 +37,7 @@ from redfish.rest.v1 import (
 )
 
 from .. import budget, safeio, secrets
-from .deadline import DeadlineAdapter, cut_reason, quiet_library_logging
+from .deadline import DeadlineAdapter, capped, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -52,6 +52,7 @@ quiet_library_logging()  # the library logs whole response bodies: masked, and n
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
+LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C and --host-timeout too)
 REFUSED_LOCATION = "x-numaforge-refused-location"
 
 
@@ -315,16 +316,20 @@ class RedfishClient:
                 pass
         self.on_close = []
         if self._client.get_session_key():
-            for attempt in range(self.policy.attempts):
-                try:
-                    self._client.logout()
-                    self.requests.append(("DELETE", "<session>", None))
-                    break
-                except Exception as exc:  # logout problems must not hide the real result
-                    if attempt + 1 == self.policy.attempts:
-                        self.warnings.append(
-                            f"logout failed: {type(exc).__name__}; the session will time out on the BMC"
-                        )
+            # even after Ctrl-C/SIGTERM or a used-up --host-timeout (an open session holds one of the BMC's few
+            # session slots), but each try capped at LOGOUT_SECONDS, and one try only once the run was stopped
+            attempts = 1 if budget.stop_requested() else self.policy.attempts
+            with budget.lifted(), capped(LOGOUT_SECONDS):
+                for attempt in range(attempts):
+                    try:
+                        self._client.logout()
+                        self.requests.append(("DELETE", "<session>", None))
+                        break
+                    except Exception as exc:  # logout problems must not hide the real result
+                        if attempt + 1 == attempts:
+                            self.warnings.append(
+                                f"logout failed: {type(exc).__name__}; the session will time out on the BMC"
+                            )
         self._client.set_session_key(None)
         try:
             # without a session key the library's public logout() only closes its connection pool

@@ -99,6 +99,7 @@ def test_the_first_signal_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path,
     assert time.monotonic() - t0 < 5
     assert proc.returncode == code, (proc.returncode, out, err)
     assert f"interrupted ({sig.name})" in out + err and "Traceback" not in out + err and PW not in out + err
+    assert dripping.count("DELETE", "/SessionService/Sessions/") == 1  # logged out all the same: no session left
 
 
 NESTED = ("settings:\n{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
