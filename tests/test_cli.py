@@ -60,6 +60,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     (tmp_path / "bmc.pass").write_text("Sup3rS3cret\n")
     (tmp_path / "bmc.pass").chmod(0o644)          # readable by others: a problem (issue 12 item 8)
     (tmp_path / "id_fleet").write_text("key\n")
+    (tmp_path / "id_fleet").chmod(0o600)          # a key others can read is a problem too (issue 25 item 4)
     (tmp_path / "empty.pass").write_text("")
     (tmp_path / "empty.pass").chmod(0o600)
     (tmp_path / "ca").mkdir()
@@ -91,6 +92,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     assert "Sup3rS3cret" not in out + report
     # everything present: ok, and the secret file's value and env values are still never printed
     (tmp_path / "missing_key").write_text("key\n")
+    (tmp_path / "missing_key").chmod(0o600)
     (tmp_path / "empty.pass").write_text("An0therSecret\n")
     (tmp_path / "bmc.pass").chmod(0o600)
     (tmp_path / "ca.pem").write_text("pem\n")
@@ -241,3 +243,20 @@ def test_bad_task_option_values_exit_2_without_a_traceback(args, option):
     r = invoke(*args, "--inventory", "inventory/lab.yaml")
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"error: {option}:" in r.stderr and "fix:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_inventory_check_answers_what_the_run_would_for_a_readable_or_device_key(tmp_path):
+    """Issue 25 item 4: facts/os-plan refuse an SSH key others can read and one that is a device; inventory-check
+    (preflight, through the same safeio.check_input) says so too, with the fix."""
+    (tmp_path / "id_open").write_text("key\n")
+    (tmp_path / "id_open").chmod(0o644)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n"
+                   f"  a: {{ssh: {{address: a, key_file: '{tmp_path / 'id_open'}', known_hosts: '{inv}'}}}}\n"
+                   f"  b: {{ssh: {{address: b, key_file: /dev/zero, known_hosts: '{inv}'}}}}\n")
+    r = invoke("inventory-check", "--inventory", str(inv))
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert "a: ssh.key_file: private key" in out and "is readable by others (mode 0644)" in out
+    assert f"chmod 600 {tmp_path / 'id_open'}" in out
+    assert "b: ssh.key_file: private key /dev/zero is not a regular file" in out and "Traceback" not in out

@@ -87,7 +87,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
     if bmc.password is None:
         raise NumaforgeError("bmc.password is not set", where, "set bmc.password: env:VARIABLE or file:/path")
     insecure = opts.insecure or bmc.insecure
-    if bmc.ca_bundle and not insecure and not os.path.isfile(os.path.expanduser(bmc.ca_bundle)):
+    if bmc.ca_bundle and not insecure and not os.path.lexists(os.path.expanduser(bmc.ca_bundle)):
         raise NumaforgeError(
             f"bmc.ca_bundle {bmc.ca_bundle} does not exist",
             where,
