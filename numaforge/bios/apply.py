@@ -309,6 +309,7 @@ def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> N
             "by_display_name": [
                 f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if "by display name" in i.resolved
             ],
+            "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if "UNVERIFIED: " in i.resolved],
         }
     )
 

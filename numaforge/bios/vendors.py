@@ -51,7 +51,9 @@ ENTRY_KEYS = {
     "gap",
     "gap_source",
     "note",
+    "unverified",  # why no public source shows this name/value for this generation (said in the plan)
 }
+UNVERIFIED = "UNVERIFIED"
 
 
 def default_vendors_dir() -> Path:
@@ -177,6 +179,13 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             f"use one of: {', '.join(SETTINGS_SCHEMA)}",
         )
     extra = sorted(set(entry) - ENTRY_KEYS)
+    if "unverified" in entry and not (isinstance(entry["unverified"], str) and entry["unverified"].strip()):
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.unverified must say why no public source shows it",
+            path,
+            ln("unverified"),
+            "e.g. unverified: 'values seen on an SR635 V3 only'",
+        )
     if extra:
         raise _fail(
             f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'",
@@ -441,6 +450,8 @@ def _preset(gen: Generation, vmap: VendorMap, registry: Registry, taken) -> Desi
     if value is None:
         return None
     how = f"vendor preset: {attr.name}={value!r} frees the settings it locks; written first, in the same write"
+    if p.get("unverified"):
+        how += f"; {UNVERIFIED}: {p['unverified']}"
     return Desired(attr.name, value, "preset", how, vmap.source_text(p["source"]))
 
 
@@ -683,7 +694,10 @@ def translate(
                     break  # the platform lacks the setting: no other value can help
                 passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
         if chosen is not None:
+            why = (gen.settings.get(setting) or {}).get("unverified")
             for d in chosen:
+                if why:
+                    d.resolved += f"; {UNVERIFIED}: {why}"
                 if len(prefs) > 1:
                     d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
                         f" ({'; '.join(passed)})" if passed else " (first choice)"
