@@ -67,7 +67,7 @@ def main() -> int:
 
     from sshd_fixture import LocalUsers, NetnsLab
 
-    from numaforge.facts.run import Options, run_host
+    from numaforge.facts.run import FactsOptions, run_host
     from numaforge.fleet import Rollout, run_fleet
     from numaforge.remote.ssh import UPLOAD_METHODS
 
@@ -84,7 +84,7 @@ def main() -> int:
     methods = [m.strip() for m in args.upload.split(",") if m.strip()]
     if not methods or set(methods) - set(UPLOAD_METHODS):
         raise SystemExit(f"--upload: use a comma list of {', '.join(UPLOAD_METHODS)}")
-    per_host = {"facts": lambda m: lambda h: run_host(h, Options()),
+    per_host = {"facts": lambda m: lambda h: run_host(h, FactsOptions()),
                 "validate": lambda m: lambda h: validate_like(h, payload, m),
                 "upload": lambda m: lambda h: upload_like(h, big, m),
                 "wait": lambda m: wait_like}

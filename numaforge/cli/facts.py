@@ -104,7 +104,7 @@ def facts(c, select, rollout, save=None, load=None, local=False, profile=None, a
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
     check = (lambda result, f, h: bverify.check_profile(result, f, profile, h)) if profile else None
-    opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, check=check)
+    opts = facts_run.FactsOptions(save=save, accept_new_host_key=accept_new_host_key, check=check)
 
     def body(report: Report):
         if load:

@@ -16,7 +16,7 @@ from .collect import collect_local, collect_ssh
 
 
 @dataclass
-class Options:
+class FactsOptions:
     save: str | None = None  # store raw captures under SAVE/<host>/
     accept_new_host_key: bool = False
     # an OS-side check of the parsed facts: check(result, facts, host) records its verdicts in result
@@ -44,7 +44,7 @@ def summary_line(f: HostFacts) -> str:
     return "; ".join(parts)
 
 
-def _finish(result: HostResult, caps: Captures, opts: Options, host=None) -> HostResult:
+def _finish(result: HostResult, caps: Captures, opts: FactsOptions, host=None) -> HostResult:
     if opts.save:
         with result.step("save"):
             caps.save(Path(opts.save) / result.host)
@@ -61,7 +61,7 @@ def _finish(result: HostResult, caps: Captures, opts: Options, host=None) -> Hos
     return result
 
 
-def run_host(host, opts: Options) -> HostResult:
+def run_host(host, opts: FactsOptions) -> HostResult:
     """Collect over SSH (read-only) and parse; a connection problem fails this host only."""
     result = HostResult(host.name)
     try:
@@ -73,7 +73,7 @@ def run_host(host, opts: Options) -> HostResult:
     return _finish(result, caps, opts, host)
 
 
-def run_local(opts: Options, name: str = "localhost") -> HostResult:
+def run_local(opts: FactsOptions, name: str = "localhost") -> HostResult:
     result = HostResult(name)
     with result.step("collect"):
         caps = collect_local(name)
@@ -97,8 +97,8 @@ def saved_dirs(path: str) -> list[Path]:
     return dirs
 
 
-def run_saved(directory: Path, opts: Options, host=None) -> HostResult:
+def run_saved(directory: Path, opts: FactsOptions, host=None) -> HostResult:
     result = HostResult(directory.name)
     with result.step("load"):
         caps = Captures.load(directory)
-    return _finish(result, caps, Options(save=None, check=opts.check), host)
+    return _finish(result, caps, FactsOptions(save=None, check=opts.check), host)

@@ -47,9 +47,9 @@ from .checks import (
 )
 from .errors import (
     ArtifactError,
+    HostPreflightError,
     LivepatchError,
     LoadError,
-    PreflightError,
     TaintError,
     TransitionError,
     UnloadError,
@@ -68,7 +68,7 @@ __all__ = [
     "LivepatchError",
     "LoadError",
     "Options",
-    "PreflightError",
+    "HostPreflightError",
     "TaintError",
     "TransitionError",
     "UnloadError",

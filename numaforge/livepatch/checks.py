@@ -8,7 +8,7 @@ import re
 from ..errors import NumaforgeError
 from . import hostops
 from .artifact import Artifact
-from .errors import PreflightError
+from .errors import HostPreflightError
 
 FACTS_SCRIPT = (
     r"""echo "uname_r=$(uname -r)"
@@ -50,7 +50,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
     probs: list[NumaforgeError] = []
     if facts.get("uname_r") != art.release:
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 f"vermagic mismatch: module {art.path.name} is built for '{art.vermagic}', host runs "
                 f"'{facts.get('uname_r')}'",
                 f"{where} uname -r",
@@ -60,7 +60,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
         )
     if facts.get("livepatch_dir") != "yes":
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 "/sys/kernel/livepatch is missing: the kernel has no CONFIG_LIVEPATCH",
                 f"{where} /sys/kernel/livepatch",
                 "boot a kernel built with CONFIG_LIVEPATCH=y",
@@ -68,7 +68,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
         )
     if facts.get("modules_disabled") == "1":
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 "module loading is disabled (kernel.modules_disabled=1)",
                 f"{where} /proc/sys/kernel/modules_disabled",
                 "reboot the host; modules_disabled cannot be reset at run time",
@@ -78,7 +78,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
         probs += _signature_problems(facts, where)
     if art.name in facts.get("loaded_modules", []):
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 f"module {art.name} is already loaded",
                 f"{where} /proc/modules",
                 f"unload it first (`kpatch unload {art.name}` or disable it and rmmod), "
@@ -89,7 +89,7 @@ def preflight_problems(facts: dict, art: Artifact, allow_replace: bool = False) 
     if supersede and not allow_replace:
         mode = "a replace-mode patch" if art.replace else "of unknown mode (no manifest.json says replace: false)"
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 f"module {art.name} is {mode}: loading it would disable the live patch(es) loaded on the host: "
                 f"{', '.join(supersede)}",
                 f"{where} /sys/kernel/livepatch",
@@ -106,7 +106,7 @@ def _signature_problems(facts: dict, where: str) -> list[NumaforgeError]:
     probs: list[NumaforgeError] = []
     if facts.get("sig_enforce") == "Y":
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 "the host only loads signed modules (module.sig_enforce=Y) and this module is unsigned",
                 f"{where} /sys/module/module/parameters/sig_enforce",
                 SIGN_FIX,
@@ -115,7 +115,7 @@ def _signature_problems(facts: dict, where: str) -> list[NumaforgeError]:
     lock = re.search(r"\[(\w+)\]", facts.get("lockdown", ""))
     if lock and lock.group(1) in ("integrity", "confidentiality"):
         probs.append(
-            PreflightError(
+            HostPreflightError(
                 f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
                 f"{where} /sys/kernel/security/lockdown",
                 SIGN_FIX,
@@ -132,7 +132,7 @@ def _clashes(facts: dict, art: Artifact, where: str) -> list[NumaforgeError]:
     if not clash:
         return []
     return [
-        PreflightError(
+        HostPreflightError(
             f"another live patch already replaces {', '.join(clash)}",
             f"{where} /sys/kernel/livepatch",
             "unload the other patch first, or build a cumulative patch that contains both changes",

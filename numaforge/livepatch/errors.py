@@ -15,7 +15,7 @@ class ArtifactError(LivepatchError):
     exit_code = 2
 
 
-class PreflightError(LivepatchError):
+class HostPreflightError(LivepatchError):
     """The host cannot take this module (kernel, policy, conflicts). Nothing was uploaded."""
 
 

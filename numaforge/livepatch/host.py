@@ -26,7 +26,7 @@ from .checks import (
     superseded,
     transition_action,
 )
-from .errors import LoadError, PreflightError, TaintError, TransitionError, UnloadError, VerifyError
+from .errors import HostPreflightError, LoadError, TaintError, TransitionError, UnloadError, VerifyError
 
 LIVEPATCH_SYSFS = "/sys/kernel/livepatch"
 
@@ -155,7 +155,7 @@ class HostRun:
         if probs:
             first = probs[0]
             if len(probs) > 1:
-                first = PreflightError(
+                first = HostPreflightError(
                     "; ".join(p.what for p in probs), first.where, " / ".join(p.fix for p in probs if p.fix)
                 )
             first.where = f"{self.r.where}: {(first.where or '').removeprefix('host ')}"

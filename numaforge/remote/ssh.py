@@ -47,7 +47,7 @@ __all__ = [
     "connect",
     "Remote",
     "CommandResult",
-    "Target",
+    "SSHTarget",
     "resolve_target",
     "fingerprint",
     "load_known_hosts",
@@ -134,7 +134,7 @@ class CommandResult:
 
 
 @dataclass
-class Target:
+class SSHTarget:
     """Where and how to connect, after merging the SSHSpec with ssh_config. Pure data."""
 
     host: str  # inventory host name
@@ -170,7 +170,7 @@ def _resolve_path(p: str, base_dir: Path | None) -> str:
     return str(path)
 
 
-def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) -> Target:
+def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) -> SSHTarget:
     """Merge an inventory SSHSpec with ssh_config (pure apart from reading the config file)."""
     cfg_path = _resolve_path(spec.config_file, base_dir) if spec.config_file else os.path.expanduser("~/.ssh/config")
     opts: dict = {}
@@ -240,14 +240,14 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
     proxy = opts.get("proxycommand")
     if proxy and proxy.lower() == "none":
         proxy = None
-    return Target(host_name, hostname, port, user, keys, known_hosts, system_kh, proxy, used_cfg)
+    return SSHTarget(host_name, hostname, port, user, keys, known_hosts, system_kh, proxy, used_cfg)
 
 
 # --------------------------------------------------------------------------------------------- host keys
 class _StrictPolicy(paramiko.MissingHostKeyPolicy):
     """Unknown host key: refuse, or (accept_new) append it to known_hosts. Changed keys never get here."""
 
-    def __init__(self, target: Target, accept_new: bool, revoked: list | None = None):
+    def __init__(self, target: SSHTarget, accept_new: bool, revoked: list | None = None):
         self.target = target
         self.accept_new = accept_new
         self.revoked = revoked or []
@@ -321,7 +321,7 @@ def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
     return entries, revoked, skipped
 
 
-def _refuse_revoked(key: paramiko.PKey, revoked: list, t: Target) -> None:
+def _refuse_revoked(key: paramiko.PKey, revoked: list, t: SSHTarget) -> None:
     if any(key.get_name() == r.get_name() and key.asbytes() == r.asbytes() for r in revoked):
         raise HostKeyError(
             f"host key {key.get_name()} {fingerprint(key)} of {t.known_hosts_name} is marked @revoked in known_hosts",
@@ -467,7 +467,7 @@ def _no_delay(sock) -> None:
             pass
 
 
-def _file_listing(target: Target) -> str | None:
+def _file_listing(target: SSHTarget) -> str | None:
     """Which known_hosts file holds an entry for the target (for the mismatch message)."""
     for path in (target.known_hosts, target.system_known_hosts):
         if path and os.path.exists(path):
@@ -480,7 +480,7 @@ def _file_listing(target: Target) -> str | None:
     return None
 
 
-def _handshake(client, target: Target, spec: SSHSpec, password, connect_timeout: float, sock, watch) -> None:
+def _handshake(client, target: SSHTarget, spec: SSHSpec, password, connect_timeout: float, sock, watch) -> None:
     """paramiko's banner, key exchange and authentication, under the handshake's total deadline (``watch``)."""
     with watch:
         client.connect(
@@ -534,7 +534,7 @@ class _HandshakeWatch:
         if self._thread is not None:
             self._thread.join()
 
-    def error(self, target: Target, connect_timeout: float) -> NumaforgeError:
+    def error(self, target: SSHTarget, connect_timeout: float) -> NumaforgeError:
         budget.check(f"the SSH handshake with {target.where} finished (cut while the host was still answering)")
         return ConnectError(
             f"SSH handshake not finished within {self.seconds:g} s: the host kept answering, too slowly to finish "
@@ -544,7 +544,7 @@ class _HandshakeWatch:
         )
 
 
-def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -> ConnectError:
+def _connect_error(exc: BaseException, target: SSHTarget, connect_timeout: float) -> ConnectError:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
     if isinstance(exc, socket.timeout):
         reason = f"no answer within {connect_timeout:g} s"
@@ -560,7 +560,7 @@ def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -
 class Remote:
     """An open SSH connection to one host. Use as a context manager; not shared between threads."""
 
-    def __init__(self, client: paramiko.SSHClient, target: Target, accepted_host_key=None):
+    def __init__(self, client: paramiko.SSHClient, target: SSHTarget, accepted_host_key=None):
         self._client = client
         self.target = target
         self.accepted_host_key = accepted_host_key  # (name, type, fingerprint) when accept-new added a key

@@ -113,7 +113,7 @@ def test_vermagic_mismatch_is_refused_before_anything_is_uploaded(lab, tmp_path)
     bad.write_bytes(data.replace(b"vermagic=" + rel, b"vermagic=" + other))
     art = lp.load_artifact(bad, functions=["cmdline_proc_show"])
     res = run(lab, art)
-    assert res.status == "failed" and res.data["error"]["kind"] == "PreflightError"
+    assert res.status == "failed" and res.data["error"]["kind"] == "HostPreflightError"
     assert "vermagic mismatch" in res.data["error"]["what"] and other.decode() in res.data["error"]["what"]
     assert res.data["states"] == ["preflight"] and "remote_dir" not in res.data
     assert res.data["final"] == "untouched"

@@ -171,7 +171,7 @@ def test_sig_enforce_unsigned_module_is_refused_before_upload_and_the_kernel_agr
     art = lp.load_artifact(ours(lab, tmp_path))
     with lab.remote() as r:
         res = lp.validate_host(r, art, lp.Options(**FAST), HostResult("lab-vm"))
-    assert res.status == "failed" and res.data["error"]["kind"] == "PreflightError"
+    assert res.status == "failed" and res.data["error"]["kind"] == "HostPreflightError"
     assert "only loads signed modules" in res.data["error"]["what"]
     assert "mokutil --import" in res.data["error"]["fix"] and res.data["states"] == ["preflight"]
     with lab.remote() as r:
