@@ -109,3 +109,19 @@ def test_bios_plan_lists_the_unverified_items(sim_factory):
     assert "preset -> OperatingModes_ChooseOperatingMode" in r.data["unverified"]
     items = [i for i in r.data["plan"] if "UNVERIFIED: " in i["resolved"]]
     assert items and all(i["setting"] in ("preset", "llc_as_numa", "memory_interleaving", "iommu") for i in items)
+
+
+def test_multi_condition_dependencies_combine_left_to_right_by_mapterms():
+    """DMTF AttributeRegistry v1 MapTerms: terms evaluate in array order, left to right: A OR B AND C is
+    (A OR B) AND C -- not A OR (B AND C)."""
+    from numaforge.bios.registry import MapDependency
+
+    def cond(attr, value, term=None):
+        c = {"MapFromAttribute": attr, "MapFromCondition": "EQU", "MapFromValue": value}
+        return {**c, "MapTerms": term} if term else c
+
+    dep = MapDependency("X", [cond("A", 1), cond("B", 1, "OR"), cond("C", 1, "AND")], "X", "ReadOnly", True)
+    assert dep.holds({"A": 1, "B": 0, "C": 1})
+    assert not dep.holds({"A": 1, "B": 0, "C": 0})      # A OR (B AND C) would hold here
+    assert dep.holds({"A": 0, "B": 1, "C": 1})
+    assert not dep.holds({"A": 0, "B": 0, "C": 1})
