@@ -30,12 +30,14 @@ def main() -> int:
     args = ap.parse_args()
 
     from numaforge.kernel import source
-    tarball, _ = source.debian_tarball("linux-source-5.10", args.version)   # shared cache: download once
+
+    tarball, _ = source.debian_tarball("linux-source-5.10", args.version)  # shared cache: download once
 
     scratch = Path(tempfile.mkdtemp(prefix="numaforge-bench-"))
     os.environ["NUMAFORGE_CACHE"] = str(scratch / "cache")
     os.environ["NUMAFORGE_BUILD"] = str(scratch / "build")
     from numaforge.kernel.backport import backport
+
     try:
         t0 = time.monotonic()
         cold = backport(str(tarball), compile_check=not args.no_compile_check)
@@ -48,10 +50,20 @@ def main() -> int:
             assert res.status == "unchanged" and res.result_commit == cold.result_commit
             assert not res.manifest["source_imported"]
         warm_s = statistics.median(warm)
-        print(json.dumps({"bench": "backport_warm", "base": cold.base_version,
-                          "compile_check": not args.no_compile_check, "cold_s": round(cold_s, 1),
-                          "warm_median_s": round(warm_s, 2), "warm_runs": [round(w, 2) for w in warm],
-                          "warm_over_cold": round(warm_s / cold_s, 4)}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "bench": "backport_warm",
+                    "base": cold.base_version,
+                    "compile_check": not args.no_compile_check,
+                    "cold_s": round(cold_s, 1),
+                    "warm_median_s": round(warm_s, 2),
+                    "warm_runs": [round(w, 2) for w in warm],
+                    "warm_over_cold": round(warm_s / cold_s, 4),
+                },
+                indent=1,
+            )
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bios_fleet import PW_VAR, write_numaforge_inventory  # noqa: E402
-from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
-
+from bios_fleet import PW_VAR, write_numaforge_inventory
+from bmc_farm import ROOT, Farm, per_host_summary
 
 TIMEOUT = 1800
 
@@ -62,8 +61,14 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="numaforge-bench-scaling-"))
     pw = "Bench-" + secrets.token_urlsafe(12)
     env = {**os.environ, PW_VAR: pw, "COLUMNS": "200"}
-    results = {"forks": args.forks, "flavour": args.flavour, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "sizes": []}
+    results = {
+        "forks": args.forks,
+        "flavour": args.flavour,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "sizes": [],
+    }
     try:
         with Farm(procs=args.sim_procs) as farm:
             # baseline: the same command on one host (process start, imports, one BMC)
@@ -72,21 +77,43 @@ def main() -> int:
                 inv = work / f"inv-{n}.yaml"
                 write_numaforge_inventory(inv, bmcs, args.profile)
                 report = work / f"plan-{n}.json"
-                dt, rss, rc = run_measured([sys.executable, "-m", "invoke", "bios-plan", "-i", str(inv), "--forks",
-                                            str(args.forks), "--json", str(report)],
-                                           {**env, "NUMAFORGE_REDFISH_CACHE": str(work / f"redfish-{n}")},
-                                           work / f"plan-{n}.log")   # each size starts with no discovery cache
+                dt, rss, rc = run_measured(
+                    [
+                        sys.executable,
+                        "-m",
+                        "invoke",
+                        "bios-plan",
+                        "-i",
+                        str(inv),
+                        "--forks",
+                        str(args.forks),
+                        "--json",
+                        str(report),
+                    ],
+                    {**env, "NUMAFORGE_REDFISH_CACHE": str(work / f"redfish-{n}")},
+                    work / f"plan-{n}.log",
+                )  # each size starts with no discovery cache
                 doc = json.loads(report.read_text()) if report.exists() else {"hosts": [], "data": {}}
                 ok = sum(1 for h in doc["hosts"] if h["status"] in ("ok", "unchanged"))
                 q = per_host_summary(farm.counts())
                 if q["patch_total"]:
                     raise SystemExit(f"bios-plan wrote to a BMC (PATCH seen at N={n})")
-                rec = {"n": n, "seconds": round(dt, 2), "peak_rss_mib": rss, "rc": rc, "hosts_planned": ok,
-                       "requests_per_host_mean": q["requests_mean"], "requests_total": q["requests_total"],
-                       "registry_fetches": doc.get("data", {}).get("registry_fetches")}
+                rec = {
+                    "n": n,
+                    "seconds": round(dt, 2),
+                    "peak_rss_mib": rss,
+                    "rc": rc,
+                    "hosts_planned": ok,
+                    "requests_per_host_mean": q["requests_mean"],
+                    "requests_total": q["requests_total"],
+                    "registry_fetches": doc.get("data", {}).get("registry_fetches"),
+                }
                 results["sizes"].append(rec)
-                print(f"  N={n:4d}: {dt:7.2f} s  peak RSS {rss:4d} MiB  rc={rc}  planned {ok}/{n}  requests/host "
-                      f"{q['requests_mean']}  registry fetches {rec['registry_fetches']}", flush=True)
+                print(
+                    f"  N={n:4d}: {dt:7.2f} s  peak RSS {rss:4d} MiB  rc={rc}  planned {ok}/{n}  requests/host "
+                    f"{q['requests_mean']}  registry fetches {rec['registry_fetches']}",
+                    flush=True,
+                )
             results["simulator_errors"] = farm.errors()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -96,10 +123,14 @@ def main() -> int:
     for r in results["sizes"]:
         extra = (r["seconds"] - base["seconds"]) / max(1, r["n"] - 1) if r["n"] > 1 else 0.0
         r["seconds_per_extra_host"] = round(extra, 3)
-        print(f"{r['n']:>5} {r['seconds']:>8.2f} {r['seconds'] / r['n']:>7.3f} {extra:>18.3f} "
-              f"{r['peak_rss_mib']:>9} {r['peak_rss_mib'] - base['peak_rss_mib']:>13}")
-    print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
-          f"simulator errors: {len(results['simulator_errors'])}")
+        print(
+            f"{r['n']:>5} {r['seconds']:>8.2f} {r['seconds'] / r['n']:>7.3f} {extra:>18.3f} "
+            f"{r['peak_rss_mib']:>9} {r['peak_rss_mib'] - base['peak_rss_mib']:>13}"
+        )
+    print(
+        f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
+        f"simulator errors: {len(results['simulator_errors'])}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
         print(f"wrote {args.json}")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numaforge.kernel import backport, kpatch as kp, labkernel  # noqa: E402
+from numaforge.kernel import backport, labkernel
+from numaforge.kernel import kpatch as kp
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> int:
     if bp is None:
         print("run `invoke backport` first", file=sys.stderr)
         return 2
-    quiet = lambda m: None  # noqa: E731
+    quiet = lambda m: None
     t = time.monotonic()
     lk = kp.lab_kernel(log=quiet)
     lab_lookup = time.monotonic() - t

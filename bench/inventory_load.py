@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numaforge.inventory.loader import load_inventory  # noqa: E402
+from numaforge.inventory.loader import load_inventory
 
 
 def main() -> int:
@@ -32,8 +32,10 @@ def main() -> int:
     width = len(str(args.hosts))
     with tempfile.TemporaryDirectory(prefix="nf-invbench-") as d:
         path = Path(d) / "hosts.ini"
-        path.write_text(f"[gpu]\ngpu[{'1'.zfill(width)}:{args.hosts}] ansible_user=ops\n"
-                        "[fra:children]\ngpu\n[fra:vars]\nnumaforge_bmc_password=env:P\n")
+        path.write_text(
+            f"[gpu]\ngpu[{'1'.zfill(width)}:{args.hosts}] ansible_user=ops\n"
+            "[fra:children]\ngpu\n[fra:vars]\nnumaforge_bmc_password=env:P\n"
+        )
         loads, limits = [], []
         for _ in range(args.runs):
             t0 = time.perf_counter()
@@ -42,8 +44,12 @@ def main() -> int:
             t0 = time.perf_counter()
             selected = inv.select(limit="fra:!gpu*1")
             limits.append(time.perf_counter() - t0)
-        out = {"hosts": len(inv.hosts), "load_s": round(min(loads), 3), "limit_s": round(min(limits), 3),
-               "limit_selected": len(selected)}
+        out = {
+            "hosts": len(inv.hosts),
+            "load_s": round(min(loads), 3),
+            "limit_s": round(min(limits), 3),
+            "limit_selected": len(selected),
+        }
         if args.ansible:
             cmd = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent))
             if cmd is None:

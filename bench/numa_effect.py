@@ -29,27 +29,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numaforge import livepatch  # noqa: E402
-from numaforge.inventory.model import Host, Location, SSHSpec  # noqa: E402
-from numaforge.lab import vm  # noqa: E402
-from numaforge.measure import arms as marms  # noqa: E402
-from numaforge.measure import metrics as mx  # noqa: E402
-from numaforge.livepatch import probe as lprobe  # noqa: E402
-from numaforge.measure import render, runner, scenario  # noqa: E402
-from numaforge.measure.runner import WorkloadParams  # noqa: E402
-from numaforge.paths import ROOT  # noqa: E402
-from numaforge.remote.ssh import connect  # noqa: E402
+from numaforge import livepatch
+from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.lab import vm
+from numaforge.livepatch import probe as lprobe
+from numaforge.measure import arms as marms
+from numaforge.measure import metrics as mx
+from numaforge.measure import render, runner, scenario
+from numaforge.measure.runner import WorkloadParams
+from numaforge.paths import ROOT
+from numaforge.remote.ssh import connect
 
 OUT = ROOT / "reports" / "numa-effect-bench"
-CASES = ["nps2:single", "backplane4:single", "2node:single:off+winner+null", "cpuless4:single:off+winner+null",
-         "backplane4:grouped:off+winner+null"]
+CASES = [
+    "nps2:single",
+    "backplane4:single",
+    "2node:single:off+winner+null",
+    "cpuless4:single:off+winner+null",
+    "backplane4:grouped:off+winner+null",
+]
 
 
 def parse_case(text: str) -> tuple[str, str, list[str] | None]:
     parts = text.split(":")
     if len(parts) not in (2, 3) or parts[0] not in vm.TOPOLOGIES or parts[1] not in ("single", "grouped"):
-        raise SystemExit(f"bad case {text!r}: TOPOLOGY:single|grouped[:ARM+ARM] with TOPOLOGY in "
-                         f"{', '.join(vm.TOPOLOGIES)}")
+        raise SystemExit(
+            f"bad case {text!r}: TOPOLOGY:single|grouped[:ARM+ARM] with TOPOLOGY in {', '.join(vm.TOPOLOGIES)}"
+        )
     return parts[0], parts[1], parts[2].split("+") if len(parts) == 3 else None
 
 
@@ -67,29 +73,68 @@ def run(args) -> int:
     for topo, topo_cases in groups:
         state = out / f".lab-{topo}"
         t0 = time.monotonic()
-        info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=topo,
-                     cpus_per_node=args.cpus_per_node)
-        print(f"{topo}: booted {info.release}, {info.nodes} nodes, {args.cpus_per_node} CPU(s) per node, "
-              f"in {info.ssh_seconds} s", flush=True)
-        host = Host(f"lab-{topo}", Location("bench/numa_effect.py"), groups=["lab"],
-                    ssh=SSHSpec("127.0.0.1", args.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
-                                use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+        info = vm.up(
+            kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=topo, cpus_per_node=args.cpus_per_node
+        )
+        print(
+            f"{topo}: booted {info.release}, {info.nodes} nodes, {args.cpus_per_node} CPU(s) per node, "
+            f"in {info.ssh_seconds} s",
+            flush=True,
+        )
+        host = Host(
+            f"lab-{topo}",
+            Location("bench/numa_effect.py"),
+            groups=["lab"],
+            ssh=SSHSpec(
+                "127.0.0.1",
+                args.ssh_port,
+                "root",
+                key_file=str(state / "ssh" / "id_ed25519"),
+                use_agent=False,
+                known_hosts=str(state / "ssh" / "known_hosts"),
+            ),
+        )
         try:
             for _t, workload, arm_names in topo_cases:
                 built = marms.built_arms(args.series, args.target, arm_names)
-                arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-                        for a in built}
-                params = WorkloadParams(procs=args.procs, mb=args.mb, warm=args.warm, unpinned=args.unpinned,
-                                        pinned=args.pinned, duration=args.seconds, grouped=workload == "grouped",
-                                        mem_node=3 if topo == "cpuless4" else -1)
+                arts = {
+                    a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+                    for a in built
+                }
+                params = WorkloadParams(
+                    procs=args.procs,
+                    mb=args.mb,
+                    warm=args.warm,
+                    unpinned=args.unpinned,
+                    pinned=args.pinned,
+                    duration=args.seconds,
+                    grouped=workload == "grouped",
+                    mem_node=3 if topo == "cpuless4" else -1,
+                )
                 name = f"{topo} {workload}"
                 c0 = time.monotonic()
                 with connect(host.ssh, host.name) as r:
-                    data = livepatch.measure_arms(r, arts, params, args.rounds, order=args.order, seed=args.seed,
-                                                  log=lambda m, n=name: print(f"{n}: {m}", flush=True), nudge=True)
-                data.update({"case": name, "topology": topo, "workload_kind": workload, "kernel": info.release,
-                             "cpus_per_node": args.cpus_per_node, "seconds": round(time.monotonic() - c0, 1),
-                             "command": "python bench/numa_effect.py run " + " ".join(sys.argv[2:])})
+                    data = livepatch.measure_arms(
+                        r,
+                        arts,
+                        params,
+                        args.rounds,
+                        order=args.order,
+                        seed=args.seed,
+                        log=lambda m, n=name: print(f"{n}: {m}", flush=True),
+                        nudge=True,
+                    )
+                data.update(
+                    {
+                        "case": name,
+                        "topology": topo,
+                        "workload_kind": workload,
+                        "kernel": info.release,
+                        "cpus_per_node": args.cpus_per_node,
+                        "seconds": round(time.monotonic() - c0, 1),
+                        "command": "python bench/numa_effect.py run " + " ".join(sys.argv[2:]),
+                    }
+                )
                 path = out / f"{topo}-{workload}.json"
                 path.write_text(json.dumps(data, indent=1) + "\n")
                 print(f"{name}: wrote {path} ({data['seconds']} s)", flush=True)
@@ -105,26 +150,51 @@ def probe(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state = out / ".lab-probe"
-    info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=args.topology,
-                 cpus_per_node=args.cpus_per_node)
+    info = vm.up(
+        kernel=args.kernel,
+        state_dir=state,
+        ssh_port=args.ssh_port,
+        topo=args.topology,
+        cpus_per_node=args.cpus_per_node,
+    )
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
-    host = Host(f"lab-{args.topology}", Location("bench/numa_effect.py"), groups=["lab"],
-                ssh=SSHSpec("127.0.0.1", args.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
-                            use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+    host = Host(
+        f"lab-{args.topology}",
+        Location("bench/numa_effect.py"),
+        groups=["lab"],
+        ssh=SSHSpec(
+            "127.0.0.1",
+            args.ssh_port,
+            "root",
+            key_file=str(state / "ssh" / "id_ed25519"),
+            use_agent=False,
+            known_hosts=str(state / "ssh" / "known_hosts"),
+        ),
+    )
     try:
         built = marms.built_arms(args.series, args.target, args.arms.split("+"))
-        arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-                for a in built}
-        params = scenario.ScenarioParams(pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds,
-                                         fill_src=not args.no_fill)
+        arts = {
+            a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+            for a in built
+        }
+        params = scenario.ScenarioParams(
+            pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
+        )
         t0 = time.monotonic()
         with connect(host.ssh, host.name) as r:
-            data = lprobe.measure_scenario(r, arts, params, args.rounds, seed=args.seed,
-                                           log=lambda m: print(m, flush=True), nudge=True)
-        data.update({"kernel": info.release, "topology": args.topology, "cpus_per_node": args.cpus_per_node,
-                     "pilot": args.pilot or args.rounds < 20 or args.seconds < 60,
-                     "seconds": round(time.monotonic() - t0, 1),
-                     "command": "python bench/numa_effect.py probe " + " ".join(sys.argv[2:])})
+            data = lprobe.measure_scenario(
+                r, arts, params, args.rounds, seed=args.seed, log=lambda m: print(m, flush=True), nudge=True
+            )
+        data.update(
+            {
+                "kernel": info.release,
+                "topology": args.topology,
+                "cpus_per_node": args.cpus_per_node,
+                "pilot": args.pilot or args.rounds < 20 or args.seconds < 60,
+                "seconds": round(time.monotonic() - t0, 1),
+                "command": "python bench/numa_effect.py probe " + " ".join(sys.argv[2:]),
+            }
+        )
         path = out / f"probe-{args.topology}.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         for name, case in data["cases"].items():
@@ -151,10 +221,12 @@ def render_all(out: Path, docs: bool, more: list[Path] | None = None) -> None:
     cases = dict(sorted(cases.items(), key=lambda kv: order.get(kv[0], 99)))
     md = []
     for name, d in cases.items():
-        md.append(f"### {name} ({d['rounds']} rounds per arm, {d['workload']['duration']} s runs, "
-                  f"{d.get('cpus_per_node', 1)} CPU(s) per node, {d['workload']['procs']} tasks, "
-                  f"{d['order']} order, {d['kernel']})\n\n{render.markdown(d)}")
-    head = ("## Beside the talk's claim (38.2% -> 12.7%, 421 -> 289 us)\n\n" + render.headline(cases) + "\n")
+        md.append(
+            f"### {name} ({d['rounds']} rounds per arm, {d['workload']['duration']} s runs, "
+            f"{d.get('cpus_per_node', 1)} CPU(s) per node, {d['workload']['procs']} tasks, "
+            f"{d['order']} order, {d['kernel']})\n\n{render.markdown(d)}"
+        )
+    head = "## Beside the talk's claim (38.2% -> 12.7%, 421 -> 289 us)\n\n" + render.headline(cases) + "\n"
     (out / "summary.md").write_text(head + "\n".join(md))
     png = render.plot(cases, out / "numa-effect.png")
     print(f"rendered {out / 'summary.md'} and {png}", flush=True)
@@ -175,8 +247,9 @@ def main(argv: list[str]) -> int:
     r.add_argument("--warm", type=int, default=3, help="pinned warm-up seconds (node 0 becomes preferred)")
     r.add_argument("--unpinned", type=int, default=4, help="seconds of each unpinned phase")
     r.add_argument("--pinned", type=int, default=2, help="seconds of each pinned phase")
-    r.add_argument("--cpus-per-node", type=int, default=2,
-                   help="CPUs per NUMA node (2: a migration can stay inside a node)")
+    r.add_argument(
+        "--cpus-per-node", type=int, default=2, help="CPUs per NUMA node (2: a migration can stay inside a node)"
+    )
     r.add_argument("--procs", type=int, default=4, help="workload tasks (node 0 has --cpus-per-node CPUs)")
     r.add_argument("--mb", type=int, default=16)
     r.add_argument("--order", default="random", choices=["random", "abba"])
@@ -206,8 +279,12 @@ def main(argv: list[str]) -> int:
     g = sub.add_parser("render")
     g.add_argument("--out", default=str(OUT))
     g.add_argument("--docs", action="store_true", help="copy the PNG to docs/numa-effect.png")
-    g.add_argument("--also", action="append", default=[], help="another output directory whose cases to include "
-                   "(e.g. a second run on another port)")
+    g.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        help="another output directory whose cases to include (e.g. a second run on another port)",
+    )
     args = ap.parse_args(argv)
     if args.cmd == "build":
         for a in marms.build_arms(args.series, log=lambda m: print(m, flush=True)):

@@ -58,8 +58,12 @@ def main() -> int:
     ap.add_argument("--work", default="facts,validate,wait", help="comma list of: facts, validate, upload, wait")
     ap.add_argument("--upload", default="exec", help="comma list of put() methods for validate/upload: exec, sftp")
     ap.add_argument("--upload-mib", type=int, default=16, help="size of the upload work's file (MiB)")
-    ap.add_argument("--login", choices=("deploy", "root"), default="deploy",
-                    help="deploy: a fresh /bin/sh account with NOPASSWD sudo (default); root: this machine's root")
+    ap.add_argument(
+        "--login",
+        choices=("deploy", "root"),
+        default="deploy",
+        help="deploy: a fresh /bin/sh account with NOPASSWD sudo (default); root: this machine's root",
+    )
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -74,8 +78,15 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="numaforge-bench-ssh-"))
     lab = NetnsLab(base)
     users = LocalUsers()
-    results = {"hosts": args.hosts, "forks": args.forks, "login": args.login, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work": {}}
+    results = {
+        "hosts": args.hosts,
+        "forks": args.forks,
+        "login": args.login,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "work": {},
+    }
     payload = base / "livepatch-like.ko"
     payload.write_bytes(os.urandom(1024 * 1024))
     big = base / "upload.bin"
@@ -84,10 +95,12 @@ def main() -> int:
     methods = [m.strip() for m in args.upload.split(",") if m.strip()]
     if not methods or set(methods) - set(UPLOAD_METHODS):
         raise SystemExit(f"--upload: use a comma list of {', '.join(UPLOAD_METHODS)}")
-    per_host = {"facts": lambda m: lambda h: run_host(h, FactsOptions()),
-                "validate": lambda m: lambda h: validate_like(h, payload, m),
-                "upload": lambda m: lambda h: upload_like(h, big, m),
-                "wait": lambda m: wait_like}
+    per_host = {
+        "facts": lambda m: lambda h: run_host(h, FactsOptions()),
+        "validate": lambda m: lambda h: validate_like(h, payload, m),
+        "upload": lambda m: lambda h: upload_like(h, big, m),
+        "wait": lambda m: wait_like,
+    }
     unknown = set(kinds) - set(per_host)
     if unknown:
         raise SystemExit(f"--work: unknown {sorted(unknown)}; use {', '.join(per_host)}")
@@ -107,7 +120,7 @@ def main() -> int:
             s0, c0 = server_cpu(lab), time.process_time()
             t0 = time.monotonic()
             out = run_fleet(hosts, fn, rollout=Rollout(forks=args.forks), progress=False)
-            dt = time.monotonic() - t0        # measured before waiting for sshd to reap its sessions
+            dt = time.monotonic() - t0  # measured before waiting for sshd to reap its sessions
             cpu["client"], cpu["server"] = time.process_time() - c0, server_cpu(lab) - s0
             bad = [f"{r.host}: {r.message}" for r in out.results if r.status == "failed"]
             if bad:
@@ -116,23 +129,27 @@ def main() -> int:
 
         for work in kinds:
             # the rows of this work: one per upload method for the uploading works
-            rows = {f"{work}[{m}]" if work in ("validate", "upload") and len(methods) > 1 else work:
-                    per_host[work](m) for m in (methods if work in ("validate", "upload") else methods[:1])}
+            rows = {
+                f"{work}[{m}]" if work in ("validate", "upload") and len(methods) > 1 else work: per_host[work](m)
+                for m in (methods if work in ("validate", "upload") else methods[:1])
+            }
             for name, fn in rows.items():
                 results["work"][name] = {"one": [], "many": [], "cpu_one": [], "cpu_many": []}
-                run(fn, inv[:1])          # warm-up: imports, first connection (not measured)
+                run(fn, inv[:1])  # warm-up: imports, first connection (not measured)
             names = list(rows)
             for rnd in range(args.rounds):
                 order = ["one", "many"] if rnd % 2 == 0 else ["many", "one"]
-                for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                for name in names[rnd % len(names) :] + names[: rnd % len(names)]:
                     rec = results["work"][name]
                     for kind in order:
                         dt = run(rows[name], inv[:1] if kind == "one" else inv)
                         rec[kind].append(round(dt, 3))
                         rec[f"cpu_{kind}"].append({k: round(v, 3) for k, v in cpu.items()})
-                        print(f"  {name} round {rnd}: {args.hosts if kind == 'many' else 1} host(s) {dt:6.2f} s  "
-                              f"CPU s: numaforge process {cpu['client']:.3f}, sshd+commands {cpu['server']:.2f}",
-                              flush=True)
+                        print(
+                            f"  {name} round {rnd}: {args.hosts if kind == 'many' else 1} host(s) {dt:6.2f} s  "
+                            f"CPU s: numaforge process {cpu['client']:.3f}, sshd+commands {cpu['server']:.2f}",
+                            flush=True,
+                        )
             for name in names:
                 rec = results["work"][name]
                 one, many = statistics.median(rec["one"]), statistics.median(rec["many"])
@@ -146,27 +163,36 @@ def main() -> int:
                 rec["over_floor"] = round(many / rec["floor"], 2)
                 # numaforge's own CPU per host: what a bigger fleet costs the machine running numaforge
                 rec["client_cpu_ms_per_host_one"] = round(
-                    1000 * statistics.median(c["client"] for c in rec["cpu_one"]), 1)
+                    1000 * statistics.median(c["client"] for c in rec["cpu_one"]), 1
+                )
                 rec["client_cpu_ms_per_host_many"] = round(1000 * client_many / args.hosts, 1)
-                if work == "upload":   # per MiB uploaded (it includes one connect and one rm per host)
+                if work == "upload":  # per MiB uploaded (it includes one connect and one rm per host)
                     for k in ("one", "many"):
                         rec[f"client_cpu_ms_per_mib_{k}"] = round(
-                            rec[f"client_cpu_ms_per_host_{k}"] / args.upload_mib, 2)
+                            rec[f"client_cpu_ms_per_host_{k}"] / args.upload_mib, 2
+                        )
     finally:
         lab.close()
         users.close()
-        shutil.rmtree(base, ignore_errors=True)     # the payloads (16 MiB by default) and the hosts' dirs
+        shutil.rmtree(base, ignore_errors=True)  # the payloads (16 MiB by default) and the hosts' dirs
     results["loadavg_end"] = os.getloadavg()
     for work, rec in results["work"].items():
-        print(f"{work} over SSH: 1 host median {statistics.median(rec['one']):.2f} s, {args.hosts} hosts "
-              f"(forks {args.forks}) median {statistics.median(rec['many']):.2f} s -> {args.hosts}/1 = "
-              f"{rec['ratio']:.2f}x (target <= 1.5x); machine floor for {args.hosts} hosts "
-              f"{rec['floor']:.2f} s (their CPU / {os.cpu_count()} cores) -> {rec['over_floor']:.2f}x of it")
-        print(f"  {work}: numaforge process CPU per host: {rec['client_cpu_ms_per_host_one']:.1f} ms (1 host), "
-              f"{rec['client_cpu_ms_per_host_many']:.1f} ms ({args.hosts} hosts)"
-              + (f"; per MiB uploaded: {rec['client_cpu_ms_per_mib_one']:.2f} ms (1 host), "
-                 f"{rec['client_cpu_ms_per_mib_many']:.2f} ms ({args.hosts} hosts), {args.upload_mib} MiB per host"
-                 if "client_cpu_ms_per_mib_one" in rec else ""))
+        print(
+            f"{work} over SSH: 1 host median {statistics.median(rec['one']):.2f} s, {args.hosts} hosts "
+            f"(forks {args.forks}) median {statistics.median(rec['many']):.2f} s -> {args.hosts}/1 = "
+            f"{rec['ratio']:.2f}x (target <= 1.5x); machine floor for {args.hosts} hosts "
+            f"{rec['floor']:.2f} s (their CPU / {os.cpu_count()} cores) -> {rec['over_floor']:.2f}x of it"
+        )
+        print(
+            f"  {work}: numaforge process CPU per host: {rec['client_cpu_ms_per_host_one']:.1f} ms (1 host), "
+            f"{rec['client_cpu_ms_per_host_many']:.1f} ms ({args.hosts} hosts)"
+            + (
+                f"; per MiB uploaded: {rec['client_cpu_ms_per_mib_one']:.2f} ms (1 host), "
+                f"{rec['client_cpu_ms_per_mib_many']:.2f} ms ({args.hosts} hosts), {args.upload_mib} MiB per host"
+                if "client_cpu_ms_per_mib_one" in rec
+                else ""
+            )
+        )
     print(f"logged in as: {args.login}")
     print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}")
     if args.json:
@@ -182,7 +208,7 @@ def server_cpu(lab) -> float:
 
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    deadline = time.monotonic() + 5      # a session's CPU is added to the listener's when it is reaped
+    deadline = time.monotonic() + 5  # a session's CPU is added to the listener's when it is reaped
     while any(h.proc is not None and descendants(h.proc.pid) for h in lab.hosts) and time.monotonic() < deadline:
         time.sleep(0.05)
     for h in lab.hosts:
@@ -220,8 +246,12 @@ def validate_like(host, payload: Path, method: str):
         with res.step("upload"):
             remote.put(payload, dest, method=method)
         with res.step("checks"):
-            for cmd in ("uname -r", "cat /proc/cmdline", "cat /proc/sys/kernel/tainted",
-                        "ls /sys/kernel/livepatch 2>/dev/null || true"):
+            for cmd in (
+                "uname -r",
+                "cat /proc/cmdline",
+                "cat /proc/sys/kernel/tainted",
+                "ls /sys/kernel/livepatch 2>/dev/null || true",
+            ):
                 remote.run(cmd, timeout=60)
             remote.run(f"rm -f {dest}", timeout=60)
     return res

@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bios_scaling import run_measured  # noqa: E402
-from bmc_farm import ROOT  # noqa: E402
+from bios_scaling import run_measured
+from bmc_farm import ROOT
 
 COMMANDS = {
     "invoke --list": ["-m", "invoke", "--list"],
@@ -112,11 +112,15 @@ def main() -> int:
     ).stdout
     if dirty:
         print("startup: numaforge/ or tasks.py have uncommitted changes; HEAD is measured without them")
-    revs = {"HEAD": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                   check=True).stdout.strip()}
+    revs = {
+        "HEAD": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    }
     if args.baseline:
-        revs[args.baseline] = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=ROOT,
-                                             capture_output=True, text=True, check=True).stdout.strip()
+        revs[args.baseline] = subprocess.run(
+            ["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="numaforge-startup-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -132,11 +136,12 @@ def main() -> int:
         itime: dict[str, list[float]] = {v: [] for v in variants}
         names = list(variants)
         for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for v in order:
                 for cmd, argv in COMMANDS.items():
-                    dt, peak, code = run_measured([sys.executable, *argv], child_env(variants[v]), work / "last.log",
-                                                  cwd=variants[v])
+                    dt, peak, code = run_measured(
+                        [sys.executable, *argv], child_env(variants[v]), work / "last.log", cwd=variants[v]
+                    )
                     if code != 0:
                         sys.exit(f"startup: {v}: {cmd} exited {code}: {(work / 'last.log').read_text()[-2000:]}")
                     times[v][cmd].append(dt)
@@ -149,12 +154,13 @@ def main() -> int:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\nprocess start, {args.rounds} interleaved rounds; load average before {load_before[0]:.2f} "
-          f"{load_before[1]:.2f} {load_before[2]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
-          f"{load_after[2]:.2f}; {os.cpu_count()} CPUs; median (min-max)")
+    print(
+        f"\nprocess start, {args.rounds} interleaved rounds; load average before {load_before[0]:.2f} "
+        f"{load_before[1]:.2f} {load_before[2]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
+        f"{load_after[2]:.2f}; {os.cpu_count()} CPUs; median (min-max)"
+    )
     for v in variants:
-        print(f"\n{v}: import tasks leaves {modules[v]} modules in sys.modules; "
-              f"-X importtime total {med(itime[v])} s")
+        print(f"\n{v}: import tasks leaves {modules[v]} modules in sys.modules; -X importtime total {med(itime[v])} s")
         for cmd in COMMANDS:
             print(f"  {cmd:<26} {med(times[v][cmd])} s   peak RSS {statistics.median(rss[v][cmd]):.0f} MiB")
     if args.baseline:
@@ -166,10 +172,22 @@ def main() -> int:
             print(f"  {cmd:<26} {b:.3f} s -> {a:.3f} s ({b / a:.1f}x)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({
-            "rounds": args.rounds, "revisions": revs, "load_before": load_before, "load_after": load_after,
-            "seconds": times, "peak_rss_mib": rss, "importtime_s": itime, "modules": modules,
-        }, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rounds": args.rounds,
+                    "revisions": revs,
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "seconds": times,
+                    "peak_rss_mib": rss,
+                    "importtime_s": itime,
+                    "modules": modules,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -87,7 +87,7 @@ class _ServerProcess:
         """SIGKILL every per-connection process (drops live connections), keep the listener."""
         if self.proc is None:
             return []
-        pids = descendants(self.proc.pid)     # `ip netns exec` execs sshd, so proc.pid is the listener
+        pids = descendants(self.proc.pid)  # `ip netns exec` execs sshd, so proc.pid is the listener
         for p in pids:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -173,8 +173,8 @@ class SshdHost(_ServerProcess):
             "Subsystem sftp internal-sftp\n"
             "LogLevel VERBOSE\n"
             "MaxStartups 200\n"
-            "MaxSessions 100\n"
-            + self.extra_config)
+            "MaxSessions 100\n" + self.extra_config
+        )
         return cfg
 
     def ns_argv(self, argv: list[str]) -> list[str]:
@@ -188,8 +188,12 @@ class SshdHost(_ServerProcess):
         _run([SSHD, "-t", "-f", str(cfg)])
         logf = open(self.log, "ab")
         start_mark = self.log.stat().st_size
-        self.proc = subprocess.Popen(self.ns_argv([SSHD, "-D", "-e", "-f", str(cfg)]), stdout=logf,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.ns_argv([SSHD, "-D", "-e", "-f", str(cfg)]),
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         logf.close()
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
@@ -235,8 +239,11 @@ class DropbearHost(_ServerProcess):
         self.dir.mkdir(exist_ok=True)
         self.host_key = self.dir / "host_ed25519"
         _run(["dropbearkey", "-t", "ed25519", "-f", str(self.host_key)])
-        pub = [ln for ln in _run(["dropbearkey", "-y", "-f", str(self.host_key)]).stdout.splitlines()
-               if ln.startswith("ssh-ed25519 ")][0]
+        pub = [
+            ln
+            for ln in _run(["dropbearkey", "-y", "-f", str(self.host_key)]).stdout.splitlines()
+            if ln.startswith("ssh-ed25519 ")
+        ][0]
         self.host_pub = Path(f"{self.host_key}.pub")
         self.host_pub.write_text(pub + "\n")
         _run(["chown", "-R", f"{self.user}:", str(self.dir)])
@@ -259,10 +266,25 @@ class DropbearHost(_ServerProcess):
     def start(self, timeout: float = 15.0) -> "DropbearHost":
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [DROPBEAR, "-F", "-E", "-s", "-p", f"127.0.0.1:{self.port}", "-r", str(self.host_key),
-             "-P", str(self.dir / "pid")],
-            user=self.user, group=self.user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=str(self.home))
+            [
+                DROPBEAR,
+                "-F",
+                "-E",
+                "-s",
+                "-p",
+                f"127.0.0.1:{self.port}",
+                "-r",
+                str(self.host_key),
+                "-P",
+                str(self.dir / "pid"),
+            ],
+            user=self.user,
+            group=self.user,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(self.home),
+        )
         logf.close()
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
@@ -302,7 +324,7 @@ class NetnsLab:
                 try:
                     fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
-                    continue                      # a live lab
+                    continue  # a live lab
                 tag = fh.read().strip()
                 if len(tag) == 4 and all(c in "0123456789abcdef" for c in tag):
                     for ns in _run(["ip", "netns", "list"]).stdout.split("\n"):
@@ -334,7 +356,7 @@ class NetnsLab:
                 continue
             fh.seek(0)
             fh.truncate()
-            fh.write(self.tag)                    # lets a later run reap this lab if we get killed
+            fh.write(self.tag)  # lets a later run reap this lab if we get killed
             fh.flush()
             self._lock = fh
             return x
@@ -442,7 +464,7 @@ class LocalUsers:
         for name, rule in self.made:
             if rule is not None:
                 rule.unlink(missing_ok=True)
-            _kill_user_processes(name)     # whatever a failed test left running as the test user
+            _kill_user_processes(name)  # whatever a failed test left running as the test user
             _run(["userdel", "-f", "-r", name], check=False)
         self.made.clear()
 
@@ -460,6 +482,7 @@ def test_user():
 
 def _kill_user_processes(name: str) -> None:
     import pwd
+
     try:
         uid = pwd.getpwnam(name).pw_uid
     except KeyError:

@@ -18,8 +18,14 @@ BAD = ROOT / "tests" / "data" / "inventory" / "bad"
 
 
 def invoke(*args, env=None, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=120,
+    )
 
 
 def test_every_task_and_option_is_documented():
@@ -41,8 +47,16 @@ def test_every_task_and_option_is_documented():
 
 
 def test_inventory_check_prints_resolved_hosts_and_masks_secrets(tmp_path):
-    r = invoke("inventory-check", "--inventory", "inventory/example-fleet.yaml", "--group", "hpe-dl385",
-               "--syntax-only", "--json", str(tmp_path / "r.json"))
+    r = invoke(
+        "inventory-check",
+        "--inventory",
+        "inventory/example-fleet.yaml",
+        "--group",
+        "hpe-dl385",
+        "--syntax-only",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert r.returncode == 0, r.stderr
     assert "\ngpu-dl385-01  (inventory/example-fleet.yaml:30)" in r.stdout
     assert "\ngpu-r7525-01  (" not in r.stdout, "only the selected host is shown"
@@ -58,9 +72,9 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     """Issue 16 item 7: key files, known_hosts, CA bundles, file: secrets and env: variables are checked; every
     problem is listed with host/attribute; no value is ever printed."""
     (tmp_path / "bmc.pass").write_text("Sup3rS3cret\n")
-    (tmp_path / "bmc.pass").chmod(0o644)          # readable by others: a problem (issue 12 item 8)
+    (tmp_path / "bmc.pass").chmod(0o644)  # readable by others: a problem (issue 12 item 8)
     (tmp_path / "id_fleet").write_text("key\n")
-    (tmp_path / "id_fleet").chmod(0o600)          # a key others can read is a problem too (issue 25 item 4)
+    (tmp_path / "id_fleet").chmod(0o600)  # a key others can read is a problem too (issue 25 item 4)
     (tmp_path / "empty.pass").write_text("")
     (tmp_path / "empty.pass").chmod(0o600)
     (tmp_path / "ca").mkdir()
@@ -72,14 +86,22 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
         "g2 ansible_ssh_private_key_file=id_fleet numaforge_bmc_url=https://bmc2 "
         "numaforge_bmc_password=file:bmc.pass\n"
         "g3 numaforge_bmc_url=https://bmc3 numaforge_bmc_password=file:empty.pass\n"
-        "[gpu:vars]\nnumaforge_ssh_known_hosts=/nonexistent/known_hosts\n")
+        "[gpu:vars]\nnumaforge_ssh_known_hosts=/nonexistent/known_hosts\n"
+    )
     env = {"NF_PREFLIGHT_SET": "Env5ecretValue"}
     r = invoke("inventory-check", "--inventory", str(inv), "--json", str(tmp_path / "r.json"), env=env)
     out = r.stdout + r.stderr
     assert r.returncode == 2, out
-    for host, attr in (("g1", "ssh.key_file"), ("g1", "bmc.ca_bundle"), ("g1", "bmc.password"),
-                       ("g1", "ssh.known_hosts"), ("g2", "ssh.known_hosts"), ("g3", "ssh.known_hosts"),
-                       ("g3", "bmc.password"), ("g2", "bmc.password")):
+    for host, attr in (
+        ("g1", "ssh.key_file"),
+        ("g1", "bmc.ca_bundle"),
+        ("g1", "bmc.password"),
+        ("g1", "ssh.known_hosts"),
+        ("g2", "ssh.known_hosts"),
+        ("g3", "ssh.known_hosts"),
+        ("g3", "bmc.password"),
+        ("g2", "bmc.password"),
+    ):
         assert f"{host}: {attr}:" in out, (host, attr, out)
     assert "g2: ssh.key_file" not in out and "is readable by others" in out and "chmod 600" in out
     assert "environment variable NF_PREFLIGHT_UNSET is not set" in out and "is empty" in out
@@ -87,8 +109,11 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     report = (tmp_path / "r.json").read_text()
     doc = json.loads(report)
     jsonschema.validate(doc, load_schema())
-    assert doc["ok"] is False and {h["host"]: h["status"] for h in doc["hosts"]} == \
-        {"g1": "failed", "g2": "failed", "g3": "failed"}
+    assert doc["ok"] is False and {h["host"]: h["status"] for h in doc["hosts"]} == {
+        "g1": "failed",
+        "g2": "failed",
+        "g3": "failed",
+    }
     assert "Sup3rS3cret" not in out + report
     # everything present: ok, and the secret file's value and env values are still never printed
     (tmp_path / "missing_key").write_text("key\n")
@@ -97,9 +122,12 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     (tmp_path / "bmc.pass").chmod(0o600)
     (tmp_path / "ca.pem").write_text("pem\n")
     (tmp_path / "known_hosts").write_text("")
-    inv.write_text(inv.read_text().replace("ca_bundle=ca ", "ca_bundle=ca.pem ")
-                   .replace("NF_PREFLIGHT_UNSET", "NF_PREFLIGHT_SET")
-                   .replace("/nonexistent/known_hosts", str(tmp_path / "known_hosts")))
+    inv.write_text(
+        inv.read_text()
+        .replace("ca_bundle=ca ", "ca_bundle=ca.pem ")
+        .replace("NF_PREFLIGHT_UNSET", "NF_PREFLIGHT_SET")
+        .replace("/nonexistent/known_hosts", str(tmp_path / "known_hosts"))
+    )
     r = invoke("inventory-check", "--inventory", str(inv), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every file and environment variable referenced by 3 host(s) is present" in r.stdout
@@ -121,8 +149,9 @@ def test_plaintext_secret_masked_everywhere(tmp_path):
     refused = invoke("inventory-check", "--inventory", str(inv))
     assert refused.returncode == 2 and "literal secret refused" in refused.stderr
     assert "--allow-plaintext-secrets" in refused.stderr
-    r = invoke("inventory-check", "--inventory", str(inv), "--allow-plaintext-secrets", "--json",
-               str(tmp_path / "r.json"))
+    r = invoke(
+        "inventory-check", "--inventory", str(inv), "--allow-plaintext-secrets", "--json", str(tmp_path / "r.json")
+    )
     assert r.returncode == 0, r.stderr
     assert "Sup3rS3cret" not in r.stdout + r.stderr + (tmp_path / "r.json").read_text()
 
@@ -166,8 +195,19 @@ def test_doctor_rejects_unknown_pipeline():
     assert r.returncode == 2 and "not one of" in r.stderr
 
 
-@pytest.mark.parametrize("task", ["facts", "validate", "bios-plan", "bios-apply", "bios-verify", "livepatch-status",
-                                  "livepatch-install", "livepatch-unload --module x"])
+@pytest.mark.parametrize(
+    "task",
+    [
+        "facts",
+        "validate",
+        "bios-plan",
+        "bios-apply",
+        "bios-verify",
+        "livepatch-status",
+        "livepatch-install",
+        "livepatch-unload --module x",
+    ],
+)
 def test_bad_host_timeout_exits_2_naming_the_option(task):
     r = invoke(*task.split(), "--inventory", "inventory/lab.yaml", "--host-timeout", "soon")
     assert r.returncode == 2, r.stdout + r.stderr
@@ -183,6 +223,7 @@ def test_measure_and_no_measure_contradict():
 def _string_options():
     """(task, option, required positional options) for every task option that takes a value (not a flag)."""
     from numaforge.cli.main import program
+
     out = []
     for name in sorted(program.namespace.task_names):
         args = program.namespace[name].get_arguments()
@@ -197,6 +238,7 @@ def test_every_option_of_every_task_refuses_an_empty_value(tmp_path, capsys):
     """Issue 25 item 6: `--inventory ''`, `--profile ''`, `--host ''`... exit 2 naming the option; the task body
     never runs (its --json report is not written). Walks invoke's Program over every task, in process."""
     from numaforge.cli.main import program
+
     cases = _string_options()
     assert len(cases) > 100 and ("bios-apply", "profile", []) in cases and ("facts", "host", []) in cases
     for task, option, required in cases:
@@ -216,8 +258,13 @@ def test_every_option_of_every_task_refuses_an_empty_value(tmp_path, capsys):
 def test_blank_repeated_value_and_empty_root_are_usage_errors():
     r = invoke("facts", "--host", "lab", "--host", "  ")
     assert r.returncode == 2 and "--host: the value '  ' is empty" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", "", "--list"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", "", "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--root: the value '' is empty" in r.stderr
 
 
@@ -225,19 +272,35 @@ def test_an_empty_configured_inventory_is_an_error_not_the_lab(tmp_path):
     """numaforge.inventory: '' in the project's numaforge.yaml fell back to the lab inventory like
     `--inventory ''` did; it is refused with exit 2 naming the config key."""
     (tmp_path / "numaforge.yaml").write_text("numaforge:\n  inventory: ''\n")
-    r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", str(tmp_path),
-                        "inventory-check", "--syntax-only"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "COLUMNS": "200", "NUMAFORGE_STATE": str(tmp_path / "state")})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from numaforge.cli.main import main; main()",
+            "--root",
+            str(tmp_path),
+            "inventory-check",
+            "--syntax-only",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200", "NUMAFORGE_STATE": str(tmp_path / "state")},
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "the config's numaforge.inventory is empty" in r.stderr and "remove the key" in r.stderr
-    assert not (tmp_path / "state" / "lab").exists()        # the lab inventory was not written as a fallback
+    assert not (tmp_path / "state" / "lab").exists()  # the lab inventory was not written as a fallback
 
 
-@pytest.mark.parametrize("args, option", [
-    (["os-apply", "--gate-seconds", "x"], "--gate-seconds"),
-    (["os-apply", "--numa-node-override", "foo"], "--numa-node-override"),
-    (["numa-audit", "--window", "0"], "--window"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["os-apply", "--gate-seconds", "x"], "--gate-seconds"),
+        (["os-apply", "--numa-node-override", "foo"], "--numa-node-override"),
+        (["numa-audit", "--window", "0"], "--window"),
+    ],
+)
 def test_bad_task_option_values_exit_2_without_a_traceback(args, option):
     """These were parsed in the task body before execute(): a NumaforgeError traceback, or exit 1."""
     r = invoke(*args, "--inventory", "inventory/lab.yaml")
@@ -251,9 +314,11 @@ def test_inventory_check_answers_what_the_run_would_for_a_readable_or_device_key
     (tmp_path / "id_open").write_text("key\n")
     (tmp_path / "id_open").chmod(0o644)
     inv = tmp_path / "inv.yaml"
-    inv.write_text("hosts:\n"
-                   f"  a: {{ssh: {{address: a, key_file: '{tmp_path / 'id_open'}', known_hosts: '{inv}'}}}}\n"
-                   f"  b: {{ssh: {{address: b, key_file: /dev/zero, known_hosts: '{inv}'}}}}\n")
+    inv.write_text(
+        "hosts:\n"
+        f"  a: {{ssh: {{address: a, key_file: '{tmp_path / 'id_open'}', known_hosts: '{inv}'}}}}\n"
+        f"  b: {{ssh: {{address: b, key_file: /dev/zero, known_hosts: '{inv}'}}}}\n"
+    )
     r = invoke("inventory-check", "--inventory", str(inv))
     out = r.stdout + r.stderr
     assert r.returncode == 2, out

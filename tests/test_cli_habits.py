@@ -24,8 +24,14 @@ FLEET = "inventory/example-fleet.yaml"
 
 
 def invoke(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "60", **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "60", **(env or {})},
+        timeout=120,
+    )
 
 
 def test_dash_h_is_help_for_every_host_task():
@@ -55,21 +61,32 @@ def test_write_task_without_selection_on_a_fleet_stops_and_says_how():
 
 
 def test_plain_output_without_a_terminal_is_unwrapped_one_row_per_line():
-    r = invoke("inventory-check", "-i", FLEET, "--syntax-only")     # stdout is a pipe here, COLUMNS=60
+    r = invoke("inventory-check", "-i", FLEET, "--syntax-only")  # stdout is a pipe here, COLUMNS=60
     assert r.returncode == 0, r.stderr
     assert not set("┃━┏┡│─╭") & set(r.stdout)
     lines = r.stdout.splitlines()
     inv = load_inventory(ROOT / FLEET)
-    for g in inv.groups.values():   # the groups table: one line per group, with every member on it
+    for g in inv.groups.values():  # the groups table: one line per group, with every member on it
         (row,) = [line for line in lines if line.startswith(g.name + " ")]
         assert all(m in row for m in inv.group_members(g.name))
-    assert max(len(line) for line in lines) > 60                # nothing wrapped at COLUMNS
+    assert max(len(line) for line in lines) > 60  # nothing wrapped at COLUMNS
     table = invoke("inventory-check", "-i", FLEET, "--syntax-only", "--output", "table").stdout
     assert "━" in table or "─" in table
 
 
 def test_output_json_prints_the_report_with_every_option(tmp_path):
-    r = invoke("inventory-check", "-i", FLEET, "--syntax-only", "-g", "hpe-dl385", "-o", "json", "--junit", str(tmp_path / "j.xml"))
+    r = invoke(
+        "inventory-check",
+        "-i",
+        FLEET,
+        "--syntax-only",
+        "-g",
+        "hpe-dl385",
+        "-o",
+        "json",
+        "--junit",
+        str(tmp_path / "j.xml"),
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["task"] == "inventory-check" and doc["ok"] is True
@@ -91,8 +108,18 @@ def test_doctor_firmware_asks_only_for_what_the_firmware_pipeline_runs(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     names = {c["name"] for c in json.loads((tmp_path / "d.json").read_text())["data"]["checks"]}
     assert {"python:redfish", "python:jinja2", "data:bios/profiles", "data:bios/vendors"} <= names
-    assert not names & {"gcc-10", "gcc-12", "kpatch-build", "make", "git", "disk:cache", "qemu-system-x86_64",
-                        "kvm", "python:gitpython", "openssl"}
+    assert not names & {
+        "gcc-10",
+        "gcc-12",
+        "kpatch-build",
+        "make",
+        "git",
+        "disk:cache",
+        "qemu-system-x86_64",
+        "kvm",
+        "python:gitpython",
+        "openssl",
+    }
 
 
 def test_lab_ports_follow_into_the_lab_inventory(tmp_path):

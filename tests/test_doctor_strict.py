@@ -35,8 +35,9 @@ def test_every_setup_step_installs_from_the_list():
         for no, line in enumerate(script.read_text().splitlines(), 1):
             if re.match(r"\s*apt_need\s", line):
                 words = line.split()[1:]
-                assert words and all(w.startswith("$(packages") or w.endswith(")") for w in words), \
+                assert words and all(w.startswith("$(packages") or w.endswith(")") for w in words), (
                     f"{script.name}:{no}: apt_need with packages outside scripts/packages.txt: {line.strip()}"
+                )
 
 
 def test_bad_lines_are_all_reported_with_file_and_line():
@@ -78,7 +79,7 @@ def test_a_copy_installed_by_hand_is_caught(tmp_path, monkeypatch):
 def test_a_target_wrapper_setup_does_not_install_fails(tmp_path, monkeypatch):
     reqs = doctor.parse_packages("kernel bullseye gcc-10 gcc-10\n", "p.txt")
     rows = {r.name: r for r in doctor._target_checks(reqs)}
-    for name in ("target:debian-5.10.0-46-amd64", "target:lab"):       # both build through ccache
+    for name in ("target:debian-5.10.0-46-amd64", "target:lab"):  # both build through ccache
         row = rows[name]
         assert not row.ok and "ccache not installed by setup" in row.detail and "add ccache to" in row.fix
     reqs += doctor.parse_packages("kpatch apt ccache ccache\n", "p.txt")
@@ -93,6 +94,11 @@ def test_the_venv_closure_follows_extras_and_markers():
 
 
 def test_strict_cli_refuses_a_pipeline_and_reports_every_row(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "invoke", "doctor", "--strict", "--pipeline", "kernel"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "doctor", "--strict", "--pipeline", "kernel"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "--strict checks every pipeline" in r.stderr

@@ -21,7 +21,7 @@ def test_report_steps_and_schema(tmp_path):
         with h.step("load"):
             raise RuntimeError("insmod: Invalid module format")
     h.status = "failed"
-    (tmp_path / "sub").mkdir()   # a missing parent is an error (numaforge.safeio), never created
+    (tmp_path / "sub").mkdir()  # a missing parent is an error (numaforge.safeio), never created
     path = rep.write(tmp_path / "sub" / "report.json")
     doc = json.loads(path.read_text())
     jsonschema.validate(doc, load_schema())

@@ -93,7 +93,15 @@ def heavy_in(mods: set[str], heavy=HEAVY) -> list[str]:
         ("invoke", "numa-audit", "--help"),
         ("-c", "import sys; from numaforge.cli.main import main; sys.argv = ['numaforge', '--list']; main()"),
     ],
-    ids=["import tasks", "invoke --list", "bios-plan --help", "backport --help", "os-apply --help", "numa-audit --help", "numaforge --list"],
+    ids=[
+        "import tasks",
+        "invoke --list",
+        "bios-plan --help",
+        "backport --help",
+        "os-apply --help",
+        "numa-audit --help",
+        "numaforge --list",
+    ],
 )
 def test_listing_and_help_import_no_pipeline(args, tmp_path):
     mods = imported_by(*args, tmp=tmp_path)
@@ -137,8 +145,14 @@ def bmc_inventory(tmp_path):
 def test_bios_tasks_import_only_the_firmware_pipeline(bmc_inventory, task, tmp_path):
     """The task runs against a simulator BMC (exit 0) and imports the firmware pipeline and its libraries only."""
     mods = imported_by(
-        "invoke", task, "-i", str(bmc_inventory), "--json", str(tmp_path / "r.json"),
-        env={"NF_STARTUP_PW": BMC_PASSWORD}, tmp=tmp_path,
+        "invoke",
+        task,
+        "-i",
+        str(bmc_inventory),
+        "--json",
+        str(tmp_path / "r.json"),
+        env={"NF_STARTUP_PW": BMC_PASSWORD},
+        tmp=tmp_path,
     )
     assert json.loads((tmp_path / "r.json").read_text())["hosts"][0]["status"] in ("unchanged", "changed")
     assert {"numaforge.bios.apply", "requests", "redfish", "jsonschema"} <= mods  # it ran the pipeline
@@ -223,7 +237,7 @@ def test_lazy_module_is_thread_safe(tmp_path, monkeypatch):
         barrier.wait()
         try:
             seen.append(proxy.LATE)
-        except Exception as exc:  # noqa: BLE001 -- what the test counts
+        except Exception as exc:
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=touch) for _ in range(n)]

@@ -38,15 +38,37 @@ def test_cli_audits_a_faulty_and_a_clean_host(netns_lab, tmp_path):
     doc: dict = {"version": 1, "hosts": {}}
     for h in hosts:
         doc["hosts"][h.name] = {
-            "ssh": {"address": h.address, "port": h.port, "user": "root", "key_file": str(h.client_key),
-                    "known_hosts": str(h.known_hosts), "agent": False},
-            "vars": {"hostos_root": str(_tree(h.name, tmp_path / h.name))}}
+            "ssh": {
+                "address": h.address,
+                "port": h.port,
+                "user": "root",
+                "key_file": str(h.client_key),
+                "known_hosts": str(h.known_hosts),
+                "agent": False,
+            },
+            "vars": {"hostos_root": str(_tree(h.name, tmp_path / h.name))},
+        }
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(doc))
     r = subprocess.run(
-        [str(Path(sys.executable).with_name("invoke")), "numa-audit", "-i", str(inv), "--window", "0.5",
-         "--output", "plain", "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).with_name("invoke")),
+            "numa-audit",
+            "-i",
+            str(inv),
+            "--window",
+            "0.5",
+            "--output",
+            "plain",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--junit",
+            str(tmp_path / "r.xml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 1, r.stdout + r.stderr  # a host with findings fails
     report = json.loads((tmp_path / "r.json").read_text())

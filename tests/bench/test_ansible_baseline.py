@@ -18,7 +18,7 @@ import pytest
 from numaforge.lab.bmc import BMCSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bios_fleet import PLAYBOOK, PW_VAR, VENV_BIN, write_ansible_inventory  # noqa: E402
+from bios_fleet import PLAYBOOK, PW_VAR, VENV_BIN, write_ansible_inventory
 
 pytestmark = pytest.mark.bmc
 
@@ -31,16 +31,29 @@ def playbook(tmp_path: Path, bmc: dict) -> subprocess.CompletedProcess:
     write_ansible_inventory(inv, [bmc])
     play.write_text(PLAYBOOK)
     varsfile.write_text(json.dumps({"bios_attrs": ATTRS}))
-    env = {**os.environ, PW_VAR: PASSWORD, "ANSIBLE_HOME": str(tmp_path / "ah"),
-           "ANSIBLE_LOCAL_TEMP": str(tmp_path / "at"), "ANSIBLE_NOCOLOR": "1"}
+    env = {
+        **os.environ,
+        PW_VAR: PASSWORD,
+        "ANSIBLE_HOME": str(tmp_path / "ah"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "at"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
     env.pop("REQUESTS_CA_BUNDLE", None)
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play), "-e", f"@{varsfile}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play), "-e", f"@{varsfile}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_ansible_baseline_verifies_tls_then_writes(tmp_path):
-    with BMCSimulator(flavour="generic", username="admin", password=PASSWORD) as sim, \
-            BMCSimulator(flavour="generic", username="admin", password=PASSWORD) as other:
+    with (
+        BMCSimulator(flavour="generic", username="admin", password=PASSWORD) as sim,
+        BMCSimulator(flavour="generic", username="admin", password=PASSWORD) as other,
+    ):
         wrong = playbook(tmp_path, {"name": "bmc000", "url": sim.url, "ca": str(other.ca_file)})
         assert wrong.returncode != 0
         assert "failed=1" in wrong.stdout and "CERTIFICATE_VERIFY_FAILED" in wrong.stdout, wrong.stdout

@@ -4,4 +4,4 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from sshd_fixture import sshd_host  # noqa: E402,F401
+from sshd_fixture import sshd_host  # noqa: F401

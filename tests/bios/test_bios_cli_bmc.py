@@ -21,22 +21,31 @@ PASSWORD = "cli-Bmc-pw-7"
 
 
 def invoke(*args):
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NF_CLI_BMC_PW": PASSWORD}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250", "NF_CLI_BMC_PW": PASSWORD},
+        timeout=300,
+    )
 
 
 @pytest.fixture
 def fleet(tmp_path):
-    sims = {name: BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD,
-                               power_delay=0.3).start()
-            for name, flavour in (("gpu-dell", "dell"), ("gpu-hpe", "hpe"))}
+    sims = {
+        name: BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD, power_delay=0.3).start()
+        for name, flavour in (("gpu-dell", "dell"), ("gpu-hpe", "hpe"))
+    }
     lines = ["version: 1", "hosts:"]
     for name, sim in sims.items():
-        lines += [f"  {name}:",
-                  f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_CLI_BMC_PW', "
-                  f"ca_bundle: '{sim.ca_file}'}}",
-                  "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
-                  "    bios_profile: epyc-gpudirect"]
+        lines += [
+            f"  {name}:",
+            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_CLI_BMC_PW', "
+            f"ca_bundle: '{sim.ca_file}'}}",
+            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
+            "    bios_profile: epyc-gpudirect",
+        ]
     inv = tmp_path / "inv.yaml"
     inv.write_text("\n".join(lines) + "\n")
     yield inv, sims
@@ -58,7 +67,7 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
     doc = report(tmp_path / "plan.json")
     assert {h["host"]: h["status"] for h in doc["hosts"]} == {"gpu-dell": "unchanged", "gpu-hpe": "unchanged"}
     assert all(s.count("PATCH") == 0 for s in sims.values())
-    assert doc["data"]["registry_fetches"] == 2   # one per distinct registry id
+    assert doc["data"]["registry_fetches"] == 2  # one per distinct registry id
 
     # a write task on a 2-host inventory never guesses its hosts: no selection -> exit 2, nothing written
     r = invoke("bios-apply", "-i", str(inv), "--reboot")
@@ -83,7 +92,7 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
     doc = report(tmp_path / "again.json")
     assert [h["status"] for h in doc["hosts"]] == ["unchanged", "unchanged"]
     assert all(s.count("PATCH") == 0 for s in sims.values())
-    assert (doc["data"]["registry_fetches"], doc["data"]["registry_loaded"]) == (2, 0)   # nothing reused
+    assert (doc["data"]["registry_fetches"], doc["data"]["registry_loaded"]) == (2, 0)  # nothing reused
 
     r = invoke("bios-verify", "-i", str(inv), "--host", "gpu-hpe", "--json", str(tmp_path / "verify.json"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -97,7 +106,7 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
 def test_invalid_profile_value_exits_nonzero_without_traceback_or_write(fleet, tmp_path):
     inv, sims = fleet
     prof = tmp_path / "bad.yaml.j2"
-    prof.write_text("settings:\n  numa_nodes_per_socket: 0\n")   # HPE has no NPS0
+    prof.write_text("settings:\n  numa_nodes_per_socket: 0\n")  # HPE has no NPS0
     r = invoke("bios-apply", "-i", str(inv), "--host", "gpu-hpe", "--profile", str(prof), "--reboot")
     assert r.returncode == 1
     assert "Traceback" not in r.stdout + r.stderr

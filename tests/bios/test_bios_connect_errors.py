@@ -13,12 +13,15 @@ from numaforge.secrets import SecretRef
 from .helpers import host
 
 
-@pytest.mark.parametrize("kw, what, fix", [
-    ({"password": None}, "bmc.password is not set", "env:VARIABLE"),
-    ({"password": SecretRef("env", "NF_SURELY_UNSET_VAR")}, "NF_SURELY_UNSET_VAR is not set", "export"),
-    ({"password": SecretRef("env", "HOME"), "ca_bundle": "/nonexistent/ca.pem"}, "does not exist", "PEM"),
-    ({"password": SecretRef("env", "HOME"), "url": "http://10.0.0.1"}, "is not https", "https://"),
-])
+@pytest.mark.parametrize(
+    "kw, what, fix",
+    [
+        ({"password": None}, "bmc.password is not set", "env:VARIABLE"),
+        ({"password": SecretRef("env", "NF_SURELY_UNSET_VAR")}, "NF_SURELY_UNSET_VAR is not set", "export"),
+        ({"password": SecretRef("env", "HOME"), "ca_bundle": "/nonexistent/ca.pem"}, "does not exist", "PEM"),
+        ({"password": SecretRef("env", "HOME"), "url": "http://10.0.0.1"}, "is not https", "https://"),
+    ],
+)
 def test_connect_refuses_bad_bmc_settings(kw, what, fix, monkeypatch):
     monkeypatch.delenv("NF_SURELY_UNSET_VAR", raising=False)
     with pytest.raises(NumaforgeError) as ei:

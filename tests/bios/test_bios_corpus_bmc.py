@@ -16,10 +16,16 @@ from .test_bios_apply_bmc import _bmc_password, host_for, opts, run, sim_factory
 pytestmark = pytest.mark.bmc
 
 # what each generation lacks (documented platform gaps in bios/vendors/*.yaml): shown in the plan, not failed
-GAPS = {"hpe-gen10p": set(), "hpe-gen11": {"memory_interleaving"}, "dell-15g": {"pcie_acs", "iommu"},
-        "dell-16g": {"memory_interleaving", "pcie_acs"}, "smc-h12": {"memory_interleaving", "pcie_aspm", "sriov"},
-        "smc-h13": {"determinism"}, "lenovo-sr665": {"pcie_acs", "pcie_aspm"},
-        "lenovo-sr665v3": {"pcie_acs", "pcie_aspm"}}
+GAPS = {
+    "hpe-gen10p": set(),
+    "hpe-gen11": {"memory_interleaving"},
+    "dell-15g": {"pcie_acs", "iommu"},
+    "dell-16g": {"memory_interleaving", "pcie_acs"},
+    "smc-h12": {"memory_interleaving", "pcie_aspm", "sriov"},
+    "smc-h13": {"determinism"},
+    "lenovo-sr665": {"pcie_acs", "pcie_aspm"},
+    "lenovo-sr665v3": {"pcie_acs", "pcie_aspm"},
+}
 
 
 @pytest.mark.parametrize("flavour", CORPUS)
@@ -44,16 +50,18 @@ def test_registry_is_found_only_through_the_collection_members(sim_factory):
     r = run(plan_host, host_for(sim))
     assert r.status == "ok", r.message
     gets = [p for m, p in sim.requests if m == "GET" and "egistr" in p]
-    assert gets[0].rstrip("/").endswith("/Registries/BiosAttributeRegistryA55.v1_2_68")      # the guess: 404
-    assert gets[1].rstrip("/") == "/redfish/v1/Registries"                                  # the collection
+    assert gets[0].rstrip("/").endswith("/Registries/BiosAttributeRegistryA55.v1_2_68")  # the guess: 404
+    assert gets[1].rstrip("/") == "/redfish/v1/Registries"  # the collection
     assert "/redfish/v1/Registries/biosattributeregistrya55.1.2.68" in [g.rstrip("/") for g in gets[2:]]
     assert gets[-1].rstrip("/").endswith("/registrystore/registries/en/biosattributeregistrya55.v1_2_68")
     assert r.data["registry"] == "BiosAttributeRegistryA55.v1_2_68"
 
 
 def test_registry_published_only_outside_the_bmc_is_a_clear_error(sim_factory):
-    flavour = dataclasses.replace(load_flavour("hpe-gen11"),
-                                  publication_uri="https://vendor.example/registries/BiosAttributeRegistryA55.v1_2_68.json")
+    flavour = dataclasses.replace(
+        load_flavour("hpe-gen11"),
+        publication_uri="https://vendor.example/registries/BiosAttributeRegistryA55.v1_2_68.json",
+    )
     sim = sim_factory(flavour)
     r = run(plan_host, host_for(sim))
     assert r.status == "failed"

@@ -29,14 +29,23 @@ ROOT = Path(__file__).parents[2]
 
 
 def _setup(tmp_path, sim):
-    _inv, env, cmd = resume_setup(tmp_path, sim)     # one host on `sim`, NUMAFORGE_STATE under tmp_path
+    _inv, env, cmd = resume_setup(tmp_path, sim)  # one host on `sim`, NUMAFORGE_STATE under tmp_path
     return env, cmd
 
 
 def _race(tmp_path, cmds, env, tag):
     """Start the commands at the same time; return (winner index, loser index, procs, outputs)."""
-    procs = [subprocess.Popen(cmd + ["--json", str(tmp_path / f"{tag}{i}.json")], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i, cmd in enumerate(cmds)]
+    procs = [
+        subprocess.Popen(
+            cmd + ["--json", str(tmp_path / f"{tag}{i}.json")],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, cmd in enumerate(cmds)
+    ]
     outs = [" ".join("".join(p.communicate(timeout=300)).split()) for p in procs]
     codes = [p.returncode for p in procs]
     assert sorted(codes) == [0, 1], (codes, outs)
@@ -90,8 +99,9 @@ def test_wait_lock_waits_for_the_holder_and_a_dead_holders_lock_is_free(tmp_path
         while sim.count("PATCH") == 0:
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.05)
-        second = subprocess.run(cmd + ["--wait-lock", "240"], cwd=ROOT, env=env, capture_output=True, text=True,
-                                timeout=300)
+        second = subprocess.run(
+            cmd + ["--wait-lock", "240"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         first.communicate(timeout=300)
         assert first.returncode == 0 and second.returncode == 0, second.stdout + second.stderr
         assert sim.count("PATCH") == 1 and sim.count("POST", "Reset") == 1
@@ -100,10 +110,13 @@ def test_wait_lock_waits_for_the_holder_and_a_dead_holders_lock_is_free(tmp_path
         # a holder that dies without cleaning up: its lock is free for the next run
         env_state = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state")}
         (key,) = hostlock.machine_keys(SimpleNamespace(bmc=SimpleNamespace(url=sim.url)))
-        code = f"import time; from numaforge import hostlock\nwith hostlock.held({key!r}, 'bios-apply'):\n" \
-               "    print('held', flush=True); time.sleep(300)\n"
-        holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_state, stdout=subprocess.PIPE,
-                                  text=True)
+        code = (
+            f"import time; from numaforge import hostlock\nwith hostlock.held({key!r}, 'bios-apply'):\n"
+            "    print('held', flush=True); time.sleep(300)\n"
+        )
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, env=env_state, stdout=subprocess.PIPE, text=True
+        )
         assert holder.stdout.readline().strip() == "held"
         held = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert held.returncode == 1 and f"pid {holder.pid}," in " ".join((held.stdout + held.stderr).split())
@@ -128,7 +141,7 @@ def test_lock_file_names_any_host_safely_and_waiting_gives_up_with_the_holder(tm
                 pass
         assert time.monotonic() - t0 >= 0.5
         assert "os-apply (pid" in exc.value.what and "waited 0.5 s" in exc.value.what
-    assert hostlock.holder(path) == {}          # released: nobody named
+    assert hostlock.holder(path) == {}  # released: nobody named
     with hostlock.held(odd, "bios-apply"):
         pass
 
@@ -139,8 +152,11 @@ def test_a_host_is_locked_by_the_machine_it_reaches_not_by_its_inventory_name(tm
     monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path / "state"))
 
     def host(name, url=None, ssh=None):
-        return SimpleNamespace(name=name, bmc=SimpleNamespace(url=url) if url else None,
-                               ssh=SimpleNamespace(address=ssh[0], port=ssh[1]) if ssh else None)
+        return SimpleNamespace(
+            name=name,
+            bmc=SimpleNamespace(url=url) if url else None,
+            ssh=SimpleNamespace(address=ssh[0], port=ssh[1]) if ssh else None,
+        )
 
     a = host("gpu-01", "https://10.0.0.5")
     assert hostlock.machine_keys(a) == hostlock.machine_keys(host("rack3-u7", "https://10.0.0.5:443/"))
@@ -154,8 +170,8 @@ def test_a_host_is_locked_by_the_machine_it_reaches_not_by_its_inventory_name(tm
                 pass
         assert exc.value.where.startswith("host rack3-u7 (lock ") and "bios-apply (pid" in exc.value.what
         with hostlock.held_host(host("gpu-01", "https://10.0.0.6"), "gpu-01", "bios-apply"):
-            pass                                 # another machine of the same name: not held
+            pass  # another machine of the same name: not held
     with hostlock.held_host(both, "gpu-02", "os-apply"):
-        with pytest.raises(hostlock.HostLocked):   # its SSH side alone is enough to collide
+        with pytest.raises(hostlock.HostLocked):  # its SSH side alone is enough to collide
             with hostlock.held_host(host("other", ssh=("10.1.0.7", 22)), "other", "os-apply"):
                 pass

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.bmc
 
 
 def dead_url() -> str:
-    with socket.socket() as s:          # a port that was free a moment ago: connection refused
+    with socket.socket() as s:  # a port that was free a moment ago: connection refused
         s.bind(("127.0.0.1", 0))
         return f"https://127.0.0.1:{s.getsockname()[1]}"
 
@@ -25,10 +25,12 @@ def inventory(tmp_path, hosts: list[tuple[str, str, str | None]]):
     lines = ["version: 1", "hosts:"]
     for name, url, ca in hosts:
         ca_text = f", ca_bundle: '{ca}'" if ca else ""
-        lines += [f"  {name}:",
-                  f"    bmc: {{url: '{url}', username: admin, password: 'env:NF_CLI_BMC_PW'{ca_text}}}",
-                  "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
-                  "    bios_profile: epyc-gpudirect"]
+        lines += [
+            f"  {name}:",
+            f"    bmc: {{url: '{url}', username: admin, password: 'env:NF_CLI_BMC_PW'{ca_text}}}",
+            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
+            "    bios_profile: epyc-gpudirect",
+        ]
     inv = tmp_path / "inv.yaml"
     inv.write_text("\n".join(lines) + "\n")
     return inv
@@ -40,8 +42,9 @@ def sims():
 
     def make(flavour="generic", n=1):
         for _ in range(n):
-            started.append(BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD,
-                                        power_delay=0.3).start())
+            started.append(
+                BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD, power_delay=0.3).start()
+            )
         return started[-n:]
 
     yield make
@@ -52,9 +55,14 @@ def sims():
 def test_bios_apply_max_fail_stops_after_the_first_dead_bmc(sims, tmp_path):
     """The issue's case: two dead BMCs first, forks 1, max-fail 0 -- only the first host may run."""
     live = sims("generic", 3)
-    inv = inventory(tmp_path, [("dead-1", dead_url(), None), ("dead-2", dead_url(), None)]
-                    + [(f"ok-{i}", s.url, str(s.ca_file)) for i, s in enumerate(live)])
-    r = invoke("bios-apply", "-i", str(inv), "--all", "--forks", "1", "--max-fail", "0", "--json", str(tmp_path / "r.json"))
+    inv = inventory(
+        tmp_path,
+        [("dead-1", dead_url(), None), ("dead-2", dead_url(), None)]
+        + [(f"ok-{i}", s.url, str(s.ca_file)) for i, s in enumerate(live)],
+    )
+    r = invoke(
+        "bios-apply", "-i", str(inv), "--all", "--forks", "1", "--max-fail", "0", "--json", str(tmp_path / "r.json")
+    )
     assert r.returncode == 1
     doc = report(tmp_path / "r.json")
     assert [h["status"] for h in doc["hosts"]] == ["failed", "not-run", "not-run", "not-run", "not-run"]
@@ -64,14 +72,25 @@ def test_bios_apply_max_fail_stops_after_the_first_dead_bmc(sims, tmp_path):
 
 def test_bios_apply_batch_and_max_fail(sims, tmp_path):
     live = sims("generic", 3)
-    inv = inventory(tmp_path, [("dead-1", dead_url(), None), ("ok-0", live[0].url, str(live[0].ca_file)),
-                               ("ok-1", live[1].url, str(live[1].ca_file)), ("ok-2", live[2].url, str(live[2].ca_file))])
-    r = invoke("bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "50", "--json", str(tmp_path / "r.json"))
+    inv = inventory(
+        tmp_path,
+        [
+            ("dead-1", dead_url(), None),
+            ("ok-0", live[0].url, str(live[0].ca_file)),
+            ("ok-1", live[1].url, str(live[1].ca_file)),
+            ("ok-2", live[2].url, str(live[2].ca_file)),
+        ],
+    )
+    r = invoke(
+        "bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "50", "--json", str(tmp_path / "r.json")
+    )
     assert r.returncode == 1
     doc = report(tmp_path / "r.json")
     assert doc["data"]["fleet"]["batches"] == [["dead-1", "ok-0"], ["ok-1", "ok-2"]]
-    assert [h["status"] for h in doc["hosts"]] == ["failed", "changed", "changed", "changed"]   # 50% is not > 50%
-    r = invoke("bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "49", "--json", str(tmp_path / "s.json"))
+    assert [h["status"] for h in doc["hosts"]] == ["failed", "changed", "changed", "changed"]  # 50% is not > 50%
+    r = invoke(
+        "bios-apply", "-i", str(inv), "--all", "--batch", "2", "--max-fail", "49", "--json", str(tmp_path / "s.json")
+    )
     doc = report(tmp_path / "s.json")
     assert doc["data"]["fleet"]["batches"] == [["dead-1", "ok-0"]]
     assert [h["status"] for h in doc["hosts"]] == ["failed", "unchanged", "not-run", "not-run"]
@@ -81,7 +100,7 @@ def test_bios_apply_batch_and_max_fail(sims, tmp_path):
 def test_jobs_delete_clear_and_reset_through_invoke(sims, tmp_path):
     (dell,) = sims("dell")
     inv = inventory(tmp_path, [("gpu-dell", dell.url, str(dell.ca_file))])
-    assert invoke("bios-apply", "-i", str(inv)).returncode == 0        # values pending, config job queued
+    assert invoke("bios-apply", "-i", str(inv)).returncode == 0  # values pending, config job queued
     jid = dell.jobs()[0]["Id"]
 
     r = invoke("bios-jobs", "-i", str(inv), "--json", str(tmp_path / "jobs.json"))

@@ -12,10 +12,21 @@ from numaforge.bios.vendors import Desired, load_vendor_map, translate
 from .helpers import PROFILES, facts, registry
 
 DELL = registry("registry-dell-like.json")
-CURRENT = {"SystemBiosVersion": "2.14.1", "NumaNodesPerSocket": "1", "CcxAsNumaDomain": "Disabled",
-           "MemInterleave": "Enabled", "PcieAcsCtl": "Enabled", "PcieAspmL1": "Enabled", "IommuSupport": "Disabled",
-           "SriovGlobalEnable": "Disabled", "DeterminismSlider": "PowerDeterminism", "AcPwrRcvryDelay": "Immediate",
-           "AcPwrRcvryUserDelay": 60, "AssetTag": "", "TpmSecurity": "On"}
+CURRENT = {
+    "SystemBiosVersion": "2.14.1",
+    "NumaNodesPerSocket": "1",
+    "CcxAsNumaDomain": "Disabled",
+    "MemInterleave": "Enabled",
+    "PcieAcsCtl": "Enabled",
+    "PcieAspmL1": "Enabled",
+    "IommuSupport": "Disabled",
+    "SriovGlobalEnable": "Disabled",
+    "DeterminismSlider": "PowerDeterminism",
+    "AcPwrRcvryDelay": "Immediate",
+    "AcPwrRcvryUserDelay": 60,
+    "AssetTag": "",
+    "TpmSecurity": "On",
+}
 
 
 def d(attr, value, setting="raw"):
@@ -23,13 +34,21 @@ def d(attr, value, setting="raw"):
 
 
 def test_plan_classifies_ok_pending_and_change_and_patches_only_changes():
-    desired = [d("NumaNodesPerSocket", "4"), d("CcxAsNumaDomain", "Disabled"), d("IommuSupport", "Enabled"),
-               d("SriovGlobalEnable", "Enabled")]
+    desired = [
+        d("NumaNodesPerSocket", "4"),
+        d("CcxAsNumaDomain", "Disabled"),
+        d("IommuSupport", "Enabled"),
+        d("SriovGlobalEnable", "Enabled"),
+    ]
     settings = {"IommuSupport": "Enabled", "CcxAsNumaDomain": "Disabled"}  # one pending, one echo of current
     plan = make_plan(desired, DELL, CURRENT, settings, "h")
     actions = {i.attribute: i.action for i in plan.items}
-    assert actions == {"NumaNodesPerSocket": "change", "CcxAsNumaDomain": "ok", "IommuSupport": "pending",
-                       "SriovGlobalEnable": "change"}
+    assert actions == {
+        "NumaNodesPerSocket": "change",
+        "CcxAsNumaDomain": "ok",
+        "IommuSupport": "pending",
+        "SriovGlobalEnable": "change",
+    }
     assert plan.changes == {"NumaNodesPerSocket": "4", "SriovGlobalEnable": "Enabled"}
     assert plan.pending == ["IommuSupport"] and plan.needs_reset
 
@@ -45,9 +64,15 @@ def test_no_change_plan_is_empty():
 
 
 def test_every_problem_reported_at_once_with_allowed_values():
-    desired = [d("NumaNodesPerSocket", "3"), d("TpmSecurity", "Off"), d("AcPwrRcvryUserDelay", 30),
-               d("AssetTag", "longer-than-ten"), d("NoSuchAttribute", 1), d("AcPwrRcvryDelay", 5),
-               d("AsetTag", "x")]
+    desired = [
+        d("NumaNodesPerSocket", "3"),
+        d("TpmSecurity", "Off"),
+        d("AcPwrRcvryUserDelay", 30),
+        d("AssetTag", "longer-than-ten"),
+        d("NoSuchAttribute", 1),
+        d("AcPwrRcvryDelay", 5),
+        d("AsetTag", "x"),
+    ]
     with pytest.raises(BiosValidationError) as ei:
         make_plan(desired, DELL, CURRENT, {}, "gpu-01")
     probs = "\n".join(ei.value.problems)
@@ -78,9 +103,15 @@ def test_read_only_attribute_already_at_desired_value_is_fine():
 def test_hpe_determinism_dependency_is_satisfied_by_setting_control_manual():
     hpe = registry("registry-hpe-like-per-slot-aspm.json")
     desired = translate({"determinism": "power"}, {}, load_vendor_map("hpe"), hpe)
-    plan = make_plan(desired, hpe, {"DeterminismControl": "DeterminismCtrlAuto",
-                                   "PerformanceDeterminism": "PerformanceDeterministic"})
-    assert plan.changes == {"DeterminismControl": "DeterminismCtrlManual", "PerformanceDeterminism": "PowerDeterministic"}
+    plan = make_plan(
+        desired,
+        hpe,
+        {"DeterminismControl": "DeterminismCtrlAuto", "PerformanceDeterminism": "PerformanceDeterministic"},
+    )
+    assert plan.changes == {
+        "DeterminismControl": "DeterminismCtrlManual",
+        "PerformanceDeterminism": "PowerDeterministic",
+    }
 
 
 def test_profile_raw_escape_hatch_is_validated_like_everything_else():
@@ -98,12 +129,14 @@ ENUMS = {n: a.values for n, a in DELL.attributes.items() if a.type == "Enumerati
 def test_plan_converges_property():
     """For any current/pending/desired: writing plan.changes and resetting leaves nothing to do, and the
     PATCH never carries a value the BIOS will already have."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     names = sorted(ENUMS)
     state = st.fixed_dictionaries({n: st.sampled_from(ENUMS[n]) for n in names})
     partial = st.dictionaries(st.sampled_from(names), st.just(None)).flatmap(
-        lambda keys: st.fixed_dictionaries({k: st.sampled_from(ENUMS[k]) for k in keys}))
+        lambda keys: st.fixed_dictionaries({k: st.sampled_from(ENUMS[k]) for k in keys})
+    )
 
     @settings(max_examples=200, deadline=None)
     @given(current=state, pending=partial, want=partial)

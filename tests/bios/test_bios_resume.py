@@ -37,8 +37,9 @@ def test_killed_mid_reboot_resumes_and_verifies_without_a_second_reset(tmp_path)
         assert '"phase": "verified"' not in text
         assert PASSWORD not in text
 
-        again = subprocess.run(cmd + ["--json", str(tmp_path / "r.json")], cwd=ROOT, env=env, capture_output=True,
-                               text=True, timeout=300)
+        again = subprocess.run(
+            cmd + ["--json", str(tmp_path / "r.json")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert again.returncode == 0, again.stdout + again.stderr
         assert "resuming an interrupted run" in again.stdout
         assert sim.count("POST", "Reset") == 1, "the resumed run must not reset the host again"
@@ -55,14 +56,16 @@ def _setup(tmp_path, sim):
     inv.write_text(
         "hosts:\n  gpu-01:\n"
         f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
-        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
+        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+    )
     env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
     return inv, env, [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
 
 
 def _start_and_wait_for_reset(cmd, env, sim):
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 180
     while sim.count("POST", "Reset") == 0:
         assert proc.poll() is None, "bios-apply ended before it requested the reset"
@@ -83,14 +86,15 @@ def test_resume_whose_wait_runs_out_never_resets_again(tmp_path):
         first = _start_and_wait_for_reset(cmd, env, sim)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-        short = subprocess.run(cmd + ["--power-timeout", "1"], cwd=ROOT, env=env, capture_output=True, text=True,
-                               timeout=300)
+        short = subprocess.run(
+            cmd + ["--power-timeout", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         text = " ".join((short.stdout + short.stderr).split())
         assert short.returncode == 1, text
         assert sim.count("POST", "Reset") == 1, "a resumed host must never be reset again"
         assert "reset requested by the previous run at" in text and "it was not reset again" in text, text
         sim.graceful_ignored = False
-        sim.state.reset("ForceRestart")          # the operator's power cycle
+        sim.state.reset("ForceRestart")  # the operator's power cycle
         final = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         text = " ".join((final.stdout + final.stderr).split())
         assert final.returncode == 0, text
@@ -117,8 +121,8 @@ def test_interrupt_mid_reboot_says_so_exits_non_zero_and_reports_interrupted(tmp
         doc = json.loads((tmp_path / "r.json").read_text())
         assert doc["ok"] is False and doc["status"] == "interrupted"
         (h,) = doc["hosts"]
-        assert h["status"] == "interrupted", h                              # issue 25 item 5: not "failed"
-        assert h["data"]["changed"] and h["data"]["reset_requested"], h    # what was written and reset
+        assert h["status"] == "interrupted", h  # issue 25 item 5: not "failed"
+        assert h["data"]["changed"] and h["data"]["reset_requested"], h  # what was written and reset
         assert "a reset was requested at" in h["message"]
         assert sim.count("POST", "Reset") == 1
         journal = list((tmp_path / "state" / "journal").glob("*.json"))

@@ -19,12 +19,15 @@ def test_every_shipped_vendor_map_entry_cites_a_public_source_for_its_name_value
     for v in VENDORS:
         vm = load_vendor_map(v)
         for sid, src in vm.sources.items():
-            assert src["title"] and (src.get("url", "").startswith("https://") or (src.get("repo") and src.get("path"))), sid
+            assert src["title"] and (
+                src.get("url", "").startswith("https://") or (src.get("repo") and src.get("path"))
+            ), sid
         for g in vm.generations:
             assert set(g.settings) == set(SETTINGS_SCHEMA), f"{v}/{g.id}"
             for name, entry in g.settings.items():
                 names_it = any(k in entry for k in ("attribute", "attribute_pattern", "display_name")) or (
-                    entry.get("values") and "gap" not in entry)
+                    entry.get("values") and "gap" not in entry
+                )
                 if names_it:
                     assert entry.get("source") and entry.get("values_source"), f"{v}/{g.id}/{name}"
                     assert vm.source_text(entry["source"]) and vm.source_text(entry["values_source"])
@@ -45,14 +48,23 @@ def test_hpe_values_are_hpes_own():
 
 
 def test_dell_gpudirect_maps_to_dell_names_and_falls_back_to_display_names_where_the_name_differs():
-    got = {d.attribute: d for d in translate(GPUDIRECT, {}, load_vendor_map("dell"), registry("registry-dell-like.json"),
-                                             "gpu-01")}
+    got = {
+        d.attribute: d
+        for d in translate(GPUDIRECT, {}, load_vendor_map("dell"), registry("registry-dell-like.json"), "gpu-01")
+    }
     assert {k: d.value for k, d in got.items()} == {
-        "NumaNodesPerSocket": "4", "CcxAsNumaDomain": "Disabled", "MemInterleave": "Disabled",
-        "PcieAcsCtl": "Disabled", "PcieAspmL1": "Disabled", "IommuSupport": "Enabled",
-        "SriovGlobalEnable": "Enabled", "DeterminismSlider": "PerfDeterminism"}
-    assert got["MemInterleave"].resolved == ("MemoryInterleaving not in registry; fallback by display name: "
-                                             "/memory interleav/ matched 'Memory Interleaving'")
+        "NumaNodesPerSocket": "4",
+        "CcxAsNumaDomain": "Disabled",
+        "MemInterleave": "Disabled",
+        "PcieAcsCtl": "Disabled",
+        "PcieAspmL1": "Disabled",
+        "IommuSupport": "Enabled",
+        "SriovGlobalEnable": "Enabled",
+        "DeterminismSlider": "PerfDeterminism",
+    }
+    assert got["MemInterleave"].resolved == (
+        "MemoryInterleaving not in registry; fallback by display name: /memory interleav/ matched 'Memory Interleaving'"
+    )
     assert got["PcieAcsCtl"].resolved.startswith("by display name")
     assert got["NumaNodesPerSocket"].resolved == "vendor map: exact AttributeName"
     # the preference list: Dell has no L0s-only value, so ASPM L1 goes off, and the plan says why
@@ -62,8 +74,10 @@ def test_dell_gpudirect_maps_to_dell_names_and_falls_back_to_display_names_where
 
 
 def test_hpe_per_slot_aspm_preference_and_two_attribute_determinism():
-    got = {d.attribute: d for d in translate(GPUDIRECT, {}, load_vendor_map("hpe"),
-                                             registry("registry-hpe-like-per-slot-aspm.json"))}
+    got = {
+        d.attribute: d
+        for d in translate(GPUDIRECT, {}, load_vendor_map("hpe"), registry("registry-hpe-like-per-slot-aspm.json"))
+    }
     assert got["PciSlot1Aspm"].value == got["PciSlot2Aspm"].value == got["PciSlot3Aspm"].value == "Disabled"
     assert "no L0s-only value" in got["PciSlot1Aspm"].resolved
     assert got["DeterminismControl"].value == "DeterminismCtrlManual"
@@ -74,32 +88,53 @@ def test_hpe_per_slot_aspm_preference_and_two_attribute_determinism():
 
 
 def test_preference_list_takes_the_first_value_when_the_platform_has_it():
-    got = {d.attribute: d for d in translate({"pcie_aspm": ["l1", "disabled"]}, {}, load_vendor_map("hpe"),
-                                             registry("registry-hpe-like-per-slot-aspm.json"))}
+    got = {
+        d.attribute: d
+        for d in translate(
+            {"pcie_aspm": ["l1", "disabled"]},
+            {},
+            load_vendor_map("hpe"),
+            registry("registry-hpe-like-per-slot-aspm.json"),
+        )
+    }
     assert got["PciSlot1Aspm"].value == "AspmL1Enabled" and "(first choice)" in got["PciSlot1Aspm"].resolved
 
 
 def test_preference_list_with_no_available_value_lists_every_reason():
     with pytest.raises(VendorMapError) as ei:
-        translate({"pcie_aspm": ["l0s", "l0s_l1"]}, {}, load_vendor_map("hpe"),
-                  registry("registry-hpe-like-per-slot-aspm.json"), "h")
+        translate(
+            {"pcie_aspm": ["l0s", "l0s_l1"]},
+            {},
+            load_vendor_map("hpe"),
+            registry("registry-hpe-like-per-slot-aspm.json"),
+            "h",
+        )
     assert "pcie_aspm: no preferred value is available" in ei.value.what
     assert "l0s: HPE's slot ASPM" in ei.value.what and "l0s_l1: HPE's slot ASPM" in ei.value.what
 
 
 def test_hpe_nps0_is_refused_with_a_fix():
     with pytest.raises(VendorMapError) as ei:
-        translate({"numa_nodes_per_socket": 0}, {}, load_vendor_map("hpe"),
-                  registry("registry-hpe-like-per-slot-aspm.json"), "gpu-hpe-01")
+        translate(
+            {"numa_nodes_per_socket": 0},
+            {},
+            load_vendor_map("hpe"),
+            registry("registry-hpe-like-per-slot-aspm.json"),
+            "gpu-hpe-01",
+        )
     assert "numa_nodes_per_socket=0" in ei.value.what and "Auto" in ei.value.what
     assert "1, 2 or 4" in ei.value.fix and ei.value.where.startswith("gpu-hpe-01 (ProLiant Gen10 Plus")
 
 
 def test_generic_display_name_ambiguity_and_missing_value_are_reported_together():
     with pytest.raises(VendorMapError) as ei:
-        translate({"memory_interleaving": False, "numa_nodes_per_socket": 0, "pcie_acs": False}, {},
-                  load_vendor_map("generic"), registry("registry-generic-two-interleaving-attributes-no-nps0.json"),
-                  "gpu-x")
+        translate(
+            {"memory_interleaving": False, "numa_nodes_per_socket": 0, "pcie_acs": False},
+            {},
+            load_vendor_map("generic"),
+            registry("registry-generic-two-interleaving-attributes-no-nps0.json"),
+            "gpu-x",
+        )
     what = ei.value.what
     assert "2 attributes have a DisplayName matching /memory interleav/" in what and "Q1" in what and "Q2" in what
     assert "none of NPS0, 0 is allowed by Q4" in what
@@ -107,8 +142,15 @@ def test_generic_display_name_ambiguity_and_missing_value_are_reported_together(
 
 
 def test_raw_overrides_a_mapped_attribute_and_says_so():
-    got = {d.attribute: d for d in translate({"sriov": True}, {"SriovGlobalEnable": "Disabled", "AssetTag": "x"},
-                                             load_vendor_map("dell"), registry("registry-dell-like.json"))}
+    got = {
+        d.attribute: d
+        for d in translate(
+            {"sriov": True},
+            {"SriovGlobalEnable": "Disabled", "AssetTag": "x"},
+            load_vendor_map("dell"),
+            registry("registry-dell-like.json"),
+        )
+    }
     assert got["SriovGlobalEnable"].value == "Disabled" and "supersedes sriov" in got["SriovGlobalEnable"].resolved
     assert got["AssetTag"].setting == "raw"
 
@@ -118,19 +160,33 @@ def test_raw_supersedes_a_mapped_setting_whose_mapping_fails():
     reg = registry("registry-hpe-like-per-slot-aspm.json")
     with pytest.raises(VendorMapError):
         translate({"numa_nodes_per_socket": 0, "sriov": True}, {}, load_vendor_map("hpe"), reg, "h")
-    got = {d.attribute: d for d in translate({"numa_nodes_per_socket": 0, "sriov": True},
-                                             {"NumaMemoryDomainsPerSocket": "Auto"}, load_vendor_map("hpe"), reg, "h")}
+    got = {
+        d.attribute: d
+        for d in translate(
+            {"numa_nodes_per_socket": 0, "sriov": True},
+            {"NumaMemoryDomainsPerSocket": "Auto"},
+            load_vendor_map("hpe"),
+            reg,
+            "h",
+        )
+    }
     assert got["NumaMemoryDomainsPerSocket"].value == "Auto" and got["Sriov"].value == "Enabled"
-    assert "supersedes numa_nodes_per_socket (its mapping failed: numa_nodes_per_socket=0" in \
-        got["NumaMemoryDomainsPerSocket"].resolved
+    assert (
+        "supersedes numa_nodes_per_socket (its mapping failed: numa_nodes_per_socket=0"
+        in got["NumaMemoryDomainsPerSocket"].resolved
+    )
     # per-slot attributes: a raw value on one slot supersedes a value HPE does not offer (no L0s)
-    got = {d.attribute: d for d in translate({"pcie_aspm": "l0s"}, {"PciSlot2Aspm": "Disabled"},
-                                             load_vendor_map("hpe"), reg, "h")}
+    got = {
+        d.attribute: d
+        for d in translate({"pcie_aspm": "l0s"}, {"PciSlot2Aspm": "Disabled"}, load_vendor_map("hpe"), reg, "h")
+    }
     assert list(got) == ["PciSlot2Aspm"] and "supersedes pcie_aspm" in got["PciSlot2Aspm"].resolved
     # an ambiguous display-name match is superseded by a raw value on one of the candidates
     amb = registry("registry-generic-two-interleaving-attributes-no-nps0.json")
-    got = {d.attribute: d for d in translate({"memory_interleaving": False}, {"Q1": "Disabled"},
-                                             load_vendor_map("generic"), amb)}
+    got = {
+        d.attribute: d
+        for d in translate({"memory_interleaving": False}, {"Q1": "Disabled"}, load_vendor_map("generic"), amb)
+    }
     assert list(got) == ["Q1"] and "supersedes memory_interleaving" in got["Q1"].resolved
 
 
@@ -151,8 +207,12 @@ def test_documented_platform_gap_is_a_gap_not_a_failure():
     got = translate({"memory_interleaving": False, "sriov": True}, {}, load_vendor_map("hpe"), gen11, "h")
     gap = [d for d in got if d.setting == "memory_interleaving"]
     assert [d.status for d in gap] == ["gap"] and "Gen11" in gap[0].resolved and "iLO 6" in gap[0].source
-    assert [d.status for d in translate({"memory_interleaving": False}, {}, load_vendor_map("hpe"), gen11,
-                                        optional={"memory_interleaving"})] == ["skipped"]
+    assert [
+        d.status
+        for d in translate(
+            {"memory_interleaving": False}, {}, load_vendor_map("hpe"), gen11, optional={"memory_interleaving"}
+        )
+    ] == ["skipped"]
 
 
 def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_clear_error():
@@ -166,28 +226,68 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
     assert "gen10p" in ei.value.fix and "bmc.vendor: generic" in ei.value.fix
 
 
-@pytest.mark.parametrize("edit, what, line", [
-    (("display_name: 'memory interleav'", "display_name: 'memory (interleav'"), "not a valid regular expression", 37),
-    (("    values: {true: [Enabled, Auto], false: Disabled}", "    values: {true: [Enabled, [Auto]], false: Disabled}"),
-     "values.True has the wrong shape", 38),
-    (("        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
-      "        source: ironlib-r6515\n      pcie_acs"), "does not cite the source of its values", 36),
-    (("        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
-      "        source: no-such-doc\n        values_source: ironlib-r6515\n      pcie_acs"), "unknown source 'no-such-doc'", 39),
-    (("  - id: 16g", "  - id: 15g"), None, None),
-    (("      llc_as_numa:\n        attribute: CcxAsNumaDomain", "      llc_as_numa:\n        atribute: CcxAsNumaDomain"),
-     "unknown key 'atribute'", 31),
-    (("      iommu:\n        attribute: IommuSupport\n        gap:", "      iommu:\n        attribute: IommuSupport\n        iommu: 1\n        gap:"),
-     "unknown key 'iommu'", 61),
-])
+@pytest.mark.parametrize(
+    "edit, what, line",
+    [
+        (
+            ("display_name: 'memory interleav'", "display_name: 'memory (interleav'"),
+            "not a valid regular expression",
+            37,
+        ),
+        (
+            (
+                "    values: {true: [Enabled, Auto], false: Disabled}",
+                "    values: {true: [Enabled, [Auto]], false: Disabled}",
+            ),
+            "values.True has the wrong shape",
+            38,
+        ),
+        (
+            (
+                "        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
+                "        source: ironlib-r6515\n      pcie_acs",
+            ),
+            "does not cite the source of its values",
+            36,
+        ),
+        (
+            (
+                "        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
+                "        source: no-such-doc\n        values_source: ironlib-r6515\n      pcie_acs",
+            ),
+            "unknown source 'no-such-doc'",
+            39,
+        ),
+        (("  - id: 16g", "  - id: 15g"), None, None),
+        (
+            (
+                "      llc_as_numa:\n        attribute: CcxAsNumaDomain",
+                "      llc_as_numa:\n        atribute: CcxAsNumaDomain",
+            ),
+            "unknown key 'atribute'",
+            31,
+        ),
+        (
+            (
+                "      iommu:\n        attribute: IommuSupport\n        gap:",
+                "      iommu:\n        attribute: IommuSupport\n        iommu: 1\n        gap:",
+            ),
+            "unknown key 'iommu'",
+            61,
+        ),
+    ],
+)
 def test_vendor_map_mistakes_are_clear_errors_with_file_and_line(tmp_path, edit, what, line):
     from numaforge.bios.vendors import default_vendors_dir
+
     text = (default_vendors_dir() / "dell.yaml").read_text()
     old, new = edit
     assert old in text, old
     (tmp_path / "dell.yaml").write_text(text.replace(old, new, 1))
-    if what is None:       # a duplicated generation id is fine for YAML; two identical keys in a mapping are not
-        (tmp_path / "dell.yaml").write_text(text.replace("      llc_as_numa:", "      sriov: {}\n      llc_as_numa:", 1))
+    if what is None:  # a duplicated generation id is fine for YAML; two identical keys in a mapping are not
+        (tmp_path / "dell.yaml").write_text(
+            text.replace("      llc_as_numa:", "      sriov: {}\n      llc_as_numa:", 1)
+        )
         what, line = "duplicate key 'sriov'", None
     with pytest.raises(VendorMapError) as ei:
         load_vendor_map("dell", tmp_path)
@@ -198,12 +298,15 @@ def test_vendor_map_mistakes_are_clear_errors_with_file_and_line(tmp_path, edit,
         assert ei.value.where.startswith(f"{tmp_path / 'dell.yaml'}:")
 
 
-@pytest.mark.parametrize("root, system, want", [
-    ({"Vendor": "Dell"}, {}, "dell"),
-    ({"Oem": {"Hpe": {}}}, {}, "hpe"),
-    ({}, {"Manufacturer": "Supermicro"}, "supermicro"),
-    ({"Vendor": "Lenovo"}, {}, "lenovo"),
-    ({"Vendor": "Contoso"}, {"Manufacturer": "Contoso"}, "generic"),
-])
+@pytest.mark.parametrize(
+    "root, system, want",
+    [
+        ({"Vendor": "Dell"}, {}, "dell"),
+        ({"Oem": {"Hpe": {}}}, {}, "hpe"),
+        ({}, {"Manufacturer": "Supermicro"}, "supermicro"),
+        ({"Vendor": "Lenovo"}, {}, "lenovo"),
+        ({"Vendor": "Contoso"}, {"Manufacturer": "Contoso"}, "generic"),
+    ],
+)
 def test_detect_vendor(root, system, want):
     assert detect_vendor(root, system) == want

@@ -18,13 +18,21 @@ from .test_bios_apply_bmc import PASSWORD, host_for, opts, run, sim_factory  # n
 
 
 def test_merge_rows_prefers_mismatch_and_keeps_why():
-    plan = [{"setting": "numa_nodes_per_socket", "attribute": "NumaNodesPerSocket", "current": "4", "desired": "4"},
-            {"setting": "sriov", "attribute": "SriovGlobalEnable", "current": "Disabled", "desired": "Enabled"},
-            {"setting": "memory_interleaving", "attribute": "MemInterleave", "current": "Disabled",
-             "desired": "Disabled"}]
-    os_rows = [{"setting": "numa_nodes_per_socket", "desired": 4, "verdict": "mismatch",
-                "os_evidence": "1 node(s) with CPUs on 1 socket(s)", "why": "NPS4 would show 4"},
-               {"setting": "sriov", "desired": True, "verdict": "ok", "os_evidence": "VFs", "why": ""}]
+    plan = [
+        {"setting": "numa_nodes_per_socket", "attribute": "NumaNodesPerSocket", "current": "4", "desired": "4"},
+        {"setting": "sriov", "attribute": "SriovGlobalEnable", "current": "Disabled", "desired": "Enabled"},
+        {"setting": "memory_interleaving", "attribute": "MemInterleave", "current": "Disabled", "desired": "Disabled"},
+    ]
+    os_rows = [
+        {
+            "setting": "numa_nodes_per_socket",
+            "desired": 4,
+            "verdict": "mismatch",
+            "os_evidence": "1 node(s) with CPUs on 1 socket(s)",
+            "why": "NPS4 would show 4",
+        },
+        {"setting": "sriov", "desired": True, "verdict": "ok", "os_evidence": "VFs", "why": ""},
+    ]
     rows = {r["setting"]: r for r in merge_rows(plan, os_rows, None)}
     assert rows["numa_nodes_per_socket"]["verdict"] == "mismatch"
     assert rows["numa_nodes_per_socket"]["bmc_value"] == "NumaNodesPerSocket=4"

@@ -21,15 +21,30 @@ from .helpers import facts
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "registries"
 FACTS = yaml.safe_load((CORPUS_DIR / "corpus.yaml").read_text())
-VENDOR = {"HPE": "hpe", "Dell": "dell", "Dell Inc.": "dell", "Supermicro": "supermicro", "Lenovo": "lenovo",
-          "Contoso": "generic"}
-GENERATION = {"hpe-gen10p": "gen10p", "hpe-gen11": "gen11", "dell-15g": "15g", "dell-16g": "16g",
-              "smc-h12": "h12", "smc-h13": "h13", "lenovo-sr665": "sr665", "lenovo-sr665v3": "sr665v3"}
+VENDOR = {
+    "HPE": "hpe",
+    "Dell": "dell",
+    "Dell Inc.": "dell",
+    "Supermicro": "supermicro",
+    "Lenovo": "lenovo",
+    "Contoso": "generic",
+}
+GENERATION = {
+    "hpe-gen10p": "gen10p",
+    "hpe-gen11": "gen11",
+    "dell-15g": "15g",
+    "dell-16g": "16g",
+    "smc-h12": "h12",
+    "smc-h13": "h13",
+    "lenovo-sr665": "sr665",
+    "lenovo-sr665v3": "sr665v3",
+}
 
 
 def test_corpus_json_is_built_from_the_facts():
-    proc = subprocess.run([sys.executable, str(CORPUS_DIR / "make_corpus.py"), "--check"], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(CORPUS_DIR / "make_corpus.py"), "--check"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert set(FACTS) == set(CORPUS) and len(CORPUS) >= 8
 
@@ -56,8 +71,13 @@ def test_shipped_profiles_plan_on_every_flavour_without_raw(flavour, profile):
     p = render_profile(profile, facts(vendor=vendor, model=f.model))
     assert not p.raw
     reg = Registry.from_json(f.registry)
-    plan = make_plan(translate(p.settings, {}, load_vendor_map(vendor), reg, "h", optional=p.optional), reg,
-                     dict(f.defaults), {}, "h")
+    plan = make_plan(
+        translate(p.settings, {}, load_vendor_map(vendor), reg, "h", optional=p.optional),
+        reg,
+        dict(f.defaults),
+        {},
+        "h",
+    )
     assert {i.action for i in plan.items} <= {"ok", "change", "gap"} and plan.changes
     for i in plan.items:
         assert (i.action == "gap") == (i.attribute == "-")

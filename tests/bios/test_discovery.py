@@ -9,9 +9,17 @@ from numaforge.bios.registry import Registry
 
 
 def registry(rid, *names):
-    return Registry.from_json({"Id": rid, "RegistryEntries": {"Attributes": [
-        {"AttributeName": n, "Type": "Enumeration", "Value": [{"ValueName": "On"}, {"ValueName": "Off"}]}
-        for n in names]}})
+    return Registry.from_json(
+        {
+            "Id": rid,
+            "RegistryEntries": {
+                "Attributes": [
+                    {"AttributeName": n, "Type": "Enumeration", "Value": [{"ValueName": "On"}, {"ValueName": "Off"}]}
+                    for n in names
+                ]
+            },
+        }
+    )
 
 
 class Fetcher:
@@ -26,11 +34,13 @@ class Fetcher:
 def test_one_registry_id_with_two_attribute_sets_is_two_registries(tmp_path):
     """Like one vendor registry id on two platforms: the R740-like registry does not serve an R750-like Bios."""
     cache = RegistryCache(persist=tmp_path)
-    small, big = Fetcher(registry("BiosAttributeRegistry.v1_0_0", "A", "B")), \
-        Fetcher(registry("BiosAttributeRegistry.v1_0_0", "A", "B", "C"))
+    small, big = (
+        Fetcher(registry("BiosAttributeRegistry.v1_0_0", "A", "B")),
+        Fetcher(registry("BiosAttributeRegistry.v1_0_0", "A", "B", "C")),
+    )
     assert cache.get("BiosAttributeRegistry.v1_0_0", small, attributes=["A", "B"]) is small.reg
     assert cache.get("BiosAttributeRegistry.v1_0_0", big, attributes=["A", "C"]) is big.reg
-    assert cache.get("BiosAttributeRegistry.v1_0_0", big, attributes=["B"]) is small.reg     # first that covers
+    assert cache.get("BiosAttributeRegistry.v1_0_0", big, attributes=["B"]) is small.reg  # first that covers
     assert (small.calls, big.calls, cache.fetches) == (1, 1, 2)
     assert len(list((tmp_path / "registries" / "BiosAttributeRegistry.v1_0_0").glob("*.json"))) == 2
 
@@ -40,14 +50,18 @@ def test_a_later_run_reads_registries_and_shapes_from_disk(tmp_path):
     fetch = Fetcher(registry("Reg.v1", "NumaNodesPerSocket", "PcieAcs"))
     first.get("Reg.v1", fetch, attributes=["NumaNodesPerSocket"])
     key = ("dell", "R7525", "")
-    assert first.claim(key, wait=0) is None                       # first host of the model discovers...
-    shape = Shape("/redfish/v1/SessionService/Sessions", "/redfish/v1/Systems/1", "/redfish/v1/Systems/1/Bios",
-                  "Reg.v1")
-    first.learn(key, shape)                                       # ...and teaches the others
+    assert first.claim(key, wait=0) is None  # first host of the model discovers...
+    shape = Shape(
+        "/redfish/v1/SessionService/Sessions", "/redfish/v1/Systems/1", "/redfish/v1/Systems/1/Bios", "Reg.v1"
+    )
+    first.learn(key, shape)  # ...and teaches the others
 
     later = RegistryCache(persist=tmp_path)
     reg = later.get("Reg.v1", Fetcher(None), attributes=["NumaNodesPerSocket", "PcieAcs"])
-    assert set(reg.attributes) == {"NumaNodesPerSocket", "PcieAcs"} and reg.attributes["PcieAcs"].values == ["On", "Off"]
+    assert set(reg.attributes) == {"NumaNodesPerSocket", "PcieAcs"} and reg.attributes["PcieAcs"].values == [
+        "On",
+        "Off",
+    ]
     assert (later.fetches, later.loaded) == (0, 1)
     assert later.claim(key, wait=0) == shape
     assert later.claim(("hpe", "DL385", ""), wait=0) is None
@@ -59,16 +73,18 @@ def test_a_stale_shape_is_replaced_and_a_corrupt_file_is_ignored(tmp_path):
     new = Shape("/s", "/redfish/v1/Systems/1", "/redfish/v1/Systems/1/Bios", "Reg.v1")
     c = RegistryCache(persist=tmp_path)
     c.learn(key, old)
-    c.learn(key, new)                                             # a second learner does not overwrite...
+    c.learn(key, new)  # a second learner does not overwrite...
     assert RegistryCache(persist=tmp_path).claim(key, wait=0) == old
-    c.learn(key, new, replace=True)                               # ...unless the known shape proved stale
+    c.learn(key, new, replace=True)  # ...unless the known shape proved stale
     assert RegistryCache(persist=tmp_path).claim(key, wait=0) == new
     (tmp_path / "shapes.json").write_text("{not json")
     broken = RegistryCache(persist=tmp_path)
-    assert broken.claim(key, wait=0) is None                      # unreadable: discover, as with no file
+    assert broken.claim(key, wait=0) is None  # unreadable: discover, as with no file
     broken.learn(key, new)
-    assert json.loads((tmp_path / "shapes.json").read_text())["shapes"][0]["shape"]["system_path"] == \
-        "/redfish/v1/Systems/1"
+    assert (
+        json.loads((tmp_path / "shapes.json").read_text())["shapes"][0]["shape"]["system_path"]
+        == "/redfish/v1/Systems/1"
+    )
 
 
 def test_without_persist_nothing_is_written(tmp_path, monkeypatch):

@@ -28,11 +28,19 @@ def sim(monkeypatch):
 
 
 def _host(sim) -> Host:
-    return Host(name="gpu-01", location=Location("<test>"),
-                bmc=BMCSpec(url=sim.url, username="admin", password=SecretRef.parse(f"env:{PW_VAR}"),
-                            ca_bundle=str(sim.ca_file), vendor="generic"),
-                hardware=HardwareSpec(platform="t", sockets=2, gpus=["0000:41:00.0"], nics=["0000:81:00.0"]),
-                bios_profile="epyc-gpudirect")
+    return Host(
+        name="gpu-01",
+        location=Location("<test>"),
+        bmc=BMCSpec(
+            url=sim.url,
+            username="admin",
+            password=SecretRef.parse(f"env:{PW_VAR}"),
+            ca_bundle=str(sim.ca_file),
+            vendor="generic",
+        ),
+        hardware=HardwareSpec(platform="t", sockets=2, gpus=["0000:41:00.0"], nics=["0000:81:00.0"]),
+        bios_profile="epyc-gpudirect",
+    )
 
 
 def _both(sim, action="apply"):

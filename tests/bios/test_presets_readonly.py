@@ -41,33 +41,34 @@ def test_the_dell_preset_is_planned_first_and_frees_pcie_aspm_l1():
     assert (desired[0].attribute, desired[0].value, desired[0].setting) == ("SysProfile", "Custom", "preset")
     assert "frees the settings it locks" in desired[0].resolved and "R6515" in desired[0].source
     plan = make_plan(desired, reg, cur)
-    assert list(plan.changes) == ["SysProfile", "PcieAspmL1"]        # the preset first, then what it frees
+    assert list(plan.changes) == ["SysProfile", "PcieAspmL1"]  # the preset first, then what it frees
     assert plan.changes["PcieAspmL1"] == "Enabled"
 
 
 def test_a_setting_still_locked_after_the_plan_is_refused_with_the_dependency():
     reg = _reg("dell-15g")
-    desired = [Desired("PcieAspmL1", "Enabled", "pcie_aspm")]          # no preset in this plan
+    desired = [Desired("PcieAspmL1", "Enabled", "pcie_aspm")]  # no preset in this plan
     with pytest.raises(BiosValidationError) as exc:
         make_plan(desired, reg, _current(reg))
     assert "PcieAspmL1 is made read-only by registry dependency: if SysProfile NEQ 'Custom'" in str(exc.value)
 
 
 def test_a_preset_already_free_is_no_change_and_raw_overrides_it():
-    reg = _reg("lenovo-sr665")                                         # default CustomMode
+    reg = _reg("lenovo-sr665")  # default CustomMode
     desired = translate({"sriov": True}, {}, load_vendor_map("lenovo"), reg)
     plan = make_plan(desired, reg, _current(reg))
     assert "OperatingModes_ChooseOperatingMode" not in plan.changes
     raw = {"OperatingModes_ChooseOperatingMode": "MaximumPerformance"}
     got = translate({"sriov": True}, raw, load_vendor_map("lenovo"), reg)
     assert [(d.attribute, d.value, d.setting) for d in got if d.attribute.startswith("Operating")] == [
-        ("OperatingModes_ChooseOperatingMode", "MaximumPerformance", "raw")]
+        ("OperatingModes_ChooseOperatingMode", "MaximumPerformance", "raw")
+    ]
 
 
 def test_hpe_workload_profile_is_set_to_custom_where_the_registry_has_it():
     got = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen10p"))
     assert (got[0].attribute, got[0].value) == ("WorkloadProfile", "Custom")
-    got = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen11"))   # no WorkloadProfile there
+    got = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen11"))  # no WorkloadProfile there
     assert all(d.setting != "preset" for d in got)
 
 
@@ -86,7 +87,7 @@ def test_values_no_public_source_shows_are_marked_unverified_in_the_plan():
     reg = _reg("lenovo-sr665")
     got = {d.setting: d for d in translate({"llc_as_numa": True, "sriov": True}, {}, load_vendor_map("lenovo"), reg)}
     assert "UNVERIFIED: the values were seen on an SR635 V3" in got["llc_as_numa"].resolved
-    assert "UNVERIFIED" not in got["sriov"].resolved                  # the XCC registry capture shows it
+    assert "UNVERIFIED" not in got["sriov"].resolved  # the XCC registry capture shows it
     assert "UNVERIFIED: that other operating modes override" in got["preset"].resolved
 
 
@@ -122,6 +123,6 @@ def test_multi_condition_dependencies_combine_left_to_right_by_mapterms():
 
     dep = MapDependency("X", [cond("A", 1), cond("B", 1, "OR"), cond("C", 1, "AND")], "X", "ReadOnly", True)
     assert dep.holds({"A": 1, "B": 0, "C": 1})
-    assert not dep.holds({"A": 1, "B": 0, "C": 0})      # A OR (B AND C) would hold here
+    assert not dep.holds({"A": 1, "B": 0, "C": 0})  # A OR (B AND C) would hold here
     assert dep.holds({"A": 0, "B": 1, "C": 1})
     assert not dep.holds({"A": 0, "B": 0, "C": 1})

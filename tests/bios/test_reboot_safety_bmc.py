@@ -30,24 +30,26 @@ def _reboot_step(r):
 # -- pure --------------------------------------------------------------------------------------------------------
 def test_phase_reads_bootprogress_hpe_poststate_and_dell_jobs():
     assert phase(boot_view({"PowerState": "On", "BootProgress": {"LastState": "OSRunning"}})) == "os"
-    assert phase(boot_view({"PowerState": "On", "BootProgress": {"LastState": "MemoryInitializationStarted"}})) \
+    assert (
+        phase(boot_view({"PowerState": "On", "BootProgress": {"LastState": "MemoryInitializationStarted"}}))
         == "booting"
-    assert phase(boot_view({"PowerState": "On", "BootProgress": {"LastState": "OEM", "OemLastState": "x"}})) \
-        == "booting"
-    assert phase(boot_view({"PowerState": "On", "Oem": {"Hpe": {"PostState": "InPostDiscoveryComplete"}}})) \
-        == "booting"
+    )
+    assert (
+        phase(boot_view({"PowerState": "On", "BootProgress": {"LastState": "OEM", "OemLastState": "x"}})) == "booting"
+    )
+    assert phase(boot_view({"PowerState": "On", "Oem": {"Hpe": {"PostState": "InPostDiscoveryComplete"}}})) == "booting"
     assert phase(boot_view({"PowerState": "On", "Oem": {"Hpe": {"PostState": "FinishedPost"}}})) == "os"
-    assert phase(boot_view({"PowerState": "On"})) == "unknown"                   # says nothing: not "os"
-    assert phase(BootView("On", "OSRunning", job="Running")) == "booting"        # iDRAC applying the job in POST
+    assert phase(boot_view({"PowerState": "On"})) == "unknown"  # says nothing: not "os"
+    assert phase(BootView("On", "OSRunning", job="Running")) == "booting"  # iDRAC applying the job in POST
     assert phase(boot_view({"PowerState": "Off"})) == "off"
 
 
 def test_force_is_allowed_only_for_an_os_that_never_went_down():
     before = BootView("On", "OSRunning", stamp="t0", settings="s0")
-    assert force_verdict(before, before, False, False) == ""                    # a hung OS: may be forced
+    assert force_verdict(before, before, False, False) == ""  # a hung OS: may be forced
     assert "booting" in force_verdict(before, BootView("On", "SetupEntered", stamp="t1"), False, False)
     assert "restarted" in force_verdict(before, BootView("On", "OSRunning", stamp="t2", settings="s0"), False, False)
-    assert restarted(before, BootView("On", "OSRunning", stamp="t0", settings="s1"))   # POST applied settings
+    assert restarted(before, BootView("On", "OSRunning", stamp="t0", settings="s1"))  # POST applied settings
     assert "does not say the OS is running" in force_verdict(BootView("On"), BootView("On"), False, False)
     assert "answered with an error" in force_verdict(before, before, False, True)
 
@@ -65,16 +67,19 @@ def _flavour(name: str, boot_progress: str | None):
 
 
 @pytest.mark.bmc
-@pytest.mark.parametrize("name, boot_progress", [
-    ("lenovo", None),            # BootProgress.LastState
-    ("hpe-gen11", "hpe"),        # only Oem.Hpe.PostState
-    ("generic", "none"),         # nothing: the settings time stamps tell when POST applied the values
-    ("dell", None),              # BootProgress and the config job Running during POST
-])
+@pytest.mark.parametrize(
+    "name, boot_progress",
+    [
+        ("lenovo", None),  # BootProgress.LastState
+        ("hpe-gen11", "hpe"),  # only Oem.Hpe.PostState
+        ("generic", "none"),  # nothing: the settings time stamps tell when POST applied the values
+        ("dell", None),  # BootProgress and the config job Running during POST
+    ],
+)
 def test_a_host_in_post_longer_than_the_graceful_timeout_is_never_forced(sim_factory, name, boot_progress):
     sim = sim_factory(_flavour(name, boot_progress))
-    sim.state.warm_restart = True            # PowerState stays "On" through the restart
-    sim.state.post_seconds = 3.0             # POST lasts 3 s; the graceful timeout is 1 s
+    sim.state.warm_restart = True  # PowerState stays "On" through the restart
+    sim.state.post_seconds = 3.0  # POST lasts 3 s; the graceful timeout is 1 s
     r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=SHORT))
     assert r.status == "changed", r.message
     assert sim.state.resets == {"GracefulRestart": 1}, "a host in POST must never get a ForceRestart"
@@ -99,7 +104,7 @@ def test_a_host_still_in_post_when_the_wait_runs_out_gets_a_verdict_not_a_reset(
 def test_a_hung_os_is_still_forced_after_the_graceful_timeout(sim_factory):
     sim = sim_factory("lenovo")
     sim.state.warm_restart = True
-    sim.graceful_ignored = True              # the OS ignores the request: BootProgress stays OSRunning, same stamp
+    sim.graceful_ignored = True  # the OS ignores the request: BootProgress stays OSRunning, same stamp
     r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=SHORT))
     assert r.status == "changed", r.message
     assert sim.state.resets == {"GracefulRestart": 1, "ForceRestart": 1}
@@ -108,7 +113,7 @@ def test_a_hung_os_is_still_forced_after_the_graceful_timeout(sim_factory):
 @pytest.mark.bmc
 def test_a_dell_host_whose_job_is_not_scheduled_is_not_rebooted(sim_factory):
     sim = sim_factory("dell-16g")
-    sim.state.new_job_state = "New"          # the iDRAC never schedules the job
+    sim.state.new_job_state = "New"  # the iDRAC never schedules the job
     r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=SHORT))
     assert r.status == "failed"
     assert "is New, not Scheduled" in r.message and "the host was not rebooted" in r.message, r.message

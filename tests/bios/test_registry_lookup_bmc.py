@@ -40,8 +40,9 @@ def test_registry_identity_reads_every_spelling():
     assert registry_fit("BiosAttributeRegistry.v1_0_0", registry_identity("BiosAttributeRegistry.1_0_0")) == "exact"
     assert registry_fit("BiosAttributeRegistry.v1_0_3", registry_identity("BiosAttributeRegistry.v1_0_0")) == "drift"
     assert registry_fit("BiosAttributeRegistry.v2_0_0", registry_identity("BiosAttributeRegistry.v1_0_0")) is None
-    assert registry_fit("BiosAttributeRegistryA43.v1_2_80", registry_identity("BiosAttributeRegistryA42.v1_2_80")) \
-        is None
+    assert (
+        registry_fit("BiosAttributeRegistryA43.v1_2_80", registry_identity("BiosAttributeRegistryA42.v1_2_80")) is None
+    )
 
 
 def test_idrac9_registry_named_v1_0_3_listed_as_v1_0_0_is_found_by_its_document(sim_factory):
@@ -52,14 +53,18 @@ def test_idrac9_registry_named_v1_0_3_listed_as_v1_0_0_is_found_by_its_document(
     gets = [p for m, p in sim.requests if m == "GET"]
     assert "/redfish/v1/Registries/BiosAttributeRegistry.v1_0_0" in gets
     assert gets.count(sim.flavour.registry_uri) == 1
-    assert not any("same major version" in w for w in r.data.get("warnings", []))   # the document is v1_0_3
+    assert not any("same major version" in w for w in r.data.get("warnings", []))  # the document is v1_0_3
 
 
 def test_supermicro_registry_spelt_three_ways_is_one_registry(sim_factory):
-    flavour = _variant("smc-h13", "BiosAttributeRegistry.1_0_0", bios_registry_id="BiosAttributeRegistry.v1_0_0",
-                       registry_member="/redfish/v1/Registries/BiosAttributeRegistry",
-                       registry_file_registry="BiosAttributeRegistry.1.0.0",
-                       registry_uri="/registries/BiosAttributeRegistry.1.0.0.json")
+    flavour = _variant(
+        "smc-h13",
+        "BiosAttributeRegistry.1_0_0",
+        bios_registry_id="BiosAttributeRegistry.v1_0_0",
+        registry_member="/redfish/v1/Registries/BiosAttributeRegistry",
+        registry_file_registry="BiosAttributeRegistry.1.0.0",
+        registry_uri="/registries/BiosAttributeRegistry.1.0.0.json",
+    )
     sim = sim_factory(flavour)
     r = run(plan_host, host_for(sim))
     assert r.status == "ok", r.message
@@ -72,20 +77,28 @@ def test_version_drift_within_a_major_version_is_used_and_said(sim_factory):
     sim = sim_factory(flavour)
     r = run(plan_host, host_for(sim))
     assert r.status == "ok", r.message
-    assert any("names registry BiosAttributeRegistryContosoEPYC.v1_2_0; the BMC serves "
-               "BiosAttributeRegistryContosoEPYC.v1_0_0 (same major version" in w for w in r.data["warnings"])
+    assert any(
+        "names registry BiosAttributeRegistryContosoEPYC.v1_2_0; the BMC serves "
+        "BiosAttributeRegistryContosoEPYC.v1_0_0 (same major version" in w
+        for w in r.data["warnings"]
+    )
 
 
 def test_no_fitting_registry_names_every_candidate_tried(sim_factory):
     """The file says it is v2_0_0 (as the Bios does), its document is v1_0_0: another major version, refused."""
-    flavour = _variant("generic", bios_registry_id="BiosAttributeRegistryContosoEPYC.v2_0_0",
-                       registry_file_registry="BiosAttributeRegistryContosoEPYC.v2_0_0")
+    flavour = _variant(
+        "generic",
+        bios_registry_id="BiosAttributeRegistryContosoEPYC.v2_0_0",
+        registry_file_registry="BiosAttributeRegistryContosoEPYC.v2_0_0",
+    )
     sim = sim_factory(flavour)
     r = run(plan_host, host_for(sim))
     assert r.status == "failed"
     assert "serves registry BiosAttributeRegistryContosoEPYC.v2_0_0; candidates tried: " in r.message
-    assert ("/redfish/v1/Registries/BiosAttributeRegistryContosoEPYC.v1_0_0 (Id 'BiosAttributeRegistryContosoEPYC"
-            ".v1_0_0', Registry 'BiosAttributeRegistryContosoEPYC.v2_0_0') -> "
-            "/redfish/v1/Registries/BiosAttributeRegistryContosoEPYC.v1_0_0.json is registry "
-            "'BiosAttributeRegistryContosoEPYC.v1_0_0'") in r.message
+    assert (
+        "/redfish/v1/Registries/BiosAttributeRegistryContosoEPYC.v1_0_0 (Id 'BiosAttributeRegistryContosoEPYC"
+        ".v1_0_0', Registry 'BiosAttributeRegistryContosoEPYC.v2_0_0') -> "
+        "/redfish/v1/Registries/BiosAttributeRegistryContosoEPYC.v1_0_0.json is registry "
+        "'BiosAttributeRegistryContosoEPYC.v1_0_0'"
+    ) in r.message
     assert "raw:" in r.message and sim.count("PATCH") == 0

@@ -17,9 +17,9 @@ def test_staged_mismatches_names_each_attribute_and_value():
     cur = {"A": "x", "B": "x", "C": "x"}
     assert staged_mismatches({"A": "y"}, cur, {"A": "y"}) == []
     assert staged_mismatches({"A": "y"}, cur, {}) == ["A: sent 'y', staged nothing"]
-    assert staged_mismatches({"A": "y"}, cur, {"A": "x"}) == ["A: sent 'y', staged nothing"]   # echoes current
+    assert staged_mismatches({"A": "y"}, cur, {"A": "x"}) == ["A: sent 'y', staged nothing"]  # echoes current
     assert staged_mismatches({"A": "y"}, cur, {"A": "z"}) == ["A: sent 'y', staged 'z'"]
-    assert staged_mismatches({"B": "x"}, cur, {}) == []             # same as current: nothing to stage
+    assert staged_mismatches({"B": "x"}, cur, {}) == []  # same as current: nothing to stage
 
 
 @pytest.mark.bmc
@@ -27,7 +27,7 @@ def test_staged_mismatches_names_each_attribute_and_value():
 @pytest.mark.parametrize("kind, shows", [("stage_nothing", "staged nothing"), ("stage_other", "staged '")])
 def test_a_bmc_that_accepts_and_stages_something_else_fails_the_host(sim_factory, flavour, kind, shows):
     sim = sim_factory(flavour)
-    sim.inject(kind, "(?i)" + sim.flavour.settings_path.rstrip("/") + "/?$", method="PATCH")   # iLO: any case
+    sim.inject(kind, "(?i)" + sim.flavour.settings_path.rstrip("/") + "/?$", method="PATCH")  # iLO: any case
     r = run(apply_host, host_for(sim))
     assert r.status == "failed", r.message
     assert "the BMC accepted the PATCH but its settings object" in r.message and shows in r.message, r.message

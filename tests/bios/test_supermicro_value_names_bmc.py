@@ -20,7 +20,7 @@ pytestmark = pytest.mark.bmc
 
 
 def _reset_and_wait(sim) -> None:
-    sim.state.reset("ForceRestart")                      # the host boots: pending values become current
+    sim.state.reset("ForceRestart")  # the host boots: pending values become current
     deadline = time.monotonic() + 10
     while (sim.power_state() != "On" or sim.bios_pending()) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -31,7 +31,7 @@ def test_a_compliant_host_shown_in_display_strings_plans_zero_changes(sim_factor
     h = host_for(sim)
     first = run(apply_host, h)
     assert first.status == "changed", first.message
-    assert sim.bios_pending()["SR_IOVSupport_0067"] == "1"          # written as the registry's ValueName
+    assert sim.bios_pending()["SR_IOVSupport_0067"] == "1"  # written as the registry's ValueName
     _reset_and_wait(sim)
     shown = admin_session(sim).get(sim.url + sim.bios_path).json()["Attributes"]
     assert shown["SR_IOVSupport_0067"] == "Enabled" and shown["NUMANodesPerSocket_703E"] == "NPS4"
@@ -45,7 +45,8 @@ def test_a_compliant_host_shown_in_display_strings_plans_zero_changes(sim_factor
 
 def test_a_raw_value_given_as_its_display_name_is_accepted_and_written_as_its_value_name(sim_factory, tmp_path):
     (tmp_path / "smc-raw.yaml.j2").write_text(
-        "settings:\n  iommu: true\nraw:\n  supermicro:\n    SR_IOVSupport_0067: Enabled\n")
+        "settings:\n  iommu: true\nraw:\n  supermicro:\n    SR_IOVSupport_0067: Enabled\n"
+    )
     sim = sim_factory("smc-h13")
     h = host_for(sim, profile="smc-raw")
     plan = run(plan_host, h, opts(profiles_dir=str(tmp_path)))
@@ -61,8 +62,11 @@ def _real_registry_shape(model: str):
     """smc-h13 as the public Supermicro capture names its registry: BiosAttributeRegistry.1_0_0 for
     "SuperMicroServer" (no H12/H13 in it); the System resource's Model is the board's."""
     f = load_flavour("smc-h13")
-    registry = {**f.registry, "Id": "BiosAttributeRegistry.1_0_0",
-                "SupportedSystems": [{"ProductName": "SuperMicroServer", "SystemId": "SuperMicroServer"}]}
+    registry = {
+        **f.registry,
+        "Id": "BiosAttributeRegistry.1_0_0",
+        "SupportedSystems": [{"ProductName": "SuperMicroServer", "SystemId": "SuperMicroServer"}],
+    }
     return dataclasses.replace(f, registry=registry, registry_id="BiosAttributeRegistry.1_0_0", model=model)
 
 

@@ -22,7 +22,7 @@ class Client:
     def __init__(self, sim: BMCSimulator, auth=("admin", PASSWORD)):
         self.sim = sim
         self.s = requests.Session()
-        self.s.trust_env = False          # REQUESTS_CA_BUNDLE would otherwise override the CA we pass
+        self.s.trust_env = False  # REQUESTS_CA_BUNDLE would otherwise override the CA we pass
         self.s.verify = str(sim.ca_file) if sim.tls else False
         if auth:
             self.s.auth = auth
@@ -31,6 +31,7 @@ class Client:
         def call(path, **kw):
             kw.setdefault("timeout", 30)
             return self.s.request(method.upper(), self.sim.url + path, **kw)
+
         return call
 
 

@@ -31,11 +31,21 @@ pytestmark = pytest.mark.bmc
 BIN = Path(sys.executable).parent
 KNOWN = yaml.safe_load((Path(__file__).parents[1] / "data" / "bmc" / "validator_known_failures.yaml").read_text()) or {}
 # (attribute, new value) per flavour for rf_bios_settings
-CHANGE = {"dell": ("SriovGlobalEnable", "Enabled"), "hpe": ("PciSlot2Aspm", "AspmL1Enabled"),
-          "supermicro": ("PCIeASPMSupport", "L0s"), "lenovo": ("SRIOV", "Enabled"), "generic": ("Q0105", "Enabled")}
+CHANGE = {
+    "dell": ("SriovGlobalEnable", "Enabled"),
+    "hpe": ("PciSlot2Aspm", "AspmL1Enabled"),
+    "supermicro": ("PCIeASPMSupport", "L0s"),
+    "lenovo": ("SRIOV", "Enabled"),
+    "generic": ("Q0105", "Enabled"),
+}
 
-SECOND = {"dell": ("IommuSupport", "Enabled"), "hpe": ("Sriov", "Disabled"), "supermicro": ("IOMMU", "Enabled"),
-          "lenovo": ("IOMMU", "Disabled"), "generic": ("Q0106", "Enabled")}
+SECOND = {
+    "dell": ("IommuSupport", "Enabled"),
+    "hpe": ("Sriov", "Disabled"),
+    "supermicro": ("IOMMU", "Enabled"),
+    "lenovo": ("IOMMU", "Disabled"),
+    "generic": ("Q0106", "Enabled"),
+}
 
 
 def _writable_changes(flavour: str) -> list[tuple[str, str]]:
@@ -45,8 +55,10 @@ def _writable_changes(flavour: str) -> list[tuple[str, str]]:
     for a in f.registry["RegistryEntries"]["Attributes"]:
         if a["Type"] == "Enumeration" and not a["ReadOnly"]:
             other = [v["ValueName"] for v in a["Value"] if v["ValueName"] != f.defaults[a["AttributeName"]]]
-            if other and not any(d["Dependency"]["MapToAttribute"] == a["AttributeName"]
-                                 for d in f.registry["RegistryEntries"]["Dependencies"]):
+            if other and not any(
+                d["Dependency"]["MapToAttribute"] == a["AttributeName"]
+                for d in f.registry["RegistryEntries"]["Dependencies"]
+            ):
                 out.append((a["AttributeName"], other[0]))
     return out
 
@@ -80,10 +92,26 @@ def _exercise(sim, flavour):
 def test_redfish_service_validator_passes(make_sim, flavour, tmp_path):
     assert (DMTF / "csdl" / "Bios_v1.xml").exists(), f"DMTF schemas expected in {DMTF / 'csdl'}"
     sim = make_sim(flavour)
-    _exercise(sim, flavour)      # so the validator also sees Settings Messages, a pending ApplyTime, a job
-    proc = subprocess.run([_tool("rf_service_validator"), "-r", sim.url, "-u", "admin", "-p", PASSWORD,
-                           "--schema_directory", str(DMTF / "csdl"), "--skipschema", "--logdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+    _exercise(sim, flavour)  # so the validator also sees Settings Messages, a pending ApplyTime, a job
+    proc = subprocess.run(
+        [
+            _tool("rf_service_validator"),
+            "-r",
+            sim.url,
+            "-u",
+            "admin",
+            "-p",
+            PASSWORD,
+            "--schema_directory",
+            str(DMTF / "csdl"),
+            "--skipschema",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     logs = list(tmp_path.glob("*/RedfishServiceValidatorDebug_*.log"))
     assert len(logs) == 1, proc.stdout + proc.stderr
     log = logs[0].read_text()
@@ -122,18 +150,27 @@ def test_rf_bios_settings_reads_changes_and_a_reset_applies(make_sim, flavour):
     assert change.returncode == 0, change.stdout + change.stderr
     assert sim.bios_pending() == {attr: value} and sim.bios_current()[attr] == before
     listing = run("rf_bios_settings.py")
-    assert re.search(rf"^\s+{re.escape(attr)}\s+\|\s+{re.escape(str(before))}\s+\|\s+{re.escape(value)}\s*$",
-                     listing.stdout, re.M), listing.stdout
+    assert re.search(
+        rf"^\s+{re.escape(attr)}\s+\|\s+{re.escape(str(before))}\s+\|\s+{re.escape(value)}\s*$", listing.stdout, re.M
+    ), listing.stdout
 
-    if flavour == "dell":   # iDRAC applies pending BIOS values only through a config job
-        job = run("rf_raw_request.py", "-m", "POST", "-req", "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs",
-                  "-b", '{"TargetSettingsURI": "/redfish/v1/Systems/System.Embedded.1/Bios/Settings"}')
+    if flavour == "dell":  # iDRAC applies pending BIOS values only through a config job
+        job = run(
+            "rf_raw_request.py",
+            "-m",
+            "POST",
+            "-req",
+            "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs",
+            "-b",
+            '{"TargetSettingsURI": "/redfish/v1/Systems/System.Embedded.1/Bios/Settings"}',
+        )
         assert job.returncode == 0 and len(sim.jobs()) == 1, job.stdout + job.stderr
 
     reset = run("rf_power_reset.py", "-t", "GracefulRestart")
     assert reset.returncode == 0, reset.stdout + reset.stderr
     wait_for(lambda: sim.power_state() == "On" and sim.state.boot_count == 1, what="host reboot")
     listing = run("rf_bios_settings.py")
-    assert re.search(rf"^\s+{re.escape(attr)}\s+\|\s+{re.escape(value)}\s+\|\s+{re.escape(value)}\s*$",
-                     listing.stdout, re.M), listing.stdout
+    assert re.search(
+        rf"^\s+{re.escape(attr)}\s+\|\s+{re.escape(value)}\s+\|\s+{re.escape(value)}\s*$", listing.stdout, re.M
+    ), listing.stdout
     assert sim.bios_current()[attr] == value and sim.bios_pending() == {}

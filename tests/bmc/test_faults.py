@@ -34,8 +34,9 @@ def test_slow_after_processing_is_a_late_answer():
     assert (fault.kind, fault.options) == ("slow", {"seconds": 3})
 
 
-@pytest.mark.parametrize("kind,kw", [("teapot", {}), ("503", {"after": True}), ("503", {"seconds": 1}),
-                                     ("5xx", {"count": 0})])
+@pytest.mark.parametrize(
+    "kind,kw", [("teapot", {}), ("503", {"after": True}), ("503", {"seconds": 1}), ("5xx", {"count": 0})]
+)
 def test_bad_fault_requests_are_refused(kind, kw):
     with pytest.raises(ValueError):
         FaultPlan().add(kind, **kw)

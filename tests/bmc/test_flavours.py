@@ -31,8 +31,11 @@ def test_shared_table_names_and_values(flavour):
 def test_display_name_patterns_resolve_to_exactly_one_attribute(flavour):
     f = load_flavour(flavour)
     for pattern in TABLE["by_display_name"][flavour]:
-        hits = [e["AttributeName"] for e in f.registry["RegistryEntries"]["Attributes"]
-                if re.search(pattern, e["DisplayName"], re.IGNORECASE)]
+        hits = [
+            e["AttributeName"]
+            for e in f.registry["RegistryEntries"]["Attributes"]
+            if re.search(pattern, e["DisplayName"], re.IGNORECASE)
+        ]
         assert len(hits) == 1, f"{flavour}: /{pattern}/ matched {hits}"
 
 

@@ -20,9 +20,13 @@ from .conftest import PASSWORD, Client, wait_for
 pytestmark = pytest.mark.bmc
 
 # one valid change per flavour: (attribute, new value)
-CHANGE = {"dell": ("NumaNodesPerSocket", "4"), "hpe": ("NumaMemoryDomainsPerSocket", "FourMemoryDomainsPerSocket"),
-          "supermicro": ("NUMANodesPerSocket", "NPS4"), "lenovo": ("Processors_NUMANodesPerSocket", "NPS4"),
-          "generic": ("Q0100", "NPS4")}
+CHANGE = {
+    "dell": ("NumaNodesPerSocket", "4"),
+    "hpe": ("NumaMemoryDomainsPerSocket", "FourMemoryDomainsPerSocket"),
+    "supermicro": ("NUMANodesPerSocket", "NPS4"),
+    "lenovo": ("Processors_NUMANodesPerSocket", "NPS4"),
+    "generic": ("Q0100", "NPS4"),
+}
 
 
 def settings_uri(c: Client) -> str:
@@ -70,9 +74,9 @@ def test_tls_is_verified_against_the_generated_ca(make_sim):
     s = requests.Session()
     s.trust_env = False
     with pytest.raises(requests.exceptions.SSLError):
-        s.get(sim.url + "/redfish/v1/", timeout=10)            # system CAs do not know the simulator
+        s.get(sim.url + "/redfish/v1/", timeout=10)  # system CAs do not know the simulator
     assert s.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10).status_code == 200
-    by_name = f"https://localhost:{sim.port}/redfish/v1/"         # the certificate also names localhost
+    by_name = f"https://localhost:{sim.port}/redfish/v1/"  # the certificate also names localhost
     assert s.get(by_name, verify=str(sim.ca_file), timeout=10).status_code == 200
 
 
@@ -113,10 +117,10 @@ def test_responses_go_out_without_waiting_for_the_clients_ack(make_sim):
         s.trust_env = False
         for _ in range(3):
             assert s.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file)).status_code == 200
-        with sim._server.conn_lock:                          # the kept-alive connection, still open
+        with sim._server.conn_lock:  # the kept-alive connection, still open
             conns = list(sim._server.connections)
         assert len(conns) == 1 and conns[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-    assert sim.connections == 1 and seen == [False]          # one connection for three requests
+    assert sim.connections == 1 and seen == [False]  # one connection for three requests
 
 
 # ---------------------------------------------------------------------------------------------- BIOS flow
@@ -159,14 +163,17 @@ def test_invalid_patch_is_rejected_whole_with_extended_info(make_sim):
     sim = make_sim("dell")
     c = Client(sim)
     uri = settings_uri(c)
-    r = c.patch(uri, json={"Attributes": {"SriovGlobalEnable": "Enabled", "NumaNodesPerSocket": "3",
-                                          "SystemBiosVersion": "1.0"}})
+    r = c.patch(
+        uri,
+        json={"Attributes": {"SriovGlobalEnable": "Enabled", "NumaNodesPerSocket": "3", "SystemBiosVersion": "1.0"}},
+    )
     assert r.status_code == 400
     infos = r.json()["error"]["@Message.ExtendedInfo"]
     assert [(m["MessageId"].rsplit(".", 1)[-1], m["MessageArgs"], m["RelatedProperties"]) for m in infos] == [
         ("PropertyValueNotInList", ["3", "NumaNodesPerSocket"], ["#/Attributes/NumaNodesPerSocket"]),
-        ("PropertyNotWritable", ["SystemBiosVersion"], ["#/Attributes/SystemBiosVersion"])]
-    assert sim.bios_pending() == {}                     # the valid SriovGlobalEnable was not half-applied
+        ("PropertyNotWritable", ["SystemBiosVersion"], ["#/Attributes/SystemBiosVersion"]),
+    ]
+    assert sim.bios_pending() == {}  # the valid SriovGlobalEnable was not half-applied
 
 
 def test_stale_etag_gets_412_and_changes_nothing(make_sim):
@@ -236,7 +243,9 @@ def test_dell_pending_without_job_is_not_applied_by_a_reboot(make_sim):
     assert r.status_code == 200
     c.post(f"{sim.system_path}/Actions/ComputerSystem.Reset", json={"ResetType": "ForceRestart"})
     wait_for(lambda: sim.power_state() == "On" and sim.state.boot_count == 1, what="reboot")
-    assert sim.bios_pending() == {"SriovGlobalEnable": "Enabled"} and sim.bios_current()["SriovGlobalEnable"] == "Disabled"
+    assert (
+        sim.bios_pending() == {"SriovGlobalEnable": "Enabled"} and sim.bios_current()["SriovGlobalEnable"] == "Disabled"
+    )
 
 
 def test_dell_config_job_lifecycle_and_conflicts(make_sim):
@@ -246,7 +255,7 @@ def test_dell_config_job_lifecycle_and_conflicts(make_sim):
     jobs = c.get(sim.manager_path).json()["Links"]["Oem"]["Dell"]["Jobs"]["@odata.id"]
     assert jobs == "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs"
     r = c.post(jobs, json={"TargetSettingsURI": uri})
-    assert r.status_code == 400 and msg_ids(r) == ["JCP000"]          # nothing pending yet
+    assert r.status_code == 400 and msg_ids(r) == ["JCP000"]  # nothing pending yet
     assert c.patch(uri, json={"Attributes": {"IommuSupport": "Enabled"}}).status_code == 200
     r = c.post(jobs, json={"TargetSettingsURI": uri})
     assert r.status_code == 200
@@ -269,8 +278,9 @@ def test_dell_apply_time_creates_job_and_delete_discards(make_sim):
     sim = make_sim("dell")
     c = Client(sim)
     uri = settings_uri(c)
-    r = c.patch(uri, json={"Attributes": {"CcxAsNumaDomain": "Enabled"},
-                           "@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}})
+    r = c.patch(
+        uri, json={"Attributes": {"CcxAsNumaDomain": "Enabled"}, "@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}}
+    )
     assert r.status_code == 202
     assert c.get(uri).json()["@Redfish.SettingsApplyTime"]["ApplyTime"] == "OnReset"
     job_uri = r.headers["Location"]
@@ -323,7 +333,7 @@ def test_fault_5xx_before_changes_nothing_after_changes_state(make_sim):
     assert sim.bios_pending() == {}
     sim.inject("5xx", "Settings", method="PATCH", after=True)
     assert c.patch(uri, json={"Attributes": {"Q0106": "Enabled"}}).status_code == 500
-    assert sim.bios_pending() == {"Q0106": "Enabled"}       # applied, answer lost: the retry hazard
+    assert sim.bios_pending() == {"Q0106": "Enabled"}  # applied, answer lost: the retry hazard
 
 
 def test_fault_reset_drops_the_connection(make_sim):
@@ -363,9 +373,25 @@ def test_every_request_is_counted(make_sim):
 
 # ---------------------------------------------------------------------------------------------- daemon
 def _start_daemon(state_dir: Path, *extra):
-    return subprocess.Popen([sys.executable, "-m", "numaforge.lab.bmc", "--flavour", "supermicro", "--port", "0",
-                             "--state-dir", str(state_dir), "--power-delay", "0.2", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "numaforge.lab.bmc",
+            "--flavour",
+            "supermicro",
+            "--port",
+            "0",
+            "--state-dir",
+            str(state_dir),
+            "--power-delay",
+            "0.2",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_daemon_writes_its_files_serves_and_stops(tmp_path):
@@ -389,7 +415,7 @@ def test_daemon_writes_its_files_serves_and_stops(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0 and not (d / "pid").exists() and not (d / "url").exists()
-    assert (d / "password").read_text().strip() == password          # kept for the next start
+    assert (d / "password").read_text().strip() == password  # kept for the next start
 
 
 def test_daemon_on_a_busy_port_exits_2_with_a_fix(tmp_path):
@@ -397,8 +423,12 @@ def test_daemon_on_a_busy_port_exits_2_with_a_fix(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "numaforge.lab.bmc", "--port", str(port), "--state-dir",
-                               str(tmp_path)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "numaforge.lab.bmc", "--port", str(port), "--state-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert proc.returncode == 2
     assert f"127.0.0.1:{port}" in proc.stderr and "fix:" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -407,23 +437,30 @@ def test_manager_reset_drops_sessions_and_answers_503_while_rebooting(make_sim):
     sim = make_sim("supermicro")
     sim.manager_reset_seconds = 600
     anon = Client(sim, auth=None)
-    token = anon.post("/redfish/v1/SessionService/Sessions",
-                      json={"UserName": "admin", "Password": PASSWORD}).headers["X-Auth-Token"]
-    r = anon.post(f"{sim.manager_path}/Actions/Manager.Reset", json={"ResetType": "ForceRestart"},
-                  headers={"X-Auth-Token": token})
+    token = anon.post("/redfish/v1/SessionService/Sessions", json={"UserName": "admin", "Password": PASSWORD}).headers[
+        "X-Auth-Token"
+    ]
+    r = anon.post(
+        f"{sim.manager_path}/Actions/Manager.Reset", json={"ResetType": "ForceRestart"}, headers={"X-Auth-Token": token}
+    )
     assert r.status_code == 204
     r = anon.get(sim.system_path, headers={"X-Auth-Token": token})
     assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1
-    sim._unavailable_until = 0          # the BMC is back
-    assert anon.get(sim.system_path, headers={"X-Auth-Token": token}).status_code == 401   # session gone
+    sim._unavailable_until = 0  # the BMC is back
+    assert anon.get(sim.system_path, headers={"X-Auth-Token": token}).status_code == 401  # session gone
     assert sim.state.manager_resets == 1 and sim.state.boot_count == 0
 
 
 def test_dell_immediate_apply_time_restarts_the_host(make_sim):
     sim = make_sim("dell")
     c = Client(sim)
-    r = c.patch(settings_uri(c), json={"Attributes": {"DeterminismSlider": "PerfDeterminism"},
-                                       "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}})
+    r = c.patch(
+        settings_uri(c),
+        json={
+            "Attributes": {"DeterminismSlider": "PerfDeterminism"},
+            "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"},
+        },
+    )
     assert r.status_code == 202
     wait_for(lambda: sim.power_state() == "On" and sim.state.boot_count == 1, what="immediate reboot")
     assert sim.bios_current()["DeterminismSlider"] == "PerfDeterminism"
@@ -447,10 +484,10 @@ def test_reset_bios_stages_defaults_applied_on_reboot(make_sim):
 def test_a_stopped_bmc_stops_answering_on_kept_alive_connections(make_sim, tmp_path):
     sim = make_sim()
     c = Client(sim)
-    ca = tmp_path / "ca.pem"                                  # stop() removes the simulator's temp state dir
+    ca = tmp_path / "ca.pem"  # stop() removes the simulator's temp state dir
     ca.write_bytes(sim.ca_file.read_bytes())
     c.s.verify = str(ca)
-    assert c.get(sim.system_path).status_code == 200         # opens a keep-alive connection
+    assert c.get(sim.system_path).status_code == 200  # opens a keep-alive connection
     sim.stop()
     with pytest.raises(requests.exceptions.ConnectionError):
         c.get(sim.system_path)

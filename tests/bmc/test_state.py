@@ -16,8 +16,12 @@ class Clock:
 
 
 def make(flavour="generic", tmp_path=None, clock=None):
-    return BMCState(load_flavour(flavour), power_delay=5.0,
-                    state_file=(tmp_path / "state.json") if tmp_path else None, clock=clock or Clock())
+    return BMCState(
+        load_flavour(flavour),
+        power_delay=5.0,
+        state_file=(tmp_path / "state.json") if tmp_path else None,
+        clock=clock or Clock(),
+    )
 
 
 def test_restart_goes_off_then_on_after_power_delay():
@@ -41,7 +45,7 @@ def test_pending_applies_on_host_boot_not_before():
     assert st.current["Q0100"] == "NPS1" and st.pending == {"Q0100": "NPS4"}
     st.reset("ForceRestart")
     st.advance()
-    assert st.current["Q0100"] == "NPS1"      # still POSTing
+    assert st.current["Q0100"] == "NPS1"  # still POSTing
     clock.t += 5
     st.advance()
     assert st.current["Q0100"] == "NPS4" and st.pending == {}
@@ -142,7 +146,7 @@ def test_state_persists_across_restarts(tmp_path):
     st.create_job("x")
     again = make("dell", tmp_path, clock)
     assert again.pending == {"NumaNodesPerSocket": "2"} and again.active_job() is not None
-    other = make("hpe", tmp_path, clock)      # a different flavour ignores the file
+    other = make("hpe", tmp_path, clock)  # a different flavour ignores the file
     assert other.pending == {}
 
 

@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 from numaforge.lab.bmc import FLAVOURS, BMCSimulator, BMCSimulatorError, load_flavour
 from numaforge.lab.bmc.validation import validate_settings_patch
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=40),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                         max_size=3), max_leaves=5)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=5,
+)
 
 
 def acceptable(entry, value) -> bool:
@@ -20,9 +22,12 @@ def acceptable(entry, value) -> bool:
     if kind == "Enumeration":
         return isinstance(value, str) and value in [v["ValueName"] for v in entry["Value"]]
     if kind == "Integer":
-        return (isinstance(value, int) and not isinstance(value, bool)
-                and entry["LowerBound"] <= value <= entry["UpperBound"]
-                and (value - entry["LowerBound"]) % max(entry.get("ScalarIncrement") or 1, 1) == 0)
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and entry["LowerBound"] <= value <= entry["UpperBound"]
+            and (value - entry["LowerBound"]) % max(entry.get("ScalarIncrement") or 1, 1) == 0
+        )
     if kind == "String":
         return isinstance(value, str) and len(value) <= entry["MaxLength"]
     if kind == "Boolean":
@@ -37,8 +42,7 @@ def test_one_attribute_any_value(flavour, index, value):
     entries = f.registry["RegistryEntries"]["Attributes"]
     entry = entries[index % len(entries)]
     name = entry["AttributeName"]
-    msgs = validate_settings_patch(f.registry, dict(f.defaults), {"Attributes": {name: value}},
-                                   f.supported_apply_times)
+    msgs = validate_settings_patch(f.registry, dict(f.defaults), {"Attributes": {name: value}}, f.supported_apply_times)
     dependent = any(d["DependencyFor"] == name for d in f.registry["RegistryEntries"]["Dependencies"])
     if not msgs:
         assert acceptable(entry, value)

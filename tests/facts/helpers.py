@@ -8,7 +8,7 @@ from numaforge.facts import Captures, HostFacts, parse_facts
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "facts"
 MACHINES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
-REAL = ["this-build-server", "this-build-server-unprivileged"]   # captured, not written
+REAL = ["this-build-server", "this-build-server-unprivileged"]  # captured, not written
 
 
 def captures(machine: str) -> Captures:
@@ -20,5 +20,13 @@ def facts(machine: str) -> HostFacts:
 
 
 # What the GPUDirect profile asks for (numaforge.bios.profile vocabulary).
-GPUDIRECT = {"numa_nodes_per_socket": 1, "llc_as_numa": False, "memory_interleaving": True, "pcie_acs": False,
-             "pcie_aspm": "disabled", "iommu": True, "sriov": True, "determinism": "performance"}
+GPUDIRECT = {
+    "numa_nodes_per_socket": 1,
+    "llc_as_numa": False,
+    "memory_interleaving": True,
+    "pcie_acs": False,
+    "pcie_aspm": "disabled",
+    "iommu": True,
+    "sriov": True,
+    "determinism": "performance",
+}

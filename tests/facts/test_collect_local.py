@@ -10,16 +10,23 @@ def run(*specs):
 
 
 def test_missing_tool_missing_files_and_missing_dir_are_reasons(tmp_path):
-    caps = run(Spec("a.txt", _tool("numaforge-no-such-tool", "numaforge-no-such-tool -x"), "numaforge-no-such-tool",
-                    "install it"),
-               Spec("b.txt", _head([f"{tmp_path}/nothing/*/x"]), "the x files", "create them"),
-               Spec("c.txt", _dir(f"{tmp_path}/nodir", f"ls -1 {tmp_path}/nodir"), "nodir", "make the dir"))
+    caps = run(
+        Spec(
+            "a.txt",
+            _tool("numaforge-no-such-tool", "numaforge-no-such-tool -x"),
+            "numaforge-no-such-tool",
+            "install it",
+        ),
+        Spec("b.txt", _head([f"{tmp_path}/nothing/*/x"]), "the x files", "create them"),
+        Spec("c.txt", _dir(f"{tmp_path}/nodir", f"ls -1 {tmp_path}/nodir"), "nodir", "make the dir"),
+    )
     assert caps.files == {}
     assert caps.absent == {
         "a.txt": "numaforge-no-such-tool is not installed on the host; install it to get these facts "
-                 "(numaforge installs nothing)",
+        "(numaforge installs nothing)",
         "b.txt": "the x files is not there on the host (create them)",
-        "c.txt": "nodir is not there on the host (make the dir)"}
+        "c.txt": "nodir is not there on the host (make the dir)",
+    }
 
 
 def test_timeout_becomes_a_reason():
@@ -34,7 +41,7 @@ def test_failing_command_reason_has_its_last_stderr_line():
 
 def test_partial_head_keeps_output_and_the_warning(tmp_path):
     (tmp_path / "a").write_text("1\n")
-    (tmp_path / "b").mkdir()                       # head cannot read a directory: partial output, exit 1
+    (tmp_path / "b").mkdir()  # head cannot read a directory: partial output, exit 1
     caps = run(Spec("h.txt", _head([str(tmp_path / "a"), str(tmp_path / "b")]), "h", ""))
     assert f"==> {tmp_path / 'a'} <==\n1\n" in caps.files["h.txt"]
     assert caps.warnings["h.txt"].startswith("exit 1:") and str(tmp_path / "b") in caps.warnings["h.txt"]
@@ -56,9 +63,15 @@ class CountingRunner(LocalRunner):
 
 def test_all_captures_go_to_the_host_as_one_command():
     runner = CountingRunner()
-    caps = collect(runner, "local", specs=[Spec("a.txt", "printf 'no newline'", "a", ""),
-                                           Spec("b.txt", "echo two; echo 'warned' >&2", "b", ""),
-                                           Spec("c.txt", "exit 5", "c", "")])
+    caps = collect(
+        runner,
+        "local",
+        specs=[
+            Spec("a.txt", "printf 'no newline'", "a", ""),
+            Spec("b.txt", "echo two; echo 'warned' >&2", "b", ""),
+            Spec("c.txt", "exit 5", "c", ""),
+        ],
+    )
     assert len(runner.commands) == 1
     assert caps.files == {"a.txt": "no newline", "b.txt": "two\n"}
     assert caps.warnings == {"b.txt": "warned"}
@@ -67,9 +80,15 @@ def test_all_captures_go_to_the_host_as_one_command():
 
 def test_a_batch_past_its_time_keeps_what_finished_and_runs_the_rest_one_by_one():
     runner = CountingRunner()
-    caps = collect(runner, "local", specs=[Spec("a.txt", "echo first", "a", "", timeout=2),
-                                           Spec("slow.txt", "exec sleep 30", "sleep", "", timeout=2),
-                                           Spec("c.txt", "echo third", "c", "", timeout=2)])
+    caps = collect(
+        runner,
+        "local",
+        specs=[
+            Spec("a.txt", "echo first", "a", "", timeout=2),
+            Spec("slow.txt", "exec sleep 30", "sleep", "", timeout=2),
+            Spec("c.txt", "echo third", "c", "", timeout=2),
+        ],
+    )
     assert caps.files == {"a.txt": "first\n", "c.txt": "third\n"}
     assert caps.absent == {"slow.txt": "`sleep 30` did not finish within 2 s"}
     assert len(runner.commands) == 2 and runner.commands[1] == "echo third"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from numaforge.bios.os_verify import CANNOT, verify
-from numaforge.facts import parse_facts
 from numaforge.facts import captures as C
+from numaforge.facts import parse_facts
 from numaforge.facts.collect import SPECS, Spec, _tool, collect, collect_local
 from numaforge.remote.ssh import connect
 
@@ -30,12 +30,18 @@ def _collect(host):
 
 
 def test_missing_tool_over_ssh_becomes_a_reason(sshd_host):
-    spec = Spec("nosuchtool.txt", _tool("numaforge-no-such-tool", "numaforge-no-such-tool --all"),
-                "numaforge-no-such-tool", "install it on the host")
+    spec = Spec(
+        "nosuchtool.txt",
+        _tool("numaforge-no-such-tool", "numaforge-no-such-tool --all"),
+        "numaforge-no-such-tool",
+        "install it on the host",
+    )
     with connect(sshd_host.spec(), "loop") as r:
         caps = collect(r, "loop", specs=[spec, next(s for s in SPECS if s.name == C.UNAME)])
-    assert caps.absent == {"nosuchtool.txt": "numaforge-no-such-tool is not installed on the host; install it on "
-                                             "the host to get these facts (numaforge installs nothing)"}
+    assert caps.absent == {
+        "nosuchtool.txt": "numaforge-no-such-tool is not installed on the host; install it on "
+        "the host to get these facts (numaforge installs nothing)"
+    }
     assert caps.files[C.UNAME].strip()
 
 
@@ -78,11 +84,32 @@ def test_facts_task_over_ssh_saves_a_corpus_and_checks_a_profile(sshd_host, tmp_
         f"    ssh: {{address: 127.0.0.1, port: {sshd_host.port}, key_file: {sshd_host.client_key}, agent: false,"
         f" known_hosts: {sshd_host.known_hosts}}}\n"
         "    bios_profile: epyc-gpudirect\n"
-        "    vars: {pci_numa_nodes: {'0000:00:03.0': 0}}\n")
+        "    vars: {pci_numa_nodes: {'0000:00:03.0': 0}}\n"
+    )
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, "-m", "invoke", "facts", "--inventory", str(inv), "--host", "loop",
-                        "--save", str(tmp_path / "corpus"), "--profile", "auto", "--json", str(tmp_path / "r.json")],
-                       cwd=root, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"}, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "facts",
+            "--inventory",
+            str(inv),
+            "--host",
+            "loop",
+            "--save",
+            str(tmp_path / "corpus"),
+            "--profile",
+            "auto",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+        timeout=300,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(doc, load_schema())
@@ -90,7 +117,7 @@ def test_facts_task_over_ssh_saves_a_corpus_and_checks_a_profile(sshd_host, tmp_
     verdicts = {v["setting"]: v for v in h["data"]["os_verify"]["verdicts"]}
     assert verdicts["numa_nodes_per_socket"]["verdict"] == "mismatch"
     assert "NPS4 on 1 socket(s) gives 4 node(s); the OS sees 1" in verdicts["numa_nodes_per_socket"]["why"]
-    assert verdicts["numa_node 0000:00:03.0 (nic)"]["verdict"] == "mismatch"   # sysfs says -1, inventory says 0
+    assert verdicts["numa_node 0000:00:03.0 (nic)"]["verdict"] == "mismatch"  # sysfs says -1, inventory says 0
     assert [s["name"] for s in h["steps"]] == ["collect", "save", "parse", "os-verify"]
     saved = Captures.load(tmp_path / "corpus" / "loop")
     assert saved.source == "loop" and set(saved.files) | set(saved.absent) == set(saved.commands)
@@ -98,8 +125,8 @@ def test_facts_task_over_ssh_saves_a_corpus_and_checks_a_profile(sshd_host, tmp_
 
 def test_sudo_refused_inside_the_batch_is_a_reason_for_that_capture_only(sshd_host, test_user):
     user = test_user(sudo=None, pubkey=f"{sshd_host.client_key}.pub")
-    host = sshd_host.inventory_host(user=user, sudo=True)          # the inventory asks for sudo; the host says no
+    host = sshd_host.inventory_host(user=user, sudo=True)  # the inventory asks for sudo; the host says no
     caps = _collect(host)
     assert caps.absent[C.LSPCI].startswith("`lspci -vvv -D -nn` needs root and sudo refused: ")
-    assert f"sudo needs a password for {user}" in caps.absent[C.LSPCI]      # what `sudo -n` says without a rule
-    assert caps.files[C.UNAME].strip() and C.LSPCI_TREE in caps.files       # the rest came back
+    assert f"sudo needs a password for {user}" in caps.absent[C.LSPCI]  # what `sudo -n` says without a rule
+    assert caps.files[C.UNAME].strip() and C.LSPCI_TREE in caps.files  # the rest came back

@@ -19,13 +19,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args):
-    return subprocess.run([sys.executable, "-m", "invoke", "facts", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "250"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "facts", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+        timeout=300,
+    )
 
 
 def test_load_with_profile_reports_mismatches_and_fails(tmp_path):
-    r = invoke("--load", str(CORPUS / "epyc-nps4-acs-enabled"), "--profile", "epyc-gpudirect",
-               "--json", str(tmp_path / "r.json"))
+    r = invoke(
+        "--load",
+        str(CORPUS / "epyc-nps4-acs-enabled"),
+        "--profile",
+        "epyc-gpudirect",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "BIOS profile epyc-gpudirect as the OS sees it" in r.stdout
     doc = json.loads((tmp_path / "r.json").read_text())
@@ -33,7 +45,7 @@ def test_load_with_profile_reports_mismatches_and_fails(tmp_path):
     [h] = doc["hosts"]
     assert h["status"] == "failed" and "pcie_acs" in h["message"]
     verdicts = {v["setting"]: v["verdict"] for v in h["data"]["os_verify"]["verdicts"]}
-    assert verdicts["numa_nodes_per_socket"] == "ok"          # epyc-gpudirect asks for NPS4 on 2 sockets
+    assert verdicts["numa_nodes_per_socket"] == "ok"  # epyc-gpudirect asks for NPS4 on 2 sockets
     assert verdicts["pcie_acs"] == "mismatch"
     assert h["data"]["template_facts"]["gpu_count"] == 4
 
@@ -64,4 +76,4 @@ def test_local_capture_matches_this_machine(tmp_path):
     assert f.cpu.cpus == len(list(Path("/sys/devices/system/cpu").glob("cpu[0-9]*")))
     assert sorted(f.pci.devices) == sorted(p.name for p in Path("/sys/bus/pci/devices").iterdir())
     assert f.kernel.release == os.uname().release
-    assert set(caps.files) | set(caps.absent) == set(caps.commands)   # every command is accounted for
+    assert set(caps.files) | set(caps.absent) == set(caps.commands)  # every command is accounted for

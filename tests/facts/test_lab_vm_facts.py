@@ -23,9 +23,9 @@ def lab_host():
     try:
         info = vm.up(kernel="lab")
     except NumaforgeError:
-        info = vm.up(kernel="debian")     # the kpatch helper's lab kernel is not built on this machine yet
+        info = vm.up(kernel="debian")  # the kpatch helper's lab kernel is not built on this machine yet
     try:
-        inv = load_inventory(str(services.write_lab_inventory(ssh_port=info.ssh_port)))   # as lab-up does
+        inv = load_inventory(str(services.write_lab_inventory(ssh_port=info.ssh_port)))  # as lab-up does
         yield inv.hosts["lab-vm"]
     finally:
         if not info.already_running:
@@ -37,12 +37,14 @@ def test_lab_vm_facts_and_verdicts(lab_host):
     f = parse_facts(caps)
     assert [n.cpus for n in f.numa.nodes] == [[0], [1], [2], [3]]
     assert f.numa.nodes[0].distances == [10, 16, 32, 32]
-    assert f.numa.balancing == 1                       # the VM boots with numa_balancing=enable
+    assert f.numa.balancing == 1  # the VM boots with numa_balancing=enable
     assert f.cpu.sockets == 4 and f.kernel.release.startswith("5.10")
     for tool in (C.LSPCI, C.NUMACTL, C.LSCPU):
         assert "is not installed on the host" in caps.absent[tool]
-    t = {v.setting: v for v in verify({"numa_nodes_per_socket": 1, "pcie_acs": False, "pcie_aspm": "disabled"}, f,
-                                      device_rows=False)}
+    t = {
+        v.setting: v
+        for v in verify({"numa_nodes_per_socket": 1, "pcie_acs": False, "pcie_aspm": "disabled"}, f, device_rows=False)
+    }
     assert t["numa_nodes_per_socket"].verdict == OK
     assert t["pcie_acs"].verdict == CANNOT and "lspci is not installed" in t["pcie_acs"].why
     assert t["pcie_aspm"].verdict == CANNOT

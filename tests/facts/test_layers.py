@@ -21,9 +21,8 @@ def imported_modules(path: Path) -> set[str]:
 def test_facts_never_imports_bios():
     offenders = {}
     for path in sorted(FACTS.glob("*.py")):
-        bad = sorted(m for m in imported_modules(path)
-                     if m.startswith(("numaforge.bios", "..bios")) or m == "..bios")
+        bad = sorted(m for m in imported_modules(path) if m.startswith(("numaforge.bios", "..bios")) or m == "..bios")
         if bad:
             offenders[path.name] = bad
     assert offenders == {}
-    assert len(list(FACTS.glob("*.py"))) >= 5     # the glob found the package
+    assert len(list(FACTS.glob("*.py"))) >= 5  # the glob found the package

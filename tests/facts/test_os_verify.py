@@ -32,7 +32,7 @@ def test_intended_layout_is_all_ok():
         want = CANNOT if name in NOT_VISIBLE else OK
         assert v.verdict == want, (name, v)
     assert all(t[n].why for n in NOT_VISIBLE)
-    assert len([n for n in t if n.startswith("numa_node ")]) == 8       # 4 GPUs + 4 NICs
+    assert len([n for n in t if n.startswith("numa_node ")]) == 8  # 4 GPUs + 4 NICs
 
 
 def test_nps4_left_on_and_acs_still_enabled():
@@ -44,7 +44,9 @@ def test_nps4_left_on_and_acs_still_enabled():
     assert "0000:40:01.1" not in acs.why, "root ports are not between a GPU and its switch-mate NIC"
     assert t["llc_as_numa"].verdict == OK and t["pcie_aspm"].verdict == OK
     assert all(v.verdict == OK for n, v in t.items() if n.startswith("numa_node "))
-    assert table("epyc-nps4-acs-enabled", {**GPUDIRECT, "numa_nodes_per_socket": 4})["numa_nodes_per_socket"].verdict == OK
+    assert (
+        table("epyc-nps4-acs-enabled", {**GPUDIRECT, "numa_nodes_per_socket": 4})["numa_nodes_per_socket"].verdict == OK
+    )
     assert table("epyc-nps4-acs-enabled", {"pcie_acs": True})["pcie_acs"].verdict == OK
 
 
@@ -68,7 +70,7 @@ def test_gpu_on_the_wrong_node():
     gpu = t["numa_node 0000:c3:00.0 (gpu)"]
     assert gpu.verdict == MISMATCH and gpu.evidence == "node 0"
     assert "root port 0000:c0:01.1 above it is on node 1" in gpu.why
-    assert t["numa_node 0000:c4:00.0 (nic)"].verdict == MISMATCH      # its partner cannot both be right
+    assert t["numa_node 0000:c4:00.0 (nic)"].verdict == MISMATCH  # its partner cannot both be right
     assert t["numa_node 0000:43:00.0 (gpu)"].verdict == OK
     others = {n: v.verdict for n, v in t.items() if not n.startswith("numa_node ") and n not in NOT_VISIBLE}
     assert set(others.values()) == {OK}
@@ -96,7 +98,7 @@ def test_lspci_missing_means_cannot_tell_with_the_reason():
     t = table("epyc-no-lspci")
     for name in ("pcie_acs", "pcie_aspm"):
         assert t[name].verdict == CANNOT and "lspci is not installed" in t[name].why and "pciutils" in t[name].why
-    assert t["numa_nodes_per_socket"].verdict == OK and t["sriov"].verdict == OK   # sysfs still answers
+    assert t["numa_nodes_per_socket"].verdict == OK and t["sriov"].verdict == OK  # sysfs still answers
     assert t["numa_node 0000:c3:00.0 (gpu)"].verdict == OK
 
 
@@ -125,7 +127,7 @@ def test_build_server_real_capture_verdicts():
     t = table("this-build-server")
     assert t["numa_nodes_per_socket"].verdict == OK
     assert t["pcie_acs"].verdict == CANNOT and "does not have both" in t["pcie_acs"].why
-    assert t["iommu"].verdict == MISMATCH                  # a VM without a virtual IOMMU
+    assert t["iommu"].verdict == MISMATCH  # a VM without a virtual IOMMU
     assert t["numa_node 0000:00:03.0 (nic)"].verdict == OK  # one node: nothing can be misplaced
 
 
@@ -135,8 +137,9 @@ def test_unknown_setting_is_cannot_tell():
 
 
 def test_nothing_captured_at_all_never_crashes():
-    empty = parse_facts(Captures(source="h", absent={C.LSPCI: "lspci is not installed",
-                                                     C.SYS_NODE: "NUMA node sysfs is not there"}))
+    empty = parse_facts(
+        Captures(source="h", absent={C.LSPCI: "lspci is not installed", C.SYS_NODE: "NUMA node sysfs is not there"})
+    )
     vs = verify(GPUDIRECT, empty, {"0000:41:00.0": 1})
     assert {v.verdict for v in vs} == {CANNOT}
     assert all(v.why for v in vs)
@@ -145,9 +148,28 @@ def test_nothing_captured_at_all_never_crashes():
 
 
 @settings(max_examples=60, deadline=None)
-@given(machine=st.sampled_from(MACHINES), drop=st.sets(st.sampled_from(sorted({
-    C.LSPCI, C.NUMACTL, C.LSCPU, C.CPUINFO, C.UNAME, C.SYS_NODE, C.SYS_CPU, C.SYS_PCI, C.PCI_LINKS,
-    C.IOMMU_GROUPS, C.PROC_KERNEL}))))
+@given(
+    machine=st.sampled_from(MACHINES),
+    drop=st.sets(
+        st.sampled_from(
+            sorted(
+                {
+                    C.LSPCI,
+                    C.NUMACTL,
+                    C.LSCPU,
+                    C.CPUINFO,
+                    C.UNAME,
+                    C.SYS_NODE,
+                    C.SYS_CPU,
+                    C.SYS_PCI,
+                    C.PCI_LINKS,
+                    C.IOMMU_GROUPS,
+                    C.PROC_KERNEL,
+                }
+            )
+        )
+    ),
+)
 def test_any_missing_capture_gives_reasons_not_crashes(machine, drop):
     cap = copy.deepcopy(_cached(machine))
     for name in drop:
@@ -190,12 +212,21 @@ def test_garbled_captures_never_crash(machine, data):
 
 
 def test_lab_vm_real_capture_verdicts():
-    t = table("lab-vm-4node-busybox", {"numa_nodes_per_socket": 1, "llc_as_numa": False, "pcie_acs": False,
-                                       "pcie_aspm": "disabled", "iommu": False, "sriov": True})
+    t = table(
+        "lab-vm-4node-busybox",
+        {
+            "numa_nodes_per_socket": 1,
+            "llc_as_numa": False,
+            "pcie_acs": False,
+            "pcie_aspm": "disabled",
+            "iommu": False,
+            "sriov": True,
+        },
+    )
     assert t["numa_nodes_per_socket"].verdict == OK and t["iommu"].verdict == OK
     assert t["llc_as_numa"].verdict == CANNOT and "same either way" in t["llc_as_numa"].why
     assert t["pcie_acs"].verdict == CANNOT and "lspci is not installed" in t["pcie_acs"].why
-    assert t["sriov"].verdict == MISMATCH                      # a virtio NIC has no SR-IOV
+    assert t["sriov"].verdict == MISMATCH  # a virtio NIC has no SR-IOV
     assert table("lab-vm-4node-busybox", {"numa_nodes_per_socket": 4})["numa_nodes_per_socket"].verdict == MISMATCH
 
 

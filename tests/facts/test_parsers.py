@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from numaforge.facts import Captures, parse_facts, template_facts
 from numaforge.facts import captures as C
 from numaforge.facts.captures import CaptureError, cpulist, parse_cpulist, parse_head
-from numaforge.facts.cpu import parse_lscpu, lscpu_l3_instances
+from numaforge.facts.cpu import lscpu_l3_instances, parse_lscpu
 from numaforge.facts.iommu import iommu_mode
 from numaforge.facts.kernel import parse_cmdline
 from numaforge.facts.numa import parse_node_sysfs, parse_numactl_hardware
@@ -39,8 +39,8 @@ def test_build_server_real_capture():
 def test_unprivileged_lspci_marks_capabilities_unknown():
     f = facts("this-build-server-unprivileged")
     assert all(d.caps_denied for d in f.pci.devices.values() if d.address != "0000:00:00.0")
-    assert not f.pci.devices["0000:00:00.0"].caps_denied      # host bridge has no capability list at all
-    assert f.numa.nodes[0].cpus == [0, 1]                     # sysfs is world-readable
+    assert not f.pci.devices["0000:00:00.0"].caps_denied  # host bridge has no capability list at all
+    assert f.numa.nodes[0].cpus == [0, 1]  # sysfs is world-readable
 
 
 WITHOUT_LSPCI = ["epyc-no-lspci", "lab-vm-4node-busybox"]
@@ -59,7 +59,7 @@ def test_numactl_and_sysfs_agree(machine):
     numactl = parse_numactl_hardware(cap.get(C.NUMACTL))
     assert [(n.id, n.cpus, n.distances) for n in sysfs] == [(n.id, n.cpus, n.distances) for n in numactl]
     for a, b in zip(sysfs, numactl):
-        assert abs(a.mem_kb - b.mem_kb) < 1024 * 1024      # numactl rounds to MB
+        assert abs(a.mem_kb - b.mem_kb) < 1024 * 1024  # numactl rounds to MB
 
 
 @pytest.mark.parametrize("machine", [m for m in MACHINES if m not in WITHOUT_LSPCI])
@@ -80,7 +80,13 @@ def test_epyc_nps1_layout():
     assert [g.address for g in f.pci.gpus] == ["0000:43:00.0", "0000:63:00.0", "0000:c3:00.0", "0000:e3:00.0"]
     assert "0000:22:00.0" not in [g.address for g in f.pci.gpus], "the BMC's ASPEED VGA is not a GPU"
     gpu = f.pci.devices["0000:c3:00.0"]
-    assert (gpu.physical_slot, gpu.numa_node, gpu.iommu_group, gpu.link_speed, gpu.link_width) == ("3", 1, 28, "16GT/s", 16)
+    assert (gpu.physical_slot, gpu.numa_node, gpu.iommu_group, gpu.link_speed, gpu.link_width) == (
+        "3",
+        1,
+        28,
+        "16GT/s",
+        16,
+    )
     assert gpu.aspm_supported == frozenset() and gpu.aspm_enabled == frozenset()
     assert f.pci.bridges_above("0000:c3:00.0") == ["0000:c0:01.1", "0000:c1:00.0", "0000:c2:00.0"]
     assert f.pci.bridges_between("0000:c3:00.0", "0000:c4:00.0") == ["0000:c2:00.0", "0000:c2:01.0"]
@@ -110,11 +116,18 @@ def test_no_lspci_still_has_sysfs_pci_facts():
 
 def test_template_facts_feed_profiles():
     t = template_facts(facts("epyc-7763-2s-nps1-4gpu"))
-    assert t == {"gpu_count": 4, "gpus": ["0000:43:00.0", "0000:63:00.0", "0000:c3:00.0", "0000:e3:00.0"],
-                 "gpu_slots": ["1", "2", "3", "4"], "nic_count": 4,
-                 "nics": ["0000:44:00.0", "0000:64:00.0", "0000:c4:00.0", "0000:e4:00.0"],
-                 "nic_slots": ["11", "12", "13", "14"], "numa_nodes": 2, "sockets": 2, "l3_domains": 16,
-                 "cpu_model": "AMD EPYC 7763 64-Core Processor"}
+    assert t == {
+        "gpu_count": 4,
+        "gpus": ["0000:43:00.0", "0000:63:00.0", "0000:c3:00.0", "0000:e3:00.0"],
+        "gpu_slots": ["1", "2", "3", "4"],
+        "nic_count": 4,
+        "nics": ["0000:44:00.0", "0000:64:00.0", "0000:c4:00.0", "0000:e4:00.0"],
+        "nic_slots": ["11", "12", "13", "14"],
+        "numa_nodes": 2,
+        "sockets": 2,
+        "l3_domains": 16,
+        "cpu_model": "AMD EPYC 7763 64-Core Processor",
+    }
 
 
 def test_template_facts_say_unknown_not_zero():
@@ -146,7 +159,7 @@ def test_lspci_downgraded_link():
 def test_lscpu_l3_instances_only_in_new_util_linux():
     assert lscpu_l3_instances(parse_lscpu("L3 cache:  256 MiB (8 instances)\n")) == 8
     assert lscpu_l3_instances(parse_lscpu("L3:  32 MiB (1 instance)\n")) == 1
-    assert lscpu_l3_instances(parse_lscpu("L3 cache:  32768K\n")) is None      # util-linux 2.36 (bullseye)
+    assert lscpu_l3_instances(parse_lscpu("L3 cache:  32768K\n")) is None  # util-linux 2.36 (bullseye)
 
 
 def test_cmdline_stops_at_init_arguments():
@@ -154,10 +167,17 @@ def test_cmdline_stops_at_init_arguments():
     assert p == {"ro": None, "quiet": None, "iommu": "pt", "amd_iommu": "on", "dyndbg": "file x +p"}
 
 
-@pytest.mark.parametrize("cmdline,mode", [
-    ("iommu=pt", "passthrough"), ("iommu.passthrough=1", "passthrough"), ("amd_iommu=off", "off"),
-    ("iommu=off", "off"), ("iommu.passthrough=0", "translated"), ("quiet", "default"),
-])
+@pytest.mark.parametrize(
+    "cmdline,mode",
+    [
+        ("iommu=pt", "passthrough"),
+        ("iommu.passthrough=1", "passthrough"),
+        ("amd_iommu=off", "off"),
+        ("iommu=off", "off"),
+        ("iommu.passthrough=0", "translated"),
+        ("quiet", "default"),
+    ],
+)
 def test_iommu_mode_from_cmdline(cmdline, mode):
     assert iommu_mode(parse_cmdline(cmdline))[0] == mode
 
@@ -200,11 +220,13 @@ def test_load_bad_yaml_names_the_line(tmp_path):
 
 
 def test_garbled_values_become_unknown_not_exceptions():
-    d = parse_lspci_vvv("0000:41:00.0 3D controller [0302]: NVIDIA Corporation GA100 [10de:20f1]\n"
-                        "\tNUMA node: ??\n\tIOMMU group: \n")["0000:41:00.0"]
+    d = parse_lspci_vvv(
+        "0000:41:00.0 3D controller [0302]: NVIDIA Corporation GA100 [10de:20f1]\n\tNUMA node: ??\n\tIOMMU group: \n"
+    )["0000:41:00.0"]
     assert d.numa_node is None and d.iommu_group is None and d.is_gpu
-    nodes = parse_node_sysfs("==> /sys/devices/system/node/node0/cpulist <==\n0-\n\n"
-                             "==> /sys/devices/system/node/node0/distance <==\n10 1x\n")
+    nodes = parse_node_sysfs(
+        "==> /sys/devices/system/node/node0/cpulist <==\n0-\n\n==> /sys/devices/system/node/node0/distance <==\n10 1x\n"
+    )
     assert nodes[0].cpus == [] and nodes[0].distances == []
     cap = Captures(files={C.SYS_CPU: "==> /sys/devices/system/cpu/cpu0/topology/physical_package_id <==\n-\n"})
     assert parse_facts(cap).cpu.sockets is None
@@ -215,7 +237,12 @@ def test_lab_vm_real_capture_busybox_userland():
     assert {C.LSPCI, C.NUMACTL, C.LSCPU} <= set(cap.absent)
     f = parse_facts(cap)
     assert [n.cpus for n in f.numa.nodes] == [[0], [1], [2], [3]]
-    assert [n.distances for n in f.numa.nodes] == [[10, 16, 32, 32], [16, 10, 32, 32], [32, 32, 10, 16], [32, 32, 16, 10]]
+    assert [n.distances for n in f.numa.nodes] == [
+        [10, 16, 32, 32],
+        [16, 10, 32, 32],
+        [32, 32, 10, 16],
+        [32, 32, 16, 10],
+    ]
     assert f.numa.balancing == 1 and f.kernel.params["numa_balancing"] == "enable"
     assert (f.cpu.sockets, f.cpu.l3_count, f.cpu.sources["model"]) == (4, 4, "/proc/cpuinfo")
     assert f.kernel.release == "5.10.0-46-amd64"

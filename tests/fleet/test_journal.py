@@ -33,25 +33,30 @@ def test_phases_survive_a_new_process_and_say_what_is_left(tmp_path):
     j.record("gpu-03", REBOOTED)
     j.record("gpu-03", VERIFIED)
 
-    again = journal.open(KEY, tmp_path)          # what a re-run after Ctrl-C sees
+    again = journal.open(KEY, tmp_path)  # what a re-run after Ctrl-C sees
     assert again.resumed and again.path == j.path
-    assert again.hosts() == {"gpu-01": [PATCHED, REBOOT_REQUESTED], "gpu-02": [PATCHED],
-                             "gpu-03": [PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED]}
+    assert again.hosts() == {
+        "gpu-01": [PATCHED, REBOOT_REQUESTED],
+        "gpu-02": [PATCHED],
+        "gpu-03": [PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED],
+    }
     assert again.done("gpu-01", PATCHED) and not again.done("gpu-01", REBOOTED)
     assert again.data("gpu-01", PATCHED)["changed"] == ["NumaNodesPerSocket"]
-    assert [again.action(h) for h in ("gpu-01", "gpu-02", "gpu-03", "gpu-04")] == \
-        ["verify", "reboot", "skip", "run"]
+    assert [again.action(h) for h in ("gpu-01", "gpu-02", "gpu-03", "gpu-04")] == ["verify", "reboot", "skip", "run"]
 
 
-@pytest.mark.parametrize("phases, action", [
-    ([], "run"),
-    ([PATCHED], "reboot"),
-    ([PATCHED, REBOOT_REQUESTED], "verify"),       # crashed while the reset was in flight: never reset twice
-    ([REBOOT_REQUESTED], "verify"),                # values were already pending (nothing to write)
-    ([PATCHED, REBOOT_REQUESTED, REBOOTED], "verify"),
-    ([PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED], "skip"),
-    ([VERIFIED], "skip"),                          # a compliant host: verified without a write
-])
+@pytest.mark.parametrize(
+    "phases, action",
+    [
+        ([], "run"),
+        ([PATCHED], "reboot"),
+        ([PATCHED, REBOOT_REQUESTED], "verify"),  # crashed while the reset was in flight: never reset twice
+        ([REBOOT_REQUESTED], "verify"),  # values were already pending (nothing to write)
+        ([PATCHED, REBOOT_REQUESTED, REBOOTED], "verify"),
+        ([PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED], "skip"),
+        ([VERIFIED], "skip"),  # a compliant host: verified without a write
+    ],
+)
 def test_resume_action_never_reboots_a_host_whose_reset_was_requested(phases, action):
     assert resume_action(phases) == action
 
@@ -71,14 +76,17 @@ HEADER = json.dumps({"format": "numaforge-journal/1", "run_key": KEY}) + "\n"
 GOOD = json.dumps({"host": "gpu-01", "phase": "patched", "time": 1.0}) + "\n"
 
 
-@pytest.mark.parametrize("content, what, line", [
-    ('{"format": "numaforge-journal/1", "run_key"\n', "not valid JSON", 1),
-    ('{"format": "something-else/3", "run_key": "x"}\n', "not a numaforge journal", 1),
-    ("[1, 2]\n", "not a numaforge journal", 1),
-    ("", "empty or torn before its header", None),
-    (HEADER + '{"host": "gpu-01", "phase": "exploded"}\n' + GOOD, "not a host/phase record", 2),
-    (HEADER + GOOD + "{garbage\n" + GOOD, "not valid JSON", 3),     # only the LAST line may be torn
-])
+@pytest.mark.parametrize(
+    "content, what, line",
+    [
+        ('{"format": "numaforge-journal/1", "run_key"\n', "not valid JSON", 1),
+        ('{"format": "something-else/3", "run_key": "x"}\n', "not a numaforge journal", 1),
+        ("[1, 2]\n", "not a numaforge journal", 1),
+        ("", "empty or torn before its header", None),
+        (HEADER + '{"host": "gpu-01", "phase": "exploded"}\n' + GOOD, "not a host/phase record", 2),
+        (HEADER + GOOD + "{garbage\n" + GOOD, "not valid JSON", 3),  # only the LAST line may be torn
+    ],
+)
 def test_a_corrupt_journal_is_a_clear_error_not_a_traceback(tmp_path, content, what, line):
     path = journal.path_for(KEY, tmp_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,7 @@ def test_a_torn_last_record_is_dropped_and_the_journal_stays_appendable(tmp_path
     j.record("gpu-01", PATCHED)
     j.record("gpu-02", PATCHED)
     with open(j.path, "a") as fh:
-        fh.write('{"host": "gpu-03", "phase": "pat')           # a crash in the middle of an append
+        fh.write('{"host": "gpu-03", "phase": "pat')  # a crash in the middle of an append
     again = journal.open(KEY, tmp_path)
     assert again.hosts() == {"gpu-01": [PATCHED], "gpu-02": [PATCHED]}
     assert again.path.read_text().endswith("\n") and "gpu-03" not in again.path.read_text()
@@ -108,7 +116,7 @@ def test_unknown_phase_and_empty_run_key_are_refused(tmp_path):
     with pytest.raises(JournalError) as exc:
         j.record("gpu-01", "half-rebooted")
     assert "half-rebooted" in exc.value.what and "reboot-requested" in exc.value.fix
-    assert not j.path.exists()                      # nothing written for a refused record
+    assert not j.path.exists()  # nothing written for a refused record
     with pytest.raises(JournalError):
         journal.open("  ", tmp_path)
 
@@ -121,7 +129,7 @@ def test_file_is_private_and_secrets_in_data_are_redacted(tmp_path, monkeypatch)
     text = j.path.read_text()
     assert "s3cret-Journal-pw" not in text and "hunter2" not in text
     assert stat.S_IMODE(j.path.stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == [j.path.name]     # no temp file left behind
+    assert [p.name for p in tmp_path.iterdir()] == [j.path.name]  # no temp file left behind
 
 
 def test_concurrent_workers_lose_no_record(tmp_path):
@@ -179,13 +187,13 @@ def test_a_process_killed_while_recording_leaves_a_readable_prefix(tmp_path):
         time.sleep(0.2)
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-        j = journal.open(KEY, tmp_path)            # parses: the file is one complete state
+        j = journal.open(KEY, tmp_path)  # parses: the file is one complete state
         names = sorted(j.hosts())
         assert names, "the child recorded nothing before it was killed"
         # the hosts recorded are exactly h000000..hN: a prefix, with no record missing in the middle
         assert names == [f"h{i:06d}" for i in range(len(names))]
         j.finish()
-        for leftover in tmp_path.glob(".*.tmp"):     # a temp file of the killed write may remain; never read
+        for leftover in tmp_path.glob(".*.tmp"):  # a temp file of the killed write may remain; never read
             leftover.unlink()
 
 
@@ -193,6 +201,7 @@ def test_open_held_keeps_a_second_live_run_of_the_same_command_off_its_journal(t
     """Issue 25 item 2: a second run of the same command (same run key) must not resume from the journal the
     first run is still writing: it fails naming the holder (real flock, numaforge.hostlock)."""
     from numaforge import hostlock
+
     monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path / "state"))
     with journal.open_held("bios-apply k", tmp_path, task="bios-apply") as j:
         j.record("h1", journal.PATCHED)
@@ -201,6 +210,6 @@ def test_open_held_keeps_a_second_live_run_of_the_same_command_off_its_journal(t
                 pass
         assert "another run is running this command: bios-apply (pid" in exc.value.what
         with journal.open_held("bios-apply other", tmp_path, task="bios-apply"):
-            pass                                            # another command: its own journal, free
+            pass  # another command: its own journal, free
     with journal.open_held("bios-apply k", tmp_path, task="bios-apply") as again:
-        assert again.phases("h1") == [journal.PATCHED]     # released: the re-run resumes as before
+        assert again.phases("h1") == [journal.PATCHED]  # released: the re-run resumes as before

@@ -16,6 +16,7 @@ SESSIONS = "/redfish/v1/SessionService/Sessions"
 def bmc_case(*args: str, setup=None, allowed_pending: bool = False, flavour: str = "generic"):
     """Run ``invoke ARGS`` against one simulated BMC prepared by ``setup(ctx)``. Writes counted: anything the
     recorders received, BIOS values pending on the BMC (unless allowed), resets requested."""
+
     def run(tmp: Path) -> Outcome:
         from numaforge.lab.bmc import BMCSimulator
 
@@ -27,12 +28,15 @@ def bmc_case(*args: str, setup=None, allowed_pending: bool = False, flavour: str
             if setup:
                 setup(ctx)
             inv = tmp / "inv.yaml"
-            inv.write_text("hosts:\n  h1:\n"
-                           f"    bmc: {{url: '{ctx['url']}', username: admin, password: 'env:{PW_VAR}', "
-                           f"ca_bundle: '{ctx['ca']}', vendor: {flavour}}}\n"
-                           "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
-                           "    bios_profile: epyc-gpudirect\n")
+            inv.write_text(
+                "hosts:\n  h1:\n"
+                f"    bmc: {{url: '{ctx['url']}', username: admin, password: 'env:{PW_VAR}', "
+                f"ca_bundle: '{ctx['ca']}', vendor: {flavour}}}\n"
+                "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
+                "    bios_profile: epyc-gpudirect\n"
+            )
             import os
+
             os.environ[PW_VAR] = PASSWORD
             out = cli(*args, "--inventory", str(inv), "--json", str(tmp / "r.json"), report=tmp / "r.json")
             got = rec.requests + plain.requests + (ctx["extra"].requests if "extra" in ctx else [])
@@ -49,15 +53,19 @@ def bmc_case(*args: str, setup=None, allowed_pending: bool = False, flavour: str
             if "extra" in ctx:
                 ctx["extra"].stop()
             sim.stop()
+
     return run
 
 
 def fault(kind: str, path: str, method: str | None = None, **options):
     def setup(ctx):
-        opts = {k: (v.format(**ctx, rec_port=ctx["rec"].port, plain_port=ctx["plain"].port) if isinstance(v, str)
-                    else v) for k, v in options.items()}
+        opts = {
+            k: (v.format(**ctx, rec_port=ctx["rec"].port, plain_port=ctx["plain"].port) if isinstance(v, str) else v)
+            for k, v in options.items()
+        }
         p = ctx["sim"].__getattribute__(path) if path.endswith("_path") else path
         ctx["sim"].inject(kind, f"^{p}$" if not path.startswith("^") else path, method=method, count=50, **opts)
+
     return setup
 
 
@@ -76,29 +84,75 @@ for name, cmd, path, method, status, loc, where in [
     ("patch-308-other-https", "bios-apply", "settings_path", "PATCH", 308, OTHER_HTTPS, "https://127.0.0.1"),
     ("patch-302", "bios-apply", "settings_path", "PATCH", 302, PLAIN_HTTP, "http://127.0.0.1"),
     ("patch-303", "bios-apply", "settings_path", "PATCH", 303, OTHER_HTTPS, "https://127.0.0.1"),
-    ("get-relative-location", "bios-plan", "^/redfish/v1/Systems/?$", "GET", 302, "/redfish/v1/elsewhere",
-     "/redfish/v1/elsewhere"),
+    (
+        "get-relative-location",
+        "bios-plan",
+        "^/redfish/v1/Systems/?$",
+        "GET",
+        302,
+        "/redfish/v1/elsewhere",
+        "/redfish/v1/elsewhere",
+    ),
 ]:
-    REDIRECT_CASES.append(Case(f"bmc/redirect-{name}", "bmc", bmc_case(cmd, setup=fault("redirect", path, method,
-                                                                                         status=status, location=loc)),
-                               REDIRECT_MSG.format(status=status, where=where), code=1, tier="bmc"))
+    REDIRECT_CASES.append(
+        Case(
+            f"bmc/redirect-{name}",
+            "bmc",
+            bmc_case(cmd, setup=fault("redirect", path, method, status=status, location=loc)),
+            REDIRECT_MSG.format(status=status, where=where),
+            code=1,
+            tier="bmc",
+        )
+    )
 REDIRECT_CASES += [
-    Case("bmc/redirect-session-login-302", "bmc",
-         bmc_case("bios-plan", setup=fault("redirect", SESSIONS, "POST", status=302, location=PLAIN_HTTP)),
-         r"session login\) answered HTTP 302, a redirect.*never follows", code=1, tier="bmc"),
-    Case("bmc/redirect-reset-307", "bmc",
-         bmc_case("bios-apply", "--reboot", "--graceful-timeout", "2", "--power-timeout", "5", allowed_pending=True,
-                  setup=fault("redirect", r"^.*Reset$", "POST", status=307, location=PLAIN_HTTP)),
-         r"answered 307, a redirect to http://127\.0\.0\.1.*never follows", code=None, tier="bmc"),
-    Case("bmc/redirect-logout-302", "bmc",
-         bmc_case("bios-plan", setup=fault("redirect", r"^/redfish/v1/SessionService/Sessions/.+", "DELETE",
-                                            status=302, location=PLAIN_HTTP)),
-         r"logout failed", ok=True, tier="bmc"),
+    Case(
+        "bmc/redirect-session-login-302",
+        "bmc",
+        bmc_case("bios-plan", setup=fault("redirect", SESSIONS, "POST", status=302, location=PLAIN_HTTP)),
+        r"session login\) answered HTTP 302, a redirect.*never follows",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/redirect-reset-307",
+        "bmc",
+        bmc_case(
+            "bios-apply",
+            "--reboot",
+            "--graceful-timeout",
+            "2",
+            "--power-timeout",
+            "5",
+            allowed_pending=True,
+            setup=fault("redirect", r"^.*Reset$", "POST", status=307, location=PLAIN_HTTP),
+        ),
+        r"answered 307, a redirect to http://127\.0\.0\.1.*never follows",
+        code=None,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/redirect-logout-302",
+        "bmc",
+        bmc_case(
+            "bios-plan",
+            setup=fault(
+                "redirect", r"^/redfish/v1/SessionService/Sessions/.+", "DELETE", status=302, location=PLAIN_HTTP
+            ),
+        ),
+        r"logout failed",
+        ok=True,
+        tier="bmc",
+    ),
 ]
 
 ECHO_CASES = [
-    Case(f"bmc/echo-{name}", "bmc", bmc_case(cmd, setup=fault("echo", path, method, status=status)),
-         rf"request rejected \[/b\]\[red\]:smile: 0000:3b:00\.0; headers were: X-Auth-Token=\*{{8}}", tier="bmc")
+    Case(
+        f"bmc/echo-{name}",
+        "bmc",
+        bmc_case(cmd, setup=fault("echo", path, method, status=status)),
+        r"request rejected \[/b\]\[red\]:smile: 0000:3b:00\.0; headers were: X-Auth-Token=\*{8}",
+        tier="bmc",
+    )
     for name, cmd, path, method, status in [
         ("get-bios-400", "bios-plan", "bios_path", "GET", 400),
         ("get-systems-404", "bios-plan", "^/redfish/v1/Systems/?$", "GET", 404),
@@ -136,21 +190,61 @@ def _unknown_ca(ctx):
 
 
 ERROR_CASES = [
-    Case("bmc/patch-401", "bmc", bmc_case("bios-apply", setup=fault("5xx", "settings_path", "PATCH", status=401)),
-         r"answered 401 \(authentication refused.*nothing was written.*fix: check bmc\.username", code=1, tier="bmc"),
-    Case("bmc/patch-403", "bmc", bmc_case("bios-apply", setup=fault("5xx", "settings_path", "PATCH", status=403)),
-         r"answered 403 \(forbidden.*nothing was written.*ConfigureComponents", code=1, tier="bmc"),
-    Case("bmc/connection-refused", "bmc", bmc_case("bios-plan", setup=_closed_port),
-         r"connection refused by 127\.0\.0\.1:\d+.*fix: nothing listens there", code=1, tier="bmc"),
-    Case("bmc/tls-hostname-mismatch", "bmc", bmc_case("bios-plan", setup=_other_name),
-         r"TLS hostname mismatch: the BMC's certificate is not valid for '127\.0\.0\.2' .*fix: write in bmc\.url the name",
-         code=1, tier="bmc"),
-    Case("bmc/tls-unknown-ca", "bmc", bmc_case("bios-plan", setup=_unknown_ca),
-         r"TLS certificate of the BMC could not be verified.*fix: set bmc\.ca_bundle", code=1, tier="bmc"),
-    Case("bmc/patch-bad-json", "bmc", bmc_case("bios-apply", setup=fault("bad_json", "settings_path", "PATCH")),
-         r"PATCH .* (invalid JSON|answered)", tier="bmc"),
-    Case("bmc/get-503-forever", "bmc", bmc_case("bios-plan", setup=fault("503", "bios_path", "GET", retry_after=0)),
-         r"HTTP 503 \(gave up after \d attempts\).*busy", code=1, tier="bmc"),
+    Case(
+        "bmc/patch-401",
+        "bmc",
+        bmc_case("bios-apply", setup=fault("5xx", "settings_path", "PATCH", status=401)),
+        r"answered 401 \(authentication refused.*nothing was written.*fix: check bmc\.username",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/patch-403",
+        "bmc",
+        bmc_case("bios-apply", setup=fault("5xx", "settings_path", "PATCH", status=403)),
+        r"answered 403 \(forbidden.*nothing was written.*ConfigureComponents",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/connection-refused",
+        "bmc",
+        bmc_case("bios-plan", setup=_closed_port),
+        r"connection refused by 127\.0\.0\.1:\d+.*fix: nothing listens there",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/tls-hostname-mismatch",
+        "bmc",
+        bmc_case("bios-plan", setup=_other_name),
+        r"TLS hostname mismatch: the BMC's certificate is not valid for '127\.0\.0\.2' .*fix: write in bmc\.url the name",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/tls-unknown-ca",
+        "bmc",
+        bmc_case("bios-plan", setup=_unknown_ca),
+        r"TLS certificate of the BMC could not be verified.*fix: set bmc\.ca_bundle",
+        code=1,
+        tier="bmc",
+    ),
+    Case(
+        "bmc/patch-bad-json",
+        "bmc",
+        bmc_case("bios-apply", setup=fault("bad_json", "settings_path", "PATCH")),
+        r"PATCH .* (invalid JSON|answered)",
+        tier="bmc",
+    ),
+    Case(
+        "bmc/get-503-forever",
+        "bmc",
+        bmc_case("bios-plan", setup=fault("503", "bios_path", "GET", retry_after=0)),
+        r"HTTP 503 \(gave up after \d attempts\).*busy",
+        code=1,
+        tier="bmc",
+    ),
 ]
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import Case, Tally  # noqa: E402
+from harness import Case, Tally
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

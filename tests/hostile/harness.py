@@ -30,24 +30,24 @@ RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069
 @dataclass
 class Outcome:
     code: int
-    output: str                       # stdout + stderr + report text
+    output: str  # stdout + stderr + report text
     exception: BaseException | None = None
-    writes: int = 0                   # writes the BMC (or the file system) saw that it should not have
-    secrets: list = field(default_factory=list)   # values known only after the run (session tokens)
-    shown: str | None = None          # what reached the terminal (stdout + stderr), when not all of output
+    writes: int = 0  # writes the BMC (or the file system) saw that it should not have
+    secrets: list = field(default_factory=list)  # values known only after the run (session tokens)
+    shown: str | None = None  # what reached the terminal (stdout + stderr), when not all of output
 
 
 @dataclass
 class Case:
     id: str
-    area: str                         # inventory, profile, vendor-map, yaml, secrets, cli, bmc, ssh
-    run: Callable[[Path], Outcome]    # gets a fresh temporary directory
-    message: str                      # regex the output must match (what went wrong, clearly)
-    code: int | None = None           # expected exit code (None: any non-zero)
-    secrets: tuple[str, ...] = ()     # values that must appear nowhere
-    tier: str = "core"                # core or bmc (pytest marker)
-    ok: bool = False                  # True: the input is fine and must be accepted (a regression guard)
-    xfail: str = ""                   # waits for another branch's fix (reason): pytest xfail(strict), tally apart
+    area: str  # inventory, profile, vendor-map, yaml, secrets, cli, bmc, ssh
+    run: Callable[[Path], Outcome]  # gets a fresh temporary directory
+    message: str  # regex the output must match (what went wrong, clearly)
+    code: int | None = None  # expected exit code (None: any non-zero)
+    secrets: tuple[str, ...] = ()  # values that must appear nowhere
+    tier: str = "core"  # core or bmc (pytest marker)
+    ok: bool = False  # True: the input is fine and must be accepted (a regression guard)
+    xfail: str = ""  # waits for another branch's fix (reason): pytest xfail(strict), tally apart
 
     def judge(self, out: Outcome) -> list[str]:
         """The categories this outcome falls into (empty: the case passed)."""
@@ -97,13 +97,13 @@ def cli(*args: str, report: Path | None = None, cwd: Path = ROOT) -> Outcome:
     code, exc = 0, None
     old = Path.cwd()
     old_columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "1000"   # rich reads it when a console is made: messages are judged unwrapped
+    os.environ["COLUMNS"] = "1000"  # rich reads it when a console is made: messages are judged unwrapped
     try:
         os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 program, ns = _program()
-                saved = _task_help(ns)     # invoke pops each option's help text while parsing
+                saved = _task_help(ns)  # invoke pops each option's help text while parsing
                 try:
                     program.run(["invoke", *args], exit=True)
                 finally:
@@ -112,8 +112,9 @@ def cli(*args: str, report: Path | None = None, cwd: Path = ROOT) -> Outcome:
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 exc = e
-            except BaseException as e:    # noqa: BLE001 -- this is what the campaign counts
+            except BaseException as e:
                 import traceback
+
                 code, exc = 1, e
                 err.write("Traceback (caught by the campaign):\n" + traceback.format_exc())
     finally:
@@ -136,8 +137,9 @@ def call(fn: Callable[[], object]) -> Outcome:
         fn()
     except NumaforgeError as exc:
         return Outcome(getattr(exc, "exit_code", 1), exc.render(), exc)
-    except BaseException as exc:   # noqa: BLE001
+    except BaseException as exc:
         import traceback
+
         return Outcome(1, "Traceback (caught by the campaign):\n" + traceback.format_exc(), exc)
     return Outcome(0, "")
 
@@ -161,8 +163,10 @@ class Tally:
             self.failures.append((case.id, bad))
 
     def render(self) -> str:
-        lines = [f"{self.total} cases: {self.total - len(self.failures)} handled clearly",
-                 "  " + ", ".join(f"{k}: {v}" for k, v in self.counts.items())]
+        lines = [
+            f"{self.total} cases: {self.total - len(self.failures)} handled clearly",
+            "  " + ", ".join(f"{k}: {v}" for k, v in self.counts.items()),
+        ]
         for area, a in sorted(self.per_area.items()):
             lines.append(f"  {area:<12} {a['clear']:>3}/{a['cases']:<3} clear")
         for cid, bad in self.failures:

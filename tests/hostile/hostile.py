@@ -21,8 +21,14 @@ class Recorder:
             def _any(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                rec.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                     "body": body.decode(errors="replace")})
+                rec.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": body.decode(errors="replace"),
+                    }
+                )
                 data = b'{"@odata.id": "/redfish/v1/", "Links": {"Sessions": {"@odata.id": "/s"}}}'
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

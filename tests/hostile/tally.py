@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import cases_bmc  # noqa: E402
-import cases_cli  # noqa: E402
-import cases_h25  # noqa: E402
-import cases_input  # noqa: E402
-from harness import Tally  # noqa: E402
+import cases_bmc
+import cases_cli
+import cases_h25
+import cases_input
+from harness import Tally
 
 
 def main(argv: list[str]) -> int:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from numaforge import budget
-from numaforge import budgeted
+from numaforge import budget, budgeted
 from numaforge.bios.errors import ProfileError
 from numaforge.bios.profile import render_text
 from numaforge.bios.redfish import RedfishClient, RetryPolicy
@@ -40,8 +39,14 @@ def dripping():
 
 
 def _client(sim, **policy) -> RedfishClient:
-    return RedfishClient(sim.url, "admin", PW, host="h1", ca_file=str(sim.ca_file),
-                         policy=RetryPolicy(attempts=3, backoff=0.05, read_timeout=5, **policy))
+    return RedfishClient(
+        sim.url,
+        "admin",
+        PW,
+        host="h1",
+        ca_file=str(sim.ca_file),
+        policy=RetryPolicy(attempts=3, backoff=0.05, read_timeout=5, **policy),
+    )
 
 
 def test_a_dripping_answer_ends_at_the_total_deadline_and_is_not_retried(dripping):
@@ -81,13 +86,21 @@ def test_the_first_signal_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path,
     stuck on the dripping answer -> exit 143 (130) at once, the interrupt said, no traceback, the password
     nowhere."""
     inv = tmp_path / "inv.yaml"
-    inv.write_text("hosts:\n  h1:\n"
-                   f"    bmc: {{url: '{dripping.url}', username: admin, password: 'env:NF_DRIP_PW', "
-                   f"ca_bundle: '{dripping.ca_file}', vendor: generic}}\n"
-                   "    hardware: {sockets: 2}\n    bios_profile: epyc-gpudirect\n")
+    inv.write_text(
+        "hosts:\n  h1:\n"
+        f"    bmc: {{url: '{dripping.url}', username: admin, password: 'env:NF_DRIP_PW', "
+        f"ca_bundle: '{dripping.ca_file}', vendor: generic}}\n"
+        "    hardware: {sockets: 2}\n    bios_profile: epyc-gpudirect\n"
+    )
     env = dict(os.environ, NF_DRIP_PW=PW, PYTHONPATH=str(ROOT), NUMAFORGE_REDFISH_CACHE=str(tmp_path / "c"))
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "bios-plan", "--inventory", str(inv)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "bios-plan", "--inventory", str(inv)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     waited = time.monotonic()  # signal once the run is stuck on the dripping answer (startup time varies)
     while dripping.count("GET", dripping.bios_path + "$") == 0 and time.monotonic() - waited < 60:
         assert proc.poll() is None, proc.communicate()
@@ -102,8 +115,7 @@ def test_the_first_signal_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path,
     assert dripping.count("DELETE", "/SessionService/Sessions/") == 1  # logged out all the same: no session left
 
 
-NESTED = ("settings:\n{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
-          "  iommu: true\n")
+NESTED = "settings:\n{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}  iommu: true\n"
 
 
 def test_a_profile_that_loops_for_ever_ends_on_its_budget(tmp_path, monkeypatch):
@@ -174,8 +186,7 @@ def test_an_ssh_host_that_drips_its_handshake_ends_on_the_total_deadline(drippin
 
     kh = tmp_path / "kh"
     kh.write_text("")
-    spec = SSHSpec(address="127.0.0.1", port=dripping_sshd, known_hosts=str(kh), config_file=str(kh),
-                   use_agent=False)
+    spec = SSHSpec(address="127.0.0.1", port=dripping_sshd, known_hosts=str(kh), config_file=str(kh), use_agent=False)
     t0 = time.monotonic()
     with pytest.raises(ConnectError) as exc:
         connect(spec, "tarpit", connect_timeout=1.0)

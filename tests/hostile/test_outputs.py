@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.hostile
-
 from numaforge import safeio
 from numaforge.cli import values
+
+pytestmark = pytest.mark.hostile
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "hosts:\n  h1:\n    bmc: {url: 'https://bmc.example', username: admin, password: 'env:NF_X_PW'}\n"
@@ -24,13 +24,18 @@ INVENTORY = "hosts:\n  h1:\n    bmc: {url: 'https://bmc.example', username: admi
 def test_json_dash_is_standard_output_and_creates_no_file(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text(INVENTORY)
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "inventory-check", "--inventory", str(inv),
-                        "--json", "-"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "NF_X_PW": "x-pw"})
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(ROOT), "inventory-check", "--inventory", str(inv), "--json", "-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NF_X_PW": "x-pw"},
+    )
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)            # nothing but the report on stdout
+    doc = json.loads(r.stdout)  # nothing but the report on stdout
     assert doc["ok"] is True and [h["host"] for h in doc["hosts"]] == ["h1"]
-    assert "1 of 1 hosts selected" in r.stderr   # the human listing went to stderr
+    assert "1 of 1 hosts selected" in r.stderr  # the human listing went to stderr
     assert not (tmp_path / "-").exists()
 
 
@@ -67,20 +72,37 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("fn,raw,want", [
-    (values.max_fail, "12.5", 12.5), (values.max_fail, "0", 0.0), (values.max_fail, 100, 100.0),
-    (values.max_fail, None, 100.0), (values.positive_int, "8", 8), (values.positive_int, 3, 3),
-    (values.non_negative_int, "0", 0), (values.positive_float, "0.5", 0.5), (values.non_negative_float, "0", 0.0),
-])
+@pytest.mark.parametrize(
+    "fn,raw,want",
+    [
+        (values.max_fail, "12.5", 12.5),
+        (values.max_fail, "0", 0.0),
+        (values.max_fail, 100, 100.0),
+        (values.max_fail, None, 100.0),
+        (values.positive_int, "8", 8),
+        (values.positive_int, 3, 3),
+        (values.non_negative_int, "0", 0),
+        (values.positive_float, "0.5", 0.5),
+        (values.non_negative_float, "0", 0.0),
+    ],
+)
 def test_values_accept(fn, raw, want):
     assert fn(raw, "--opt", want if raw is None else None) == want
 
 
-@pytest.mark.parametrize("fn,raw", [
-    (values.max_fail, "12,5"), (values.max_fail, "-0.1"), (values.positive_int, "1e3"), (values.positive_int, True),
-    (values.non_negative_int, "-1"), (values.positive_float, "0"), (values.positive_float, "nan"),
-    (values.non_negative_float, "-inf"),
-])
+@pytest.mark.parametrize(
+    "fn,raw",
+    [
+        (values.max_fail, "12,5"),
+        (values.max_fail, "-0.1"),
+        (values.positive_int, "1e3"),
+        (values.positive_int, True),
+        (values.non_negative_int, "-1"),
+        (values.positive_float, "0"),
+        (values.positive_float, "nan"),
+        (values.non_negative_float, "-inf"),
+    ],
+)
 def test_values_refuse_with_the_option_name(fn, raw):
     with pytest.raises(values.OptionValueError) as ei:
         fn(raw, "--opt")

@@ -55,7 +55,9 @@ def test_the_redfish_library_logger_is_masked_and_silent(capsys, monkeypatch):
     deadline.quiet_library_logging()
     secrets.register("X-Tok-abcdef123")
     log = logging.getLogger("redfish.rest.v1")
-    log.error("Service responded with invalid JSON at URI %s\n%s", "/redfish/v1/", "X-Auth-Token=X-Tok-abcdef123\x1b[2J")
+    log.error(
+        "Service responded with invalid JSON at URI %s\n%s", "/redfish/v1/", "X-Auth-Token=X-Tok-abcdef123\x1b[2J"
+    )
     assert capsys.readouterr().err == ""
     monkeypatch.setenv(deadline.LOG_ENV, "1")
     log.error("body %s", "X-Auth-Token=X-Tok-abcdef123\x1b[2J")

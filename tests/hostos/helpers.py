@@ -32,5 +32,9 @@ def build_tree(root: Path, name: str = "lab-vm-numanic") -> Path:
 
 
 def lab_like_host(name: str = "h", nics=("0000:21:04.0",), sockets: int = 4, **vars) -> Host:
-    return Host(name=name, location=Location("<test>"), hardware=HardwareSpec(sockets=sockets, nics=list(nics)),
-                vars={"hostos_profile": "lab-vm-host", **vars})
+    return Host(
+        name=name,
+        location=Location("<test>"),
+        hardware=HardwareSpec(sockets=sockets, nics=list(nics)),
+        vars={"hostos_profile": "lab-vm-host", **vars},
+    )

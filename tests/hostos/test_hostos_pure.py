@@ -11,11 +11,23 @@ import pytest
 
 from numaforge.bios.errors import ProfileError
 from numaforge.hostos.apply import apply_script, rollback_script
-from numaforge.hostos.plan import (IRQBALANCE_DEFAULTS, MANAGED_FILES, STATE_FILE, HostPlanError, irqbalance_defaults,
-                                   make_plan)
+from numaforge.hostos.plan import (
+    IRQBALANCE_DEFAULTS,
+    MANAGED_FILES,
+    STATE_FILE,
+    HostPlanError,
+    irqbalance_defaults,
+    make_plan,
+)
 from numaforge.hostos.profile import profile_facts, render_profile
-from numaforge.hostos.read import (bracketed, host_state, parse_interrupts, parse_snapshot, snapshot_request,
-                                   snapshot_script)
+from numaforge.hostos.read import (
+    bracketed,
+    host_state,
+    parse_interrupts,
+    parse_snapshot,
+    snapshot_request,
+    snapshot_script,
+)
 from numaforge.hostos.run import OsOptions, gate_verdict, locality_counters, locality_share, resolve_profile
 from numaforge.inventory.loader import load_inventory
 from numaforge.paths import ROOT
@@ -37,14 +49,14 @@ def test_lab_vm_corpus():
     assert (dev.numa_node, dev.local_cpus, dev.irqs, dev.pci_class) == (-1, [0, 1, 2, 3], ["10"], "0x020000")
     assert st.interrupts["10"].name == "eth0" and st.interrupts["10"].chip == "IO-APIC"
     assert st.affinity["10"] == [0]
-    assert st.thp == {} and st.governors == {}            # the lab kernel: no THP, no cpufreq
+    assert st.thp == {} and st.governors == {}  # the lab kernel: no THP, no cpufreq
     assert st.numastat[2]["local_node"] == 2387 and st.vmstat["numa_hint_faults"] == 0
     assert all(v is None for v in st.files.values()) and not st.unit_linked
 
 
 def test_lab_vm_numa_nic_corpus():
     st = _state("lab-vm-numanic", ["0000:00:02.0", "0000:21:04.0"])
-    nic = st.devices["0000:21:04.0"]                  # virtio-net behind qemu's pxb with numa_node=1
+    nic = st.devices["0000:21:04.0"]  # virtio-net behind qemu's pxb with numa_node=1
     assert (nic.numa_node, nic.local_cpus, nic.irqs) == (1, [1], ["29", "30", "31"])
     assert st.interrupts["29"].chip == "PCI-MSI" and "virtio" in st.interrupts["29"].name
 
@@ -54,14 +66,16 @@ def test_buildserver_corpus():
     assert st.thp["enabled"] == ("madvise", ["always", "madvise", "never"])
     assert st.thp["defrag"][0] == "madvise"
     dev = st.devices["0000:00:03.0"]
-    assert dev.irqs == ["37", "38", "39"] and dev.numa_node == -1      # virtio-net, MSI-X
+    assert dev.irqs == ["37", "38", "39"] and dev.numa_node == -1  # virtio-net, MSI-X
     assert st.affinity["37"] == [0, 1]
     assert st.interrupts["37"].chip.startswith("PCI-MSI")
 
 
 def test_parsers_edge_cases():
     assert bracketed("[always] madvise never") == ("always", ["always", "madvise", "never"])
-    ints = parse_interrupts("           CPU0       CPU1\n 10:  5  6   IO-APIC  10-fasteoi   eth0\nNMI: 0 0 Non-maskable\n")
+    ints = parse_interrupts(
+        "           CPU0       CPU1\n 10:  5  6   IO-APIC  10-fasteoi   eth0\nNMI: 0 0 Non-maskable\n"
+    )
     assert list(ints) == ["10"] and ints["10"].counts == [5, 6] and ints["10"].name == "eth0"
     snap = parse_snapshot("@@@ file /a\nx\n\n@@@ ls /d\n1\n2\n@@@ file /b\ny\n\n")
     assert snap.files == {"/a": "x", "/b": "y"} and snap.dirs == {"/d": ["1", "2"]}
@@ -72,9 +86,20 @@ def test_parsers_edge_cases():
 def test_snapshot_script_runs_under_a_root_prefix(tmp_path):
     """The real script under sh, over a tree built from the lab VM capture: the same state comes back."""
     root = build_tree(tmp_path / "root")
-    r = subprocess.run(["sh", "-c", snapshot_script(str(root), ["/proc/sys/vm/swappiness", "/proc/irq/[0-9]*/smp_affinity_list"],
-                                                    ["/sys/bus/pci/devices/0000:00:02.0/msi_irqs"])],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            "sh",
+            "-c",
+            snapshot_script(
+                str(root),
+                ["/proc/sys/vm/swappiness", "/proc/irq/[0-9]*/smp_affinity_list"],
+                ["/sys/bus/pci/devices/0000:00:02.0/msi_irqs"],
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     snap = parse_snapshot(r.stdout)
     assert snap.files["/proc/sys/vm/swappiness"] == "60" and snap.files["/proc/irq/10/smp_affinity_list"] == "0"
 
@@ -91,15 +116,18 @@ def test_profiles_render_with_extends():
     assert base.thp == {"enabled": "madvise", "defrag": "defer+madvise"} and base.governor == "performance"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("sysctl:\n  vm.zone_reclaim_mode: 0\n  vm.zone_reclaim_mode: 1\n", "duplicate key"),
-    ("sysctl:\n  'Vm zone': 1\n", "sysctl"),
-    ("thp:\n  enabled: sometimes\n", "allowed values: 'always', 'madvise', 'never'"),
-    ("sysctls:\n  vm.x: 1\n", "did you mean 'sysctl'"),
-    ("irq:\n  devices: ['41:00.0']\n", "must match"),
-    ("description: {{ nope }}\n", "undefined value"),
-    ("description: {{ ''.__class__.__mro__ }}\n", "template sandbox forbids"),   # the sandbox refuses it
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("sysctl:\n  vm.zone_reclaim_mode: 0\n  vm.zone_reclaim_mode: 1\n", "duplicate key"),
+        ("sysctl:\n  'Vm zone': 1\n", "sysctl"),
+        ("thp:\n  enabled: sometimes\n", "allowed values: 'always', 'madvise', 'never'"),
+        ("sysctls:\n  vm.x: 1\n", "did you mean 'sysctl'"),
+        ("irq:\n  devices: ['41:00.0']\n", "must match"),
+        ("description: {{ nope }}\n", "undefined value"),
+        ("description: {{ ''.__class__.__mro__ }}\n", "template sandbox forbids"),  # the sandbox refuses it
+    ],
+)
 def test_bad_profiles_are_clear_errors(tmp_path, text, match):
     p = tmp_path / "bad.yaml.j2"
     p.write_text(text)
@@ -108,12 +136,15 @@ def test_bad_profiles_are_clear_errors(tmp_path, text, match):
     assert str(p) in exc.value.render()
 
 
-@pytest.mark.parametrize("text, where", [
-    ("sysctl:\n  vm.swappiness: 1\n  vm.swappiness: 2\n", "rendered line 3: 'vm.swappiness: 2'"),
-    ("description: x\nsysctls:\n  vm.x: 1\n", ":2"),
-    ("description: x\nthp:\n  enabled: sometimes\n", "rendered line 3"),
-    ("description: x\n\n{{ nope }}\n", ":3"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("sysctl:\n  vm.swappiness: 1\n  vm.swappiness: 2\n", "rendered line 3: 'vm.swappiness: 2'"),
+        ("description: x\nsysctls:\n  vm.x: 1\n", ":2"),
+        ("description: x\nthp:\n  enabled: sometimes\n", "rendered line 3"),
+        ("description: x\n\n{{ nope }}\n", ":3"),
+    ],
+)
 def test_host_profile_errors_name_the_line(tmp_path, text, where):
     """Host profiles parse through numaforge.yamlsrc like BIOS profiles: every error keeps its line."""
     p = tmp_path / "bad.yaml.j2"
@@ -125,8 +156,10 @@ def test_host_profile_errors_name_the_line(tmp_path, text, where):
 
 def test_plan_reports_every_problem_at_once(tmp_path):
     p = tmp_path / "many.yaml.j2"
-    p.write_text("sysctl:\n  vm.zone_reclaim_mod: 0\n  kernel.no_such_thing: 1\nthp:\n  enabled: never\n"
-                 "cpufreq_governor: performance\nirq:\n  devices: ['0000:00:09.0']\n")
+    p.write_text(
+        "sysctl:\n  vm.zone_reclaim_mod: 0\n  kernel.no_such_thing: 1\nthp:\n  enabled: never\n"
+        "cpufreq_governor: performance\nirq:\n  devices: ['0000:00:09.0']\n"
+    )
     prof = render_profile(str(p), profile_facts(lab_like_host()))
     st = host_state(parse_snapshot(corpus("lab-vm")), list(prof.sysctl), prof.irq_devices, MANAGED_FILES)
     with pytest.raises(HostPlanError) as exc:
@@ -135,7 +168,7 @@ def test_plan_reports_every_problem_at_once(tmp_path):
     assert len(exc.value.problems) == 5
     assert "did you mean vm.zone_reclaim_mode?" in text and "kernel.no_such_thing: unknown" in text
     assert "CONFIG_TRANSPARENT_HUGEPAGE" in text and "no cpufreq" in text and "no such PCI device" in text
-    assert "set thp.enabled: null in the profile" in text and "thp.{k}" not in text     # the real key (issue 24)
+    assert "set thp.enabled: null in the profile" in text and "thp.{k}" not in text  # the real key (issue 24)
 
 
 def test_plan_diff_and_device_checks():
@@ -145,7 +178,10 @@ def test_plan_diff_and_device_checks():
     by = {(i.kind, i.name): i for i in plan.items}
     assert by[("sysctl", "vm.swappiness")].action == "change" and by[("sysctl", "vm.zone_reclaim_mode")].action == "ok"
     assert {n: (i.current, i.desired) for (k, n), i in by.items() if k == "irq"} == {
-        "29 (0000:21:04.0)": ("1", "1"), "30 (0000:21:04.0)": ("0-3", "1"), "31 (0000:21:04.0)": ("0-3", "1")}
+        "29 (0000:21:04.0)": ("1", "1"),
+        "30 (0000:21:04.0)": ("0-3", "1"),
+        "31 (0000:21:04.0)": ("0-3", "1"),
+    }
     assert {c.name: c.verdict for c in plan.checks} == {"numa-nodes": "ok", "numa_node 0000:21:04.0": "ok"}
     # the e1000 on qemu's main root reports -1 on a 4-node machine: a failed check with the likely BIOS cause
     e1000 = _profile(nics=("0000:00:02.0",))
@@ -181,7 +217,7 @@ def test_apply_script_saves_first_and_second_apply_is_empty(tmp_path):
     plan2 = make_plan(prof, st2)
     assert plan2.changes == [] and apply_script(plan2, st2, str(root), real_root=False) is None
     rb, _ = rollback_script(st2, str(root), real_root=False)
-    (root / "proc/irq/31/smp_affinity_list").unlink()           # renumbered by a reboot: the rest still comes back
+    (root / "proc/irq/31/smp_affinity_list").unlink()  # renumbered by a reboot: the rest still comes back
     r = subprocess.run(["sh", "-c", rb], capture_output=True, text=True, check=True)
     assert "/proc/irq/31/smp_affinity_list no longer exists" in r.stderr
     assert (root / "proc/sys/vm/swappiness").read_text() == "60"
@@ -196,7 +232,7 @@ def _req(prof):
 def test_irqbalance_block_keeps_user_args():
     mine = irqbalance_defaults('# comment\nIRQBALANCE_ARGS="--deepestcache=2"\n')
     assert 'IRQBALANCE_ARGS="--deepestcache=2 --policyscript=/etc/numaforge/irqbalance-policy.sh"' in mine
-    assert irqbalance_defaults(mine) == mine                      # idempotent
+    assert irqbalance_defaults(mine) == mine  # idempotent
     assert mine.startswith('# comment\nIRQBALANCE_ARGS="--deepestcache=2"\n')
     assert IRQBALANCE_DEFAULTS == "/etc/default/irqbalance"
 
@@ -209,7 +245,7 @@ def test_locality_gate():
     assert before["alloc_local_share"] == 0.9 and after["alloc_local_share"] == 0.7
     ok, text, _ = gate_verdict(before, after, 0.02)
     assert not ok and "WORSE" in text and "90.0% -> 70.0%" in text
-    assert "hint faults" not in text                       # 4 hint faults per window: too few to judge
+    assert "hint faults" not in text  # 4 hint faults per window: too few to judge
     assert gate_verdict(before, after, 0.25)[0]
     few = locality_share(a, {**a, "local_node": 1050})
     ok, text, _ = gate_verdict(few, after, 0.02)
@@ -220,11 +256,18 @@ def test_locality_gate():
 
 def _cli(tmp_path, *args, profile_text=None):
     inv = tmp_path / "inv.yaml"
-    inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, agent: false}\n"
-                   "    vars: {hostos_profile: lab-vm-host}\n")
+    inv.write_text(
+        "version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, agent: false}\n"
+        "    vars: {hostos_profile: lab-vm-host}\n"
+    )
     root = Path(__file__).resolve().parents[2]
-    return subprocess.run([str(Path(sys.executable).with_name("invoke")), *args, "-i", str(inv)], cwd=root,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("invoke")), *args, "-i", str(inv)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_bad_profile_is_a_clear_error_before_any_connection(tmp_path):
@@ -233,7 +276,7 @@ def test_cli_bad_profile_is_a_clear_error_before_any_connection(tmp_path):
     r = _cli(tmp_path, "os-apply", "--profile", str(bad), "--json", str(tmp_path / "r.json"))
     out = json.loads((tmp_path / "r.json").read_text())["hosts"][0]["message"]
     assert r.returncode == 1 and "duplicate key 'vm.swappiness'" in out and str(bad) in out
-    assert "refused" not in out                                # the profile fails before SSH is tried
+    assert "refused" not in out  # the profile fails before SSH is tried
     r = _cli(tmp_path, "os-apply", "--gate", "locality")
     assert r.returncode != 0 and "--canary" in r.stdout + r.stderr
     r = _cli(tmp_path, "os-apply", "--numa-node-override", "0000:21:04.0")

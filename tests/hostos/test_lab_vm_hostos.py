@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from numaforge.fleet import Rollout
 from numaforge.errors import NumaforgeError
+from numaforge.fleet import Rollout
 from numaforge.hostos.run import OsOptions, run_os
 from numaforge.inventory.model import HardwareSpec, Host, Location, SSHSpec
 from numaforge.lab import vm
@@ -41,10 +41,20 @@ def _boot(state, port):
 def lab(tmp_path):
     state, port = tmp_path / "lab", _free_port()
     _boot(state, port)
-    host = Host(name="lab-vm", location=Location("<test>"),
-                ssh=SSHSpec(address="127.0.0.1", port=port, user="root", key_file=str(state / "ssh/id_ed25519"),
-                            use_agent=False, known_hosts=str(state / "ssh/known_hosts")),
-                hardware=HardwareSpec(sockets=4, nics=[NIC]), vars={"hostos_profile": "lab-vm-host"})
+    host = Host(
+        name="lab-vm",
+        location=Location("<test>"),
+        ssh=SSHSpec(
+            address="127.0.0.1",
+            port=port,
+            user="root",
+            key_file=str(state / "ssh/id_ed25519"),
+            use_agent=False,
+            known_hosts=str(state / "ssh/known_hosts"),
+        ),
+        hardware=HardwareSpec(sockets=4, nics=[NIC]),
+        vars={"hostos_profile": "lab-vm-host"},
+    )
     try:
         yield state, port, host
     finally:
@@ -72,31 +82,37 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     assert ("sysctl", "vm.swappiness") in changes and any(k == "irq" for k, _ in changes)
 
     applied = _one(host, "apply")
-    assert applied.status == "changed", applied.message      # one vocabulary with bios-apply
+    assert applied.status == "changed", applied.message  # one vocabulary with bios-apply
     pinned = [i["path"] for i in applied.data["items"] if i["kind"] == "irq"]
-    assert len(pinned) == 3 and all(v == "1" for v in _read(host, *pinned))      # node 1's CPU
+    assert len(pinned) == 3 and all(v == "1" for v in _read(host, *pinned))  # node 1's CPU
     assert _read(host, "/proc/sys/vm/swappiness") == ["10"]
     # the second apply, as a gated canary: real numastat counters while a shell loop allocates in the guest
     with connect(host.ssh, host.name) as r:
-        r.run("setsid sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=1M count=4 2>/dev/null; done' "
-              "</dev/null >/dev/null 2>&1 & echo $! > /tmp/traffic.pid")
+        r.run(
+            "setsid sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=1M count=4 2>/dev/null; done' "
+            "</dev/null >/dev/null 2>&1 & echo $! > /tmp/traffic.pid"
+        )
     try:
-        out = run_os([host], "apply", OsOptions(gate_seconds=2.0), rollout=Rollout(canary=1, gate="locality"), progress=False)
+        out = run_os(
+            [host], "apply", OsOptions(gate_seconds=2.0), rollout=Rollout(canary=1, gate="locality"), progress=False
+        )
     finally:
         with connect(host.ssh, host.name) as r:
             r.run("kill -- -$(cat /tmp/traffic.pid)", check=False)
     again = out.results[0]
     assert again.status == "unchanged" and again.data["changed"] == [] and "nothing to change" in again.message
     gate = again.data["gate"]
-    print(f"locality gate on the lab VM: before {gate['before']}, after {gate['after']}")   # docs/HOSTOS.md
+    print(f"locality gate on the lab VM: before {gate['before']}, after {gate['after']}")  # docs/HOSTOS.md
     assert gate["ok"] and min(gate["before"]["allocations"], gate["after"]["allocations"]) >= 100, gate
 
     # the real irqbalance (Debian 1.9.2, in the VM's initramfs) started as its unit would, with the
     # IRQBALANCE_ARGS of /etc/default/irqbalance: it bans the pinned IRQs through the policy script and leaves
     # their affinity alone, while it still balances the others
     with connect(host.ssh, host.name) as r:
-        log = r.run(". /etc/default/irqbalance && timeout 90 /usr/sbin/irqbalance --oneshot --debug $IRQBALANCE_ARGS",
-                    timeout=120).stdout
+        log = r.run(
+            ". /etc/default/irqbalance && timeout 90 /usr/sbin/irqbalance --oneshot --debug $IRQBALANCE_ARGS",
+            timeout=120,
+        ).stdout
     irq_numbers = [p.split("/")[3] for p in pinned]
     for n in irq_numbers:
         assert f"IRQ {n} was BANNED." in log, log
@@ -107,14 +123,14 @@ def test_apply_survives_reboot_and_rolls_back(lab):
         try:
             r.run("sync; reboot -f", timeout=10, check=False)
         except NumaforgeError:
-            pass                                    # the connection goes away with the guest
+            pass  # the connection goes away with the guest
     deadline = time.monotonic() + 60
     while vm.status(state).running and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not vm.status(state).running, "the guest did not go down on reboot -f"
     _boot(state, port)
     after = _one(host, "verify")
-    assert after.status == "ok", after.message        # sysctls, IRQ affinity and files read back after the reboot
+    assert after.status == "ok", after.message  # sysctls, IRQ affinity and files read back after the reboot
     assert all(v == "1" for v in _read(host, *pinned))
 
     rolled = _one(host, "apply", rollback=True)
@@ -126,13 +142,18 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     assert nothing.status == "unchanged" and nothing.message.startswith("nothing to roll back")
 
     # the talk's `echo N > numa_node` workaround, only when asked for: the e1000 on qemu's main PCI root reports -1
-    e1000 = Host(name="lab-vm", location=host.location, ssh=host.ssh, vars=host.vars,
-                 hardware=HardwareSpec(sockets=4, nics=["0000:00:02.0"]))
+    e1000 = Host(
+        name="lab-vm",
+        location=host.location,
+        ssh=host.ssh,
+        vars=host.vars,
+        hardware=HardwareSpec(sockets=4, nics=["0000:00:02.0"]),
+    )
     plain = _one(e1000, "plan")
     assert any(c["verdict"] == "fail" and "reports -1" in c["evidence"] for c in plain.data["checks"])
     fixed = _one(e1000, "apply", numa_override={"0000:00:02.0": 2})
     assert fixed.status == "changed", fixed.message
     assert _read(host, "/sys/bus/pci/devices/0000:00:02.0/numa_node", "/proc/irq/10/smp_affinity_list") == ["2", "2"]
-    assert int(_read(host, "/proc/sys/kernel/tainted")[0]) & (1 << 11)         # TAINT_FIRMWARE_WORKAROUND
+    assert int(_read(host, "/proc/sys/kernel/tainted")[0]) & (1 << 11)  # TAINT_FIRMWARE_WORKAROUND
     assert _one(e1000, "apply", rollback=True).status == "changed"
     assert _read(host, "/sys/bus/pci/devices/0000:00:02.0/numa_node") == ["-1"]

@@ -30,8 +30,13 @@ PASSWORD = "wh33l-Pa55word"
 def _as_user(cmd: list[str], cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
     base.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=pwd.getpwnam(USER).pw_dir, LANG="C.UTF-8", **(env or {}))
-    return subprocess.run(["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in base.items()], *cmd],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in base.items()], *cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +46,12 @@ def installed():
     work = Path(tempfile.mkdtemp(prefix="numaforge-wheel-", dir="/tmp"))
     try:
         dist = work / "dist"
-        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(CHECKOUT)],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(CHECKOUT)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         (wheel,) = dist.glob("numaforge-*.whl")
         shutil.chown(work, USER)
@@ -75,30 +84,37 @@ def test_inventory_check_and_bios_plan_against_the_simulator(installed):
         shutil.copy(sim.ca_file, ca)
         os.chmod(ca, 0o644)
         inv = work / "fleet.yaml"
-        inv.write_text("version: 1\nhosts:\n  gpu-01:\n"
-                       f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_WHEEL_PW', "
-                       f"ca_bundle: '{ca}', vendor: dell}}\n"
-                       "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
+        inv.write_text(
+            "version: 1\nhosts:\n  gpu-01:\n"
+            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_WHEEL_PW', "
+            f"ca_bundle: '{ca}', vendor: dell}}\n"
+            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+        )
         env = {"NF_WHEEL_PW": PASSWORD}
         r = _as_user([str(exe), "inventory-check", "-i", str(inv)], cwd=Path("/tmp"), env=env)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "gpu-01" in r.stdout and "password=env:NF_WHEEL_PW" in r.stdout and PASSWORD not in r.stdout
 
         # the built-in profile and vendor map come from the wheel's package data
-        r = _as_user([str(exe), "bios-plan", "-i", str(inv), "--json", str(work / "plan.json")], cwd=Path("/tmp"),
-                     env=env)
+        r = _as_user(
+            [str(exe), "bios-plan", "-i", str(inv), "--json", str(work / "plan.json")], cwd=Path("/tmp"), env=env
+        )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "NumaNodesPerSocket" in r.stdout and "┃" not in r.stdout   # plain output: not a terminal
+        assert "NumaNodesPerSocket" in r.stdout and "┃" not in r.stdout  # plain output: not a terminal
         assert sim.count("PATCH") == 0
 
         # a project directory's own profile is found with --root; without it the name is unknown
         proj = work / "project" / "bios" / "profiles"
         proj.mkdir(parents=True)
-        (proj / "mine.yaml.j2").write_text("description: one NUMA node per socket\nsettings:\n"
-                                           "  numa_nodes_per_socket: 1\n")
+        (proj / "mine.yaml.j2").write_text(
+            "description: one NUMA node per socket\nsettings:\n  numa_nodes_per_socket: 1\n"
+        )
         shutil.chown(work / "project", USER)
-        r = _as_user([str(exe), "--root", str(work / "project"), "bios-plan", "-i", str(inv), "--profile", "mine"],
-                     cwd=Path("/tmp"), env=env)
+        r = _as_user(
+            [str(exe), "--root", str(work / "project"), "bios-plan", "-i", str(inv), "--profile", "mine"],
+            cwd=Path("/tmp"),
+            env=env,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         r = _as_user([str(exe), "bios-plan", "-i", str(inv), "--profile", "mine"], cwd=Path("/tmp"), env=env)
         assert r.returncode == 1 and "unknown BIOS profile 'mine'" in r.stdout + r.stderr

@@ -50,8 +50,9 @@ def plain(value):
 
 def ansible_env(tmp: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(HOME=str(tmp), ANSIBLE_LOCAL_TEMP=str(tmp / "tmp"), ANSIBLE_CONFIG=str(tmp / "none.cfg"),
-               ANSIBLE_NOCOLOR="1")
+    env.update(
+        HOME=str(tmp), ANSIBLE_LOCAL_TEMP=str(tmp / "tmp"), ANSIBLE_CONFIG=str(tmp / "none.cfg"), ANSIBLE_NOCOLOR="1"
+    )
     return env
 
 
@@ -60,8 +61,14 @@ def oracle(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("oracle")
     spec = [{"name": c.name, "path": str(inventory_file(c)), "limits": limits(c)} for c in CASES]
     (tmp / "cases.json").write_text(json.dumps(spec))
-    r = subprocess.run([sys.executable, str(ORACLE), str(tmp / "cases.json")], cwd=tmp, env=ansible_env(tmp),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(ORACLE), str(tmp / "cases.json")],
+        cwd=tmp,
+        env=ansible_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)
 
@@ -114,11 +121,12 @@ def test_numaforge_model_reads_the_resolved_ansible_vars(case, oracle):
         assert host.ssh.address == str(hv.get("ansible_host", name)), f"{case.name}: {name}"
         assert host.ssh.port == int(hv.get("ansible_port", 22))
         assert host.ssh.user == hv.get("ansible_user", "root")
-        assert host.ssh.key_file == (None if "ansible_ssh_private_key_file" not in hv else
-                                     host.ssh.key_file) and (host.ssh.key_file is None) == (
-            "ansible_ssh_private_key_file" not in hv)
-        assert {k: v for k, v in hv.items() if not k.startswith(("ansible_", "numaforge_"))} == \
-            {k: v for k, v in plain(host.vars).items() if not k.startswith("ansible_")}
+        assert host.ssh.key_file == (None if "ansible_ssh_private_key_file" not in hv else host.ssh.key_file) and (
+            host.ssh.key_file is None
+        ) == ("ansible_ssh_private_key_file" not in hv)
+        assert {k: v for k, v in hv.items() if not k.startswith(("ansible_", "numaforge_"))} == {
+            k: v for k, v in plain(host.vars).items() if not k.startswith("ansible_")
+        }
 
 
 def test_oracle_matches_the_ansible_inventory_command(oracle, tmp_path):
@@ -127,12 +135,24 @@ def test_oracle_matches_the_ansible_inventory_command(oracle, tmp_path):
     assert cmd, "ansible-inventory missing: run scripts/setup.sh (60-bench.sh installs Ansible)"
     for name in ("10-group-vars-files", "13-ini-basic"):
         case = DATA / name
-        r = subprocess.run([cmd, "-i", str(inventory_file(case)), "--list"], cwd=tmp_path, env=ansible_env(tmp_path),
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [cmd, "-i", str(inventory_file(case)), "--list"],
+            cwd=tmp_path,
+            env=ansible_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         listed = json.loads(r.stdout)
         assert listed["_meta"]["hostvars"] == oracle[name]["hostvars"]
         pat = limits(case)[0]
-        r = subprocess.run([cmd, "-i", str(inventory_file(case)), "--list", "--limit", pat], cwd=tmp_path,
-                           env=ansible_env(tmp_path), capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [cmd, "-i", str(inventory_file(case)), "--list", "--limit", pat],
+            cwd=tmp_path,
+            env=ansible_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert sorted(json.loads(r.stdout)["_meta"]["hostvars"]) == oracle[name]["limits"][pat]

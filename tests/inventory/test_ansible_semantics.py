@@ -20,7 +20,10 @@ from .helpers import write
 
 
 def test_host_in_two_groups_keeps_ansible_host_yaml(tmp_path):
-    inv = load_inventory(write(tmp_path, """
+    inv = load_inventory(
+        write(
+            tmp_path,
+            """
 all:
   children:
     dell:
@@ -29,28 +32,36 @@ all:
     canary:
       hosts:
         gpu01:
-"""))
+""",
+        )
+    )
     h = inv.hosts["gpu01"]
     assert h.ssh.address == "10.20.0.11" and h.vars == {"rack": "b07"}
     assert h.groups == ["canary", "dell"]
 
 
 def test_host_in_two_groups_keeps_ansible_host_ini(tmp_path):
-    inv = load_inventory(write(tmp_path, "[dell]\ngpu01 ansible_host=10.20.0.11 ansible_port=2222\n\n"
-                                         "[canary]\ngpu01\n", "hosts.ini"))
+    inv = load_inventory(
+        write(tmp_path, "[dell]\ngpu01 ansible_host=10.20.0.11 ansible_port=2222\n\n[canary]\ngpu01\n", "hosts.ini")
+    )
     assert (inv.hosts["gpu01"].ssh.address, inv.hosts["gpu01"].ssh.port) == ("10.20.0.11", 2222)
     assert inv.format == "ansible"
 
 
 def test_child_group_defined_later_is_valid(tmp_path):
-    inv = load_inventory(write(tmp_path, """
+    inv = load_inventory(
+        write(
+            tmp_path,
+            """
 gpu:
   children:
     dell:
 dell:
   hosts:
     r1: {ansible_host: 10.0.0.1}
-"""))
+""",
+        )
+    )
     assert inv.group_members("gpu") == ["r1"] and inv.groups["gpu"].children == ["dell"]
     ini = load_inventory(write(tmp_path, "[gpu:children]\ndell\n\n[dell]\nr1\n", "later.ini"))
     assert ini.group_members("gpu") == ["r1"]
@@ -89,8 +100,9 @@ def test_nesting_at_the_bound_loads(tmp_path):
 
 
 def test_deep_ansible_yaml_nesting_is_an_error_not_a_traceback(tmp_path):
-    text = "all:\n  children:\n" + "".join(" " * (4 + 4 * i) + f"g{i}:\n" + " " * (6 + 4 * i) + "children:\n"
-                                           for i in range(1500))
+    text = "all:\n  children:\n" + "".join(
+        " " * (4 + 4 * i) + f"g{i}:\n" + " " * (6 + 4 * i) + "children:\n" for i in range(1500)
+    )
     with pytest.raises(InventoryError):
         load_inventory(write(tmp_path, text))
 
@@ -108,7 +120,7 @@ def test_inventory_must_be_a_regular_file(tmp_path):
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)
     with pytest.raises(InventoryError, match="not a regular file"):
-        load_inventory(fifo)   # would block forever if opened
+        load_inventory(fifo)  # would block forever if opened
     with pytest.raises(InventoryError, match="is a directory") as info:
         load_inventory(tmp_path)
     assert "--inventory" in info.value.fix
@@ -122,8 +134,9 @@ def test_oversized_inventory_refused_before_reading(tmp_path):
         load_inventory(p)
 
 
-@pytest.mark.parametrize("url", ["https://admin:Sup3rS3cret@10.0.0.5", "https://admin@10.0.0.5:443",
-                                 "https://:Sup3rS3cret@bmc"])
+@pytest.mark.parametrize(
+    "url", ["https://admin:Sup3rS3cret@10.0.0.5", "https://admin@10.0.0.5:443", "https://:Sup3rS3cret@bmc"]
+)
 def test_credentials_in_bmc_url_refused_and_not_echoed(tmp_path, url):
     p = write(tmp_path, f"all:\n  hosts:\n    g1:\n      numaforge_bmc: {{url: '{url}', password: env:P}}\n")
     with pytest.raises(InventoryError, match="carries credentials") as info:
@@ -153,9 +166,17 @@ def test_vault_vars_file_and_templates_refused_with_fix(tmp_path):
         load_inventory(q)
 
 
-@pytest.mark.parametrize("pattern,msg", [("gpu[1:3:0]", "at least 1"), ("gpu[01:5]", "same width"),
-                                         ("gpu[a:1]", "neither numeric"), ("gpu[1:]", "no end"),
-                                         ("gpu[0:999999]", "more than"), ("gpu[z:a]", "begin after end")])
+@pytest.mark.parametrize(
+    "pattern,msg",
+    [
+        ("gpu[1:3:0]", "at least 1"),
+        ("gpu[01:5]", "same width"),
+        ("gpu[a:1]", "neither numeric"),
+        ("gpu[1:]", "no end"),
+        ("gpu[0:999999]", "more than"),
+        ("gpu[z:a]", "begin after end"),
+    ],
+)
 def test_bad_ranges(tmp_path, pattern, msg):
     with pytest.raises(InventoryError, match=msg) as info:
         load_inventory(write(tmp_path, f"[gpu]\n{pattern}\n", "hosts.ini"))
@@ -181,13 +202,16 @@ fra-gpu01
 """
 
 
-@pytest.mark.parametrize("limit,want", [
-    ("!dead*", ["fra-gpu01", "fra-gpu02", "fra-gpu04", "ams-gpu01"]),
-    ("fra_gpu:&canary", ["fra-gpu01"]),
-    ("~ams-.*", ["ams-gpu01", "ams-gpu02"]),
-    ("fra_gpu[1:2],!dead", ["fra-gpu02"]),
-    ("*gpu0[!34]", ["fra-gpu01", "fra-gpu02", "ams-gpu01", "ams-gpu02"]),
-])
+@pytest.mark.parametrize(
+    "limit,want",
+    [
+        ("!dead*", ["fra-gpu01", "fra-gpu02", "fra-gpu04", "ams-gpu01"]),
+        ("fra_gpu:&canary", ["fra-gpu01"]),
+        ("~ams-.*", ["ams-gpu01", "ams-gpu02"]),
+        ("fra_gpu[1:2],!dead", ["fra-gpu02"]),
+        ("*gpu0[!34]", ["fra-gpu01", "fra-gpu02", "ams-gpu01", "ams-gpu02"]),
+    ],
+)
 def test_limit_patterns_through_select(tmp_path, limit, want):
     inv = load_inventory(write(tmp_path, FLEET, "hosts.ini"))
     assert [h.name for h in inv.select(limit=limit)] == want

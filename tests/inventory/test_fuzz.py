@@ -14,14 +14,66 @@ from numaforge.errors import InventoryError
 from numaforge.inventory.loader import load_inventory
 from numaforge.inventory.model import Inventory
 
-KEYS = ["hosts", "groups", "vars", "defaults", "version", "all", "children", "ssh", "bmc", "kernel", "hardware",
-        "bios_profile", "address", "port", "user", "url", "password", "vendor", "gpus", "sockets", "release",
-        "target", "ansible_host", "ansible_port", "numaforge_bmc", "sudo", "insecure", "ca_bundle", "h1", "g1"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 70000), st.sampled_from(
-    ["10.0.0.1", "https://b", "http://b", "env:X", "file:/x", "calvin", "dell", "0000:41:00.0", "5.10.0-1-amd64",
-     "h1", "g1", "", "NPS4"]), st.text(max_size=8))
-trees = st.recursive(scalars, lambda kids: st.one_of(
-    st.lists(kids, max_size=4), st.dictionaries(st.sampled_from(KEYS), kids, max_size=5)), max_leaves=25)
+KEYS = [
+    "hosts",
+    "groups",
+    "vars",
+    "defaults",
+    "version",
+    "all",
+    "children",
+    "ssh",
+    "bmc",
+    "kernel",
+    "hardware",
+    "bios_profile",
+    "address",
+    "port",
+    "user",
+    "url",
+    "password",
+    "vendor",
+    "gpus",
+    "sockets",
+    "release",
+    "target",
+    "ansible_host",
+    "ansible_port",
+    "numaforge_bmc",
+    "sudo",
+    "insecure",
+    "ca_bundle",
+    "h1",
+    "g1",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 70000),
+    st.sampled_from(
+        [
+            "10.0.0.1",
+            "https://b",
+            "http://b",
+            "env:X",
+            "file:/x",
+            "calvin",
+            "dell",
+            "0000:41:00.0",
+            "5.10.0-1-amd64",
+            "h1",
+            "g1",
+            "",
+            "NPS4",
+        ]
+    ),
+    st.text(max_size=8),
+)
+trees = st.recursive(
+    scalars,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(st.sampled_from(KEYS), kids, max_size=5)),
+    max_leaves=25,
+)
 
 
 def _load(text: str):

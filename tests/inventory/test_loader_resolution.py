@@ -15,7 +15,10 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_precedence_defaults_outer_inner_host(tmp_path):
-    inv = load_inventory(write(tmp_path, """
+    inv = load_inventory(
+        write(
+            tmp_path,
+            """
 vars: {level: top, site: fra1}
 defaults:
   ssh: {user: deploy, port: 2200}
@@ -36,7 +39,9 @@ groups:
     hosts: [h1, h2]
     vars: {level: inner}
     ssh: {user: gpuops}
-"""))
+""",
+        )
+    )
     h1, h2 = inv.hosts["h1"], inv.hosts["h2"]
     assert h1.groups == ["outer", "inner"]
     assert h1.vars == {"level": "host", "site": "fra1", "rack": "r1"}
@@ -51,12 +56,17 @@ groups:
 def test_relative_paths_resolve_against_the_inventory_file(tmp_path):
     sub = tmp_path / "inv"
     sub.mkdir()
-    inv = load_inventory(write(sub, """
+    inv = load_inventory(
+        write(
+            sub,
+            """
 hosts:
   h:
     ssh: {address: h.example, key_file: keys/id, known_hosts: ~/.ssh/known_hosts}
     bmc: {url: "https://bmc.example", password: "file:secrets/bmc", ca_bundle: /etc/ca.pem}
-"""))
+""",
+        )
+    )
     h = inv.hosts["h"]
     assert h.ssh.key_file == str(sub / "keys" / "id")
     assert h.ssh.known_hosts == "~/.ssh/known_hosts"
@@ -112,8 +122,10 @@ def test_select_by_host_group_and_limit(fleet):
     assert [h.name for h in fleet.select(hosts=["gpu-dl385-01"])] == ["gpu-dl385-01"]
     assert [h.name for h in fleet.select(groups=["dell-r7525"])] == ["gpu-r7525-01", "gpu-r7525-02"]
     assert [h.name for h in fleet.select(groups=["gpu"], limit="*-02,hpe-dl385")] == ["gpu-r7525-02", "gpu-dl385-01"]
-    assert [h.name for h in fleet.select(hosts=["gpu-r7525-01"], groups=["dell-r7525"])] == \
-        ["gpu-r7525-01", "gpu-r7525-02"]
+    assert [h.name for h in fleet.select(hosts=["gpu-r7525-01"], groups=["dell-r7525"])] == [
+        "gpu-r7525-01",
+        "gpu-r7525-02",
+    ]
 
 
 def test_select_errors_name_the_problem(fleet):

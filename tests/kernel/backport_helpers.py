@@ -9,15 +9,22 @@ import tarfile
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "backport"
-IDENT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@numaforge.invalid",
-         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@numaforge.invalid",
-         "GIT_AUTHOR_DATE": "2026-12-01T09:00:00+0000", "GIT_COMMITTER_DATE": "2026-12-01T09:00:00+0000"}
+IDENT = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@numaforge.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@numaforge.invalid",
+    "GIT_AUTHOR_DATE": "2026-12-01T09:00:00+0000",
+    "GIT_COMMITTER_DATE": "2026-12-01T09:00:00+0000",
+}
 
 
 def git(repo: Path, *args: str) -> str:
     import os
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **IDENT}).stdout.strip()
+
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**os.environ, **IDENT}
+    ).stdout.strip()
 
 
 def mini_repo(dest: Path, *versions: str, tag: bool = True) -> Path:
@@ -54,9 +61,12 @@ def worktree_digest(repo: Path) -> str:
 
 
 def snapshot(repo: Path) -> dict:
-    return {"head": git(repo, "rev-parse", "HEAD"),
-            "symref": subprocess.run(["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"],
-                                     capture_output=True, text=True).stdout.strip(),
-            "branches": git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"),
-            "status": git(repo, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"),
-            "files": worktree_digest(repo)}
+    return {
+        "head": git(repo, "rev-parse", "HEAD"),
+        "symref": subprocess.run(
+            ["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+        "branches": git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"),
+        "status": git(repo, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"),
+        "files": worktree_digest(repo),
+    }

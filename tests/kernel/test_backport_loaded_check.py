@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = (Path(__file__).resolve().parents[2] / "patches" / "sched-numa-prefer-local-fallback"
-          / "sched-numa-prefer-local-fallback-LOADED.test")
+SCRIPT = (
+    Path(__file__).resolve().parents[2]
+    / "patches"
+    / "sched-numa-prefer-local-fallback"
+    / "sched-numa-prefer-local-fallback-LOADED.test"
+)
 MOD = "livepatch_sched_numa_prefer_local_fallback"
 
 
@@ -29,8 +33,9 @@ def sysfs(tmp_path: Path, enabled="1", transition="0", func="task_numa_migrate.i
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True,
-                          env={**os.environ, "LIVEPATCH_SYSFS": str(root)})
+    return subprocess.run(
+        ["sh", str(SCRIPT), *args], capture_output=True, text=True, env={**os.environ, "LIVEPATCH_SYSFS": str(root)}
+    )
 
 
 def test_loaded_enabled_and_patching_task_numa_migrate(tmp_path):
@@ -43,12 +48,15 @@ def test_module_name_with_dashes_is_the_same_module(tmp_path):
     assert run(sysfs(tmp_path / "x", mod="my_build"), "my-build").returncode == 0
 
 
-@pytest.mark.parametrize("kw,why", [
-    ({"enabled": "0"}, "enabled is not 1"),
-    ({"transition": "1"}, "transition is not 0"),
-    ({"func": "select_task_rq_fair,1"}, "no task_numa_migrate"),
-    ({"mod": "livepatch_other"}, "not loaded"),
-])
+@pytest.mark.parametrize(
+    "kw,why",
+    [
+        ({"enabled": "0"}, "enabled is not 1"),
+        ({"transition": "1"}, "transition is not 0"),
+        ({"func": "select_task_rq_fair,1"}, "no task_numa_migrate"),
+        ({"mod": "livepatch_other"}, "not loaded"),
+    ],
+)
 def test_not_loaded_states_fail_with_reason(tmp_path, kw, why):
     p = run(sysfs(tmp_path, **kw))
     assert p.returncode == 1 and why in p.stderr

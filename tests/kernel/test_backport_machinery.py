@@ -47,19 +47,27 @@ def test_local_git_applies_on_named_branch_and_writes_outputs(tmp_path):
     assert git(repo, "rev-parse", "HEAD") == res.result_commit
     assert git(repo, "rev-parse", f"{res.result_commit}~2") == base
     assert git(repo, "log", "--format=%s", "-2").splitlines() == [
-        "sched/numa: add a numa_prefer_local sysctl", "sched/numa: pick the local node when nothing is better"]
+        "sched/numa: add a numa_prefer_local sysctl",
+        "sched/numa: pick the local node when nothing is better",
+    ]
     # combined.patch is for kpatch-build: only the kpatch: true patch (0002 adds a sysctl)
     combined = res.combined_patch.read_text()
     assert "kernel/sched/fair.c" in combined and "sysctl" not in combined
     assert res.combined_patch == tmp_path / "build/backport/applies-cleanly/5.10.262/combined.patch"
-    subprocess.run(["git", "-C", str(repo), "apply", "--check", "-R", "--exclude=kernel/sysctl.c",
-                    str(res.combined_patch)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "apply", "--check", "-R", "--exclude=kernel/sysctl.c", str(res.combined_patch)],
+        check=True,
+    )
     manifest = json.loads((res.combined_patch.parent / "manifest.json").read_text())
     assert manifest == res.manifest
     assert manifest["result_commit"] == res.result_commit and manifest["tree"] == str(repo)
     assert [p["kpatch"] for p in manifest["patches"]] == [True, False]
-    assert set(manifest["series_files"]) == {"series", "metadata.yaml", "0001-pick-local-node.patch",
-                                             "0002-add-sysctl.patch"}
+    assert set(manifest["series_files"]) == {
+        "series",
+        "metadata.yaml",
+        "0001-pick-local-node.patch",
+        "0002-add-sysctl.patch",
+    }
     assert kb.latest("applies-cleanly").result_commit == res.result_commit
     assert kb.latest("applies-cleanly", "5.10.223") is None
 
@@ -140,13 +148,15 @@ def test_tarball_imported_once_then_reused(tmp_path):
     second = run(tb)
     assert second.manifest["source_imported"] is False and second.status == "unchanged"
     assert marker.stat().st_mtime_ns == mtime and second.base_commit == first.base_commit
-    assert git(first.tree, "show", "-s", "--format=%an %ad", "--date=iso", second.base_commit) == \
-        "numaforge import 2000-01-01 00:00:00 +0000"
+    assert (
+        git(first.tree, "show", "-s", "--format=%an %ad", "--date=iso", second.base_commit)
+        == "numaforge import 2000-01-01 00:00:00 +0000"
+    )
 
 
 def test_conflict_on_tarball_tree_without_3way_base(tmp_path):
     tb = mini_tarball(tmp_path, "5.10.262")
-    ok = run(tb)          # import + apply a good series first: the tree is on that branch
+    ok = run(tb)  # import + apply a good series first: the tree is on that branch
     before = snapshot(ok.tree)
     with pytest.raises(kb.ConflictError) as ei:
         run(tb, CONFLICT)
@@ -212,8 +222,9 @@ def test_failed_compile_check_leaves_no_stale_manifest(tmp_path):
     first = run(repo, series)
     assert kb.latest("applies-cleanly").result_commit == first.result_commit
     (series / "series").write_text("0001-pick-local-node.patch\n")
-    (series / "metadata.yaml").write_text("name: applies-cleanly\ntargets: ['5.10']\n"
-                                          "patches: {0001-pick-local-node.patch: {kpatch: true}}\n")
+    (series / "metadata.yaml").write_text(
+        "name: applies-cleanly\ntargets: ['5.10']\npatches: {0001-pick-local-node.patch: {kpatch: true}}\n"
+    )
     with pytest.raises(ToolMissingError, match="compiler gcc-nonexistent-99 not found"):
         kb.backport(str(repo), str(series), compilers=("gcc-nonexistent-99",))
     assert kb.latest("applies-cleanly") is None
@@ -240,17 +251,31 @@ def test_not_a_kernel_tree(tmp_path):
 
 # ---- the invoke task: exit codes, messages, --json report
 
+
 def invoke(tmp_path, *args):
     env = {**os.environ, "NUMAFORGE_CACHE": str(tmp_path / "cache"), "NUMAFORGE_BUILD": str(tmp_path / "build")}
-    return subprocess.run([sys.executable, "-m", "invoke", "backport", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "backport", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
 
 
 def test_cli_success_writes_schema_valid_report_with_manifest(tmp_path):
     repo = mini_repo(tmp_path / "linux", "5.10.262")
     out = tmp_path / "report.json"
-    p = invoke(tmp_path, "--source", str(repo), "--series", CLEAN, "--no-compile-check", "--json", str(out),
-               "--compiler", "gcc-12", "--compiler", "gcc-10")
+    p = invoke(
+        tmp_path,
+        "--source",
+        str(repo),
+        "--series",
+        CLEAN,
+        "--no-compile-check",
+        "--json",
+        str(out),
+        "--compiler",
+        "gcc-12",
+        "--compiler",
+        "gcc-10",
+    )
     assert p.returncode == 0, p.stderr
     assert "backport applies-cleanly onto 5.10.262: applied" in p.stdout
     doc = json.loads(out.read_text())
@@ -293,7 +318,6 @@ def test_export_tree_writes_a_commits_files_without_git(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     assert export_tree(repo, "v5.10.223", out)
-    assert (out / "kernel/sched/fair.c").read_bytes() == \
-        (DATA / "mini-tree-5.10.223/kernel/sched/fair.c").read_bytes()
+    assert (out / "kernel/sched/fair.c").read_bytes() == (DATA / "mini-tree-5.10.223/kernel/sched/fair.c").read_bytes()
     assert not (out / ".git").exists()
     assert not export_tree(repo, "no-such-commit", tmp_path)

@@ -8,8 +8,14 @@ import pytest
 
 from numaforge.kernel import compile as kcompile
 from numaforge.kernel.backport import conflict_markers, conflicting_hunks, locate_hunk, render_conflict
-from numaforge.kernel.series import (CorruptPatchError, MissingPatchError, SeriesError, load_series, parse_patch,
-                                     target_matches)
+from numaforge.kernel.series import (
+    CorruptPatchError,
+    MissingPatchError,
+    SeriesError,
+    load_series,
+    parse_patch,
+    target_matches,
+)
 from numaforge.kernel.source import SourceError, parse_kernel_version, parse_spec
 
 from .backport_helpers import DATA
@@ -20,14 +26,18 @@ NOFS = {"exists": lambda p: False, "isdir": lambda p: False}
 
 # ---- source specs
 
-@pytest.mark.parametrize("spec,kind,location,ref", [
-    ("debian:linux-source-5.10", "debian", "linux-source-5.10", "5.10.262-1"),
-    ("debian:linux-source-5.10=5.10.223-1", "debian", "linux-source-5.10", "5.10.223-1"),
-    ("https://git.example/linux.git@v5.10.262", "git-url", "https://git.example/linux.git", "v5.10.262"),
-    ("file:///srv/linux.git@linux-5.10.y", "git-url", "file:///srv/linux.git", "linux-5.10.y"),
-    ("ssh://git@host/linux.git@v5.10.223", "git-url", "ssh://git@host/linux.git", "v5.10.223"),
-    ("git@host:linux.git@abc123", "git-url", "git@host:linux.git", "abc123"),
-])
+
+@pytest.mark.parametrize(
+    "spec,kind,location,ref",
+    [
+        ("debian:linux-source-5.10", "debian", "linux-source-5.10", "5.10.262-1"),
+        ("debian:linux-source-5.10=5.10.223-1", "debian", "linux-source-5.10", "5.10.223-1"),
+        ("https://git.example/linux.git@v5.10.262", "git-url", "https://git.example/linux.git", "v5.10.262"),
+        ("file:///srv/linux.git@linux-5.10.y", "git-url", "file:///srv/linux.git", "linux-5.10.y"),
+        ("ssh://git@host/linux.git@v5.10.223", "git-url", "ssh://git@host/linux.git", "v5.10.223"),
+        ("git@host:linux.git@abc123", "git-url", "git@host:linux.git", "abc123"),
+    ],
+)
 def test_parse_spec_kinds(spec, kind, location, ref):
     s = parse_spec(spec, **NOFS)
     assert (s.kind, s.location, s.ref) == (kind, location, ref)
@@ -47,15 +57,18 @@ def test_parse_spec_local_dir_and_tarball(tmp_path):
     assert parse_spec(str(tb)).kind == "tarball"
 
 
-@pytest.mark.parametrize("spec,needle", [
-    ("", "empty --source"),
-    ("debian:linux-source-6.1", "unknown Debian source package"),
-    ("debian:linux-source-5.10=latest!", "malformed Debian version"),
-    ("https://git.example/linux.git", "git URL without a ref"),
-    ("ssh://git@host/linux.git", "git URL without a ref"),
-    ("/nonexistent/linux-5.10.tar.xz", "tarball not found"),
-    ("/nonexistent/tree", "source not found"),
-])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("", "empty --source"),
+        ("debian:linux-source-6.1", "unknown Debian source package"),
+        ("debian:linux-source-5.10=latest!", "malformed Debian version"),
+        ("https://git.example/linux.git", "git URL without a ref"),
+        ("ssh://git@host/linux.git", "git URL without a ref"),
+        ("/nonexistent/linux-5.10.tar.xz", "tarball not found"),
+        ("/nonexistent/tree", "source not found"),
+    ],
+)
 def test_parse_spec_errors_say_what_and_how(spec, needle):
     with pytest.raises(SourceError) as ei:
         parse_spec(spec)
@@ -71,10 +84,13 @@ def test_kernel_version_from_makefile():
 
 # ---- patches and series
 
+
 def test_real_series_parses_and_targets_task_numa_migrate():
     s = load_series(REAL, base_version="5.10.262")
-    assert [p.name for p in s.patches] == ["0001-sched-numa-prefer-local-fallback.patch",
-                                           "0002-sched-numa-prefer-local-sched-feat.patch"]
+    assert [p.name for p in s.patches] == [
+        "0001-sched-numa-prefer-local-fallback.patch",
+        "0002-sched-numa-prefer-local-sched-feat.patch",
+    ]
     p, feat = s.patches
     assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
     assert p.subject.startswith("sched/numa: Require a gain or a shorter distance")
@@ -90,8 +106,12 @@ def test_real_series_parses_and_targets_task_numa_migrate():
     assert any("env.src_stats.node_type == node_has_spare" in ln for ln in added)
     assert any("ng->active_nodes > 1" in ln for ln in added)
     # the exemptions that keep upstream behaviour: <= 2 nodes, CPU-less preferred node, memoryless source
-    for keep in ("nr_online_nodes > 2", "node_state(p->numa_preferred_nid, N_CPU)",
-                 "node_state(env.src_nid, N_MEMORY)", "node_distance(nid, p->numa_preferred_nid) >="):
+    for keep in (
+        "nr_online_nodes > 2",
+        "node_state(p->numa_preferred_nid, N_CPU)",
+        "node_state(env.src_nid, N_MEMORY)",
+        "node_distance(nid, p->numa_preferred_nid) >=",
+    ):
         assert any(keep in ln for ln in added), keep
     assert set(s.file_hashes) >= {"series", "metadata.yaml", p.name, "compile-check.config"}
     assert (REAL / s.metadata["loaded_check"]).is_file()
@@ -101,15 +121,19 @@ def test_real_patch_has_a_full_commit_message():
     """LKML-style messages: the problem with the repo's own numbers, the cases kept as upstream, Fixes: with the
     commit's subject, a "How tested" a reviewer can repeat without numaforge, and a Signed-off-by (checkpatch
     itself runs in the kernel_source tier: tests/kernel/test_series_checkpatch.py)."""
-    for name, extra in (("0001-sched-numa-prefer-local-fallback.patch", "one or two online nodes"),
-                        ("0002-sched-numa-prefer-local-sched-feat.patch", "not for kpatch")):
+    for name, extra in (
+        ("0001-sched-numa-prefer-local-fallback.patch", "one or two online nodes"),
+        ("0002-sched-numa-prefer-local-sched-feat.patch", "not for kpatch"),
+    ):
         msg = (REAL / name).read_text().split("\n---\n", 1)[0]
         for section in ("How tested:", "git am", "Signed-off-by: ", extra):
             assert section in msg, (name, section)
-        assert "invoke " not in msg and "numaforge" not in msg   # repeatable without this tool
+        assert "invoke " not in msg and "numaforge" not in msg  # repeatable without this tool
     msg = (REAL / "0001-sched-numa-prefer-local-fallback.patch").read_text().split("\n---\n", 1)[0]
-    assert "\nFixes: fb86f5b21192 (\"sched/numa: Use similar logic to the load balancer for moving between " \
-           "domains with spare capacity\")\n" in msg
+    assert (
+        '\nFixes: fb86f5b21192 ("sched/numa: Use similar logic to the load balancer for moving between '
+        'domains with spare capacity")\n' in msg
+    )
     assert "117 of them not closer" in msg and "task_numa_assign(env, NULL, 0)" in msg
     msg = (REAL / "0002-sched-numa-prefer-local-sched-feat.patch").read_text().split("\n---\n", 1)[0]
     assert "NO_NUMA_PREFER_LOCAL > /sys/kernel/debug/sched_features" in msg and "READ_ONCE()" in msg
@@ -118,8 +142,7 @@ def test_real_patch_has_a_full_commit_message():
 def test_real_patch_is_livepatch_safe_by_construction():
     """No struct, global, __read_mostly, __init, sysctl or sched_feat in the added lines."""
     s = load_series(REAL)
-    added = "\n".join(ln[1:] for p in s.patches if p.kpatch for h in p.hunks for ln in h.lines
-                      if ln.startswith("+"))
+    added = "\n".join(ln[1:] for p in s.patches if p.kpatch for h in p.hunks for ln in h.lines if ln.startswith("+"))
     for banned in ("struct ", "__read_mostly", "__init", "ctl_table", "SCHED_FEAT", "sched_feat", "static "):
         assert banned not in added
 
@@ -185,6 +208,7 @@ def test_targets_and_variants():
 
 # ---- conflict analysis
 
+
 def test_conflicting_hunk_is_found_with_expected_and_found_lines():
     patch = load_series(DATA / "conflicting-hunk").patches[0]
     tree = (DATA / "mini-tree-5.10.262" / "kernel" / "sched" / "fair.c").read_text().split("\n")
@@ -200,22 +224,32 @@ def test_conflicting_hunk_is_found_with_expected_and_found_lines():
 def test_conflict_markers_and_rendering():
     text = "a\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> patch\nb\n"
     assert conflict_markers(text) == [{"start": 2, "ours": ["mine"], "theirs": ["theirs"], "end": 6}]
-    out = render_conflict({"patch": "0001-x.patch", "subject": "s", "base": "5.10.262", "git": "",
-                           "hunks": [{"file": "f.c", "line": 3, "hunk": 2, "header": "@@ -3 +3 @@",
-                                      "patch_line": 20, "diff": ["-a", "+b"]}],
-                           "markers": {"f.c": conflict_markers(text)}})
+    out = render_conflict(
+        {
+            "patch": "0001-x.patch",
+            "subject": "s",
+            "base": "5.10.262",
+            "git": "",
+            "hunks": [
+                {"file": "f.c", "line": 3, "hunk": 2, "header": "@@ -3 +3 @@", "patch_line": 20, "diff": ["-a", "+b"]}
+            ],
+            "markers": {"f.c": conflict_markers(text)},
+        }
+    )
     assert "f.c:3 hunk 2" in out and "3-way conflict f.c:2-6" in out
 
 
 # ---- config fragment
+
 
 def test_fragment_options_and_lost_options():
     frag = (REAL / "compile-check.config").read_text()
     opts = kcompile.fragment_options(frag)
     assert opts["CONFIG_NUMA_BALANCING"] == "y" and opts["CONFIG_LIVEPATCH"] == "y"
     assert kcompile.missing_options(opts, frag) == []
-    assert kcompile.missing_options({"CONFIG_LIVEPATCH": "y"}, "# CONFIG_LIVEPATCH is not set\n") == \
-        ["CONFIG_LIVEPATCH=y"]
+    assert kcompile.missing_options({"CONFIG_LIVEPATCH": "y"}, "# CONFIG_LIVEPATCH is not set\n") == [
+        "CONFIG_LIVEPATCH=y"
+    ]
     assert kcompile.warnings_of("a.c:1:2: warning: x [-Wfoo]\nok\n") == ["a.c:1:2: warning: x [-Wfoo]"]
 
 

@@ -39,14 +39,18 @@ def test_series_applied_on_real_tree(done):
     assert res.base_version == base
     assert res.tree.parent == cache_dir() / "kernel" / "trees"
     assert res.source_hash == "sha256:" + res.tree.name
-    assert git(res.tree, "symbolic-ref", "HEAD").strip() == \
-        f"refs/heads/backport/sched-numa-prefer-local-fallback/{base}"
+    assert (
+        git(res.tree, "symbolic-ref", "HEAD").strip() == f"refs/heads/backport/sched-numa-prefer-local-fallback/{base}"
+    )
     assert git(res.tree, "rev-parse", "HEAD").strip() == res.result_commit
     assert git(res.tree, "rev-parse", f"{res.result_commit}~2").strip() == res.base_commit
-    assert git(res.tree, "diff", "--name-only", res.base_commit, f"{res.result_commit}~1").split() == \
-        ["kernel/sched/fair.c"]
-    assert git(res.tree, "diff", "--name-only", f"{res.result_commit}~1", res.result_commit).split() == \
-        ["kernel/sched/fair.c", "kernel/sched/features.h"]
+    assert git(res.tree, "diff", "--name-only", res.base_commit, f"{res.result_commit}~1").split() == [
+        "kernel/sched/fair.c"
+    ]
+    assert git(res.tree, "diff", "--name-only", f"{res.result_commit}~1", res.result_commit).split() == [
+        "kernel/sched/fair.c",
+        "kernel/sched/features.h",
+    ]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
     assert "need_gain = sched_feat(NUMA_PREFER_LOCAL) &&" in fair
     assert "node_distance(nid, p->numa_preferred_nid) >=" in fair
@@ -57,8 +61,11 @@ def test_series_applied_on_real_tree(done):
 def tmp_index(res) -> Path:
     """A throw-away index holding the base commit: `git apply --cached --check` tests the patch against base."""
     idx = Path(git(res.tree, "rev-parse", "--absolute-git-dir").strip()) / "numaforge" / "test-base.index"
-    subprocess.run(["git", "-C", str(res.tree), "read-tree", res.base_commit], check=True,
-                   env={**os.environ, "GIT_INDEX_FILE": str(idx)})
+    subprocess.run(
+        ["git", "-C", str(res.tree), "read-tree", res.base_commit],
+        check=True,
+        env={**os.environ, "GIT_INDEX_FILE": str(idx)},
+    )
     return idx
 
 
@@ -66,11 +73,16 @@ def test_combined_patch_and_manifest_for_kpatch(done):
     deb_version, base, res = done
     # kpatch-build gets 0001 only (0002 adds a sched_feat: kpatch: false), as a diff against the base commit
     combined = res.combined_patch.read_text()
-    assert combined == git(res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index",
-                           res.base_commit, f"{res.result_commit}~1")
+    assert combined == git(
+        res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index", res.base_commit, f"{res.result_commit}~1"
+    )
     assert "sched_feat" not in combined and "SCHED_FEAT" not in combined
-    check = subprocess.run(["git", "-C", str(res.tree), "apply", "--check", "--cached", str(res.combined_patch)],
-                           capture_output=True, text=True, env={**os.environ, "GIT_INDEX_FILE": str(tmp_index(res))})
+    check = subprocess.run(
+        ["git", "-C", str(res.tree), "apply", "--check", "--cached", str(res.combined_patch)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_INDEX_FILE": str(tmp_index(res))},
+    )
     assert check.returncode == 0, check.stderr
     m = json.loads((res.combined_patch.parent / "manifest.json").read_text())
     assert m["base_version"] == base and m["source_spec"] == f"debian:linux-source-5.10={deb_version}"
@@ -108,9 +120,22 @@ def test_rerun_is_idempotent_and_does_not_reimport(done):
 def test_invoke_task_json_report_carries_manifest(done, tmp_path):
     deb_version, base, res = done
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "-m", "invoke", "backport", "--source",
-                        f"debian:linux-source-5.10={deb_version}", "--json", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "backport",
+            "--source",
+            f"debian:linux-source-5.10={deb_version}",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, load_schema())

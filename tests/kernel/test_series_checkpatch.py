@@ -32,8 +32,21 @@ def checkpatch(tree: Path, patch: Path) -> subprocess.CompletedProcess:
     """checkpatch --strict. UNKNOWN_COMMIT_ID is ignored: the tree is the imported Debian tarball, one commit
     without history, so checkpatch cannot look up the Fixes: commit in it (a real linux.git resolves it; its
     subject was checked against the tip-commits mail of fb86f5b2119245afd339280099b4e9417cc0b03a)."""
-    return subprocess.run(["perl", str(tree / "scripts" / "checkpatch.pl"), "--strict", "--no-tree", "--no-color",
-                           "--ignore", "UNKNOWN_COMMIT_ID", str(patch)], cwd=tree, capture_output=True, text=True)
+    return subprocess.run(
+        [
+            "perl",
+            str(tree / "scripts" / "checkpatch.pl"),
+            "--strict",
+            "--no-tree",
+            "--no-color",
+            "--ignore",
+            "UNKNOWN_COMMIT_ID",
+            str(patch),
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_series_has_winner_alternative_and_null_control():
@@ -53,8 +66,9 @@ def test_checkpatch_is_live_a_missing_signed_off_by_is_an_error(tree, tmp_path):
     """The check above can fail: the same patch without its Signed-off-by is an ERROR for checkpatch."""
     src = SERIES / "0001-sched-numa-prefer-local-fallback.patch"
     bad = tmp_path / src.name
-    bad.write_text("".join(ln for ln in src.read_text().splitlines(keepends=True)
-                           if not ln.startswith("Signed-off-by:")))
+    bad.write_text(
+        "".join(ln for ln in src.read_text().splitlines(keepends=True) if not ln.startswith("Signed-off-by:"))
+    )
     r = checkpatch(tree, bad)
     assert r.returncode != 0 and "Missing Signed-off-by" in r.stdout
 
@@ -71,24 +85,34 @@ def test_backport_signoff_commits_as_the_user_and_adds_the_users_signed_off_by(t
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
         monkeypatch.delenv(k, raising=False)
-    ident = kb.user_identity(cwd=tmp_path)      # outside the checkout: only the (test) global config applies
+    ident = kb.user_identity(cwd=tmp_path)  # outside the checkout: only the (test) global config applies
     assert ident == {"GIT_COMMITTER_NAME": "Ada Tester", "GIT_COMMITTER_EMAIL": "ada@example.org"}
     monkeypatch.setattr(kb, "user_identity", lambda cwd=None: ident)
     try:
         res = kb.backport(SPEC, compile_check=False, signoff=True)
-        log = subprocess.run(["git", "-C", str(res.tree), "log", "--format=%cn <%ce>%n%B%n--end--",
-                              f"{res.base_commit}..{res.result_commit}"], capture_output=True, text=True,
-                             check=True).stdout
+        log = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(res.tree),
+                "log",
+                "--format=%cn <%ce>%n%B%n--end--",
+                f"{res.base_commit}..{res.result_commit}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         commits = [c for c in log.split("--end--") if c.strip()]
         assert len(commits) == 2
         for c in commits:
             assert c.strip().startswith("Ada Tester <ada@example.org>")
             trailers = [ln for ln in c.splitlines() if ln.startswith("Signed-off-by:")]
             assert trailers[-1] == "Signed-off-by: Ada Tester <ada@example.org>", trailers
-            assert len(trailers) == 2          # the maintainer's from the file, then the user's
+            assert len(trailers) == 2  # the maintainer's from the file, then the user's
         assert res.manifest["signoff"] == ident
     finally:
-        kb.backport(SPEC, compile_check=False)   # leave the shared tree on the unsigned result, as CI expects
+        kb.backport(SPEC, compile_check=False)  # leave the shared tree on the unsigned result, as CI expects
 
 
 def test_signoff_without_an_identity_is_a_clear_error(tmp_path, monkeypatch):

@@ -14,8 +14,9 @@ INVOKE = str(Path(sys.executable).parent / "invoke")
 
 def test_unknown_target_is_a_clear_error_with_exit_code_and_report(tmp_path):
     report = tmp_path / "r.json"
-    proc = subprocess.run([INVOKE, "build-kpatch", "--target", "nope", "--json", str(report)], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [INVOKE, "build-kpatch", "--target", "nope", "--json", str(report)], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "unknown kpatch target 'nope'" in proc.stderr and "fix:" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -26,7 +27,18 @@ def test_unknown_target_is_a_clear_error_with_exit_code_and_report(tmp_path):
 
 def test_every_option_is_documented():
     out = subprocess.run([INVOKE, "--help", "build-kpatch"], cwd=ROOT, capture_output=True, text=True).stdout
-    for opt in ("--target", "--series", "--jobs", "--cc-wrapper", "--check", "--force", "--inventory", "--host",
-                "--group", "--limit", "--json"):
+    for opt in (
+        "--target",
+        "--series",
+        "--jobs",
+        "--cc-wrapper",
+        "--check",
+        "--force",
+        "--inventory",
+        "--host",
+        "--group",
+        "--limit",
+        "--json",
+    ):
         assert opt in out, opt
     assert "distcc" in out

@@ -35,27 +35,42 @@ def test_gcc_mismatch_names_both_compilers():
 
 
 def test_stages_are_recognised_in_order():
-    lines = ["Using source directory at /t", "Testing patch file(s)", "Reading special section data",
-             "Building original source", "Building patched source", "Extracting new and modified ELF sections",
-             "Patched objects: vmlinux", "Building patch module: livepatch-x.ko", "SUCCESS"]
+    lines = [
+        "Using source directory at /t",
+        "Testing patch file(s)",
+        "Reading special section data",
+        "Building original source",
+        "Building patched source",
+        "Extracting new and modified ELF sections",
+        "Patched objects: vmlinux",
+        "Building patch module: livepatch-x.ko",
+        "SUCCESS",
+    ]
     got = [kp.parse_stage(ln)[0] for ln in lines]
     assert got == [s[1] for s in kp.STAGES]
     assert kp.parse_stage("  CC kernel/sched/fair.o") is None
 
 
 def test_changed_functions_are_parsed_once_each():
-    out = ("fair.o: changed function: task_numa_migrate.isra.0\n"
-           "fair.o: new function: numa_stay_local\n"
-           "fair.o: changed function: task_numa_migrate.isra.0\n"
-           "Patched objects: vmlinux\n")
+    out = (
+        "fair.o: changed function: task_numa_migrate.isra.0\n"
+        "fair.o: new function: numa_stay_local\n"
+        "fair.o: changed function: task_numa_migrate.isra.0\n"
+        "Patched objects: vmlinux\n"
+    )
     assert kp.parse_functions(out) == [
         {"object": "fair.o", "kind": "changed", "function": "task_numa_migrate.isra.0"},
         {"object": "fair.o", "kind": "new", "function": "numa_stay_local"},
     ]
 
 
-GOOD_CFG = {"CONFIG_DEBUG_INFO": "y", "CONFIG_LIVEPATCH": "y", "CONFIG_DYNAMIC_FTRACE_WITH_REGS": "y",
-            "CONFIG_KALLSYMS_ALL": "y", "CONFIG_MODULES": "y"}
+GOOD_CFG = {
+    "CONFIG_DEBUG_INFO": "y",
+    "CONFIG_LIVEPATCH": "y",
+    "CONFIG_DYNAMIC_FTRACE_WITH_REGS": "y",
+    "CONFIG_KALLSYMS_ALL": "y",
+    "CONFIG_MODULES": "y",
+}
 
 
 def test_config_preflight_accepts_a_livepatch_config():
@@ -109,35 +124,64 @@ def test_artifact_key_changes_with_every_input():
     base = {"patch_sha256": "a", "compiler": "gcc", "inputs": {"lab_key": "k"}, "kpatch": "0.9.11"}
     k0 = kp.artifact_key(base)
     assert kp.artifact_key(dict(base)) == k0
-    for field, value in (("patch_sha256", "b"), ("compiler", "gcc-10"), ("inputs", {"lab_key": "j"}),
-                         ("kpatch", "0.9.12")):
+    for field, value in (
+        ("patch_sha256", "b"),
+        ("compiler", "gcc-10"),
+        ("inputs", {"lab_key": "j"}),
+        ("kpatch", "0.9.12"),
+    ):
         assert kp.artifact_key({**base, field: value}) != k0
 
 
 def test_command_line_and_release_env():
     tc = kp.Toolchain(Path("/p/bin/kpatch-build"), "0.9.11", Path("/p/libexec/kpatch"), Path("/p/share/kpatch"))
-    cmd = kp.kpatch_command(tc, Path("/t"), Path("/v"), Path("/c.patch"), "livepatch-x", Path("/o"), 4,
-                            Path("/cfg"))
-    assert cmd == ["/p/bin/kpatch-build", "-s", "/t", "-v", "/v", "-n", "livepatch-x", "-o", "/o", "-j", "4",
-                   "-R", "-c", "/cfg", "/c.patch"]
+    cmd = kp.kpatch_command(tc, Path("/t"), Path("/v"), Path("/c.patch"), "livepatch-x", Path("/o"), 4, Path("/cfg"))
+    assert cmd == [
+        "/p/bin/kpatch-build",
+        "-s",
+        "/t",
+        "-v",
+        "/v",
+        "-n",
+        "livepatch-x",
+        "-o",
+        "/o",
+        "-j",
+        "4",
+        "-R",
+        "-c",
+        "/cfg",
+        "/c.patch",
+    ]
     # replace only on request; kpatch-build -t for a vmlinux-only build
-    cmd = kp.kpatch_command(tc, Path("/t"), Path("/v"), Path("/c.patch"), "x", Path("/o"), 2, replace=True,
-                            build_targets=("vmlinux", "modules_prepare"))
+    cmd = kp.kpatch_command(
+        tc,
+        Path("/t"),
+        Path("/v"),
+        Path("/c.patch"),
+        "x",
+        Path("/o"),
+        2,
+        replace=True,
+        build_targets=("vmlinux", "modules_prepare"),
+    )
     assert "-R" not in cmd and cmd[-5:] == ["-t", "vmlinux", "-t", "modules_prepare", "/c.patch"]
     assert kp.release_makeflags("5.10.0-46-amd64") == {"MAKEFLAGS": "KERNELRELEASE=5.10.0-46-amd64"}
     assert kp.release_makeflags(None) == {}
     assert kp.make_vars(tc) == ["CC=/p/libexec/kpatch/kpatch-cc gcc", "LD=/p/libexec/kpatch/kpatch-cc ld"]
-    assert kp.kcflags(tc).split() == ["-I/p/share/kpatch/patch", "-ffunction-sections", "-fdata-sections",
-                                      "-gz=none"]
+    assert kp.kcflags(tc).split() == ["-I/p/share/kpatch/patch", "-ffunction-sections", "-fdata-sections", "-gz=none"]
 
 
 def test_modinfo_parse_keeps_first_value():
-    info = kp.parse_modinfo("filename: /x.ko\nlivepatch:      Y\nname:           livepatch_x\n"
-                            "vermagic:       5.10.262 SMP mod_unload \ndepends:        \n")
+    info = kp.parse_modinfo(
+        "filename: /x.ko\nlivepatch:      Y\nname:           livepatch_x\n"
+        "vermagic:       5.10.262 SMP mod_unload \ndepends:        \n"
+    )
     assert info["livepatch"] == "Y" and info["name"] == "livepatch_x" and info["vermagic"] == "5.10.262 SMP mod_unload"
 
 
 # ---------------------------------------------------------------- targets
+
 
 def test_shipped_targets_load():
     assert {"lab", "debian-5.10.0-46-amd64"} <= set(targets.available())
@@ -151,21 +195,32 @@ def test_shipped_targets_load():
 
 
 def test_patch_dirs_are_the_minimal_directories_a_patch_touches():
-    patch = ("--- a/kernel/sched/fair.c\n+++ b/kernel/sched/fair.c\n@@ -1 +1 @@\n"
-             "--- a/kernel/sysctl.c\n+++ b/kernel/sysctl.c\n--- /dev/null\n+++ b/mm/new.c\n")
-    assert kp.expand_build_targets(("patch-dirs", "modules_prepare"), patch) == ["kernel/", "mm/",
-                                                                                 "modules_prepare"]
+    patch = (
+        "--- a/kernel/sched/fair.c\n+++ b/kernel/sched/fair.c\n@@ -1 +1 @@\n"
+        "--- a/kernel/sysctl.c\n+++ b/kernel/sysctl.c\n--- /dev/null\n+++ b/mm/new.c\n"
+    )
+    assert kp.expand_build_targets(("patch-dirs", "modules_prepare"), patch) == ["kernel/", "mm/", "modules_prepare"]
     assert kp.expand_build_targets(("patch-dirs",), "+++ b/kernel/sched/fair.c\n") == ["kernel/sched/"]
 
 
-@pytest.mark.parametrize("extra, needle", [
-    ({"replace": "yes"}, "replace must be true or false"),
-    ({"build_targets": "vmlinux"}, "build_targets must be a list"),
-    ({"cc_wrapper": "sccache"}, "unsupported cc_wrapper"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ({"replace": "yes"}, "replace must be true or false"),
+        ({"build_targets": "vmlinux"}, "build_targets must be a list"),
+        ({"cc_wrapper": "sccache"}, "unsupported cc_wrapper"),
+    ],
+)
 def test_target_build_options_are_checked(extra, needle):
-    doc = {"name": "t", "kind": "lab", "kernel_release": "5.10.262", "base_version": "5.10.262",
-           "compiler": "gcc-10", "source": "x", **extra}
+    doc = {
+        "name": "t",
+        "kind": "lab",
+        "kernel_release": "5.10.262",
+        "base_version": "5.10.262",
+        "compiler": "gcc-10",
+        "source": "x",
+        **extra,
+    }
     with pytest.raises(targets.TargetError, match=needle):
         targets.parse_target(doc, "t.yaml")
     assert targets.parse_target({**doc, **{k: None for k in extra}, "replace": True}, "t.yaml").replace is True
@@ -176,18 +231,21 @@ def test_debian_tree_key_names_every_input():
     k0 = kp.debian_tree_key(*base)
     assert len(k0) == 16
     for i in range(len(base)):
-        assert kp.debian_tree_key(*base[:i], base[i] + "x", *base[i + 1:]) != k0
+        assert kp.debian_tree_key(*base[:i], base[i] + "x", *base[i + 1 :]) != k0
 
 
-@pytest.mark.parametrize("name,needle", [
-    ("missing-compiler", "missing key(s): compiler"),
-    ("unknown-kind", "unknown kind 'rpm'"),
-    ("debian-without-packages", "debian.headers_package"),
-    ("bad-base-version", "bad base_version"),
-    ("unknown-key", "unknown key(s): kcflags"),
-    ("name-differs-from-file", "defines name 'something-else'"),
-    ("broken-yaml", "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "name,needle",
+    [
+        ("missing-compiler", "missing key(s): compiler"),
+        ("unknown-kind", "unknown kind 'rpm'"),
+        ("debian-without-packages", "debian.headers_package"),
+        ("bad-base-version", "bad base_version"),
+        ("unknown-key", "unknown key(s): kcflags"),
+        ("name-differs-from-file", "defines name 'something-else'"),
+        ("broken-yaml", "invalid YAML"),
+    ],
+)
 def test_bad_target_definitions_are_explained(name, needle):
     with pytest.raises(targets.TargetError) as ei:
         targets.load_target(name, DATA / "targets")
@@ -219,11 +277,23 @@ def test_hosts_group_by_their_target_default_lab():
 
 # ---------------------------------------------------------------- lab kernel config
 
+
 def test_lab_fragment_has_what_kpatch_and_the_vm_need():
     frag = labkernel.parse_fragment(labkernel.fragment_path().read_text())
-    for opt in ("CONFIG_NUMA", "CONFIG_NUMA_BALANCING", "CONFIG_SCHED_DEBUG", "CONFIG_SCHEDSTATS",
-                "CONFIG_LIVEPATCH", "CONFIG_DEBUG_INFO", "CONFIG_DEBUG_INFO_DWARF4", "CONFIG_FTRACE",
-                "CONFIG_DEVTMPFS", "CONFIG_BLK_DEV_INITRD", "CONFIG_E1000", "CONFIG_VIRTIO_NET"):
+    for opt in (
+        "CONFIG_NUMA",
+        "CONFIG_NUMA_BALANCING",
+        "CONFIG_SCHED_DEBUG",
+        "CONFIG_SCHEDSTATS",
+        "CONFIG_LIVEPATCH",
+        "CONFIG_DEBUG_INFO",
+        "CONFIG_DEBUG_INFO_DWARF4",
+        "CONFIG_FTRACE",
+        "CONFIG_DEVTMPFS",
+        "CONFIG_BLK_DEV_INITRD",
+        "CONFIG_E1000",
+        "CONFIG_VIRTIO_NET",
+    ):
         assert frag[opt] == "y", opt
     assert kp.preflight_config(frag, "fragment") == []
 
@@ -238,28 +308,50 @@ def test_config_mismatches_report_what_kconfig_dropped():
     wanted = {"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_C": '""'}
     assert labkernel.config_mismatches(wanted, {"CONFIG_A": "y", "CONFIG_C": '""'}) == []
     assert labkernel.config_mismatches(wanted, {"CONFIG_B": "y", "CONFIG_C": '""'}) == [
-        "CONFIG_A=y (got unset)", "CONFIG_B=n (got y)"]
+        "CONFIG_A=y (got unset)",
+        "CONFIG_B=n (got y)",
+    ]
 
 
 def test_lab_key_changes_with_each_input():
-    args = dict(source_hash="sha256:a", fragment=b"CONFIG_X=y\n", patches=[("0001.patch", b"p")],
-                compiler="GCC: 10", tc_version="0.9.11", kcflags="-ffunction-sections", make_vars=["CC=x"])
+    args = dict(
+        source_hash="sha256:a",
+        fragment=b"CONFIG_X=y\n",
+        patches=[("0001.patch", b"p")],
+        compiler="GCC: 10",
+        tc_version="0.9.11",
+        kcflags="-ffunction-sections",
+        make_vars=["CC=x"],
+    )
     k0 = labkernel.lab_key(**args)
     assert labkernel.lab_key(**args) == k0
-    for field, value in (("source_hash", "sha256:b"), ("fragment", b"CONFIG_X=n\n"),
-                         ("patches", [("0001.patch", b"q")]), ("compiler", "GCC: 12"), ("tc_version", "0.9.12"),
-                         ("kcflags", "-O3"), ("make_vars", ["CC=y"])):
+    for field, value in (
+        ("source_hash", "sha256:b"),
+        ("fragment", b"CONFIG_X=n\n"),
+        ("patches", [("0001.patch", b"q")]),
+        ("compiler", "GCC: 12"),
+        ("tc_version", "0.9.12"),
+        ("kcflags", "-O3"),
+        ("make_vars", ["CC=y"]),
+    ):
         assert labkernel.lab_key(**{**args, field: value}) != k0, field
 
 
 def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, monkeypatch):
     """A target asking for ccache never builds without it silently (issue 24): the error names the target file,
     the key and both fixes; --cc-wrapper names itself. An installed wrapper is used as asked."""
-    doc = {"name": "t", "kind": "lab", "kernel_release": "5.10.262", "base_version": "5.10.262",
-           "compiler": "gcc-10", "source": "x", "cc_wrapper": "ccache"}
+    doc = {
+        "name": "t",
+        "kind": "lab",
+        "kernel_release": "5.10.262",
+        "base_version": "5.10.262",
+        "compiler": "gcc-10",
+        "source": "x",
+        "cc_wrapper": "ccache",
+    }
     t = targets.parse_target(doc, "kpatch/targets/t.yaml")
     t = targets.Target(**{**t.__dict__, "path": "kpatch/targets/t.yaml"})
-    monkeypatch.setenv("PATH", str(tmp_path))                    # no ccache on this PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ccache on this PATH
     with pytest.raises(NumaforgeError) as exc:
         targets.resolve_wrapper(t, None)
     e = exc.value
@@ -270,7 +362,7 @@ def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, mon
         targets.resolve_wrapper(t, "distcc")
     assert exc.value.where == "--cc-wrapper" and "drop --cc-wrapper" in exc.value.fix
     fake = tmp_path / "ccache"
-    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.write_text('#!/bin/sh\nexec "$@"\n')
     fake.chmod(0o755)
     assert targets.resolve_wrapper(t, None) == "ccache"
     assert targets.resolve_wrapper(targets.Target(**{**t.__dict__, "cc_wrapper": None}), None) is None
@@ -284,8 +376,14 @@ def test_reuse_refreshes_the_provenance_of_an_unchanged_module(tmp_path):
 
     ko = tmp_path / "m.ko"
     ko.write_bytes(b"\x7fELF module")
-    old = {"module_file": "m.ko", "sha256": kp.sha256_file(ko), "inputs_key": "k1", "result_commit": "a" * 40,
-           "base_commit": "b" * 40, "series_files": {"0001.patch": "old"}}
+    old = {
+        "module_file": "m.ko",
+        "sha256": kp.sha256_file(ko),
+        "inputs_key": "k1",
+        "result_commit": "a" * 40,
+        "base_commit": "b" * 40,
+        "series_files": {"0001.patch": "old"},
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(old))
     logs: list[str] = []
     t = SimpleNamespace(name="lab")

@@ -27,17 +27,20 @@ def prepared_tree(bp) -> Path | None:
     di = tg.debian_inputs(t, log=lambda m: None)
     from numaforge.digest import sha256_file
 
-    key = kp.debian_tree_key(bp.source_hash, sha256_file(di.config), t.compiler, kp.toolchain().version,
-                             kp.debian_recipe(t))
+    key = kp.debian_tree_key(
+        bp.source_hash, sha256_file(di.config), t.compiler, kp.toolchain().version, kp.debian_recipe(t)
+    )
     tree = di.config.parent / key / "linux"
     return tree if (tree / ".numaforge-prepared").exists() else None
 
 
 def test_debian_module_is_built_for_debians_kernel(bp):
     if prepared_tree(bp) is None:
-        pytest.skip("no prepared Debian tree in the cache: a first Debian build took 19 min here (its patched-source "
-                    "stage, one object plus kpatch-build's modversions loop, 888 s; docs/BENCHMARKS.md), too much "
-                    f"for CI's 90 min on top of the other tiers; warm it with `invoke build-kpatch --target {DEB}`")
+        pytest.skip(
+            "no prepared Debian tree in the cache: a first Debian build took 19 min here (its patched-source "
+            "stage, one object plus kpatch-build's modversions loop, 888 s; docs/BENCHMARKS.md), too much "
+            f"for CI's 90 min on top of the other tiers; warm it with `invoke build-kpatch --target {DEB}`"
+        )
     res = kp.build_kpatch(DEB, bp=bp, log=lambda m: print(m, flush=True))
     m = res.manifest
     assert res.status in ("built", "unchanged") and res.module.is_file()
@@ -61,9 +64,30 @@ def test_the_debian_module_is_signed_with_a_user_key_through_the_trees_sign_file
         pytest.skip("no prepared Debian tree in the cache (see test_debian_module_is_built_for_debians_kernel)")
     res = kp.build_kpatch(DEB, bp=bp, log=lambda m: None)
     key, cert = tmp_path / "mok.priv.pem", tmp_path / "mok.pem"
-    subprocess.run(["openssl", "req", "-new", "-nodes", "-utf8", "-sha256", "-days", "2", "-batch", "-x509",
-                    "-subj", "/CN=numaforge fleet signer", "-newkey", "rsa:2048", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-nodes",
+            "-utf8",
+            "-sha256",
+            "-days",
+            "2",
+            "-batch",
+            "-x509",
+            "-subj",
+            "/CN=numaforge fleet signer",
+            "-newkey",
+            "rsa:2048",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     ko = tmp_path / res.module.name
     shutil.copy2(res.module, ko)
     sig = signing.sign_module(ko, prepared_tree(bp), signing.signing_inputs(str(key), str(cert)), log=lambda m: None)

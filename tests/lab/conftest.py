@@ -58,10 +58,20 @@ def lab(tmp_path_factory):
     kernel = vm.resolve_kernel(lab_kernel_name())
     state = tmp_path_factory.mktemp("labvm")
     port = _free_port()
-    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)   # livepatch-install survives reboot()
-    host = Host("lab-vm", Location("tests/lab/conftest.py"), groups=["lab"],
-                ssh=SSHSpec("127.0.0.1", port, "root", key_file=str(state / "ssh" / "id_ed25519"),
-                            use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)  # livepatch-install survives reboot()
+    host = Host(
+        "lab-vm",
+        Location("tests/lab/conftest.py"),
+        groups=["lab"],
+        ssh=SSHSpec(
+            "127.0.0.1",
+            port,
+            "root",
+            key_file=str(state / "ssh" / "id_ed25519"),
+            use_agent=False,
+            known_hosts=str(state / "ssh" / "known_hosts"),
+        ),
+    )
     try:
         yield Lab(info, kernel, host, state)
     finally:
@@ -82,6 +92,7 @@ def manifest_for(ko: Path, dest_dir: Path, **fields) -> Path:
     dest_dir.mkdir(parents=True, exist_ok=True)
     out = dest_dir / ko.name
     shutil.copy2(ko, out)
-    (dest_dir / "manifest.json").write_text(json.dumps(
-        {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "module_file": out.name, **fields}))
+    (dest_dir / "manifest.json").write_text(
+        json.dumps({"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "module_file": out.name, **fields})
+    )
     return out

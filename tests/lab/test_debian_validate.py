@@ -25,8 +25,10 @@ MANIFEST = kpatch_build_dir() / DEB / "manifest.json"
 @pytest.fixture(scope="module")
 def debian_vm(request, tmp_path_factory):
     if not MANIFEST.is_file():
-        pytest.skip(f"no Debian live patch built ({MANIFEST} missing): the kpatch tier builds it only with a warm "
-                    "prepared Debian tree (tests/kpatch/test_debian_build.py)")
+        pytest.skip(
+            f"no Debian live patch built ({MANIFEST} missing): the kpatch tier builds it only with a warm "
+            "prepared Debian tree (tests/kpatch/test_debian_build.py)"
+        )
     lab = request.getfixturevalue("lab")
     if lab.kernel.name == "debian":
         yield lab.host.ssh
@@ -35,9 +37,16 @@ def debian_vm(request, tmp_path_factory):
     vm.up(kernel="debian", state_dir=state, ssh_port=_free_port())
     try:
         from numaforge.inventory.model import SSHSpec
+
         info = vm.status(state)
-        yield SSHSpec("127.0.0.1", info.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
-                      use_agent=False, known_hosts=str(state / "ssh" / "known_hosts"))
+        yield SSHSpec(
+            "127.0.0.1",
+            info.ssh_port,
+            "root",
+            key_file=str(state / "ssh" / "id_ed25519"),
+            use_agent=False,
+            known_hosts=str(state / "ssh" / "known_hosts"),
+        )
     finally:
         vm.down(state)
 
@@ -46,12 +55,28 @@ def test_debian_module_validates_on_debians_kernel(debian_vm, tmp_path):
     man = json.loads(MANIFEST.read_text())
     s = debian_vm
     inv = tmp_path / "inv.yaml"
-    inv.write_text(f"version: 1\nhosts:\n  debian-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
-                   f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
-                   f"    kernel: {{release: 5.10.0-46-amd64, target: {DEB}}}\n")
+    inv.write_text(
+        f"version: 1\nhosts:\n  debian-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
+        f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
+        f"    kernel: {{release: 5.10.0-46-amd64, target: {DEB}}}\n"
+    )
     report = tmp_path / "validate.json"
-    r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--host", "debian-vm",
-                        "--json", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/invoke"),
+            "validate",
+            "--inventory",
+            str(inv),
+            "--host",
+            "debian-vm",
+            "--json",
+            str(report),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     (h,) = json.loads(report.read_text())["hosts"]

@@ -16,7 +16,7 @@ import pytest
 
 from numaforge.paths import ROOT
 
-pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group("lab-session-vm")]   # asks for `lab` in the test
+pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group("lab-session-vm")]  # asks for `lab` in the test
 
 SERIES = "sched-numa-prefer-local-fallback"
 
@@ -37,13 +37,35 @@ def test_backport_build_validate_with_numa_ab_on_the_lab_vm(lab_module, request,
     assert lab.kernel.name == "lab" and lab.info.release == lab_module.manifest["kernel_release"]
     s = lab.host.ssh
     inv = tmp_path / "lab.yaml"
-    inv.write_text(f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
-                   f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
-                   "    kernel: {release: 5.10.262, target: lab}\n")
+    inv.write_text(
+        f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
+        f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
+        "    kernel: {release: 5.10.262, target: lab}\n"
+    )
     report, junit = tmp_path / "validate.json", tmp_path / "validate.xml"
-    r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "validate", "--inventory", str(inv), "--host", "lab-vm",
-                        "--effect-seconds", "15", "--rounds", "1", "--measure", "--json", str(report), "--junit", str(junit)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    r = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/invoke"),
+            "validate",
+            "--inventory",
+            str(inv),
+            "--host",
+            "lab-vm",
+            "--effect-seconds",
+            "15",
+            "--rounds",
+            "1",
+            "--measure",
+            "--json",
+            str(report),
+            "--junit",
+            str(junit),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     (h,) = json.loads(report.read_text())["hosts"]

@@ -15,6 +15,7 @@ def runner(answers):
     def attempt():
         calls.append(1)
         return answers[len(calls) - 1]
+
     return attempt, calls
 
 
@@ -45,23 +46,31 @@ def test_taint_is_decoded_into_the_kernels_letters():
 def test_a_live_patch_taint_is_expected_but_a_warning_is_not():
     assert ho.new_taint("0", str(4096 | 8192 | 32768)) == []
     assert ho.new_taint("4096", str(4096 | 512 | 32768)) == ["W"]
-    assert ho.new_taint("512", "512") == []          # already there before: not ours
+    assert ho.new_taint("512", "512") == []  # already there before: not ours
 
 
 def test_stalled_threads_carry_their_kernel_stacks():
-    text = ("T 120 120 nf_lp_stall\nS [<0>] msleep_interruptible+0x2b/0x50\nS [<0>] nf_sleeper+0x1c/0x30\n"
-            "T 300 302 worker\n")
+    text = (
+        "T 120 120 nf_lp_stall\nS [<0>] msleep_interruptible+0x2b/0x50\nS [<0>] nf_sleeper+0x1c/0x30\n"
+        "T 300 302 worker\n"
+    )
     st = ho.parse_stalled(text)
-    assert st[0] == {"pid": 120, "tid": 120, "comm": "nf_lp_stall",
-                     "stack": ["[<0>] msleep_interruptible+0x2b/0x50", "[<0>] nf_sleeper+0x1c/0x30"]}
+    assert st[0] == {
+        "pid": 120,
+        "tid": 120,
+        "comm": "nf_lp_stall",
+        "stack": ["[<0>] msleep_interruptible+0x2b/0x50", "[<0>] nf_sleeper+0x1c/0x30"],
+    }
     assert st[1]["tid"] == 302 and st[1]["stack"] == []
     assert ho.stalled_summary(st) == "nf_lp_stall 120/120 at msleep_interruptible+0x2b/0x50, worker 300/302"
 
 
 def test_livepatch_listing_parses_state_and_functions():
     lps = ho.parse_livepatches("lp=a 1 0\nfn=a vmlinux/f,1\nlp=b 0 1\nfn=zz vmlinux/x,1\n")
-    assert lps == {"a": {"enabled": "1", "transition": "0", "functions": ["vmlinux/f,1"]},
-                   "b": {"enabled": "0", "transition": "1", "functions": []}}
+    assert lps == {
+        "a": {"enabled": "1", "transition": "0", "functions": ["vmlinux/f,1"]},
+        "b": {"enabled": "0", "transition": "1", "functions": []},
+    }
 
 
 def test_measurement_runs_on_the_lab_group_or_on_request_only():

@@ -25,7 +25,7 @@ from numaforge.report import HostResult
 from .conftest import manifest_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sshd_fixture import sshd_host  # noqa: E402,F401 (fixture)
+from sshd_fixture import sshd_host  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.lab_vm
 
@@ -42,29 +42,40 @@ def insmod_other(lab, name: str = "nf_lp_version") -> None:
     ko = lab.module(name)
     with lab.remote() as r:
         r.put(ko, f"/tmp/{name}.ko")
-        res = r.run(f"insmod /tmp/{name}.ko && rm -f /tmp/{name}.ko; "
-                    f"while [ \"$(cat /sys/kernel/livepatch/{name}/transition)\" != 0 ]; do sleep 0.2; done",
-                    timeout=60, check=False)
+        res = r.run(
+            f"insmod /tmp/{name}.ko && rm -f /tmp/{name}.ko; "
+            f'while [ "$(cat /sys/kernel/livepatch/{name}/transition)" != 0 ]; do sleep 0.2; done',
+            timeout=60,
+            check=False,
+        )
     assert res.rc == 0, res.stderr
 
 
 def remove(lab, name: str) -> None:
-    sh(lab, f"[ -d /sys/kernel/livepatch/{name} ] && echo 0 > /sys/kernel/livepatch/{name}/enabled; "
-            f"while [ -d /sys/kernel/livepatch/{name} ]; do sleep 0.3; done; "
-            f"while [ \"$(cat /sys/module/{name}/refcnt 2>/dev/null || echo 0)\" != 0 ]; do sleep 0.3; done; "
-            f"rmmod {name} 2>/dev/null; true")
+    sh(
+        lab,
+        f"[ -d /sys/kernel/livepatch/{name} ] && echo 0 > /sys/kernel/livepatch/{name}/enabled; "
+        f"while [ -d /sys/kernel/livepatch/{name} ]; do sleep 0.3; done; "
+        f'while [ "$(cat /sys/module/{name}/refcnt 2>/dev/null || echo 0)" != 0 ]; do sleep 0.3; done; '
+        f"rmmod {name} 2>/dev/null; true",
+    )
 
 
 def ours(lab, tmp_path, **fields) -> Path:
-    return manifest_for(lab.module("nf_lp_cmdline"), tmp_path / "cmdline", replace=False,
-                        patched_functions=[{"function": "cmdline_proc_show"}], **fields)
+    return manifest_for(
+        lab.module("nf_lp_cmdline"),
+        tmp_path / "cmdline",
+        replace=False,
+        patched_functions=[{"function": "cmdline_proc_show"}],
+        **fields,
+    )
 
 
 def enabled(lab, name: str) -> str:
     return sh(lab, f"cat /sys/kernel/livepatch/{name}/enabled 2>/dev/null || echo gone").stdout.strip()
 
 
-def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp_path, sshd_host):  # noqa: F811
+def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp_path, sshd_host):
     insmod_other(lab)
     try:
         # a module of unknown mode (no manifest) would be refused while another patch is loaded
@@ -82,13 +93,14 @@ def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp
         assert res.status == "ok", res.message
         assert res.data["preflight"]["other_patches"] == ["nf_lp_version"]
         assert res.data["verify"]["other_livepatches"] == {"nf_lp_version": {"enabled": "1"}}
-        assert "K" in res.data["taint"]["after the load"]["now"]["flags"]          # live patched, decoded
+        assert "K" in res.data["taint"]["after the load"]["now"]["flags"]  # live patched, decoded
         assert res.data["busy_retries"]["load"] == 1
         assert enabled(lab, "nf_lp_version") == "1"
 
         # install: loaded (validated) and persisted; the other patch is untouched
-        out = lpfleet.install_hosts([lab.host], module=str(ko), opts=lp.Options(**FAST), run_key=None,
-                                    log=print, progress=False)
+        out = lpfleet.install_hosts(
+            [lab.host], module=str(ko), opts=lp.Options(**FAST), run_key=None, log=print, progress=False
+        )
         (h,) = out.results
         assert h.status == "changed" and h.data["final"] == "installed", h.message
         inst = next(s for s in h.steps if s.name == "install").detail
@@ -109,16 +121,19 @@ def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp
         # the install survives a reboot: the boot unit loads it from the persistent disk
         sh(lab, "sync; (sleep 1; reboot -f) >/dev/null 2>&1 &")
         from numaforge.lab import vm
+
         info = vm.reboot(lab.state_dir)
         assert info.persist is True
         assert "numaforge livepatch nf_lp_cmdline active" in sh(lab, "cat /proc/cmdline").stdout
         assert enabled(lab, "nf_lp_cmdline") == "1" and enabled(lab, "nf_lp_version") == "gone"
-        insmod_other(lab)                                  # the other vendor's patch again, for the unload
+        insmod_other(lab)  # the other vendor's patch again, for the unload
 
         # unload refuses what numaforge did not install; ours goes, with its boot persistence; the other stays
         refused = lpfleet.unload_hosts([lab.host], module="nf_lp_version", run_key=None, progress=False)
-        assert refused.results[0].status == "failed" and "not loaded or installed by numaforge" in \
-            refused.results[0].message
+        assert (
+            refused.results[0].status == "failed"
+            and "not loaded or installed by numaforge" in refused.results[0].message
+        )
         assert enabled(lab, "nf_lp_version") == "1"
         out = lpfleet.unload_hosts([lab.host], module="nf_lp_cmdline", run_key=None, progress=False)
         (h,) = out.results
@@ -130,8 +145,7 @@ def test_another_live_patch_survives_validate_install_reboot_and_unload(lab, tmp
         assert enabled(lab, "nf_lp_cmdline") == "gone" and enabled(lab, "nf_lp_version") == "1"
         assert sh(lab, f"ls {lifecycle.STATE_DIR}/*/* {lifecycle.WANTS_LINK} 2>/dev/null").stdout.strip() == ""
         # --force removes a foreign patch on purpose
-        forced = lpfleet.unload_hosts([lab.host], module="nf_lp_version", force=True, run_key=None,
-                                      progress=False)
+        forced = lpfleet.unload_hosts([lab.host], module="nf_lp_version", force=True, run_key=None, progress=False)
         assert forced.results[0].status == "changed" and enabled(lab, "nf_lp_version") == "gone"
     finally:
         remove(lab, "nf_lp_cmdline")
@@ -166,8 +180,12 @@ def test_sig_enforce_unsigned_module_is_refused_before_upload_and_the_kernel_agr
     module with the key-enrollment fix, and the kernel itself refuses it too (so the preflight is right)."""
     if sh(lab, "test -e /sys/module/module/parameters/sig_enforce").rc != 0:
         pytest.skip(f"kernel {lab.kernel.name} is built without CONFIG_MODULE_SIG (no sig_enforce to switch on)")
-    assert sh(lab, "echo 1 > /sys/module/module/parameters/sig_enforce; "
-                   "cat /sys/module/module/parameters/sig_enforce").stdout.strip() == "Y"
+    assert (
+        sh(
+            lab, "echo 1 > /sys/module/module/parameters/sig_enforce; cat /sys/module/module/parameters/sig_enforce"
+        ).stdout.strip()
+        == "Y"
+    )
     art = lp.load_artifact(ours(lab, tmp_path))
     with lab.remote() as r:
         res = lp.validate_host(r, art, lp.Options(**FAST), HostResult("lab-vm"))

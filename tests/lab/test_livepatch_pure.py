@@ -8,8 +8,7 @@ from numaforge import livepatch as lp
 from numaforge.livepatch.fleet import junit_xml
 from numaforge.report import HostResult, Report
 
-MODINFO = (b"\x7fELF junk\0name=nf_lp_x\0vermagic=5.10.262 SMP mod_unload \0livepatch=Y\0license=GPL\0"
-           b"srcversion=ABC\0")
+MODINFO = b"\x7fELF junk\0name=nf_lp_x\0vermagic=5.10.262 SMP mod_unload \0livepatch=Y\0license=GPL\0srcversion=ABC\0"
 
 
 def artifact(tmp_path: Path, data: bytes = MODINFO, functions=("task_numa_migrate",)) -> lp.Artifact:
@@ -19,8 +18,10 @@ def artifact(tmp_path: Path, data: bytes = MODINFO, functions=("task_numa_migrat
 
 
 def good_facts(**over) -> dict:
-    f = lp.parse_facts("uname_r=5.10.262\nlivepatch_dir=yes\nsig_enforce=N\nlockdown=[none] integrity "
-                       "confidentiality\nmodules_disabled=0\nkpatch=\nloaded_modules=e1000 \n")
+    f = lp.parse_facts(
+        "uname_r=5.10.262\nlivepatch_dir=yes\nsig_enforce=N\nlockdown=[none] integrity "
+        "confidentiality\nmodules_disabled=0\nkpatch=\nloaded_modules=e1000 \n"
+    )
     f.update(over)
     return f
 
@@ -60,7 +61,8 @@ def test_manifest_sha_mismatch_is_refused(tmp_path):
 def test_manifest_supplies_functions(tmp_path):
     a = artifact(tmp_path, functions=())
     (tmp_path / "manifest.json").write_text(
-        '{"sha256": "%s", "patched_functions": [{"function": "task_numa_migrate"}], "series": "no-such"}' % a.sha256)
+        '{"sha256": "%s", "patched_functions": [{"function": "task_numa_migrate"}], "series": "no-such"}' % a.sha256
+    )
     assert lp.load_artifact(a.path).functions == ["task_numa_migrate"]
 
 
@@ -68,15 +70,18 @@ def test_preflight_passes_on_a_matching_host(tmp_path):
     assert lp.preflight_problems(good_facts(), artifact(tmp_path)) == []
 
 
-@pytest.mark.parametrize("over, words", [
-    ({"uname_r": "5.10.0-46-amd64"}, "vermagic mismatch"),
-    ({"livepatch_dir": "no"}, "CONFIG_LIVEPATCH"),
-    ({"modules_disabled": "1"}, "modules_disabled"),
-    ({"sig_enforce": "Y"}, "only loads signed modules"),
-    ({"lockdown": "none [integrity] confidentiality"}, "lockdown is 'integrity'"),
-    ({"loaded_modules": ["nf_lp_x"]}, "already loaded"),
-    ({"patched": ["other_patch/vmlinux/task_numa_migrate.isra.0,1"]}, "already replaces"),
-])
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"uname_r": "5.10.0-46-amd64"}, "vermagic mismatch"),
+        ({"livepatch_dir": "no"}, "CONFIG_LIVEPATCH"),
+        ({"modules_disabled": "1"}, "modules_disabled"),
+        ({"sig_enforce": "Y"}, "only loads signed modules"),
+        ({"lockdown": "none [integrity] confidentiality"}, "lockdown is 'integrity'"),
+        ({"loaded_modules": ["nf_lp_x"]}, "already loaded"),
+        ({"patched": ["other_patch/vmlinux/task_numa_migrate.isra.0,1"]}, "already replaces"),
+    ],
+)
 def test_preflight_refuses_with_a_fix(tmp_path, over, words):
     probs = lp.preflight_problems(good_facts(**over), artifact(tmp_path))
     assert len(probs) == 1 and words in probs[0].what and probs[0].fix
@@ -133,29 +138,45 @@ def test_unsigned_module_on_a_signature_enforcing_host_names_key_enrollment(tmp_
 def test_func_name_strips_compiler_suffix_and_sympos():
     assert lp.func_name("task_numa_migrate.isra.0,1") == "task_numa_migrate"
     assert lp.parse_objects("vmlinux/a,1\nvmlinux/b.constprop.0,2\ne1000/c,1\n") == {
-        "vmlinux": ["a,1", "b.constprop.0,2"], "e1000": ["c,1"]}
+        "vmlinux": ["a,1", "b.constprop.0,2"],
+        "e1000": ["c,1"],
+    }
 
 
 def test_dmesg_problems_pick_errors_not_normal_messages():
-    text = ("[ 64.02] livepatch: enabling patch 'x'\n[ 64.12] livepatch: 'x': starting patching transition\n"
-            "[ 65.0] livepatch: failed to register ftrace handler for function 'foo' (-16)\n"
-            "[ 66.0] WARNING: CPU: 1 PID: 5 at kernel/livepatch/core.c:100\n")
+    text = (
+        "[ 64.02] livepatch: enabling patch 'x'\n[ 64.12] livepatch: 'x': starting patching transition\n"
+        "[ 65.0] livepatch: failed to register ftrace handler for function 'foo' (-16)\n"
+        "[ 66.0] WARNING: CPU: 1 PID: 5 at kernel/livepatch/core.c:100\n"
+    )
     assert [ln.split("] ", 1)[1][:20] for ln in lp.dmesg_problems(text, "x")] == [
-        "livepatch: failed to", "WARNING: CPU: 1 PID:"]
+        "livepatch: failed to",
+        "WARNING: CPU: 1 PID:",
+    ]
 
 
-@pytest.mark.parametrize("elapsed, signalled, action", [
-    (0.0, False, "wait"), (14.9, False, "wait"), (15.0, False, "signal"), (20.0, True, "wait"),
-    (60.0, True, "revert"), (61.0, False, "revert")])
+@pytest.mark.parametrize(
+    "elapsed, signalled, action",
+    [
+        (0.0, False, "wait"),
+        (14.9, False, "wait"),
+        (15.0, False, "signal"),
+        (20.0, True, "wait"),
+        (60.0, True, "revert"),
+        (61.0, False, "revert"),
+    ],
+)
 def test_transition_timing(elapsed, signalled, action):
     assert lp.transition_action(elapsed, signalled, 15.0, 60.0) == action
 
 
 def test_junit_has_one_case_per_host_with_failure_and_skip():
     rep = Report("validate")
-    rep.hosts = [HostResult("a", "ok", "fine"), HostResult("b", "failed", "transition stalled\n  fix: x",
-                                                          data={"error": {"kind": "TransitionError"}}),
-                 HostResult("c", "not-run", "not run: rollout stopped")]
+    rep.hosts = [
+        HostResult("a", "ok", "fine"),
+        HostResult("b", "failed", "transition stalled\n  fix: x", data={"error": {"kind": "TransitionError"}}),
+        HostResult("c", "not-run", "not run: rollout stopped"),
+    ]
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(junit_xml(rep).split("?>", 1)[1])

@@ -10,8 +10,10 @@ from numaforge.paths import ROOT
 
 
 def report() -> dict:
-    runs = [mx.RunMetrics("off", i + 1, cross_numa_rate=40.0 + i % 3, mean_latency_us=400.0 + i) for i in range(10)] + \
-           [mx.RunMetrics("winner", i + 1, cross_numa_rate=12.0 + i % 3, mean_latency_us=400.0 + i + (-1) ** i * 0.5) for i in range(10)]
+    runs = [mx.RunMetrics("off", i + 1, cross_numa_rate=40.0 + i % 3, mean_latency_us=400.0 + i) for i in range(10)] + [
+        mx.RunMetrics("winner", i + 1, cross_numa_rate=12.0 + i % 3, mean_latency_us=400.0 + i + (-1) ** i * 0.5)
+        for i in range(10)
+    ]
     return runner.report(runs)
 
 
@@ -22,7 +24,7 @@ def test_markdown_table_has_medians_intervals_and_verdicts():
     rate = next(ln for ln in lines if ln.startswith("| cross-NUMA migration rate"))
     assert "41.0% [" in rate and "(better)" in rate
     lat = next(ln for ln in lines if ln.startswith("| mean unit latency (us)"))
-    assert "(equivalent)" in lat      # paired differences +-0.5 us, inside the 5 % TOST margin
+    assert "(equivalent)" in lat  # paired differences +-0.5 us, inside the 5 % TOST margin
 
 
 def test_plot_writes_a_png(tmp_path):
@@ -34,9 +36,26 @@ def test_plot_writes_a_png(tmp_path):
 def test_numa_effect_task_refuses_arms_that_are_not_built(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, user: root}\n")
-    r = subprocess.run([sys.executable, "-m", "invoke", "numa-effect", "--inventory", str(inv), "--host", "h1",
-                        "--target", "no-such-target", "--json", str(tmp_path / "r.json")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "numa-effect",
+            "--inventory",
+            str(inv),
+            "--host",
+            "h1",
+            "--target",
+            "no-such-target",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["ok"] is False and "no built module" in json.dumps(doc)
@@ -58,8 +77,11 @@ def test_table_of_a_one_round_report_says_no_verdict():
 
 
 def test_verdict_lines_put_the_primary_first_with_its_interval():
-    runs = [mx.RunMetrics(a, r, third_not_closer=v + r % 2, cross_numa_rate=50.0 + r % 3)
-            for r in range(1, 9) for a, v in (("off", 10), ("winner", 4))]
+    runs = [
+        mx.RunMetrics(a, r, third_not_closer=v + r % 2, cross_numa_rate=50.0 + r % 3)
+        for r in range(1, 9)
+        for a, v in (("off", 10), ("winner", 4))
+    ]
     lines = render.verdict_lines(runner.report(runs), "winner")
     assert lines[0].startswith("third-node moves not closer (primary): lower: -6 [-6, -6] over 8 rounds, p=0.00781")
     rate = next(ln for ln in lines if ln.startswith("cross-NUMA migration rate"))
@@ -70,10 +92,13 @@ def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_pa
     inv = tmp_path / "inv.yaml"
     inv.write_text("version: 1\nhosts:\n  h1:\n    ssh: {address: 127.0.0.1, port: 1, user: root}\n")
     base = [sys.executable, "-m", "invoke", "numa-effect", "--inventory", str(inv), "--host", "h1"]
-    for extra, what in ((["--scenario", "nope"], "unknown scenario 'nope'"),
-                        (["--scenario", "probe", "--pref-node", "0"], "--pref-node and --src-node go together")):
-        r = subprocess.run(base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+    for extra, what in (
+        (["--scenario", "nope"], "unknown scenario 'nope'"),
+        (["--scenario", "probe", "--pref-node", "0"], "--pref-node and --src-node go together"),
+    ):
+        r = subprocess.run(
+            base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode != 0, extra
         doc = json.loads((tmp_path / "r.json").read_text())
         assert doc["ok"] is False and what in json.dumps(doc), doc

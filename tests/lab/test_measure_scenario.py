@@ -7,12 +7,15 @@ import subprocess
 
 import pytest
 
-from numaforge.workload import probe_binary
 from numaforge.measure import metrics, paired, scenario
+from numaforge.workload import probe_binary
 
 S = 1_000_000_000
-TOPO = "\n".join(f"node {n} cpus {2 * n}-{2 * n + 1} dist " + " ".join(
-    "10" if a == n else ("16" if a // 2 == n // 2 else "32") for a in range(4)) for n in range(4))
+TOPO = "\n".join(
+    f"node {n} cpus {2 * n}-{2 * n + 1} dist "
+    + " ".join("10" if a == n else ("16" if a // 2 == n // 2 else "32") for a in range(4))
+    for n in range(4)
+)
 
 
 def stat(cpu: int) -> str:
@@ -23,9 +26,11 @@ def stat(cpu: int) -> str:
 
 def sample(t: float, cpu: int, pref: int, pages: dict[int, int]) -> str:
     nodes = " ".join(f"N{n}={p}" for n, p in pages.items())
-    return (f"@ {t:.2f}\n{stat(cpu)}\n\nnuma_preferred_nid                           :  {pref}\n"
-            f"7f0000000000 default anon={sum(pages.values())} dirty={sum(pages.values())} {nodes} kernelpagesize_kB=4\n"
-            f"7ffd00000000 default stack anon=3 dirty=3 N{pages and next(iter(pages))}=3\n")
+    return (
+        f"@ {t:.2f}\n{stat(cpu)}\n\nnuma_preferred_nid                           :  {pref}\n"
+        f"7f0000000000 default anon={sum(pages.values())} dirty={sum(pages.values())} {nodes} kernelpagesize_kB=4\n"
+        f"7ffd00000000 default stack anon=3 dirty=3 N{pages and next(iter(pages))}=3\n"
+    )
 
 
 def capture(moves=(), stick=0, vm_migrated=600) -> dict[str, str]:
@@ -33,19 +38,25 @@ def capture(moves=(), stick=0, vm_migrated=600) -> dict[str, str]:
     for i in range(61):
         t = 100 + i
         if i < 20:
-            cpu, pages = 4, {0: 16384}                     # on S (node 2), memory on P
+            cpu, pages = 4, {0: 16384}  # on S (node 2), memory on P
         else:
-            cpu, pages = 2, {0: 16384 - 600 * min(i - 19, 27), 1: 600 * min(i - 19, 27)}   # moved to node 1
+            cpu, pages = 2, {0: 16384 - 600 * min(i - 19, 27), 1: 600 * min(i - 19, 27)}  # moved to node 1
         samples.append(sample(t + 0.01, cpu, 0, pages))
     trace = ["# tracer: nop", "#"]
     for ts, src, dst in moves:
-        trace.append(f" numa_probe-321 [004] .... {ts:.6f}: sched_move_numa: pid=321 tgid=321 ngid=0 "
-                     f"src_cpu={2 * src} src_nid={src} dst_cpu={2 * dst} dst_nid={dst}")
+        trace.append(
+            f" numa_probe-321 [004] .... {ts:.6f}: sched_move_numa: pid=321 tgid=321 ngid=0 "
+            f"src_cpu={2 * src} src_nid={src} dst_cpu={2 * dst} dst_nid={dst}"
+        )
     for k in range(stick):
-        trace.append(f" numa_probe-321 [004] .... {130 + k:.6f}: sched_stick_numa: src_pid=321 src_tgid=321 "
-                     "src_ngid=0 src_cpu=4 src_nid=2 dst_pid=0 dst_tgid=0 dst_ngid=0 dst_cpu=-1 dst_nid=-1")
-    trace.append(" numa_probe-321 [004] .... 105.000000: sched_migrate_task: comm=numa_probe pid=321 prio=120 "
-                 "orig_cpu=4 dest_cpu=6")
+        trace.append(
+            f" numa_probe-321 [004] .... {130 + k:.6f}: sched_stick_numa: src_pid=321 src_tgid=321 "
+            "src_ngid=0 src_cpu=4 src_nid=2 dst_pid=0 dst_tgid=0 dst_ngid=0 dst_cpu=-1 dst_nid=-1"
+        )
+    trace.append(
+        " numa_probe-321 [004] .... 105.000000: sched_migrate_task: comm=numa_probe pid=321 prio=120 "
+        "orig_cpu=4 dest_cpu=6"
+    )
     return {
         "topo": TOPO + "\n",
         "vmstat_before": "numa_hint_faults 10\nnuma_pages_migrated 100\n",
@@ -75,7 +86,7 @@ def test_endpoints_of_one_run():
     assert rm.found_nothing == 3 and rm.found_nothing_per_min == 3.0 and rm.migrations == 1
     # last 30 s: on node 1 (CPU 2) holding 16200 of 16387 pages after t=146 s, less before
     assert 80 < rm.local_share_30s < 100
-    assert rm.reached_90 and rm.time_to_90 == pytest.approx(44.01)   # 600*25 = 15000 of 16387 = 91.5 % at 144 s
+    assert rm.reached_90 and rm.time_to_90 == pytest.approx(44.01)  # 600*25 = 15000 of 16387 = 91.5 % at 144 s
     assert rm.pages_migrated_per_min == 600.0 and rm.final_node == 1
 
 
@@ -98,13 +109,14 @@ def test_a_probe_that_did_not_finish_is_a_clear_error():
 def test_report_primary_first_with_paired_verdicts():
     runs = []
     for r in range(1, 9):
-        runs.append(scenario.probe_metrics("off", r, capture([(105.0, 2, 3), (110.0 + r, 2, 3)]),
-                                           scenario.ScenarioParams()))
+        runs.append(
+            scenario.probe_metrics("off", r, capture([(105.0, 2, 3), (110.0 + r, 2, 3)]), scenario.ScenarioParams())
+        )
         runs.append(scenario.probe_metrics("winner", r, capture([(105.0, 2, 1)]), scenario.ScenarioParams()))
     rep = scenario.report(runs)
     assert rep["primary"] == "not_closer_per_min"
     assert rep["verdicts"]["not_closer_per_min"]["winner"] == paired.BETTER
-    assert rep["verdicts"]["local_share_30s"]["winner"] == paired.EQUIVALENT     # same samples: difference 0
+    assert rep["verdicts"]["local_share_30s"]["winner"] == paired.EQUIVALENT  # same samples: difference 0
     short = scenario.report(runs[:4])
     assert short["verdicts"]["not_closer_per_min"]["winner"] == paired.no_verdict(2)
 
@@ -114,8 +126,9 @@ def test_choose_nodes_needs_a_closer_and_a_not_closer_third_node():
     two = metrics.parse_topo("node 0 cpus 0 dist 10 32\nnode 1 cpus 1 dist 32 10\n")
     with pytest.raises(scenario.ScenarioError, match="no node pair fits"):
         scenario.choose_nodes(two)
-    flat = metrics.parse_topo("\n".join(f"node {n} cpus {n} dist " + " ".join("10" if a == n else "20"
-                                                                              for a in range(4)) for n in range(4)))
+    flat = metrics.parse_topo(
+        "\n".join(f"node {n} cpus {n} dist " + " ".join("10" if a == n else "20" for a in range(4)) for n in range(4))
+    )
     with pytest.raises(scenario.ScenarioError):
         scenario.choose_nodes(flat)
 
@@ -132,6 +145,7 @@ def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():
     probe = probe_binary()
     r = subprocess.run([str(probe), "-P", "0"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "need -P and -S" in r.stderr
-    r = subprocess.run([str(probe), "-P", "0", "-S", "63", "-g", "/nonexistent"], capture_output=True, text=True,
-                       timeout=10)
+    r = subprocess.run(
+        [str(probe), "-P", "0", "-S", "63", "-g", "/nonexistent"], capture_output=True, text=True, timeout=10
+    )
     assert r.returncode == 3 and "node 0 or 63 has no CPUs" in r.stderr

@@ -30,13 +30,40 @@ def test_numa_effect_task_on_the_lab_vm(lab, tmp_path):
         pytest.skip("needs the lab kernel and its built live patch (the kpatch tier / test_e2e_validate builds it)")
     s = lab.host.ssh
     inv = tmp_path / "lab.yaml"
-    inv.write_text(f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
-                   f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
+    inv.write_text(
+        f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
+        f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
+    )
     out = tmp_path / "m.json"
-    r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "numa-effect", "--inventory", str(inv), "--host", "lab-vm",
-                        "--arm", "off", "--arm", "winner", "--rounds", "3", "--seconds", "8", "--mb", "8",
-                        "--out", str(out), "--wake-cpus", "--json", str(tmp_path / "r.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/invoke"),
+            "numa-effect",
+            "--inventory",
+            str(inv),
+            "--host",
+            "lab-vm",
+            "--arm",
+            "off",
+            "--arm",
+            "winner",
+            "--rounds",
+            "3",
+            "--seconds",
+            "8",
+            "--mb",
+            "8",
+            "--out",
+            str(out),
+            "--wake-cpus",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     (case,) = json.loads(out.read_text())["cases"].values()
@@ -53,8 +80,8 @@ def test_numa_effect_task_on_the_lab_vm(lab, tmp_path):
         for arm in ("off", "winner"):
             m = case["metrics"][key][arm]
             assert m["n"] == 3 and m["ci"][0] <= m["median"] <= m["ci"][1]
-        assert case["verdicts"][key]["winner"] == paired.no_verdict(3)     # 3 rounds: too few for an interval
+        assert case["verdicts"][key]["winner"] == paired.no_verdict(3)  # 3 rounds: too few for an interval
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    assert "cross-NUMA migration" in r.stdout and "picture:" in r.stdout      # the table (rich wraps its cells)
+    assert "cross-NUMA migration" in r.stdout and "picture:" in r.stdout  # the table (rich wraps its cells)
     with lab.remote() as rr:
         assert rr.run("ls /sys/kernel/livepatch | wc -l").stdout.strip() == "0"

@@ -22,16 +22,16 @@ def test_probe_scenario_runs_traced_and_sampled_on_the_lab_vm(lab):
         assert scenario.choose_nodes(lprobe.host_topo(r)) == (0, 2)
         data = lprobe.measure_scenario(r, {"off": None}, scenario.ScenarioParams(mb=16, seconds=12), 1)
         assert r.run("ls /sys/kernel/tracing/instances | grep -c numaforge-probe || true").stdout.strip() == "0"
-        assert r.run("pgrep numa_probe || true").stdout.strip() == ""          # probe and hogs are gone
+        assert r.run("pgrep numa_probe || true").stdout.strip() == ""  # probe and hogs are gone
     assert set(data["cases"]) == {"source spare", "source busy (control)"}
     for name, case in data["cases"].items():
         (run,) = case["runs"]
         assert run["label"] == "off" and run["pid"] > 0 and 11.5 < run["seconds"] < 20, (name, run)
-        assert run["samples"] >= 5 and run["migrations"] >= 1                 # its own sched_migrate_task events
+        assert run["samples"] >= 5 and run["migrations"] >= 1  # its own sched_migrate_task events
         assert run["local_share_30s"] is not None and run["time_to_90"] is not None
         assert run["vmstat_delta"]["numa_hint_faults"] > 0
         assert run["third_moves"] == run["closer"] + run["not_closer"]
-        assert case["verdicts"]["not_closer_per_min"] == {}                 # one arm: nothing to compare
+        assert case["verdicts"]["not_closer_per_min"] == {}  # one arm: nothing to compare
 
 
 def test_numa_effect_task_runs_the_probe_scenario(lab, tmp_path):
@@ -43,13 +43,40 @@ def test_numa_effect_task_runs_the_probe_scenario(lab, tmp_path):
 
     s = lab.host.ssh
     inv = tmp_path / "lab.yaml"
-    inv.write_text(f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
-                   f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n")
+    inv.write_text(
+        f"version: 1\nhosts:\n  lab-vm:\n    ssh: {{address: 127.0.0.1, port: {s.port}, user: root, "
+        f"key_file: {s.key_file}, known_hosts: {s.known_hosts}, agent: false}}\n"
+    )
     out = tmp_path / "m.json"
-    r = subprocess.run([str(ROOT / ".venv/bin/invoke"), "numa-effect", "--inventory", str(inv), "--host", "lab-vm",
-                        "--scenario", "probe", "--arm", "off", "--rounds", "1", "--seconds", "10", "--mb", "16",
-                        "--no-control", "--out", str(out), "--json", str(tmp_path / "r.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/invoke"),
+            "numa-effect",
+            "--inventory",
+            str(inv),
+            "--host",
+            "lab-vm",
+            "--scenario",
+            "probe",
+            "--arm",
+            "off",
+            "--rounds",
+            "1",
+            "--seconds",
+            "10",
+            "--mb",
+            "16",
+            "--no-control",
+            "--out",
+            str(out),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     (case,) = doc["cases"].values()

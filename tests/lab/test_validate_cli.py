@@ -11,9 +11,14 @@ INVOKE = str(ROOT / ".venv/bin/invoke")
 
 
 def validate(*args, tmp_path):
-    r = subprocess.run([INVOKE, "validate", "--json", str(tmp_path / "r.json"), *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    r.stderr = " ".join(r.stderr.split())   # rich wraps long lines
+    r = subprocess.run(
+        [INVOKE, "validate", "--json", str(tmp_path / "r.json"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    r.stderr = " ".join(r.stderr.split())  # rich wraps long lines
     return r, json.loads((tmp_path / "r.json").read_text())
 
 

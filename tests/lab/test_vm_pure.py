@@ -31,8 +31,12 @@ def test_cpuless4_has_a_memory_only_node_3():
     c = cmd("cpuless4")
     assert c[c.index("-smp") + 1] == "3,sockets=3,cores=1,threads=1"
     nodes = [a for a in c if a.startswith("node,")]
-    assert nodes == ["node,nodeid=0,cpus=0,memdev=mem0", "node,nodeid=1,cpus=1,memdev=mem1",
-                     "node,nodeid=2,cpus=2,memdev=mem2", "node,nodeid=3,memdev=mem3"]
+    assert nodes == [
+        "node,nodeid=0,cpus=0,memdev=mem0",
+        "node,nodeid=1,cpus=1,memdev=mem1",
+        "node,nodeid=2,cpus=2,memdev=mem2",
+        "node,nodeid=3,memdev=mem3",
+    ]
     assert c[c.index("-m") + 1] == "2048M" and len(dist_map(c)) == 6
 
 
@@ -87,8 +91,10 @@ def test_init_script_loads_modules_then_starts_dropbear_then_prints_ready():
 
 
 def test_parse_ldd():
-    out = ("\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f)\n"
-           "\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n")
+    out = (
+        "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f)\n"
+        "\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n"
+    )
     assert ir.parse_ldd(out) == ["/lib/x86_64-linux-gnu/libz.so.1", "/lib64/ld-linux-x86-64.so.2"]
 
 
@@ -100,14 +106,15 @@ def test_newc_archive_lists_with_real_cpio(tmp_path):
     t.add("/root/.ssh/authorized_keys", b"ssh-ed25519 AAAA x\n", 0o600)
     arc = tmp_path / "a.cpio"
     arc.write_bytes(ir.pack_newc(t.entries))
-    out = subprocess.run(["cpio", "-itv", "--quiet"], stdin=arc.open("rb"), capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    out = subprocess.run(
+        ["cpio", "-itv", "--quiet"], stdin=arc.open("rb"), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     names = [ln.split()[-1] for ln in out]
     assert names == ["root", "root/.ssh", "init", "root/.ssh/authorized_keys"]
     modes = {ln.split()[-1]: ln.split()[0] for ln in out}
     assert modes["root/.ssh"] == "drwx------" and modes["init"] == "-rwxr-xr-x"
     assert modes["root/.ssh/authorized_keys"] == "-rw-------"
-    assert all(ln.split()[2] == "root" for ln in out)   # owner root whoever builds it
+    assert all(ln.split()[2] == "root" for ln in out)  # owner root whoever builds it
 
 
 def test_newc_refuses_entries_before_their_directory():
@@ -119,7 +126,7 @@ def test_newc_refuses_entries_before_their_directory():
 
 def test_a_half_written_ready_line_is_not_ready_yet():
     line = f"{ir.READY_MARK} release=5.10.262 nodes=4 livepatch=yes"
-    assert vm.parse_ready(line[:30]) is None                    # still being written to the serial log
+    assert vm.parse_ready(line[:30]) is None  # still being written to the serial log
     got = vm.parse_ready("boot noise\n" + line + "\n")
     assert (got["release"], got["nodes"], got["livepatch"]) == ("5.10.262", 4, True)
 
@@ -138,9 +145,11 @@ def test_boot_units_start_enabled_units_with_the_kernel_release(tmp_path):
     unit = lifecycle.UNIT_TEXT.replace(lifecycle.STATE_DIR, str(tmp_path / "state"))
     unit = unit.replace("ExecStart=/bin/sh -c", f"ExecStart=echo %v > {tmp_path}/ran; /bin/sh -c")
     (wants / "numaforge-livepatch.service").write_text(unit)
-    (wants / "skipped.service").write_text(f"[Unit]\nConditionPathIsDirectory={tmp_path}/nope\n"
-                                           f"[Service]\nExecStart=touch {tmp_path}/bad\n")
-    out = subprocess.run(["/bin/busybox", "sh", "-c", ir.boot_units_script(str(wants))], capture_output=True,
-                         text=True, check=True).stdout
+    (wants / "skipped.service").write_text(
+        f"[Unit]\nConditionPathIsDirectory={tmp_path}/nope\n[Service]\nExecStart=touch {tmp_path}/bad\n"
+    )
+    out = subprocess.run(
+        ["/bin/busybox", "sh", "-c", ir.boot_units_script(str(wants))], capture_output=True, text=True, check=True
+    ).stdout
     assert "init: started numaforge-livepatch.service" in out and "skipped" not in out
     assert (tmp_path / "ran").read_text().strip() == rel and not (tmp_path / "bad").exists()

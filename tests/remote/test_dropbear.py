@@ -71,7 +71,7 @@ def test_put_through_dropbear(dropbear_host, tmp_path, method):
 def test_sudo_put_through_dropbear(dropbear_host, tmp_path):
     src = tmp_path / "lp.ko"
     src.write_bytes(os.urandom(200_000))
-    dest = Path(tempfile.mkdtemp(prefix="numaforge-test-dropbear-")) / "lp.ko"     # a root-only directory
+    dest = Path(tempfile.mkdtemp(prefix="numaforge-test-dropbear-")) / "lp.ko"  # a root-only directory
     try:
         with connect(dropbear_host.spec(), "lab") as r:
             with pytest.raises(UploadError, match="cannot write"):
@@ -107,6 +107,6 @@ def test_dropped_upload_over_dropbear(dropbear_host, tmp_path, method):
     assert all(TMP_MARK in n for n in temps())
     if method == "exec":
         t0 = time.monotonic()
-        while temps():         # the host side removes its temp: stdin ended early, the sha256 differed
+        while temps():  # the host side removes its temp: stdin ended early, the sha256 differed
             assert time.monotonic() - t0 < 30, temps()
             time.sleep(0.05)

@@ -30,7 +30,7 @@ def test_hashed_and_port_entries_are_found_by_name():
     for e in entries:
         for n in e.hostnames:
             keys.add(n, e.key.get_name(), e.key)
-    assert keys.lookup("gpu-03.example") is not None               # only present hashed
+    assert keys.lookup("gpu-03.example") is not None  # only present hashed
     assert keys.lookup("[gpu-02.example]:2222") is not None
     assert keys.lookup("10.231.1.11") is not None
     assert keys.lookup("gpu-04.example") is None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from numaforge.fleet import Rollout
 from numaforge import journal
+from numaforge.fleet import Rollout
 from numaforge.livepatch import fleet as lpfleet
 
 pytestmark = pytest.mark.ssh
@@ -27,7 +27,7 @@ def test_unload_of_an_absent_patch_is_a_no_op_and_the_journal_resumes(sshd_host,
     out = lpfleet.unload_hosts([host], module="nf-x", run_key=key, journal_dir=tmp_path, progress=False)
     (h,) = out.results
     assert h.status == "ok" and "nothing to do" in h.message
-    assert not journal.path_for(key, tmp_path).exists()          # finished: the journal is removed
+    assert not journal.path_for(key, tmp_path).exists()  # finished: the journal is removed
     # an interrupted run had recorded the host as done: the re-run only checks it
     journal.open(key, tmp_path).record(host, journal.VERIFIED, status="changed")
     out = lpfleet.unload_hosts([host], module="nf-x", run_key=key, journal_dir=tmp_path, progress=False)
@@ -38,7 +38,19 @@ def test_unload_of_an_absent_patch_is_a_no_op_and_the_journal_resumes(sshd_host,
 def test_a_failing_canary_stops_the_rollout(sshd_host):
     from numaforge.inventory.model import Host, Location, SSHSpec
 
-    gone = Host("gone", Location("<test>"), ssh=SSHSpec("127.0.0.1", 1, "root", key_file=sshd_host.spec().key_file,
-                                                      use_agent=False, known_hosts=sshd_host.spec().known_hosts))
-    out = lpfleet.status_hosts([gone, sshd_host.inventory_host()], rollout=Rollout(canary=1, max_fail=0), progress=False)
+    gone = Host(
+        "gone",
+        Location("<test>"),
+        ssh=SSHSpec(
+            "127.0.0.1",
+            1,
+            "root",
+            key_file=sshd_host.spec().key_file,
+            use_agent=False,
+            known_hosts=sshd_host.spec().known_hosts,
+        ),
+    )
+    out = lpfleet.status_hosts(
+        [gone, sshd_host.inventory_host()], rollout=Rollout(canary=1, max_fail=0), progress=False
+    )
     assert [r.status for r in out.results] == ["failed", "not-run"] and out.stopped

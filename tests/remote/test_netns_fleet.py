@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from numaforge.fleet import Rollout
-from numaforge.fleet import run_fleet
+from numaforge.fleet import Rollout, run_fleet
 from numaforge.remote.ssh import TMP_MARK, ConnectError, HostKeyError, UploadError, connect
 from numaforge.report import HostResult
 
@@ -63,7 +62,7 @@ def test_each_namespace_host_is_its_own_machine_on_the_network(netns_lab, tmp_pa
     out = run_fleet(inv, probe, rollout=Rollout(forks=3), progress=False)
     assert out.ok, out.summary()
     for h, r in zip(hosts, out.results):
-        assert r.data["eth0"] == f"{h.address}/24"       # the sshd answering is the one inside that namespace
+        assert r.data["eth0"] == f"{h.address}/24"  # the sshd answering is the one inside that namespace
         assert [s.name for s in r.steps] == ["connect", "facts", "upload"]
         assert Path(f"/tmp/numaforge-fleet-{h.name}.bin").exists()
         Path(f"/tmp/numaforge-fleet-{h.name}.bin").unlink()
@@ -80,7 +79,7 @@ def test_rolling_stops_at_max_fail_when_hosts_are_down(netns_lab, tmp_path):
     for r in out.results[2:4]:
         assert "cannot connect" in r.message and f"host {r.host}" in r.message
     assert sessions_seen(hosts[0]) == 1 and sessions_seen(hosts[1]) == 1
-    assert sessions_seen(hosts[4]) == 0 and sessions_seen(hosts[5]) == 0   # up, but never contacted
+    assert sessions_seen(hosts[4]) == 0 and sessions_seen(hosts[5]) == 0  # up, but never contacted
     for h in hosts[:2]:
         Path(f"/tmp/numaforge-fleet-{h.name}.bin").unlink()
 
@@ -94,6 +93,7 @@ def test_failed_canary_stops_before_touching_the_fleet(netns_lab, tmp_path):
 
 def test_a_changed_host_key_fails_only_that_host(netns_lab, tmp_path):
     from sshd_fixture import keygen
+
     hosts, inv = make_fleet(netns_lab, tmp_path, 3)
     other = keygen(tmp_path / "impostor")
     hosts[1].known_hosts.write_text(f"{hosts[1].address} " + " ".join(Path(f"{other}.pub").read_text().split()[:2]))
@@ -119,7 +119,7 @@ def test_sshd_stopped_mid_upload_leaves_no_partial_file(netns_lab, tmp_path):
             while not any(p.stat().st_size for p in dest_dir.iterdir() if TMP_MARK in p.name):
                 assert time.monotonic() - t0 < 30, "the host never started writing the temp file"
                 time.sleep(0.05)
-            h.stop()                         # listener and every session: the host's sshd is gone
+            h.stop()  # listener and every session: the host's sshd is gone
             stopped.append(sent)
 
     with connect(h.spec(), h.name) as r:
@@ -170,12 +170,17 @@ def test_host_timeout_stops_a_slow_host_between_commands_and_spares_the_others(n
             res.data["done"] = remote.run(f"cat /tmp/nf-budget-{host.ssh.user}-{host.name}").stdout.split()
         return res
 
-    out = run_fleet([slow, quick], work, rollout=Rollout(forks=2, host_timeout=2.5), progress=False, )
+    out = run_fleet(
+        [slow, quick],
+        work,
+        rollout=Rollout(forks=2, host_timeout=2.5),
+        progress=False,
+    )
     by = {r.host: r for r in out.results}
     assert by["quick"].status != "failed" and by["quick"].data["done"] == ["0"]
     assert by["slow"].status == "failed"
     assert "used up its --host-timeout of 2.5 s; stopped before `sleep 1; echo " in by["slow"].message
-    written = Path(f"/tmp/nf-budget-{user}-slow").read_text().split()      # the namespaces share this filesystem
+    written = Path(f"/tmp/nf-budget-{user}-slow").read_text().split()  # the namespaces share this filesystem
     for h in ("slow", "quick"):
         Path(f"/tmp/nf-budget-{user}-{h}").unlink()
     assert written == [str(i) for i in range(len(written))] and 2 <= len(written) <= 3

@@ -21,8 +21,17 @@ BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 def put_script(tmp: str, dest: str, sha: str, mode: str = "640") -> str:
     prefix = tmp[: tmp.index(ssh.TMP_MARK) + len(ssh.TMP_MARK)]
     return ssh._PUT_SCRIPT.format(
-        tmp=shlex.quote(tmp), prefix=shlex.quote(prefix), mode=mode, sha=sha, dest=shlex.quote(dest),
-        write=ssh._PUT_WRITE, chmod=ssh._PUT_CHMOD, no_sha=ssh._PUT_NO_SHA, mismatch=ssh._PUT_MISMATCH, mv=ssh._PUT_MV)
+        tmp=shlex.quote(tmp),
+        prefix=shlex.quote(prefix),
+        mode=mode,
+        sha=sha,
+        dest=shlex.quote(dest),
+        write=ssh._PUT_WRITE,
+        chmod=ssh._PUT_CHMOD,
+        no_sha=ssh._PUT_NO_SHA,
+        mismatch=ssh._PUT_MISMATCH,
+        mv=ssh._PUT_MV,
+    )
 
 
 @pytest.fixture
@@ -37,8 +46,9 @@ def busybox_path(tmp_path):
 
 
 def run(script: str, data: bytes, path: str) -> subprocess.CompletedProcess:
-    return subprocess.run([BUSYBOX, "sh", "-c", script], input=data, capture_output=True, env={"PATH": path},
-                          timeout=60)
+    return subprocess.run(
+        [BUSYBOX, "sh", "-c", script], input=data, capture_output=True, env={"PATH": path}, timeout=60
+    )
 
 
 def test_busybox_upload_script_installs_checks_and_cleans_up(busybox_path, tmp_path):
@@ -55,7 +65,7 @@ def test_busybox_upload_script_installs_checks_and_cleans_up(busybox_path, tmp_p
     assert r.returncode == 0, r.stderr
     assert f"sha256={sha}" in r.stdout.decode()
     assert dest.read_bytes() == data and oct(dest.stat().st_mode & 0o777) == "0o640"
-    assert sorted(p.name for p in d.iterdir()) == [dest.name]            # stale temp gone, no new one left
+    assert sorted(p.name for p in d.iterdir()) == [dest.name]  # stale temp gone, no new one left
 
     r = run(put_script(tmp, str(dest), "0" * 64), b"other bytes", busybox_path)  # sha256 mismatch
     assert r.returncode == ssh._PUT_MISMATCH

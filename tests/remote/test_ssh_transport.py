@@ -17,8 +17,20 @@ from pathlib import Path
 import pytest
 from sshd_fixture import descendants
 
-from numaforge.remote.ssh import (TMP_MARK, AuthError, CommandFailed, CommandResult, CommandTimeout, ConnectError,
-                                  ConnectionLost, HostKeyError, SudoError, UploadError, connect, fingerprint)
+from numaforge.remote.ssh import (
+    TMP_MARK,
+    AuthError,
+    CommandFailed,
+    CommandResult,
+    CommandTimeout,
+    ConnectError,
+    ConnectionLost,
+    HostKeyError,
+    SudoError,
+    UploadError,
+    connect,
+    fingerprint,
+)
 from numaforge.secrets import SecretRef
 
 pytestmark = pytest.mark.ssh
@@ -64,16 +76,21 @@ def test_command_timeout_kills_the_remote_process_and_keeps_partial_output(sshd_
         # the connection stays usable after a timeout
         assert r.run("echo still here").stdout == "still here\n"
     pid = int(pidfile.read_text())
-    wait_for(lambda: not Path(f"/proc/{pid}").exists()
-             or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0],
-             "the timed-out sleep to be killed on the host")
+    wait_for(
+        lambda: (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        ),
+        "the timed-out sleep to be killed on the host",
+    )
 
 
 def test_dropped_connection_during_a_command_is_connection_lost(sshd_host, tmp_path):
     flag = tmp_path / "running"
     with connect(sshd_host.spec(), "loop") as r:
-        killer = threading.Thread(target=lambda: (wait_for(flag.exists, "the command to start"),
-                                                  sshd_host.kill_sessions()))
+        killer = threading.Thread(
+            target=lambda: (wait_for(flag.exists, "the command to start"), sshd_host.kill_sessions())
+        )
         killer.start()
         with pytest.raises(ConnectionLost) as exc:
             r.run(f"touch {flag}; sleep 600", timeout=120)
@@ -103,7 +120,7 @@ def test_unknown_host_key_is_refused_with_fingerprint_and_fix(sshd_host):
     e = exc.value
     assert "unknown host key" in e.what
     assert f"[127.0.0.1]:{sshd_host.port}" in e.what and "ssh-ed25519" in e.what
-    assert sshd_host.fingerprint() in e.what          # what OpenSSH's ssh-keygen -l prints for the host key
+    assert sshd_host.fingerprint() in e.what  # what OpenSSH's ssh-keygen -l prints for the host key
     assert "--accept-new-host-key" in e.fix and "ssh-keyscan" in e.fix
     assert sshd_host.known_hosts.read_text() == ""
 
@@ -122,8 +139,9 @@ def test_accept_new_host_key_adds_it_then_strict_checking_uses_it(sshd_host, tmp
     assert kh.read_text() == f"[127.0.0.1]:{sshd_host.port} {sshd_host.host_key_line()}\n"
     assert oct(kh.stat().st_mode & 0o777) == "0o600"
     # OpenSSH itself agrees with what was written
-    found = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.1]:{sshd_host.port}", "-f", str(kh)],
-                           capture_output=True, text=True)
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{sshd_host.port}", "-f", str(kh)], capture_output=True, text=True
+    )
     assert found.returncode == 0
     with connect(sshd_host.spec(known_hosts=str(kh)), "loop") as r:
         assert r.accepted_host_key is None
@@ -132,6 +150,7 @@ def test_accept_new_host_key_adds_it_then_strict_checking_uses_it(sshd_host, tmp
 
 def test_changed_host_key_is_refused_even_with_accept_new(sshd_host, tmp_path):
     from sshd_fixture import keygen
+
     other = keygen(tmp_path / "other_host_key")
     other_line = " ".join(Path(f"{other}.pub").read_text().split()[:2])
     sshd_host.known_hosts.write_text(f"[127.0.0.1]:{sshd_host.port} {other_line}\n")
@@ -141,8 +160,9 @@ def test_changed_host_key_is_refused_even_with_accept_new(sshd_host, tmp_path):
             connect(sshd_host.spec(), "loop", accept_new_host_key=accept)
         e = exc.value
         assert "HOST KEY MISMATCH" in e.what and sshd_host.fingerprint() in e.what
-        other_fp = subprocess.run(["ssh-keygen", "-lf", f"{other}.pub"], capture_output=True,
-                                  text=True).stdout.split()[1]
+        other_fp = subprocess.run(["ssh-keygen", "-lf", f"{other}.pub"], capture_output=True, text=True).stdout.split()[
+            1
+        ]
         assert other_fp in e.what
         assert f"ssh-keygen -R '[127.0.0.1]:{sshd_host.port}'" in e.fix
     assert sshd_host.known_hosts.read_text() == before
@@ -157,6 +177,7 @@ def test_hashed_known_hosts_entry_is_honoured(sshd_host):
 
 def test_fingerprint_matches_openssh(sshd_host):
     import paramiko
+
     key = paramiko.Ed25519Key.from_private_key_file(str(sshd_host.host_key))
     assert fingerprint(key) == sshd_host.fingerprint()
 
@@ -164,9 +185,12 @@ def test_fingerprint_matches_openssh(sshd_host):
 # ------------------------------------------------------------------------------------------------ auth
 def test_ssh_config_supplies_hostname_port_user_key_and_known_hosts(sshd_host, tmp_path):
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host lab-alias\n  HostName 127.0.0.1\n  Port {sshd_host.port}\n  User root\n"
-                   f"  IdentityFile {sshd_host.client_key}\n  UserKnownHostsFile {sshd_host.known_hosts}\n")
+    cfg.write_text(
+        f"Host lab-alias\n  HostName 127.0.0.1\n  Port {sshd_host.port}\n  User root\n"
+        f"  IdentityFile {sshd_host.client_key}\n  UserKnownHostsFile {sshd_host.known_hosts}\n"
+    )
     from numaforge.inventory.model import SSHSpec
+
     spec = SSHSpec(address="lab-alias", config_file="ssh_config", use_agent=False)
     with connect(spec, "aliased", base_dir=tmp_path) as r:
         assert (r.target.hostname, r.target.port) == ("127.0.0.1", sshd_host.port)
@@ -174,12 +198,13 @@ def test_ssh_config_supplies_hostname_port_user_key_and_known_hosts(sshd_host, t
 
 
 def test_agent_authentication(sshd_host, tmp_path, monkeypatch):
-    agent = subprocess.run(["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")], capture_output=True,
-                           text=True, check=True).stdout
+    agent = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")], capture_output=True, text=True, check=True
+    ).stdout
     pid = int(agent.split("SSH_AGENT_PID=")[1].split(";")[0])
     try:
         monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
-        monkeypatch.setenv("HOME", str(tmp_path))         # no ~/.ssh/id_* to fall back on
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* to fall back on
         subprocess.run(["ssh-add", str(sshd_host.client_key)], check=True, capture_output=True)
         spec = sshd_host.spec(key_file=None, use_agent=True)
         with connect(spec, "loop") as r:
@@ -193,6 +218,7 @@ def test_agent_authentication(sshd_host, tmp_path, monkeypatch):
 
 def test_key_not_authorized_is_an_auth_error(sshd_host, tmp_path):
     from sshd_fixture import keygen
+
     stranger = keygen(tmp_path / "stranger")
     with pytest.raises(AuthError) as exc:
         connect(sshd_host.spec(key_file=str(stranger)), "loop")
@@ -215,8 +241,7 @@ def test_password_only_by_reference_and_never_in_errors(sshd_host, test_user, mo
     password = "Numa-Pw-" + os.urandom(6).hex()
     subprocess.run(["chpasswd"], input=f"{user}:{password}\n", text=True, check=True)
     monkeypatch.setenv("NF_TEST_SSH_PW", password)
-    spec = sshd_host.spec(user=user, key_file=None, use_agent=False,
-                          password=SecretRef.parse("env:NF_TEST_SSH_PW"))
+    spec = sshd_host.spec(user=user, key_file=None, use_agent=False, password=SecretRef.parse("env:NF_TEST_SSH_PW"))
     monkeypatch.setenv("HOME", "/nonexistent")
     with connect(spec, "loop") as r:
         assert r.run("id -un").stdout.strip() == user
@@ -229,7 +254,9 @@ def test_password_only_by_reference_and_never_in_errors(sshd_host, test_user, mo
 
 def test_nothing_listening_is_a_connect_error(tmp_path):
     from sshd_fixture import free_port
+
     from numaforge.inventory.model import SSHSpec
+
     spec = SSHSpec(address="127.0.0.1", port=free_port(), known_hosts=str(tmp_path / "kh"), use_agent=False)
     with pytest.raises(ConnectError) as exc:
         connect(spec, "gone", connect_timeout=5)
@@ -258,7 +285,7 @@ def test_sudo_needing_a_password_is_a_clear_error(sshd_host, test_user):
     user = test_user(sudo="password", pubkey=f"{sshd_host.client_key}.pub")
     with connect(sshd_host.spec(user=user), "loop") as r:
         with pytest.raises(SudoError) as exc:
-            r.run("true", sudo=True, check=False)       # never a silent rc: sudo did not run the command
+            r.run("true", sudo=True, check=False)  # never a silent rc: sudo did not run the command
     assert "needs a password" in exc.value.what and "NOPASSWD" in exc.value.fix and user in exc.value.fix
 
 
@@ -278,9 +305,13 @@ def test_sudo_command_timeout_stops_the_root_process(sshd_host, test_user, tmp_p
             r.run(f"sh -c 'echo $$ > {pidfile}; exec sleep 600'", timeout=2, sudo=True)
     pid = int(pidfile.read_text())
     assert Path(f"/proc/{pid}/status").exists() is False or os.stat(f"/proc/{pid}").st_uid == 0
-    wait_for(lambda: not Path(f"/proc/{pid}").exists()
-             or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0],
-             "the timed-out root sleep to be killed on the host")
+    wait_for(
+        lambda: (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        ),
+        "the timed-out root sleep to be killed on the host",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ uploads
@@ -334,7 +365,7 @@ def test_put_replaces_an_existing_file(sshd_host, tmp_path):
 
 @pytest.mark.parametrize("method", ["exec", "sftp"])
 def test_put_to_paths_with_spaces_quotes_and_shell_characters(sshd_host, tmp_path, method):
-    dest_dir = tmp_path / "a dir" / "it's \"q\" $HOME `id` ;*"
+    dest_dir = tmp_path / "a dir" / 'it\'s "q" $HOME `id` ;*'
     dest_dir.mkdir(parents=True)
     dest = dest_dir / "mod 'x' $(id).ko"
     src = tmp_path / "m.ko"
@@ -344,7 +375,7 @@ def test_put_to_paths_with_spaces_quotes_and_shell_characters(sshd_host, tmp_pat
     assert sorted(p.name for p in dest_dir.iterdir()) == [dest.name]
     assert dest.read_bytes() == src.read_bytes()
     assert oct(dest.stat().st_mode & 0o777) == "0o755"
-    assert sorted(p.name for p in (tmp_path / "a dir").iterdir()) == [dest_dir.name]   # nothing ran or leaked
+    assert sorted(p.name for p in (tmp_path / "a dir").iterdir()) == [dest_dir.name]  # nothing ran or leaked
 
 
 def test_empty_file_and_relative_path_upload(sshd_host, tmp_path):
@@ -389,7 +420,7 @@ def test_put_detects_a_file_changed_during_upload(sshd_host, tmp_path, method):
 @pytest.mark.parametrize("method", ["exec", "sftp"])
 def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_host, tmp_path, method):
     src, dest_dir, dest = upload_case(tmp_path, "big.ko", 8)
-    stale = dest_dir / (".big.ko" + TMP_MARK + "0123456789ab")   # what an earlier, dropped SFTP upload left
+    stale = dest_dir / (".big.ko" + TMP_MARK + "0123456789ab")  # what an earlier, dropped SFTP upload left
     stale.write_bytes(b"half")
     killed = []
 
@@ -408,7 +439,7 @@ def test_dropped_upload_never_leaves_a_partial_file_under_the_final_name(sshd_ho
     assert killed
     assert "connection lost" in exc.value.what and "was not created or replaced" in exc.value.what
     assert dest.read_bytes() == b"previous version"
-    assert all(n.startswith(".big.ko" + TMP_MARK) for n in leftovers(dest_dir))      # at most a hidden temp
+    assert all(n.startswith(".big.ko" + TMP_MARK) for n in leftovers(dest_dir))  # at most a hidden temp
     if method == "exec":
         # the host's side of the upload removes its temp itself: stdin ended early, so the sha256 differed
         wait_for(lambda: leftovers(dest_dir) == [], "the host to remove the temp of the dropped upload")
@@ -462,7 +493,7 @@ def test_upload_as_a_sudo_user(sshd_host, test_user, tmp_path):
     user = test_user(sudo="nopasswd", pubkey=f"{sshd_host.client_key}.pub")
     src = tmp_path / "m.ko"
     src.write_bytes(os.urandom(300_000))
-    root_dir = Path(tempfile.mkdtemp(prefix="numaforge-test-rootdir-"))      # 0700 -> 0755, owned by root
+    root_dir = Path(tempfile.mkdtemp(prefix="numaforge-test-rootdir-"))  # 0700 -> 0755, owned by root
     try:
         root_dir.chmod(0o755)
         (root_dir / "m.ko").write_bytes(b"previous version")
@@ -511,7 +542,7 @@ def test_upload_errors_name_the_problem(sshd_host, tmp_path):
 def test_command_that_never_reads_its_stdin_times_out(sshd_host):
     with connect(sshd_host.spec(), "loop") as r:
         with pytest.raises(CommandTimeout) as exc:
-            r.run("sleep 600", stdin=b"x" * (16 * 1024 * 1024), timeout=3)   # more than the SSH window
+            r.run("sleep 600", stdin=b"x" * (16 * 1024 * 1024), timeout=3)  # more than the SSH window
         assert "did not read its input" in exc.value.what
         assert r.run("echo usable").stdout == "usable\n"
 
@@ -534,7 +565,7 @@ def test_output_of_the_login_shell_startup_does_not_break_commands(sshd_host, te
     (home / ".ssh" / "rc").write_text("echo from-ssh-rc\n")
     with connect(sshd_host.spec(user=user), "loop") as r:
         res = r.run("echo payload")
-        assert res.stdout == "payload\n"          # the startup noise came before the marker and is dropped
+        assert res.stdout == "payload\n"  # the startup noise came before the marker and is dropped
         assert r.read_text("/proc/sys/kernel/ostype") == "Linux\n"
         with pytest.raises(CommandTimeout):
             r.run("sleep 600", timeout=2)
@@ -610,7 +641,12 @@ def test_key_file_checks_before_paramiko_reads_it(tmp_path, kind):
     spec = SSHSpec(address="127.0.0.1", key_file=str(path), known_hosts=str(kh), config_file=str(kh))
     with pytest.raises(ConnectError) as exc:
         resolve_target(spec, "h1")
-    expected = {"dev-zero": "not a regular file", "fifo": "not a regular file", "directory": "is a directory",
-                "huge": "more than the 65536-byte limit", "world-readable": "readable by others"}[kind]
+    expected = {
+        "dev-zero": "not a regular file",
+        "fifo": "not a regular file",
+        "directory": "is a directory",
+        "huge": "more than the 65536-byte limit",
+        "world-readable": "readable by others",
+    }[kind]
     assert expected in exc.value.what and str(path) in exc.value.what
     assert exc.value.where == "host h1 (ssh.key_file / IdentityFile)" and exc.value.fix

@@ -40,8 +40,9 @@ def test_ssh_config_fills_in_what_the_inventory_leaves_at_defaults(cfg, tmp_path
 
 
 def test_inventory_values_other_than_the_defaults_win(cfg, tmp_path):
-    spec = SSHSpec(address="gpu-07", port=22022, user="admin", key_file="keys/inv_key", known_hosts="kh2",
-                   config_file="ssh_config")
+    spec = SSHSpec(
+        address="gpu-07", port=22022, user="admin", key_file="keys/inv_key", known_hosts="kh2", config_file="ssh_config"
+    )
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "inv_key").write_text("x")
     (tmp_path / "keys" / "inv_key").chmod(0o600)

@@ -38,19 +38,19 @@ ACS_CAP = "SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ Di
 @dataclass
 class Dev:
     addr: str
-    cls: str             # 0604
+    cls: str  # 0604
     cls_name: str
     name: str
     vid: str
     did: str
     rev: str | None = None
     slot: str | None = None
-    express: str | None = None      # Root Port / Upstream Port / Downstream Port / Endpoint
-    bus: tuple | None = None        # (primary, secondary, subordinate) for bridges
+    express: str | None = None  # Root Port / Upstream Port / Downstream Port / Endpoint
+    bus: tuple | None = None  # (primary, secondary, subordinate) for bridges
     lnkcap: str = "Speed 16GT/s, Width x16, ASPM L1"
-    aspm: str = "Disabled"          # LnkCtl word
+    aspm: str = "Disabled"  # LnkCtl word
     lnksta: str = "Speed 16GT/s (ok), Width x16 (ok)"
-    acs: str | None = None          # ACSCtl flags (None = no ACS capability)
+    acs: str | None = None  # ACSCtl flags (None = no ACS capability)
     vfs: int | None = None
     driver: str | None = None
     node: int = 0
@@ -66,17 +66,16 @@ class Machine:
     nps: int = 1
     llc_as_numa: bool = False
     devices: list[Dev] = field(default_factory=list)
-    cmdline: str = ("BOOT_IMAGE=/vmlinuz-5.10.0-46-amd64 root=/dev/mapper/vg0-root ro quiet "
-                    "iommu=pt amd_iommu=on")
+    cmdline: str = "BOOT_IMAGE=/vmlinuz-5.10.0-46-amd64 root=/dev/mapper/vg0-root ro quiet iommu=pt amd_iommu=on"
     release: str = "5.10.0-46-amd64"
     livepatches: dict = field(default_factory=dict)  # name -> (enabled, transition)
     iommu_groups: int = 72
-    absent: dict = field(default_factory=dict)       # capture name -> reason
+    absent: dict = field(default_factory=dict)  # capture name -> reason
 
 
 CORES_PER_SOCKET = 64
 CCX_PER_SOCKET = 8
-MEM_PER_SOCKET_KB = 256 * 1024 * 1024   # 256 GiB per socket
+MEM_PER_SOCKET_KB = 256 * 1024 * 1024  # 256 GiB per socket
 
 
 def cpus_total(m: Machine) -> int:
@@ -105,7 +104,7 @@ def nodes(m: Machine) -> list[list[int]]:
     if m.nps == 0:
         return [sorted(c for d in doms for c in d)]
     per_node = CCX_PER_SOCKET // m.nps
-    return [sorted(c for d in doms[i:i + per_node] for c in d) for i in range(0, len(doms), per_node)]
+    return [sorted(c for d in doms[i : i + per_node] for c in d) for i in range(0, len(doms), per_node)]
 
 
 def socket_of_node(m: Machine, n: int) -> int:
@@ -114,13 +113,15 @@ def socket_of_node(m: Machine, n: int) -> int:
 
 def distances(m: Machine) -> list[list[int]]:
     ns = len(nodes(m))
-    return [[10 if a == b else 12 if socket_of_node(m, a) == socket_of_node(m, b) else 32 for b in range(ns)]
-            for a in range(ns)]
+    return [
+        [10 if a == b else 12 if socket_of_node(m, a) == socket_of_node(m, b) else 32 for b in range(ns)]
+        for a in range(ns)
+    ]
 
 
 def node_of_bus(m: Machine, bus: int) -> int:
     """Root complex 00/20/.../e0 -> NUMA node (one quadrant = 2 root complexes' worth of lanes in NPS4)."""
-    rc = bus // 0x20                     # 0..7, 0-3 socket 0, 4-7 socket 1
+    rc = bus // 0x20  # 0..7, 0-3 socket 0, 4-7 socket 1
     n = len(nodes(m))
     return rc * n // 8
 
@@ -129,44 +130,168 @@ def base_devices(m: Machine) -> list[Dev]:
     devs: list[Dev] = []
     amd = "Advanced Micro Devices, Inc. [AMD]"
     g = iter(range(1, 1000))
-    for rc in (0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0):
-        devs.append(Dev(f"0000:{rc:02x}:00.0", "0600", "Host bridge", f"{amd} Starship/Matisse Root Complex",
-                        "1022", "1480", node=node_of_bus(m, rc), group=next(g)))
+    for rc in (0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0):
+        devs.append(
+            Dev(
+                f"0000:{rc:02x}:00.0",
+                "0600",
+                "Host bridge",
+                f"{amd} Starship/Matisse Root Complex",
+                "1022",
+                "1480",
+                node=node_of_bus(m, rc),
+                group=next(g),
+            )
+        )
     # BMC VGA (not a GPU) behind its own root port
     devs += [
-        Dev("0000:20:03.1", "0604", "PCI bridge", f"{amd} Starship/Matisse GPP Bridge", "1022", "1483",
-            express="Root Port", bus=(0x20, 0x21, 0x22), acs=ACS_ON, driver="pcieport", node=node_of_bus(m, 0x20),
-            group=next(g), lnkcap="Speed 8GT/s, Width x1, ASPM L0s L1", lnksta="Speed 5GT/s (downgraded), Width x1 (ok)"),
-        Dev("0000:21:00.0", "0604", "PCI bridge", "ASPEED Technology, Inc. AST1150 PCI-to-PCI Bridge", "1a03",
-            "1150", rev="04", express="Legacy Endpoint", bus=(0x21, 0x22, 0x22), node=node_of_bus(m, 0x20),
-            group=next(g), lnkcap="Speed 5GT/s, Width x1, ASPM L0s L1", lnksta="Speed 5GT/s (ok), Width x1 (ok)",
-            parent="0000:20:03.1"),
-        Dev("0000:22:00.0", "0300", "VGA compatible controller", "ASPEED Technology, Inc. ASPEED Graphics Family",
-            "1a03", "2000", rev="41", node=node_of_bus(m, 0x20), group=next(g), lnkcap="", parent="0000:21:00.0",
-            driver="ast"),
+        Dev(
+            "0000:20:03.1",
+            "0604",
+            "PCI bridge",
+            f"{amd} Starship/Matisse GPP Bridge",
+            "1022",
+            "1483",
+            express="Root Port",
+            bus=(0x20, 0x21, 0x22),
+            acs=ACS_ON,
+            driver="pcieport",
+            node=node_of_bus(m, 0x20),
+            group=next(g),
+            lnkcap="Speed 8GT/s, Width x1, ASPM L0s L1",
+            lnksta="Speed 5GT/s (downgraded), Width x1 (ok)",
+        ),
+        Dev(
+            "0000:21:00.0",
+            "0604",
+            "PCI bridge",
+            "ASPEED Technology, Inc. AST1150 PCI-to-PCI Bridge",
+            "1a03",
+            "1150",
+            rev="04",
+            express="Legacy Endpoint",
+            bus=(0x21, 0x22, 0x22),
+            node=node_of_bus(m, 0x20),
+            group=next(g),
+            lnkcap="Speed 5GT/s, Width x1, ASPM L0s L1",
+            lnksta="Speed 5GT/s (ok), Width x1 (ok)",
+            parent="0000:20:03.1",
+        ),
+        Dev(
+            "0000:22:00.0",
+            "0300",
+            "VGA compatible controller",
+            "ASPEED Technology, Inc. ASPEED Graphics Family",
+            "1a03",
+            "2000",
+            rev="41",
+            node=node_of_bus(m, 0x20),
+            group=next(g),
+            lnkcap="",
+            parent="0000:21:00.0",
+            driver="ast",
+        ),
     ]
     # four GPU+NIC pairs, each behind a Broadcom PEX88096 switch on its own root port
-    for i, rc in enumerate((0x40, 0x60, 0xc0, 0xe0)):
+    for i, rc in enumerate((0x40, 0x60, 0xC0, 0xE0)):
         node = node_of_bus(m, rc)
         rp, usp = f"0000:{rc:02x}:01.1", f"0000:{rc + 1:02x}:00.0"
         dsp_g, dsp_n = f"0000:{rc + 2:02x}:00.0", f"0000:{rc + 2:02x}:01.0"
         gpu, nic = f"0000:{rc + 3:02x}:00.0", f"0000:{rc + 4:02x}:00.0"
         sw = "Broadcom / LSI PEX890xx PCIe Gen 4 Switch"
         devs += [
-            Dev(rp, "0604", "PCI bridge", f"{amd} Starship/Matisse GPP Bridge", "1022", "1483", express="Root Port",
-                bus=(rc, rc + 1, rc + 4), acs=ACS_ON, driver="pcieport", node=node, group=next(g)),
-            Dev(usp, "0604", "PCI bridge", sw, "1000", "c010", rev="b0", express="Upstream Port",
-                bus=(rc + 1, rc + 2, rc + 4), driver="pcieport", node=node, group=next(g), parent=rp),
-            Dev(dsp_g, "0604", "PCI bridge", sw, "1000", "c010", rev="b0", express="Downstream Port",
-                bus=(rc + 2, rc + 3, rc + 3), acs=ACS_OFF, driver="pcieport", node=node, group=next(g), parent=usp),
-            Dev(dsp_n, "0604", "PCI bridge", sw, "1000", "c010", rev="b0", express="Downstream Port",
-                bus=(rc + 2, rc + 4, rc + 4), acs=ACS_OFF, driver="pcieport", node=node, group=next(g), parent=usp),
-            Dev(gpu, "0302", "3D controller", "NVIDIA Corporation GA100 [A100 PCIe 40GB]", "10de", "20f1",
-                rev="a1", slot=str(i + 1), express="Endpoint", lnkcap="Speed 16GT/s, Width x16, ASPM not supported",
-                driver="nvidia", node=node, group=next(g), parent=dsp_g),
-            Dev(nic, "0207", "Infiniband controller", "Mellanox Technologies MT28908 Family [ConnectX-6]", "15b3",
-                "101b", slot=str(i + 11), express="Endpoint", vfs=8, driver="mlx5_core", node=node, group=next(g),
-                parent=dsp_n),
+            Dev(
+                rp,
+                "0604",
+                "PCI bridge",
+                f"{amd} Starship/Matisse GPP Bridge",
+                "1022",
+                "1483",
+                express="Root Port",
+                bus=(rc, rc + 1, rc + 4),
+                acs=ACS_ON,
+                driver="pcieport",
+                node=node,
+                group=next(g),
+            ),
+            Dev(
+                usp,
+                "0604",
+                "PCI bridge",
+                sw,
+                "1000",
+                "c010",
+                rev="b0",
+                express="Upstream Port",
+                bus=(rc + 1, rc + 2, rc + 4),
+                driver="pcieport",
+                node=node,
+                group=next(g),
+                parent=rp,
+            ),
+            Dev(
+                dsp_g,
+                "0604",
+                "PCI bridge",
+                sw,
+                "1000",
+                "c010",
+                rev="b0",
+                express="Downstream Port",
+                bus=(rc + 2, rc + 3, rc + 3),
+                acs=ACS_OFF,
+                driver="pcieport",
+                node=node,
+                group=next(g),
+                parent=usp,
+            ),
+            Dev(
+                dsp_n,
+                "0604",
+                "PCI bridge",
+                sw,
+                "1000",
+                "c010",
+                rev="b0",
+                express="Downstream Port",
+                bus=(rc + 2, rc + 4, rc + 4),
+                acs=ACS_OFF,
+                driver="pcieport",
+                node=node,
+                group=next(g),
+                parent=usp,
+            ),
+            Dev(
+                gpu,
+                "0302",
+                "3D controller",
+                "NVIDIA Corporation GA100 [A100 PCIe 40GB]",
+                "10de",
+                "20f1",
+                rev="a1",
+                slot=str(i + 1),
+                express="Endpoint",
+                lnkcap="Speed 16GT/s, Width x16, ASPM not supported",
+                driver="nvidia",
+                node=node,
+                group=next(g),
+                parent=dsp_g,
+            ),
+            Dev(
+                nic,
+                "0207",
+                "Infiniband controller",
+                "Mellanox Technologies MT28908 Family [ConnectX-6]",
+                "15b3",
+                "101b",
+                slot=str(i + 11),
+                express="Endpoint",
+                vfs=8,
+                driver="mlx5_core",
+                node=node,
+                group=next(g),
+                parent=dsp_n,
+            ),
         ]
     return devs
 
@@ -180,8 +305,12 @@ def lspci_vvv(m: Machine) -> str:
         out.append(f"{d.addr} {d.cls_name} [{d.cls}]: {d.name} [{d.vid}:{d.did}]{rev}{progif}")
         if d.slot:
             out.append(f"\tPhysical Slot: {d.slot}")
-        out.append("\tControl: I/O- Mem+ BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR+ FastB2B- DisINTx+")
-        out.append("\tStatus: Cap+ 66MHz- UDF- FastB2B- ParErr- DEVSEL=fast >TAbort- <TAbort- <MAbort- >SERR- <PERR- INTx-")
+        out.append(
+            "\tControl: I/O- Mem+ BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR+ FastB2B- DisINTx+"
+        )
+        out.append(
+            "\tStatus: Cap+ 66MHz- UDF- FastB2B- ParErr- DEVSEL=fast >TAbort- <TAbort- <MAbort- >SERR- <PERR- INTx-"
+        )
         if m.sockets * m.nps > 1 or m.llc_as_numa:
             out.append(f"\tNUMA node: {d.node}")
         if d.group is not None:
@@ -223,8 +352,10 @@ def head(files: list[tuple[str, str]]) -> str:
 
 def sys_node(m: Machine) -> str:
     ns = nodes(m)
-    files = [("/sys/devices/system/node/online", f"0-{len(ns) - 1}" if len(ns) > 1 else "0"),
-             ("/sys/devices/system/node/possible", f"0-{len(ns) - 1}" if len(ns) > 1 else "0")]
+    files = [
+        ("/sys/devices/system/node/online", f"0-{len(ns) - 1}" if len(ns) > 1 else "0"),
+        ("/sys/devices/system/node/possible", f"0-{len(ns) - 1}" if len(ns) > 1 else "0"),
+    ]
     dist = distances(m)
     mem = MEM_PER_SOCKET_KB * m.sockets // len(ns)
     for i, cpus in enumerate(ns):
@@ -232,9 +363,13 @@ def sys_node(m: Machine) -> str:
     for i in range(len(ns)):
         files.append((f"/sys/devices/system/node/node{i}/distance", " ".join(str(x) for x in dist[i])))
     for i in range(len(ns)):
-        files.append((f"/sys/devices/system/node/node{i}/meminfo",
-                      f"Node {i} MemTotal:       {mem} kB\nNode {i} MemFree:        {mem - 4194304} kB\n"
-                      f"Node {i} MemUsed:         4194304 kB"))
+        files.append(
+            (
+                f"/sys/devices/system/node/node{i}/meminfo",
+                f"Node {i} MemTotal:       {mem} kB\nNode {i} MemFree:        {mem - 4194304} kB\n"
+                f"Node {i} MemUsed:         4194304 kB",
+            )
+        )
     return head(files)
 
 
@@ -305,36 +440,54 @@ def numactl(m: Machine) -> str:
 
 def lscpu(m: Machine) -> str:
     n = cpus_total(m)
-    rows = [("Architecture", "x86_64"), ("CPU op-mode(s)", "32-bit, 64-bit"),
-            ("Address sizes", "48 bits physical, 48 bits virtual"), ("Byte Order", "Little Endian"),
-            ("CPU(s)", str(n)), ("On-line CPU(s) list", f"0-{n - 1}"), ("Vendor ID", "AuthenticAMD"),
-            ("Model name", "AMD EPYC 7763 64-Core Processor"), ("CPU family", "25"), ("Model", "1"),
-            ("Thread(s) per core", "2"), ("Core(s) per socket", str(CORES_PER_SOCKET)),
-            ("Socket(s)", str(m.sockets)), ("Stepping", "1"), ("Frequency boost", "enabled"),
-            ("CPU max MHz", "3529.0520"), ("CPU min MHz", "1500.0000"), ("BogoMIPS", "4890.81"),
-            ("Virtualization", "AMD-V"),
-            ("L1d cache", f"{4 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
-            ("L1i cache", f"{4 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
-            ("L2 cache", f"{64 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
-            ("L3 cache", f"{256 * m.sockets} MiB ({CCX_PER_SOCKET * m.sockets} instances)"),
-            ("NUMA node(s)", str(len(nodes(m))))]
+    rows = [
+        ("Architecture", "x86_64"),
+        ("CPU op-mode(s)", "32-bit, 64-bit"),
+        ("Address sizes", "48 bits physical, 48 bits virtual"),
+        ("Byte Order", "Little Endian"),
+        ("CPU(s)", str(n)),
+        ("On-line CPU(s) list", f"0-{n - 1}"),
+        ("Vendor ID", "AuthenticAMD"),
+        ("Model name", "AMD EPYC 7763 64-Core Processor"),
+        ("CPU family", "25"),
+        ("Model", "1"),
+        ("Thread(s) per core", "2"),
+        ("Core(s) per socket", str(CORES_PER_SOCKET)),
+        ("Socket(s)", str(m.sockets)),
+        ("Stepping", "1"),
+        ("Frequency boost", "enabled"),
+        ("CPU max MHz", "3529.0520"),
+        ("CPU min MHz", "1500.0000"),
+        ("BogoMIPS", "4890.81"),
+        ("Virtualization", "AMD-V"),
+        ("L1d cache", f"{4 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
+        ("L1i cache", f"{4 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
+        ("L2 cache", f"{64 * m.sockets} MiB ({CORES_PER_SOCKET * m.sockets} instances)"),
+        ("L3 cache", f"{256 * m.sockets} MiB ({CCX_PER_SOCKET * m.sockets} instances)"),
+        ("NUMA node(s)", str(len(nodes(m)))),
+    ]
     rows += [(f"NUMA node{i} CPU(s)", cpulist(c)) for i, c in enumerate(nodes(m))]
     return "".join(f"{k + ':':<40} {v}\n" for k, v in rows)
 
 
 def cpuinfo(m: Machine) -> str:
-    return ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
-            "model name\t: AMD EPYC 7763 64-Core Processor\nstepping\t: 1\nphysical id\t: 0\n"
-            f"siblings\t: {CORES_PER_SOCKET * 2}\ncore id\t\t: 0\ncpu cores\t: {CORES_PER_SOCKET}\n\n")
+    return (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+        "model name\t: AMD EPYC 7763 64-Core Processor\nstepping\t: 1\nphysical id\t: 0\n"
+        f"siblings\t: {CORES_PER_SOCKET * 2}\ncore id\t\t: 0\ncpu cores\t: {CORES_PER_SOCKET}\n\n"
+    )
 
 
 def proc_kernel(m: Machine) -> str:
-    files = [("/proc/cmdline", m.cmdline), ("/proc/sys/kernel/osrelease", m.release),
-             ("/proc/sys/kernel/tainted", "0" if not m.livepatches else "32768"),
-             ("/proc/sys/kernel/numa_balancing", "1")]
-    for name, (en, tr) in sorted(m.livepatches.items()):
+    files = [
+        ("/proc/cmdline", m.cmdline),
+        ("/proc/sys/kernel/osrelease", m.release),
+        ("/proc/sys/kernel/tainted", "0" if not m.livepatches else "32768"),
+        ("/proc/sys/kernel/numa_balancing", "1"),
+    ]
+    for name, (en, _tr) in sorted(m.livepatches.items()):
         files.append((f"/sys/kernel/livepatch/{name}/enabled", "1" if en else "0"))
-    for name, (en, tr) in sorted(m.livepatches.items()):
+    for name, (_en, tr) in sorted(m.livepatches.items()):
         files.append((f"/sys/kernel/livepatch/{name}/transition", "1" if tr else "0"))
     return head(files)
 
@@ -348,11 +501,20 @@ def write(m: Machine) -> Path:
     d = HERE / m.name
     if d.exists():
         shutil.rmtree(d)
-    makers = {C.LSPCI: lspci_vvv, C.LSPCI_TREE: lspci_tree, C.NUMACTL: numactl, C.LSCPU: lscpu,
-              C.CPUINFO: cpuinfo, C.UNAME: lambda m: m.release + "\n", C.SYS_NODE: sys_node, C.SYS_CPU: sys_cpu,
-              C.SYS_PCI: sys_pci, C.PCI_LINKS: pci_links,
-              C.IOMMU_GROUPS: lambda m: "".join(f"{i}\n" for i in sorted(range(m.iommu_groups), key=str)),
-              C.PROC_KERNEL: proc_kernel}
+    makers = {
+        C.LSPCI: lspci_vvv,
+        C.LSPCI_TREE: lspci_tree,
+        C.NUMACTL: numactl,
+        C.LSCPU: lscpu,
+        C.CPUINFO: cpuinfo,
+        C.UNAME: lambda m: m.release + "\n",
+        C.SYS_NODE: sys_node,
+        C.SYS_CPU: sys_cpu,
+        C.SYS_PCI: sys_pci,
+        C.PCI_LINKS: pci_links,
+        C.IOMMU_GROUPS: lambda m: "".join(f"{i}\n" for i in sorted(range(m.iommu_groups), key=str)),
+        C.PROC_KERNEL: proc_kernel,
+    }
     cap = Captures(source=m.name, notes=m.notes, commands={s.name: s.command for s in SPECS})
     for name, fn in makers.items():
         if name in m.absent:
@@ -363,41 +525,64 @@ def write(m: Machine) -> Path:
 
 
 def machine(name: str, notes: str, **kw) -> Machine:
-    m = Machine(name, notes, **{k: v for k, v in kw.items() if k in ("sockets", "nps", "llc_as_numa", "cmdline",
-                                                                      "livepatches", "iommu_groups", "absent")})
+    m = Machine(
+        name,
+        notes,
+        **{
+            k: v
+            for k, v in kw.items()
+            if k in ("sockets", "nps", "llc_as_numa", "cmdline", "livepatches", "iommu_groups", "absent")
+        },
+    )
     m.devices = base_devices(m)
     return m
 
 
 def main() -> None:
-    base_note = ("Fixture written from public documentation (see make_fixtures.py), not captured. 2x AMD EPYC 7763, "
-                 "4x NVIDIA A100 PCIe + 4x ConnectX-6, each GPU/NIC pair behind one PCIe Gen4 switch. ")
-    good = machine("epyc-7763-2s-nps1-4gpu", base_note + "The intended GPUDirect layout: NPS1 (2 nodes), LLC as "
-                   "NUMA off, ACS off on the switch ports, ASPM disabled, IOMMU on (iommu=pt), SR-IOV 8 VFs, "
-                   "a kpatch livepatch loaded.",
-                   livepatches={"kpatch_sched_numa_prefer_local_fallback": (True, False)})
+    base_note = (
+        "Fixture written from public documentation (see make_fixtures.py), not captured. 2x AMD EPYC 7763, "
+        "4x NVIDIA A100 PCIe + 4x ConnectX-6, each GPU/NIC pair behind one PCIe Gen4 switch. "
+    )
+    good = machine(
+        "epyc-7763-2s-nps1-4gpu",
+        base_note + "The intended GPUDirect layout: NPS1 (2 nodes), LLC as "
+        "NUMA off, ACS off on the switch ports, ASPM disabled, IOMMU on (iommu=pt), SR-IOV 8 VFs, "
+        "a kpatch livepatch loaded.",
+        livepatches={"kpatch_sched_numa_prefer_local_fallback": (True, False)},
+    )
     write(good)
 
-    nps4 = machine("epyc-nps4-acs-enabled", base_note + "Deviations: BIOS left at NPS4 (8 nodes, 4 per socket) and "
-                   "ACS still enabled (SrcValid+ ReqRedir+ CmpltRedir+) on every switch downstream port.", nps=4)
+    nps4 = machine(
+        "epyc-nps4-acs-enabled",
+        base_note + "Deviations: BIOS left at NPS4 (8 nodes, 4 per socket) and "
+        "ACS still enabled (SrcValid+ ReqRedir+ CmpltRedir+) on every switch downstream port.",
+        nps=4,
+    )
     for d in nps4.devices:
         if d.acs == ACS_OFF:
             d.acs = ACS_ON
     write(nps4)
 
-    llc = machine("epyc-llc-as-numa", base_note + "Deviation: LLC as NUMA node on: 16 nodes, one per L3 (CCX).",
-                  llc_as_numa=True)
+    llc = machine(
+        "epyc-llc-as-numa", base_note + "Deviation: LLC as NUMA node on: 16 nodes, one per L3 (CCX).", llc_as_numa=True
+    )
     write(llc)
 
-    wrong = machine("epyc-gpu-wrong-node", base_note + "Deviation: the GPU in slot 3 (0000:c3:00.0, socket 1 root "
-                    "complex) reports NUMA node 0 while its NIC 0000:c4:00.0 reports node 1.")
+    wrong = machine(
+        "epyc-gpu-wrong-node",
+        base_note + "Deviation: the GPU in slot 3 (0000:c3:00.0, socket 1 root "
+        "complex) reports NUMA node 0 while its NIC 0000:c4:00.0 reports node 1.",
+    )
     for d in wrong.devices:
         if d.addr == "0000:c3:00.0":
             d.node = 0
     write(wrong)
 
-    aspm = machine("epyc-aspm-l1-on-nics", base_note + "Deviation: ASPM L1 enabled on the NIC links (NIC and its "
-                   "switch downstream port), lspci LnkCtl 'ASPM L1 Enabled;'; one GPU link trained down to 8GT/s x8.")
+    aspm = machine(
+        "epyc-aspm-l1-on-nics",
+        base_note + "Deviation: ASPM L1 enabled on the NIC links (NIC and its "
+        "switch downstream port), lspci LnkCtl 'ASPM L1 Enabled;'; one GPU link trained down to 8GT/s x8.",
+    )
     nic_ports = {d.parent for d in aspm.devices if d.cls == "0207"}
     for d in aspm.devices:
         if d.cls == "0207" or d.addr in nic_ports:
@@ -406,17 +591,26 @@ def main() -> None:
             d.lnksta = "Speed 8GT/s (downgraded), Width x8 (downgraded)"
     write(aspm)
 
-    nolspci = machine("epyc-no-lspci", base_note + "Deviation: pciutils not installed on the host, so lspci is "
-                      "absent (the reason is what collect() records); sysfs is there.",
-                      absent={C.LSPCI: "lspci is not installed on the host; install pciutils on the host to get "
-                                       "these facts (numaforge installs nothing)",
-                              C.LSPCI_TREE: "lspci is not installed on the host; install pciutils on the host to "
-                                            "get these facts (numaforge installs nothing)"})
+    nolspci = machine(
+        "epyc-no-lspci",
+        base_note + "Deviation: pciutils not installed on the host, so lspci is "
+        "absent (the reason is what collect() records); sysfs is there.",
+        absent={
+            C.LSPCI: "lspci is not installed on the host; install pciutils on the host to get "
+            "these facts (numaforge installs nothing)",
+            C.LSPCI_TREE: "lspci is not installed on the host; install pciutils on the host to "
+            "get these facts (numaforge installs nothing)",
+        },
+    )
     write(nolspci)
 
-    noiommu = machine("epyc-iommu-off-no-sriov", base_note + "Deviations: IOMMU off in the BIOS (no IOMMU groups, "
-                      "amd_iommu=off not needed) and SR-IOV off (NICs offer 0 VFs).", iommu_groups=0,
-                      cmdline="BOOT_IMAGE=/vmlinuz-5.10.0-46-amd64 root=/dev/mapper/vg0-root ro quiet")
+    noiommu = machine(
+        "epyc-iommu-off-no-sriov",
+        base_note + "Deviations: IOMMU off in the BIOS (no IOMMU groups, "
+        "amd_iommu=off not needed) and SR-IOV off (NICs offer 0 VFs).",
+        iommu_groups=0,
+        cmdline="BOOT_IMAGE=/vmlinuz-5.10.0-46-amd64 root=/dev/mapper/vg0-root ro quiet",
+    )
     for d in noiommu.devices:
         if d.vfs is not None:
             d.vfs = 0

@@ -25,8 +25,14 @@ from numaforge.lab.bmc.flavours import _dependency, _entry  # noqa: E402
 def _expand(raw: dict) -> list[dict]:
     if "slots" not in raw:
         return [raw]
-    return [{**{k: v for k, v in raw.items() if k != "slots"},
-             "name": raw["name"].format(n=n), "menu": raw["menu"].format(n=n)} for n in raw["slots"]]
+    return [
+        {
+            **{k: v for k, v in raw.items() if k != "slots"},
+            "name": raw["name"].format(n=n),
+            "menu": raw["menu"].format(n=n),
+        }
+        for n in raw["slots"]
+    ]
 
 
 def build(name: str, facts: dict) -> dict:
@@ -47,14 +53,27 @@ def build(name: str, facts: dict) -> dict:
         "Language": "en",
         "OwningEntity": facts["owner"],
         "RegistryVersion": "1.0.0",
-        "SupportedSystems": [{"ProductName": facts["model"], "SystemId": re.sub(r"[^A-Za-z0-9]", "", facts["model"]),
-                              "FirmwareVersion": str(facts["firmware"])}],
+        "SupportedSystems": [
+            {
+                "ProductName": facts["model"],
+                "SystemId": re.sub(r"[^A-Za-z0-9]", "", facts["model"]),
+                "FirmwareVersion": str(facts["firmware"]),
+            }
+        ],
         "RegistryEntries": {
             "Attributes": entries,
             "Dependencies": deps,
-            "Menus": [{"MenuName": m.strip("./").replace("/", "_") or "Main", "DisplayName": m.strip("./") or "Main",
-                       "MenuPath": m, "DisplayOrder": i + 1, "ReadOnly": False, "Hidden": False}
-                      for i, m in enumerate(menus)],
+            "Menus": [
+                {
+                    "MenuName": m.strip("./").replace("/", "_") or "Main",
+                    "DisplayName": m.strip("./") or "Main",
+                    "MenuPath": m,
+                    "DisplayOrder": i + 1,
+                    "ReadOnly": False,
+                    "Hidden": False,
+                }
+                for i, m in enumerate(menus)
+            ],
         },
     }
 
