@@ -21,6 +21,7 @@ The lab VMs use 127.0.0.1:--ssh-port and a private state dir under the output di
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -121,7 +122,7 @@ def run(args) -> int:
                         args.rounds,
                         order=args.order,
                         seed=args.seed,
-                        log=lambda m, n=name: print(f"{n}: {m}", flush=True),
+                        log=functools.partial(_log, name),
                         nudge=True,
                     )
                 data.update(
@@ -296,6 +297,10 @@ def main(argv: list[str]) -> int:
         return probe(args)
     render_all(Path(args.out), args.docs, [Path(d) for d in args.also])
     return 0
+
+
+def _log(name: str, message: str) -> None:
+    print(f"{name}: {message}", flush=True)
 
 
 if __name__ == "__main__":

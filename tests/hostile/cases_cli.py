@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import Case, Outcome, cli
@@ -22,7 +23,7 @@ def _inv(tmp: Path) -> Path:
     return p
 
 
-def task(*args: str) -> "callable":
+def task(*args: str) -> Callable:
     """Run a task with a valid one-host inventory (its BMC port is closed) and ``args``; count new files."""
 
     def run(tmp: Path) -> Outcome:
@@ -84,7 +85,7 @@ def _fifo(tmp: Path) -> str:
     return str(tmp / "fifo")
 
 
-def json_to(make_path, task_name: str = "inventory-check") -> "callable":
+def json_to(make_path, task_name: str = "inventory-check") -> Callable:
     def run(tmp: Path) -> Outcome:
         inv = _inv(tmp)
         path = make_path(tmp)

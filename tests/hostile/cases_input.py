@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import ROOT, Case, Outcome, call, cli
@@ -32,14 +33,14 @@ def _write(tmp: Path, name: str, text: str | bytes) -> Path:
     return p
 
 
-def inventory_text(text: str | bytes, *extra: str) -> "callable":
+def inventory_text(text: str | bytes, *extra: str) -> Callable:
     def run(tmp: Path) -> Outcome:
         return cli("inventory-check", "--inventory", str(_write(tmp, "inv.yaml", text)), *extra)
 
     return run
 
 
-def inventory_path(make) -> "callable":
+def inventory_path(make) -> Callable:
     def run(tmp: Path) -> Outcome:
         return cli("inventory-check", "--inventory", str(make(tmp)))
 
@@ -60,7 +61,7 @@ def _big(tmp: Path) -> Path:
     return p
 
 
-def profile_case(body: str, *extra: str) -> "callable":
+def profile_case(body: str, *extra: str) -> Callable:
     """bios-render of one host with a profile file holding ``body`` (no BMC contact)."""
 
     def run(tmp: Path) -> Outcome:
@@ -71,7 +72,7 @@ def profile_case(body: str, *extra: str) -> "callable":
     return run
 
 
-def vendor_map_case(text: str) -> "callable":
+def vendor_map_case(text: str) -> Callable:
     def run(tmp: Path) -> Outcome:
         from numaforge.bios.vendors import load_vendor_map
 
@@ -314,7 +315,7 @@ def _secret_file(tmp: Path, mode: int, content: str = PASSWORD) -> Path:
     return p
 
 
-def secret_case(make_ref) -> "callable":
+def secret_case(make_ref) -> Callable:
     """bios-plan resolves the BMC password before any connection; the BMC URL is unroutable on purpose."""
 
     def run(tmp: Path) -> Outcome:
