@@ -282,8 +282,13 @@ def run_fleet(
     progress: bool = True,
     console: Console | None = None,
     host_timeout: float | None = None,
+    gate: Callable[[list[HostResult], list, list], str | None] | None = None,
 ) -> FleetOutcome:
-    """Run fn on every host under the rolling rules (module docstring); results keep the input order."""
+    """Run fn on every host under the rolling rules (module docstring); results keep the input order.
+
+    ``gate(canary_results, canary_hosts, later_hosts)`` (e.g. numaforge.canary.gate.SloGate) runs once every
+    canary passed and before the first batch: a reason stops the rollout (the gate may have marked canaries
+    failed, e.g. rolled back); None widens it. A NumaforgeError from the gate stops the rollout too."""
     check_options(forks, canary, batch, max_fail_pct, host_timeout)
     seconds = host_timeout_seconds(host_timeout)
     if seconds:
@@ -304,7 +309,7 @@ def run_fleet(
     interrupt: KeyboardInterrupt | None = None
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
         try:
-            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, max(1, forks))
+            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, max(1, forks), gate)
         except KeyboardInterrupt as exc:
             interrupt = exc
             sig = getattr(exc, "signal_name", "SIGINT")
@@ -335,7 +340,7 @@ def run_fleet(
     return outcome
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, forks) -> None:
+def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, forks, gate=None) -> None:
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
         _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks)
@@ -354,6 +359,12 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
                 outcome.stopped = True
                 outcome.reason = f"canary host {r.host} failed; rollout stopped, hosts already done stay as they are"
                 return
+            if gate is not None and index == n_canary - 1:
+                reason = _gate(gate, phases, n_canary, by_name, done)
+                if reason:
+                    outcome.stopped = True
+                    outcome.reason = reason
+                    return
             continue
         failed = sum(1 for r in done.values() if r.status == FAILED)
         pct = 100.0 * failed / len(done)
@@ -364,6 +375,15 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
                 "rollout stopped, hosts already done stay as they are"
             )
             return
+
+
+def _gate(gate, phases, n_canary, by_name, done) -> str | None:
+    canary_names = [p[0] for p in phases[:n_canary]]
+    later = [by_name[n] for p in phases[n_canary:] for n in p]
+    try:
+        return gate([done[n] for n in canary_names], [by_name[n] for n in canary_names], later)
+    except NumaforgeError as exc:
+        return f"the canary gate could not judge ({redact(exc.render())}); rollout stopped, canaries kept"
 
 
 def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int) -> None:

@@ -5,6 +5,7 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from ..errors import NumaforgeError
 from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
+from . import common, gateopts, values
 from .optionsets import task
 
 if TYPE_CHECKING:
@@ -108,9 +109,14 @@ def _run(
     max_fail=None,
     host_timeout=None,
     options=None,
+    prometheus=None,
+    slo=None,
 ):
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        n_canary = values.non_negative_int(canary, "--canary", 0)
+        undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
+        gate = gateopts.slo_gate(opts.gate, hosts, n_canary, prometheus, slo, undo, opts.accept_new_host_key)
         if action == "apply" and not opts.rollback:
             # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
             key = (
@@ -128,17 +134,22 @@ def _run(
             action,
             opts,
             forks=values.positive_int(forks, "--forks", FORKS_SSH),
-            canary=values.non_negative_int(canary, "--canary", 0),
+            canary=n_canary,
             batch=values.non_negative_int(batch, "--batch", 0),
             max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
             progress=True,
             host_timeout=host_timeout_seconds(host_timeout),
+            slo_gate=gate,
         )
+        if gate is not None:
+            report.data["gate"] = gate.record
         if opts.journal is not None and outcome.ok:
             opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)
+        if gate is not None:
+            gateopts.print_gate(gate.record)
 
     common.execute(name, body, json=json, options=options)
 
@@ -178,11 +189,14 @@ def os_plan(
 @task(
     hosts=True,
     write=True,
-    iterable=["numa_node_override"],
+    iterable=["numa_node_override", "slo"],
     help={
         **HELP,
         "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
-        "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse",
+        **gateopts.HELP,
+        "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse; "
+        "slo: judge the canaries' P99 latency and locality skew against the other hosts minute by minute "
+        "(docs/canary-gate.md)",
         "gate_seconds": "seconds per locality sample window (default 10)",
         "gate_threshold": f"largest allowed drop of a local share, absolute (default {DEFAULT_GATE_THRESHOLD})",
         "numa_node_override": "ADDR=NODE: write NODE to the device's sysfs numa_node (the talk's workaround for firmware "
@@ -200,6 +214,8 @@ def os_apply(
     gate=None,
     gate_seconds=None,
     gate_threshold=None,
+    prometheus=None,
+    slo=None,
     numa_node_override=None,
     forks=None,
     canary=None,
@@ -238,6 +254,8 @@ def os_apply(
         max_fail=max_fail,
         host_timeout=host_timeout,
         options={"profile": profile, "rollback": rollback, "gate": gate},
+        prometheus=prometheus,
+        slo=slo,
     )
 
 

@@ -330,7 +330,9 @@ def run_os(
     max_fail_pct: float = 100.0,
     progress: bool = True,
     host_timeout=None,
+    slo_gate=None,
 ) -> FleetOutcome:
+    """``slo_gate``: with ``opts.gate == "slo"``, the fleet hook numaforge.canary.gate.SloGate (built by the task)."""
     fn = ACTIONS[action]
     no_ssh = [h.name for h in hosts if h.ssh is None]
     if no_ssh:
@@ -339,12 +341,16 @@ def run_os(
             "inventory",
             "add ssh: {address: ...} to each host the host OS pipeline should reach",
         )
-    if opts.gate not in (None, "locality"):
-        raise NumaforgeError(f"unknown --gate {opts.gate!r}", "--gate", "the only gate is: locality")
+    if opts.gate not in (None, "locality", "slo"):
+        raise NumaforgeError(f"unknown --gate {opts.gate!r}", "--gate", "the gates are: locality, slo")
     if opts.gate and canary < 1:
         raise NumaforgeError(
-            "--gate locality judges canary hosts: give --canary N (N >= 1)", "--gate", "pass --canary 1 --gate locality"
+            f"--gate {opts.gate} judges canary hosts: give --canary N (N >= 1)",
+            "--gate",
+            f"pass --canary 1 --gate {opts.gate}",
         )
+    if opts.gate == "slo" and slo_gate is None:
+        raise NumaforgeError("--gate slo needs its settings", "--gate slo", "pass --prometheus URL --slo metric=NAME")
     opts.canary_hosts = [h.name for h in hosts][:canary]
     return run_fleet(
         hosts,
@@ -355,4 +361,5 @@ def run_os(
         max_fail_pct=max_fail_pct,
         progress=progress,
         host_timeout=host_timeout,
+        gate=slo_gate if opts.gate == "slo" else None,
     )

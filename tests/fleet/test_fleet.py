@@ -385,3 +385,33 @@ def test_rolling_batch_makes_max_fail_effective_without_batch():
     assert rolling_batch(0, 1, 0) == 1          # budget: waves of --forks, checked after each
     assert rolling_batch(0, 8, 25.0) == 8
     assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins
+
+
+def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
+    calls = []
+
+    def gate(canaries, canary_hosts, later):
+        calls.append(([r.host for r in canaries], list(canary_hosts), list(later)))
+        return verdict
+
+    ok = lambda h: HostResult(h, "ok")
+    verdict = None
+    out = run_fleet(["c1", "c2", "a", "b", "c"], ok, canary=2, batch=2, gate=gate, progress=False)
+    assert calls == [(["c1", "c2"], ["c1", "c2"], ["a", "b", "c"])] and out.ok
+    assert [r.status for r in out.results] == ["ok"] * 5
+
+    calls.clear()
+    verdict = "slo gate: rollback: P99 delta 90.0 ms > 25 ms"
+    out = run_fleet(["c1", "a", "b"], ok, canary=1, gate=gate, progress=False)
+    assert len(calls) == 1 and out.stopped and out.reason == verdict and out.not_run == ["a", "b"]
+
+    def broken(*_):
+        raise NumaforgeError("Prometheus query failed", "http://p/api/v1/query", "check --prometheus")
+
+    out = run_fleet(["c1", "a"], ok, canary=1, gate=broken, progress=False)
+    assert out.stopped and out.not_run == ["a"] and "could not judge" in out.reason and "http://p" in out.reason
+
+    calls.clear()
+    out = run_fleet(["c1", "a"], lambda h: HostResult(h, "failed" if h == "c1" else "ok"), canary=1, gate=gate,
+                    progress=False)
+    assert calls == [] and out.not_run == ["a"]  # a failed canary stops before any gate

@@ -1,0 +1,158 @@
+"""A real Prometheus server and a small service with a latency histogram, for the SLO gate's tests.
+
+- :class:`Service`: an HTTP server on 127.0.0.1:<free port> that serves ``/work`` (sleeps ``base`` seconds, plus
+  ``slow`` while ``fault()`` is true: the planted latency fault) and ``/metrics``, the handler's measured
+  latencies as a Prometheus histogram in the text exposition format, written by hand (prometheus_client is not
+  installed). A load thread calls ``/work`` in a loop, so the histogram fills like a service's.
+- :class:`PrometheusServer`: Debian's ``/usr/bin/prometheus`` (scripts/packages.txt, tier canary) with its own
+  config (scrape_interval 1s over the services) and data dir in tmp, on a free port; stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import requests
+import yaml
+
+METRIC = "svc_request_duration_seconds"
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class Service:
+    def __init__(self, base: float = 0.002, slow: float = 0.06, fault: Callable[[], bool] = lambda: False):
+        self.base, self.slow, self.fault = base, slow, fault
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.total = 0.0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        svc = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                if self.path == "/work":
+                    t0 = time.monotonic()
+                    time.sleep(svc.base + (svc.slow if svc.fault() else 0.0))
+                    svc.observe(time.monotonic() - t0)
+                    body = b"ok\n"
+                elif self.path == "/metrics":
+                    body = svc.exposition().encode()
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.instance = f"127.0.0.1:{self.port}"
+        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True),
+                        threading.Thread(target=self._load, daemon=True)]
+
+    def observe(self, seconds: float) -> None:
+        with self.lock:
+            self.total += seconds
+            for i, le in enumerate(BUCKETS):
+                if seconds <= le:
+                    self.counts[i] += 1
+                    return
+            self.counts[-1] += 1
+
+    def exposition(self) -> str:
+        with self.lock:
+            counts, total = list(self.counts), self.total
+        lines = [f"# HELP {METRIC} Time spent serving /work.", f"# TYPE {METRIC} histogram"]
+        running = 0
+        for le, n in zip(BUCKETS, counts):
+            running += n
+            lines.append(f'{METRIC}_bucket{{le="{le}"}} {running}')
+        running += counts[-1]
+        lines += [f'{METRIC}_bucket{{le="+Inf"}} {running}', f"{METRIC}_sum {total}", f"{METRIC}_count {running}"]
+        return "\n".join(lines) + "\n"
+
+    def _load(self) -> None:
+        url = f"http://{self.instance}/work"
+        while not self.stop.is_set():
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+            except OSError:
+                pass
+            self.stop.wait(0.02)
+
+    def __enter__(self) -> "Service":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+class PrometheusServer:
+    def __init__(self, tmp: Path, targets: list[str], port: int):
+        self.dir = tmp
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+               "scrape_configs": [{"job_name": "svc", "static_configs": [{"targets": targets}]}]}
+        (tmp / "data").mkdir(parents=True, exist_ok=True)
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "PrometheusServer":
+        log = open(self.dir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            ["/usr/bin/prometheus", f"--config.file={self.dir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {(self.dir / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        self.__exit__()
+        raise RuntimeError("prometheus did not become ready in 60 s")
+
+    def wait_for_samples(self, metric: str, n_targets: int, timeout: float = 60) -> None:
+        """Until every target has been scraped a few times (rate() needs two samples per series)."""
+        deadline = time.monotonic() + timeout
+        q = f"count(count_over_time({metric}_count[10s]) >= 3)"
+        while time.monotonic() < deadline:
+            r = requests.get(f"{self.url}/api/v1/query", params={"query": q}, timeout=5).json()
+            res = r["data"]["result"]
+            if res and int(float(res[0]["value"][1])) >= n_targets:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"prometheus has not scraped {n_targets} targets in {timeout} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
