@@ -218,6 +218,15 @@ class SloGate:
             f"slo gate: {len(canary_hosts)} canary / {len(baseline_hosts)} baseline host(s), "
             f"window {s.window} x {s.minute:g} s"
         )
+        floor = decide.lowest_one_outlier_skew(len(canary_hosts) + len(baseline_hosts))
+        if floor is None or floor >= s.thresholds.rollback_skew:
+            note = (
+                f"with {len(canary_hosts) + len(baseline_hosts)} hosts the skew cannot fall below "
+                f"{s.thresholds.rollback_skew:g} (one low host among n reaches -(n-2)/sqrt(n-1)): only the P99 "
+                "delta can roll back; select more baseline hosts"
+            )
+            self.record["note"] = note
+            self.log(f"slo gate: note: {note}")
         for extension in range(s.extend + 1):
             while len(minutes) < total:
                 time.sleep(max(0.0, start + (len(minutes) + 1) * s.minute - time.monotonic()))

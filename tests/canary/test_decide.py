@@ -97,3 +97,12 @@ def test_correlation_alert_uses_the_talks_thresholds():
     assert c["n"] == 8 and c["r"] < -0.99 and c["p"] < 0.01 and c["alert"]
     c = decide.correlation([1.0, 2.0, 3.0, 4.0], [0.1, -0.1, 0.1, -0.1], T)
     assert not c["alert"]
+
+
+def test_lowest_skew_one_outlier_can_reach():
+    assert decide.lowest_one_outlier_skew(2) is None
+    assert decide.lowest_one_outlier_skew(3) == pytest.approx(-0.7071, abs=1e-4)
+    assert decide.lowest_one_outlier_skew(3) > T.rollback_skew
+    assert decide.lowest_one_outlier_skew(4) < T.rollback_skew
+    for n in (3, 4, 7):
+        assert decide.skewness([0.1] + [0.99] * (n - 1)) == pytest.approx(decide.lowest_one_outlier_skew(n))
