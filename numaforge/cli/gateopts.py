@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from . import common
 
@@ -17,6 +16,10 @@ if TYPE_CHECKING:
 else:  # imported by the task that uses it (numaforge.lazy)
     cgate = lazy_module("numaforge.canary.gate")
 
+GATE_HELP = (
+    "slo: after the canaries, judge their P99 latency (Prometheus) and NUMA locality skew against the other "
+    "hosts minute by minute; widen, hold or roll the canaries back (docs/canary-gate.md)"
+)
 HELP = {
     "prometheus": "--gate slo: Prometheus base URL whose HTTP API gives the service's latency histogram",
     "slo": "--gate slo: a gate setting KEY=VALUE (repeatable; also inventory var slo_gate): metric, label, window "
@@ -37,7 +40,7 @@ def slo_gate(
     """The SloGate for `--gate slo` (None for any other gate); bad settings stop with exit 2 before any host."""
     if gate != "slo":
         if prometheus or slo:
-            raise NumaforgeError(
+            raise cgate.GateSettingError(
                 "--prometheus and --slo are settings of --gate slo", "--prometheus/--slo", "add --gate slo"
             )
         return None

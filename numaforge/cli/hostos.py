@@ -143,8 +143,9 @@ def _run(
         )
         if gate is not None:
             report.data["gate"] = gate.record
-        if opts.journal is not None and outcome.ok:
-            opts.journal.finish()
+        rolled_back = gate is not None and gate.record.get("decision") == "rollback"
+        if opts.journal is not None and (outcome.ok or rolled_back):
+            opts.journal.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)

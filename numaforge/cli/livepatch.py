@@ -12,7 +12,7 @@ from ..display import esc
 from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
+from . import common, gateopts, values
 from .optionsets import task
 from .validate import HELP as VALIDATE_HELP
 
@@ -102,7 +102,14 @@ def livepatch_status(
 @task(
     hosts=True,
     write=True,
-    help={"module": VALIDATE_HELP["module"], "target": VALIDATE_HELP["target"], "replace": VALIDATE_HELP["replace"]},
+    iterable=["slo"],
+    help={
+        "module": VALIDATE_HELP["module"],
+        "target": VALIDATE_HELP["target"],
+        "replace": VALIDATE_HELP["replace"],
+        **gateopts.HELP,
+        "gate": gateopts.GATE_HELP,
+    },
 )
 def livepatch_install(
     c,
@@ -113,6 +120,9 @@ def livepatch_install(
     group=None,
     limit=None,
     replace=False,
+    gate=None,
+    prometheus=None,
+    slo=None,
     accept_new_host_key=False,
     forks=None,
     canary=None,
@@ -127,26 +137,37 @@ def livepatch_install(
 
     def run(hosts, report, budget):
         key = _run_key("livepatch-install", report, hosts, f"module={module or '-'} target={target or '-'}")
-        return lpfleet.install_hosts(
+        fleet = _fleet(
+            forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
+        )
+        log = lambda m: common.console.print(esc(m))
+        undo = lambda h: lpfleet.undo_install(
+            h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
+        )
+        slo_gate = gateopts.slo_gate(gate, hosts, fleet["canary"], prometheus, slo, undo, accept_new_host_key)
+        out = lpfleet.install_hosts(
             hosts,
             module=module,
             target=target,
             opts=livepatch.Options(replace=replace),
             run_key=key,
-            log=lambda m: common.console.print(esc(m)),
+            log=log,
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
             host_timeout=budget,
-            **_fleet(
-                forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
-            ),
+            gate=slo_gate,
+            **fleet,
         )
+        if slo_gate is not None:
+            report.data["gate"] = slo_gate.record
+            gateopts.print_gate(slo_gate.record)
+        return out
 
     _run(
         c,
         "livepatch-install",
         run,
-        {"module": module, "target": target, "replace": replace},
+        {"module": module, "target": target, "replace": replace, "gate": gate},
         inventory,
         host,
         group,

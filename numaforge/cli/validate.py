@@ -10,7 +10,7 @@ from ..errors import NumaforgeError
 from ..fleet import FleetOptionError, host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
+from . import common, gateopts, values
 from .optionsets import task
 
 if TYPE_CHECKING:
@@ -23,6 +23,8 @@ else:  # imported by the task that uses them (numaforge.lazy)
     mrunner = lazy_module("numaforge.measure.runner")
 
 HELP = {
+    **gateopts.HELP,
+    "gate": gateopts.GATE_HELP + "; needs --keep",
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
     "host's kernel.target from the inventory",
@@ -48,7 +50,7 @@ HELP = {
 }
 
 
-@task(hosts=True, write=True, help=HELP)
+@task(hosts=True, write=True, iterable=["slo"], help=HELP)
 def validate(
     c,
     inventory=None,
@@ -73,6 +75,9 @@ def validate(
     rounds=None,
     signal_after=None,
     revert_after=None,
+    gate=None,
+    prometheus=None,
+    slo=None,
     json=None,
     allow_plaintext_secrets=False,
 ):
@@ -110,6 +115,11 @@ def validate(
                 )
             if measure:
                 common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
+            log = lambda m: common.console.print(esc(m))
+            undo = lambda h: lpfleet.undo_install(
+                h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
+            )
+            slo_gate = gateopts.slo_gate(gate, hosts, fleet_opts["canary"], prometheus, slo, undo, accept_new_host_key)
             outcome = lpfleet.validate_hosts(
                 hosts,
                 module=module,
@@ -120,10 +130,14 @@ def validate(
                 progress=len(hosts) > 1,
                 host_timeout=budget,
                 measure=True if measure else (False if no_measure else None),
-                log=lambda m: common.console.print(esc(m)),
+                log=log,
+                gate=slo_gate,
                 **fleet_opts,
             )
             report.hosts.extend(outcome.results)
+            if slo_gate is not None:
+                report.data["gate"] = slo_gate.record
+                gateopts.print_gate(slo_gate.record)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
                 common.console.print(f"rollout: {esc(outcome.summary())}")
@@ -157,6 +171,7 @@ def validate(
             "measure": measure,
             "no_measure": no_measure,
             "replace": replace,
+            "gate": gate,
         },
     )
 

@@ -13,7 +13,7 @@ import json as _json
 
 from .. import journal
 from ..errors import NumaforgeError
-from ..fleet import run_fleet
+from ..fleet import FleetOptionError, run_fleet
 from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
@@ -76,9 +76,16 @@ def validate_hosts(
     host_timeout=None,
     measure=None,
     log=print,
+    gate=None,
 ):
     """Run the states on every host under the rolling rules. measure: None = the A/B step only on hosts in
-    group `lab`; True/False = on every/no host."""
+    group `lab`; True/False = on every/no host. gate: numaforge.fleet's canary gate hook (needs opts.keep)."""
+    if gate is not None and not (opts and opts.keep):
+        raise FleetOptionError(
+            "--gate slo judges canaries while the live patch stays loaded: validate unloads it without --keep",
+            "--gate slo",
+            "add --keep (and --install to persist it)",
+        )
     opts = opts or Options()
     artifacts: dict = {}
     if module or target:  # one artifact for every host: bad input fails before any host is contacted
@@ -121,7 +128,16 @@ def validate_hosts(
         max_fail_pct=float(max_fail),
         progress=progress,
         host_timeout=host_timeout,
+        gate=gate,
     )
+
+
+def undo_install(host, *, module=None, target=None, accept_new_host_key=False, log=print) -> HostResult:
+    """The canary gate's rollback of a loaded (and installed) live patch: unload it, remove its persistence."""
+    art = resolve_module(module, target, None, getattr(host.kernel, "target", None))
+    result = HostResult(host.name)
+    with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
+        return lifecycle.unload_host(remote, art.name, result, log=lambda m: log(f"{host.name}: {m}"))
 
 
 # ---------------------------------------------------------------- lifecycle over a fleet
@@ -141,6 +157,7 @@ def _lifecycle(
     host_timeout=None,
     resumed_check=None,
     journal_dir=None,
+    gate=None,
 ):
     """run_fleet over per_host(remote, host, result) with an optional resume journal: a host recorded as done
     by an interrupted run of the same command is only checked (resumed_check), never redone."""
@@ -166,11 +183,13 @@ def _lifecycle(
         max_fail_pct=float(max_fail),
         progress=progress,
         host_timeout=host_timeout,
+        gate=gate,
     )
     if jr is not None:
         outcome.journal = str(jr.path)
-        if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
-            jr.finish()
+        rolled_back = (getattr(gate, "record", None) or {}).get("decision") == "rollback"
+        if rolled_back or (not outcome.stopped and all(r.status != "failed" for r in outcome.results)):
+            jr.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
     return outcome
 
 

@@ -132,3 +132,4 @@ def test_planted_fault_rolls_the_canary_back(netns_lab, tmp_path, fault, n):
     assert status == {"s0": "failed", **{f"s{i}": "not-run" for i in range(1, n)}}
     assert not any((root / SAVED).exists() for root in roots)         # canary undone, the rest never touched
     assert "slo gate: rollback" in r.stdout and "rolled back" in r.stdout
+    assert not Path(report["data"]["journal"]["path"]).exists()     # a decision, not an interruption: no resume
