@@ -3,7 +3,8 @@
 - :class:`Service`: an HTTP server on 127.0.0.1:<free port> that serves ``/work`` (sleeps ``base`` seconds, plus
   ``slow`` while ``fault()`` is true: the planted latency fault) and ``/metrics``, the handler's measured
   latencies as a Prometheus histogram in the text exposition format, written by hand (prometheus_client is not
-  installed). A load thread calls ``/work`` in a loop, so the histogram fills like a service's.
+  installed). Load threads call ``/work`` in a loop, so the histogram fills like a service's. The latencies
+  are measured, so a busy machine shows in them: tests give the P99 a range of several seconds.
 - :class:`PrometheusServer`: Debian's ``/usr/bin/prometheus`` (scripts/packages.txt, tier canary) with its own
   config (scrape_interval 1s over the services) and data dir in tmp, on a free port; stopped by its pid.
 """
@@ -26,7 +27,9 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Service:
-    def __init__(self, base: float = 0.002, slow: float = 0.06, fault: Callable[[], bool] = lambda: False):
+    def __init__(
+        self, base: float = 0.002, slow: float = 0.06, fault: Callable[[], bool] = lambda: False, loaders: int = 2
+    ):
         self.base, self.slow, self.fault = base, slow, fault
         self.counts = [0] * (len(BUCKETS) + 1)
         self.total = 0.0
@@ -58,8 +61,9 @@ class Service:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.instance = f"127.0.0.1:{self.port}"
-        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True),
-                        threading.Thread(target=self._load, daemon=True)]
+        # several load threads: more requests per window make the P99 less noisy on a busy machine
+        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True)] + [
+            threading.Thread(target=self._load, daemon=True) for _ in range(loaders)]
 
     def observe(self, seconds: float) -> None:
         with self.lock:

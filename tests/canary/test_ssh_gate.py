@@ -92,7 +92,7 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3):
                 prom.wait_for_samples(METRIC, n)
                 r = subprocess.run(
                     [str(Path(sys.executable).with_name("invoke")), "os-apply", "-i", str(inv), "--all",
-                     "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=4",
+                     "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=6",
                      "--output", "plain", "--json", str(tmp_path / "r.json")],
                     cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
     finally:
