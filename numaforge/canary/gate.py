@@ -158,10 +158,14 @@ class _Locality:
     def __init__(self, hosts: list, accept_new_host_key: bool, forks: int = 8):
         self.hosts = hosts
         self.stack = ExitStack()
-        self.remotes = {
-            h.name: self.stack.enter_context(connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key))
-            for h in hosts
-        }
+        try:
+            self.remotes = {
+                h.name: self.stack.enter_context(connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key))
+                for h in hosts
+            }
+        except BaseException:
+            self.stack.close()
+            raise
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(hosts))), thread_name_prefix="slo")
 
     def _one(self, host) -> dict[str, int]:
@@ -204,11 +208,16 @@ class SloGate:
         prom = Prometheus(
             s.prometheus, s.prometheus_ca, SecretRef.parse(s.prometheus_token) if s.prometheus_token else None
         )
-        loc = _Locality(canary_hosts + baseline_hosts, self.accept_new_host_key)
+        loc = None
         try:
+            loc = _Locality(canary_hosts + baseline_hosts, self.accept_new_host_key)
             return self._loop(prom, loc, canaries, canary_hosts, baseline_hosts)
+        except NumaforgeError as exc:  # the fleet runner stops the rollout with it; the record says why
+            self.record.update(decision="error", reason=exc.render(), correlation=self._correlation())
+            raise
         finally:
-            loc.close()
+            if loc is not None:
+                loc.close()
 
     def _loop(self, prom, loc, canaries, canary_hosts, baseline_hosts) -> str | None:
         s = self.settings

@@ -75,11 +75,12 @@ def _inventory(path: Path, hosts, roots, services) -> Path:
     return path
 
 
-def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3):
+def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...] = ()):
     hosts = [netns_lab.add_host(f"s{i}") for i in range(n)]
     roots = [build_tree(tmp_path / f"root{i}") for i in range(n)]
     canary_live = lambda: fault == "latency" and (roots[0] / SAVED).exists()
-    services = [Service(fault=canary_live)] + [Service() for _ in range(n - 1)]
+    canary = Service(fault=canary_live, loaders=0 if fault == "no-traffic" else 2)
+    services = [canary] + [Service() for _ in range(n - 1)]
     traffic = _Allocations(roots, (40, 60) if fault == "locality" else (99, 1))
     inv = _inventory(tmp_path / "inv.yaml", hosts, roots, services)
     env = {**os.environ, "NUMAFORGE_BUILD": str(tmp_path / "b"), "NUMAFORGE_STATE": str(tmp_path / "b/state")}
@@ -89,11 +90,11 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3):
             for svc in services:
                 stack.enter_context(svc)
             with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
-                prom.wait_for_samples(METRIC, n)
+                prom.wait_for_samples(METRIC, n)  # a service without traffic still exposes its (empty) histogram
                 r = subprocess.run(
                     [str(Path(sys.executable).with_name("invoke")), "os-apply", "-i", str(inv), "--all",
                      "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=6",
-                     "--output", "plain", "--json", str(tmp_path / "r.json")],
+                     *extra, "--output", "plain", "--json", str(tmp_path / "r.json")],
                     cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
     finally:
         traffic.stop.set()
@@ -133,3 +134,17 @@ def test_planted_fault_rolls_the_canary_back(netns_lab, tmp_path, fault, n):
     assert not any((root / SAVED).exists() for root in roots)         # canary undone, the rest never touched
     assert "slo gate: rollback" in r.stdout and "rolled back" in r.stdout
     assert not Path(report["data"]["journal"]["path"]).exists()     # a decision, not an interruption: no resume
+
+
+def test_no_latency_data_holds_extends_and_stops_without_widening(netns_lab, tmp_path):
+    """The canary's service gets no requests: no P99 for it, so no minute may widen; the window (1 minute) is
+    extended once, then the rollout stops as held with the canary kept."""
+    r, report, roots = _run_gate(netns_lab, tmp_path, fault="no-traffic", extra=("--slo", "window=1"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    gate = report["data"]["gate"]
+    assert gate["decision"] == "hold" and [m["decision"] for m in gate["minutes"]] == ["hold", "hold"]
+    assert all(m["p99_canary_ms"] is None and "no P99 data" in m["why"] for m in gate["minutes"])
+    assert "held through 1 extension" in gate["reason"] and "window extended by 1 minute" in r.stdout
+    status = {h["host"]: h["status"] for h in report["hosts"]}
+    assert status == {"s0": "changed", "s1": "not-run", "s2": "not-run"}
+    assert (roots[0] / SAVED).exists() and not (roots[1] / SAVED).exists()
