@@ -46,6 +46,8 @@ def main() -> int:
                "limit_selected": len(selected)}
         if args.ansible:
             cmd = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent))
+            if cmd is None:
+                raise SystemExit("ansible-inventory is not in the venv: run bash scripts/setup.sh")
             t0 = time.perf_counter()
             subprocess.run([cmd, "-i", str(path), "--list"], cwd=d, check=True, capture_output=True)
             out["ansible_inventory_list_s"] = round(time.perf_counter() - t0, 3)

@@ -127,8 +127,8 @@ def main() -> int:
                 variants[name] = export(sha, work / f"{sha}-{'pyc' if compiled else 'src'}", compiled)
                 check_import_source(variants[name])
         load_before = os.getloadavg()
-        times = {v: {c: [] for c in COMMANDS} for v in variants}
-        rss = {v: {c: [] for c in COMMANDS} for v in variants}
+        times: dict[str, dict[str, list[float]]] = {v: {c: [] for c in COMMANDS} for v in variants}
+        rss: dict[str, dict[str, list[float]]] = {v: {c: [] for c in COMMANDS} for v in variants}
         itime: dict[str, list[float]] = {v: [] for v in variants}
         names = list(variants)
         for r in range(args.rounds):

@@ -54,6 +54,11 @@ def lifted() -> Iterator[None]:
         _local.state, _local.lifted = saved
 
 
+def is_lifted() -> bool:
+    """True inside :func:`lifted` (clean-up that runs whatever the budget or a stop request says)."""
+    return bool(getattr(_local, "lifted", False))
+
+
 def remaining() -> float | None:
     """Seconds left in this thread's budget (None: no budget)."""
     state = getattr(_local, "state", None)

@@ -37,9 +37,9 @@ def machine_mirrors() -> dict[str, str]:
     for f in [Path("/etc/apt/sources.list"), *sorted(parts.glob("*.list"))] if parts.is_dir() else []:
         if f.is_file():
             for line in f.read_text().splitlines():
-                m = re.match(r"^\s*deb(?:-src)?\s+(?:\[[^]]*\]\s+)?(\S+)", line)
-                if m:
-                    uris.append(m.group(1))
+                deb = re.match(r"^\s*deb(?:-src)?\s+(?:\[[^]]*\]\s+)?(\S+)", line)
+                if deb:
+                    uris.append(deb.group(1))
     mirrors: dict[str, str] = {}
     for u in uris:
         u = u.rstrip("/")
@@ -161,6 +161,7 @@ def extract_member(deb: str | os.PathLike, member: str, dest: str | os.PathLike,
     with open(tmp, "wb") as out:
         p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
         p2 = subprocess.run(["tar", "-xO", member], stdin=p1.stdout, stdout=out, stderr=subprocess.PIPE)
+        assert p1.stdout is not None  # stdout=PIPE
         p1.stdout.close()
         p1.wait()
     if p1.returncode != 0 or p2.returncode != 0 or tmp.stat().st_size == 0:

@@ -3,7 +3,8 @@
 rich parses ``[...]`` in printed strings as markup and ``:name:`` as emoji: a BMC message containing ``[/b]``
 raised MarkupError in the middle of a fleet run, and ``domain:bus:device.function`` text could turn into an
 emoji. Every console is made here (emoji off, no highlighting), and every piece of text that did not come from
-our own source code goes through :func:`esc` (secrets redacted, markup escaped) before it meets markup.
+our own source code goes through :func:`esc` (secrets redacted, control characters escaped, markup escaped)
+before it meets markup; numaforge.cli.common's Output escapes control characters once more in all it prints.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .secrets import redact
+from .textsafe import printable
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -19,5 +21,6 @@ def make_console(stderr: bool = False) -> Console:
 
 
 def esc(value) -> str:
-    """``value`` as printable text: str(), secrets masked, rich markup escaped."""
-    return escape(redact(value if isinstance(value, str) else str(value)))
+    """``value`` as printable text: str(), secrets masked, terminal control characters shown as escapes
+    (numaforge.textsafe), rich markup escaped."""
+    return escape(printable(redact(value if isinstance(value, str) else str(value))))

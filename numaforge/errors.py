@@ -46,3 +46,9 @@ class ToolMissingError(NumaforgeError):
     """A build-server tool is missing; `fix` says how to install it."""
 
     exit_code = 3
+
+
+class ProfileError(NumaforgeError):
+    """A profile (BIOS or host OS) cannot be found, rendered, parsed or fails its schema."""
+
+    exit_code = 2

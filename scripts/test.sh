@@ -5,7 +5,9 @@
 # Then lint (ruff + mypy, `invoke lint`) and the tiers (pytest markers, see pyproject.toml) in two lanes side by
 # side, then the lab VM tier alone:
 #   lane "kernel": kernel_source, kpatch   -- compiles and kpatch-build, mostly one busy core (its symvers check)
-#   lane "python": core, ssh, bmc          -- Python, sshd peers in namespaces, BMC simulators (2 xdist workers)
+#   lane "python": core, ssh, bmc, hostile -- Python, sshd peers in namespaces, BMC simulators (2 xdist workers);
+#                                             hostile: the campaign of tests/hostile/ (docs/RELIABILITY.md), its
+#                                             tally printed at the end of its log
 #   then lab_vm                            -- qemu TCG: the session VM's tests on one worker, the tests that boot
 #                                             their own VM on the other (tests/conftest.py's xdist groups)
 # Each tier's output is printed whole, in that order, when its lane ends; the last line counts every tier's tests.
@@ -17,7 +19,7 @@ bash scripts/setup.sh || exit 1
 setup_s=$((SECONDS - t0))
 echo "tier setup: $setup_s s"
 PY=.venv/bin/python
-heavy="ssh or bmc or kernel_source or kpatch or lab_vm"
+heavy="ssh or bmc or kernel_source or kpatch or lab_vm or hostile"
 logs=$(mktemp -d /tmp/numaforge-tests.XXXXXX)
 s0=$SECONDS
 .venv/bin/invoke doctor --strict >"$logs/doctor.log" 2>&1 \
@@ -36,7 +38,10 @@ tier() {
   echo "$? $((SECONDS - s))" >"$logs/$name.rc"
 }
 lane_kernel() { tier kernel_source kernel_source "$@"; tier kpatch kpatch "$@"; }
-lane_python() { tier core "not ($heavy)" -n 2 "$@"; tier ssh ssh -n 2 "$@"; tier bmc bmc -n 2 "$@"; }
+lane_python() {
+  tier core "not ($heavy)" -n 2 "$@"; tier ssh "ssh and not hostile" -n 2 "$@"; tier bmc "bmc and not hostile" -n 2 "$@"
+  tier hostile hostile -n 2 "$@"   # tests/hostile/conftest.py prints the campaign's tally at the end of its log
+}
 
 s0=$SECONDS
 lane_kernel "$@" &
@@ -47,7 +52,7 @@ echo "lanes kernel + python: $((SECONDS - s0)) s"
 tier lab_vm lab_vm -n 2 --dist loadgroup "$@"
 
 passed=0; failed=0; skipped=0; ran=0
-for name in core ssh bmc kernel_source kpatch lab_vm; do
+for name in core ssh bmc hostile kernel_source kpatch lab_vm; do
   cat "$logs/$name.log"
   read -r rc secs <"$logs/$name.rc"
   echo "tier $name: rc=$rc in $secs s"

@@ -243,18 +243,8 @@ def legacy_isa(intr: Interrupt) -> bool:
     return intr.irq.isdigit() and int(intr.irq) < 16 and intr.chip in LEGACY_CHIPS
 
 
-def irq_placement(
-    a: dict[str, Interrupt],
-    b: dict[str, Interrupt],
-    window: float,
-    local_cpus: dict[str, list[int]],
-    ncpus: int,
-    affinity: dict[str, list[int]] | None = None,
-) -> list[Finding]:
-    """Per device: its IRQs forced onto one CPU (smp_affinity_list), the share of its interrupts in the window on
-    its busiest CPU (when the affinity files were not readable) and off its local CPUs."""
-    affinity = affinity or {}
-    out: list[Finding] = []
+def _irq_deltas(a: dict[str, Interrupt], b: dict[str, Interrupt]) -> tuple[dict[str, list[int]], dict[str, list[str]]]:
+    """Per device: its interrupts per CPU between the two samples, and its IRQ numbers."""
     per_dev: dict[str, list[int]] = {}
     irqs: dict[str, list[str]] = {}
     for irq, cur in b.items():
@@ -268,6 +258,22 @@ def irq_placement(
             if i < len(acc):
                 acc[i] += d
         irqs.setdefault(dev, []).append(irq)
+    return per_dev, irqs
+
+
+def irq_placement(
+    a: dict[str, Interrupt],
+    b: dict[str, Interrupt],
+    window: float,
+    local_cpus: dict[str, list[int]],
+    ncpus: int,
+    affinity: dict[str, list[int]] | None = None,
+) -> list[Finding]:
+    """Per device: its IRQs forced onto one CPU (smp_affinity_list), the share of its interrupts in the window on
+    its busiest CPU (when the affinity files were not readable) and off its local CPUs."""
+    affinity = affinity or {}
+    out: list[Finding] = []
+    per_dev, irqs = _irq_deltas(a, b)
     for dev, counts in sorted(per_dev.items()):
         total = sum(counts)
         ev = [

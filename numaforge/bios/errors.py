@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from ..errors import NumaforgeError
-
-
-class ProfileError(NumaforgeError):
-    """A BIOS profile cannot be found, rendered, parsed or fails its schema."""
-
-    exit_code = 2
+from ..errors import ProfileError as ProfileError  # re-exported: host OS profiles raise it too
 
 
 class VendorMapError(NumaforgeError):

@@ -415,89 +415,72 @@ for _name, _why in (
 def device_numa(facts: HostFacts, expected: dict[str, int]) -> list[Verdict]:
     """One row per GPU and NIC: is it on the expected NUMA node?"""
     pci = facts.pci
-    out: list[Verdict] = []
     if pci.missing:
-        if expected:
-            for a, n in sorted(expected.items()):
-                out.append(Verdict(f"numa_node {a}", n, CANNOT, "", f"no PCI facts: {pci.missing}"))
-        return out
-    multi = len(facts.numa.nodes) > 1 if not facts.numa.missing else None
+        return [
+            Verdict(f"numa_node {a}", n, CANNOT, "", f"no PCI facts: {pci.missing}")
+            for a, n in sorted(expected.items())
+        ]
+    out = [
+        Verdict(
+            f"numa_node {a}",
+            expected[a],
+            MISMATCH,
+            "device not found",
+            f"the inventory expects a device at {a}; the OS does not list it",
+        )
+        for a in sorted(expected)
+        if a not in pci.devices
+    ]
     partners: dict[str, list[str]] = {}
     for g, n in gpu_nic_pairs(facts):
         partners.setdefault(g, []).append(n)
         partners.setdefault(n, []).append(g)
-    devices = sorted(pci.gpus + pci.nics, key=lambda d: d.address)
-    for a in sorted(expected):
-        if a not in pci.devices:
-            out.append(
-                Verdict(
-                    f"numa_node {a}",
-                    expected[a],
-                    MISMATCH,
-                    "device not found",
-                    f"the inventory expects a device at {a}; the OS does not list it",
-                )
-            )
-    for d in devices:
-        label = f"numa_node {d.address} ({d.kind})"
-        node = d.numa_node
+    for d in sorted(pci.gpus + pci.nics, key=lambda d: d.address):
         if d.address in expected:
-            want = expected[d.address]
-            if node is None:
-                out.append(
-                    Verdict(
-                        label,
-                        want,
-                        CANNOT,
-                        "",
-                        "the device's NUMA node is unknown (no sysfs numa_node, and lspci printed no NUMA node line)",
-                    )
-                )
-            elif node == want:
-                out.append(Verdict(label, want, OK, f"node {node}"))
-            else:
-                out.append(
-                    Verdict(
-                        label,
-                        want,
-                        MISMATCH,
-                        f"node {node}",
-                        f"the inventory expects node {want}; the firmware reports {node}",
-                    )
-                )
-            continue
-        want_txt = "the node of its root port and of its GPU/NIC partner"
-        if multi is None:
-            out.append(Verdict(label, want_txt, CANNOT, "", f"no NUMA facts: {facts.numa.missing}"))
-            continue
-        if not multi:
-            out.append(Verdict(label, "node 0", OK, f"node {node}; the host has one NUMA node"))
-            continue
-        if node is None:
-            out.append(Verdict(label, want_txt, CANNOT, "", "the device's NUMA node is unknown"))
-            continue
-        if node < 0:
-            out.append(
-                Verdict(
-                    label,
-                    want_txt,
-                    MISMATCH,
-                    "numa_node -1",
-                    "the firmware gives this device no NUMA affinity on a multi-node host (ACPI _PXM)",
-                )
-            )
-            continue
-        problems = []
-        above = [pci.devices[b] for b in pci.bridges_above(d.address) if b in pci.devices]
-        root = next((b for b in above if b.numa_node is not None and b.numa_node >= 0), None)
-        if root is not None and root.numa_node != node:
-            problems.append(f"the root port {root.address} above it is on node {root.numa_node}")
-        for p in partners.get(d.address, []):
-            pn = pci.devices[p].numa_node
-            if pn is not None and pn >= 0 and pn != node:
-                problems.append(f"its partner {pci.devices[p].kind.upper()} {p} behind the same switch is on node {pn}")
-        if problems:
-            out.append(Verdict(label, want_txt, MISMATCH, f"node {node}", "; ".join(problems)))
+            out.append(_expected_node(d, expected[d.address]))
         else:
-            out.append(Verdict(label, want_txt, OK, f"node {node}"))
+            out.append(_topology_node(facts, d, partners.get(d.address, [])))
     return out
+
+
+def _expected_node(d, want: int) -> Verdict:
+    """A device whose node the inventory names."""
+    label = f"numa_node {d.address} ({d.kind})"
+    node = d.numa_node
+    if node is None:
+        why = "the device's NUMA node is unknown (no sysfs numa_node, and lspci printed no NUMA node line)"
+        return Verdict(label, want, CANNOT, "", why)
+    if node == want:
+        return Verdict(label, want, OK, f"node {node}")
+    return Verdict(
+        label, want, MISMATCH, f"node {node}", f"the inventory expects node {want}; the firmware reports {node}"
+    )
+
+
+def _topology_node(facts: HostFacts, d, partners: list[str]) -> Verdict:
+    """A device with no expected node: on the node of its root port and of its GPU/NIC partners?"""
+    pci = facts.pci
+    label = f"numa_node {d.address} ({d.kind})"
+    node = d.numa_node
+    want_txt = "the node of its root port and of its GPU/NIC partner"
+    if facts.numa.missing:
+        return Verdict(label, want_txt, CANNOT, "", f"no NUMA facts: {facts.numa.missing}")
+    if len(facts.numa.nodes) <= 1:
+        return Verdict(label, "node 0", OK, f"node {node}; the host has one NUMA node")
+    if node is None:
+        return Verdict(label, want_txt, CANNOT, "", "the device's NUMA node is unknown")
+    if node < 0:
+        why = "the firmware gives this device no NUMA affinity on a multi-node host (ACPI _PXM)"
+        return Verdict(label, want_txt, MISMATCH, "numa_node -1", why)
+    problems = []
+    above = [pci.devices[b] for b in pci.bridges_above(d.address) if b in pci.devices]
+    root = next((b for b in above if b.numa_node is not None and b.numa_node >= 0), None)
+    if root is not None and root.numa_node != node:
+        problems.append(f"the root port {root.address} above it is on node {root.numa_node}")
+    for p in partners:
+        pn = pci.devices[p].numa_node
+        if pn is not None and pn >= 0 and pn != node:
+            problems.append(f"its partner {pci.devices[p].kind.upper()} {p} behind the same switch is on node {pn}")
+    if problems:
+        return Verdict(label, want_txt, MISMATCH, f"node {node}", "; ".join(problems))
+    return Verdict(label, want_txt, OK, f"node {node}")

@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import difflib
 import functools
-import os
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import jsonschema
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from .. import paths, yamlsrc
-from ..safeio import file_stamp
-from .errors import ProfileError
+from .. import paths, templating
+from ..errors import ProfileError
+from ..templating import host_facts as host_facts  # re-exported: bios callers take facts from here
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
 
@@ -119,142 +115,16 @@ class Profile:
         return dict(self.raw.get(vendor) or {})
 
 
-def host_facts(host) -> dict[str, Any]:
-    """The facts a profile renders over, from an inventory Host (numaforge.inventory.model.Host)."""
-    hw = host.hardware
-    vendor = hw.vendor or (host.bmc.vendor if host.bmc and host.bmc.vendor != "auto" else None)
-    return {
-        "host": host.name,
-        "vendor": vendor or "generic",
-        "model": hw.platform or "",
-        "sockets": hw.sockets or 1,
-        "cpu_model": hw.cpu_model or "",
-        "gpus": list(hw.gpus),
-        "gpu_count": len(hw.gpus),
-        "nics": list(hw.nics),
-        "nic_count": len(hw.nics),
-        "groups": list(host.groups),
-        "vars": dict(host.vars),
-    }
-
-
 def find_profile(name: str, profiles_dir: Path | None = None, kind: str = "BIOS profile") -> Path:
-    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file (``kind`` names it in errors; the
-    host OS pipeline passes its own profiles_dir and kind). Without profiles_dir: the project's bios/profiles
-    first, then the built-in ones (numaforge.paths)."""
+    """A profile name (``epyc-gpudirect``) or a path to a ``.yaml.j2`` file. Without profiles_dir: the project's
+    bios/profiles first, then the built-in ones (numaforge.paths)."""
     dirs = [Path(profiles_dir)] if profiles_dir else (paths.data_dirs("bios", "profiles") or [default_profiles_dir()])
-    if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
-        p = Path(name)
-        if p.is_file():
-            return p
-        raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
-    for d in dirs:
-        p = d / f"{name}.yaml.j2"
-        if p.is_file():
-            return p
-    known = sorted({f.name[: -len(".yaml.j2")] for d in dirs for f in d.glob("*.yaml.j2")})
-    close = difflib.get_close_matches(name, known, n=1)
-    fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
-    raise ProfileError(f"unknown {kind} '{name}'", ", ".join(str(d) for d in dirs), fix)
-
-
-def _template_line(exc: BaseException, filename: str) -> int | None:
-    line = getattr(exc, "lineno", None)
-    if line:
-        return line
-    tb = exc.__traceback__
-    found = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            found = tb.tb_lineno
-        tb = tb.tb_next
-    return found
-
-
-class _StatLoader(jinja2.FileSystemLoader):
-    """FileSystemLoader whose cached templates are reused only while the file keeps its inode, size and
-    nanosecond mtime (jinja2's own check compares float seconds)."""
-
-    def get_source(self, environment, template):
-        source, filename, _uptodate = super().get_source(environment, template)
-        stamp = file_stamp(filename)
-
-        def uptodate() -> bool:
-            return file_stamp(filename) == stamp
-
-        return source, filename, uptodate
-
-
-_ENVIRONMENTS: dict[str, ImmutableSandboxedEnvironment] = {}
-_ENV_LOCK = threading.Lock()
-
-
-def template_environment(directory: str) -> ImmutableSandboxedEnvironment:
-    """The sandbox every profile template (BIOS and host OS) renders in: one environment per profile directory
-    and process, so a template is compiled once per run (a fleet renders it once per host, with its facts)."""
-    with _ENV_LOCK:
-        env = _ENVIRONMENTS.get(directory)
-        if env is None:
-            env = _ENVIRONMENTS[directory] = ImmutableSandboxedEnvironment(
-                loader=_StatLoader(directory),
-                undefined=jinja2.StrictUndefined,
-                keep_trailing_newline=True,
-                trim_blocks=True,
-                lstrip_blocks=True,
-                autoescape=False,
-                auto_reload=True,
-            )
-        return env
+    return templating.find_template(name, dirs, kind)
 
 
 def render_text(path: Path, facts: dict[str, Any]) -> str:
-    """Render one template file with StrictUndefined in jinja2's immutable sandbox (a profile is data: it
-    cannot call methods that reach Python internals or mutate facts); errors carry file:line."""
-    env = template_environment(str(path.parent))
-    if not os.access(path, os.R_OK):
-        raise ProfileError("cannot read profile", str(path), "check the file permissions")
-    try:
-        template = env.get_template(path.name)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ProfileError(
-            f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
-        ) from None
-    try:
-        return template.render(**facts)
-    except SecurityError as exc:
-        line = _template_line(exc, template.filename)
-        where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(
-            f"profile tried something the template sandbox forbids ({exc})",
-            where,
-            "a profile may only read facts and compute values: remove the attribute/method access",
-        ) from None
-    except jinja2.UndefinedError as exc:
-        line = _template_line(exc, template.filename)
-        where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(
-            f"template uses an undefined value: {exc.message}",
-            where,
-            f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)",
-        ) from None
-    except jinja2.TemplateError as exc:
-        line = _template_line(exc, template.filename)
-        where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(f"template failed: {exc}", where, "fix the template expression") from None
-
-
-def _key_lines(doc) -> dict[tuple, int]:
-    """Line (1-based, in the rendered text) of every mapping key path, for error messages."""
-    lines: dict[tuple, int] = {}
-
-    def walk(node, path: tuple):
-        if isinstance(node, yamlsrc.LMap):
-            for k, v in node.items():
-                lines[path + (str(k),)] = node.line_of(k)
-                walk(v, path + (str(k),))
-
-    walk(doc, ())
-    return lines
+    """Render one template file in the profiles' sandbox (numaforge.templating); errors carry file:line."""
+    return templating.render_file(path, facts)
 
 
 def parse_rendered(text: str, path: Path) -> dict:
@@ -271,13 +141,7 @@ def _validator() -> jsonschema.Draft202012Validator:
 @functools.lru_cache(maxsize=256)
 def _parse_rendered(text: str, where: str) -> dict:
     path = Path(where)
-    rendered = text.splitlines()
-
-    def locate(line: int) -> str:
-        snippet = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
-        return f"{path} (rendered line {line}: {snippet!r})"
-
-    doc = yamlsrc.parse(text, str(path), error=ProfileError, locate=locate, syntax="rendered profile is not valid YAML")
+    doc = templating.parse_rendered_yaml(text, path)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -286,7 +150,7 @@ def _parse_rendered(text: str, where: str) -> dict:
             str(path),
             "start the profile with `settings:`",
         )
-    lines = _key_lines(doc)
+    lines = templating.key_lines(doc)
     validator = _validator()
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:

@@ -35,9 +35,9 @@ from redfish.rest.v1 import (
     RetriesExhaustedError,
     SessionCreationError,
 )
-from requests.adapters import HTTPAdapter
 
 from .. import budget, secrets
+from .deadline import DeadlineAdapter, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -48,16 +48,18 @@ from .errors import (
     http_error,
 )
 
+quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
+
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 REFUSED_LOCATION = "x-numaforge-refused-location"
 
 
-class _NoRedirects(HTTPAdapter):
+class _NoRedirects(DeadlineAdapter):
     """Transport adapter that makes redirects unfollowable: requests follows a 3xx only when it carries a
     Location header, so the header is moved aside (REFUSED_LOCATION) before the session sees the response.
     The redfish library calls requests with allow_redirects=True on most requests and offers no switch; an
     adapter is its public extension point (``https_adapter``), so this covers login, every request and
-    logout alike."""
+    logout alike. Every request also has a total deadline and ends on Ctrl-C/SIGTERM (DeadlineAdapter)."""
 
     def build_response(self, req, resp):
         r = super().build_response(req, resp)
@@ -105,7 +107,8 @@ class RetryPolicy:
     backoff: float = 0.5  # first wait (s), doubled each time
     max_wait: float = 10.0  # cap of one wait, Retry-After included
     connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    read_timeout: float = 60.0  # one read
+    total_timeout: float = 180.0  # one request, all its reads (a BMC dripping its answer byte by byte)
 
 
 def _path(link: str) -> str:
@@ -173,7 +176,7 @@ class RedfishClient:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
-        adapter = _NoRedirects()
+        adapter = _NoRedirects(total_timeout=self.policy.total_timeout)
         self._client = HttpClient(
             self.base_url,
             username=username,
@@ -333,7 +336,28 @@ class RedfishClient:
             + "), update the secret bmc.password refers to, then re-run for this host",
         )
 
+    def _cut_error(self, method: str, path: str) -> RedfishError | None:
+        """The error for a request its deadline or a stop cut (None: it was not cut)."""
+        reason = cut_reason()
+        if reason is None:
+            return None
+        budget.check(f"the answer to {method} {path} on {self.host} (cut while the BMC was still sending it)")
+        if reason == "stop":  # a clean-up request (logout) after a stop: not worth more words
+            return RedfishError(f"{method} {path} was cut: the run was stopped", f"{self.host} ({self.base_url})")
+        return RedfishError(
+            f"{method} {path} got no complete answer within its total deadline of "
+            f"{self.policy.total_timeout:g} s (the BMC was still sending; each read got data, so the "
+            f"{self.policy.read_timeout:g} s read timeout alone would wait forever)"
+            + ("; the BMC may have carried the request out" if method not in IDEMPOTENT else ""),
+            f"{self.host} ({self.base_url})",
+            "the BMC or the network to it is failing: check its Redfish service (a BMC reset often helps); "
+            "re-run (finished hosts are kept)",
+        )
+
     def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
+        cut = self._cut_error(method, path)
+        if cut is not None:
+            return cut
         cause = exc.__cause__ or exc
         if isinstance(cause, requests.exceptions.SSLError):
             text = str(cause)
@@ -381,7 +405,7 @@ class RedfishClient:
         except RetriesExhaustedError as exc:
             cause = exc.__cause__
             self.requests.append((method, path, None))
-            if isinstance(cause, requests.exceptions.SSLError) or _refused(cause):
+            if isinstance(cause, requests.exceptions.SSLError) or _refused(cause) or cut_reason():
                 # a certificate does not get better by asking again; a closed port is not a busy BMC
                 raise self._transport_error(method, path, exc) from None
             if retryable_transport or isinstance(cause, requests.exceptions.ConnectTimeout):

@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths
-from ..errors import NumaforgeError
-from ..inventory.yamlsrc import load_yaml
+from .. import paths, yamlsrc
 from ..safeio import file_stamp
 from .errors import VendorMapError
 from .profile import SETTINGS_SCHEMA, VENDORS
@@ -304,8 +302,8 @@ def _read_vendor_map_cached(path: Path, vendor: str) -> VendorMap:
 def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
     spath = str(path)
     try:
-        doc = load_yaml(path)
-    except NumaforgeError as exc:  # yamlsrc's errors carry file:line; say they are about a vendor map
+        doc = yamlsrc.load(path, error=VendorMapError, what="vendor map", fix_missing="check bios/vendors/")
+    except VendorMapError as exc:  # yamlsrc's errors carry file:line; say they are about a vendor map
         raise VendorMapError(f"vendor map: {exc.what}", exc.where or spath, exc.fix or "fix the YAML") from None
     if not isinstance(doc, dict):
         raise _fail(

@@ -25,6 +25,7 @@ from ..fleet import Terminated
 from ..lazy import lazy_module
 from ..report import Report, junit_xml
 from ..secrets import redact
+from ..textsafe import has_control, printable
 
 if TYPE_CHECKING:
     from ..inventory import loader as inventory_loader
@@ -78,6 +79,7 @@ class Output:
         return self._rich if self.mode == "table" else self._plain
 
     def print(self, *objects: Any, **kw: Any) -> None:
+        objects = tuple(_controls_escaped(o) for o in objects)
         if self.mode == "table":
             self._rich.print(*objects, **kw)
             return
@@ -90,6 +92,24 @@ class Output:
                 self._plain.print(obj, soft_wrap=True, **kw)
         if not objects:
             self._plain.print()
+
+
+def _controls_escaped(obj: Any) -> Any:
+    """``obj`` with terminal control characters in its text shown as escapes (numaforge.textsafe): whatever
+    a BMC, host or inventory said, nothing printed here clears the screen or retitles the window."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, Text):
+        if has_control(obj.plain):
+            return Text(printable(obj.plain), style=obj.style)
+        return obj
+    if isinstance(obj, Table):
+        if obj.title is not None:
+            obj.title = _controls_escaped(obj.title)
+        for col in obj.columns:
+            col.header = _controls_escaped(col.header)
+            col._cells[:] = [_controls_escaped(c) for c in col._cells]
+    return obj
 
 
 def _plain_cell(cell: Any) -> str:
@@ -295,7 +315,7 @@ def _restore_sigterm(previous) -> None:
 
 
 def eprint(msg: str) -> None:
-    print(redact(msg), file=sys.stderr)
+    print(printable(redact(msg)), file=sys.stderr)
 
 
 __all__ = ["RUN", "console", "err_console", "execute", "load_selected", "inventory_path", "junit_xml"]

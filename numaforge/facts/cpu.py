@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from .captures import CPUINFO, LSCPU, SYS_CPU, Captures, cpulist, parse_head, try_cpulist, try_int
 
@@ -25,7 +26,7 @@ class CpuFacts:
     missing: dict[str, str] = field(default_factory=dict)  # fact -> why unknown
 
     def as_dict(self) -> dict:
-        d = {
+        d: dict[str, Any] = {
             "model": self.model,
             "cpus": self.cpus,
             "sockets": self.sockets,

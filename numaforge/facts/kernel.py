@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from .captures import PROC_KERNEL, UNAME, Captures, parse_head
 
@@ -39,7 +40,7 @@ class KernelFacts:
     missing: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = {
+        d: dict[str, Any] = {
             "release": self.release,
             "cmdline": self.cmdline,
             "tainted": self.tainted,

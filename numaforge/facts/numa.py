@@ -78,7 +78,7 @@ def parse_node_sysfs(head_text: str | None) -> list[Node]:
             node.cpus = try_cpulist(content) or []
         elif kind == "distance":
             dist = [try_int(x) for x in content.split()]
-            node.distances = [] if None in dist else dist
+            node.distances = [x for x in dist if x is not None] if None not in dist else []
         else:
             mm = _MEMTOTAL.search(content)
             node.mem_kb = int(mm.group(1)) if mm else None

@@ -289,6 +289,30 @@ def make_plan(
     """Validate every desired value against the host (all problems at once), then diff."""
     problems: list[str] = []
     plan = Plan()
+    _plan_sysctls(profile, state, plan, problems, host)
+    _plan_thp(profile, state, plan, problems, host)
+    _plan_governor(profile, state, plan, problems, host)
+    explicit = _plan_irqs(profile, state, plan, problems, host)
+    if problems:
+        raise HostPlanError(problems, host or None)
+    plan.files = desired_files(profile, state, explicit)
+    for path, wanted in plan.files.items():
+        content = state.files.get(path)
+        plan.items.append(
+            Item(
+                "file",
+                path,
+                path,
+                _file_summary(content),
+                _file_summary(wanted),
+                "ok" if content == wanted else "change",
+            )
+        )
+    plan.checks = device_checks(profile, state, nps, sockets)
+    return plan
+
+
+def _plan_sysctls(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
     for key, want in profile.sysctl.items():
         cur = state.sysctls.get(key)
         if cur is None:
@@ -300,6 +324,9 @@ def make_plan(
         plan.items.append(
             Item("sysctl", key, sysctl_path(key), cur, want, "ok" if " ".join(want.split()) == cur else "change")
         )
+
+
+def _plan_thp(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
     for k, want in profile.thp.items():
         if k not in state.thp:
             problems.append(
@@ -312,30 +339,38 @@ def make_plan(
             problems.append(f"{host}/thp {k}={want!r}: this kernel offers {', '.join(options)}")
             continue
         plan.items.append(Item("thp", k, f"{THP_DIR}/{k}", cur, want, "ok" if cur == want else "change"))
-    if profile.governor:
-        if not state.governors:
-            problems.append(
-                f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
-                "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
-                "set cpufreq_governor: null for this host"
+
+
+def _plan_governor(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
+    if not profile.governor:
+        return
+    if not state.governors:
+        problems.append(
+            f"{host}/cpufreq_governor {profile.governor}: the host has no cpufreq "
+            "(/sys/devices/system/cpu/cpu*/cpufreq missing: VM, or no cpufreq driver loaded); "
+            "set cpufreq_governor: null for this host"
+        )
+    elif state.available_governors and profile.governor not in state.available_governors:
+        problems.append(
+            f"{host}/cpufreq_governor {profile.governor!r}: this host offers {', '.join(state.available_governors)}"
+        )
+    else:
+        values = sorted(set(state.governors.values()))
+        cur = values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
+        plan.items.append(
+            Item(
+                "governor",
+                f"cpu{cpulist(state.governors)}",
+                "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+                cur,
+                profile.governor,
+                "ok" if values == [profile.governor] else "change",
             )
-        elif state.available_governors and profile.governor not in state.available_governors:
-            problems.append(
-                f"{host}/cpufreq_governor {profile.governor!r}: this host offers {', '.join(state.available_governors)}"
-            )
-        else:
-            values = sorted(set(state.governors.values()))
-            cur = values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
-            plan.items.append(
-                Item(
-                    "governor",
-                    f"cpu{cpulist(state.governors)}",
-                    "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
-                    cur,
-                    profile.governor,
-                    "ok" if values == [profile.governor] else "change",
-                )
-            )
+        )
+
+
+def _plan_irqs(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> dict[str, str]:
+    """IRQ affinity items for the profile's devices; returns the cpulists given explicitly (node:N or a list)."""
     explicit: dict[str, str] = {}
     for addr in profile.irq_devices:
         dev = state.devices.get(addr)
@@ -347,8 +382,8 @@ def make_plan(
             continue
         spec = profile.irq_cpus
         if spec == "local":
-            want = dev.local_cpus
-            if not want:
+            cpus = dev.local_cpus
+            if not cpus:
                 problems.append(f"{host}/irq {addr}: the device reports no local_cpulist; use irq.cpus: node:N")
                 continue
         elif spec.startswith("node:"):
@@ -358,37 +393,28 @@ def make_plan(
                     f"{host}/irq {addr}: irq.cpus {spec}: no such NUMA node (online: {sorted(state.nodes)})"
                 )
                 continue
-            want = state.nodes[n]
-            explicit[addr] = cpulist(want)
+            cpus = state.nodes[n]
+            explicit[addr] = cpulist(cpus)
         else:
-            want = parse_cpulist(spec)
-            explicit[addr] = cpulist(want)
+            cpus = parse_cpulist(spec)
+            explicit[addr] = cpulist(cpus)
         for irq in dev.irqs:
-            cur = state.affinity.get(irq)
-            if cur is None:
+            affinity = state.affinity.get(irq)
+            if affinity is None:
                 problems.append(f"{host}/irq {irq} of {addr}: /proc/irq/{irq}/smp_affinity_list does not exist")
                 continue
-            plan.pinned[irq] = cpulist(want)
+            plan.pinned[irq] = cpulist(cpus)
             plan.items.append(
                 Item(
                     "irq",
                     f"{irq} ({addr})",
                     f"/proc/irq/{irq}/smp_affinity_list",
-                    cpulist(cur),
-                    cpulist(want),
-                    "ok" if cur == want else "change",
+                    cpulist(affinity),
+                    cpulist(cpus),
+                    "ok" if affinity == cpus else "change",
                 )
             )
-    if problems:
-        raise HostPlanError(problems, host or None)
-    plan.files = desired_files(profile, state, explicit)
-    for path, want in plan.files.items():
-        cur = state.files.get(path)
-        plan.items.append(
-            Item("file", path, path, _file_summary(cur), _file_summary(want), "ok" if cur == want else "change")
-        )
-    plan.checks = device_checks(profile, state, nps, sockets)
-    return plan
+    return explicit
 
 
 def _file_summary(content: str | None) -> str:

@@ -29,14 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import jsonschema
-import yaml
 
-from .. import paths
-from ..bios.errors import ProfileError
-from ..bios.profile import _key_lines, _template_line, host_facts, template_environment
-from ..bios.profile import find_profile as find_bios_style
+from .. import paths, templating
+from ..errors import ProfileError
 
 __all__ = ["HostProfile", "render_profile", "find_profile", "default_profiles_dir", "profile_facts", "ProfileError"]
 
@@ -123,8 +119,8 @@ class HostProfile:
 
 
 def profile_facts(host) -> dict[str, Any]:
-    """The facts a host profile renders over: the BIOS profiles' facts (numaforge.bios.profile.host_facts)."""
-    return host_facts(host)
+    """The facts a host profile renders over: the same as the BIOS profiles' (numaforge.templating.host_facts)."""
+    return templating.host_facts(host)
 
 
 def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
@@ -132,72 +128,19 @@ def find_profile(name: str, profiles_dir: Path | None = None) -> Path:
         found = paths.find_data("hostos", "profiles", f"{name}.yaml.j2")
         if found is not None and found.is_file():
             return found
-    return find_bios_style(name, profiles_dir or default_profiles_dir(), kind="host profile")
+    return templating.find_template(name, [profiles_dir or default_profiles_dir()], "host profile")
 
 
 def _render(path: Path, facts: dict[str, Any]) -> str:
-    env = template_environment(str(path.parent))  # the BIOS profiles' sandbox, compiled once per run
-    try:
-        template = env.get_template(path.name)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ProfileError(
-            f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
-        ) from None
-    except (OSError, jinja2.TemplateNotFound):
-        raise ProfileError("cannot read host profile", str(path), "check the file and its permissions") from None
-    try:
-        return template.render(**facts)
-    except jinja2.UndefinedError as exc:
-        line = _template_line(exc, template.filename)
-        raise ProfileError(
-            f"template uses an undefined value: {exc.message}",
-            f"{path}:{line}" if line else str(path),
-            f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)",
-        ) from None
-    except jinja2.TemplateError as exc:  # SecurityError (sandbox) included
-        line = _template_line(exc, template.filename)
-        raise ProfileError(
-            f"template failed: {exc}", f"{path}:{line}" if line else str(path), "fix the template expression"
-        ) from None
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (YAML allows them silently; a typo would win)."""
-
-
-def _no_duplicates(loader, node, deep=False):
-    seen: dict = {}
-    for k, _v in node.value:
-        key = loader.construct_object(k, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {seen[key]})", k.start_mark
-            )
-        seen[key] = k.start_mark.line + 1
-    return loader.construct_mapping(node, deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+    return templating.render_file(path, facts, kind="host profile")
 
 
 def _parse(text: str, path: Path) -> dict:
-    try:
-        doc = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark else None
-        lines = text.splitlines()
-        snippet = lines[line - 1].strip() if line and line <= len(lines) else ""
-        where = f"{path} (rendered line {line}: {snippet!r})" if line else str(path)
-        raise ProfileError(
-            f"rendered host profile is not valid YAML: {getattr(exc, 'problem', exc)}",
-            where,
-            "fix the template so that line renders to valid YAML",
-        ) from None
+    doc = templating.parse_rendered_yaml(text, path, kind="host profile")
     doc = {} if doc is None else doc
     if not isinstance(doc, dict):
         raise ProfileError("a host profile must render to a mapping", str(path), "start it with `sysctl:`")
-    lines = _key_lines(text)
+    lines = templating.key_lines(doc)
     errors = sorted(
         jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(doc),
         key=lambda e: [str(p) for p in e.absolute_path],

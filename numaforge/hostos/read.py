@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import NumaforgeError
@@ -206,7 +207,10 @@ _AFF = re.compile(r"^/proc/irq/(\d+)/smp_affinity_list$")
 
 
 def host_state(
-    snap: Snapshot, sysctls: list[str] = (), devices: list[str] = (), managed_files: list[str] = ()
+    snap: Snapshot,
+    sysctls: Sequence[str] = (),
+    devices: Sequence[str] = (),
+    managed_files: Sequence[str] = (),
 ) -> HostState:
     """Typed state from a snapshot. Unparseable kernel files raise ValueError naming the file."""
     st = HostState()
@@ -273,7 +277,12 @@ def snapshot_request(sysctls: list[str], devices: list[str], managed_files: list
 
 
 def take_snapshot(
-    runner, root: str, sysctls: list[str], devices: list[str], managed_files: list[str] = (), timeout: float = 60
+    runner,
+    root: str,
+    sysctls: Sequence[str],
+    devices: Sequence[str],
+    managed_files: Sequence[str] = (),
+    timeout: float = 60,
 ) -> str:
     """Run the snapshot script on the host (``sh -s``, the script on stdin so errors name a short command)."""
     files, dirs = snapshot_request(list(sysctls), list(devices), list(managed_files))

@@ -446,6 +446,18 @@ def backport(
         return _backport(src, ser, compilers, compile_check, log, ident)
 
 
+def _compile_checks(src, ser: Series, compilers, out: Path, result: str, log) -> list[dict]:
+    """Each compiler's check configures and builds its own object directory: run them side by side (each
+    make's serial configure/prepare steps leave the other core idle); results in the compilers' order."""
+    objects = ser.touched_objects()
+    with ThreadPoolExecutor(max_workers=max(1, len(compilers))) as pool:
+        futures = [
+            pool.submit(kcompile.check, src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config, result, log=log)
+            for cc in compilers
+        ]
+        return [f.result() for f in futures]
+
+
 def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: dict | None = None) -> BackportResult:
     branch = f"backport/{ser.name}/{src.base_version}"
     if src.spec.kind == "local-git" and src.spec.ref == "HEAD":
@@ -475,19 +487,7 @@ def _backport(src, ser: Series, compilers, compile_check: bool, log, signoff: di
     if not combined.exists() or combined.read_text() != text:
         check_applies_to_base(src.repo, src.base_commit, text, ser)
         atomic_write_text(combined, text)
-    checks: list[dict] = []
-    if compile_check:
-        objects = ser.touched_objects()
-        # each compiler's check configures and builds its own object directory: run them side by side (each
-        # make's serial configure/prepare steps leave the other core idle), results in the compilers' order
-        with ThreadPoolExecutor(max_workers=max(1, len(compilers))) as pool:
-            futures = [
-                pool.submit(
-                    kcompile.check, src.repo, objects, cc, out / f"obj-{cc}", ser.compile_config, result, log=log
-                )
-                for cc in compilers
-            ]
-            checks = [f.result() for f in futures]
+    checks = _compile_checks(src, ser, compilers, out, result, log) if compile_check else []
     manifest = {
         "series": ser.name,
         "series_dir": str(ser.dir),

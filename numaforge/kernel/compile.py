@@ -103,6 +103,45 @@ def check(
         return _check(tree, objects, cc, objdir, fragment, version, wanted, key, log)
 
 
+def _configure(tree, cc, objdir, fragment, version, wanted, key, log) -> None:
+    """x86_64 defconfig plus the series' fragment in objdir, once per compiler version, fragment and tree."""
+    config = objdir / ".config"
+    cfg_stamp = objdir / ".numaforge-config.json"
+    cfg_key = {"cc_version": version, "fragment_sha256": key["fragment_sha256"], "tree": str(tree)}
+    if config.exists() and cfg_stamp.exists() and json.loads(cfg_stamp.read_text()) == cfg_key:
+        return
+    if log:
+        log(f"{cc}: configuring (x86_64 defconfig + {fragment.name if fragment else 'no fragment'})")
+    proc = _make(tree, objdir, cc, "defconfig")
+    if proc.returncode != 0:
+        raise _fail(
+            proc,
+            f"make defconfig with {cc}",
+            str(tree),
+            "the tree must be clean for O= builds: run `make mrproper` in it",
+        )
+    if fragment:
+        proc = subprocess.run(
+            [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(objdir), str(config), str(fragment)],
+            capture_output=True,
+            text=True,
+            cwd=objdir,
+        )
+        if proc.returncode != 0:
+            raise _fail(proc, "merge_config.sh", str(fragment), "fix the fragment syntax")
+        proc = _make(tree, objdir, cc, "olddefconfig")
+        if proc.returncode != 0:
+            raise _fail(proc, "make olddefconfig", str(objdir), "check the fragment's options")
+        lost = missing_options(wanted, config.read_text())
+        if lost:
+            raise CompileError(
+                f"config options did not survive olddefconfig: {', '.join(lost)}",
+                str(fragment),
+                "add the options they depend on to the fragment",
+            )
+    cfg_stamp.write_text(json.dumps(cfg_key))
+
+
 def _check(tree, objects, cc, objdir, fragment, version, wanted, key, log) -> dict:
     stamp = objdir / STAMP
     if stamp.exists():
@@ -114,40 +153,7 @@ def _check(tree, objects, cc, objdir, fragment, version, wanted, key, log) -> di
             return {**rec["record"], "cached": True}
         stamp.unlink()
     t0 = time.monotonic()
-    config = objdir / ".config"
-    cfg_stamp = objdir / ".numaforge-config.json"
-    cfg_key = {"cc_version": version, "fragment_sha256": key["fragment_sha256"], "tree": str(tree)}
-    if not (config.exists() and cfg_stamp.exists() and json.loads(cfg_stamp.read_text()) == cfg_key):
-        if log:
-            log(f"{cc}: configuring (x86_64 defconfig + {fragment.name if fragment else 'no fragment'})")
-        proc = _make(tree, objdir, cc, "defconfig")
-        if proc.returncode != 0:
-            raise _fail(
-                proc,
-                f"make defconfig with {cc}",
-                str(tree),
-                "the tree must be clean for O= builds: run `make mrproper` in it",
-            )
-        if fragment:
-            proc = subprocess.run(
-                [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(objdir), str(config), str(fragment)],
-                capture_output=True,
-                text=True,
-                cwd=objdir,
-            )
-            if proc.returncode != 0:
-                raise _fail(proc, "merge_config.sh", str(fragment), "fix the fragment syntax")
-            proc = _make(tree, objdir, cc, "olddefconfig")
-            if proc.returncode != 0:
-                raise _fail(proc, "make olddefconfig", str(objdir), "check the fragment's options")
-            lost = missing_options(wanted, config.read_text())
-            if lost:
-                raise CompileError(
-                    f"config options did not survive olddefconfig: {', '.join(lost)}",
-                    str(fragment),
-                    "add the options they depend on to the fragment",
-                )
-        cfg_stamp.write_text(json.dumps(cfg_key))
+    _configure(tree, cc, objdir, fragment, version, wanted, key, log)
     if log:
         log(f"{cc}: make prepare")
     proc = _make(tree, objdir, cc, "prepare")

@@ -2,9 +2,9 @@
 source + .config + Module.symvers with the -dbg vmlinux), preflight, the build with stage progress, the artifact
 cache, signing and the module manifest.
 
-The parts live in: kpatch_errors (exceptions, failure mapping), toolchain (kpatch-build discovery, compiler shim,
-KCFLAGS), kpatch_steps (stages, preflight verdicts, the kpatch-build run). Their names are re-exported here for
-callers that use `kpatch.<name>`.
+The parts live in: kpatch_inputs (the lab and Debian target inputs), kpatch_errors (exceptions, failure mapping),
+toolchain (kpatch-build discovery, compiler shim, KCFLAGS), kpatch_steps (stages, preflight verdicts, the
+kpatch-build run). Their names are re-exported here for callers that use `kpatch.<name>`.
 """
 
 from __future__ import annotations
@@ -16,18 +16,26 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 
 from .. import paths
-from ..digest import sha256_bytes, sha256_file
+from ..digest import sha256_file
 from ..paths import cache_dir
 from . import backport as bpm
-from . import labkernel
 from . import targets as tg
 from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
+from .kpatch_inputs import (  # noqa: F401  (kpatch.lab_kernel, kpatch.debian_tree_key ... for callers)
+    DEBIAN_SIG_KEY,
+    TargetInputs,
+    debian_recipe,
+    debian_target_inputs,
+    debian_tree,
+    debian_tree_key,
+    lab_inputs,
+    lab_kernel,
+)
 from .kpatch_steps import (  # noqa: F401
     FORBIDDEN_CONFIG,
     REQUIRED_CONFIG,
@@ -51,7 +59,6 @@ from .kpatch_steps import (  # noqa: F401
 )
 from .kpatch_steps import FileLock as _Lock
 from .signing import sign_module, signing_inputs
-from .source import export_tree
 from .toolchain import (  # noqa: F401
     KPATCH_VERSION_WANTED,
     BuildEnv,
@@ -77,22 +84,6 @@ def build_root() -> Path:
 
 
 @dataclass
-class TargetInputs:
-    """What kpatch-build gets for one target."""
-
-    tree: Path
-    vmlinux: Path
-    config: Path
-    release: str  # vermagic release the module will carry
-    identity: dict  # hashes identifying the inputs (for the artifact key)
-    config_arg: Path | None = None  # -c (Debian: the headers' .config)
-    env_extra: dict = field(default_factory=dict)
-    restore: Callable[..., dict] | None = (
-        None  # (env, logf, build targets) -> dict: restores the tree after kpatch-build
-    )
-
-
-@dataclass
 class KpatchResult:
     target: str
     status: str  # built | unchanged | checked
@@ -101,120 +92,6 @@ class KpatchResult:
     manifest_path: Path | None
     log: Path | None
     seconds: float = 0.0
-
-
-def _source_like(bp):
-    """labkernel.lab_kernel wants repo/base_commit/source_hash: take them from the backport result."""
-    return SimpleNamespace(repo=bp.tree, base_commit=bp.base_commit, source_hash=bp.source_hash)
-
-
-def lab_kernel(source_spec: str | None = None, log=print):
-    """For the lab VM helper: the built lab kernel (bzImage, vmlinux, release, build dir), building if needed.
-    With no spec it uses the source of the latest backport for the lab's base version, else the lab target's
-    source (Debian 5.10.262)."""
-    lab = tg.load_target("lab")
-    if source_spec is None:
-        bp = bpm.latest(base_version=lab.base_version)
-        if bp is not None:
-            return labkernel.lab_kernel(log=log, source=_source_like(bp))
-        source_spec = lab.source
-    return labkernel.lab_kernel(source_spec, log=log)
-
-
-def _lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
-    lk = labkernel.lab_kernel(log=log, tc=tc, source=_source_like(bp))
-
-    def restore(env: dict, logf, build_targets: list[str]) -> dict:
-        # kpatch-build reverted the source but left patched objects in what it built (kernel/sched/fair.o and
-        # built-in.a; vmlinux.o and vmlinux too when it built vmlinux): rebuild the same make targets from the
-        # original source with the same variables, so the tree again equals the prebuilt one (checked by hash).
-        env = dict(env)
-        env.pop("KPATCH_GCC_TEMPDIR", None)
-        env["KCFLAGS"] = kcflags(tc)
-        targets = build_targets or ["vmlinux", "modules"]
-        proc = subprocess.run(
-            ["make", *make_vars(tc), f"-j{labkernel.JOBS}", *targets],
-            cwd=lk.tree,
-            env=env,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-        )
-        same = proc.returncode == 0 and sha256_file(lk.tree / "vmlinux") == sha256_file(lk.vmlinux)
-        return {"restored": proc.returncode == 0, "vmlinux_identical": same, "targets": targets}
-
-    return TargetInputs(
-        lk.tree, lk.vmlinux, lk.config, lk.release, {"lab_key": lk.key, "source_hash": lk.source_hash}, restore=restore
-    )
-
-
-# how a Debian tree is prepared: part of its cache key (change it and a new tree is prepared)
-DEBIAN_SIG_KEY = "certs/signing_key.pem"
-
-
-def debian_recipe(t) -> str:
-    """How the tree is prepared (not how much of it is built: any build target set reuses the same tree)."""
-    return f"MODULE_SIG_KEY={DEBIAN_SIG_KEY};Module.symvers=headers"
-
-
-def debian_tree_key(source_hash: str, config_sha256: str, compiler: str, kpatch_version: str, recipe: str) -> str:
-    """Content hash naming a prepared Debian tree: the source, Debian's .config, compiler, kpatch and recipe."""
-    return sha256_bytes(f"{source_hash}\0{config_sha256}\0{compiler}\0{kpatch_version}\0{recipe}".encode())[:16]
-
-
-def debian_tree(t, tc: Toolchain, bp, di, shim: Path, log) -> Path:
-    """The base source configured with Debian's .config and carrying Debian's Module.symvers (prepared once,
-    cached by content hash; kpatch-build's "Building original source" then builds it incrementally, so a
-    second build of any patch for the same kernel skips the cold kernel build).
-
-    Debian's config names its signing key (MODULE_SIG_KEY, private to Debian); the tree signs with a key the
-    build generates instead. Modules are not signed at build time (only by modules_install): numaforge signs
-    the live patch with the user's key afterwards (build_kpatch(sign_key=..., sign_cert=...))."""
-    key = debian_tree_key(bp.source_hash, sha256_file(di.config), t.compiler, tc.version, debian_recipe(t))
-    root = cache_dir() / "kpatch" / "debian" / t.kernel_release / key
-    tree = root / "linux"
-    if (tree / ".numaforge-prepared").exists():
-        return tree
-    if tree.exists():
-        shutil.rmtree(tree)
-    tree.mkdir(parents=True)
-    log(f"{t.name}: extracting the base source into {tree}")
-    if not export_tree(bp.tree, bp.base_commit, tree):
-        raise KpatchError(
-            "git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}", "re-run `invoke backport`"
-        )
-    shutil.copy2(di.config, tree / ".config")
-    env = BuildEnv(shim, {"KCFLAGS": kcflags(tc)}).env()
-    for cmd in (
-        ["scripts/config", "--file", ".config", "--set-str", "MODULE_SIG_KEY", DEBIAN_SIG_KEY],
-        ["make", *make_vars(tc), "olddefconfig"],
-    ):
-        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise KpatchError(
-                f"{' '.join(cmd[:2])} failed: {proc.stdout[-400:]}{proc.stderr[-400:]}",
-                str(tree),
-                "check the Debian config and the compiler",
-            )
-    if di.symvers:
-        shutil.copy2(di.symvers, tree / "Module.symvers")
-    (tree / ".numaforge-prepared").write_text(key + "\n")
-    return tree
-
-
-def _debian_inputs(t, tc: Toolchain, bp, shim: Path, log) -> TargetInputs:
-    di = tg.debian_inputs(t, log=log)
-    tree = debian_tree(t, tc, bp, di, shim, log)
-    st = di.vmlinux.stat()
-    ident = {
-        "source_hash": bp.source_hash,
-        "config_sha256": sha256_file(di.config),
-        "symvers_sha256": sha256_file(di.symvers) if di.symvers else None,
-        "recipe": debian_recipe(t),
-        "vmlinux": f"{t.debian['dbg_package']}={t.debian['version']}:{st.st_size}",
-    }
-    return TargetInputs(
-        tree, di.vmlinux, tree / ".config", t.kernel_release, ident, env_extra=release_makeflags(t.kernel_release)
-    )
 
 
 def _failed(out: str, running: Path, failed: Path) -> KpatchBuildError:
@@ -493,41 +370,50 @@ def build_kpatch(
     signing = signing_inputs(opts.sign_key, opts.sign_cert)
     shim = compiler_shim(t.compiler, cc_wrapper)
     comp = gcc_comment(shim)
-    inputs = _lab_inputs(tc, bp, log) if t.kind == "lab" else _debian_inputs(t, tc, bp, shim, log)
+    inputs = lab_inputs(tc, bp, log) if t.kind == "lab" else debian_target_inputs(t, tc, bp, shim, log)
     _preflight(t, tc, inputs, comp, opts.host_releases)
 
     patch = Path(bp.combined_patch)
     name = module_name(series_name)
-    key_inputs = {
-        "driver": DRIVER_VERSION,
-        "target": Path(t.path).read_text(),
-        "inputs": inputs.identity,
-        "patch_sha256": sha256_file(patch),
-        "module": name,
-        "kpatch": tc.version,
-        "compiler": comp,
-        "kcflags": " ".join(kcflags(tc).split()),
-        "signing_cert_sha256": signing["cert_sha256"] if signing else None,
-    }
+    key_inputs = _key_inputs(t, tc, inputs, patch, name, comp, signing)
     key = artifact_key(key_inputs)
     outdir = build_root() / (opts.out_name or t.name)
     if not opts.force and not opts.check_only:
         reused = _reuse(outdir, key, t, t0, log)
         if reused:
             return reused
+    job = _Job(t, tc, bp, inputs, opts, shim, cc_wrapper, signing, patch, name, series_name, t0, log, on_stage)
+    return _run(job, key_inputs, key, outdir)
 
+
+@dataclass
+class _Job:
+    """One kpatch-build run's inputs, resolved and preflighted by build_kpatch."""
+
+    t: tg.Target
+    tc: Toolchain
+    bp: object
+    inputs: TargetInputs
+    opts: BuildOptions
+    shim: Path
+    cc_wrapper: str | None
+    signing: dict | None
+    patch: Path
+    name: str
+    series_name: str
+    t0: float
+    log: Callable
+    on_stage: Callable | None
+
+
+def _run(job: _Job, key_inputs: dict, key: str, outdir: Path) -> KpatchResult:
+    """kpatch-build in a scratch output dir, the tree restored, the module checked, installed and described."""
+    t, tc, bp, inputs, opts, shim, cc_wrapper = job.t, job.tc, job.bp, job.inputs, job.opts, job.shim, job.cc_wrapper
+    patch, name, series_name, t0, log, on_stage = job.patch, job.name, job.series_name, job.t0, job.log, job.on_stage
     work = cache_dir() / "kpatch" / "work" / t.name
-    work.mkdir(parents=True, exist_ok=True)
-    outdir.mkdir(parents=True, exist_ok=True)
-    # the log of the last good build stays next to its module; a failing or --check run gets its own file
-    final_log = outdir / ("kpatch-build-check.log" if opts.check_only else "kpatch-build.log")
-    log_path = outdir / ".kpatch-build.log.running"
-    failed_log = outdir / "kpatch-build-failed.log"
-    log_path.write_text(f"# numaforge build-kpatch {t.name} {datetime.now(timezone.utc).isoformat()}\n")
+    logs = _Logs.start(outdir, work, t.name, opts.check_only)
     tmp_out = Path(tempfile.mkdtemp(prefix=".out-", dir=outdir))
-    env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra, **wrapper_env(cc_wrapper)}).env()
-    for k in ("KCFLAGS", "KCPPFLAGS", "KPATCH_GCC_TEMPDIR", "KPATCH_GCC_SRCDIR"):
-        env.pop(k, None)
+    env = _kpatch_env(shim, inputs, work, cc_wrapper)
     build_targets = expand_build_targets(t.build_targets, patch.read_text(errors="replace"))
     cmd = kpatch_command(
         tc,
@@ -543,25 +429,25 @@ def build_kpatch(
     )
     stages = _Stages(work / "build.log", outdir / ".kpatch-build-own.log", on_stage)
     stages.kb_keep.unlink(missing_ok=True)
-    log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {final_log})")
+    log(f"{t.name}: kpatch-build {tc.version} on {inputs.tree} (log {logs.final})")
     try:
         restore_env = BuildEnv(shim, wrapper_env(cc_wrapper)).env()
         rc, out, stopped, restored = _kpatch_build(
-            cmd, env, inputs, restore_env, log_path, stages, opts.check_only, log, t, build_targets
+            cmd, env, inputs, restore_env, logs.running, stages, opts.check_only, log, t, build_targets
         )
         if opts.check_only:
             if not stopped:
-                raise _failed(out, log_path, failed_log)
-            os.replace(log_path, final_log)
-            return _checked(t, cmd, env, inputs, stages, final_log, t0)
+                raise _failed(out, logs.running, logs.failed)
+            os.replace(logs.running, logs.final)
+            return _checked(t, cmd, env, inputs, stages, logs.final, t0)
         if rc != 0:
-            raise _failed(out, log_path, failed_log)
-        ko, info, signature = _install_module(t, tmp_out, outdir, inputs, signing, failed_log, log)
-        os.replace(log_path, final_log)
+            raise _failed(out, logs.running, logs.failed)
+        ko, info, signature = _install_module(t, tmp_out, outdir, inputs, job.signing, logs.failed, log)
+        os.replace(logs.running, logs.final)
     finally:
         shutil.rmtree(tmp_out, ignore_errors=True)
-        if log_path.exists():
-            os.replace(log_path, failed_log)
+        if logs.running.exists():
+            os.replace(logs.running, logs.failed)
     stages.close()
     build = {
         "build_targets": build_targets,
@@ -574,16 +460,67 @@ def build_kpatch(
         "restored": restored,
         "stages": stages.stages,
         "cmd": cmd,
-        "log": final_log,
+        "log": logs.final,
         "seconds": round(time.monotonic() - t0, 1),
     }
     manifest = _manifest(t, bp, tc, ko, info, signature, build)
-    mpath = outdir / "manifest.json"
-    tmpm = mpath.with_name(".manifest.json.tmp")
-    tmpm.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmpm, mpath)
+    mpath = _write_manifest(outdir, manifest)
     log(
         f"{t.name}: built {ko.name} ({', '.join(f['function'] for f in manifest['patched_functions']) or '-'}) "
         f"in {manifest['seconds']} s"
     )
-    return KpatchResult(t.name, "built", ko, manifest, mpath, final_log, manifest["seconds"])
+    return KpatchResult(t.name, "built", ko, manifest, mpath, logs.final, manifest["seconds"])
+
+
+@dataclass
+class _Logs:
+    """kpatch-build's log while it runs, then as the last good build's log (beside its module), the --check
+    run's, or the failed run's (each its own file, so a failure never overwrites the good build's log)."""
+
+    running: Path
+    final: Path
+    failed: Path
+
+    @classmethod
+    def start(cls, outdir: Path, work: Path, target: str, check_only: bool) -> _Logs:
+        work.mkdir(parents=True, exist_ok=True)
+        outdir.mkdir(parents=True, exist_ok=True)
+        logs = cls(
+            outdir / ".kpatch-build.log.running",
+            outdir / ("kpatch-build-check.log" if check_only else "kpatch-build.log"),
+            outdir / "kpatch-build-failed.log",
+        )
+        logs.running.write_text(f"# numaforge build-kpatch {target} {datetime.now(timezone.utc).isoformat()}\n")
+        return logs
+
+
+def _key_inputs(t, tc, inputs, patch: Path, name: str, comp: str, signing: dict | None) -> dict:
+    """Everything the module depends on: a change to any of them makes a new artifact key."""
+    return {
+        "driver": DRIVER_VERSION,
+        "target": Path(t.path).read_text(),
+        "inputs": inputs.identity,
+        "patch_sha256": sha256_file(patch),
+        "module": name,
+        "kpatch": tc.version,
+        "compiler": comp,
+        "kcflags": " ".join(kcflags(tc).split()),
+        "signing_cert_sha256": signing["cert_sha256"] if signing else None,
+    }
+
+
+def _kpatch_env(shim, inputs, work: Path, cc_wrapper: str | None) -> dict[str, str]:
+    """kpatch-build's environment: its cache dir, the target's extras, the compiler wrapper; none of the
+    flags kpatch-build sets itself."""
+    env = BuildEnv(shim, {"CACHEDIR": str(work), **inputs.env_extra, **wrapper_env(cc_wrapper)}).env()
+    for k in ("KCFLAGS", "KCPPFLAGS", "KPATCH_GCC_TEMPDIR", "KPATCH_GCC_SRCDIR"):
+        env.pop(k, None)
+    return env
+
+
+def _write_manifest(outdir: Path, manifest: dict) -> Path:
+    mpath = outdir / "manifest.json"
+    tmpm = mpath.with_name(".manifest.json.tmp")
+    tmpm.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmpm, mpath)
+    return mpath

@@ -317,6 +317,7 @@ def run_kpatch_build(
             start_new_session=True,
             cwd=str(log_path.parent),
         )
+        assert proc.stdout is not None  # stdout=PIPE
         try:
             for line in proc.stdout:
                 logf.write(line)

@@ -232,6 +232,48 @@ def _cached(key: str, root: Path) -> LabKernel | None:
     return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
+def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) -> None:
+    """The base commit exported, the lab patches applied, defconfig + the fragment merged and checked."""
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.mkdir()
+    log(f"lab kernel: extracting {source.source_hash[:19]} @ {source.base_commit[:12]} into {tree}")
+    if not export_tree(source.repo, source.base_commit, tree):
+        raise LabKernelError(
+            "git archive of the base commit failed",
+            f"{source.repo}@{source.base_commit}",
+            "check the source repo (python -m numaforge.kernel.source prefetch SPEC)",
+        )
+    for name, _ in _lab_patches():
+        log(f"lab kernel: applying {name}")
+        _run(
+            ["patch", "-p1", "--forward", "-i", str(lab_dir() / "patches" / name)],
+            tree,
+            env,
+            logf,
+            f"lab patch {name}",
+        )
+    log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
+    _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
+    _run(
+        ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
+        tree,
+        env,
+        logf,
+        "merge_config.sh",
+    )
+    _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
+    final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
+    bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
+    if bad:
+        raise LabKernelError(
+            f"Kconfig did not keep: {', '.join(bad)}",
+            str(fragment_path()),
+            "add the missing dependencies to the fragment or drop the option",
+        )
+    (tree / ".numaforge-prepared").write_text(key + "\n")
+
+
 def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
@@ -242,44 +284,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
     logpath = root / "build.log"
     with open(logpath, "a") as logf:
         if not (tree / ".numaforge-prepared").exists():
-            if tree.exists():
-                shutil.rmtree(tree)
-            tree.mkdir()
-            log(f"lab kernel: extracting {source.source_hash[:19]} @ {source.base_commit[:12]} into {tree}")
-            if not export_tree(source.repo, source.base_commit, tree):
-                raise LabKernelError(
-                    "git archive of the base commit failed",
-                    f"{source.repo}@{source.base_commit}",
-                    "check the source repo (python -m numaforge.kernel.source prefetch SPEC)",
-                )
-            for name, _ in _lab_patches():
-                log(f"lab kernel: applying {name}")
-                _run(
-                    ["patch", "-p1", "--forward", "-i", str(lab_dir() / "patches" / name)],
-                    tree,
-                    env,
-                    logf,
-                    f"lab patch {name}",
-                )
-            log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
-            _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
-            _run(
-                ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
-                tree,
-                env,
-                logf,
-                "merge_config.sh",
-            )
-            _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
-            final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
-            bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
-            if bad:
-                raise LabKernelError(
-                    f"Kconfig did not keep: {', '.join(bad)}",
-                    str(fragment_path()),
-                    "add the missing dependencies to the fragment or drop the option",
-                )
-            (tree / ".numaforge-prepared").write_text(key + "\n")
+            _prepare(key, tree, source, env, mvars, logf, log)
         log(
             f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
             f"log: {logpath} (about 20 min on 2 cores, once)"

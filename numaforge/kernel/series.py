@@ -142,12 +142,46 @@ def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-
-    def bad(lineno: int, what: str, fix: str = "regenerate it with `git format-patch`") -> CorruptPatchError:
-        return CorruptPatchError(what, f"{where}:{lineno}", fix)
-
     if not lines or not FROM_LINE.match(lines[0]):
-        raise bad(1, "not a git format-patch file: first line must be 'From <40-hex sha> Mon Sep 17 00:00:00 2001'")
+        raise _bad(
+            where, 1, "not a git format-patch file: first line must be 'From <40-hex sha> Mon Sep 17 00:00:00 2001'"
+        )
+    subject, author, i = _mail_header(lines, where)
+    files: list[str] = []
+    hunks: list[Hunk] = []
+    cur_file: str | None = None
+    n_in_file = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("diff --git "):
+            m = re.match(r"^diff --git a/(\S+) b/(\S+)$", line)
+            if not m:
+                raise _bad(where, i + 1, f"malformed diff header: {line!r}")
+            cur_file = m.group(2)
+            files.append(cur_file)
+            n_in_file = 0
+            i += 1
+        elif line.startswith("@@"):
+            if cur_file is None:
+                raise _bad(where, i + 1, f"malformed hunk header: {line!r}")
+            n_in_file += 1
+            hunk, i = _hunk(lines, i, cur_file, n_in_file, where)
+            hunks.append(hunk)
+        elif cur_file is not None and line[:1] in ("+", "-", " ") and not line.startswith(("--- ", "+++ ", "-- ")):
+            raise _bad(where, i + 1, f"diff line outside any hunk in {cur_file}: {line[:60]!r}")
+        else:
+            i += 1
+    if not files:
+        raise _bad(where, len(lines) or 1, "no 'diff --git' section: the patch changes nothing")
+    return subject, author, files, hunks
+
+
+def _bad(where: str, lineno: int, what: str, fix: str = "regenerate it with `git format-patch`") -> CorruptPatchError:
+    return CorruptPatchError(what, f"{where}:{lineno}", fix)
+
+
+def _mail_header(lines: list[str], where: str) -> tuple[str, str, int]:
+    """(subject without [PATCH ...], author, index of the line after the header)."""
     subject = author = None
     i = 1
     while i < len(lines) and lines[i] != "":
@@ -160,83 +194,53 @@ def parse_patch(text: str, where: str) -> tuple[str, str, list[str], list[Hunk]]
                 subject += " " + lines[i].strip()
         i += 1
     if not author:
-        raise bad(2, "mail header has no 'From:' line (the patch author)")
+        raise _bad(where, 2, "mail header has no 'From:' line (the patch author)")
     if not subject:
-        raise bad(2, "mail header has no 'Subject:' line")
-    subject = re.sub(r"^\[PATCH[^]]*\]\s*", "", subject)
-    files: list[str] = []
-    hunks: list[Hunk] = []
-    cur_file: str | None = None
-    n_in_file = 0
-    saw_diff = False
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("diff --git "):
-            m = re.match(r"^diff --git a/(\S+) b/(\S+)$", line)
-            if not m:
-                raise bad(i + 1, f"malformed diff header: {line!r}")
-            cur_file = m.group(2)
-            files.append(cur_file)
-            n_in_file = 0
-            saw_diff = True
-            i += 1
-            continue
-        if line.startswith("@@"):
-            m = HUNK_HEADER.match(line)
-            if not m or cur_file is None:
-                raise bad(i + 1, f"malformed hunk header: {line!r}")
-            old_len = int(m.group(2)) if m.group(2) is not None else 1
-            new_len = int(m.group(4)) if m.group(4) is not None else 1
-            start_line = i + 1
-            body: list[str] = []
-            old_left, new_left = old_len, new_len
-            i += 1
-            while old_left > 0 or new_left > 0:
-                if i >= len(lines):
-                    raise bad(
-                        start_line,
-                        f"hunk {line.split('@@')[1].strip()} in {cur_file} is truncated: "
-                        f"{old_left} old / {new_left} new line(s) missing at end of file",
-                    )
-                b = lines[i]
-                tag = b[:1]
-                if tag in (" ", ""):
-                    old_left -= 1
-                    new_left -= 1
-                elif tag == "-":
-                    old_left -= 1
-                elif tag == "+":
-                    new_left -= 1
-                elif tag == "\\":
-                    pass
-                else:
-                    raise bad(
-                        i + 1,
-                        f"line inside hunk {line.split('@@')[1].strip()} of {cur_file} does not start "
-                        f"with ' ', '-' or '+' ({old_left} old / {new_left} new line(s) still expected): "
-                        f"{b[:60]!r}",
-                    )
-                if old_left < 0 or new_left < 0:
-                    raise bad(
-                        start_line,
-                        f"hunk {line.split('@@')[1].strip()} of {cur_file} has more lines than its header counts",
-                    )
-                body.append(b)
-                i += 1
-            while i < len(lines) and lines[i].startswith("\\"):
-                body.append(lines[i])
-                i += 1
-            n_in_file += 1
-            hunks.append(
-                Hunk(cur_file, int(m.group(1)), old_len, int(m.group(3)), new_len, line, body, start_line, n_in_file)
+        raise _bad(where, 2, "mail header has no 'Subject:' line")
+    return re.sub(r"^\[PATCH[^]]*\]\s*", "", subject), author, i
+
+
+def _hunk(lines: list[str], i: int, cur_file: str, n_in_file: int, where: str) -> tuple[Hunk, int]:
+    """The hunk whose header is lines[i], its body counted against the header; returns it and the next index."""
+    line = lines[i]
+    m = HUNK_HEADER.match(line)
+    if not m:
+        raise _bad(where, i + 1, f"malformed hunk header: {line!r}")
+    old_len = int(m.group(2)) if m.group(2) is not None else 1
+    new_len = int(m.group(4)) if m.group(4) is not None else 1
+    start_line = i + 1
+    name = line.split("@@")[1].strip()
+    body: list[str] = []
+    old_left, new_left = old_len, new_len
+    i += 1
+    while old_left > 0 or new_left > 0:
+        if i >= len(lines):
+            raise _bad(
+                where,
+                start_line,
+                f"hunk {name} in {cur_file} is truncated: "
+                f"{old_left} old / {new_left} new line(s) missing at end of file",
             )
-            continue
-        if cur_file is not None and line[:1] in ("+", "-", " ") and not line.startswith(("--- ", "+++ ", "-- ")):
-            raise bad(i + 1, f"diff line outside any hunk in {cur_file}: {line[:60]!r}")
+        b = lines[i]
+        tag = b[:1]
+        if tag not in (" ", "", "-", "+", "\\"):
+            raise _bad(
+                where,
+                i + 1,
+                f"line inside hunk {name} of {cur_file} does not start "
+                f"with ' ', '-' or '+' ({old_left} old / {new_left} new line(s) still expected): {b[:60]!r}",
+            )
+        old_left -= tag in (" ", "", "-")
+        new_left -= tag in (" ", "", "+")
+        if old_left < 0 or new_left < 0:
+            raise _bad(where, start_line, f"hunk {name} of {cur_file} has more lines than its header counts")
+        body.append(b)
         i += 1
-    if not saw_diff:
-        raise bad(len(lines) or 1, "no 'diff --git' section: the patch changes nothing")
-    return subject, author, files, hunks
+    while i < len(lines) and lines[i].startswith("\\"):
+        body.append(lines[i])
+        i += 1
+    hunk = Hunk(cur_file, int(m.group(1)), old_len, int(m.group(3)), new_len, line, body, start_line, n_in_file)
+    return hunk, i
 
 
 def load_patch(path: Path, name: str, kpatch: bool, where: str) -> Patch:

@@ -347,6 +347,7 @@ def export_tree(repo: str | Path, commit: str, dest: str | Path) -> bool:
     False when either side failed (the caller says what to do)."""
     arch = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
     untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=arch.stdout, capture_output=True)
+    assert arch.stdout is not None  # stdout=PIPE
     arch.stdout.close()
     return arch.wait() == 0 and untar.returncode == 0
 
@@ -366,6 +367,7 @@ def prepare(spec_text: str, log=None) -> Source:
     imported = False
     if spec.kind in ("debian", "tarball"):
         if spec.kind == "debian":
+            assert spec.ref is not None  # parse_spec gives debian specs a version
             tarball, digest = debian_tarball(spec.location, spec.ref, log)
         else:
             tarball = Path(spec.location)
@@ -376,6 +378,7 @@ def prepare(spec_text: str, log=None) -> Source:
         source_hash = f"sha256:{digest}"
     else:
         if spec.kind == "git-url":
+            assert spec.ref is not None  # parse_spec refuses a git URL without a ref
             repo_path = _clone_url(spec.location, spec.ref, log)
         else:
             repo_path = Path(spec.location)

@@ -24,22 +24,33 @@ socket) per node that has CPUs, a SLIT from ``-numa dist``; user networking rest
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths
-from ..errors import NumaforgeError, ToolMissingError
+from ..errors import ToolMissingError
 from ..paths import cache_dir
+from ..workload import workload_binary
 from . import initramfs
+from .kernels import (  # noqa: F401  (vm.<name> for callers)
+    DEBIAN_ABI,
+    DEBIAN_VERSION,
+    BootKernel,
+    LabVMError,
+    build_module,
+    debian_kernel,
+    debian_kernel_root,
+    lab_kernel,
+    resolve_kernel,
+    run_checked,
+)
 
 DEFAULT_SSH_PORT = 2222
 NODES = 4  # nodes of the default topology
@@ -50,21 +61,6 @@ NUMA_NIC_NODE = 1  # the node the optional virtio-net NIC's expander bridge belo
 # ("IO-APIC + timer doesn't work", seen booting the cpuless4 topology while two other VMs ran); the emulated
 # timer works, the check is what fails
 APPEND = "nokaslr numa_balancing=enable console=ttyS0 panic=-1 random.trust_cpu=on no_timer_check"
-WORKLOAD_SRC = Path(__file__).with_name("workload") / "numa_workload.c"
-
-# Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
-DEBIAN_ABI = "5.10.0-46"
-DEBIAN_VERSION = "5.10.262-1"
-DEBIAN_PACKAGES = [
-    f"linux-image-{DEBIAN_ABI}-amd64-unsigned",
-    f"linux-headers-{DEBIAN_ABI}-amd64",
-    f"linux-headers-{DEBIAN_ABI}-common",
-    "linux-kbuild-5.10",
-]
-
-
-class LabVMError(NumaforgeError):
-    """The lab VM could not be started, reached or stopped."""
 
 
 @dataclass(frozen=True)
@@ -128,20 +124,6 @@ def topology(name: str | Topology) -> Topology:
 
 
 @dataclass
-class LabKernel:
-    """A bootable kernel for the lab VM."""
-
-    name: str  # debian | lab
-    image: Path  # bzImage / vmlinuz
-    release: str  # `uname -r` it reports
-    build_dir: Path | None = None  # tree (or headers) to build out-of-tree modules against (make -C)
-    modules_root: Path | None = None  # holds lib/modules/<release>/ (NIC driver when it is a module)
-    nic_modules: list[str] = field(default_factory=list)  # relative to lib/modules/<release>/, load order
-    disk_modules: list[str] = field(default_factory=list)  # virtio disk + ext4 for the persistent disk, load order
-    cc: str = "gcc"
-
-
-@dataclass
 class VMInfo:
     pid: int
     ssh_port: int
@@ -167,175 +149,6 @@ class VMStatus:
     serial_log: str | None = None
 
 
-# ---------------------------------------------------------------------------------------------- kernels
-
-
-def _run(cmd: list[str], where: str, fix: str, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
-    if proc.returncode != 0:
-        raise LabVMError(
-            f"`{' '.join(map(str, cmd))}` failed (rc={proc.returncode}): "
-            f"{(proc.stderr or proc.stdout).strip()[-1200:]}",
-            where,
-            fix,
-        )
-    return proc
-
-
-# Debian builds these as modules (the lab kernel has them built in): the persistent disk's virtio-blk and ext4,
-# in dependency order (modinfo depends), crc32c for ext4's checksum driver
-DEBIAN_DISK_MODULES = (
-    "drivers/virtio/virtio",
-    "drivers/virtio/virtio_ring",
-    "drivers/virtio/virtio_pci",
-    "drivers/block/virtio_blk",
-    "lib/crc16",
-    "fs/mbcache",
-    "fs/jbd2/jbd2",
-    "crypto/crc32c_generic",
-    "fs/ext4/ext4",
-)
-
-
-def debian_kernel_root() -> Path:
-    """Where debian_kernel() extracts the Debian kernel (complete once `.complete` exists)."""
-    return cache_dir() / "lab" / f"debian-{DEBIAN_ABI}-{DEBIAN_VERSION}"
-
-
-def debian_kernel() -> LabKernel:
-    """Debian bullseye's 5.10.0-46-amd64 (5.10.262-1) image + headers, extracted once into the cache."""
-    from .. import debian_apt
-
-    root = debian_kernel_root()
-    release = f"{DEBIAN_ABI}-amd64"
-    if not (root / ".complete").exists():
-        debs = cache_dir() / "lab" / "debs"
-        files = []
-        for pkg in DEBIAN_PACKAGES:
-            have = sorted(debs.glob(f"{pkg}_{DEBIAN_VERSION}_*.deb"))
-            files.append(have[0] if have else debian_apt.download("bullseye", f"{pkg}={DEBIAN_VERSION}", debs))
-        tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=root.parent))
-        for deb in files:
-            _run(["dpkg-deb", "-x", str(deb), str(tmp)], str(deb), "delete the .deb from the cache and retry")
-        # the headers' Makefile includes the -common tree by absolute path; point it at our extracted copy
-        mk = tmp / "usr/src" / f"linux-headers-{release}" / "Makefile"
-        mk.write_text(mk.read_text().replace("/usr/src/", f"{root}/usr/src/"))
-        (tmp / ".complete").write_text(DEBIAN_VERSION + "\n")
-        if root.exists():
-            shutil.rmtree(root)
-        os.replace(tmp, root)
-    return LabKernel(
-        name="debian",
-        image=root / "boot" / f"vmlinuz-{release}",
-        release=release,
-        build_dir=root / "usr/src" / f"linux-headers-{release}",
-        modules_root=root,
-        nic_modules=["kernel/drivers/net/ethernet/intel/e1000/e1000.ko"],
-        cc="gcc-10",
-        disk_modules=[f"kernel/{m}.ko" for m in DEBIAN_DISK_MODULES],
-    )
-
-
-def lab_kernel() -> LabKernel:
-    """The kpatch helper's lab kernel (5.10.262, 4-node NUMA config, e1000 built in)."""
-    try:
-        from ..kernel import kpatch
-
-        built = kpatch.lab_kernel()
-    except (ImportError, AttributeError):
-        raise LabVMError(
-            "the lab kernel is not available in this checkout (numaforge.kernel.kpatch.lab_kernel)",
-            "--kernel lab",
-            "build it with `invoke build-kpatch --target lab`, or use --kernel debian",
-        ) from None
-    get = (lambda k: built.get(k)) if isinstance(built, dict) else (lambda k: getattr(built, k, None))
-    image = get("bzimage") or get("bzImage") or get("image")
-    release = get("release")
-    build_dir = get("build_dir") or get("tree")
-    if not image or not Path(image).is_file() or not release:
-        raise LabVMError(
-            "the lab kernel build has no bzImage yet",
-            str(image),
-            "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian",
-        )
-    return LabKernel(
-        name="lab",
-        image=Path(image),
-        release=str(release),
-        build_dir=Path(build_dir) if build_dir else None,
-        cc="gcc-10",
-    )
-
-
-def resolve_kernel(kernel: str | LabKernel) -> LabKernel:
-    if isinstance(kernel, LabKernel):
-        return kernel
-    if kernel == "debian":
-        return debian_kernel()
-    if kernel == "lab":
-        return lab_kernel()
-    raise LabVMError(f"unknown lab kernel '{kernel}'", "--kernel", "use --kernel lab or --kernel debian")
-
-
-def build_module(src_dir: Path, kernel: LabKernel, out_dir: Path | None = None) -> Path:
-    """Build the out-of-tree module in src_dir (one <name>.c + Kbuild) against kernel; cached by content."""
-    if kernel.build_dir is None:
-        raise LabVMError(
-            f"kernel '{kernel.name}' has no build tree to compile modules against",
-            str(src_dir),
-            "use --kernel debian or a lab kernel build with its tree",
-        )
-    h = hashlib.sha256(kernel.release.encode() + str(kernel.build_dir).encode())
-    for f in sorted(src_dir.iterdir()):
-        if f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    out = out_dir or cache_dir() / "lab" / "modules" / f"{src_dir.name}-{h.hexdigest()[:16]}"
-    kos = sorted(out.glob("*.ko")) if out.is_dir() else []
-    if kos:
-        return kos[0]
-    if shutil.which(kernel.cc) is None:
-        raise ToolMissingError(
-            f"{kernel.cc} is not installed", str(src_dir), "python -m numaforge.debian_apt install bullseye gcc-10"
-        )
-    tmp = Path(tempfile.mkdtemp(prefix=f".{src_dir.name}-", dir=out.parent if out.parent.exists() else _mk(out.parent)))
-    for f in src_dir.iterdir():
-        if f.is_file():
-            shutil.copy2(f, tmp / f.name)
-    _run(
-        ["make", "-C", str(kernel.build_dir), f"M={tmp}", f"CC={kernel.cc}", "modules"],
-        str(src_dir),
-        "check the module source against the kernel headers",
-    )
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
-    return sorted(out.glob("*.ko"))[0]
-
-
-def _mk(p: Path) -> Path:
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
-def workload_binary() -> Path:
-    """The static NUMA workload, built with gcc from numaforge/lab/workload/ and cached by source hash."""
-    src = WORKLOAD_SRC.read_bytes()
-    out = cache_dir() / "lab" / "workload" / hashlib.sha256(src).hexdigest()[:16] / "numa_workload"
-    if out.exists():
-        return out
-    if shutil.which("gcc") is None:
-        raise ToolMissingError("gcc is not installed", str(WORKLOAD_SRC), "apt-get install gcc libc6-dev")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".numa_workload.{os.getpid()}")
-    _run(
-        ["gcc", "-O2", "-static", "-Wall", "-pthread", "-o", str(tmp), str(WORKLOAD_SRC)],
-        str(WORKLOAD_SRC),
-        "install libc6-dev (static libc) and gcc",
-    )
-    os.replace(tmp, out)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- keys
 
 
@@ -351,15 +164,15 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
     vm.mkdir(parents=True, exist_ok=True)
     client = ssh / "id_ed25519"
     if not client.exists():
-        _run(
+        run_checked(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "numaforge-lab", "-f", str(client)],
             str(client),
             "remove the partial key files and retry",
         )
     host_key = vm / "dropbear_ed25519_host_key"
     if not host_key.exists():
-        _run(["dropbearkey", "-t", "ed25519", "-f", str(host_key)], str(host_key), "remove it and retry")
-    pub = _run(["dropbearkey", "-y", "-f", str(host_key)], str(host_key), "remove it and retry").stdout
+        run_checked(["dropbearkey", "-t", "ed25519", "-f", str(host_key)], str(host_key), "remove it and retry")
+    pub = run_checked(["dropbearkey", "-y", "-f", str(host_key)], str(host_key), "remove it and retry").stdout
     line = next((ln for ln in pub.splitlines() if ln.startswith("ssh-ed25519 ")), None)
     if line is None:
         raise LabVMError("dropbearkey printed no ssh-ed25519 public key", str(host_key), "remove it and retry")
@@ -375,7 +188,7 @@ def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:
 
 
 def qemu_command(
-    kernel: LabKernel,
+    kernel: BootKernel,
     initrd: Path,
     serial_log: Path,
     ssh_port: int,
@@ -471,7 +284,7 @@ def ensure_persist_disk(path: Path, size_mb: int = 32) -> Path:
     with open(tmp, "wb") as fh:
         fh.truncate(size_mb * 1024 * 1024)
     mkfs = shutil.which("mkfs.ext4") or "/usr/sbin/mkfs.ext4"
-    _run([mkfs, "-q", "-F", "-L", "nfpersist", str(tmp)], "lab VM persistent disk", "install e2fsprogs")
+    run_checked([mkfs, "-q", "-F", "-L", "nfpersist", str(tmp)], "lab VM persistent disk", "install e2fsprogs")
     os.replace(tmp, path)
     return path
 
@@ -551,8 +364,64 @@ def status(state_dir: str | os.PathLike | None = None) -> VMStatus:
     )
 
 
+def _already_running(state_dir: Path, tp: Topology) -> VMInfo:
+    info = json.loads((state_dir / "vm" / "vm.json").read_text())
+    if info.get("topology", DEFAULT_TOPOLOGY) != tp.name:
+        raise LabVMError(
+            f"the lab VM of {state_dir} is running with topology {info.get('topology')}, not {tp.name}",
+            "--topology",
+            "stop it first (`invoke lab-down`) or ask for its topology",
+        )
+    info["already_running"] = True
+    return VMInfo(**info)
+
+
+def _initramfs(vm: Path, k: BootKernel, client_key: Path, host_key: Path, persist: bool, numa_nic: bool) -> Path:
+    """The initramfs with the kernel's NIC (and, for persist, disk) modules, the keys and the workload."""
+    modules = {}
+    for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
+        modules[rel] = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
+    return initramfs.build(
+        vm / "initramfs.cpio.gz",
+        release=k.release,
+        host_key=host_key,
+        authorized_key=(client_key.with_suffix(".pub")).read_text(),
+        workload=workload_binary(),
+        modules=modules,
+        irqbalance=irqbalance_binary() if numa_nic else None,
+    )
+
+
+def _wait_ready(proc, serial: Path, t0: float, boot_timeout: float, tp: Topology, fail) -> tuple[dict, float]:
+    """The init's ready line on the serial console (its fields) and the seconds it took; fail() on qemu's exit,
+    the timeout, an init failure or the wrong node count."""
+    ready = None
+    while ready is None:
+        if proc.poll() is not None:
+            raise fail(
+                f"qemu exited with rc={proc.returncode} before the ready line",
+                "read the serial/qemu logs above; check the kernel image and initramfs",
+            )
+        if time.monotonic() - t0 > boot_timeout:
+            raise fail(
+                f"no ready line on the serial console after {boot_timeout:.0f} s",
+                "the machine may be overloaded; retry, or read the serial log for a panic",
+            )
+        time.sleep(0.5)
+        text = serial.read_text(errors="replace")
+        if initramfs.FAILED_MARK in text:
+            raise fail("the VM's init reported a failure", "read the serial log above")
+        ready = parse_ready(text)
+    if ready["nodes"] != tp.nodes:
+        raise fail(
+            f"the guest sees {ready['nodes']} NUMA nodes, expected {tp.nodes} (topology {tp.name})",
+            "the kernel needs CONFIG_NUMA and ACPI SRAT support",
+        )
+    return ready, time.monotonic() - t0
+
+
 def up(
-    kernel: str | LabKernel = "lab",
+    kernel: str | BootKernel = "lab",
     state_dir: str | os.PathLike | None = None,
     ssh_port: int = DEFAULT_SSH_PORT,
     boot_timeout: float = 240.0,
@@ -570,15 +439,7 @@ def up(
     tp = topology(topo).scaled(cpus_per_node)
     st = status(state_dir)
     if st.running:
-        info = json.loads((state_dir / "vm" / "vm.json").read_text())
-        if info.get("topology", DEFAULT_TOPOLOGY) != tp.name:
-            raise LabVMError(
-                f"the lab VM of {state_dir} is running with topology {info.get('topology')}, not {tp.name}",
-                "--topology",
-                "stop it first (`invoke lab-down`) or ask for its topology",
-            )
-        info["already_running"] = True
-        return VMInfo(**info)
+        return _already_running(state_dir, tp)
     if shutil.which("qemu-system-x86_64") is None:
         raise ToolMissingError("qemu-system-x86_64 is not installed", None, "run scripts/setup.d/40-lab-vm.sh")
     k = resolve_kernel(kernel)
@@ -590,19 +451,7 @@ def up(
         )
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"
-    modules = {}
-    for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
-        src = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
-        modules[rel] = src
-    initrd = initramfs.build(
-        vm / "initramfs.cpio.gz",
-        release=k.release,
-        host_key=host_key,
-        authorized_key=(client_key.with_suffix(".pub")).read_text(),
-        workload=workload_binary(),
-        modules=modules,
-        irqbalance=irqbalance_binary() if numa_nic else None,
-    )
+    initrd = _initramfs(vm, k, client_key, host_key, persist, numa_nic)
     serial = vm / "serial.log"
     serial.write_text("")
     qlog = vm / "qemu.log"
@@ -625,29 +474,7 @@ def up(
             fix,
         )
 
-    ready = None
-    while ready is None:
-        if proc.poll() is not None:
-            raise fail(
-                f"qemu exited with rc={proc.returncode} before the ready line",
-                "read the serial/qemu logs above; check the kernel image and initramfs",
-            )
-        if time.monotonic() - t0 > boot_timeout:
-            raise fail(
-                f"no ready line on the serial console after {boot_timeout:.0f} s",
-                "the machine may be overloaded; retry, or read the serial log for a panic",
-            )
-        time.sleep(0.5)
-        text = serial.read_text(errors="replace")
-        if initramfs.FAILED_MARK in text:
-            raise fail("the VM's init reported a failure", "read the serial log above")
-        ready = parse_ready(text)
-    boot_s = time.monotonic() - t0
-    if ready["nodes"] != tp.nodes:
-        raise fail(
-            f"the guest sees {ready['nodes']} NUMA nodes, expected {tp.nodes} (topology {tp.name})",
-            "the kernel needs CONFIG_NUMA and ACPI SRAT support",
-        )
+    ready, boot_s = _wait_ready(proc, serial, t0, boot_timeout, tp, fail)
     while not _ssh_banner(ssh_port):
         if proc.poll() is not None:
             raise fail(f"qemu exited with rc={proc.returncode} before SSH answered", "read the serial log above")

@@ -17,7 +17,10 @@ from ..fleet import FleetOptionError, run_fleet
 from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
-from . import ArtifactError, Options, lifecycle, load_artifact, validate_host
+from . import lifecycle
+from .artifact import load_artifact
+from .errors import ArtifactError
+from .host import Options, validate_host
 
 LAB_GROUP = "lab"
 MEASURE_WARNING = (

@@ -24,7 +24,10 @@ from pathlib import Path
 
 from ..errors import NumaforgeError
 from ..report import HostResult
-from . import LIVEPATCH_SYSFS, Artifact, LivepatchError, Options, UnloadError, _Host, hostops, validate_host
+from . import hostops
+from .artifact import Artifact
+from .errors import LivepatchError, UnloadError
+from .host import LIVEPATCH_SYSFS, HostRun, Options, validate_host
 
 STATE_DIR = "/var/lib/numaforge/livepatch"
 RUN_DIR = "/run/numaforge/livepatch"
@@ -255,7 +258,7 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
         result.message = exc.render()
         result.data["error"] = {"kind": type(exc).__name__, "what": exc.what, "where": exc.where, "fix": exc.fix}
         if not loaded:  # we loaded it for the install: take it back out (rolled back, not half-installed)
-            h = _Host(remote, art, opts, result, log)
+            h = HostRun(remote, art, opts, result, log)
             h.kpatch = st.get("kpatch") or None
             with result.step("rollback") as rs:
                 rs.detail = h.disable_and_unload()
@@ -291,7 +294,7 @@ def unload_host(
         result.data["error"] = {"kind": type(err).__name__, "what": err.what, "where": err.where, "fix": err.fix}
         return result
     art = Artifact(Path(f"{name}.ko"), name, "", "", False)
-    h = _Host(remote, art, opts or Options(), result, log)
+    h = HostRun(remote, art, opts or Options(), result, log)
     h.kpatch = st.get("kpatch") or None
     h.taint_before = st.get("tainted") or "0"
     h.others = {n: v for n, v in st["livepatches"].items() if n != name}

@@ -1,6 +1,6 @@
 """Outcome metrics of one traced workload run, from the run's own output (pure functions, tested on captures).
 
-One run = the workload (numaforge/lab/workload/numa_workload.c) while a private tracefs instance records
+One run = the workload (numaforge/workload/numa_workload.c) while a private tracefs instance records
 sched:sched_migrate_task, sched_move_numa, sched_swap_numa and sched_stick_numa (trace_clock mono), plus
 /proc/vmstat before and after and the host's node -> CPUs map and SLIT. For the workload's tasks, in their
 *unpinned* phases (where the scheduler, not the workload, decides where they run):

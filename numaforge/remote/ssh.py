@@ -29,6 +29,7 @@ import re
 import secrets as _random
 import shlex
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import BinaryIO, Callable
 
 import paramiko
 
-from .. import budget
+from .. import budget, safeio
 from ..digest import sha256_file
 from ..errors import NumaforgeError
 from ..inventory.model import SSHSpec
@@ -68,6 +69,9 @@ _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remot
 _CHUNK = 32768
 _FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
 _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
+CONNECT_PHASES = 3  # the handshake's total deadline: banner + key exchange + authentication, connect_timeout each
+MAX_KEY_BYTES = 64 * 1024  # an SSH private key (RSA 16384 is ~12 KiB)
+MAX_TEXT_BYTES = 4 * 1024 * 1024  # known_hosts, ssh_config
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -172,6 +176,14 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
     opts: dict = {}
     used_cfg = None
     if os.path.exists(cfg_path):
+        safeio.check_input(
+            cfg_path,
+            what="ssh_config file",
+            where=f"host {host_name}",
+            error=ConnectError,
+            max_bytes=MAX_TEXT_BYTES,
+            fix_kind="point ssh.config_file at an ssh_config file",
+        )
         try:
             opts = paramiko.SSHConfig.from_path(cfg_path).lookup(spec.address)
         except (OSError, ValueError, paramiko.ssh_exception.ConfigParseError) as exc:
@@ -200,6 +212,17 @@ def resolve_target(spec: SSHSpec, host_name: str, base_dir: Path | None = None) 
             )
     else:
         keys = [os.path.expanduser(k) for k in opts.get("identityfile", []) if os.path.exists(os.path.expanduser(k))]
+    for key in keys:  # paramiko reads them by path: checked first (a device, a FIFO, a huge file never read)
+        safeio.check_input(
+            key,
+            what="SSH private key",
+            where=f"host {host_name} (ssh.key_file / IdentityFile)",
+            error=ConnectError,
+            max_bytes=MAX_KEY_BYTES,
+            private=True,
+            fix_kind="point ssh.key_file (or IdentityFile) at a private key file such as ~/.ssh/id_ed25519",
+            fix_size="point ssh.key_file at a private key file (a few KiB), not another file",
+        )
     system_kh = None
     if spec.known_hosts:
         known_hosts = _resolve_path(spec.known_hosts, base_dir)
@@ -266,14 +289,15 @@ def load_known_hosts(path: str, where: str = "") -> tuple[list, list, int]:
     are skipped; ``@revoked`` keys are returned so a connection presenting one is refused.
     """
     entries, revoked, skipped = [], [], 0
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise HostKeyError(
-            f"cannot read known_hosts {path}: {exc.strerror}",
-            where,
-            "fix its permissions or point ssh.known_hosts at another file",
-        ) from None
+    text = safeio.read_input(
+        path,
+        what="known_hosts",
+        where=where or None,
+        error=HostKeyError,
+        max_bytes=MAX_TEXT_BYTES,
+        fix_missing="point ssh.known_hosts at an existing known_hosts file",
+        fix_kind="point ssh.known_hosts at a known_hosts file",
+    ).decode("utf-8", errors="replace")
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -345,26 +369,29 @@ def connect(
     policy = _StrictPolicy(target, accept_new_host_key, revoked)
     client.set_missing_host_key_policy(policy)
     sock = None
+    watch = _HandshakeWatch(CONNECT_PHASES * connect_timeout)
     try:
         if target.proxy_command:
             sock = paramiko.ProxyCommand(target.proxy_command)
         else:
             sock = socket.create_connection((target.hostname, target.port), timeout=connect_timeout)
             _no_delay(sock)
-        client.connect(
-            target.hostname,
-            target.port,
-            username=target.user,
-            password=password,
-            key_filename=target.key_files or None,
-            allow_agent=spec.use_agent,
-            look_for_keys=not target.key_files,
-            timeout=connect_timeout,
-            banner_timeout=connect_timeout,
-            auth_timeout=connect_timeout,
-            channel_timeout=connect_timeout,
-            sock=sock,
-        )
+            watch.sock = sock
+        with watch:
+            client.connect(
+                target.hostname,
+                target.port,
+                username=target.user,
+                password=password,
+                key_filename=target.key_files or None,
+                allow_agent=spec.use_agent,
+                look_for_keys=not target.key_files,
+                timeout=connect_timeout,
+                banner_timeout=connect_timeout,
+                auth_timeout=connect_timeout,
+                channel_timeout=connect_timeout,
+                sock=sock,
+            )
     except HostKeyError:
         client.close()
         raise
@@ -406,6 +433,8 @@ def connect(
         ) from None
     except paramiko.SSHException as exc:
         client.close()
+        if watch.cut:
+            raise watch.error(target, connect_timeout) from None
         if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
             raise AuthError(
                 f"cannot use private key {', '.join(target.key_files)}: {exc}",
@@ -427,6 +456,8 @@ def connect(
         client.close()
         if isinstance(sock, socket.socket):
             sock.close()
+        if watch.cut:
+            raise watch.error(target, connect_timeout) from None
         raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
     try:
@@ -460,6 +491,51 @@ def _file_listing(target: Target) -> str | None:
             if keys.lookup(target.known_hosts_name) is not None:
                 return path
     return None
+
+
+class _HandshakeWatch:
+    """A total deadline for the SSH handshake: banner, key exchange and authentication each have
+    ``connect_timeout``, but a host that drips bytes keeps every read alive; this watcher shuts the socket
+    down when ``seconds`` pass or the run is stopped (Ctrl-C/SIGTERM), which ends paramiko's blocked read."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.sock, self.cut = seconds, None, ""
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_HandshakeWatch":
+        deadline = time.monotonic() + self.seconds
+        lifted = budget.is_lifted()
+
+        def watch() -> None:
+            while not self._done.wait(0.05):
+                if time.monotonic() >= deadline or (budget.stop_requested() and not lifted):
+                    self.cut = "stop" if budget.stop_requested() and not lifted else "deadline"
+                    try:
+                        if self.sock is not None:
+                            self.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
+
+        if self.sock is not None:
+            self._thread = threading.Thread(target=watch, name="ssh-handshake-deadline", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def error(self, target: Target, connect_timeout: float) -> NumaforgeError:
+        budget.check(f"the SSH handshake with {target.where} finished (cut while the host was still answering)")
+        return ConnectError(
+            f"SSH handshake not finished within {self.seconds:g} s: the host kept answering, too slowly to finish "
+            f"(banner, key exchange and authentication have {connect_timeout:g} s each)",
+            target.where,
+            "check the host's sshd and the network path to it (a tarpit or a broken middlebox drips bytes)",
+        )
 
 
 def _connect_error(exc: BaseException, target: Target, connect_timeout: float) -> ConnectError:

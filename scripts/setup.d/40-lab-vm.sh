@@ -20,10 +20,11 @@ fi
 # test live patches compiled against that kernel (cached by content hash)
 "$PY" - <<'PYEOF'
 from numaforge.lab import vm
+from numaforge.workload import workload_binary
 from numaforge.paths import ROOT
 k = vm.debian_kernel()
 print(f"setup: lab kernel 'debian' {k.release}: {k.image}")
-print(f"setup: NUMA workload {vm.workload_binary()}")
+print(f"setup: NUMA workload {workload_binary()}")
 for name in ("nf_lp_cmdline", "nf_lp_stall"):
     print(f"setup: test live patch {vm.build_module(ROOT / 'tests/data/livepatch' / name, k)}")
 PYEOF

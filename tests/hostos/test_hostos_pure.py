@@ -98,7 +98,7 @@ def test_profiles_render_with_extends():
     ("sysctls:\n  vm.x: 1\n", "did you mean 'sysctl'"),
     ("irq:\n  devices: ['41:00.0']\n", "must match"),
     ("description: {{ nope }}\n", "undefined value"),
-    ("description: {{ ''.__class__.__mro__ }}\n", "template failed"),   # the sandbox refuses it
+    ("description: {{ ''.__class__.__mro__ }}\n", "template sandbox forbids"),   # the sandbox refuses it
 ])
 def test_bad_profiles_are_clear_errors(tmp_path, text, match):
     p = tmp_path / "bad.yaml.j2"
@@ -106,6 +106,21 @@ def test_bad_profiles_are_clear_errors(tmp_path, text, match):
     with pytest.raises(ProfileError, match=match) as exc:
         render_profile(str(p), profile_facts(lab_like_host()))
     assert str(p) in exc.value.render()
+
+
+@pytest.mark.parametrize("text, where", [
+    ("sysctl:\n  vm.swappiness: 1\n  vm.swappiness: 2\n", "rendered line 3: 'vm.swappiness: 2'"),
+    ("description: x\nsysctls:\n  vm.x: 1\n", ":2"),
+    ("description: x\nthp:\n  enabled: sometimes\n", "rendered line 3"),
+    ("description: x\n\n{{ nope }}\n", ":3"),
+])
+def test_host_profile_errors_name_the_line(tmp_path, text, where):
+    """Host profiles parse through numaforge.yamlsrc like BIOS profiles: every error keeps its line."""
+    p = tmp_path / "bad.yaml.j2"
+    p.write_text(text)
+    with pytest.raises(ProfileError) as exc:
+        render_profile(str(p), profile_facts(lab_like_host()))
+    assert exc.value.where.startswith(str(p)) and where in exc.value.where, exc.value.render()
 
 
 def test_plan_reports_every_problem_at_once(tmp_path):

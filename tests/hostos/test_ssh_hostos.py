@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -33,7 +34,7 @@ from sshd_fixture import TEST_HOMES  # noqa: E402
 
 
 def _inventory(path: Path, hosts) -> Path:
-    doc = {"version": 1, "hosts": {}}
+    doc: dict[str, Any] = {"version": 1, "hosts": {}}
     for h, root in hosts:
         doc["hosts"][h.name] = {
             "ssh": {"address": h.address, "port": h.port, "user": "root", "key_file": str(h.client_key),

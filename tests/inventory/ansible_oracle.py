@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
 def plain(value):
@@ -32,14 +33,14 @@ def plain(value):
 
 def main() -> None:
     from ansible import constants as C
+    from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import init_plugin_loader
-    from ansible.inventory.manager import InventoryManager
     from ansible.vars.manager import VariableManager
 
     init_plugin_loader([])
     cases = json.load(open(sys.argv[1]))
-    out = {}
+    out: dict[str, Any] = {}
     for case in cases:
         loader = DataLoader()
         try:

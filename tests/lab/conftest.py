@@ -37,7 +37,7 @@ def lab_kernel_name() -> str:
 @dataclass
 class Lab:
     info: vm.VMInfo
-    kernel: vm.LabKernel
+    kernel: vm.BootKernel
     host: Host
     state_dir: Path
 

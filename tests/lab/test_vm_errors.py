@@ -17,7 +17,7 @@ def test_busy_port_is_refused_before_qemu_starts(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        k = vm.LabKernel("test", tmp_path / "bzImage", "5.10.262")
+        k = vm.BootKernel("test", tmp_path / "bzImage", "5.10.262")
         with pytest.raises(vm.LabVMError) as exc:
             vm.up(kernel=k, state_dir=tmp_path / "state", ssh_port=port)
     assert f"127.0.0.1:{port} is already in use" in exc.value.what and exc.value.fix
@@ -27,7 +27,7 @@ def test_busy_port_is_refused_before_qemu_starts(tmp_path):
 def test_unbootable_kernel_reports_qemu_output_and_leaves_no_qemu(tmp_path):
     image = tmp_path / "not-a-kernel"
     image.write_text("this is not a bzImage\n")
-    k = vm.LabKernel("test", image, "5.10.262")
+    k = vm.BootKernel("test", image, "5.10.262")
     state = tmp_path / "state"
     with pytest.raises(vm.LabVMError) as exc:
         vm.up(kernel=k, state_dir=state, ssh_port=_free_port(), boot_timeout=60)

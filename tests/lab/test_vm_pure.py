@@ -8,7 +8,7 @@ from numaforge.lab import vm
 
 
 def cmd(topo: str = "backplane4") -> list[str]:
-    k = vm.LabKernel("lab", Path("/k/bzImage"), "5.10.262")
+    k = vm.BootKernel("lab", Path("/k/bzImage"), "5.10.262")
     return vm.qemu_command(k, Path("/s/initrd"), Path("/s/serial.log"), 2222, topo)
 
 

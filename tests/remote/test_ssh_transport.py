@@ -204,6 +204,7 @@ def test_key_not_authorized_is_an_auth_error(sshd_host, tmp_path):
 def test_unusable_key_file_is_an_auth_error_naming_it(sshd_host, tmp_path, content):
     bad = tmp_path / "id_bad"
     bad.write_text(Path(f"{sshd_host.client_key}.pub").read_text() if content == "public" else content)
+    bad.chmod(0o600)  # a readable key is refused before its content is looked at (test_key_file_checks below)
     with pytest.raises(AuthError) as exc:
         connect(sshd_host.spec(key_file=str(bad)), "loop")
     assert f"cannot use private key {bad}" in exc.value.what and "PRIVATE key" in exc.value.fix
@@ -586,3 +587,30 @@ def test_a_background_child_holding_stdout_does_not_hold_the_command(sshd_host):
         res = r.run("sleep 20 & echo started", timeout=60)
         assert res.rc == 0 and res.stdout == "started\n" and time.monotonic() - t0 < 10
         r.run("pkill -f '^sleep 20$' || true")
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "huge", "world-readable"])
+def test_key_file_checks_before_paramiko_reads_it(tmp_path, kind):
+    """Issue 25 item 4: a key file that is a device was read until the kernel killed the process (facts).
+    resolve_target refuses it -- and a FIFO, a directory, a huge file, a key others can read -- with what,
+    where and a fix, before anything opens it. Pure: no peer needed."""
+    from numaforge.remote.ssh import ConnectError, SSHSpec, resolve_target
+
+    path = {"dev-zero": Path("/dev/zero"), "directory": tmp_path}.get(kind, tmp_path / "id_x")
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "huge":
+        path.write_bytes(b"k" * (65 * 1024))
+        path.chmod(0o600)
+    elif kind == "world-readable":
+        path.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        path.chmod(0o644)
+    kh = tmp_path / "kh"
+    kh.write_text("")
+    spec = SSHSpec(address="127.0.0.1", key_file=str(path), known_hosts=str(kh), config_file=str(kh))
+    with pytest.raises(ConnectError) as exc:
+        resolve_target(spec, "h1")
+    expected = {"dev-zero": "not a regular file", "fifo": "not a regular file", "directory": "is a directory",
+                "huge": "more than the 65536-byte limit", "world-readable": "readable by others"}[kind]
+    assert expected in exc.value.what and str(path) in exc.value.what
+    assert exc.value.where == "host h1 (ssh.key_file / IdentityFile)" and exc.value.fix

@@ -22,6 +22,7 @@ Host gpu-07
 def cfg(tmp_path):
     key = tmp_path / "id_ops"
     key.write_text("not read here")
+    key.chmod(0o600)  # a private key others can read is refused, as OpenSSH does
     path = tmp_path / "ssh_config"
     path.write_text(CONFIG.format(key=key, kh=tmp_path / "kh"))
     return path
@@ -43,6 +44,7 @@ def test_inventory_values_other_than_the_defaults_win(cfg, tmp_path):
                    config_file="ssh_config")
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "inv_key").write_text("x")
+    (tmp_path / "keys" / "inv_key").chmod(0o600)
     t = resolve_target(spec, "gpu07", base_dir=tmp_path)
     assert (t.port, t.user) == (22022, "admin")
     assert t.key_files == [str(tmp_path / "keys" / "inv_key")]

@@ -1,11 +1,14 @@
 """Fault injection: a queue of faults, each matching request paths by regex (and optionally a method), used
 up after ``count`` matches.
 
-Kinds: "5xx" (status, default 500, Base.InternalError), "503" (Retry-After header, default 1 s),
+Kinds: "5xx" (status, default 500, Base.InternalError; ``message`` replaces its text: hostile text such as
+terminal control sequences), "503" (Retry-After header, default 1 s),
 "slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
 "bad_json" (200 with a truncated JSON body), "redirect" (``status``, default 302, with ``location``: a
 hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
-message repeats the request's X-Auth-Token and Authorization headers, as some firmware does). A fault fires
+message repeats the request's X-Auth-Token and Authorization headers, as some firmware does; ``bad_json`` with
+``echo=True`` puts those headers in its truncated body), "drip" (the whole answer, status line included, one
+byte every ``interval`` seconds, default 5: each read sees data, so only a total deadline ends it). A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
 answer is lost: the retry hazard; "slow" with after=True answers only ``seconds`` after the change was made, e.g.
 after the client's read timeout).
@@ -17,7 +20,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo")
+KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip")
 
 
 @dataclass
@@ -49,16 +52,17 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
-        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo"):
-            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow and echo")
+        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo", "drip"):
+            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow, echo and drip")
         allowed = {
-            "5xx": {"status"},
+            "5xx": {"status", "message"},
             "503": {"retry_after"},
             "slow": {"seconds"},
             "reset": set(),
-            "bad_json": set(),
+            "bad_json": {"echo"},
             "redirect": {"status", "location"},
             "echo": {"status"},
+            "drip": {"interval"},
         }
         unknown = set(options) - allowed[kind]
         if unknown:

@@ -43,7 +43,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, **kw) -> None:
         self.connections: set = set()
         self.conn_lock = threading.Lock()
         self.log = lambda text: None
@@ -174,7 +174,10 @@ class _Handler(BaseHTTPRequestHandler):
             retry = fault.options.get("retry_after", 1)
             resp = error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})
         elif fault.kind == "5xx":
-            resp = error(int(fault.options.get("status", 500)), message("InternalError"))
+            msg = message("InternalError")
+            if "message" in fault.options:
+                msg = dict(msg, Message=str(fault.options["message"]))
+            resp = error(int(fault.options.get("status", 500)), msg)
         elif fault.kind == "redirect":
             resp = Response(
                 int(fault.options.get("status", 302)),
@@ -190,9 +193,35 @@ class _Handler(BaseHTTPRequestHandler):
                 Message=f"request rejected [/b][red]:smile: 0000:3b:00.0; headers were: {echoed}",
             )
             resp = error(int(fault.options.get("status", 400)), msg)
+        elif fault.kind == "drip":
+            return self._drip(float(fault.options.get("interval", 5.0)))
+        elif fault.options.get("echo"):  # bad_json whose body repeats the credentials the client sent
+            echoed = " ".join(
+                f"{k}={v}" for k, v in self.headers.items() if k.lower() in ("x-auth-token", "authorization")
+            )
+            resp = Response(200, ('{"@odata.id": "/redfish/v1/", "Name": "truncat ' + echoed).encode())
         else:  # bad_json
             resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
         self._send(resp)
+
+    def _drip(self, interval: float) -> None:
+        """A whole (valid) answer, one byte every ``interval`` s, until it is sent, the client goes away or
+        the simulator stops."""
+        body = b'{"@odata.id": "/redfish/v1/", "Name": "' + b"d" * 4096 + b'"}'
+        data = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nOData-Version: 4.0\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        self.close_connection = True
+        for i in range(len(data)):
+            if self.sim._stopping.wait(interval if i else 0):
+                return
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                return
 
     def _send(self, resp: Response, head: bool = False):
         data = resp.payload()
@@ -266,6 +295,7 @@ class BMCSimulator:
             ) from None
         self.state = BMCState(self.flavour, power_delay, self.state_dir / "state.json")
         self.faults = FaultPlan()
+        self._stopping = threading.Event()  # set by stop(): a dripping answer ends
         self.requests: list[tuple[str, str]] = []
         self.connections = 0  # connections accepted (TLS handshakes completed), since the last reset_counts()
         self.tls_resumed = 0  # of those, TLS sessions resumed (abbreviated handshakes)
@@ -292,6 +322,7 @@ class BMCSimulator:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "BMCSimulator":
+        self._stopping.clear()
         handler = type("Handler", (_Handler,), {"sim": self})
         try:
             server = _Server((self.host, self.port), handler, bind_and_activate=False)
@@ -319,11 +350,13 @@ class BMCSimulator:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server.close_connections()
-            self._thread.join(timeout=10)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
             self._server = None
         if self._own_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -357,7 +390,8 @@ class BMCSimulator:
         return self.flavour.settings_path
 
     def inject(self, kind: str, path_regex: str = ".*", count: int = 1, **kw):
-        """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json;
+        """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json (echo=),
+        redirect (status=, location=), echo (status=), drip (interval=);
         method="PATCH" limits it to one method; after=True fires after the request was processed."""
         return self.faults.add(kind, path_regex, count, **kw)
 

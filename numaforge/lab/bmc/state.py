@@ -76,6 +76,7 @@ class BMCState:
         }
 
     def _load(self) -> None:
+        assert self.state_file is not None  # _load runs only for a state file
         data = json.loads(self.state_file.read_text())
         if data.get("flavour") != self.flavour.name:
             return

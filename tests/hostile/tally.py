@@ -1,9 +1,9 @@
 """Print the fault campaign's tally by category (docs/RELIABILITY.md).
 
-    .venv/bin/python tests/faults/tally.py          # every case (BMC cases start simulators: ~1-2 min)
-    .venv/bin/python tests/faults/tally.py --core   # only the cases that need no peer
+    .venv/bin/python tests/hostile/tally.py          # every case (BMC cases start simulators: ~1-2 min)
+    .venv/bin/python tests/hostile/tally.py --core   # only the cases that need no peer
 
-Exit status 0 only when every category is 0. The same cases run under pytest: tests/faults/test_campaign.py.
+Exit status 0 only when every category is 0. The same cases run under pytest: tests/hostile/test_campaign.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import cases_bmc  # noqa: E402
 import cases_cli  # noqa: E402
+import cases_h25  # noqa: E402
 import cases_input  # noqa: E402
 from harness import Tally  # noqa: E402
 
@@ -26,7 +27,7 @@ def main(argv: list[str]) -> int:
     core_only = "--core" in argv
     os.environ[cases_input.PW_VAR] = cases_input.PASSWORD
     os.environ.setdefault("NUMAFORGE_REDFISH_CACHE", tempfile.mkdtemp(prefix="faults-redfish-cache-"))
-    cases = cases_input.cases() + cases_cli.cases() + cases_bmc.cases()
+    cases = cases_input.cases() + cases_cli.cases() + cases_bmc.cases() + cases_h25.cases()
     if core_only:
         cases = [c for c in cases if c.tier == "core"]
     tally = Tally()

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
-CATEGORIES = ("tracebacks", "unclear", "silently accepted", "wrong writes", "secrets leaked")
+CATEGORIES = ("tracebacks", "unclear", "silently accepted", "wrong writes", "secrets leaked", "control codes")
+# a terminal control character that reached the output raw (numaforge.textsafe escapes them; \n and \t are text)
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Outcome:
     exception: BaseException | None = None
     writes: int = 0                   # writes the BMC (or the file system) saw that it should not have
     secrets: list = field(default_factory=list)   # values known only after the run (session tokens)
+    shown: str | None = None          # what reached the terminal (stdout + stderr), when not all of output
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Case:
             bad.append("wrong writes")
         if any(s and s in out.output for s in (*self.secrets, *out.secrets)):
             bad.append("secrets leaked")
+        if RAW_CONTROL.search(out.output if out.shown is None else out.shown):  # reports are JSON: data
+            bad.append("control codes")
         return bad
 
 
@@ -116,10 +121,10 @@ def cli(*args: str, report: Path | None = None, cwd: Path = ROOT) -> Outcome:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old_columns
-    text = out.getvalue() + err.getvalue()
+    text = shown = out.getvalue() + err.getvalue()
     if report is not None and report.is_file():
         text += report.read_text()
-    return Outcome(code, text, exc)
+    return Outcome(code, text, exc, shown=shown)
 
 
 def call(fn: Callable[[], object]) -> Outcome:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.hostile
+
 from numaforge import safeio
 from numaforge.cli import values
 

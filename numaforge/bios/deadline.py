@@ -1,0 +1,160 @@
+"""Total deadlines for Redfish requests, and the `redfish` library's logging kept behind the masking.
+
+A read timeout bounds one ``recv``: a BMC that sends one byte every few seconds never trips it and held a run
+forever (issue 25 item 3). :class:`DeadlineAdapter` (requests' transport adapter, handed to the library as its
+``https_adapter``) watches every request from a small thread and cuts its socket (``shutdown``, which wakes the
+blocked read at once) when
+
+* the request's total deadline passes (``RetryPolicy.total_timeout``; for a read also what is left of the
+  host's ``--host-timeout`` -- a write keeps its own deadline, a budget never cuts a write in half), or
+* the run is stopped (first Ctrl-C / SIGTERM, :func:`numaforge.budget.request_stop`): a read at once, a write
+  after :data:`WRITE_GRACE` seconds (its answer says whether the BMC took it).
+
+:func:`cut_reason` tells the caller afterwards why its request failed ("deadline", "stop" or None), so the error
+names the deadline instead of calling the BMC unreachable.
+
+The library logs whole response bodies (``Service responded with invalid JSON at URI ...`` + the body) at ERROR
+through the ``redfish`` logger, which Python's last-resort handler printed to stderr: a BMC echoing the
+request headers put the session token or the basic-auth header in the terminal (issue 25 item 1).
+:func:`quiet_library_logging` masks every record of that logger (secrets redacted, control characters escaped)
+and sends it nowhere unless ``NUMAFORGE_REDFISH_LOG=1`` (then to stderr, masked).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from .. import budget
+from ..secrets import redact
+from ..textsafe import printable
+
+WRITE_GRACE = 10.0  # seconds a write on the wire may still take after Ctrl-C/SIGTERM
+POLL = 0.05
+LOG_ENV = "NUMAFORGE_REDFISH_LOG"
+
+_local = threading.local()  # per requesting thread: the box of the request in flight, the last cut reason
+
+
+def _remember(conn) -> None:
+    box = getattr(_local, "box", None)
+    if box is not None:
+        box["conn"] = conn
+
+
+class _HTTPPool(HTTPConnectionPool):
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        _remember(conn)
+        return conn
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        _remember(conn)
+        return conn
+
+
+def cut_reason() -> str | None:
+    """Why this thread's last request was cut ("deadline" or "stop"), None if it was not."""
+    return getattr(_local, "cut", None)
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """An HTTPAdapter whose requests each have a total deadline and end on a stop request."""
+
+    def __init__(self, total_timeout: float = 180.0, **kw):
+        self.total_timeout = total_timeout
+        super().__init__(**kw)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def send(self, request, **kwargs):
+        method = (request.method or "GET").upper()
+        login = method == "POST" and "/SessionService/Sessions" in (request.path_url or "")
+        write = method not in ("GET", "HEAD", "DELETE") and not login
+        total = self.total_timeout
+        left = budget.remaining()
+        if left is not None and not write:
+            total = min(total, max(left, 0.1))
+        box: dict = {}
+        done = threading.Event()
+        _local.box, _local.cut = box, None
+        watcher = threading.Thread(
+            target=_watch,
+            args=(box, done, time.monotonic() + total, write, budget.is_lifted()),
+            name="redfish-deadline",
+            daemon=True,
+        )
+        watcher.start()
+        try:
+            return super().send(request, **kwargs)
+        finally:
+            done.set()
+            watcher.join()
+            _local.box = None
+            _local.cut = box.get("cut")
+
+
+def _watch(box: dict, done: threading.Event, deadline: float, write: bool, lifted: bool) -> None:
+    stop_seen: float | None = None
+    while not done.wait(POLL):
+        now = time.monotonic()
+        reason = None
+        if now >= deadline:
+            reason = "deadline"
+        elif budget.stop_requested() and not lifted:
+            stop_seen = stop_seen or now
+            if not write or now - stop_seen >= WRITE_GRACE:
+                reason = "stop"
+        if reason is None:
+            continue
+        box["cut"] = reason
+        sock = getattr(box.get("conn"), "sock", None)
+        if sock is not None:
+            try:  # the plain socket's shutdown: wakes a read blocked in another thread, TLS state untouched
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return
+
+
+class _Masked(logging.Filter):
+    """Every record of the library's logger: message rendered, secrets masked, control characters escaped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed library log call must not break a request
+            text = str(record.msg)
+        record.msg, record.args = printable(redact(text)), ()
+        return True
+
+
+class _MaskedStderr(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if os.environ.get(LOG_ENV) == "1":
+            sys.stderr.write(f"redfish library: {record.levelname}: {record.getMessage()}\n")
+
+
+def quiet_library_logging() -> None:
+    """Idempotent: the ``redfish`` logger's records are masked and, unless NUMAFORGE_REDFISH_LOG=1, dropped."""
+    logger = logging.getLogger("redfish")
+    if any(isinstance(f, _Masked) for f in logger.filters):
+        return
+    masked = _Masked()
+    logger.addFilter(masked)
+    handler = _MaskedStderr()
+    handler.addFilter(masked)  # records of child loggers (redfish.rest.v1) reach handlers, not logger filters
+    logger.addHandler(handler)
+    logger.propagate = False

@@ -1,0 +1,152 @@
+"""Several live patches of one function on one host, one loaded at a time (ArmSwitcher), and the NUMA
+outcome measurement over them (measure_arms): `invoke numa-effect`, bench/numa_effect.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .. import budget
+from ..measure import runner as mrunner
+from ..report import HostResult
+from ..workload import workload_binary
+from .artifact import Artifact
+from .errors import LivepatchError, TransitionError
+from .host import HostRun, Options, upload_workload
+
+SPIN = (
+    "n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
+    "i=$((i+1)); done' & c=$((c+1)); done; wait"
+)
+
+
+class ArmSwitcher:
+    """Several live patches of the same functions on one host, at most one loaded: ``set_arm(name)``.
+
+    arms: {name: Artifact, or None for "no live patch"}. ``open()`` preflights and uploads every module before
+    any is loaded; ``close()`` disables and unloads whatever is loaded and removes the uploads (always call it).
+    nudge: while a switch's transition is pending, wake the host's CPUs (SPIN; for lab VMs under emulation);
+    it runs in the foreground, so it never overlaps a measured run.
+    """
+
+    def __init__(
+        self,
+        remote,
+        arms: dict[str, Artifact | None],
+        opts: Options | None = None,
+        log: Callable[[str], None] = lambda m: None,
+        nudge: bool = False,
+    ):
+        self.remote, self.opts, self.log, self.nudge = remote, opts or Options(effect=False), log, nudge
+        self.hosts = {
+            name: HostRun(remote, art, self.opts, HostResult(f"{remote.where} ({name})"), log)
+            for name, art in arms.items()
+            if art is not None
+        }
+        self.arms = list(arms)
+        self.current: str | None = None
+
+    def open(self) -> None:
+        for h in self.hosts.values():
+            h.preflight()
+        for h in self.hosts.values():
+            h.upload()
+
+    def set_arm(self, name: str) -> None:
+        if name not in self.arms:
+            raise LivepatchError(f"unknown arm {name}", self.remote.where, f"one of {', '.join(self.arms)}")
+        for n, h in self.hosts.items():
+            if n != name and h.module_loaded():
+                self._off(h)
+        if name in self.hosts:
+            h = self.hosts[name]
+            if self.nudge and not h.module_loaded():
+                h.load()
+                self._settle(h)
+                if not h.wait_transition("1").get("done"):
+                    raise TransitionError(
+                        f"the transition to arm {name} did not finish",
+                        self.remote.where,
+                        "see the host's stalled tasks (/proc/*/patch_state)",
+                    )
+            h.set_patch(True)
+        self.current = name
+
+    def _off(self, h: HostRun) -> None:
+        if self.nudge and h.patch_state()[0] == "1":
+            h.sh(f"echo 0 > {h.sysfs}/enabled", check=False)
+            self._settle(h)
+        h.disable_and_unload()
+
+    def _settle(self, h: HostRun, passes: int = 60) -> None:
+        """SPIN until h's transition is no longer pending (or `passes` spins)."""
+        for _ in range(passes):
+            if h.patch_state()[1] != "1":
+                return
+            self.remote.run(SPIN, sudo=True, check=False, timeout=120)
+
+    def close(self) -> None:
+        with budget.lifted():
+            for h in self.hosts.values():
+                try:
+                    if h.module_loaded():
+                        self._off(h)
+                finally:
+                    h.cleanup_files()
+
+    @property
+    def workdir(self) -> str | None:
+        return next((h.rdir for h in self.hosts.values() if h.rdir), None)
+
+
+def measure_arms(
+    remote,
+    arms: dict[str, Artifact | None],
+    params: mrunner.WorkloadParams,
+    rounds: int,
+    order: str = "random",
+    seed: int = 13,
+    workload_binary: Path | None = None,
+    log: Callable[[str], None] = lambda m: None,
+    nudge: bool = False,
+) -> dict:
+    """Interleaved rounds of every arm on one booted host; the runner's report plus the host's NUMA facts.
+    nudge: see ArmSwitcher (lab VMs under TCG)."""
+    numa = mrunner.host_numa(remote)
+    if numa["numa_balancing"] != "1":
+        raise LivepatchError(
+            f"automatic NUMA balancing is off on the host (kernel.numa_balancing={numa['numa_balancing']})",
+            remote.where,
+            "boot with numa_balancing=enable; numaforge does not change it",
+        )
+    sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
+    try:
+        sw.open()
+        if sw.hosts:
+            rpath = upload_workload(next(iter(sw.hosts.values())), remote, workload_binary)
+        else:
+            rdir = remote.run("mktemp -d /tmp/numaforge-measure.XXXXXX", sudo=True).stdout.strip()
+            rpath = f"{rdir}/numa_workload"
+            remote.put(workload_binary or _default_workload(), rpath, mode=0o700, sudo=True)
+        runs = mrunner.run_rounds(
+            remote, rpath, params, list(arms), rounds, sw.set_arm, order=order, seed=seed, log=log
+        )
+    finally:
+        sw.close()
+    out = mrunner.report(runs, list(arms))
+    out.update(
+        {
+            "workload": mrunner.params_dict(params),
+            "rounds": rounds,
+            "order": order,
+            "seed": seed,
+            "nudge": nudge,
+            **numa,
+            "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()},
+        }
+    )
+    return out
+
+
+def _default_workload() -> Path:
+    return workload_binary()

@@ -1,0 +1,193 @@
+"""Profile templates: the one jinja2 sandbox every profile (BIOS and host OS) renders in (with a render budget,
+numaforge.budgeted), and the helpers that
+turn a template or a rendered document into errors naming file:line.
+
+A basic module: numaforge.bios.profile and numaforge.hostos.profile both render through it, so neither pipeline
+reaches into the other's internals. Templates are data: ImmutableSandboxedEnvironment (no method that reaches
+Python internals, no mutation of facts) with StrictUndefined (a misspelled fact is an error).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+from . import budgeted, yamlsrc
+from .errors import ProfileError
+from .safeio import file_stamp
+
+SUFFIX = ".yaml.j2"
+
+
+def host_facts(host) -> dict[str, Any]:
+    """The facts a profile renders over, from an inventory Host (numaforge.inventory.model.Host)."""
+    hw = host.hardware
+    vendor = hw.vendor or (host.bmc.vendor if host.bmc and host.bmc.vendor != "auto" else None)
+    return {
+        "host": host.name,
+        "vendor": vendor or "generic",
+        "model": hw.platform or "",
+        "sockets": hw.sockets or 1,
+        "cpu_model": hw.cpu_model or "",
+        "gpus": list(hw.gpus),
+        "gpu_count": len(hw.gpus),
+        "nics": list(hw.nics),
+        "nic_count": len(hw.nics),
+        "groups": list(host.groups),
+        "vars": dict(host.vars),
+    }
+
+
+def find_template(name: str, dirs: Sequence[Path], kind: str) -> Path:
+    """A profile name (``epyc-gpudirect``: ``<dir>/<name>.yaml.j2``, first of ``dirs``) or a path to a file;
+    ``kind`` ("BIOS profile", "host profile") names it in errors."""
+    if name.endswith((".j2", ".yaml", ".yml")) or "/" in name:
+        p = Path(name)
+        if p.is_file():
+            return p
+        raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
+    for d in dirs:
+        p = d / f"{name}{SUFFIX}"
+        if p.is_file():
+            return p
+    known = sorted({f.name[: -len(SUFFIX)] for d in dirs for f in d.glob(f"*{SUFFIX}")})
+    close = difflib.get_close_matches(name, known, n=1)
+    fix = f"did you mean '{close[0]}'?" if close else f"known profiles: {', '.join(known) or 'none'}"
+    raise ProfileError(f"unknown {kind} '{name}'", ", ".join(str(d) for d in dirs), fix)
+
+
+def template_line(exc: BaseException, filename: str | None) -> int | None:
+    """The template line an error happened on: jinja2's own lineno, else the last traceback frame in the
+    compiled template's file."""
+    line = getattr(exc, "lineno", None)
+    if line:
+        return line
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        if filename is not None and tb.tb_frame.f_code.co_filename == filename:
+            found = tb.tb_lineno
+        tb = tb.tb_next
+    return found
+
+
+class _StatLoader(jinja2.FileSystemLoader):
+    """FileSystemLoader whose cached templates are reused only while the file keeps its inode, size and
+    nanosecond mtime (jinja2's own check compares float seconds)."""
+
+    def get_source(self, environment, template):
+        source, filename, _uptodate = super().get_source(environment, template)
+        stamp = file_stamp(filename)
+
+        def uptodate() -> bool:
+            return file_stamp(filename) == stamp
+
+        return source, filename, uptodate
+
+
+_ENVIRONMENTS: dict[str, ImmutableSandboxedEnvironment] = {}
+_ENV_LOCK = threading.Lock()
+
+
+def template_environment(directory: str) -> ImmutableSandboxedEnvironment:
+    """The sandbox every profile template renders in: one environment per profile directory and process, so a
+    template is compiled once per run (a fleet renders it once per host, with its facts)."""
+    with _ENV_LOCK:
+        env = _ENVIRONMENTS.get(directory)
+        if env is None:
+            env = _ENVIRONMENTS[directory] = budgeted.BudgetedSandbox(
+                loader=_StatLoader(directory),
+                undefined=jinja2.StrictUndefined,
+                keep_trailing_newline=True,
+                trim_blocks=True,
+                lstrip_blocks=True,
+                autoescape=False,
+                auto_reload=True,
+            )
+        return env
+
+
+def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str:
+    """Render one template file over ``facts`` in the sandbox; every failure is a ProfileError with file:line."""
+    env = template_environment(str(path.parent))
+    if not os.access(path, os.R_OK):
+        raise ProfileError(f"cannot read {kind}", str(path), "check the file and its permissions")
+    try:
+        template = env.get_template(path.name)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ProfileError(
+            f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
+        ) from None
+    except (OSError, jinja2.TemplateNotFound):
+        raise ProfileError(f"cannot read {kind}", str(path), "check the file and its permissions") from None
+    try:
+        return budgeted.render(template, facts)
+    except budgeted.RenderBudgetExceeded as exc:
+        raise ProfileError(
+            f"profile went past its render budget: {exc}",
+            _at(path, template_line(exc, template.filename)),
+            "a profile computes a few settings from facts: remove the large loop, range or repetition",
+        ) from None
+    except SecurityError as exc:
+        raise ProfileError(
+            f"profile tried something the template sandbox forbids ({exc})",
+            _at(path, template_line(exc, template.filename)),
+            "a profile may only read facts and compute values: remove the attribute/method access",
+        ) from None
+    except jinja2.UndefinedError as exc:
+        raise ProfileError(
+            f"template uses an undefined value: {exc.message}",
+            _at(path, template_line(exc, template.filename)),
+            f"profiles can use: {', '.join(sorted(facts))} (guard optional ones with `is defined`)",
+        ) from None
+    except jinja2.TemplateError as exc:
+        raise ProfileError(
+            f"template failed: {exc}", _at(path, template_line(exc, template.filename)), "fix the template expression"
+        ) from None
+
+
+def _at(path: Path, line: int | None) -> str:
+    return f"{path}:{line}" if line else str(path)
+
+
+def rendered_locator(text: str, path: Path) -> Callable[[int], str]:
+    """``locate(line)`` for errors in rendered text: the template file, the rendered line and its content."""
+    rendered = text.splitlines()
+
+    def locate(line: int) -> str:
+        snippet = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
+        return f"{path} (rendered line {line}: {snippet!r})"
+
+    return locate
+
+
+def parse_rendered_yaml(text: str, path: Path, kind: str = "profile"):
+    """The rendered text as LMap/LSeq (numaforge.yamlsrc: duplicate keys refused, lines kept) or None if empty."""
+    return yamlsrc.parse(
+        text,
+        str(path),
+        error=ProfileError,
+        locate=rendered_locator(text, path),
+        syntax=f"rendered {kind} is not valid YAML",
+    )
+
+
+def key_lines(doc) -> dict[tuple, int]:
+    """Line (1-based, in the rendered text) of every mapping key path, for error messages."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path: tuple):
+        if isinstance(node, yamlsrc.LMap):
+            for k, v in node.items():
+                lines[path + (str(k),)] = node.line_of(k)
+                walk(v, path + (str(k),))
+
+    walk(doc, ())
+    return lines

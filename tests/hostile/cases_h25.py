@@ -1,0 +1,229 @@
+"""Issue 25 (Reliability III) cases: terminal control codes from inventories and BMCs, invalid JSON echoing the
+credentials, BMCs that drip their answers, writes whose answer is lost, ETag refusals, profile render budgets,
+and SSH files that must never be read (devices, FIFOs, huge or readable keys) under every SSH task."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cases_bmc import SESSIONS, bmc_case, fault
+from cases_input import INVENTORY, _write, profile_case
+from harness import Case, Outcome, cli
+
+# name, YAML double-quoted form, how numaforge must show it (regex of the escaped form)
+CONTROLS = [
+    ("clear-screen", r"\e[2J", r"\\x1b\[2J"),
+    ("osc-title", r"\e]0;pwned\a", r"\\x1b\]0;pwned\\x07"),
+    ("bel", r"\a\a", r"\\x07\\x07"),
+    ("carriage-return", r"ok\rFAKE", r"ok\\(x0d|r)FAKE"),
+    ("backspace", r"abc\b\b\b", r"abc\\x08\\x08\\x08"),
+    ("c1-csi", r"\x9b2J", r"\\x9b2J"),
+    ("bidi-override", r"\u202egnp.exe", r"\\u202egnp\.exe"),
+]
+
+
+def _control_inventory_cases() -> list[Case]:
+    places = {
+        # where the hostile text goes in the inventory, what numaforge says about it (regex, {esc} = escaped form)
+        "unknown-key": ("hosts:\n  h1:\n    \"x{raw}\": 1\n    ssh: {{address: h1}}\n", r"unknown key .*x{esc}"),
+        "vendor": ("hosts:\n  h1:\n    bmc: {{url: 'https://b', username: a, password: 'env:X', vendor: \"v{raw}\"}}\n",
+                   r"v{esc}"),
+        "group-host": ("hosts:\n  h1: {{ssh: {{address: h1}}}}\ngroups:\n  g: {{hosts: [\"h{raw}\"]}}\n", r"h{esc}"),
+        "bmc-url": ("hosts:\n  h1:\n    bmc: {{url: \"https://b{raw}\", username: a, password: 'env:X'}}\n", r"b{esc}"),
+        "sockets": ("hosts:\n  h1:\n    ssh: {{address: h1}}\n    hardware: {{sockets: \"2{raw}\"}}\n", r"2{esc}"),
+        "profile-name": ("hosts:\n  h1:\n    ssh: {{address: h1}}\n    bios_profile: \"p{raw}\"\n", r"p{esc}"),
+    }
+    cases = []
+    for place, (template, msg) in places.items():
+        for name, raw, esc in CONTROLS:
+            text = template.format(raw=raw)
+            cases.append(Case(f"control/inventory-{place}-{name}", "control",
+                              _inventory_check(text), msg.format(esc=esc), code=2))
+    return cases
+
+
+def _inventory_check(text: str):
+    def run(tmp: Path) -> Outcome:
+        inv = _write(tmp, "inv.yaml", text)
+        return cli("inventory-check", "--inventory", str(inv), "--syntax-only")
+    return run
+
+
+def _control_bmc_cases() -> list[Case]:
+    cases = []
+    for cmd, path, method in [("bios-plan", "bios_path", "GET"), ("bios-apply", "settings_path", "PATCH"),
+                              ("bios-verify", "settings_path", "GET")]:
+        for name, raw, esc in CONTROLS:
+            cases.append(Case(f"control/bmc-{cmd}-{name}", "control",
+                              bmc_case(cmd, setup=fault("5xx", path, method, status=400,
+                                                        message="firmware says " + _unescape(raw))),
+                              r"firmware says " + esc, code=1, tier="bmc"))
+    return cases
+
+
+def _unescape(yaml_form: str) -> str:
+    return (yaml_form.replace(r"\e", "\x1b").replace(r"\a", "\x07").replace(r"\r", "\r").replace(r"\b", "\b")
+            .replace(r"\x9b", "\x9b").replace(r"\u202e", "\u202e"))
+
+
+LEAK_MSG = r"(invalid JSON|answered|gave up)"
+BAD_JSON_ECHO = [
+    Case(f"leak/bad-json-echo-{name}", "bmc-leak", bmc_case(cmd, setup=fault("bad_json", path, method, echo=True)),
+         msg, code=1, tier="bmc")
+    for name, cmd, path, method, msg in [
+        ("get-bios", "bios-plan", "bios_path", "GET", r"invalid JSON.*gave up after \d attempts"),
+        ("get-system", "bios-plan", "system_path", "GET", r"invalid JSON.*gave up after \d attempts"),
+        ("get-settings", "bios-plan", "settings_path", "GET", r"invalid JSON.*gave up after \d attempts"),
+        ("get-root", "bios-plan", "^/redfish/v1/?$", "GET", LEAK_MSG),
+        ("patch-settings", "bios-apply", "settings_path", "PATCH", r"PATCH .*invalid JSON \(HTTP 200\)"),
+        ("verify-get-bios", "bios-verify", "bios_path", "GET", r"invalid JSON.*gave up after \d attempts"),
+        ("jobs-get-system", "bios-jobs", "system_path", "GET", LEAK_MSG),
+        ("session-login", "bios-plan", SESSIONS, "POST", LEAK_MSG),
+    ]
+]
+
+DRIP_MSG = r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut while the BMC was still sending"
+DRIP = [
+    Case(f"hang/drip-{name}", "bmc-hang", bmc_case(cmd, "--host-timeout", "3",
+                                                   setup=fault("drip", path, method, interval=0.5)),
+         msg, code=1, tier="bmc")
+    for name, cmd, path, method, msg in [
+        ("get-root", "bios-plan", "^/redfish/v1/?$", "GET", DRIP_MSG),
+        ("get-system", "bios-plan", "system_path", "GET", DRIP_MSG),
+        ("get-bios", "bios-plan", "bios_path", "GET", DRIP_MSG),
+        ("get-settings-apply", "bios-apply", "settings_path", "GET", DRIP_MSG),
+        ("session-login", "bios-plan", SESSIONS, "POST", DRIP_MSG),
+        ("verify-get-bios", "bios-verify", "bios_path", "GET", DRIP_MSG),
+    ]
+]
+
+def _patched_once(kind: str, **opts):
+    """A PATCH whose answer is lost after the BMC acted: the run re-reads what the BMC holds and reports it;
+    a second PATCH counts as a wrong write."""
+    def run(tmp: Path) -> Outcome:
+        seen: dict = {}
+
+        def setup(ctx):
+            seen["sim"] = ctx["sim"]
+            fault(kind, "settings_path", "PATCH", after=True, **opts)(ctx)
+        out = bmc_case("bios-apply", setup=setup, allowed_pending=True)(tmp)
+        out.writes += max(0, seen["sim"].count("PATCH") - 1)
+        return out
+    return run
+
+
+AFTER = [  # the BMC acted, then the answer was lost: never sent twice; what the BMC holds is what is reported
+    Case(f"lost/{name}", "bmc-lost", _patched_once(kind, **opts), r"h1 +changed +7 written, 7 pending", ok=True,
+         tier="bmc")
+    for name, kind, opts in [
+        ("patch-500-after", "5xx", {"status": 500}),
+        ("patch-502-after", "5xx", {"status": 502}),
+        ("patch-504-after", "5xx", {"status": 504}),
+        ("patch-bad-json-after", "bad_json", {"echo": True}),
+    ]
+]
+
+ETAG = [
+    Case(f"etag/{name}", "bmc-etag", bmc_case("bios-apply", setup=fault("5xx", "settings_path", "PATCH", status=st)),
+         rf"answered {st}", code=1, tier="bmc")
+    for name, st in [("patch-412", 412), ("patch-428", 428)]
+]
+
+
+def _budget_profile(body: str):
+    run = profile_case(body)
+
+    def budgeted(tmp: Path) -> Outcome:
+        from numaforge import budgeted as b
+
+        saved = b.RENDER_SECONDS
+        b.RENDER_SECONDS = 1.0
+        try:
+            return run(tmp)
+        finally:
+            b.RENDER_SECONDS = saved
+    return budgeted
+
+
+HEAD = "settings:\n  numa_nodes_per_socket: 4\n"
+BUDGET_MSG = r"p\.yaml\.j2(:\d+)?: profile went past its render budget: .*{}.*fix: a profile computes a few settings"
+PROFILE_BUDGET = [
+    Case(f"profile/budget-{name}", "profile", _budget_profile(body), BUDGET_MSG.format(msg), code=1)
+    for name, body, msg in [
+        ("nested-loops", "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}\n"
+         + HEAD, r"rendering took more than 1 s"),
+        ("triple-loops", "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}"
+         "{% endfor %}{% endfor %}{% endfor %}\n" + HEAD, r"rendering took more than 1 s"),
+        ("string-repeat", "description: '{{ \"x\" * 100000000 }}'\n" + HEAD, r"repeating a str"),
+        ("list-repeat", "description: '{{ ([1] * 100000000) | length }}'\n" + HEAD, r"repeating a list"),
+        ("repeat-reversed", "description: '{{ 100000000 * \"ab\" }}'\n" + HEAD, r"repeating a str"),
+        ("huge-power", "description: '{{ 10 ** 100000000 }}'\n" + HEAD, r"too large a number"),
+        ("huge-range", "{% for a in range(1000000000) %}{% endfor %}\n" + HEAD, r"range of 1000000000 items"),
+        ("output-bomb", "description: '{% for a in range(100000) %}{{ 'y' * 100 }}{% endfor %}'\n" + HEAD,
+         r"renders to more than 1048576 characters"),
+    ]
+]
+
+
+# --------------------------------------------------------------------------------------------------- SSH files
+SSH_TASKS = {
+    "facts": ("facts",),
+    "os-plan": ("os-plan", "--profile", "epyc-gpudirect-host"),
+    "numa-audit": ("numa-audit",),
+    "livepatch-status": ("livepatch-status",),
+}
+
+
+def _ssh_file(kind: str, tmp: Path) -> Path:
+    if kind == "dev-zero":
+        return Path("/dev/zero")
+    p = tmp / f"f-{kind}"
+    if kind == "fifo":
+        os.mkfifo(p, 0o600)
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "huge":
+        p.write_bytes(b"k" * (5 * 1024 * 1024))
+        p.chmod(0o600)
+    elif kind == "readable":
+        p.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        p.chmod(0o644)
+    return p
+
+
+SSH_FILE_MSG = {
+    "dev-zero": "is not a regular file", "fifo": "is not a regular file", "directory": "is a directory",
+    "huge": "more than the \\d+-byte limit", "readable": "is readable by others",
+}
+
+
+def _ssh_case(task: str, field: str, kind: str):
+    def run(tmp: Path) -> Outcome:
+        bad = _ssh_file(kind, tmp)
+        kh = _write(tmp, "known_hosts", "")
+        cfg = _write(tmp, "ssh_config", "")
+        files = {"key_file": bad if field == "key_file" else None, "known_hosts": kh, "config_file": cfg}
+        files[field] = bad
+        ssh = ", ".join(f"{k}: '{v}'" for k, v in files.items() if v is not None)
+        inv = _write(tmp, "inv.yaml", f"hosts:\n  h1:\n    ssh: {{address: 127.0.0.1, port: 9, {ssh}}}\n"
+                                      "    hardware: {sockets: 2}\n")
+        return cli(*SSH_TASKS[task], "--inventory", str(inv), "--host", "h1")
+    return run
+
+
+def _ssh_cases() -> list[Case]:
+    cases = []
+    for task in SSH_TASKS:
+        for kind in ("dev-zero", "fifo", "directory", "huge", "readable"):
+            cases.append(Case(f"ssh/{task}-key-{kind}", "ssh", _ssh_case(task, "key_file", kind),
+                              rf"SSH private key .*{SSH_FILE_MSG[kind]}.*fix: ", code=None))
+        for field, what in (("known_hosts", "known_hosts"), ("config_file", "ssh_config file")):
+            cases.append(Case(f"ssh/{task}-{field}-dev-zero", "ssh", _ssh_case(task, field, "dev-zero"),
+                              rf"{what} /dev/zero is not a regular file.*fix: ", code=None))
+    return cases
+
+
+def cases() -> list[Case]:
+    return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + ETAG
+            + PROFILE_BUDGET + _ssh_cases())
