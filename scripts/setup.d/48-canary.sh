@@ -23,4 +23,4 @@ elif [ -x /etc/init.d/prometheus ]; then
   $SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
 fi
 command -v prometheus >/dev/null 2>&1 || { echo "setup(canary): prometheus missing after install"; exit 1; }
-echo "setup(canary): $(prometheus --version 2>&1 | head -1) (its system service not running)"
+echo "setup(canary): $(prometheus --version 2>&1 | head -1) (its system service stopped; the tests start their own)"

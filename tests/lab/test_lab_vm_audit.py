@@ -20,6 +20,7 @@ is an info note, not a finding that fails the host.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 
@@ -43,34 +44,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
 def _vm(tmp_path_factory, name: str, numa_nic: bool):
+    """One booted lab VM as an inventory host (the lab kernel, else Debian's), stopped afterwards."""
     state, port = tmp_path_factory.mktemp(name), _free_port()
     try:
-        vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)
-    except NumaforgeError:
-        vm.up(kernel="debian", state_dir=state, ssh_port=port, numa_nic=numa_nic)
-    host = Host(name=name, location=Location("<test>"), hardware=HardwareSpec(sockets=4),
-                ssh=SSHSpec(address="127.0.0.1", port=port, user="root", key_file=str(state / "ssh/id_ed25519"),
-                            use_agent=False, known_hosts=str(state / "ssh/known_hosts")))
-    return state, host
+        try:
+            vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+        except NumaforgeError:
+            vm.up(kernel="debian", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+        yield Host(name=name, location=Location("<test>"), hardware=HardwareSpec(sockets=4),
+                   ssh=SSHSpec(address="127.0.0.1", port=port, user="root", key_file=str(state / "ssh/id_ed25519"),
+                               use_agent=False, known_hosts=str(state / "ssh/known_hosts")))
+    finally:
+        vm.down(state)
 
 
 @pytest.fixture(scope="module")
 def plain_vm(tmp_path_factory):
-    state, host = _vm(tmp_path_factory, "audit-vm", numa_nic=False)
-    try:
+    with _vm(tmp_path_factory, "audit-vm", numa_nic=False) as host:
         yield host
-    finally:
-        vm.down(state)
 
 
 @pytest.fixture(scope="module")
 def nic_vm(tmp_path_factory):
-    state, host = _vm(tmp_path_factory, "audit-nic-vm", numa_nic=True)
-    try:
+    with _vm(tmp_path_factory, "audit-nic-vm", numa_nic=True) as host:
         yield host
-    finally:
-        vm.down(state)
 
 
 def _by_check(findings: list[dict], check: str, severity: str = "warn") -> list[dict]:
