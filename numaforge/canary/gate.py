@@ -36,7 +36,7 @@ from ..hostos.read import host_state, parse_snapshot, take_snapshot, unexpected_
 from ..hostos.run import host_root, locality_counters
 from ..remote.ssh import connect
 from ..report import HostResult
-from ..secrets import SecretRef
+from ..secrets import SecretRef, register
 from . import decide
 from .prometheus import Prometheus
 
@@ -138,6 +138,8 @@ def settings_from(host_vars: dict, pairs: Sequence[str] | None, prometheus: str 
         if not getattr(s, key):
             raise GateSettingError(f"--gate slo needs the {key} setting", "--gate slo", f"pass {example}")
     if s.prometheus_token:
+        if not s.prometheus_token.startswith(("env:", "file:")):
+            register(s.prometheus_token)  # a literal given by mistake: masked in every message and report
         SecretRef.parse(s.prometheus_token, "slo gate prometheus_token")
     return s
 

@@ -53,3 +53,13 @@ def test_bad_gate_input_exits_2_naming_the_fix(inv, args, what, fix):
     assert r.returncode == 2, out
     assert what in out and fix in out
     assert "Traceback" not in out
+
+
+def test_a_literal_prometheus_token_is_refused_and_never_written(inv, tmp_path):
+    report = tmp_path / "r.json"
+    r = _invoke("os-apply", "-i", str(inv), "--all", "--canary", "1", "--gate", "slo", "--prometheus", "http://p",
+                "--slo", "prometheus_token=hunter2-not-a-ref", "--json", str(report))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "hunter2-not-a-ref" not in r.stdout + r.stderr
+    assert "env:" in r.stdout + r.stderr  # the fix names the reference forms
+    assert report.exists() and "hunter2-not-a-ref" not in report.read_text()
