@@ -108,31 +108,51 @@ class Service:
             t.join(timeout=10)
 
 
+def make_tls(tmp: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl, base tier): (ca.pem, cert, key)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True, cwd=tmp)
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=numaforge test CA")
+    run("req", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
+    (tmp / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem",
+        "-days", "1", "-extfile", "san.cnf")
+    return tmp / "ca.pem", tmp / "srv.pem", tmp / "srv.key"
+
+
 class PrometheusServer:
-    def __init__(self, tmp: Path, targets: list[str], port: int):
+    def __init__(self, tmp: Path, targets: list[str], port: int, tls: tuple[Path, Path, Path] | None = None):
         self.dir = tmp
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                "scrape_configs": [{"job_name": "svc", "static_configs": [{"targets": targets}]}]}
         (tmp / "data").mkdir(parents=True, exist_ok=True)
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         self.proc: subprocess.Popen | None = None
 
+    @property
+    def _verify(self) -> bool | str:
+        return str(self.tls[0]) if self.tls else True
+
     def __enter__(self) -> "PrometheusServer":
         log = open(self.dir / "prometheus.log", "w")
-        self.proc = subprocess.Popen(
-            ["/usr/bin/prometheus", f"--config.file={self.dir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
+        argv = ["/usr/bin/prometheus", f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"]
+        if self.tls:
+            web = {"tls_server_config": {"cert_file": str(self.tls[1]), "key_file": str(self.tls[2])}}
+            (self.dir / "web.yml").write_text(yaml.safe_dump(web))
+            argv.append(f"--web.config.file={self.dir / 'web.yml'}")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {(self.dir / 'prometheus.log').read_text()[-2000:]}")
             try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                if requests.get(f"{self.url}/-/ready", timeout=2, verify=self._verify).status_code == 200:
                     return self
             except requests.RequestException:
                 pass
@@ -145,7 +165,7 @@ class PrometheusServer:
         deadline = time.monotonic() + timeout
         q = f"count(count_over_time({metric}_count[10s]) >= 3)"
         while time.monotonic() < deadline:
-            r = requests.get(f"{self.url}/api/v1/query", params={"query": q}, timeout=5).json()
+            r = requests.get(f"{self.url}/api/v1/query", params={"query": q}, timeout=5, verify=self._verify).json()
             res = r["data"]["result"]
             if res and int(float(res[0]["value"][1])) >= n_targets:
                 return

@@ -13,7 +13,7 @@ import pytest
 from numaforge.canary.prometheus import Prometheus, PrometheusError, p99_query
 from numaforge.errors import NumaforgeError
 
-from .promlab import METRIC, PrometheusServer, Service
+from .promlab import METRIC, PrometheusServer, Service, make_tls
 
 pytestmark = pytest.mark.ssh
 
@@ -35,7 +35,8 @@ def test_p99_of_a_fast_and_a_slow_service(tmp_path):
             f = client.p99_ms(METRIC, "instance", [fast.instance], now, 5)
             s = client.p99_ms(METRIC, "instance", [slow.instance], now, 5)
             both = client.p99_ms(METRIC, "instance", [fast.instance, slow.instance], now, 5)
-            assert f is not None and f <= 10.0  # 2 ms sleeps land in the first buckets
+            # 2 ms sleeps land in the first buckets; measured latencies on a busy 2-core machine reach 10-25 ms
+            assert f is not None and f <= 25.0
             assert s is not None and 50.0 < s <= 100.0  # 62 ms sleeps: the (0.05, 0.1] bucket
             assert both is not None and f < both <= s
             assert client.p99_ms(METRIC, "instance", ["127.0.0.1:1"], now, 5) is None  # no such series
@@ -52,3 +53,14 @@ def test_unreachable_prometheus_and_bad_names():
         p99_query('x"}) or vector(1', "instance", ["a"], 60)
     q = p99_query("m", "instance", ['we"ird.host|x'], 59.5)
     assert q == 'histogram_quantile(0.99, sum by (le) (rate(m_bucket{instance=~"we\\"ird\\\\.host\\\\|x"}[60s])))'
+
+
+def test_tls_is_verified_against_the_system_cas_or_the_given_ca(tmp_path):
+    """Prometheus behind TLS with a private CA: refused without prometheus_ca, answered with it."""
+    tls = make_tls(tmp_path / "tls")
+    with Service() as svc, PrometheusServer(tmp_path / "prom", [svc.instance], _free_port(), tls=tls) as prom:
+        prom.wait_for_samples(METRIC, 1)
+        with pytest.raises(PrometheusError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            Prometheus(prom.url).query("up", time.time())
+        up = Prometheus(prom.url, ca_file=str(tls[0])).query("up", time.time())
+        assert up and up[0]["metric"]["instance"] == svc.instance and up[0]["value"][1] == "1"
