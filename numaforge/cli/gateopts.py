@@ -36,8 +36,14 @@ def slo_gate(
     slo: list | None,
     rollback: Callable[[Any], Any],
     accept_new_host_key: bool = False,
+    other_gates: tuple[str, ...] = (),
 ) -> Any:
-    """The SloGate for `--gate slo` (None for any other gate); bad settings stop with exit 2 before any host."""
+    """The SloGate for `--gate slo` (None without a gate or for one of the task's ``other_gates``); an unknown gate
+    or bad settings stop with exit 2 before any host."""
+    if gate is not None and gate != "slo" and gate not in other_gates:
+        raise cgate.GateSettingError(
+            f"unknown --gate {gate!r}", "--gate", "the gates here are: " + ", ".join(("slo", *other_gates))
+        )
     if gate != "slo":
         if prometheus or slo:
             raise cgate.GateSettingError(

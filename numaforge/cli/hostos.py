@@ -116,7 +116,9 @@ def _run(
         _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
         n_canary = values.non_negative_int(canary, "--canary", 0)
         undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
-        gate = gateopts.slo_gate(opts.gate, hosts, n_canary, prometheus, slo, undo, opts.accept_new_host_key)
+        gate = gateopts.slo_gate(
+            opts.gate, hosts, n_canary, prometheus, slo, undo, opts.accept_new_host_key, other_gates=("locality",)
+        )
         if action == "apply" and not opts.rollback:
             # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
             key = (

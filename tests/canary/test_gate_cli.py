@@ -45,6 +45,10 @@ def _invoke(*args):
          "add --gate slo"),
         (["validate", "--module", "x.ko", "--all", "--gate", "slo", "--prometheus", "http://p"],
          "validate unloads it without --keep", "add --keep"),
+        (["livepatch-install", "--module", "x.ko", "--all", "--gate", "locality"], "unknown --gate 'locality'",
+         "the gates here are: slo"),
+        (["os-apply", "--all", "--canary", "1", "--gate", "latency"], "unknown --gate 'latency'",
+         "the gates here are: slo, locality"),
     ],
 )
 def test_bad_gate_input_exits_2_naming_the_fix(inv, args, what, fix):
