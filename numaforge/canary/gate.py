@@ -198,13 +198,14 @@ class SloGate:
     def __call__(self, canaries: list[HostResult], canary_hosts: list, baseline_hosts: list) -> str | None:
         """The fleet hook: None widens; a reason stops the rollout (canary results updated on rollback)."""
         s = self.settings
-        self.record = {
-            "kind": "slo",
-            "settings": s.as_dict(),
-            "canaries": [h.name for h in canary_hosts],
-            "baselines": [h.name for h in baseline_hosts],
-            "minutes": [],
-        }
+        self.record.clear()  # the same dict the caller put in its report: an interrupted run still shows it
+        self.record.update(
+            kind="slo",
+            settings=s.as_dict(),
+            canaries=[h.name for h in canary_hosts],
+            baselines=[h.name for h in baseline_hosts],
+            minutes=[],
+        )
         if not baseline_hosts:
             return self._stop("hold", "no baseline hosts to compare the canaries with (every host was a canary)")
         prom = Prometheus(
@@ -216,6 +217,10 @@ class SloGate:
             return self._loop(prom, loc, canaries, canary_hosts, baseline_hosts)
         except NumaforgeError as exc:  # the fleet runner stops the rollout with it; the record says why
             self.record.update(decision="error", reason=exc.render(), correlation=self._correlation())
+            raise
+        except KeyboardInterrupt as exc:  # Ctrl-C/SIGTERM: no decision; the canaries stay as they are
+            sig = getattr(exc, "signal_name", "SIGINT")
+            self.record.update(decision="interrupted", reason=f"interrupted ({sig}); canaries kept, not widened")
             raise
         finally:
             if loc is not None:

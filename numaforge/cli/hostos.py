@@ -131,6 +131,8 @@ def _run(
             if resumed:
                 common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
             report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
+        if gate is not None:
+            report.data["gate"] = gate.record  # filled while the gate runs (an interrupted run keeps it)
         outcome = hostos_run.run_os(
             hosts,
             action,
@@ -143,8 +145,6 @@ def _run(
             host_timeout=host_timeout_seconds(host_timeout),
             slo_gate=gate,
         )
-        if gate is not None:
-            report.data["gate"] = gate.record
         rolled_back = gate is not None and gate.record.get("decision") == "rollback"
         if opts.journal is not None and (outcome.ok or rolled_back):
             opts.journal.finish()  # a gate rollback is a decision, not an interruption: nothing to resume

@@ -145,6 +145,8 @@ def livepatch_install(
             h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
         )
         slo_gate = gateopts.slo_gate(gate, hosts, fleet["canary"], prometheus, slo, undo, accept_new_host_key)
+        if slo_gate is not None:
+            report.data["gate"] = slo_gate.record  # filled while the gate runs (an interrupted run keeps it)
         out = lpfleet.install_hosts(
             hosts,
             module=module,
@@ -159,7 +161,6 @@ def livepatch_install(
             **fleet,
         )
         if slo_gate is not None:
-            report.data["gate"] = slo_gate.record
             gateopts.print_gate(slo_gate.record)
         return out
 

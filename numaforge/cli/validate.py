@@ -120,6 +120,8 @@ def validate(
                 h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
             )
             slo_gate = gateopts.slo_gate(gate, hosts, fleet_opts["canary"], prometheus, slo, undo, accept_new_host_key)
+            if slo_gate is not None:
+                report.data["gate"] = slo_gate.record  # filled while the gate runs (an interrupted run keeps it)
             outcome = lpfleet.validate_hosts(
                 hosts,
                 module=module,
@@ -136,7 +138,6 @@ def validate(
             )
             report.hosts.extend(outcome.results)
             if slo_gate is not None:
-                report.data["gate"] = slo_gate.record
                 gateopts.print_gate(slo_gate.record)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -62,6 +63,21 @@ class _Allocations(threading.Thread):
             time.sleep(0.05)
 
 
+def _interrupted(argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    """Run argv and send it SIGINT (Ctrl-C) once the gate printed its first minute."""
+    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**env, "PYTHONUNBUFFERED": "1"})
+    out = []
+    assert p.stdout is not None
+    for line in p.stdout:
+        out.append(line)
+        if line.startswith("slo gate minute 1:"):
+            p.send_signal(signal.SIGINT)
+            break
+    rest, err = p.communicate(timeout=120)
+    return subprocess.CompletedProcess(argv, p.returncode, "".join(out) + rest, err)
+
+
 def _inventory(path: Path, hosts, roots, services) -> Path:
     doc: dict = {"version": 1, "hosts": {}}
     for h, root, svc in zip(hosts, roots, services):
@@ -75,7 +91,7 @@ def _inventory(path: Path, hosts, roots, services) -> Path:
     return path
 
 
-def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...] = ()):
+def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...] = (), interrupt: bool = False):
     hosts = [netns_lab.add_host(f"s{i}") for i in range(n)]
     roots = [build_tree(tmp_path / f"root{i}") for i in range(n)]
     canary_live = lambda: fault == "latency" and (roots[0] / SAVED).exists()
@@ -91,11 +107,11 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...
                 stack.enter_context(svc)
             with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
                 prom.wait_for_samples(METRIC, n)  # a service without traffic still exposes its (empty) histogram
-                r = subprocess.run(
-                    [str(Path(sys.executable).with_name("invoke")), "os-apply", "-i", str(inv), "--all",
-                     "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=6",
-                     *extra, "--output", "plain", "--json", str(tmp_path / "r.json")],
-                    cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+                argv = [str(Path(sys.executable).with_name("invoke")), "os-apply", "-i", str(inv), "--all",
+                        "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=6",
+                        *extra, "--output", "plain", "--json", str(tmp_path / "r.json")]
+                r = _interrupted(argv, env) if interrupt else subprocess.run(
+                    argv, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
     finally:
         traffic.stop.set()
         traffic.join()
@@ -148,3 +164,14 @@ def test_no_latency_data_holds_extends_and_stops_without_widening(netns_lab, tmp
     status = {h["host"]: h["status"] for h in report["hosts"]}
     assert status == {"s0": "changed", "s1": "not-run", "s2": "not-run"}
     assert (roots[0] / SAVED).exists() and not (roots[1] / SAVED).exists()
+
+
+def test_ctrl_c_during_the_gate_exits_130_with_the_minutes_so_far(netns_lab, tmp_path):
+    r, report, roots = _run_gate(netns_lab, tmp_path, fault="none", extra=("--slo", "window=10"), interrupt=True)
+    assert r.returncode == 130, r.stdout + r.stderr
+    gate = report["data"]["gate"]
+    assert gate["decision"] == "interrupted" and len(gate["minutes"]) >= 1
+    assert report["status"] == "interrupted" and report["ok"] is False and "SIGINT" in gate["reason"]
+    status = {h["host"]: h["status"] for h in report["hosts"]}
+    assert status["s0"] == "changed" and status["s1"] == status["s2"] == "not-run"
+    assert (roots[0] / SAVED).exists() and not (roots[1] / SAVED).exists()  # canary kept, nothing widened
