@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import threading
 import time
@@ -106,6 +108,19 @@ class Service:
         self.server.server_close()
         for t in self.threads:
             t.join(timeout=10)
+
+
+@contextlib.contextmanager
+def higher_priority(nice: int = -10):
+    """Run the services (and what this thread starts: their threads, Prometheus, the CLI) at a lower nice value
+    (root only), so their measured latencies show the planted fault rather than the two TCG VMs beside them on a
+    2-core machine. Linux nice is per thread: threads created inside inherit it; the old value comes back after."""
+    old = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, old)
 
 
 def make_tls(tmp: Path) -> tuple[Path, Path, Path]:

@@ -4,7 +4,8 @@
 Boundary fake: each VM's "service" is a small HTTP server on the test machine (tests/canary/promlab.py: real
 sleeps, a hand-written histogram), not a workload inside the guest; its latency fault is tied to the guest's
 real state: while the live patch nf_lp_cmdline is enabled on the canary VM (read over SSH every second), the
-canary's service sleeps 60 ms more. Everything else is real: insmod and the livepatch transition, the install's
+canary's service sleeps 60 ms more. The services, Prometheus and the CLI run at nice -10 (promlab.higher_priority),
+so the two TCG VMs beside them on 2 cores do not drown the fault in scheduling delay. Everything else is real: insmod and the livepatch transition, the install's
 persistence, the gate's numastat reads over SSH, Prometheus's HTTP API, the rollback (unload + persistence
 removed). The inventory sorts hosts by name, so vm0-canary is the canary. The planted fault run goes first (its rollback leaves both VMs clean), then the healthy run widens.
 """
@@ -32,7 +33,7 @@ from numaforge.remote.ssh import connect
 from .conftest import LP_DATA, manifest_for
 
 sys.path.insert(0, str(ROOT / "tests"))
-from canary.promlab import METRIC, PrometheusServer, Service  # noqa: E402
+from canary.promlab import METRIC, PrometheusServer, Service, higher_priority  # noqa: E402
 
 pytestmark = pytest.mark.lab_vm
 LP = "nf_lp_cmdline"
@@ -93,6 +94,11 @@ def _inventory(path: Path, hosts: list[Host], services) -> Path:
 
 def _rollout(tmp_path: Path, hosts: list[Host], ko: Path, fault: bool):
     tmp_path.mkdir(parents=True, exist_ok=True)
+    with higher_priority():
+        return _rollout_at_priority(tmp_path, hosts, ko, fault)
+
+
+def _rollout_at_priority(tmp_path: Path, hosts: list[Host], ko: Path, fault: bool):
     watch = _PatchWatch(hosts[0])
     services = [Service(fault=lambda: fault and watch.enabled), Service()]
     inv = _inventory(tmp_path / "inv.yaml", hosts, services)
