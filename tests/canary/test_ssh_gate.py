@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from hostos.helpers import build_tree  # tests/hostos (tests/ is on sys.path: conftest.py)
-from .promlab import METRIC, PrometheusServer, Service
+from .promlab import METRIC, PrometheusServer, Service, higher_priority
 
 pytestmark = pytest.mark.ssh
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...
     env = {**os.environ, "NUMAFORGE_BUILD": str(tmp_path / "b"), "NUMAFORGE_STATE": str(tmp_path / "b/state")}
     traffic.start()
     try:
-        with contextlib.ExitStack() as stack:
+        with higher_priority(), contextlib.ExitStack() as stack:
             for svc in services:
                 stack.enter_context(svc)
             with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
