@@ -13,8 +13,10 @@ from . import common
 
 if TYPE_CHECKING:
     from ..canary import gate as cgate
-else:  # imported by the task that uses it (numaforge.lazy)
+    from ..livepatch import fleet as lpfleet
+else:  # imported by the task that uses them (numaforge.lazy)
     cgate = lazy_module("numaforge.canary.gate")
+    lpfleet = lazy_module("numaforge.livepatch.fleet")
 
 GATE_HELP = (
     "slo: after the canaries, judge their P99 latency (Prometheus) and NUMA locality skew against the other "
@@ -63,6 +65,30 @@ def slo_gate(
         log=lambda m: common.console.print(escape(m)),
         accept_new_host_key=accept_new_host_key,
     )
+
+
+def livepatch_slo_gate(
+    report: Any,
+    gate: str | None,
+    hosts: list,
+    canary: int,
+    prometheus: str | None,
+    slo: list | None,
+    *,
+    module: str | None,
+    target: str | None,
+    accept_new_host_key: bool,
+    log: Callable[[str], None],
+) -> Any:
+    """slo_gate for validate --keep and livepatch-install: a rolled-back canary's live patch is unloaded and its
+    boot persistence removed; the record goes into the report before the rollout (an interrupted run keeps it)."""
+    undo = lambda h: lpfleet.undo_install(
+        h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
+    )
+    g = slo_gate(gate, hosts, canary, prometheus, slo, undo, accept_new_host_key)
+    if g is not None:
+        report.data["gate"] = g.record
+    return g
 
 
 def print_gate(record: dict) -> None:

@@ -141,12 +141,18 @@ def livepatch_install(
             forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
         )
         log = lambda m: common.console.print(esc(m))
-        undo = lambda h: lpfleet.undo_install(
-            h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
+        slo_gate = gateopts.livepatch_slo_gate(
+            report,
+            gate,
+            hosts,
+            fleet["canary"],
+            prometheus,
+            slo,
+            module=module,
+            target=target,
+            accept_new_host_key=accept_new_host_key,
+            log=log,
         )
-        slo_gate = gateopts.slo_gate(gate, hosts, fleet["canary"], prometheus, slo, undo, accept_new_host_key)
-        if slo_gate is not None:
-            report.data["gate"] = slo_gate.record  # filled while the gate runs (an interrupted run keeps it)
         out = lpfleet.install_hosts(
             hosts,
             module=module,

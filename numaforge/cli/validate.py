@@ -116,12 +116,18 @@ def validate(
             if measure:
                 common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
             log = lambda m: common.console.print(esc(m))
-            undo = lambda h: lpfleet.undo_install(
-                h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
+            slo_gate = gateopts.livepatch_slo_gate(
+                report,
+                gate,
+                hosts,
+                fleet_opts["canary"],
+                prometheus,
+                slo,
+                module=module,
+                target=target,
+                accept_new_host_key=accept_new_host_key,
+                log=log,
             )
-            slo_gate = gateopts.slo_gate(gate, hosts, fleet_opts["canary"], prometheus, slo, undo, accept_new_host_key)
-            if slo_gate is not None:
-                report.data["gate"] = slo_gate.record  # filled while the gate runs (an interrupted run keeps it)
             outcome = lpfleet.validate_hosts(
                 hosts,
                 module=module,
@@ -142,16 +148,7 @@ def validate(
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
                 common.console.print(f"rollout: {esc(outcome.summary())}")
-            for h in outcome.results:
-                eff = h.data.get("numa_effect") or {}
-                if "third_node_moves" in eff:
-                    common.console.print(
-                        f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
-                        f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
-                        f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
-                        f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
-                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
-                    )
+            _print_effects(outcome.results)
         except NumaforgeError as exc:
             report.error = exc  # execute() records it (report, --junit) and reports it as usual
             raise
@@ -175,6 +172,19 @@ def validate(
             "gate": gate,
         },
     )
+
+
+def _print_effects(results) -> None:
+    for h in results:
+        eff = h.data.get("numa_effect") or {}
+        if "third_node_moves" in eff:
+            common.console.print(
+                f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
+                f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
+                f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
+                f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
+                f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
+            )
 
 
 TASKS = [validate]
