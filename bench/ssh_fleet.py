@@ -68,7 +68,7 @@ def main() -> int:
     from sshd_fixture import LocalUsers, NetnsLab
 
     from numaforge.facts.run import Options, run_host
-    from numaforge.fleet import run_fleet
+    from numaforge.fleet import Rollout, run_fleet
     from numaforge.remote.ssh import UPLOAD_METHODS
 
     base = Path(tempfile.mkdtemp(prefix="numaforge-bench-ssh-"))
@@ -106,7 +106,7 @@ def main() -> int:
         def run(fn, hosts) -> float:
             s0, c0 = server_cpu(lab), time.process_time()
             t0 = time.monotonic()
-            out = run_fleet(hosts, fn, forks=args.forks, progress=False)
+            out = run_fleet(hosts, fn, rollout=Rollout(forks=args.forks), progress=False)
             dt = time.monotonic() - t0        # measured before waiting for sshd to reap its sessions
             cpu["client"], cpu["server"] = time.process_time() - c0, server_cpu(lab) - s0
             bad = [f"{r.host}: {r.message}" for r in out.results if r.status == "failed"]

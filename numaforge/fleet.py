@@ -1,13 +1,17 @@
 """Rolling fleet execution: bounded concurrency, canary hosts, batches and a failure budget.
 
-    outcome = run_fleet(hosts, validate_one, forks=8, canary=1, batch=4, max_fail_pct=25)
+    outcome = run_fleet(hosts, validate_one, Rollout(forks=8, canary=1, batch=4, max_fail=25))
+
+:class:`Rollout` is the one value that carries the rolling options (--forks, --canary, --batch, --max-fail,
+--host-timeout, --gate, the write lock and --wait-lock) from the task layer (numaforge.cli.values builds it)
+through each pipeline's fleet entry point to here; a pipeline interprets ``gate`` itself.
 
 Order of a run:
 
 1. **Canary**: the first ``canary`` hosts run one after another. Every canary must pass; the first failing
    canary stops the rollout.
 2. **Batches**: the remaining hosts run in batches of ``batch`` hosts (0 = all remaining hosts in one batch),
-   at most ``forks`` at a time. After each batch, if ``failed / attempted * 100 > max_fail_pct`` (counted over
+   at most ``forks`` at a time. After each batch, if ``failed / attempted * 100 > max_fail`` (counted over
    every host attempted so far, canaries included) and hosts remain, the rollout stops.
 3. Hosts never started get status ``not-run`` and are listed in ``FleetOutcome.not_run``. Hosts already done
    stay as they are (``fn`` is never undone by the runner) and the outcome's ``reason`` says so.
@@ -21,7 +25,10 @@ rollout stops and the outcome's reason names the host and the error; the result 
 Ctrl-C (SIGINT) or SIGTERM (numaforge.cli.common turns it into :class:`Terminated`): no new host starts,
 running hosts stop at their next step boundary (numaforge.budget.request_stop: a request already on the wire
 finishes and is recorded), the rest are not-run, and run_fleet raises :class:`Interrupted` carrying the
-outcome, so no caller can mistake an interrupted run for a finished one.
+outcome, so no caller can mistake an interrupted run for a finished one. A host that was running when the
+interrupt came and stopped because of it is ``interrupted`` (not failed, never not-run) and keeps what it
+recorded (what it wrote, a reset it requested); a second Ctrl-C while waiting for running hosts still collects
+their results once their threads end (only a host whose result cannot be had is ``interrupted`` without data).
 
 Resuming an interrupted run is the per-host function's business: it records its phases in
 numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
@@ -30,7 +37,11 @@ Per-host budget: ``host_timeout`` seconds (None/0: none) per host, through numaf
 commands, uploads and Redfish requests stop starting once it is used up, so the host fails with "used up its
 --host-timeout" at a step boundary (never in the middle of a write) and its fork goes to the next host.
 
-Pure: no SSH or other peer here.
+Write lock: a rollout of a task that writes (``Rollout.lock``, the task's name) holds each host's lock
+(numaforge.hostlock: across processes on this build server) for the host's whole work; a host another run
+holds fails at once, or after ``wait_lock`` seconds, naming the holder.
+
+No SSH or other peer here (the lock is a local file).
 """
 
 from __future__ import annotations
@@ -38,21 +49,22 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import budget
+from . import budget, hostlock
 from .budget import host_deadline
 from .display import esc, make_console
 from .errors import NumaforgeError
-from .report import UNEXPECTED_ERROR, HostResult
+from .report import UNEXPECTED_ERROR, HostResult, host_status
 from .secrets import redact
 
 FAILED = "failed"
 NOT_RUN = "not-run"
+INTERRUPTED = "interrupted"
 
 
 class Terminated(KeyboardInterrupt):
@@ -78,6 +90,33 @@ class FleetOptionError(NumaforgeError):
     exit_code = 2
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """How a fleet run rolls out (module docstring): built once from the options, handed to run_fleet."""
+
+    forks: int = 8
+    canary: int = 0
+    batch: int = 0  # 0: all remaining hosts in one batch
+    max_fail: float = 100.0  # percentage of attempted hosts
+    host_timeout: float | None = None  # seconds per host; None: no budget
+    gate: str | None = None  # a canary gate the pipeline interprets (e.g. os-apply's "locality")
+    lock: str | None = None  # the writing task's name: hold each host's write lock; None: read-only run
+    wait_lock: float = 0.0  # seconds to wait for a host another run holds
+
+    def __post_init__(self) -> None:
+        check_options(self.forks, self.canary, self.batch, self.max_fail, self.host_timeout)
+        if not isinstance(self.wait_lock, (int, float)) or not self.wait_lock >= 0:
+            raise FleetOptionError(
+                f"--wait-lock must be 0 or more seconds, got {self.wait_lock!r}",
+                "--wait-lock",
+                "pass --wait-lock 600 to wait up to ten minutes for another run, or leave it out",
+            )
+
+    def rolling(self) -> "Rollout":
+        """This rollout with batches of --forks when a failure budget is set and no --batch (rolling_batch)."""
+        return replace(self, batch=rolling_batch(self.batch, self.forks, self.max_fail))
+
+
 @dataclass
 class FleetOutcome:
     results: list[HostResult]  # one per host, in the order the hosts were given
@@ -93,7 +132,7 @@ class FleetOutcome:
 
     @property
     def failed(self) -> list[str]:
-        return [r.host for r in self.results if r.status == FAILED]
+        return [r.host for r in self.results if r.status in (FAILED, INTERRUPTED)]
 
     @property
     def attempted(self) -> list[str]:
@@ -155,16 +194,16 @@ def host_timeout_seconds(value) -> float | None:
     return v or None
 
 
-def rolling_batch(batch: int, forks: int, max_fail_pct: float) -> int:
+def rolling_batch(batch: int, forks: int, max_fail: float) -> int:
     """The batch size a rollout with a failure budget uses: ``batch`` when given; else, when --max-fail is below
     100, ``forks`` (so the budget is checked after every wave of hosts instead of once after all of them: with
     one batch, max-fail could never stop anything); else 0 (all at once)."""
-    if batch or float(max_fail_pct) >= 100:
+    if batch or float(max_fail) >= 100:
         return batch
     return max(1, int(forks))
 
 
-def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host_timeout=None) -> None:
+def check_options(forks: int, canary: int, batch: int, max_fail: float, host_timeout=None) -> None:
     host_timeout_seconds(host_timeout)
     if not isinstance(forks, int) or forks < 1:
         raise FleetOptionError(f"--forks must be at least 1, got {forks}", "--forks", "pass --forks 8 (or any N >= 1)")
@@ -176,9 +215,9 @@ def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host
         raise FleetOptionError(
             f"--batch must be 0 (all at once) or more, got {batch}", "--batch", "pass --batch N or leave it out"
         )
-    if not 0 <= float(max_fail_pct) <= 100:
+    if not 0 <= float(max_fail) <= 100:
         raise FleetOptionError(
-            f"--max-fail must be a percentage from 0 to 100, got {max_fail_pct}",
+            f"--max-fail must be a percentage from 0 to 100, got {max_fail}",
             "--max-fail",
             "pass --max-fail 25 to stop once more than a quarter of the hosts failed",
         )
@@ -187,6 +226,16 @@ def check_options(forks: int, canary: int, batch: int, max_fail_pct: float, host
 def _timed(fn: Callable[[Any], HostResult], seconds: float, host: Any) -> HostResult:
     with host_deadline(seconds, host_name(host)):
         return fn(host)
+
+
+def _locked(fn: Callable[[Any], HostResult], rollout: Rollout, host: Any) -> HostResult:
+    """fn(host) holding the host's write lock (taken before the budget starts: waiting is not the host's work)."""
+    assert rollout.lock is not None
+    with hostlock.held_host(host, host_name(host), rollout.lock, rollout.wait_lock) as me:
+        result = fn(host)
+        if isinstance(result, HostResult):
+            result.data.setdefault("lock", me)
+        return result
 
 
 def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
@@ -262,11 +311,12 @@ class _Display:
 
     def _done(self, result: HostResult) -> None:
         with self._lock:
-            if result.status == FAILED:
+            status = host_status(result.status)
+            if status == FAILED:
                 self.failed += 1
             if self.enabled:
                 self.progress.advance(self.task)
-                mark = "[red]failed[/]" if result.status == FAILED else f"[green]{result.status}[/]"
+                mark = f"[red]{status}[/]" if status == FAILED else f"[green]{esc(status)}[/]"
                 self.progress.console.print(f"  {esc(result.host)}: {mark} {esc(result.message)}".rstrip())
                 self.progress.update(self.task, description=f"failed {self.failed}")
 
@@ -274,25 +324,25 @@ class _Display:
 def run_fleet(
     hosts: Sequence[Any],
     fn: Callable[[Any], HostResult],
+    rollout: Rollout | None = None,
     *,
-    forks: int = 8,
-    canary: int = 0,
-    batch: int = 0,
-    max_fail_pct: float = 100.0,
     progress: bool = True,
     console: Console | None = None,
-    host_timeout: float | None = None,
     gate: Callable[[list[HostResult], list, list], str | None] | None = None,
 ) -> FleetOutcome:
-    """Run fn on every host under the rolling rules (module docstring); results keep the input order.
+    """Run fn on every host under the rolling rules of ``rollout`` (module docstring); results keep the input
+    order.
 
     ``gate(canary_results, canary_hosts, later_hosts)`` (e.g. numaforge.canary.gate.SloGate) runs once every
     canary passed and before the first batch: a reason stops the rollout (the gate may have marked canaries
     failed, e.g. rolled back); None widens it. A NumaforgeError from the gate stops the rollout too."""
-    check_options(forks, canary, batch, max_fail_pct, host_timeout)
-    seconds = host_timeout_seconds(host_timeout)
+    rollout = rollout or Rollout()
+    forks, canary, batch = rollout.forks, rollout.canary, rollout.batch
+    seconds = host_timeout_seconds(rollout.host_timeout)
     if seconds:
         fn = functools.partial(_timed, fn, seconds)
+    if rollout.lock:
+        fn = functools.partial(_locked, fn, rollout)
     by_name: dict[str, Any] = {}
     for h in hosts:
         name = host_name(h)
@@ -307,9 +357,24 @@ def run_fleet(
     display = _Display(len(names), progress and bool(names), console)
     budget.clear_stop()
     interrupt: KeyboardInterrupt | None = None
+    running: dict = {}  # future -> host name, of every host started
+    cut: list[str] = []  # hosts running when an interrupt came
     with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
         try:
-            _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, max(1, forks), gate)
+            _run_phases(
+                pool,
+                fn,
+                phases,
+                n_canary,
+                rollout.max_fail,
+                by_name,
+                done,
+                display,
+                outcome,
+                forks,
+                (running, cut),
+                gate,
+            )
         except KeyboardInterrupt as exc:
             interrupt = exc
             sig = getattr(exc, "signal_name", "SIGINT")
@@ -327,6 +392,8 @@ def run_fleet(
                 "hosts already done stay as they are"
             )
     budget.clear_stop()
+    if interrupt is not None:
+        _collect_cut(running, cut, done)
     for name in names:
         if name in done:
             outcome.results.append(done[name])
@@ -340,10 +407,30 @@ def run_fleet(
     return outcome
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display, outcome, forks, gate=None) -> None:
+def _collect_cut(running: dict, cut: list[str], done: dict) -> None:
+    """After an interrupt (the pool's threads have ended): the hosts that were running get their results, even
+    when a second Ctrl-C stopped the wait for them; one that stopped because of the interrupt is interrupted."""
+    for f, name in running.items():
+        if name in done or f.cancelled() or not f.done():
+            continue
+        done[name] = f.result()  # _call never raises
+    for name in cut:
+        r = done.get(name)
+        if r is None:
+            done[name] = HostResult(
+                name, INTERRUPTED, "interrupted while running; its result could not be collected (see the BMC/host)"
+            )
+        elif r.status == FAILED and isinstance(r.data.get("error"), dict) and r.data["error"].get("kind") == "Stopped":
+            r.status = INTERRUPTED
+        elif r.status == FAILED and "interrupted (" in r.message:
+            r.status = INTERRUPTED
+
+
+def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks, track, gate=None) -> None:
+    forks = max(1, forks)
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
-        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks)
+        _run_phase(pool, fn, [by_name[n] for n in phase], done, display, forks, track)
         bug = next((r for r in done.values() if r.data.get(UNEXPECTED_ERROR)), None)
         if bug is not None:
             outcome.stopped = True
@@ -368,10 +455,10 @@ def _run_phases(pool, fn, phases, n_canary, max_fail_pct, by_name, done, display
             continue
         failed = sum(1 for r in done.values() if r.status == FAILED)
         pct = 100.0 * failed / len(done)
-        if pct > max_fail_pct and index + 1 < len(phases):
+        if pct > max_fail and index + 1 < len(phases):
             outcome.stopped = True
             outcome.reason = (
-                f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail_pct:g}%); "
+                f"{failed} of {len(done)} hosts failed ({pct:.0f}% > --max-fail {max_fail:g}%); "
                 "rollout stopped, hosts already done stay as they are"
             )
             return
@@ -386,12 +473,14 @@ def _gate(gate, phases, n_canary, by_name, done) -> str | None:
         return f"the canary gate could not judge ({redact(exc.render())}); rollout stopped, canaries kept"
 
 
-def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int) -> None:
+def _run_phase(
+    pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int, track
+) -> None:
     """Run one phase. A host's bug: hosts of the phase not started yet are cancelled. On Ctrl-C/SIGTERM (or
     any failure of this loop): cancel what has not started, stop running hosts at their next step boundary,
     wait for them and record their results, re-raise."""
     queue = list(phase_hosts)
-    futures: dict = {}
+    futures, cut = track  # every started host's future (run_fleet collects them after a second Ctrl-C)
     pending: set = set()
 
     def start_more() -> None:  # a host starts only when a fork is free: nothing queued can slip past a stop
@@ -415,6 +504,8 @@ def _run_phase(pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, disp
                     queue.clear()
             start_more()
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            cut.extend(futures[f] for f in pending)
         budget.request_stop(
             f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
             if isinstance(exc, KeyboardInterrupt)

@@ -41,9 +41,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import safeio
 from .errors import NumaforgeError
 from .paths import state_dir
 from .secrets import redact
+
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a resume journal (safeio.read_input's cap)
 
 FORMAT = "numaforge-journal/1"
 
@@ -114,14 +117,14 @@ class Journal:
     # -- reading ---------------------------------------------------------------------------------------
     def _load(self) -> None:
         where = str(self.path)
-        try:
-            lines = self.path.read_bytes().split(b"\n")
-        except OSError as exc:
-            raise JournalError(
-                f"cannot read the resume journal: {exc.strerror}",
-                where,
-                "fix its permissions, or delete it to start the run from scratch",
-            ) from None
+        lines = safeio.read_input(
+            self.path,
+            what="resume journal",
+            error=JournalError,
+            max_bytes=MAX_JOURNAL_BYTES,
+            fix_kind="delete it to start the run from scratch",
+            fix_size="delete it to start the run from scratch (a journal holds a few KiB per host)",
+        ).split(b"\n")
         torn = lines[-1] != b""  # a complete file ends with a newline: anything after it is torn
         lines = lines[:-1]
         if not lines:

@@ -33,6 +33,19 @@ else:  # every task imports this module; only --json needs the validator (numafo
 
 UNEXPECTED_ERROR = "unexpected_error"  # HostResult.data key: the host's work raised something that is a bug
 
+# One vocabulary for every task's host status in reports, summaries and JUnit (issue 25 item 5): the host was
+# changed, left unchanged (read-only tasks, nothing to do), failed, never started (not-run), or stopped by an
+# interrupt part way (interrupted: its data says what it had done).
+HOST_STATUSES = ("changed", "unchanged", "failed", "not-run", "interrupted")
+DONE = ("changed", "unchanged")
+# words pipelines still use inside a run, and older reports and journals hold: "ok" changed nothing
+_OLD_WORDS = {"ok": "unchanged", "skipped": "not-run"}
+
+
+def host_status(status: str) -> str:
+    """A host status in the report vocabulary (HOST_STATUSES); older words are mapped, never dropped."""
+    return _OLD_WORDS.get(status, status)
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -69,7 +82,7 @@ class HostResult:
         return _StepTimer(self, name)
 
     def as_dict(self) -> dict:
-        d: dict[str, Any] = {"host": self.host, "status": self.status}
+        d: dict[str, Any] = {"host": self.host, "status": host_status(self.status)}
         if self.message:
             d["message"] = self.message
         if self.steps:
@@ -135,13 +148,13 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """True only when nothing failed: no error, no interrupt, no failed or not-run host, no stopped rollout,
-        and every selected host has a result."""
+        """True only when every host is done (changed or unchanged): no error, no interrupt, no failed, not-run
+        or interrupted host, no stopped rollout, and every selected host has a result."""
         fleet = self.data.get("fleet") if isinstance(self.data.get("fleet"), dict) else {}
         return (
             self.error is None
             and self.interrupted is None
-            and all(h.status not in ("failed", "not-run") for h in self.hosts)
+            and all(host_status(h.status) in DONE for h in self.hosts)
             and not fleet.get("stopped")
             and not self.missing_hosts()
         )
@@ -186,16 +199,10 @@ class Report:
         table.add_column("host")
         table.add_column("status")
         table.add_column("message", overflow="fold")
-        colors = {
-            "ok": "green",
-            "changed": "yellow",
-            "unchanged": "green",
-            "failed": "red",
-            "skipped": "dim",
-            "not-run": "dim",
-        }
+        colors = {"changed": "yellow", "unchanged": "green", "failed": "red", "not-run": "dim", "interrupted": "red"}
         for h in self.hosts:
-            table.add_row(esc(h.host), f"[{colors.get(h.status, 'white')}]{esc(h.status)}[/]", esc(h.message))
+            status = host_status(h.status)
+            table.add_row(esc(h.host), f"[{colors.get(status, 'white')}]{esc(status)}[/]", esc(h.message))
         return table
 
     def print_summary(self, console: Console | None = None) -> None:
@@ -205,10 +212,11 @@ class Report:
 
 
 def junit_xml(report: Report, suite: str = "numaforge") -> str:
-    """JUnit XML: one testcase per host; failed -> <failure>, not-run/skipped -> <skipped>; evidence in system-out."""
+    """JUnit XML: one testcase per host; failed/interrupted -> <failure>, not-run -> <skipped>; evidence in
+    system-out."""
     cases = report.hosts
-    failures = sum(1 for h in cases if h.status == "failed")
-    skipped = sum(1 for h in cases if h.status in ("not-run", "skipped"))
+    failures = sum(1 for h in cases if host_status(h.status) in ("failed", "interrupted"))
+    skipped = sum(1 for h in cases if host_status(h.status) == "not-run")
     total = sum(s.seconds for h in cases for s in h.steps)
     ts = ET.Element(
         "testsuite",
@@ -229,16 +237,17 @@ def junit_xml(report: Report, suite: str = "numaforge") -> str:
         case = ET.SubElement(
             ts, "testcase", classname=suite, name=h.host, time=f"{sum(s.seconds for s in h.steps):.3f}"
         )
-        if h.status == "failed":
+        status = host_status(h.status)
+        if status in ("failed", "interrupted"):
             f = ET.SubElement(
                 case,
                 "failure",
-                message=h.message.splitlines()[0] if h.message else "failed",
+                message=h.message.splitlines()[0] if h.message else status,
                 type=h.data.get("error", {}).get("kind", "failed"),
             )
             f.text = redact(h.message)
-        elif h.status in ("not-run", "skipped"):
-            ET.SubElement(case, "skipped", message=h.message or h.status)
+        elif status == "not-run":
+            ET.SubElement(case, "skipped", message=h.message or status)
         out = ET.SubElement(case, "system-out")
         out.text = _json.dumps(redact(h.as_dict()), indent=1, default=str)
     ET.indent(ts)

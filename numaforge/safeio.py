@@ -147,29 +147,33 @@ def check_input(
     private: bool = False,
     fix_missing: str = "check the path",
     fix_kind: str = "pass a regular file",
+    fix_dir: str | None = None,
     fix_size: str = "check the path",
 ) -> os.stat_result:
     """The one check of every file numaforge reads, before it is opened (a FIFO never blocks, /dev/zero is
     never read): it exists, is a regular file of at most ``max_bytes`` and, when ``private`` (secrets, SSH
     private keys), is readable by its owner only (unless NUMAFORGE_ALLOW_READABLE_SECRET_FILES=1). Returns
-    its stat; anything else is ``error(what..., where or the path, fix)``."""
-    where = where or str(path)
+    its stat; anything else is ``error(what, where, fix)`` -- with ``where`` None the path is the where,
+    else the message names the path."""
+    label = what if where is None else f"{what} {path}"
+    where = str(path) if where is None else where
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise error(f"{what} {path} not found", where, fix_missing) from None
+        missing = f"{label} not found" if label == what else f"cannot read {label}: No such file or directory"
+        raise error(missing, where, fix_missing) from None
     except OSError as exc:
-        raise error(f"cannot read {what} {path}: {exc.strerror}", where, "check the path and permissions") from None
+        raise error(f"cannot read {label}: {exc.strerror}", where, "check the path and permissions") from None
     if stat.S_ISDIR(st.st_mode):
-        raise error(f"{what} {path} is a directory", where, fix_kind)
+        raise error(f"{label} path is a directory", where, fix_dir or fix_kind)
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"{what} {path} is not a regular file (a device, FIFO or socket)", where, fix_kind)
+        raise error(f"{label} is not a regular file (a device, FIFO or socket)", where, fix_kind)
     if st.st_size > max_bytes:
-        raise error(f"{what} {path} is {st.st_size} bytes, more than the {max_bytes}-byte limit", where, fix_size)
+        raise error(f"{label} is {st.st_size} bytes, more than the {max_bytes}-byte limit", where, fix_size)
     if private and st.st_mode & 0o077 and os.environ.get(ALLOW_READABLE_ENV) != "1":
         who = "others" if st.st_mode & 0o007 else "its group"
         raise error(
-            f"{what} {path} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})",
+            f"{label} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})",
             where,
             f"chmod 600 {path} (or set {ALLOW_READABLE_ENV}=1 to accept it)",
         )
@@ -181,13 +185,19 @@ def read_input(path: str | os.PathLike, **checks) -> bytes:
     that grows while it is read is refused, not read on."""
     check_input(path, **checks)
     error = checks.get("error", NumaforgeError)
-    what, where = checks.get("what", "file"), checks.get("where") or str(path)
+    where = checks.get("where")
+    label = checks.get("what", "file") if where is None else f"{checks.get('what', 'file')} {path}"
+    where = str(path) if where is None else where
     max_bytes = checks.get("max_bytes", 4 * 1024 * 1024)
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise error(f"cannot read {what} {path}: {exc.strerror}", where, "check the path and permissions") from None
+        raise error(f"cannot read {label}: {exc.strerror}", where, "check the path and permissions") from None
     if len(data) > max_bytes:
-        raise error(f"{what} {path} grew past the {max_bytes}-byte limit while reading", where, "check the path")
+        raise error(
+            f"{label} grew past the {max_bytes}-byte limit while reading",
+            where,
+            checks.get("fix_size", "check the path"),
+        )
     return data

@@ -7,16 +7,16 @@ scrub it (``redact``); the reference itself (``env:BMC_PASS``) is what gets prin
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import safeio
 from .errors import SecretError
 
 _RESOLVED: set[str] = set()
 MASK = "********"
 MAX_SECRET_FILE_BYTES = 16 * 1024
-ALLOW_READABLE_ENV = "NUMAFORGE_ALLOW_READABLE_SECRET_FILES"
+ALLOW_READABLE_ENV = safeio.ALLOW_READABLE_ENV
 
 
 def register(value: str | None) -> None:
@@ -28,43 +28,18 @@ def register(value: str | None) -> None:
 
 def _read_secret_file(path: Path, where: str) -> str:
     """A ``file:`` secret: a regular file, at most MAX_SECRET_FILE_BYTES, readable only by its owner (unless
-    NUMAFORGE_ALLOW_READABLE_SECRET_FILES=1)."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise SecretError(
-            f"cannot read secret file {path}: {exc.strerror}", where, "check the path and its permissions"
-        ) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise SecretError(
-            f"secret file {path} is not a regular file", where, "point file: at a regular file holding only the secret"
-        )
-    if st.st_size > MAX_SECRET_FILE_BYTES:
-        raise SecretError(
-            f"secret file {path} is {st.st_size} bytes, more than the {MAX_SECRET_FILE_BYTES}-byte limit",
-            where,
-            "point file: at a file holding only the secret",
-        )
-    if st.st_mode & 0o077 and os.environ.get(ALLOW_READABLE_ENV) != "1":
-        who = "others" if st.st_mode & 0o007 else "its group"
-        raise SecretError(
-            f"secret file {path} is readable by {who} (mode {stat.S_IMODE(st.st_mode):04o})",
-            where,
-            f"chmod 600 {path} (or set {ALLOW_READABLE_ENV}=1 to accept it)",
-        )
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_SECRET_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SecretError(
-            f"cannot read secret file {path}: {exc.strerror}", where, "check the path and its permissions"
-        ) from None
-    if len(data) > MAX_SECRET_FILE_BYTES:
-        raise SecretError(
-            f"secret file {path} grew past the {MAX_SECRET_FILE_BYTES}-byte limit",
-            where,
-            "point file: at a file holding only the secret",
-        )
+    NUMAFORGE_ALLOW_READABLE_SECRET_FILES=1) -- numaforge.safeio.read_input, the one checked reader."""
+    data = safeio.read_input(
+        path,
+        what="secret file",
+        where=where,
+        error=SecretError,
+        max_bytes=MAX_SECRET_FILE_BYTES,
+        private=True,
+        fix_missing="check the path and its permissions",
+        fix_kind="point file: at a regular file holding only the secret",
+        fix_size="point file: at a file holding only the secret",
+    )
     try:
         return data.decode("utf-8").rstrip("\n")
     except UnicodeDecodeError:

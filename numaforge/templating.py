@@ -19,11 +19,12 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from . import budgeted, yamlsrc
+from . import budgeted, safeio, yamlsrc
 from .errors import ProfileError
 from .safeio import file_stamp
 
 SUFFIX = ".yaml.j2"
+MAX_PROFILE_BYTES = 1024 * 1024  # a profile template (safeio.check_input's cap)
 
 
 def host_facts(host) -> dict[str, Any]:
@@ -52,6 +53,10 @@ def find_template(name: str, dirs: Sequence[Path], kind: str) -> Path:
         p = Path(name)
         if p.is_file():
             return p
+        if os.path.lexists(p):  # there, but a directory, a device, a FIFO, a dangling link: say which
+            safeio.check_input(
+                p, what=kind, error=ProfileError, max_bytes=MAX_PROFILE_BYTES, fix_kind="name a .yaml.j2 file"
+            )
         raise ProfileError(f"{kind} file {name} does not exist", name, "check the path")
     for d in dirs:
         p = d / f"{name}{SUFFIX}"
@@ -83,6 +88,18 @@ class _StatLoader(jinja2.FileSystemLoader):
     nanosecond mtime (jinja2's own check compares float seconds)."""
 
     def get_source(self, environment, template):
+        for base in self.searchpath:  # the one checked reader first: a profile is a small regular file
+            candidate = os.path.join(base, template)
+            if os.path.lexists(candidate):
+                safeio.check_input(
+                    candidate,
+                    what="profile",
+                    error=ProfileError,
+                    max_bytes=MAX_PROFILE_BYTES,
+                    fix_kind="a profile is a regular .yaml.j2 file",
+                    fix_size="a profile is a hand-written template of a few KiB",
+                )
+                break
         source, filename, _uptodate = super().get_source(environment, template)
         stamp = file_stamp(filename)
 
@@ -135,6 +152,8 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
             _at(path, template_line(exc, template.filename)),
             "a profile computes a few settings from facts: remove the large loop, range or repetition",
         ) from None
+    except EXPRESSION_ERRORS as exc:
+        raise _expression_error(exc, _at(path, template_line(exc, template.filename))) from None
     except SecurityError as exc:
         raise ProfileError(
             f"profile tried something the template sandbox forbids ({exc})",
@@ -151,6 +170,25 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
         raise ProfileError(
             f"template failed: {exc}", _at(path, template_line(exc, template.filename)), "fix the template expression"
         ) from None
+
+
+# what a template expression can raise from Python itself ({{ 4 // 0 }}, {{ 'a' + 1 }}, a macro calling itself):
+# the template's fault, said with its file:line -- these were "internal error (a bug)" exits (issue 25 item 8)
+EXPRESSION_ERRORS = (ArithmeticError, RecursionError, TypeError, ValueError, LookupError)
+
+
+def _expression_error(exc: BaseException, where: str) -> ProfileError:
+    """The ProfileError for a template expression Python refused (division by zero, endless recursion...)."""
+    if isinstance(exc, RecursionError):
+        what = "a macro or loop in the profile calls itself without end (RecursionError)"
+        fix = "give the recursive macro a condition that stops it, or compute the value without recursion"
+    elif isinstance(exc, ZeroDivisionError):
+        what = f"the profile divides by zero ({exc})"
+        fix = "guard the divisor (e.g. {% if n %}...{% endif %}) or check the fact it comes from"
+    else:
+        what = f"a template expression failed: {type(exc).__name__}: {exc}"
+        fix = "fix the expression at that line (types: facts are numbers, strings, lists and mappings)"
+    return ProfileError(what, where, fix)
 
 
 def _at(path: Path, line: int | None) -> str:

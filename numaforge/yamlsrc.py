@@ -19,12 +19,12 @@ its exit code.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
+from . import safeio
 from .errors import NumaforgeError
 
 MAX_BYTES = 4 * 1024 * 1024  # no hand-written YAML of ours comes near this
@@ -140,33 +140,19 @@ def read_limited(
     max_bytes: int = MAX_BYTES,
     fix_missing: str = "check the path",
 ) -> str:
-    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes; anything else is ``error``."""
+    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes; anything else is ``error``
+    (numaforge.safeio.read_input, the one checked reader)."""
     where = str(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise error(f"{what} not found", where, fix_missing) from None
-    except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror}", where, "check the path and permissions") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{what} path is a directory", where, "pass a YAML file, not a directory") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise error(
-            f"{what} is not a regular file (a device, FIFO or socket)", where, "pass a regular YAML file"
-        ) from None
-    if st.st_size > max_bytes:
-        raise error(
-            f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit",
-            where,
-            "this is not a hand-written YAML file; check the path",
-        ) from None
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror}", where, "check the path and permissions") from None
-    if len(data) > max_bytes:
-        raise error(f"{what} grew past the {max_bytes}-byte limit while reading", where, "check the path")
+    data = safeio.read_input(
+        path,
+        what=what,
+        error=error,
+        max_bytes=max_bytes,
+        fix_missing=fix_missing,
+        fix_kind="pass a regular YAML file",
+        fix_dir="pass a YAML file, not a directory",
+        fix_size="this is not a hand-written YAML file; check the path",
+    )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

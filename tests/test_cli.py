@@ -176,3 +176,44 @@ def test_bad_host_timeout_exits_2_naming_the_option(task):
 def test_measure_and_no_measure_contradict():
     r = invoke("validate", "--inventory", "inventory/lab.yaml", "--measure", "--no-measure")
     assert r.returncode == 2 and "contradict" in r.stderr and "Traceback" not in r.stderr
+
+
+def _string_options():
+    """(task, option, required positional options) for every task option that takes a value (not a flag)."""
+    from numaforge.cli.main import program
+    out = []
+    for name in sorted(program.namespace.task_names):
+        args = program.namespace[name].get_arguments()
+        required = [a.names[0] for a in args if a.positional]
+        for a in args:
+            if a.kind is not bool:
+                out.append((name, a.names[0], required))
+    return out
+
+
+def test_every_option_of_every_task_refuses_an_empty_value(tmp_path, capsys):
+    """Issue 25 item 6: `--inventory ''`, `--profile ''`, `--host ''`... exit 2 naming the option; the task body
+    never runs (its --json report is not written). Walks invoke's Program over every task, in process."""
+    from numaforge.cli.main import program
+    cases = _string_options()
+    assert len(cases) > 100 and ("bios-apply", "profile", []) in cases and ("facts", "host", []) in cases
+    for task, option, required in cases:
+        report = tmp_path / f"{task}-{option}.json"
+        argv = ["numaforge", task, f"--{option}", ""]
+        argv += [x for r in required if r != option for x in (f"--{r}", "x")]
+        if option != "json" and any("json" in a.names for a in program.namespace[task].get_arguments()):
+            argv += ["--json", str(report)]
+        with pytest.raises(SystemExit) as exc:
+            program.run(argv)
+        err = " ".join(capsys.readouterr().err.split())
+        assert exc.value.code == 2, (argv, err)
+        assert f"--{option}: the value '' is empty" in err and f"leave --{option} out" in err, (argv, err)
+        assert not report.exists(), argv
+
+
+def test_blank_repeated_value_and_empty_root_are_usage_errors():
+    r = invoke("facts", "--host", "lab", "--host", "  ")
+    assert r.returncode == 2 and "--host: the value '  ' is empty" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", "", "--list"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--root: the value '' is empty" in r.stderr

@@ -21,6 +21,7 @@ BASICS = {
     "errors",
     "fleet",
     "journal",
+    "hostlock",
     "lazy",
     "paths",
     "report",

@@ -1,6 +1,6 @@
 """numa-audit per host and over the fleet: one POSIX-sh script over SSH (read-only), two samples a window apart.
 
-    outcome = audit_fleet(hosts, AuditOptions(window=10), forks=8)
+    outcome = audit_fleet(hosts, AuditOptions(window=10), Rollout(forks=8))
 
 The script (``audit_script``) prints the files once (nodes, sysctls, THP, governors, PCI numa_node, every
 process's status and numa_maps, the kernel release) and the sampled files twice, ``window`` seconds apart
@@ -18,7 +18,7 @@ from fnmatch import fnmatch
 from ..defaults import AUDIT_WINDOW
 from ..errors import NumaforgeError
 from ..facts.captures import parse_cpulist
-from ..fleet import FleetOutcome, run_fleet
+from ..fleet import FleetOutcome, Rollout, run_fleet
 from ..hostos.read import (
     BASE_FILES,
     MARK,
@@ -299,7 +299,7 @@ def audit_host(host, opts: AuditOptions) -> HostResult:
     return res
 
 
-def audit_fleet(hosts, opts: AuditOptions, *, forks: int = 8, progress: bool = True, host_timeout=None) -> FleetOutcome:
+def audit_fleet(hosts, opts: AuditOptions, rollout: Rollout | None = None, *, progress: bool = True) -> FleetOutcome:
     no_ssh = [h.name for h in hosts if h.ssh is None]
     if no_ssh:
         raise NumaforgeError(
@@ -307,4 +307,4 @@ def audit_fleet(hosts, opts: AuditOptions, *, forks: int = 8, progress: bool = T
             "inventory",
             "add ssh: {address: ...} to each host numa-audit should read",
         )
-    return run_fleet(hosts, lambda h: audit_host(h, opts), forks=forks, progress=progress, host_timeout=host_timeout)
+    return run_fleet(hosts, lambda h: audit_host(h, opts), rollout, progress=progress)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import budget
 from ..errors import NumaforgeError
-from ..fleet import rolling_batch, run_fleet
+from ..fleet import Rollout, run_fleet
 from ..report import UNEXPECTED_ERROR, HostResult
 from . import discovery
 from .discovery import RegistryCache, Shape, discovery_dir, shape_key
@@ -82,7 +82,6 @@ class HostOptions:
     profiles_dir: str | None = None
     vendors_dir: str | None = None
     journal: Any = None  # numaforge.journal.Journal of a --reboot run (resume after a crash)
-    host_timeout: float | None = None  # --host-timeout: budget per host (numaforge.budget), None = none
     discovery_cache: bool = True  # keep registries and per-model paths on disk (numaforge.bios.discovery)
 
 
@@ -958,21 +957,11 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
 
 
 # -- many hosts -------------------------------------------------------------------------------------------------
-def run_hosts(
-    hosts,
-    action: str,
-    opts: HostOptions,
-    *,
-    forks: int = 8,
-    canary: int = 0,
-    batch: int = 0,
-    max_fail_pct: float = 100.0,
-    progress: bool = False,
-):
+def run_hosts(hosts, action: str, opts: HostOptions, rollout: Rollout | None = None, *, progress: bool = False):
     """Run plan/apply/verify on every host with bounded concurrency (numaforge.fleet); one registry cache per run.
 
     A failing host never stops the others (unless canary/max-fail say so; with --max-fail below 100 and no
-    --batch, hosts run in waves of ``forks``, numaforge.fleet.rolling_batch). Returns the FleetOutcome.
+    --batch, hosts run in waves of ``forks``, numaforge.fleet.Rollout.rolling). Returns the FleetOutcome.
     """
 
     fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
@@ -987,16 +976,7 @@ def run_hosts(
             result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"
         return result
 
-    outcome = run_fleet(
-        hosts,
-        one,
-        forks=forks,
-        canary=canary,
-        batch=rolling_batch(batch, forks, max_fail_pct),
-        max_fail_pct=max_fail_pct,
-        progress=progress,
-        host_timeout=opts.host_timeout,
-    )
+    outcome = run_fleet(hosts, one, (rollout or Rollout()).rolling(), progress=progress)
     outcome.registry_fetches = cache.fetches
     outcome.registry_loaded = cache.loaded
     return outcome

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import NumaforgeError
-from ..fleet import rolling_batch, run_fleet
+from ..fleet import Rollout, run_fleet
 from ..report import HostResult
 from .apply import HostOptions, _finish, connect, fetch_registry
 from .discovery import RegistryCache, discovery_dir
@@ -271,11 +271,8 @@ def run_operation(
     name: str,
     opts: HostOptions,
     oopts: OpOptions,
+    rollout: Rollout | None = None,
     *,
-    forks: int = 8,
-    canary: int = 0,
-    batch: int = 0,
-    max_fail_pct: float = 100.0,
     progress: bool = False,
 ):
     """``name`` (a key of OPERATIONS) on every host under the rolling rules of numaforge.fleet."""
@@ -286,13 +283,4 @@ def run_operation(
         operate_host(name, host, opts, oopts, cache, result)
         return result
 
-    return run_fleet(
-        hosts,
-        one,
-        forks=forks,
-        canary=canary,
-        batch=rolling_batch(batch, forks, max_fail_pct),
-        max_fail_pct=max_fail_pct,
-        progress=progress,
-        host_timeout=opts.host_timeout,
-    )
+    return run_fleet(hosts, one, (rollout or Rollout()).rolling(), progress=progress)

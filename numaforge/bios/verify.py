@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import NumaforgeError
 from ..facts import HostFacts, parse_facts, template_facts
 from ..facts.collect import collect_ssh
-from ..fleet import run_fleet
+from ..fleet import Rollout, run_fleet
 from ..report import HostResult
 from .apply import HostOptions, RegistryCache, verify_host
 from .discovery import discovery_dir
@@ -173,7 +173,9 @@ def verify_host_full(host, opts: HostOptions, vopts: VerifyOptions, cache: Regis
         )
 
 
-def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8, progress: bool = False):
+def run_verify(
+    hosts, opts: HostOptions, vopts: VerifyOptions, rollout: Rollout | None = None, *, progress: bool = False
+):
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> HostResult:
@@ -181,7 +183,7 @@ def run_verify(hosts, opts: HostOptions, vopts: VerifyOptions, *, forks: int = 8
         verify_host_full(host, opts, vopts, cache, result)
         return result
 
-    outcome = run_fleet(hosts, one, forks=forks, progress=progress, host_timeout=opts.host_timeout)
+    outcome = run_fleet(hosts, one, rollout, progress=progress)
     outcome.registry_fetches = cache.fetches
     outcome.registry_loaded = cache.loaded
     return outcome

@@ -12,11 +12,10 @@ from rich.table import Table
 from ..defaults import AUDIT_WINDOW, FORKS_SSH
 from ..display import esc
 from ..errors import NumaforgeError
-from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
-from .optionsets import task
+from . import common
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..audit import run as audit_run
@@ -75,35 +74,16 @@ def _window(value) -> float:
     return w
 
 
-@task(hosts=True, help=HELP)
-def numa_audit(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    window=None,
-    process=None,
-    forks=None,
-    host_timeout=None,
-    accept_new_host_key=False,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH, rolling=False), help=HELP)
+def numa_audit(c, select, rollout, window=None, process=None, accept_new_host_key=False, json=None):
     """Audit NUMA placement on hosts (read-only, over SSH): scheduler imbalance, cpuset without membind, IRQ and
     NIC contention, zone_reclaim_mode, device numa_node, THP, governor; each finding with evidence and fix."""
 
     def body(report: Report):
         opts = audit_run.AuditOptions(window=_window(window), process=process, accept_new_host_key=accept_new_host_key)
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        _inv, hosts = common.load_selected(c, report, select)
         report.expect_hosts(h.name for h in hosts)
-        outcome = audit_run.audit_fleet(
-            hosts,
-            opts,
-            forks=values.positive_int(forks, "--forks", FORKS_SSH),
-            progress=len(hosts) > 1,
-            host_timeout=host_timeout_seconds(host_timeout),
-        )
+        outcome = audit_run.audit_fleet(hosts, opts, rollout, progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)

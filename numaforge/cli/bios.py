@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from .. import journal
 from ..bios.errors import ProfileError
 from ..defaults import FORKS_BMC
 from ..display import esc
-from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
-from .optionsets import task
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
@@ -133,65 +131,29 @@ def _s(v) -> str:
     return "-" if v is None else str(v)
 
 
-def _run(
-    c,
-    task_name,
-    action,
-    options,
-    inventory,
-    host,
-    group,
-    limit,
-    json,
-    allow_plaintext_secrets,
-    opts: bapply.HostOptions,
-    forks,
-    canary=None,
-    max_fail=None,
-    journaled=False,
-    batch=None,
-    timeouts=None,
-):
+def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptions, options: dict, json, timeouts=None):
+    """The shared body of bios-plan and bios-apply: select, (journal), run the pipeline, print."""
     _warn_insecure(opts.insecure)
+    journaled = action == "apply" and opts.reboot
 
     def body(report: Report):
-        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
-        n_forks = values.positive_int(forks, "--forks", FORKS_BMC)
-        n_canary = values.non_negative_int(canary, "--canary", 0)
-        fail_pct = values.max_fail(max_fail, "--max-fail", 100.0)
         if timeouts is not None:
             opts.timeouts = timeouts()
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        _inv, hosts = common.load_selected(c, report, select)
         report.expect_hosts(h.name for h in hosts)
-        if journaled:
+        if not journaled:
+            outcome = bapply.run_hosts(hosts, action, opts, rollout, progress=len(hosts) > 1)
+        else:
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
             key = (
                 f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
                 f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}"
             )
-            opts.journal = journal.open(key)
-            resumed = opts.journal.hosts()
-            if resumed:
-                common.console.print(
-                    esc(
-                        f"resuming an interrupted run from {opts.journal.path}: "
-                        + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())
-                    )
-                )
-            report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        outcome = bapply.run_hosts(
-            hosts,
-            action,
-            opts,
-            forks=n_forks,
-            canary=n_canary,
-            batch=values.non_negative_int(batch, "--batch", 0),
-            max_fail_pct=fail_pct,
-            progress=len(hosts) > 1,
-        )
-        if journaled and not outcome.stopped and all(r.status != "failed" for r in outcome.results):
-            opts.journal.finish()
+            with common.resume_journal(report, key, rollout) as opts.journal:
+                outcome = bapply.run_hosts(hosts, action, opts, rollout, progress=len(hosts) > 1)
+                if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
+                    opts.journal.finish()
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         report.data["registry_fetches"] = outcome.registry_fetches  # from a BMC in this run
@@ -204,44 +166,22 @@ def _run(
     return common.execute(task_name, body, json=json, options=options)
 
 
-@task(hosts=True, help=BIOS_HELP)
-def bios_plan(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    profile=None,
-    insecure=False,
-    forks=None,
-    host_timeout=None,
-    discovery_cache=True,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
+BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
+
+
+@task(hosts=True, rollout=BMC_READ, help=BIOS_HELP)
+def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=True, json=None):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
-    _run(
-        c,
-        "bios-plan",
-        "plan",
-        {"profile": profile, "insecure": insecure},
-        inventory,
-        host,
-        group,
-        limit,
-        json,
-        allow_plaintext_secrets,
-        bapply.HostOptions(
-            profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache
-        ),
-        forks,
-    )
+    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
+    _run(c, "bios-plan", "plan", select, rollout, opts, {"profile": profile, "insecure": insecure}, json)
 
 
 @task(
     hosts=True,
     write=True,
+    rollout=BMC_ROLLING,
     help={
         **BIOS_HELP,
         **BATCH_HELP,
@@ -255,23 +195,15 @@ def bios_plan(
 )
 def bios_apply(
     c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
+    select,
+    rollout,
     profile=None,
     reboot=False,
     insecure=False,
     graceful_timeout=None,
     power_timeout=None,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
     discovery_cache=True,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Write the profile's BIOS values: one PATCH of only the differing attributes per host (none if nothing
     differs), Dell config jobs, optional --reboot and verification."""
@@ -282,42 +214,14 @@ def bios_apply(
             power_on=values.positive_float(power_timeout, "--power-timeout", 900.0),
         )
 
-    _run(
-        c,
-        "bios-apply",
-        "apply",
-        {
-            "profile": profile,
-            "reboot": reboot,
-            "insecure": insecure,
-            "canary": canary,
-            "batch": batch,
-            "max_fail": max_fail,
-        },
-        inventory,
-        host,
-        group,
-        limit,
-        json,
-        allow_plaintext_secrets,
-        bapply.HostOptions(
-            profile=profile,
-            insecure=insecure,
-            reboot=reboot,
-            host_timeout=host_timeout,
-            discovery_cache=discovery_cache,
-        ),
-        forks,
-        canary,
-        max_fail,
-        journaled=reboot,
-        batch=batch,
-        timeouts=timeouts,
-    )
+    opts = bapply.HostOptions(profile=profile, insecure=insecure, reboot=reboot, discovery_cache=discovery_cache)
+    options = {"profile": profile, "reboot": reboot, "insecure": insecure}
+    _run(c, "bios-apply", "apply", select, rollout, opts, options, json, timeouts=timeouts)
 
 
 @task(
     hosts=True,
+    rollout=BMC_READ,
     help={
         **BIOS_HELP,
         "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
@@ -326,35 +230,25 @@ def bios_apply(
 )
 def bios_verify(
     c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
+    select,
+    rollout,
     profile=None,
     insecure=False,
-    forks=None,
-    host_timeout=None,
     discovery_cache=True,
     os=True,
     accept_new_host_key=False,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(
-        profile=profile, insecure=insecure, host_timeout=host_timeout, discovery_cache=discovery_cache
-    )
+    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
     vopts = bverify.VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
-        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        _inv, hosts = common.load_selected(c, report, select)
         report.expect_hosts(h.name for h in hosts)
-        outcome = bverify.run_verify(
-            hosts, opts, vopts, forks=values.positive_int(forks, "--forks", FORKS_BMC), progress=len(hosts) > 1
-        )
+        outcome = bverify.run_verify(hosts, opts, vopts, rollout, progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         colour = {"ok": "green", "mismatch": "red", "cannot tell": "yellow"}
@@ -386,21 +280,11 @@ def bios_verify(
         "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)",
     },
 )
-def bios_render(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    profile=None,
-    vendor=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+def bios_render(c, select, profile=None, vendor=None, json=None):
     """Render each selected host's profile over its inventory facts (no BMC contact): the abstract settings."""
 
     def body(report: Report):
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        _inv, hosts = common.load_selected(c, report, select)
         for h in hosts:
             res = report.host(h.name)
             name = profile or h.bios_profile
@@ -434,43 +318,14 @@ OPS_HELP = {
 }
 
 
-def _operation(
-    c,
-    task_name,
-    name,
-    oopts,
-    inventory,
-    host,
-    group,
-    limit,
-    insecure,
-    forks,
-    canary,
-    batch,
-    max_fail,
-    host_timeout,
-    json,
-    allow_plaintext_secrets,
-    options,
-):
+def _operation(c, task_name: str, name: str, oopts, select, rollout, insecure: bool, json, options: dict):
     """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(insecure=insecure, host_timeout=host_timeout)
+    opts = bapply.HostOptions(insecure=insecure)
 
     def body(report: Report):
-        opts.host_timeout = host_timeout_seconds(opts.host_timeout)
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        outcome = bops.run_operation(
-            hosts,
-            name,
-            opts,
-            oopts,
-            forks=values.positive_int(forks, "--forks", FORKS_BMC),
-            canary=values.non_negative_int(canary, "--canary", 0),
-            batch=values.non_negative_int(batch, "--batch", 0),
-            max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
-            progress=len(hosts) > 1,
-        )
+        _inv, hosts = common.load_selected(c, report, select)
+        outcome = bops.run_operation(hosts, name, opts, oopts, rollout, progress=len(hosts) > 1)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if outcome.reason:
@@ -507,174 +362,50 @@ def _ops_help(*extra: dict) -> dict:
     return out
 
 
-@task(hosts=True, help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS configuration jobs"}))
-def bios_jobs(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    all_jobs=False,
-    insecure=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(
+    hosts=True,
+    rollout=BMC_ROLLING,
+    help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS configuration jobs"}),
+)
+def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
-    _operation(
-        c,
-        "bios-jobs",
-        "jobs",
-        bops.OpOptions(all_jobs=all_jobs),
-        inventory,
-        host,
-        group,
-        limit,
-        insecure,
-        forks,
-        canary,
-        batch,
-        max_fail,
-        host_timeout,
-        json,
-        allow_plaintext_secrets,
-        {"all_jobs": all_jobs},
-    )
+    oopts = bops.OpOptions(all_jobs=all_jobs)
+    _operation(c, "bios-jobs", "jobs", oopts, select, rollout, insecure, json, {"all_jobs": all_jobs})
 
 
 @task(
     hosts=True,
     write=True,
+    rollout=BMC_ROLLING,
     help=_ops_help(
         OPS_HELP, {"job": "delete only this job id (default: every queued BIOS configuration job of each host)"}
     ),
 )
-def bios_job_delete(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    job=None,
-    dry_run=False,
-    insecure=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+def bios_job_delete(c, select, rollout, job=None, dry_run=False, insecure=False, json=None):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it), nor any job that is not a BIOS configuration job -- a queued firmware update of
     the BIOS included: the host fails with a message saying so. iDRAC discards the pending values of a
     deleted job; the report lists what is still pending."""
-    _operation(
-        c,
-        "bios-job-delete",
-        "job-delete",
-        bops.OpOptions(dry_run=dry_run, job_id=job),
-        inventory,
-        host,
-        group,
-        limit,
-        insecure,
-        forks,
-        canary,
-        batch,
-        max_fail,
-        host_timeout,
-        json,
-        allow_plaintext_secrets,
-        {"job": job},
-    )
+    oopts = bops.OpOptions(dry_run=dry_run, job_id=job)
+    _operation(c, "bios-job-delete", "job-delete", oopts, select, rollout, insecure, json, {"job": job})
 
 
-@task(hosts=True, write=True, help=_ops_help(OPS_HELP))
-def bios_clear_pending(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    dry_run=False,
-    insecure=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
+def bios_clear_pending(c, select, rollout, dry_run=False, insecure=False, json=None):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
     apply them (delete it first with bios-job-delete)."""
-    _operation(
-        c,
-        "bios-clear-pending",
-        "clear-pending",
-        bops.OpOptions(dry_run=dry_run),
-        inventory,
-        host,
-        group,
-        limit,
-        insecure,
-        forks,
-        canary,
-        batch,
-        max_fail,
-        host_timeout,
-        json,
-        allow_plaintext_secrets,
-        {},
-    )
+    oopts = bops.OpOptions(dry_run=dry_run)
+    _operation(c, "bios-clear-pending", "clear-pending", oopts, select, rollout, insecure, json, {})
 
 
-@task(hosts=True, write=True, help=_ops_help(OPS_HELP))
-def bios_reset_defaults(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    dry_run=False,
-    insecure=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
+def bios_reset_defaults(c, select, rollout, dry_run=False, insecure=False, json=None):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
-    _operation(
-        c,
-        "bios-reset-defaults",
-        "reset-defaults",
-        bops.OpOptions(dry_run=dry_run),
-        inventory,
-        host,
-        group,
-        limit,
-        insecure,
-        forks,
-        canary,
-        batch,
-        max_fail,
-        host_timeout,
-        json,
-        allow_plaintext_secrets,
-        {},
-    )
+    oopts = bops.OpOptions(dry_run=dry_run)
+    _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, insecure, json, {})
 
 
 TASKS = [

@@ -9,23 +9,26 @@ import signal
 import sys
 import threading
 import traceback
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from invoke.exceptions import Exit
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import paths, safeio
+from .. import hostlock, journal, paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
-from ..fleet import Terminated
+from ..fleet import Rollout, Terminated
 from ..lazy import lazy_module
-from ..report import Report, junit_xml
+from ..report import DONE, Report, host_status, junit_xml
 from ..secrets import redact
 from ..textsafe import has_control, printable
+from .values import Selection
 
 if TYPE_CHECKING:
     from ..inventory import loader as inventory_loader
@@ -186,22 +189,42 @@ def inventory_path(c, inventory: str | None) -> str:
     return str(p)
 
 
-def load_selected(c, report: Report, inventory, host, group, limit, allow_plaintext_secrets=False):
+def load_selected(c, report: Report, select: Selection):
     """Load the inventory and return the selected hosts; records the inventory path in the report.
 
     A task that changes hosts (``write=True``) on an inventory with several hosts needs an explicit selection
     (--host/--group/--limit/--all): it never falls back to "every host" silently.
     """
-    path = inventory_path(c, inventory)
+    path = inventory_path(c, select.inventory)
     report.inventory = path
-    inv = inventory_loader.load_inventory(path, allow_plaintext_secrets=allow_plaintext_secrets)
-    if RUN.write and not (host or group or limit or RUN.all) and len(inv.hosts) > 1:
+    inv = inventory_loader.load_inventory(path, allow_plaintext_secrets=select.allow_plaintext_secrets)
+    if RUN.write and not (select.narrowed or select.all) and len(inv.hosts) > 1:
         raise SelectionError(
             f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",
             path,
             "select with --host NAME, --group NAME or --limit PATTERN, or pass --all for every host of the inventory",
         )
-    return inv, inv.select(list(host or []), list(group or []), limit)
+    return inv, inv.select(list(select.host), list(select.group), select.limit)
+
+
+@contextmanager
+def resume_journal(report: Report, key: str, rollout: Rollout) -> Iterator[journal.Journal]:
+    """The run's resume journal (docs/journal.md), opened only once this run holds it: a second run of the same
+    command waits (--wait-lock) or fails naming the holder; it never resumes from a journal another live run is
+    still writing (the hosts' own write locks are numaforge.fleet's)."""
+    name = f"resume journal {journal.path_for(key).name}"
+    with hostlock.held(name, rollout.lock or RUN.task, rollout.wait_lock, doing="running this command"):
+        j = journal.open(key)
+        resumed = j.hosts()
+        if resumed:
+            console.print(
+                esc(
+                    f"resuming an interrupted run from {j.path}: "
+                    + ", ".join(f"{h} ({'/'.join(p)})" for h, p in resumed.items())
+                )
+            )
+        report.data["journal"] = {"path": str(j.path), "resumed": resumed}
+        yield j
 
 
 def execute(task: str, body: Callable[[Report], None], json: str | None = None, options: dict | None = None) -> Report:
@@ -270,11 +293,11 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
             console.configure(console.mode)
     if report.interrupted:
         fleet = report.data.get("fleet") or {}
-        done = sum(1 for h in report.hosts if h.status not in ("failed", "not-run"))
-        stopped = sum(1 for h in report.hosts if h.status == "failed")
+        counts = Counter(host_status(h.status) for h in report.hosts)
         err_console.print(
-            f"[bold red]interrupted[/] ({report.interrupted}): {done} host(s) done, {stopped} stopped or "
-            f"failed, {len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
+            f"[bold red]interrupted[/] ({report.interrupted}): {counts['changed'] + counts['unchanged']} host(s) "
+            f"done, {counts['interrupted']} interrupted, {counts['failed']} failed, "
+            f"{len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
             "summary above" + (" and the --json report" if json else "") + "; re-run the same command to resume"
         )
         raise Exit(code=exit_code or 130)
@@ -283,7 +306,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
         err_console.print(f"[bold red]error[/]: {esc(err.render())}")
         raise Exit(code=getattr(err, "exit_code", 1))
     if not report.ok:
-        failed = [h.host for h in report.hosts if h.status in ("failed", "not-run")] + report.missing_hosts()
+        failed = [h.host for h in report.hosts if host_status(h.status) not in DONE] + report.missing_hosts()
         reason = (report.data.get("fleet") or {}).get("reason")
         err_console.print(
             f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}" + (f" ({esc(reason)})" if reason else "")

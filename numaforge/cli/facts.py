@@ -11,11 +11,11 @@ from rich.table import Table
 
 from ..defaults import FORKS_SSH
 from ..display import esc
-from ..fleet import host_timeout_seconds, run_fleet
+from ..fleet import run_fleet
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
-from .optionsets import task
+from . import common
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..bios import verify as bverify
@@ -99,49 +99,27 @@ def _chain(devs: dict, address: str) -> list[str]:
     return list(reversed(out))
 
 
-@task(hosts=True, help=HELP)
-def facts(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    save=None,
-    load=None,
-    local=False,
-    profile=None,
-    accept_new_host_key=False,
-    forks=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH, rolling=False), help=HELP)
+def facts(c, select, rollout, save=None, load=None, local=False, profile=None, accept_new_host_key=False, json=None):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""
     check = (lambda result, f, h: bverify.check_profile(result, f, profile, h)) if profile else None
     opts = facts_run.Options(save=save, accept_new_host_key=accept_new_host_key, check=check)
 
     def body(report: Report):
-        budget = host_timeout_seconds(host_timeout)
         if load:
             hosts_by_name = {}
-            if inventory or host or group:
-                _inv, selected = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            if select.inventory or select.narrowed:
+                _inv, selected = common.load_selected(c, report, select)
                 hosts_by_name = {h.name: h for h in selected}
             for d in facts_run.saved_dirs(load):
                 report.hosts.append(facts_run.run_saved(d, opts, hosts_by_name.get(d.name)))
         elif local:
             report.hosts.append(facts_run.run_local(opts))
         else:
-            _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            _inv, hosts = common.load_selected(c, report, select)
             report.expect_hosts(h.name for h in hosts)
-            outcome = run_fleet(
-                hosts,
-                lambda h: facts_run.run_host(h, opts),
-                forks=values.positive_int(forks, "--forks", FORKS_SSH),
-                progress=len(hosts) > 1,
-                host_timeout=budget,
-            )
+            outcome = run_fleet(hosts, lambda h: facts_run.run_host(h, opts), rollout, progress=len(hosts) > 1)
             report.hosts.extend(outcome.results)
             report.data["fleet"] = outcome.as_dict()
         _show(report)

@@ -12,15 +12,12 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from .. import journal
 from ..defaults import DEFAULT_GATE_THRESHOLD, FORKS_SSH
-from ..display import esc
 from ..errors import NumaforgeError
-from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, gateopts, values
-from .optionsets import task
+from . import common, gateopts
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..hostos import run as hostos_run
@@ -94,60 +91,47 @@ def _overrides(values) -> dict[str, int]:
 
 def _run(
     c,
-    name,
-    action,
+    name: str,
+    action: str,
     opts: hostos_run.OsOptions,
-    inventory,
-    host,
-    group,
-    limit,
+    select,
+    rollout,
     json,
-    allow_plaintext_secrets,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    options=None,
+    options: dict,
     prometheus=None,
     slo=None,
-):
+) -> None:
     def body(report: Report):
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
-        n_canary = values.non_negative_int(canary, "--canary", 0)
-        undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
-        gate = gateopts.slo_gate(
-            opts.gate, hosts, n_canary, prometheus, slo, undo, opts.accept_new_host_key, other_gates=("locality",)
-        )
+        _inv, hosts = common.load_selected(c, report, select)
+        gate = None
         if action == "apply" and not opts.rollback:
+            undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
+            gate = gateopts.slo_gate(
+                rollout.gate,
+                hosts,
+                rollout.canary,
+                prometheus,
+                slo,
+                undo,
+                opts.accept_new_host_key,
+                other_gates=("locality",),
+            )
+        if gate is not None:
+            report.data["gate"] = gate.record  # filled while the gate runs (an interrupted run keeps it)
+        if action != "apply" or opts.rollback:
+            outcome = hostos_run.run_os(hosts, action, opts, rollout, progress=True)
+        else:
             # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
             key = (
                 f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
-                f"hosts={','.join(h.name for h in hosts)} gate={opts.gate or '-'} "
+                f"hosts={','.join(h.name for h in hosts)} gate={rollout.gate or '-'} "
                 f"override={sorted(opts.numa_override.items())}"
             )
-            opts.journal = journal.open(key)
-            resumed = opts.journal.hosts()
-            if resumed:
-                common.console.print(esc(f"resuming an interrupted run from {opts.journal.path}: {', '.join(resumed)}"))
-            report.data["journal"] = {"path": str(opts.journal.path), "resumed": resumed}
-        if gate is not None:
-            report.data["gate"] = gate.record  # filled while the gate runs (an interrupted run keeps it)
-        outcome = hostos_run.run_os(
-            hosts,
-            action,
-            opts,
-            forks=values.positive_int(forks, "--forks", FORKS_SSH),
-            canary=n_canary,
-            batch=values.non_negative_int(batch, "--batch", 0),
-            max_fail_pct=values.max_fail(max_fail, "--max-fail", 100.0),
-            progress=True,
-            host_timeout=host_timeout_seconds(host_timeout),
-            slo_gate=gate,
-        )
-        rolled_back = gate is not None and gate.record.get("decision") == "rollback"
-        if opts.journal is not None and (outcome.ok or rolled_back):
-            opts.journal.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
+            with common.resume_journal(report, key, rollout) as opts.journal:
+                outcome = hostos_run.run_os(hosts, action, opts, rollout, progress=True, slo_gate=gate)
+                rolled_back = gate is not None and gate.record.get("decision") == "rollback"
+                if outcome.ok or rolled_back:
+                    opts.journal.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)
@@ -157,46 +141,25 @@ def _run(
     common.execute(name, body, json=json, options=options)
 
 
-@task(hosts=True, help=HELP)
-def os_plan(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    profile=None,
-    forks=None,
-    host_timeout=None,
-    accept_new_host_key=False,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+SSH_READ = RolloutSpec(forks=FORKS_SSH, rolling=False)
+
+
+@task(hosts=True, rollout=SSH_READ, help=HELP)
+def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, json=None):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
-    _run(
-        c,
-        "os-plan",
-        "plan",
-        hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
-        inventory,
-        host,
-        group,
-        limit,
-        json,
-        allow_plaintext_secrets,
-        forks=forks,
-        host_timeout=host_timeout,
-        options={"profile": profile},
-    )
+    opts = hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key)
+    _run(c, "os-plan", "plan", opts, select, rollout, json, {"profile": profile})
 
 
 @task(
     hosts=True,
     write=True,
+    rollout=RolloutSpec(forks=FORKS_SSH, gate=True),
     iterable=["numa_node_override", "slo"],
     help={
         **HELP,
-        "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
         **gateopts.HELP,
+        "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
         "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse; "
         "slo: judge the canaries' P99 latency and locality skew against the other hosts minute by minute "
         "(docs/canary-gate.md)",
@@ -208,33 +171,23 @@ def os_plan(
 )
 def os_apply(
     c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
+    select,
+    rollout,
     profile=None,
     rollback=False,
-    gate=None,
     gate_seconds=None,
     gate_threshold=None,
     prometheus=None,
     slo=None,
     numa_node_override=None,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
     accept_new_host_key=False,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Write only what differs (live and persisted: sysctl.d, a boot unit for THP/governor/IRQs, irqbalance
     policy), saving the previous values on the host; then read everything back. --rollback restores them."""
     opts = hostos_run.OsOptions(
         profile=profile,
         rollback=rollback,
-        gate=gate,
         gate_seconds=_number(gate_seconds, 10.0, "--gate-seconds", 0.1, 3600),
         gate_threshold=_number(gate_threshold, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
         numa_override=_overrides(numa_node_override),
@@ -245,54 +198,21 @@ def os_apply(
         "os-apply",
         "apply",
         opts,
-        inventory,
-        host,
-        group,
-        limit,
+        select,
+        rollout,
         json,
-        allow_plaintext_secrets,
-        forks=forks,
-        canary=canary,
-        batch=batch,
-        max_fail=max_fail,
-        host_timeout=host_timeout,
-        options={"profile": profile, "rollback": rollback, "gate": gate},
+        {"profile": profile, "rollback": rollback},
         prometheus=prometheus,
         slo=slo,
     )
 
 
-@task(hosts=True, help=HELP)
-def os_verify(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    profile=None,
-    forks=None,
-    host_timeout=None,
-    accept_new_host_key=False,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+@task(hosts=True, rollout=SSH_READ, help=HELP)
+def os_verify(c, select, rollout, profile=None, accept_new_host_key=False, json=None):
     """Read every host OS setting back (sysctls, THP, governor, /proc/irq/*/smp_affinity_list, persisted files) and
     check each device's numa_node against the BIOS NPS; fails on any difference."""
-    _run(
-        c,
-        "os-verify",
-        "verify",
-        hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key),
-        inventory,
-        host,
-        group,
-        limit,
-        json,
-        allow_plaintext_secrets,
-        forks=forks,
-        host_timeout=host_timeout,
-        options={"profile": profile},
-    )
+    opts = hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key)
+    _run(c, "os-verify", "verify", opts, select, rollout, json, {"profile": profile})
 
 
 TASKS = [os_plan, os_apply, os_verify]

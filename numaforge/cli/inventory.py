@@ -57,14 +57,12 @@ def host_summary(host) -> dict:
         "CA bundles, file: secrets and env: variables it refers to exist"
     },
 )
-def inventory_check(
-    c, inventory=None, host=None, group=None, limit=None, json=None, allow_plaintext_secrets=False, syntax_only=False
-):
+def inventory_check(c, select, json=None, syntax_only=False):
     """Validate the inventory, print hosts, groups and resolved variables (secrets masked), and check that every
     file and environment variable it refers to is there (never printing a value)."""
 
     def body(report: Report):
-        inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        inv, hosts = common.load_selected(c, report, select)
         out = common.console
         out.print(
             f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
@@ -148,7 +146,7 @@ def inventory_check(
         "inventory-check",
         body,
         json=json,
-        options={"inventory": inventory, "host": host, "group": group, "limit": limit, "syntax_only": syntax_only},
+        options={"syntax_only": syntax_only},
     )
 
 

@@ -36,14 +36,14 @@ HELP = {
 }
 
 
-def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets):
+def _targets(c, report, target, select: values.Selection):
     """{target: [host names]} and {host: uname -r} from --target and/or the inventory."""
-    selecting = bool(host or group or limit or inventory)
+    selecting = bool(select.narrowed or select.inventory)
     hosts = []
     if selecting or not target:
-        path = Path(common.inventory_path(c, inventory))
+        path = Path(common.inventory_path(c, select.inventory))
         if selecting or path.exists():
-            _, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            _, hosts = common.load_selected(c, report, select)
     groups = tg.group_hosts(hosts, explicit=target)
     releases = {h.name: h.kernel.release for h in hosts if h.kernel and h.kernel.release}
     return groups, releases
@@ -52,6 +52,7 @@ def _targets(c, report, target, inventory, host, group, limit, allow_plaintext_s
 @task(hosts=True, help=HELP)
 def build_kpatch(
     c,
+    select,
     target=None,
     series=None,
     jobs=None,
@@ -60,19 +61,14 @@ def build_kpatch(
     force=False,
     sign_key=None,
     sign_cert=None,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
     out = common.console
 
     def body(report: Report):
         n_jobs = values.positive_int(jobs, "--jobs", 2)
-        groups, releases = _targets(c, report, target, inventory, host, group, limit, allow_plaintext_secrets)
+        groups, releases = _targets(c, report, target, select)
         report.data["kpatch"] = {}
         for name, members in groups.items():
             row = report.host(f"target:{name}")
@@ -120,7 +116,7 @@ def build_kpatch(
                         raise
                     st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
                 progress.update(tid, description=f"{name}: {res.status}")
-            row.status = "ok" if res.status in ("checked", "unchanged") else "changed"
+            row.status = "unchanged" if res.status in ("checked", "unchanged") else "changed"
             if res.module:
                 funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
                 sig = (res.manifest.get("signature") or {}).get("signer")
@@ -146,9 +142,6 @@ def build_kpatch(
             "check": check,
             "force": force,
             "signed": bool(sign_key),
-            "host": host,
-            "group": group,
-            "limit": limit,
         },
     )
 

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 
 from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
-from ..fleet import host_timeout_seconds
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, gateopts, values
-from .optionsets import task
+from . import common, gateopts
+from .optionsets import RolloutSpec, task
 from .validate import HELP as VALIDATE_HELP
 
 if TYPE_CHECKING:
@@ -24,22 +23,11 @@ else:  # imported by the task that uses them (numaforge.lazy)
     lpfleet = lazy_module("numaforge.livepatch.fleet")
 
 
-def _fleet(forks, canary, batch, max_fail, *, forks_default: int, canary_default: int, max_fail_default: float) -> dict:
-    """The rolling options, validated (a clear error and exit 2 for a bad value, never a traceback)."""
-    return dict(
-        forks=values.positive_int(forks, "--forks", forks_default),
-        canary=values.non_negative_int(canary, "--canary", canary_default),
-        batch=values.non_negative_int(batch, "--batch", 0),
-        max_fail=values.max_fail(max_fail, "--max-fail", max_fail_default),
-    )
-
-
-def _run(c, name, body_fn, options, inventory, host, group, limit, json, allow_plaintext_secrets, host_timeout):
+def _run(c, name: str, body_fn, select, options: dict, json) -> None:
     def body(report: Report):
-        budget = host_timeout_seconds(host_timeout)
-        _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+        _inv, hosts = common.load_selected(c, report, select)
         report.expect_hosts(h.name for h in hosts)
-        outcome = body_fn(hosts, report, budget)
+        outcome = body_fn(hosts, report)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if getattr(outcome, "journal", None):
@@ -54,31 +42,17 @@ def _run_key(name: str, report: Report, hosts, what: str) -> str:
     return f"{name} {what} inventory={Path(report.inventory).resolve()} hosts={','.join(h.name for h in hosts)}"
 
 
-@task(hosts=True, help={})
-def livepatch_status(
-    c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    accept_new_host_key=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+# changes: one canary first, no failure allowed (validate's rules)
+CHANGE = RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0)
+
+
+@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH), help={})
+def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
     """Per host: loaded live patches (enabled, transition, patched functions, owner), taint, what loads at boot."""
 
-    def run(hosts, report, budget):
+    def run(hosts, report):
         out = lpfleet.status_hosts(
-            hosts,
-            accept_new_host_key=accept_new_host_key,
-            progress=len(hosts) > 1,
-            host_timeout=budget,
-            **_fleet(forks, canary, batch, max_fail, forks_default=FORKS_SSH, canary_default=0, max_fail_default=100.0),
+            hosts, accept_new_host_key=accept_new_host_key, progress=len(hosts) > 1, rollout=rollout
         )
         for h in out.results:
             for n, lp in sorted((h.data.get("livepatches") or {}).items()):
@@ -96,12 +70,13 @@ def livepatch_status(
                 )
         return out
 
-    _run(c, "livepatch-status", run, {}, inventory, host, group, limit, json, allow_plaintext_secrets, host_timeout)
+    _run(c, "livepatch-status", run, select, {}, json)
 
 
 @task(
     hosts=True,
     write=True,
+    rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
     iterable=["slo"],
     help={
         "module": VALIDATE_HELP["module"],
@@ -113,39 +88,27 @@ def livepatch_status(
 )
 def livepatch_install(
     c,
+    select,
+    rollout,
     module=None,
     target=None,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
     replace=False,
-    gate=None,
     prometheus=None,
     slo=None,
     accept_new_host_key=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Load (validated) and persist a live patch across reboots: `kpatch install` where the host has kpatch,
     else /var/lib/numaforge/livepatch/<release>/ + the numaforge-livepatch.service unit."""
 
-    def run(hosts, report, budget):
+    def run(hosts, report):
         key = _run_key("livepatch-install", report, hosts, f"module={module or '-'} target={target or '-'}")
-        fleet = _fleet(
-            forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
-        )
         log = lambda m: common.console.print(esc(m))
         slo_gate = gateopts.livepatch_slo_gate(
             report,
-            gate,
+            rollout.gate,
             hosts,
-            fleet["canary"],
+            rollout.canary,
             prometheus,
             slo,
             module=module,
@@ -162,9 +125,8 @@ def livepatch_install(
             log=log,
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
-            host_timeout=budget,
+            rollout=rollout,
             gate=slo_gate,
-            **fleet,
         )
         if slo_gate is not None:
             gateopts.print_gate(slo_gate.record)
@@ -174,45 +136,25 @@ def livepatch_install(
         c,
         "livepatch-install",
         run,
-        {"module": module, "target": target, "replace": replace, "gate": gate},
-        inventory,
-        host,
-        group,
-        limit,
+        select,
+        {"module": module, "target": target, "replace": replace, "gate": rollout.gate},
         json,
-        allow_plaintext_secrets,
-        host_timeout,
     )
 
 
 @task(
     hosts=True,
     write=True,
+    rollout=CHANGE,
     help={
         "module": "live-patch module name (as in /sys/kernel/livepatch/)",
         "force": "also unload a live patch numaforge did not load or install",
     },
 )
-def livepatch_unload(
-    c,
-    module,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
-    force=False,
-    accept_new_host_key=False,
-    forks=None,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    host_timeout=None,
-    json=None,
-    allow_plaintext_secrets=False,
-):
+def livepatch_unload(c, select, rollout, module, force=False, accept_new_host_key=False, json=None):
     """Disable, wait for the transition and the module refcount, rmmod, and remove the boot persistence."""
 
-    def run(hosts, report, budget):
+    def run(hosts, report):
         key = _run_key("livepatch-unload", report, hosts, f"module={module} force={force}")
         return lpfleet.unload_hosts(
             hosts,
@@ -222,25 +164,10 @@ def livepatch_unload(
             log=lambda m: common.console.print(esc(m)),
             accept_new_host_key=accept_new_host_key,
             progress=len(hosts) > 1,
-            host_timeout=budget,
-            **_fleet(
-                forks, canary, batch, max_fail, forks_default=FORKS_LIVEPATCH, canary_default=1, max_fail_default=0.0
-            ),
+            rollout=rollout,
         )
 
-    _run(
-        c,
-        "livepatch-unload",
-        run,
-        {"module": module, "force": force},
-        inventory,
-        host,
-        group,
-        limit,
-        json,
-        allow_plaintext_secrets,
-        host_timeout,
-    )
+    _run(c, "livepatch-unload", run, select, {"module": module, "force": force}, json)
 
 
 TASKS = [livepatch_status, livepatch_install, livepatch_unload]

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 
 from invoke import Argument, Collection, Config, Program
 
 from .. import __version__, paths
 from . import __path__ as _cli_path
+from . import values
 
 
 def namespace() -> Collection:
@@ -49,6 +51,11 @@ class NumaforgeProgram(Program):
     def parse_collection(self) -> None:
         super().parse_collection()
         root = self.args.root.value
+        try:  # `--root ''` is a usage error, not the current directory
+            values.reject_empty({"root": root})
+        except values.OptionValueError as exc:
+            print(f"error: {exc.render()}", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
         if root:
             paths.set_project_dir(root)
         self.config.set_project_location(str(paths.project_dir()))

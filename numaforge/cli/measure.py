@@ -20,7 +20,7 @@ from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from ..report import Report
-from . import common
+from . import common, values
 from .optionsets import task
 
 if TYPE_CHECKING:
@@ -41,12 +41,12 @@ HELP = {
     "series": f"patch series (default {DEFAULT_SERIES})",
     "arm": "arm to run (repeatable; default every built arm: off, winner, alt-*, null)",
     "rounds": "interleaved rounds per arm, in one boot (default 10)",
-    "seconds": "workload run length in seconds (phases scale below 60)",
+    "seconds": "workload run length in seconds (phases scale below 60; default 20)",
     "order": "run order within a round: random (seeded permutation per round) or abba",
-    "seed": "seed of the random order",
+    "seed": "seed of the random order (default 13)",
     "grouped": "grouped workload: threads of one process sharing one buffer (a numa_group)",
-    "procs": "workload tasks (processes, or threads with --grouped)",
-    "mb": "buffer MB per task (shared buffer with --grouped)",
+    "procs": "workload tasks (processes, or threads with --grouped; default 3)",
+    "mb": "buffer MB per task (shared buffer with --grouped; default 16)",
     "mem_node": "first-touch node of the buffers (default: node 0, the tasks' home node)",
     "case": "name of this case in the output (default: <host> single|grouped)",
     "out": "measurement JSON to write (default reports/numa-effect-<host>-<UTC time>.json); the PNG goes beside it",
@@ -63,14 +63,14 @@ def numa_effect(
     target="lab",
     series=None,
     arm=None,
-    rounds=10,
-    seconds=20,
+    rounds=None,
+    seconds=None,
     order="random",
-    seed=13,
+    seed=None,
     grouped=False,
-    procs=3,
-    mb=16,
-    mem_node=-1,
+    procs=None,
+    mb=None,
+    mem_node=None,
     case=None,
     out=None,
     wake_cpus=False,
@@ -81,7 +81,17 @@ def numa_effect(
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
 
     def body(report: Report):
-        _inv, hosts = common.load_selected(c, report, inventory, host, None, None, allow_plaintext_secrets)
+        # numbers are parsed here (a clear exit 2 for `--seed x`, never invoke's ValueError traceback)
+        n_rounds = values.positive_int(rounds, "--rounds", 10)
+        n_seconds = values.positive_int(seconds, "--seconds", 20)
+        n_seed = values.non_negative_int(seed, "--seed", 13)
+        n_procs = values.positive_int(procs, "--procs", 3)
+        n_mb = values.positive_int(mb, "--mb", 16)
+        n_mem_node = -1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node")
+        select = values.Selection(
+            inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
+        )
+        _inv, hosts = common.load_selected(c, report, select)
         if len(hosts) != 1:
             raise NumaforgeError(
                 f"numa-effect measures one host at a time ({len(hosts)} selected)",
@@ -95,7 +105,7 @@ def numa_effect(
             for a in built
         }
         params = mrunner.WorkloadParams.for_seconds(
-            int(seconds), procs=int(procs), mb=int(mb), grouped=bool(grouped), mem_node=int(mem_node)
+            n_seconds, procs=n_procs, mb=n_mb, grouped=bool(grouped), mem_node=n_mem_node
         )
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         result = report.host(h.name)
@@ -104,9 +114,9 @@ def numa_effect(
                 r,
                 arts,
                 params,
-                int(rounds),
+                n_rounds,
                 order=order,
-                seed=int(seed),
+                seed=n_seed,
                 log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
                 nudge=bool(wake_cpus),
             )
@@ -128,7 +138,7 @@ def numa_effect(
         tmp.replace(path)
         png = render.plot({name: data}, path.with_suffix(".png"))
         report.data.update({"measurement": str(path), "png": str(png), "verdicts": data["verdicts"]})
-        tab = Table(title=f"{name}: median [95% bootstrap interval] over {rounds} rounds (verdict vs off)")
+        tab = Table(title=f"{name}: median [95% bootstrap interval] over {n_rounds} rounds (verdict vs off)")
         tab.add_column("metric")
         for a in data["arms"]:
             tab.add_column(a)

@@ -7,22 +7,32 @@
   a reboot, e.g. ``--reboot``).
 - a parameter named like a shared option (``SHARED_HELP``) gets that option's help text, with the task's own
   default appended; a task's ``help=`` adds or overrides only its own options.
-- host tasks (``hosts=True``) also take ``--all``, ``--output plain|table|json`` and ``--junit PATH`` without
-  declaring them: the wrapper takes them off the call and hands them to numaforge.cli.common (``RUN``), which
-  selects hosts, prints and writes reports; ``write=True`` marks a task that changes hosts (numaforge.cli.common
-  .load_selected refuses to guess its hosts on a multi-host inventory).
+- host tasks (``hosts=True``) take the host selection (``--inventory --host --group --limit --all
+  --allow-plaintext-secrets``) plus ``--output plain|table|json`` and ``--junit PATH`` without declaring them:
+  the body gets one ``select`` value (numaforge.cli.values.Selection); output and junit go to
+  numaforge.cli.common (``RUN``), which prints and writes reports. ``write=True`` marks a task that changes
+  hosts (numaforge.cli.common.load_selected refuses to guess its hosts on a multi-host inventory).
+- fleet tasks (``rollout=RolloutSpec(...)``) take the rolling options (``--forks --host-timeout``, with
+  ``rolling`` also ``--canary --batch --max-fail``, with ``gate`` also ``--gate``; a writing task also
+  ``--wait-lock``) without declaring them: the body gets one ``rollout`` value (numaforge.fleet.Rollout, built
+  by numaforge.cli.values.rollout, holding each host's write lock when the task writes) to hand to its
+  pipeline's fleet entry point.
+- every option is checked before the body runs: an empty value or a bad number is a usage error (exit 2).
 - every task's options as called are recorded for its report (``RUN.options``).
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import invoke
 
 from ..defaults import FORKS_BMC, FORKS_LIVEPATCH, FORKS_SSH
-from . import common
+from ..display import esc
+from ..errors import NumaforgeError
+from . import common, values
 
 SHARED_HELP = {
     "inventory": "inventory: a file (native YAML, or Ansible YAML/INI) or `lab` for the lab lab-up started; "
@@ -43,6 +53,9 @@ SHARED_HELP = {
     "canary": "run this many hosts first, one by one; any failure stops the rollout",
     "batch": "then run the rest in batches of this many hosts (0 = all at once)",
     "max_fail": "stop the rollout once more than this percentage of attempted hosts failed",
+    "gate": "judge each canary host before the rollout widens (the task says which gates it knows)",
+    "wait_lock": "seconds to wait for another numaforge run that is writing the same host (default 0: that host "
+    "fails at once, naming the run that holds it)",
     "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }
@@ -50,29 +63,64 @@ SHARED_HELP = {
 # chosen short flags; none of them turns off a safety or reboots a host
 SHORT = {"inventory": "i", "limit": "l", "forks": "f", "group": "g", "output": "o"}
 
-# options the wrapper adds to host tasks (name -> default)
-HOST_EXTRAS: dict[str, Any] = {"all": False, "output": None, "junit": None}
+# options the wrapper adds to host tasks (name -> default): the selection becomes the body's ``select``
+SELECT: dict[str, Any] = {"inventory": None, "host": None, "group": None, "limit": None, "all": False}
+SELECT_SECRETS: dict[str, Any] = {"allow_plaintext_secrets": False}
+HOST_EXTRAS: dict[str, Any] = {"output": None, "junit": None}
+INJECTED = ("select", "rollout")  # body parameters the wrapper fills
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """The rolling options of a fleet task and its defaults (numaforge.cli.values.rollout builds the value)."""
+
+    forks: int
+    canary: int = 0
+    max_fail: float = 100.0
+    rolling: bool = True  # --canary/--batch/--max-fail too (tasks that only read take --forks alone)
+    gate: bool = False  # --gate: a canary gate the pipeline interprets
+
+
+def injected(hosts: bool, write: bool, spec: RolloutSpec | None) -> dict[str, Any]:
+    """The options the wrapper adds to a task (name -> default)."""
+    out: dict[str, Any] = {**SELECT, **SELECT_SECRETS, **HOST_EXTRAS} if hosts else {}
+    if spec is not None:
+        out.update(forks=None, host_timeout=None)
+        if spec.rolling:
+            out.update(canary=None, batch=None, max_fail=None)
+        if spec.gate:
+            out["gate"] = None
+        if write:
+            out["wait_lock"] = None
+    return out
 
 
 class NumaforgeTask(invoke.Task):
     """An invoke Task with the shared options (module docstring)."""
 
-    def __init__(self, body: Callable, *args: Any, hosts: bool = False, write: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        body: Callable,
+        *args: Any,
+        hosts: bool = False,
+        write: bool = False,
+        rollout: RolloutSpec | None = None,
+        **kwargs: Any,
+    ):
         self.hosts = hosts
         self.write = write
+        self.rollout = rollout
+        self.extra = injected(hosts, write, rollout)
         kwargs["auto_shortflags"] = False
         super().__init__(body, *args, **kwargs)
 
     def argspec(self, body: Callable) -> inspect.Signature:
         sig = super().argspec(body)
-        if not self.hosts:
-            return sig
-        params = list(sig.parameters.values())
+        extra = injected(getattr(self, "hosts", False), getattr(self, "write", False), getattr(self, "rollout", None))
+        params = [p for p in sig.parameters.values() if p.name not in INJECTED]
         have = {p.name for p in params}
         params += [
-            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d)
-            for n, d in HOST_EXTRAS.items()
-            if n not in have
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d) for n, d in extra.items() if n not in have
         ]
         return sig.replace(parameters=params)
 
@@ -84,38 +132,72 @@ class NumaforgeTask(invoke.Task):
         return opts
 
     def __call__(self, c: Any, *args: Any, **kwargs: Any) -> Any:
-        extras = {n: kwargs.pop(n, d) for n, d in HOST_EXTRAS.items()} if self.hosts else {}
+        raw = {n: kwargs.pop(n, d) for n, d in self.extra.items()}
         bound = inspect.signature(self.body).bind_partial(c, *args, **kwargs)
-        options = {k: v for k, v in bound.arguments.items() if k != "c"}
-        common.begin_run(c, self.name.replace("_", "-"), options={**options, **extras}, write=self.write, **extras)
+        options = {k: v for k, v in bound.arguments.items() if k not in ("c", *INJECTED)}
+        name = self.name.replace("_", "-")
+        try:  # one check for every task: an empty value or a bad number is a usage error, never a silent default
+            values.reject_empty({**options, **raw})
+            if self.hosts:
+                kwargs["select"] = values.selection(raw)
+            if self.rollout is not None:
+                spec = self.rollout
+                kwargs["rollout"] = values.rollout(
+                    raw,
+                    forks=spec.forks,
+                    canary=spec.canary,
+                    max_fail_default=spec.max_fail,
+                    lock=name if self.write else None,
+                )
+        except NumaforgeError as exc:
+            common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+            raise invoke.Exit(code=exc.exit_code) from None
+        extras = {n: raw[n] for n in ("all", "output", "junit") if n in raw}
+        common.begin_run(c, name, options={**options, **raw}, write=self.write, **extras)
         return super().__call__(c, *args, **kwargs)
 
 
-def _with_shared_help(body: Callable, own: dict[str, str]) -> dict[str, str]:
+def _with_shared_help(body: Callable, own: dict[str, str], extra: dict[str, Any], spec: RolloutSpec | None) -> dict:
     out = dict(own)
-    for name, p in inspect.signature(body).parameters.items():
+    defaults = {n: p.default for n, p in inspect.signature(body).parameters.items() if n not in INJECTED}
+    defaults.update(extra)
+    if spec is not None:  # the task's own rolling defaults (the options default to None: parsed later)
+        rolling: dict[str, Any] = {
+            "forks": spec.forks,
+            "canary": spec.canary or None,
+            "max_fail": None if spec.max_fail == 100 else spec.max_fail,
+        }
+        defaults.update({n: d for n, d in rolling.items() if n in extra})
+    for name, default in defaults.items():
         if name in out or name not in SHARED_HELP:
             continue
         text = SHARED_HELP[name]
-        if p.default not in (None, False, inspect.Parameter.empty) and "default" not in text:
-            text += f" (default {p.default})"
+        if default not in (None, False, inspect.Parameter.empty) and "default" not in text:
+            text += f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
         out[name] = text
-    for name in HOST_EXTRAS:
-        out.setdefault(name, SHARED_HELP[name])
     return out
 
 
-def task(*args: Any, hosts: bool = False, write: bool = False, **kwargs: Any) -> Any:
+def task(
+    *args: Any, hosts: bool = False, write: bool = False, rollout: RolloutSpec | None = None, **kwargs: Any
+) -> Any:
     """``invoke.task`` with the shared options (module docstring). Use as ``@task(...)``."""
     iterable = list(kwargs.pop("iterable", []))
     if hosts:
         iterable += [n for n in ("host", "group") if n not in iterable]
 
     def wrap(body: Callable) -> Any:
-        help_ = _with_shared_help(body, kwargs.pop("help", {}))
-        if not hosts:
-            help_ = {k: v for k, v in help_.items() if k not in HOST_EXTRAS or k in inspect.signature(body).parameters}
-        return invoke.task(body, klass=NumaforgeTask, hosts=hosts, write=write, iterable=iterable, help=help_, **kwargs)
+        help_ = _with_shared_help(body, kwargs.pop("help", {}), injected(hosts, write, rollout), rollout)
+        return invoke.task(
+            body,
+            klass=NumaforgeTask,
+            hosts=hosts,
+            write=write,
+            rollout=rollout,
+            iterable=iterable,
+            help=help_,
+            **kwargs,
+        )
 
     if args and callable(args[0]):
         return wrap(args[0])

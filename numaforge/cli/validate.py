@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from ..defaults import FORKS_LIVEPATCH
 from ..display import esc
 from ..errors import NumaforgeError
-from ..fleet import FleetOptionError, host_timeout_seconds
+from ..fleet import FleetOptionError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, gateopts, values
-from .optionsets import task
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -50,24 +50,23 @@ HELP = {
 }
 
 
-@task(hosts=True, write=True, iterable=["slo"], help=HELP)
+@task(
+    hosts=True,
+    write=True,
+    rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
+    iterable=["slo"],
+    help=HELP,
+)
 def validate(
     c,
-    inventory=None,
-    host=None,
-    group=None,
-    limit=None,
+    select,
+    rollout,
     module=None,
     target=None,
     check=None,
     keep=False,
     install=False,
     accept_new_host_key=False,
-    canary=None,
-    batch=None,
-    max_fail=None,
-    forks=None,
-    host_timeout=None,
     measure=False,
     no_measure=False,
     replace=False,
@@ -75,11 +74,9 @@ def validate(
     rounds=None,
     signal_after=None,
     revert_after=None,
-    gate=None,
     prometheus=None,
     slo=None,
     json=None,
-    allow_plaintext_secrets=False,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
 
@@ -98,14 +95,7 @@ def validate(
     def body(report: Report):
         try:
             opts = options()
-            budget = host_timeout_seconds(host_timeout)
-            fleet_opts = dict(
-                forks=values.positive_int(forks, "--forks", FORKS_LIVEPATCH),
-                canary=values.non_negative_int(canary, "--canary", 1),
-                batch=values.non_negative_int(batch, "--batch", 0),
-                max_fail=values.max_fail(max_fail, "--max-fail", 0.0),
-            )
-            _inv, hosts = common.load_selected(c, report, inventory, host, group, limit, allow_plaintext_secrets)
+            _inv, hosts = common.load_selected(c, report, select)
             report.expect_hosts(h.name for h in hosts)
             if measure and no_measure:
                 raise FleetOptionError(
@@ -118,9 +108,9 @@ def validate(
             log = lambda m: common.console.print(esc(m))
             slo_gate = gateopts.livepatch_slo_gate(
                 report,
-                gate,
+                rollout.gate,
                 hosts,
-                fleet_opts["canary"],
+                rollout.canary,
                 prometheus,
                 slo,
                 module=module,
@@ -135,12 +125,11 @@ def validate(
                 check=check,
                 opts=opts,
                 accept_new_host_key=accept_new_host_key,
+                rollout=rollout,
                 progress=len(hosts) > 1,
-                host_timeout=budget,
                 measure=True if measure else (False if no_measure else None),
                 log=log,
                 gate=slo_gate,
-                **fleet_opts,
             )
             report.hosts.extend(outcome.results)
             if slo_gate is not None:
@@ -161,15 +150,12 @@ def validate(
             "module": module,
             "target": target,
             "keep": keep,
-            "canary": canary,
-            "batch": batch,
-            "max_fail": max_fail,
             "effect_seconds": effect_seconds,
             "rounds": rounds,
             "measure": measure,
             "no_measure": no_measure,
             "replace": replace,
-            "gate": gate,
+            "gate": rollout.gate,
         },
     )
 

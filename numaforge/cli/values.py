@@ -1,13 +1,18 @@
 """Pure parsers for CLI option values: each returns the value or raises OptionValueError (exit 2) naming the
 option, what was given and what would be accepted. Task signatures default numeric options to None (so invoke
 does not cast them itself and crash with a ValueError traceback) and parse them here, with the real default.
+
+The shared option sets become one value each here (numaforge.cli.optionsets injects them into the tasks):
+:class:`Selection` (--inventory/--host/--group/--limit/--all) and numaforge.fleet.Rollout (:func:`rollout`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..errors import NumaforgeError
+from ..fleet import Rollout, host_timeout_seconds
 
 
 class OptionValueError(NumaforgeError):
@@ -88,3 +93,70 @@ def max_fail(value, option: str = "--max-fail", default: float = 100.0) -> float
             f"pass e.g. {option} 25 to stop once more than a quarter of the hosts failed",
         )
     return x
+
+
+def option_flag(name: str) -> str:
+    """The command-line spelling of a task parameter: ``max_fail`` -> ``--max-fail``."""
+    return "--" + name.replace("_", "-")
+
+
+def reject_empty(options: dict) -> None:
+    """An empty (or blank) value for any option is a usage error: nothing falls back to a default silently
+    (``--inventory ''`` never means the lab inventory, ``--profile ''`` never means each host's own profile).
+    Repeatable options are checked value by value. Raises OptionValueError (exit 2) naming the option."""
+    for name, value in options.items():
+        given = value if isinstance(value, (list, tuple)) else [value]
+        blank = [v for v in given if isinstance(v, str) and not v.strip()]
+        if blank:
+            flag = option_flag(name)
+            raise OptionValueError(
+                f"the value {blank[0]!r} is empty",
+                flag,
+                f"pass a value after {flag}, or leave {flag} out to use its default",
+            )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which hosts a task acts on, as given: --inventory, --host, --group, --limit, --all (and whether the
+    inventory may hold literal passwords)."""
+
+    inventory: str | None = None
+    host: tuple[str, ...] = ()
+    group: tuple[str, ...] = ()
+    limit: str | None = None
+    all: bool = False
+    allow_plaintext_secrets: bool = False
+
+    @property
+    def narrowed(self) -> bool:
+        """Hosts were named (--host/--group/--limit), not "every host" by default."""
+        return bool(self.host or self.group or self.limit)
+
+
+def selection(raw: dict) -> Selection:
+    return Selection(
+        inventory=raw.get("inventory"),
+        host=tuple(raw.get("host") or ()),
+        group=tuple(raw.get("group") or ()),
+        limit=raw.get("limit"),
+        all=bool(raw.get("all")),
+        allow_plaintext_secrets=bool(raw.get("allow_plaintext_secrets")),
+    )
+
+
+def rollout(
+    raw: dict, *, forks: int, canary: int = 0, max_fail_default: float = 100.0, lock: str | None = None
+) -> Rollout:
+    """The rolling options as given (None: not given) -> one Rollout; ``forks``/``canary``/``max_fail_default``
+    are the task's defaults, ``lock`` the name of a writing task (its hosts' write lock)."""
+    return Rollout(
+        forks=positive_int(raw.get("forks"), "--forks", forks),
+        canary=non_negative_int(raw.get("canary"), "--canary", canary),
+        batch=non_negative_int(raw.get("batch"), "--batch", 0),
+        max_fail=max_fail(raw.get("max_fail"), "--max-fail", max_fail_default),
+        host_timeout=host_timeout_seconds(raw.get("host_timeout")),
+        gate=raw.get("gate"),
+        lock=lock,
+        wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
+    )

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import yaml
 
-from .. import yamlsrc
+from .. import safeio, yamlsrc
 from ..errors import NumaforgeError
 from ..paths import atomic_write_text
 from ..secrets import redact
+
+MAX_CAPTURE_FILE_BYTES = 64 * 1024 * 1024  # one captured command's output (safeio.read_input's cap)
 
 META = "capture.yaml"
 
@@ -94,7 +96,13 @@ class Captures:
         files = {}
         for p in sorted(d.iterdir()):
             if p.is_file() and p.name != META and not p.name.startswith("."):
-                files[p.name] = p.read_text(errors="replace")
+                files[p.name] = safeio.read_input(
+                    p,
+                    what="capture file",
+                    error=CaptureError,
+                    max_bytes=MAX_CAPTURE_FILE_BYTES,
+                    fix_size="a capture holds command output (KiB to a few MiB): re-capture with `invoke facts --save`",
+                ).decode("utf-8", errors="replace")
         return cls(
             source=str(meta.get("source") or d.name),
             files=files,

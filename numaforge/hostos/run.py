@@ -1,6 +1,6 @@
 """The host OS pipeline per host and over a fleet: os-plan, os-apply (and --rollback), os-verify, the locality gate.
 
-    outcome = run_os(hosts, "apply", OsOptions(profile="epyc-gpudirect-host"), canary=1, gate="locality")
+    outcome = run_os(hosts, "apply", OsOptions(profile="epyc-gpudirect-host"), Rollout(canary=1, gate="locality"))
 
 Per host: connect (numaforge.remote.ssh: strict host keys, sudo -n when the inventory says ssh.sudo), render the
 host profile (``--profile`` or the host's ``hostos_profile`` var), read the OS state in one command, plan
@@ -28,7 +28,7 @@ from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
 from ..defaults import DEFAULT_GATE_THRESHOLD
 from ..errors import NumaforgeError
-from ..fleet import FleetOutcome, run_fleet
+from ..fleet import FleetOutcome, Rollout, run_fleet
 from ..remote.ssh import connect
 from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
@@ -50,7 +50,7 @@ class OsOptions:
     profile: str | None = None
     rollback: bool = False
     numa_override: dict[str, int] = field(default_factory=dict)
-    gate: str | None = None
+    gate: str | None = None  # set by run_os from Rollout.gate (the one place --gate is carried)
     gate_seconds: float = 10.0
     gate_threshold: float = DEFAULT_GATE_THRESHOLD
     accept_new_host_key: bool = False
@@ -323,16 +323,14 @@ def run_os(
     hosts,
     action: str,
     opts: OsOptions,
+    rollout: Rollout | None = None,
     *,
-    forks: int = 8,
-    canary: int = 0,
-    batch: int = 0,
-    max_fail_pct: float = 100.0,
     progress: bool = True,
-    host_timeout=None,
     slo_gate=None,
 ) -> FleetOutcome:
-    """``slo_gate``: with ``opts.gate == "slo"``, the fleet hook numaforge.canary.gate.SloGate (built by the task)."""
+    """plan/apply/verify on every host under ``rollout``; its ``gate`` judges the canary hosts: locality here,
+    slo through ``slo_gate`` (numaforge.canary.gate.SloGate, built by the task; the fleet runner calls it)."""
+    rollout = rollout or Rollout()
     fn = ACTIONS[action]
     no_ssh = [h.name for h in hosts if h.ssh is None]
     if no_ssh:
@@ -341,25 +339,18 @@ def run_os(
             "inventory",
             "add ssh: {address: ...} to each host the host OS pipeline should reach",
         )
-    if opts.gate not in (None, "locality", "slo"):
-        raise NumaforgeError(f"unknown --gate {opts.gate!r}", "--gate", "the gates are: locality, slo")
-    if opts.gate and canary < 1:
+    if rollout.gate not in (None, "locality", "slo"):
+        raise NumaforgeError(f"unknown --gate {rollout.gate!r}", "--gate", "the gates are: locality, slo")
+    if rollout.gate and rollout.canary < 1:
         raise NumaforgeError(
-            f"--gate {opts.gate} judges canary hosts: give --canary N (N >= 1)",
+            f"--gate {rollout.gate} judges canary hosts: give --canary N (N >= 1)",
             "--gate",
-            f"pass --canary 1 --gate {opts.gate}",
+            f"pass --canary 1 --gate {rollout.gate}",
         )
-    if opts.gate == "slo" and slo_gate is None:
+    if rollout.gate == "slo" and slo_gate is None:
         raise NumaforgeError("--gate slo needs its settings", "--gate slo", "pass --prometheus URL --slo metric=NAME")
-    opts.canary_hosts = [h.name for h in hosts][:canary]
+    opts.gate = rollout.gate
+    opts.canary_hosts = [h.name for h in hosts][: rollout.canary]
     return run_fleet(
-        hosts,
-        lambda h: fn(h, opts),
-        forks=forks,
-        canary=canary,
-        batch=batch,
-        max_fail_pct=max_fail_pct,
-        progress=progress,
-        host_timeout=host_timeout,
-        gate=slo_gate if opts.gate == "slo" else None,
+        hosts, lambda h: fn(h, opts), rollout, progress=progress, gate=slo_gate if rollout.gate == "slo" else None
     )

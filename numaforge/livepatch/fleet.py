@@ -13,7 +13,7 @@ import json as _json
 
 from .. import journal
 from ..errors import NumaforgeError
-from ..fleet import FleetOptionError, run_fleet
+from ..fleet import FleetOptionError, Rollout, run_fleet
 from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
@@ -71,12 +71,8 @@ def validate_hosts(
     check=None,
     opts=None,
     accept_new_host_key=False,
-    forks=4,
-    canary=0,
-    batch=0,
-    max_fail=100.0,
+    rollout: Rollout | None = None,
     progress=True,
-    host_timeout=None,
     measure=None,
     log=print,
     gate=None,
@@ -122,17 +118,7 @@ def validate_hosts(
                     result.data["final"] = "installed"
             return result
 
-    return run_fleet(
-        hosts,
-        one,
-        forks=int(forks),
-        canary=int(canary),
-        batch=int(batch),
-        max_fail_pct=float(max_fail),
-        progress=progress,
-        host_timeout=host_timeout,
-        gate=gate,
-    )
+    return run_fleet(hosts, one, rollout, progress=progress, gate=gate)
 
 
 def undo_install(host, *, module=None, target=None, accept_new_host_key=False, log=print) -> HostResult:
@@ -152,12 +138,8 @@ def _lifecycle(
     *,
     run_key: str | None,
     accept_new_host_key=False,
-    forks=4,
-    canary=0,
-    batch=0,
-    max_fail=100.0,
+    rollout: Rollout | None = None,
     progress=True,
-    host_timeout=None,
     resumed_check=None,
     journal_dir=None,
     gate=None,
@@ -177,17 +159,7 @@ def _lifecycle(
             jr.record(host, journal.VERIFIED, status=result.status)
         return result
 
-    outcome = run_fleet(
-        hosts,
-        one,
-        forks=int(forks),
-        canary=int(canary),
-        batch=int(batch),
-        max_fail_pct=float(max_fail),
-        progress=progress,
-        host_timeout=host_timeout,
-        gate=gate,
-    )
+    outcome = run_fleet(hosts, one, rollout, progress=progress, gate=gate)
     if jr is not None:
         outcome.journal = str(jr.path)
         rolled_back = (getattr(gate, "record", None) or {}).get("decision") == "rollback"

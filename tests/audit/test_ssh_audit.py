@@ -51,7 +51,7 @@ def test_cli_audits_a_faulty_and_a_clean_host(netns_lab, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr  # a host with findings fails
     report = json.loads((tmp_path / "r.json").read_text())
     status = {h["host"]: h["status"] for h in report["hosts"]}
-    assert status == {"faulty": "failed", "clean": "ok"}
+    assert status == {"faulty": "failed", "clean": "unchanged"}
     data = {h["host"]: h.get("data", {}) for h in report["hosts"]}
     assert data["clean"]["findings"] == [] and data["faulty"]["kernel"] == "5.10.0-28-amd64"
     checks = {(f["check"], f["severity"]) for f in data["faulty"]["findings"]}

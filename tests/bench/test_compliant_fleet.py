@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from numaforge.fleet import Rollout
 from numaforge.bios.apply import HostOptions, RegistryCache, plan_host, run_hosts
 from numaforge.inventory.model import BMCSpec, HardwareSpec, Host, Location
 from numaforge.lab.bmc import BMCSimulator
@@ -80,7 +81,7 @@ def writes(sim: BMCSimulator) -> list[tuple[str, str]]:
 
 def test_a_compliant_fleet_of_one_model_is_read_only_within_the_request_budget(compliant_fleet):
     fleet = compliant_fleet(["generic"] * 4)
-    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=4)
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=4))
     assert [r.status for r in out.results] == ["unchanged"] * 4, out.summary()
     assert out.registry_fetches == 1
     for (host, sim), r in zip(fleet, out.results):
@@ -94,7 +95,7 @@ def test_a_compliant_fleet_of_one_model_is_read_only_within_the_request_budget(c
 @pytest.mark.parametrize("flavour", ["generic", "dell", "hpe"])
 def test_hosts_of_one_stated_model_cost_six_requests_when_compliant(compliant_fleet, flavour):
     fleet = compliant_fleet([flavour] * 4, vendor=flavour)
-    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=4)   # all four start at once
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=4))   # all four start at once
     assert [r.status for r in out.results] == ["unchanged"] * 4, out.summary()
     assert out.registry_fetches == 1
     for (host, sim), r in zip(fleet, out.results):
@@ -136,7 +137,7 @@ def test_a_stale_model_entry_falls_back_to_full_discovery(compliant_fleet):
 def test_a_compliant_mixed_vendor_fleet_writes_nothing(compliant_fleet):
     """Every flavour, Dell's config-job BMC included: no PATCH, no job, no reset on any host."""
     fleet = compliant_fleet(["dell", "hpe", "supermicro", "lenovo", "generic", "generic"])
-    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), forks=3)
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=3))
     assert [r.status for r in out.results] == ["unchanged"] * len(fleet), out.summary()
     for (host, sim), r in zip(fleet, out.results):
         assert writes(sim) == [], f"{host.name}: {writes(sim)}"
@@ -181,11 +182,11 @@ def test_host_timeout_stops_hosts_before_their_next_request_and_never_mid_write(
     """--host-timeout on the BIOS path: a budget used up before the first request leaves the BMC untouched
     (no login, no PATCH); a sufficient budget changes nothing about the run."""
     fleet = compliant_fleet(["generic", "dell"], vendor="auto")
-    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(host_timeout=1e-6), forks=2)
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=2, host_timeout=1e-6))
     for (host, sim), r in zip(fleet, out.results):
         assert r.status == "failed" and "used up its --host-timeout of 1e-06 s; stopped before logging in" in r.message
         assert sim.count() == 0, sim.requests
-    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(host_timeout=120), forks=2)
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=2, host_timeout=120))
     assert [r.status for r in out.results] == ["unchanged"] * 2, out.summary()
     assert all(writes(sim) == [] for _, sim in fleet)
 
@@ -197,18 +198,18 @@ def test_a_rerun_costs_every_compliant_host_six_requests(compliant_fleet, flavou
     HEAD registry, logout."""
     fleet = compliant_fleet([flavour] * 3, vendor=flavour)
     hosts = [h for h, _ in fleet]
-    out = run_hosts(hosts, "apply", HostOptions(), forks=3)
+    out = run_hosts(hosts, "apply", HostOptions(), rollout=Rollout(forks=3))
     assert sorted(sim.count() for _, sim in fleet) == [SAME_MODEL_HOSTS] * 2 + [FIRST_HOST_OF_A_REGISTRY]
     for _, sim in fleet:
         sim.reset_counts()
-    out = run_hosts(hosts, "apply", HostOptions(), forks=3)
+    out = run_hosts(hosts, "apply", HostOptions(), rollout=Rollout(forks=3))
     assert [r.status for r in out.results] == ["unchanged"] * 3, out.summary()
     assert [sim.count() for _, sim in fleet] == [SAME_MODEL_HOSTS] * 3, [s.requests for _, s in fleet]
     assert all(writes(sim) == [] for _, sim in fleet)
     assert (out.registry_fetches, out.registry_loaded) == (0, 1)
     for _, sim in fleet:
         sim.reset_counts()
-    out = run_hosts(hosts, "apply", HostOptions(discovery_cache=False), forks=3)    # opting out: as a first run
+    out = run_hosts(hosts, "apply", HostOptions(discovery_cache=False), rollout=Rollout(forks=3))    # opting out: as a first run
     assert sorted(sim.count() for _, sim in fleet) == [SAME_MODEL_HOSTS] * 2 + [FIRST_HOST_OF_A_REGISTRY]
 
 

@@ -11,6 +11,7 @@ import threading
 import pytest
 import requests
 
+from numaforge.fleet import Rollout
 from numaforge.bios.apply import HostOptions, RegistryCache, Timeouts, apply_host, plan_host, run_hosts, verify_host
 from numaforge.bios.redfish import RetryPolicy
 from numaforge.lab.bmc import FLAVOURS, BMCSimulator
@@ -128,7 +129,7 @@ def test_apply_without_reboot_leaves_values_pending_and_a_later_run_does_not_pat
 
 def test_registry_is_fetched_once_per_run_across_hosts(sim_factory):
     a, b = sim_factory("lenovo"), sim_factory("lenovo")
-    outcome = run_hosts([host_for(a, "h-a"), host_for(b, "h-b")], "plan", opts(), forks=1)
+    outcome = run_hosts([host_for(a, "h-a"), host_for(b, "h-b")], "plan", opts(), rollout=Rollout(forks=1))
     assert [r.status for r in outcome.results] == ["ok", "ok"]
     assert outcome.registry_fetches == 1
     assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2   # Registries/<id> + the file, once
@@ -280,7 +281,7 @@ def test_patch_answer_lost_after_processing_is_checked_not_resent(sim_factory):
 def test_a_failing_host_does_not_stop_the_others(sim_factory):
     bad, good = sim_factory("dell"), sim_factory("hpe")
     bad.inject("5xx", r"Bios", count=50, status=500)
-    outcome = run_hosts([host_for(bad, "bad"), host_for(good, "good")], "apply", opts(reboot=True), forks=2)
+    outcome = run_hosts([host_for(bad, "bad"), host_for(good, "good")], "apply", opts(reboot=True), rollout=Rollout(forks=2))
     by = {r.host: r for r in outcome.results}
     assert by["bad"].status == "failed" and "gave up after 4 attempts" in by["bad"].message
     assert by["good"].status == "changed" and by["good"].data["mismatches"] == []

@@ -56,7 +56,7 @@ def test_plan_apply_reboot_verify_through_invoke(fleet, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "by display name: /memory interleav/ matched 'Memory Interleaving'" in r.stdout
     doc = report(tmp_path / "plan.json")
-    assert {h["host"]: h["status"] for h in doc["hosts"]} == {"gpu-dell": "ok", "gpu-hpe": "ok"}
+    assert {h["host"]: h["status"] for h in doc["hosts"]} == {"gpu-dell": "unchanged", "gpu-hpe": "unchanged"}
     assert all(s.count("PATCH") == 0 for s in sims.values())
     assert doc["data"]["registry_fetches"] == 2   # one per distinct registry id
 

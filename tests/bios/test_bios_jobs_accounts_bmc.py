@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from numaforge.fleet import Rollout
 from numaforge.bios.apply import apply_host, connect, run_hosts
 from numaforge.bios.errors import RedfishPasswordChangeRequiredError
 from numaforge.bios.resources import ServiceRoot
@@ -43,7 +44,7 @@ def test_password_change_required_fails_that_host_with_the_fix_and_the_rollout_g
     locked, fine = sim_factory("generic"), sim_factory("generic")
     locked.password_change_required = True
     hosts = [host_for(locked, name="gpu-01"), host_for(fine, name="gpu-02")]
-    out = run_hosts(hosts, "plan", opts(), forks=1, max_fail_pct=100.0)
+    out = run_hosts(hosts, "plan", opts(), rollout=Rollout(forks=1, max_fail=100.0), )
     assert not out.internal_error and not out.stopped, out.reason
     first, second = out.results
     assert first.status == "failed" and second.status == "ok", (first.message, second.message)

@@ -117,10 +117,33 @@ def test_interrupt_mid_reboot_says_so_exits_non_zero_and_reports_interrupted(tmp
         doc = json.loads((tmp_path / "r.json").read_text())
         assert doc["ok"] is False and doc["status"] == "interrupted"
         (h,) = doc["hosts"]
+        assert h["status"] == "interrupted", h                              # issue 25 item 5: not "failed"
         assert h["data"]["changed"] and h["data"]["reset_requested"], h    # what was written and reset
         assert "a reset was requested at" in h["message"]
         assert sim.count("POST", "Reset") == 1
         journal = list((tmp_path / "state" / "journal").glob("*.json"))
         assert len(journal) == 1 and '"phase": "reboot-requested"' in journal[0].read_text()
+    finally:
+        sim.stop()
+
+
+def test_double_ctrl_c_mid_reboot_reports_the_host_interrupted_with_what_was_done(tmp_path):
+    """Issue 25 item 5: after a double Ctrl-C the host that had been patched and reset was reported "not-run"
+    with no data. Two SIGINTs back to back, as an impatient operator sends them."""
+    import json
+
+    sim = BMCSimulator(flavour="dell", tls=True, username="admin", password=PASSWORD, power_delay=5.0).start()
+    try:
+        inv, env, cmd = _setup(tmp_path, sim)
+        proc = _start_and_wait_for_reset(cmd + ["--json", str(tmp_path / "r.json")], env, sim)
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out + err
+        doc = json.loads((tmp_path / "r.json").read_text())
+        (h,) = doc["hosts"]
+        assert doc["status"] == "interrupted" and h["status"] == "interrupted", h
+        assert h["data"]["changed"] and h["data"]["reset_requested"], h
+        assert "1 interrupted" in " ".join(err.split()), err
     finally:
         sim.stop()

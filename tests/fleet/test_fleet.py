@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from numaforge.fleet import Rollout
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import FleetOptionError, Interrupted, plan_phases, run_fleet
 from numaforge.inventory.model import Host, Location
@@ -57,7 +58,7 @@ def statuses(outcome):
 
 def test_every_host_runs_and_results_keep_the_input_order():
     hosts = [f"ok-{i}" for i in range(7)]
-    out = run_fleet(hosts, by_name, forks=3, progress=False)
+    out = run_fleet(hosts, by_name, rollout=Rollout(forks=3), progress=False)
     assert [r.host for r in out.results] == hosts
     assert all(r.status == "ok" for r in out.results)
     assert out.ok and not out.stopped and out.not_run == [] and out.reason == ""
@@ -66,7 +67,7 @@ def test_every_host_runs_and_results_keep_the_input_order():
 def test_forks_bound_parallelism_and_are_used():
     rec = Recorder(barrier_parties=3)
     hosts = [f"ok-{i}" for i in range(6)]
-    out = run_fleet(hosts, rec, forks=3, progress=False)
+    out = run_fleet(hosts, rec, rollout=Rollout(forks=3), progress=False)
     assert out.ok
     assert rec.peak == 3          # the barrier needs 3 in flight; forks=3 allows no more
 
@@ -74,7 +75,7 @@ def test_forks_bound_parallelism_and_are_used():
 def test_canaries_run_one_at_a_time_before_the_rest():
     rec = Recorder()
     hosts = ["ok-c1", "ok-c2", "ok-a", "ok-b", "ok-c"]
-    out = run_fleet(hosts, rec, forks=4, canary=2, progress=False)
+    out = run_fleet(hosts, rec, rollout=Rollout(forks=4, canary=2), progress=False)
     assert rec.calls[:2] == ["ok-c1", "ok-c2"]
     assert out.batches == [["ok-c1"], ["ok-c2"], ["ok-a", "ok-b", "ok-c"]]
     assert out.ok
@@ -82,7 +83,7 @@ def test_canaries_run_one_at_a_time_before_the_rest():
 
 def test_failed_canary_stops_the_rollout_and_keeps_the_done_canary():
     hosts = ["ok-c1", "fail-c2", "ok-a", "ok-b"]
-    out = run_fleet(hosts, by_name, canary=2, progress=False)
+    out = run_fleet(hosts, by_name, rollout=Rollout(canary=2), progress=False)
     assert out.stopped and not out.ok
     assert "canary host fail-c2 failed" in out.reason and "already done stay" in out.reason
     assert statuses(out) == {"ok-c1": "ok", "fail-c2": "failed", "ok-a": "not-run", "ok-b": "not-run"}
@@ -94,7 +95,7 @@ def test_max_fail_stops_after_the_batch_that_exceeds_it():
     # batch 1: 0/2 failed; batch 2: 2/4 = 50% > 25% -> stop; batches 3-5 never start
     hosts = ["ok-1", "ok-2", "fail-3", "fail-4"] + [f"ok-{i}" for i in range(5, 11)]
     rec = Recorder()
-    out = run_fleet(hosts, rec, forks=2, batch=2, max_fail_pct=25, progress=False)
+    out = run_fleet(hosts, rec, rollout=Rollout(forks=2, batch=2, max_fail=25), progress=False)
     assert out.stopped
     assert "2 of 4 hosts failed (50% > --max-fail 25%)" in out.reason
     assert sorted(rec.calls) == sorted(hosts[:4])
@@ -104,23 +105,23 @@ def test_max_fail_stops_after_the_batch_that_exceeds_it():
 
 def test_failures_at_exactly_max_fail_do_not_stop():
     hosts = ["ok-1", "fail-2", "ok-3", "ok-4", "ok-5", "ok-6"]
-    out = run_fleet(hosts, by_name, batch=2, max_fail_pct=50, progress=False)   # 1/2 = 50%, not > 50%
+    out = run_fleet(hosts, by_name, rollout=Rollout(batch=2, max_fail=50), progress=False)   # 1/2 = 50%, not > 50%
     assert not out.stopped and out.not_run == [] and out.failed == ["fail-2"]
 
 
 def test_max_fail_zero_stops_on_the_first_failed_batch():
-    out = run_fleet(["ok-1", "fail-2", "ok-3", "ok-4"], by_name, batch=2, max_fail_pct=0, progress=False)
+    out = run_fleet(["ok-1", "fail-2", "ok-3", "ok-4"], by_name, rollout=Rollout(batch=2, max_fail=0), progress=False)
     assert out.stopped and out.not_run == ["ok-3", "ok-4"]
 
 
 def test_failure_in_the_last_batch_is_reported_but_nothing_is_left_to_stop():
-    out = run_fleet(["ok-1", "ok-2", "fail-3"], by_name, batch=2, max_fail_pct=0, progress=False)
+    out = run_fleet(["ok-1", "ok-2", "fail-3"], by_name, rollout=Rollout(batch=2, max_fail=0), progress=False)
     assert not out.stopped and out.not_run == [] and out.failed == ["fail-3"] and not out.ok
 
 
 def test_exceptions_mark_only_that_host_failed():
     hosts = ["ok-1", "boom-2", "typed-3", "ok-4"]
-    out = run_fleet(hosts, by_name, forks=4, progress=False)
+    out = run_fleet(hosts, by_name, rollout=Rollout(forks=4), progress=False)
     st_ = statuses(out)
     assert st_ == {"ok-1": "ok", "boom-2": "failed", "typed-3": "failed", "ok-4": "ok"}
     msgs = {r.host: r.message for r in out.results}
@@ -147,11 +148,11 @@ def test_duplicate_host_is_refused():
 
 @pytest.mark.parametrize("kw, option", [
     ({"forks": 0}, "--forks"), ({"canary": -1}, "--canary"), ({"batch": -2}, "--batch"),
-    ({"max_fail_pct": 101}, "--max-fail"), ({"max_fail_pct": -1}, "--max-fail"),
+    ({"max_fail": 101}, "--max-fail"), ({"max_fail": -1}, "--max-fail"),
 ])
 def test_bad_options_name_the_option(kw, option):
     with pytest.raises(FleetOptionError) as exc:
-        run_fleet(["ok-1"], by_name, progress=False, **kw)
+        run_fleet(["ok-1"], by_name, Rollout(**kw), progress=False)
     assert exc.value.where == option and exc.value.fix
 
 
@@ -160,7 +161,7 @@ def test_progress_display_names_hosts_and_failures():
     console = Console(file=buf, force_terminal=False, width=120)
     run_fleet(["ok-1", "fail-2"], by_name, progress=True, console=console)
     text = buf.getvalue()
-    assert "ok-1: ok did it" in text and "fail-2: failed did it" in text
+    assert "ok-1: unchanged did it" in text and "fail-2: failed did it" in text   # the report vocabulary
     assert "2/2" in text
 
 
@@ -180,8 +181,7 @@ def test_plan_phases():
        max_fail=st.sampled_from([0, 10, 25, 50, 99, 100]), forks=st.integers(1, 4))
 def test_rollout_invariants(fails, canary, batch, max_fail, forks):
     hosts = [("fail-" if f else "ok-") + str(i) for i, f in enumerate(fails)]
-    out = run_fleet(hosts, by_name, forks=forks, canary=canary, batch=batch, max_fail_pct=max_fail,
-                    progress=False)
+    out = run_fleet(hosts, by_name, rollout=Rollout(forks=forks, canary=canary, batch=batch, max_fail=max_fail), progress=False)
     # every host exactly once, in order; ran hosts are whole phases from the start, the rest are not-run
     assert [r.host for r in out.results] == hosts
     ran = [h for phase in out.batches for h in phase]
@@ -209,7 +209,7 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
         return by_name(host)
 
     with pytest.raises(Interrupted) as ei:    # an interrupted run is never returned as if it had finished
-        run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, batch=2, progress=False)
+        run_fleet([f"ok-{i}" for i in range(1, 7)], fn, rollout=Rollout(forks=1, batch=2), progress=False)
     out = ei.value.outcome
     assert ei.value.exit_code == 130 and ei.value.signal_name == "SIGINT"
     assert out.interrupted and out.stopped and "interrupted" in out.reason
@@ -237,7 +237,7 @@ def test_host_over_its_budget_fails_at_a_step_boundary_and_the_others_finish():
             time.sleep(0.02)
         return HostResult(name, "ok", f"{steps[name]} steps")
 
-    out = run_fleet(["slow-1", "ok-1", "ok-2"], work, forks=3, progress=False, host_timeout=0.3)
+    out = run_fleet(["slow-1", "ok-1", "ok-2"], work, rollout=Rollout(forks=3, host_timeout=0.3), progress=False, )
     assert statuses(out) == {"slow-1": "failed", "ok-1": "ok", "ok-2": "ok"}
     slow = out.results[0]
     assert "used up its --host-timeout of 0.3 s; stopped before step " in slow.message
@@ -264,7 +264,7 @@ def test_without_a_budget_nothing_is_cut_and_lifted_suspends_one():
 @pytest.mark.parametrize("bad", [-1, "soon", True])
 def test_bad_host_timeout_is_refused(bad):
     with pytest.raises(FleetOptionError) as exc:
-        run_fleet(["ok-1"], by_name, progress=False, host_timeout=bad)
+        run_fleet(["ok-1"], by_name, progress=False, rollout=Rollout(host_timeout=bad))
     assert exc.value.where == "--host-timeout" and "seconds" in exc.value.what
 
 
@@ -280,7 +280,7 @@ def test_an_unexpected_exception_stops_scheduling_new_hosts():
             raise KeyError("Attributes")
         return by_name(host)
 
-    out = run_fleet([f"ok-{i}" for i in range(1, 7)], fn, forks=1, progress=False)
+    out = run_fleet([f"ok-{i}" for i in range(1, 7)], fn, rollout=Rollout(forks=1), progress=False)
     assert started == ["ok-1", "ok-2"]
     st_ = statuses(out)
     assert st_["ok-1"] == "ok" and st_["ok-2"] == "failed"
@@ -300,7 +300,7 @@ def test_a_result_flagged_unexpected_keeps_its_data_and_stops_the_rollout():
             r.status = "ok"
         return r
 
-    out = run_fleet(["a", "b", "c"], fn, forks=1, progress=False)
+    out = run_fleet(["a", "b", "c"], fn, rollout=Rollout(forks=1), progress=False)
     assert [r.status for r in out.results] == ["ok", "failed", "not-run"]
     assert out.results[1].data["changed"] == ["A"], "what the host wrote stays in its result"
 
@@ -319,7 +319,7 @@ def test_a_failing_display_never_stops_or_skews_the_run():
         ran.append(host)
         return HostResult(host, "ok", "[/b] closing tag with nothing to close")
 
-    out = run_fleet([f"ok-{i}" for i in range(1, 5)], fn, forks=2, progress=True, console=Broken())
+    out = run_fleet([f"ok-{i}" for i in range(1, 5)], fn, rollout=Rollout(forks=2), progress=True, console=Broken())
     assert sorted(ran) == [f"ok-{i}" for i in range(1, 5)] and out.ok
 
 
@@ -330,7 +330,7 @@ def test_markup_in_a_host_message_is_printed_as_text():
 
     buf = io.StringIO()
     out = run_fleet(["h1", "h2"], lambda h: HostResult(h, "ok", "BMC said [/b] and :smile: at 0000:3b:00.0"),
-                    forks=1, progress=True, console=Console(file=buf, width=200, emoji=False))
+                    rollout=Rollout(forks=1), progress=True, console=Console(file=buf, width=200, emoji=False))
     assert out.ok
     assert "BMC said [/b] and :smile: at 0000:3b:00.0" in buf.getvalue()
 
@@ -355,10 +355,10 @@ def test_interrupt_stops_running_hosts_at_their_next_step():
         return by_name(host)
 
     with pytest.raises(Interrupted) as ei:
-        run_fleet(["ok-1", "ok-2"], fn, forks=1, progress=False)
+        run_fleet(["ok-1", "ok-2"], fn, rollout=Rollout(forks=1), progress=False)
     out = ei.value.outcome
     r1 = out.results[0]
-    assert r1.status == "failed" and "interrupted (SIGINT): stopped before step" in r1.message
+    assert r1.status == "interrupted" and "interrupted (SIGINT): stopped before step" in r1.message
     assert len(steps) < 200 and out.not_run == ["ok-2"]
     assert not budget.stop_requested(), "the stop is cleared once the run is over"
 
@@ -387,6 +387,88 @@ def test_rolling_batch_makes_max_fail_effective_without_batch():
     assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins
 
 
+def test_a_writing_rollout_holds_each_hosts_lock_and_a_held_host_fails_naming_the_holder(tmp_path, monkeypatch):
+    """Rollout.lock: each host's work runs holding its write lock (numaforge.hostlock, a real flock); a host
+    another holder has fails at once with who holds it, the others run; a read-only rollout takes no lock."""
+    from numaforge import hostlock
+    monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path))
+    seen = {}
+
+    def fn(name):
+        seen[name] = hostlock.holder(hostlock.lock_path(name))
+        return HostResult(name, "changed")
+
+    with hostlock.held("ok-2", "os-apply"):
+        out = run_fleet(["ok-1", "ok-2"], fn, Rollout(lock="bios-apply"), progress=False)
+        read = run_fleet(["ok-2"], fn, Rollout(), progress=False)
+    one, two = out.results
+    assert one.status == "changed" and seen["ok-1"]["task"] == "bios-apply" and one.data["lock"]["pid"]
+    assert two.status == "failed" and "another run is writing this host: os-apply (pid" in two.message
+    assert "--wait-lock" in two.message and "ok-2" not in seen or seen["ok-2"]["task"] == "os-apply"
+    assert read.results[0].status == "changed" and "lock" not in read.results[0].data
+
+
+def test_bad_wait_lock_is_refused():
+    with pytest.raises(FleetOptionError) as exc:
+        Rollout(wait_lock=-1)
+    assert exc.value.where == "--wait-lock"
+
+
+def test_double_ctrl_c_reports_the_running_host_interrupted_with_what_it_had_done():
+    """Issue 25 item 5: a second Ctrl-C while run_fleet waits for the running host used to drop its result: the
+    host that had been written and reset was reported not-run with no data. Real SIGINTs to this process."""
+    import _thread
+    import os
+    import signal
+    import time
+
+    from numaforge import budget
+
+    def fn(host):
+        r = HostResult(host)
+        r.data["changed"] = ["NumaNodesPerSocket"]
+        try:
+            for i in range(400):
+                budget.check(f"step {i}")
+                if i == 3:
+                    _thread.interrupt_main()                 # the first Ctrl-C
+                time.sleep(0.01)
+        except NumaforgeError as exc:
+            os.kill(os.getpid(), signal.SIGINT)          # the second, while the runner waits for this host
+            time.sleep(0.3)                              # the host still finishing what was on the wire
+            r.data["reset_requested"] = "2026-12-04T00:00:00+00:00"
+            r.status, r.message = "failed", exc.render()
+        return r
+
+    with pytest.raises(Interrupted) as ei:
+        run_fleet(["h-1", "h-2"], fn, Rollout(forks=1), progress=False)
+    r1, r2 = ei.value.outcome.results
+    assert r1.status == "interrupted", r1
+    assert r1.data["changed"] == ["NumaNodesPerSocket"] and r1.data["reset_requested"]
+    assert r2.status == "not-run" and ei.value.outcome.failed == ["h-1"]
+
+
+def test_reports_speak_one_host_status_vocabulary(tmp_path):
+    """changed / unchanged / failed / not-run / interrupted everywhere: JSON, summary, JUnit; older words
+    ("ok", "skipped") from pipelines or old journals are mapped, and interrupted is never ok."""
+    from numaforge.report import HOST_STATUSES, Report, junit_xml
+
+    rep = Report("os-apply")
+    rep.hosts = [HostResult("a", "ok"), HostResult("b", "changed"), HostResult("c", "skipped"),
+                 HostResult("d", "interrupted", "interrupted (SIGINT): stopped before reboot", data={"changed": ["x"]})]
+    doc = rep.as_dict()
+    assert [h["status"] for h in doc["hosts"]] == ["unchanged", "changed", "not-run", "interrupted"]
+    assert set(h["status"] for h in doc["hosts"]) <= set(HOST_STATUSES) and doc["ok"] is False
+    rep.write(tmp_path / "r.json")                       # the schema accepts exactly this vocabulary
+    buf = io.StringIO()
+    rep.print_summary(Console(file=buf, width=200))
+    assert "unchanged" in buf.getvalue() and " ok " not in buf.getvalue()
+    xml = junit_xml(rep)
+    assert xml.count("<failure") == 1 and xml.count("<skipped") == 1
+    rep.hosts = rep.hosts[:2]
+    assert rep.ok
+
+
 def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
     calls = []
 
@@ -396,22 +478,22 @@ def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
 
     ok = lambda h: HostResult(h, "ok")
     verdict = None
-    out = run_fleet(["c1", "c2", "a", "b", "c"], ok, canary=2, batch=2, gate=gate, progress=False)
+    out = run_fleet(["c1", "c2", "a", "b", "c"], ok, Rollout(canary=2, batch=2), gate=gate, progress=False)
     assert calls == [(["c1", "c2"], ["c1", "c2"], ["a", "b", "c"])] and out.ok
     assert [r.status for r in out.results] == ["ok"] * 5
 
     calls.clear()
     verdict = "slo gate: rollback: P99 delta 90.0 ms > 25 ms"
-    out = run_fleet(["c1", "a", "b"], ok, canary=1, gate=gate, progress=False)
+    out = run_fleet(["c1", "a", "b"], ok, Rollout(canary=1), gate=gate, progress=False)
     assert len(calls) == 1 and out.stopped and out.reason == verdict and out.not_run == ["a", "b"]
 
     def broken(*_):
         raise NumaforgeError("Prometheus query failed", "http://p/api/v1/query", "check --prometheus")
 
-    out = run_fleet(["c1", "a"], ok, canary=1, gate=broken, progress=False)
+    out = run_fleet(["c1", "a"], ok, Rollout(canary=1), gate=broken, progress=False)
     assert out.stopped and out.not_run == ["a"] and "could not judge" in out.reason and "http://p" in out.reason
 
     calls.clear()
-    out = run_fleet(["c1", "a"], lambda h: HostResult(h, "failed" if h == "c1" else "ok"), canary=1, gate=gate,
-                    progress=False)
+    out = run_fleet(["c1", "a"], lambda h: HostResult(h, "failed" if h == "c1" else "ok"), Rollout(canary=1),
+                    gate=gate, progress=False)
     assert calls == [] and out.not_run == ["a"]  # a failed canary stops before any gate

@@ -60,8 +60,10 @@ def _value_cases() -> list[Case]:
     for (name, option), bad in BAD_VALUES.items():
         for value in bad:
             shown = repr(value)
-            cases.append(Case(f"cli/{name}{option}={value or 'empty'}", "cli", task(name, option, value),
-                              rf"{option}: {option} must be .*({re_escape(shown)}|got {re_escape(value)}\b).*fix: ", code=2))
+            expect = (rf"{option}: the value '' is empty.*fix: " if not value    # one check for every option
+                      else rf"{option}: {option} must be .*({re_escape(shown)}|got {re_escape(value)}\b).*fix: ")
+            cases.append(Case(f"cli/{name}{option}={value or 'empty'}", "cli", task(name, option, value), expect,
+                              code=2))
     return cases
 
 
@@ -104,7 +106,7 @@ JSON_CASES = [
          code=2),
     Case("cli/json-missing-parent", "cli", json_to(lambda tmp: str(tmp / "no" / "such" / "r.json")),
          r"--json: the directory .*no/such does not exist.*mkdir -p", code=2),
-    Case("cli/json-empty", "cli", json_to(lambda tmp: ""), r"--json: empty output path", code=2),
+    Case("cli/json-empty", "cli", json_to(lambda tmp: ""), r"--json: the value '' is empty", code=2),
     Case("cli/json-bad-before-any-work", "cli", json_to(lambda tmp: str(tmp), "bios-plan"),
          r"--json: .* is a directory", code=2),
     Case("cli/junit-to-directory", "cli", task("validate", "--junit", "{tmp}"), r"--junit: .* is a directory", code=2),

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from cases_bmc import SESSIONS, bmc_case, fault
-from cases_input import INVENTORY, _write, profile_case
+from cases_input import INVENTORY, _write, inventory_text, profile_case
 from harness import Case, Outcome, cli
 
 # name, YAML double-quoted form, how numaforge must show it (regex of the escaped form)
@@ -98,7 +98,7 @@ DRIP = [
     ]
 ]
 
-def _patched_once(kind: str, **opts):
+def _patched_once(kind: str, after: bool = True, **opts):
     """A PATCH whose answer is lost after the BMC acted: the run re-reads what the BMC holds and reports it;
     a second PATCH counts as a wrong write."""
     def run(tmp: Path) -> Outcome:
@@ -106,7 +106,7 @@ def _patched_once(kind: str, **opts):
 
         def setup(ctx):
             seen["sim"] = ctx["sim"]
-            fault(kind, "settings_path", "PATCH", after=True, **opts)(ctx)
+            fault(kind, "settings_path", "PATCH", after=after, **opts)(ctx)
         out = bmc_case("bios-apply", setup=setup, allowed_pending=True)(tmp)
         out.writes += max(0, seen["sim"].count("PATCH") - 1)
         return out
@@ -121,6 +121,15 @@ AFTER = [  # the BMC acted, then the answer was lost: never sent twice; what the
         ("patch-502-after", "5xx", {"status": 502}),
         ("patch-504-after", "5xx", {"status": 504}),
         ("patch-bad-json-after", "bad_json", {"echo": True}),
+    ]
+]
+
+H26 = "needs h26: pending read-back"
+STAGED = [  # the BMC answered the PATCH as accepted but staged nothing / another value: must not say ok
+    Case(f"staged/{name}", "bmc-staged", _patched_once(kind, after=False), msg, code=1, tier="bmc", xfail=H26)
+    for name, kind, msg in [
+        ("patch-staged-nothing", "stage_none", r"(not staged|staged nothing|read back|pending .* not)"),
+        ("patch-staged-other-values", "stage_wrong", r"(staged .* instead|read back|another value|differ)"),
     ]
 ]
 
@@ -163,6 +172,74 @@ PROFILE_BUDGET = [
         ("output-bomb", "description: '{% for a in range(100000) %}{{ 'y' * 100 }}{% endfor %}'\n" + HEAD,
          r"renders to more than 1048576 characters"),
     ]
+]
+
+
+EXPRESSION = [  # Python refusing a template expression was "internal error (a bug)", exit 70 (issue 25 item 8)
+    Case(f"profile/expression-{name}", "profile", profile_case(body), msg, code=1)
+    for name, body, msg in [
+        ("recursive-macro", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n" + HEAD,
+         r"p\.yaml\.j2:1: a macro or loop in the profile calls itself without end.*fix: give the recursive macro"),
+        ("floor-division-by-zero", "settings:\n  numa_nodes_per_socket: {{ 4 // 0 }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero.*fix: guard the divisor"),
+        ("modulo-by-zero", "settings:\n  numa_nodes_per_socket: {{ 4 % 0 }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero.*fix: guard the divisor"),
+        ("division-by-zero-of-a-fact", "settings:\n  numa_nodes_per_socket: {{ sockets / (gpu_count - gpu_count) }}\n",
+         r"p\.yaml\.j2:2: the profile divides by zero"),
+        ("str-plus-int", "description: '{{ \"a\" + 1 }}'\n" + HEAD,
+         r"p\.yaml\.j2:1: a template expression failed: TypeError.*fix: fix the expression at that line"),
+        ("float-overflow", "description: '{{ 1.5 ** 100000 }}'\n" + HEAD,
+         r"p\.yaml\.j2:1: a template expression failed: OverflowError"),
+    ]
+]
+
+
+_H = ("hosts:\n  h1:\n    bmc: {url: 'https://bmc-h1.example', username: admin, password: 'env:NF_FAULT_BMC_PW', "
+      "vendor: dell}\n")
+INVENTORY_EDGES = [  # numbers and shapes at their edges: each a clear file:line answer, exit 2
+    Case(f"inventory/edge-{name}", "inventory", inventory_text(text), r"inv\.yaml:\d+: .*" + msg + r".*fix: ", code=2)
+    for name, text, msg in [
+        ("sockets-0", _H + "    hardware: {sockets: 0}\n", r"hardware\.sockets 0 is out of range"),
+        ("sockets-negative", _H + "    hardware: {sockets: -3}\n", r"hardware\.sockets -3 is out of range"),
+        ("sockets-huge", _H + "    hardware: {sockets: 100000000000000000000000}\n", r"is out of range"),
+        ("sockets-nan", _H + "    hardware: {sockets: .nan}\n", r"must be an integer, got a number \(nan\)"),
+        ("sockets-inf", _H + "    hardware: {sockets: .inf}\n", r"must be an integer, got a number \(inf\)"),
+        ("gpus-string", _H + "    hardware: {gpus: 'abc'}\n", r"hardware\.gpus must be a list"),
+        ("gpus-bad-address", _H + "    hardware: {gpus: ['zz:zz']}\n", r"'zz:zz' is not a PCI address"),
+        ("hardware-list", _H + "    hardware: [1, 2]\n", r"must be a mapping"),
+        ("ssh-port-huge", "hosts:\n  h1:\n    ssh: {address: h1, port: 99999999999999999999}\n", r"ssh\.port .* out of range"),
+        ("ssh-port-float", "hosts:\n  h1:\n    ssh: {address: h1, port: 22.5}\n", r"ssh\.port must be an integer"),
+        ("ssh-port-0", "hosts:\n  h1:\n    ssh: {address: h1, port: 0}\n", r"ssh\.port 0 is out of range"),
+        ("group-child-of-itself", "hosts:\n  h1: {ssh: {address: h1}}\ngroups:\n  g: {children: [g], hosts: [h1]}\n",
+         r"groups form a cycle: g -> g"),
+        ("host-name-integer", "hosts:\n  1: {ssh: {address: h1}}\n", r"host name 1 is not valid"),
+        ("host-null", "hosts:\n  h1:\n", r"host 'h1' has neither `ssh:` nor `bmc:`"),
+        ("hosts-a-list", "hosts: [a, b]\n", r"hosts must be a mapping"),
+    ]
+]
+
+
+def _profile_file(make):
+    def run(tmp: Path) -> Outcome:
+        inv = _write(tmp, "inv.yaml", INVENTORY)
+        return cli("bios-render", "--inventory", str(inv), "--profile", str(make(tmp)))
+    return run
+
+
+def _huge_profile(tmp: Path) -> Path:
+    return _write(tmp, "big.yaml.j2", "settings:\n  iommu: true\n" + "#" * (2 * 1024 * 1024))
+
+
+def _symlinked_device_profile(tmp: Path) -> Path:
+    (tmp / "dev.yaml.j2").symlink_to("/dev/zero")
+    return tmp / "dev.yaml.j2"
+
+
+PROFILE_FILES = [
+    Case("profile/file-huge", "profile", _profile_file(_huge_profile),
+         r"big\.yaml\.j2: profile is \d+ bytes, more than the 1048576-byte limit.*fix: ", code=None),
+    Case("profile/file-symlink-to-dev-zero", "profile", _profile_file(_symlinked_device_profile),
+         r"dev\.yaml\.j2: BIOS profile is not a regular file.*fix: ", code=None),
 ]
 
 
@@ -225,5 +302,5 @@ def _ssh_cases() -> list[Case]:
 
 
 def cases() -> list[Case]:
-    return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + ETAG
-            + PROFILE_BUDGET + _ssh_cases())
+    return (_control_inventory_cases() + _control_bmc_cases() + BAD_JSON_ECHO + DRIP + AFTER + STAGED + ETAG
+            + PROFILE_BUDGET + EXPRESSION + PROFILE_FILES + INVENTORY_EDGES + _ssh_cases())

@@ -24,7 +24,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                     expected.append(f"  XFAIL {value['id']}: {', '.join(value['bad'])} ({rep.wasxfail})")
                     continue
                 tally.add(Case(value["id"], value["area"], run=None, message=""), list(value["bad"]))
-    if tally.total:
+    if tally.total or expected:
         terminalreporter.write_sep("=", "hostile campaign tally (docs/RELIABILITY.md)")
         terminalreporter.write_line(tally.render())
         for line in expected:

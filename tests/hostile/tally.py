@@ -35,7 +35,11 @@ def main(argv: list[str]) -> int:
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="fault-") as tmp:
             out = case.run(Path(tmp))
-            tally.add(case, case.judge(out))
+            bad = case.judge(out)
+            if case.xfail:  # waits for another branch's fix: said, not counted
+                print(f"  XFAIL {case.id}: {', '.join(bad) or 'now passes: drop its xfail'} ({case.xfail})")
+                continue
+            tally.add(case, bad)
     print(tally.render())
     print(f"({time.monotonic() - t0:.0f} s)")
     return 0 if not tally.failures else 1

@@ -75,9 +75,10 @@ def test_a_dripping_answer_ends_on_the_first_stop_request(dripping):
         assert "interrupted (SIGTERM)" in exc.value.what
 
 
-def test_sigterm_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path):
-    """The user's view: `invoke bios-plan` against the dripping BMC, SIGTERM after 2 s -> exit 143 at once,
-    the interrupt said, no traceback, the password nowhere."""
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_the_first_signal_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path, sig, code):
+    """The user's view: `invoke bios-plan` against the dripping BMC, one SIGTERM (or Ctrl-C's SIGINT) after 3 s
+    -> exit 143 (130) at once, the interrupt said, no traceback, the password nowhere."""
     inv = tmp_path / "inv.yaml"
     inv.write_text("hosts:\n  h1:\n"
                    f"    bmc: {{url: '{dripping.url}', username: admin, password: 'env:NF_DRIP_PW', "
@@ -88,11 +89,11 @@ def test_sigterm_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3.0)
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=20)
     assert time.monotonic() - t0 < 5
-    assert proc.returncode == 143, (proc.returncode, out, err)
-    assert "interrupted (SIGTERM)" in out + err and "Traceback" not in out + err and PW not in out + err
+    assert proc.returncode == code, (proc.returncode, out, err)
+    assert f"interrupted ({sig.name})" in out + err and "Traceback" not in out + err and PW not in out + err
 
 
 NESTED = ("settings:\n{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"

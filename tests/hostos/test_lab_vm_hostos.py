@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from numaforge.fleet import Rollout
 from numaforge.errors import NumaforgeError
 from numaforge.hostos.run import OsOptions, run_os
 from numaforge.inventory.model import HardwareSpec, Host, Location, SSHSpec
@@ -80,7 +81,7 @@ def test_apply_survives_reboot_and_rolls_back(lab):
         r.run("setsid sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=1M count=4 2>/dev/null; done' "
               "</dev/null >/dev/null 2>&1 & echo $! > /tmp/traffic.pid")
     try:
-        out = run_os([host], "apply", OsOptions(gate="locality", gate_seconds=2.0), canary=1, progress=False)
+        out = run_os([host], "apply", OsOptions(gate_seconds=2.0), rollout=Rollout(canary=1, gate="locality"), progress=False)
     finally:
         with connect(host.ssh, host.name) as r:
             r.run("kill -- -$(cat /tmp/traffic.pid)", check=False)

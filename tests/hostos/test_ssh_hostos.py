@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from numaforge.fleet import Rollout
 from numaforge.hostos.run import OsOptions, run_os
 from numaforge.inventory.model import HardwareSpec, Host, Location
 
@@ -134,7 +135,7 @@ def test_locality_gate_on_the_canary(netns_lab, tmp_path, after, widened):
     traffic.start()
     try:
         out = run_os([_host(h, r) for h, r in zip(hosts, roots)], "apply",
-                     OsOptions(gate="locality", gate_seconds=1.0), canary=1, progress=False)
+                     OsOptions(gate_seconds=1.0), rollout=Rollout(canary=1, gate="locality"), progress=False)
     finally:
         traffic.stop.set()
         traffic.join()

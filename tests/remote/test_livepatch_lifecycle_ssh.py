@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from numaforge.fleet import Rollout
 from numaforge import journal
 from numaforge.livepatch import fleet as lpfleet
 
@@ -39,5 +40,5 @@ def test_a_failing_canary_stops_the_rollout(sshd_host):
 
     gone = Host("gone", Location("<test>"), ssh=SSHSpec("127.0.0.1", 1, "root", key_file=sshd_host.spec().key_file,
                                                       use_agent=False, known_hosts=sshd_host.spec().known_hosts))
-    out = lpfleet.status_hosts([gone, sshd_host.inventory_host()], canary=1, max_fail=0, progress=False)
+    out = lpfleet.status_hosts([gone, sshd_host.inventory_host()], rollout=Rollout(canary=1, max_fail=0), progress=False)
     assert [r.status for r in out.results] == ["failed", "not-run"] and out.stopped

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from numaforge.fleet import Rollout
 from numaforge.fleet import run_fleet
 from numaforge.remote.ssh import TMP_MARK, ConnectError, HostKeyError, UploadError, connect
 from numaforge.report import HostResult
@@ -59,7 +60,7 @@ def make_fleet(netns_lab, tmp_path, n, down=()):
 
 def test_each_namespace_host_is_its_own_machine_on_the_network(netns_lab, tmp_path):
     hosts, inv = make_fleet(netns_lab, tmp_path, 3)
-    out = run_fleet(inv, probe, forks=3, progress=False)
+    out = run_fleet(inv, probe, rollout=Rollout(forks=3), progress=False)
     assert out.ok, out.summary()
     for h, r in zip(hosts, out.results):
         assert r.data["eth0"] == f"{h.address}/24"       # the sshd answering is the one inside that namespace
@@ -71,7 +72,7 @@ def test_each_namespace_host_is_its_own_machine_on_the_network(netns_lab, tmp_pa
 def test_rolling_stops_at_max_fail_when_hosts_are_down(netns_lab, tmp_path):
     # n2 and n3 have no sshd: batch 2 fails 2 of 4 attempted (50% > 25%) -> n4, n5 are never contacted
     hosts, inv = make_fleet(netns_lab, tmp_path, 6, down=(2, 3))
-    out = run_fleet(inv, probe, forks=2, batch=2, max_fail_pct=25, progress=False)
+    out = run_fleet(inv, probe, rollout=Rollout(forks=2, batch=2, max_fail=25), progress=False)
     status = {r.host: r.status for r in out.results}
     assert status == {"n0": "ok", "n1": "ok", "n2": "failed", "n3": "failed", "n4": "not-run", "n5": "not-run"}
     assert out.stopped and out.not_run == ["n4", "n5"]
@@ -86,7 +87,7 @@ def test_rolling_stops_at_max_fail_when_hosts_are_down(netns_lab, tmp_path):
 
 def test_failed_canary_stops_before_touching_the_fleet(netns_lab, tmp_path):
     hosts, inv = make_fleet(netns_lab, tmp_path, 3, down=(0,))
-    out = run_fleet(inv, probe, canary=1, progress=False)
+    out = run_fleet(inv, probe, rollout=Rollout(canary=1), progress=False)
     assert out.stopped and out.not_run == ["n1", "n2"]
     assert sessions_seen(hosts[1]) == 0 and sessions_seen(hosts[2]) == 0
 
@@ -96,7 +97,7 @@ def test_a_changed_host_key_fails_only_that_host(netns_lab, tmp_path):
     hosts, inv = make_fleet(netns_lab, tmp_path, 3)
     other = keygen(tmp_path / "impostor")
     hosts[1].known_hosts.write_text(f"{hosts[1].address} " + " ".join(Path(f"{other}.pub").read_text().split()[:2]))
-    out = run_fleet(inv, probe, forks=3, progress=False)
+    out = run_fleet(inv, probe, rollout=Rollout(forks=3), progress=False)
     assert [r.status for r in out.results] == ["ok", "failed", "ok"]
     assert "HOST KEY MISMATCH" in out.results[1].message
     for h in (hosts[0], hosts[2]):
@@ -169,7 +170,7 @@ def test_host_timeout_stops_a_slow_host_between_commands_and_spares_the_others(n
             res.data["done"] = remote.run(f"cat /tmp/nf-budget-{host.ssh.user}-{host.name}").stdout.split()
         return res
 
-    out = run_fleet([slow, quick], work, forks=2, progress=False, host_timeout=2.5)
+    out = run_fleet([slow, quick], work, rollout=Rollout(forks=2, host_timeout=2.5), progress=False, )
     by = {r.host: r for r in out.results}
     assert by["quick"].status != "failed" and by["quick"].data["done"] == ["0"]
     assert by["slow"].status == "failed"
