@@ -4,6 +4,8 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
     .venv/bin/python bench/numa_effect.py build              # backport + kpatch-build every arm (lab kernel)
     .venv/bin/python bench/numa_effect.py run [--cases nps2:single,...] [--rounds 10] [--seconds 20]
     .venv/bin/python bench/numa_effect.py render             # tables + PNG from the saved cases
+    .venv/bin/python bench/numa_effect.py probe [--arms off+winner] [--rounds 20] [--seconds 60] [--pilot]
+        # the pre-registered probe scenario (docs/numa-effect-protocol.md) with its source-busy control
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -31,7 +33,9 @@ from numaforge import livepatch  # noqa: E402
 from numaforge.inventory.model import Host, Location, SSHSpec  # noqa: E402
 from numaforge.lab import vm  # noqa: E402
 from numaforge.measure import arms as marms  # noqa: E402
-from numaforge.measure import render  # noqa: E402
+from numaforge.measure import metrics as mx  # noqa: E402
+from numaforge.livepatch import probe as lprobe  # noqa: E402
+from numaforge.measure import render, runner, scenario  # noqa: E402
 from numaforge.measure.runner import WorkloadParams  # noqa: E402
 from numaforge.paths import ROOT  # noqa: E402
 from numaforge.remote.ssh import connect  # noqa: E402
@@ -96,11 +100,50 @@ def run(args) -> int:
     return 0
 
 
+def probe(args) -> int:
+    """The pre-registered probe scenario on one lab VM boot (backplane4 x --cpus-per-node, P=0, S=2)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = out / ".lab-probe"
+    info = vm.up(kernel=args.kernel, state_dir=state, ssh_port=args.ssh_port, topo=args.topology,
+                 cpus_per_node=args.cpus_per_node)
+    print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
+    host = Host(f"lab-{args.topology}", Location("bench/numa_effect.py"), groups=["lab"],
+                ssh=SSHSpec("127.0.0.1", args.ssh_port, "root", key_file=str(state / "ssh" / "id_ed25519"),
+                            use_agent=False, known_hosts=str(state / "ssh" / "known_hosts")))
+    try:
+        built = marms.built_arms(args.series, args.target, args.arms.split("+"))
+        arts = {a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+                for a in built}
+        params = scenario.ScenarioParams(pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds,
+                                         fill_src=not args.no_fill)
+        t0 = time.monotonic()
+        with connect(host.ssh, host.name) as r:
+            data = lprobe.measure_scenario(r, arts, params, args.rounds, seed=args.seed,
+                                           log=lambda m: print(m, flush=True), nudge=True)
+        data.update({"kernel": info.release, "topology": args.topology, "cpus_per_node": args.cpus_per_node,
+                     "pilot": args.pilot or args.rounds < 20 or args.seconds < 60,
+                     "seconds": round(time.monotonic() - t0, 1),
+                     "command": "python bench/numa_effect.py probe " + " ".join(sys.argv[2:])})
+        path = out / f"probe-{args.topology}.json"
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        for name, case in data["cases"].items():
+            print(f"## {name}\n" + render.markdown(case, outcomes=scenario.OUTCOMES))
+            for a in case["arms"][1:]:
+                print("\n".join(f"{a}: {ln}" for ln in render.verdict_lines(case, a, outcomes=scenario.OUTCOMES)))
+        print(f"wrote {path} ({data['seconds']} s)", flush=True)
+    finally:
+        vm.down(state)
+    return 0
+
+
 def render_all(out: Path, docs: bool, more: list[Path] | None = None) -> None:
     cases = {}
     order = {f"{t} {w}": i for i, (t, w, _) in enumerate(parse_case(c) for c in CASES)}
     for p in sorted(out.glob("*.json")) + sorted(q for d in more or [] for q in d.glob("*.json")):
         d = json.loads(p.read_text())
+        # verdicts recomputed from the stored runs with today's statistics (numaforge.measure.paired)
+        d.update(runner.report([mx.RunMetrics.from_dict(r) for r in d["runs"]], d["arms"]))
         cases[d["case"]] = d
     if not cases:
         print(f"no cases in {out}", file=sys.stderr)
@@ -143,6 +186,23 @@ def main(argv: list[str]) -> int:
     r.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
     r.add_argument("--ssh-port", type=int, default=2313)
     r.add_argument("--out", default=str(OUT))
+    pr = sub.add_parser("probe")
+    pr.add_argument("--arms", default="off+winner+alt-drop-zero-gain+null")
+    pr.add_argument("--rounds", type=int, default=20, help="blocks (the protocol: >= 20)")
+    pr.add_argument("--seconds", type=int, default=60, help="measured window per run (the protocol: 60)")
+    pr.add_argument("--mb", type=int, default=64)
+    pr.add_argument("--pref", type=int, default=0)
+    pr.add_argument("--src", type=int, default=2)
+    pr.add_argument("--topology", default="backplane4")
+    pr.add_argument("--cpus-per-node", type=int, default=2)
+    pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
+    pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")
+    pr.add_argument("--seed", type=int, default=13)
+    pr.add_argument("--kernel", default="lab")
+    pr.add_argument("--target", default="lab")
+    pr.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
+    pr.add_argument("--ssh-port", type=int, default=2315)
+    pr.add_argument("--out", default=str(ROOT / "reports" / "numa-probe-bench"))
     g = sub.add_parser("render")
     g.add_argument("--out", default=str(OUT))
     g.add_argument("--docs", action="store_true", help="copy the PNG to docs/numa-effect.png")
@@ -155,6 +215,8 @@ def main(argv: list[str]) -> int:
         return 0
     if args.cmd == "run":
         return run(args)
+    if args.cmd == "probe":
+        return probe(args)
     render_all(Path(args.out), args.docs, [Path(d) for d in args.also])
     return 0
 

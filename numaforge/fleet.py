@@ -359,39 +359,38 @@ def run_fleet(
     interrupt: KeyboardInterrupt | None = None
     running: dict = {}  # future -> host name, of every host started
     cut: list[str] = []  # hosts running when an interrupt came
-    with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
-        try:
-            _run_phases(
-                pool,
-                fn,
-                phases,
-                n_canary,
-                rollout.max_fail,
-                by_name,
-                done,
-                display,
-                outcome,
-                forks,
-                (running, cut),
-                gate,
-            )
-        except KeyboardInterrupt as exc:
-            interrupt = exc
-            sig = getattr(exc, "signal_name", "SIGINT")
-            outcome.stopped = outcome.interrupted = True
-            outcome.reason = (
-                f"interrupted ({sig}); no host was started after it, running hosts stopped at "
-                "their next step; hosts already done stay as they are"
-            )
-        except Exception as exc:  # the runner itself failed: contain it like a host's bug
-            budget.request_stop("stopped after an internal error")
-            outcome.stopped = True
-            outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
-            outcome.reason = (
-                f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
-                "hosts already done stay as they are"
-            )
-    budget.clear_stop()
+    try:
+        with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
+            try:
+                _run_phases(
+                    pool,
+                    fn,
+                    phases,
+                    n_canary,
+                    rollout.max_fail,
+                    by_name,
+                    done,
+                    display,
+                    outcome,
+                    forks,
+                    (running, cut),
+                    gate,
+                )
+            except KeyboardInterrupt as exc:
+                interrupt = _stopped_by(outcome, exc)
+            except Exception as exc:  # the runner itself failed: contain it like a host's bug
+                budget.request_stop("stopped after an internal error")
+                outcome.stopped = True
+                outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
+                outcome.reason = (
+                    f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
+                    "hosts already done stay as they are"
+                )
+    except KeyboardInterrupt as exc:  # one more Ctrl-C while the pool waited for the running hosts to end
+        interrupt = interrupt or _stopped_by(outcome, exc)
+        cut.extend(n for f, n in running.items() if not f.done() and n not in cut)
+    if all(f.done() for f in running):  # a host still running keeps its stop request: it must not go on
+        budget.clear_stop()
     if interrupt is not None:
         _collect_cut(running, cut, done)
     for name in names:
@@ -405,6 +404,17 @@ def run_fleet(
             outcome, getattr(interrupt, "signal_name", "SIGINT"), getattr(interrupt, "exit_code", 130)
         ) from None
     return outcome
+
+
+def _stopped_by(outcome: FleetOutcome, exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    sig = getattr(exc, "signal_name", "SIGINT")
+    budget.request_stop(f"interrupted ({sig})")
+    outcome.stopped = outcome.interrupted = True
+    outcome.reason = (
+        f"interrupted ({sig}); no host was started after it, running hosts stopped at "
+        "their next step; hosts already done stay as they are"
+    )
+    return exc
 
 
 def _collect_cut(running: dict, cut: list[str], done: dict) -> None:

@@ -38,10 +38,11 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from . import safeio
+from . import hostlock, safeio
 from .errors import NumaforgeError
 from .paths import state_dir
 from .secrets import redact
@@ -83,6 +84,18 @@ def path_for(run_key: str, directory: str | os.PathLike | None = None) -> Path:
 def open(run_key: str, directory: str | os.PathLike | None = None) -> "Journal":
     """The journal of ``run_key``: resumed if a previous run left one, else a new (not yet written) one."""
     return Journal(path_for(run_key, directory), run_key)
+
+
+@contextmanager
+def open_held(
+    run_key: str, directory: str | os.PathLike | None = None, *, task: str, wait: float = 0.0
+) -> Iterator["Journal"]:
+    """:func:`open`, holding the journal for this run (numaforge.hostlock, across processes): a second live run
+    of the same command fails naming the holder (or waits ``wait`` seconds) instead of resuming from a journal
+    the first is still writing. The hold ends with the block (or the process)."""
+    path = path_for(run_key, directory)
+    with hostlock.held(f"resume journal {path.name}", task, wait, doing="running this command"):
+        yield Journal(path, run_key)
 
 
 def resume_action(phases: Iterable[str]) -> str:

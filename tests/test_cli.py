@@ -60,6 +60,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     (tmp_path / "bmc.pass").write_text("Sup3rS3cret\n")
     (tmp_path / "bmc.pass").chmod(0o644)          # readable by others: a problem (issue 12 item 8)
     (tmp_path / "id_fleet").write_text("key\n")
+    (tmp_path / "id_fleet").chmod(0o600)          # a key others can read is a problem too (issue 25 item 4)
     (tmp_path / "empty.pass").write_text("")
     (tmp_path / "empty.pass").chmod(0o600)
     (tmp_path / "ca").mkdir()
@@ -91,6 +92,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     assert "Sup3rS3cret" not in out + report
     # everything present: ok, and the secret file's value and env values are still never printed
     (tmp_path / "missing_key").write_text("key\n")
+    (tmp_path / "missing_key").chmod(0o600)
     (tmp_path / "empty.pass").write_text("An0therSecret\n")
     (tmp_path / "bmc.pass").chmod(0o600)
     (tmp_path / "ca.pem").write_text("pem\n")
@@ -217,3 +219,44 @@ def test_blank_repeated_value_and_empty_root_are_usage_errors():
     r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", "", "--list"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--root: the value '' is empty" in r.stderr
+
+
+def test_an_empty_configured_inventory_is_an_error_not_the_lab(tmp_path):
+    """numaforge.inventory: '' in the project's numaforge.yaml fell back to the lab inventory like
+    `--inventory ''` did; it is refused with exit 2 naming the config key."""
+    (tmp_path / "numaforge.yaml").write_text("numaforge:\n  inventory: ''\n")
+    r = subprocess.run([sys.executable, "-c", "from numaforge.cli.main import main; main()", "--root", str(tmp_path),
+                        "inventory-check", "--syntax-only"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "200", "NUMAFORGE_STATE": str(tmp_path / "state")})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the config's numaforge.inventory is empty" in r.stderr and "remove the key" in r.stderr
+    assert not (tmp_path / "state" / "lab").exists()        # the lab inventory was not written as a fallback
+
+
+@pytest.mark.parametrize("args, option", [
+    (["os-apply", "--gate-seconds", "x"], "--gate-seconds"),
+    (["os-apply", "--numa-node-override", "foo"], "--numa-node-override"),
+    (["numa-audit", "--window", "0"], "--window"),
+])
+def test_bad_task_option_values_exit_2_without_a_traceback(args, option):
+    """These were parsed in the task body before execute(): a NumaforgeError traceback, or exit 1."""
+    r = invoke(*args, "--inventory", "inventory/lab.yaml")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"error: {option}:" in r.stderr and "fix:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_inventory_check_answers_what_the_run_would_for_a_readable_or_device_key(tmp_path):
+    """Issue 25 item 4: facts/os-plan refuse an SSH key others can read and one that is a device; inventory-check
+    (preflight, through the same safeio.check_input) says so too, with the fix."""
+    (tmp_path / "id_open").write_text("key\n")
+    (tmp_path / "id_open").chmod(0o644)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n"
+                   f"  a: {{ssh: {{address: a, key_file: '{tmp_path / 'id_open'}', known_hosts: '{inv}'}}}}\n"
+                   f"  b: {{ssh: {{address: b, key_file: /dev/zero, known_hosts: '{inv}'}}}}\n")
+    r = invoke("inventory-check", "--inventory", str(inv))
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert "a: ssh.key_file: private key" in out and "is readable by others (mode 0644)" in out
+    assert f"chmod 600 {tmp_path / 'id_open'}" in out
+    assert "b: ssh.key_file: private key /dev/zero is not a regular file" in out and "Traceback" not in out

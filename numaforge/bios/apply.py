@@ -5,8 +5,9 @@ Explicit states per host (``HostApply``, in the order the pure ``next_state`` gi
 diff -- all before any write), ``job-check`` (job BMCs: a queued BIOS job stops the host before any write),
 ``patch`` (one PATCH of only the differing attributes to the settings object named by @Redfish.Settings,
 If-Match its ETag; on 412 re-read once and re-plan; a lost answer is re-read, never re-sent), ``job``
-(Dell-like BMCs: a BIOS config job, never clobbering an existing one), ``reboot`` (GracefulRestart,
-ForceRestart after a timeout, wait for power-on), ``verify`` (current == desired), ``result``. The BMC is read
+(Dell-like BMCs: a BIOS config job, never clobbering an existing one), ``reboot`` (numaforge.bios.power:
+GracefulRestart; ForceRestart only for an OS that ignored it, never in POST; a Dell host only once its job is
+Scheduled), ``verify`` (current == desired), ``result``. The BMC is read
 and written through the client-side resources (numaforge.bios.resources) where they fit.
 
 Every step records into a ``HostResult`` (numaforge.report); nothing here prints.
@@ -20,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import budget
 from ..errors import NumaforgeError
 from ..fleet import Rollout, run_fleet
 from ..report import UNEXPECTED_ERROR, HostResult
@@ -36,7 +36,8 @@ from .errors import (
     RedfishPreconditionFailedError,
     RedfishRedirectError,
 )
-from .plan import Plan, make_plan, pending_values
+from .plan import Plan, make_plan, pending_values, staged_mismatches
+from .power import Timeouts, reboot, wait_back
 from .profile import host_facts, render_profile
 from .redfish import RedfishClient, Response, RetryPolicy, _path
 from .registry import Registry
@@ -46,15 +47,6 @@ from .vendors import detect_vendor, load_vendor_map, translate
 
 FINAL_JOB_OK = FINAL_OK
 FINAL_JOB_BAD = FINAL_BAD
-
-
-@dataclass
-class Timeouts:
-    graceful: float = 300.0  # wait this long after GracefulRestart before ForceRestart
-    power_on: float = 900.0  # wait this long for the host to come back on after a reset
-    job: float = 120.0  # wait for a config job to reach Scheduled / Completed
-    poll: float = 5.0  # seconds between polls
-    settle: float = 120.0  # after power-on, wait this long for the BMC to report the new values
 
 
 @dataclass
@@ -70,6 +62,7 @@ class BiosState:
     apply_times: list[str]
     registry: Registry
     detected_by: str = ""
+    model: str = ""  # the System's Model (the vendor map's generation may need it: Supermicro)
 
 
 @dataclass
@@ -94,7 +87,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
     if bmc.password is None:
         raise NumaforgeError("bmc.password is not set", where, "set bmc.password: env:VARIABLE or file:/path")
     insecure = opts.insecure or bmc.insecure
-    if bmc.ca_bundle and not insecure and not os.path.isfile(os.path.expanduser(bmc.ca_bundle)):
+    if bmc.ca_bundle and not insecure and not os.path.lexists(os.path.expanduser(bmc.ca_bundle)):
         raise NumaforgeError(
             f"bmc.ca_bundle {bmc.ca_bundle} does not exist",
             where,
@@ -202,13 +195,13 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         # (moved, different registry) falls back to full discovery
         r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
         if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
-            system_path, system, bios_path, bios = shape.system_path, None, shape.bios_path, r.body
+            system_path, system, bios_path, bios, model = shape.system_path, None, shape.bios_path, r.body, shape.model
         else:
             stale = True
         stale = stale or client.login_url != shape.login_url
     if bios is None:
         system_path, system = find_system(client, host)
-        bios_path = _link(system, "Bios")
+        bios_path, model = _link(system, "Bios"), str(system.get("Model") or "")
         if not bios_path:
             raise RedfishError(
                 "the system has no Bios resource", where, "this BMC does not expose BIOS settings through Redfish"
@@ -229,7 +222,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if (shape is None or stale) and client.login_url:
         # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
         # below, which fetches it once per id while they read their own Bios and settings)
-        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id), replace=stale)
+        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id, model), replace=stale)
     registry = cache.get(
         registry_id,
         lambda: fetch_registry(client, registry_id, bios_path),
@@ -270,6 +263,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         apply_times=apply_times,
         registry=registry,
         detected_by=how,
+        model=model,
     )
 
 
@@ -285,9 +279,8 @@ def desired_for(host, state: BiosState, opts: HostOptions):
     facts["vendor"] = state.vendor
     profile = render_profile(name, facts, opts.profiles_dir)
     vmap = load_vendor_map(state.vendor, opts.vendors_dir)
-    return profile, translate(
-        profile.settings, profile.raw_for(state.vendor), vmap, state.registry, host.name, optional=profile.optional
-    )
+    raw = profile.raw_for(state.vendor)
+    return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
 
 
 def replan(state: BiosState, desired, host) -> Plan:
@@ -518,7 +511,9 @@ class HostApply:
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.journal.data(self.host.name, "reboot-requested").get("time") or 0)
         )
         note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
-        waited = wait_back(self.client, self.state, desired_values(self.plan), self.opts.timeouts)
+        st, vmap = self.state, load_vendor_map(self.state.vendor, self.opts.vendors_dir)
+        want, paths = desired_values(self.plan), (st.system_path, st.bios_path)
+        waited = wait_back(self.client, paths, want, self.opts.timeouts, vmap.reboot, st.registry.value_names)
         detail = {
             "journal": str(self.journal.path),
             "phases": self.journal.phases(self.host.name),
@@ -596,6 +591,7 @@ class HostApply:
             changes = self.plan.changes
             if not changes:
                 return detail
+        self.check_staged(changes)
         self.written = True
         self.data["changed"] = sorted(changes)
         self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
@@ -605,6 +601,20 @@ class HostApply:
         if self.journal is not None:
             self.journal.record(self.host.name, "patched", attributes=sorted(changes))
         return detail
+
+    def check_staged(self, changes: dict) -> None:
+        """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5)."""
+        reg = self.state.registry
+        held = reg.value_names(self.client.get(self.state.settings_path).body.get("Attributes") or {})
+        wrong = staged_mismatches(changes, reg.value_names(self.state.current), held)
+        if wrong:
+            raise RedfishError(
+                f"the BMC accepted the PATCH but its settings object ({self.state.settings_path}) does not hold "
+                f"what was sent: {'; '.join(wrong)}",
+                self.where,
+                "the BMC said yes and staged something else: check its firmware and log; `invoke bios-plan` shows "
+                "what is pending, `invoke bios-clear-pending` (Dell) or a new bios-apply replaces it",
+            )
 
     def do_job(self):
         """iDRAC applies pending BIOS values only through a config job: make sure exactly one exists (the one
@@ -643,9 +653,29 @@ class HostApply:
             time.sleep(self.opts.timeouts.poll)
 
     def do_reboot(self):
+        job = Job.load(self.client, self.job_path) if self.job_path else None
+        if job is not None and job.state != "Scheduled":  # iDRAC runs the job only if it is Scheduled at the reset
+            raise JobConflictError(
+                f"BIOS config job {job.identity} is {job.state}, not Scheduled, after {self.opts.timeouts.job:g} s:"
+                " the host was not rebooted (the values would not apply)",
+                self.where,
+                "see the job on the iDRAC (`invoke bios-jobs`); once it is Scheduled, re-run with --reboot",
+            )
         if self.journal is not None:  # on disk before the reset is requested
             self.journal.record(self.host.name, "reboot-requested")
-        detail = reboot(self.client, self.state, desired_values(self.plan), self.opts.timeouts, self.result)
+        st, vmap = self.state, load_vendor_map(self.state.vendor, self.opts.vendors_dir)
+        job_state = (lambda: Job.load(self.client, self.job_path).state) if self.job_path else None
+        detail = reboot(
+            self.client,
+            system_of(self.client, st),
+            (st.system_path, st.bios_path),
+            desired_values(self.plan),
+            self.opts.timeouts,
+            vmap.reboot,
+            self.result.data,
+            job_state,
+            st.registry.value_names,
+        )
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")
         return detail
@@ -787,99 +817,9 @@ def desired_values(plan: Plan) -> dict[str, Any]:
     return {i.attribute: i.desired for i in plan.settable}
 
 
-# -- reboot + verify -------------------------------------------------------------------------------------------
-def _reset_target(client: RedfishClient, state: BiosState) -> tuple[str, list[str]]:
-    action = (system_of(client, state).get("Actions") or {}).get("#ComputerSystem.Reset") or {}
-    target = action.get("target")
-    if not target:
-        raise RedfishError(
-            "the system has no ComputerSystem.Reset action",
-            state.system_path,
-            "reboot the host another way; the values stay pending until it resets",
-        )
-    return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
-
-
-def _power(client: RedfishClient, state: BiosState) -> str:
-    return str(client.get(state.system_path).body.get("PowerState") or "Unknown")
-
-
-def _applied(client: RedfishClient, state: BiosState, want: dict[str, Any]) -> bool:
-    cur = client.get(state.bios_path).body.get("Attributes") or {}
-    return all(cur.get(k) == v for k, v in want.items())
-
-
-def reboot(
-    client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts, result: HostResult | None = None
-) -> dict:
-    """Graceful restart, force after ``t.graceful``; wait until On and the new values are current. Each reset
-    request is noted in ``result.data["resets"]`` before it is sent (the report says so even if the run stops)."""
-    target, allowed = _reset_target(client, state)
-    log: dict[str, Any] = {"resets": []}
-
-    def post(kind: str) -> None:
-        if allowed and kind not in allowed:
-            return
-        budget.check(f"the {kind} reset request")  # an interrupted run stops here, before anything is noted
-        if result is not None:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            result.data.setdefault("resets", []).append({"type": kind, "requested": stamp})
-            result.data.setdefault("reset_requested", stamp)
-        r = client.post(target, {"ResetType": kind})
-        log["resets"].append({"type": kind, "status": r.status})
-        if r.status >= 400:
-            raise RedfishError(
-                f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}",
-                f"{client.host} ({client.base_url})",
-                "reset the host another way",
-            )
-
-    first = "On" if _power(client, state) == "Off" else "GracefulRestart"
-    if allowed and first not in allowed:
-        first = next((k for k in ("GracefulRestart", "ForceRestart", "PowerCycle") if k in allowed), first)
-    post(first)
-    start = time.monotonic()
-    forced = first != "GracefulRestart"
-    seen_off = False
-    while True:
-        time.sleep(t.poll)
-        power = _power(client, state)
-        if power != "On":
-            seen_off = True
-        elif seen_off or _applied(client, state, want):
-            break
-        elapsed = time.monotonic() - start
-        if not forced and not seen_off and elapsed > t.graceful:
-            post("ForceRestart")
-            forced = True
-            log["forced_after_s"] = round(elapsed, 1)
-        if elapsed > t.power_on + (t.graceful if forced else 0):
-            raise RedfishError(
-                f"host did not restart and come back on within {elapsed:.0f} s (PowerState {power})",
-                f"{client.host} ({client.base_url})",
-                "check the host console; the BIOS values may still be pending",
-            )
-    # the BMC reports the new values once POST has finished: give it up to t.settle seconds
-    settle_until = time.monotonic() + t.settle
-    while not _applied(client, state, want) and time.monotonic() < settle_until:
-        time.sleep(t.poll)
-    log["seconds"] = round(time.monotonic() - start, 1)
-    return log
-
-
-def wait_back(client: RedfishClient, state: BiosState, want: dict[str, Any], t: Timeouts) -> dict:
-    """Resume after a crash mid-reboot: no reset request, only wait until the host is On with the new values
-    current (or the power-on timeout passes; verification then reports what is still pending)."""
-    start = time.monotonic()
-    while time.monotonic() - start < t.power_on:
-        if _power(client, state) == "On" and _applied(client, state, want):
-            break
-        time.sleep(t.poll)
-    return {"seconds": round(time.monotonic() - start, 1), "power": _power(client, state)}
-
-
+# -- verify ------------------------------------------------------------------------------------------------------
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
-    cur = client.get(state.bios_path).body.get("Attributes") or {}
+    cur = state.registry.value_names(client.get(state.bios_path).body.get("Attributes") or {})
     verified, mism = [], []
     for i in plan.settable:
         if cur.get(i.attribute) == i.desired:

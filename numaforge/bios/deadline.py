@@ -28,6 +28,8 @@ import socket
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -63,6 +65,18 @@ class _HTTPSPool(HTTPSConnectionPool):
         return conn
 
 
+@contextmanager
+def capped(seconds: float) -> Iterator[None]:
+    """Requests of this thread inside get at most ``seconds`` each (clean-up such as a logout after Ctrl-C:
+    it runs even though the run was stopped, but never for long)."""
+    saved = getattr(_local, "cap", None)
+    _local.cap = seconds
+    try:
+        yield
+    finally:
+        _local.cap = saved
+
+
 def cut_reason() -> str | None:
     """Why this thread's last request was cut ("deadline" or "stop"), None if it was not."""
     return getattr(_local, "cut", None)
@@ -87,6 +101,9 @@ class DeadlineAdapter(HTTPAdapter):
         left = budget.remaining()
         if left is not None and not write:
             total = min(total, max(left, 0.1))
+        cap = getattr(_local, "cap", None)
+        if cap is not None:
+            total = min(total, cap)
         box: dict = {}
         done = threading.Event()
         _local.box, _local.cut = box, None

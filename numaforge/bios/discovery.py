@@ -51,6 +51,7 @@ class Shape:
     system_path: str
     bios_path: str
     registry_id: str
+    model: str = ""  # the System's Model
 
 
 def shape_key(host) -> tuple | None:

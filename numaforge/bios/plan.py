@@ -11,12 +11,16 @@ evaluated on the state the BIOS would have after the change. All problems are re
 * ``change``  the value to write; only these go into the PATCH;
 * ``gap``     a documented platform gap: this platform has no such setting (nothing to write, not a failure);
 * ``skipped`` an ``optional`` setting the platform lacks (nothing to write).
+
+Values are compared and written in the registry's ValueName space: a BMC that shows current values as display
+strings (a Supermicro: "Enabled" where the registry's ValueName is "1") plans 0 changes when compliant, and a
+raw value given as a display string is written as its ValueName (``in_value_names``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import BiosValidationError
@@ -83,6 +87,20 @@ def pending_values(current: dict[str, Any], settings_attrs: dict[str, Any] | Non
     return {k: v for k, v in (settings_attrs or {}).items() if current.get(k, object()) != v}
 
 
+def staged_mismatches(sent: dict[str, Any], current: dict[str, Any], settings_attrs: dict[str, Any]) -> list[str]:
+    """After a PATCH the BMC accepted: each value sent that its settings object does not hold, as
+    "Name: sent 'x', staged 'y'" or "..., staged nothing". A value equal to the current one may be dropped from
+    the settings object (nothing to stage). Pure; all values in the registry's ValueName space."""
+    out = []
+    for k, v in sent.items():
+        staged = settings_attrs.get(k, current.get(k))
+        if staged == v:
+            continue
+        what = "nothing" if k not in settings_attrs or staged == current.get(k) else repr(staged)
+        out.append(f"{k}: sent {v!r}, staged {what}")
+    return out
+
+
 def _check_value(attr, value, host: str) -> str | None:
     t = attr.type
     if t == "Enumeration":
@@ -133,7 +151,7 @@ def validate(
             hint = f" (did you mean {close[0]}?)" if close else ""
             problems.append(f"{host}/{d.attribute}: not in registry {registry.id}{hint} [from {d.setting}]")
             continue
-        eff = registry.effective(d.attribute, after)
+        eff = registry.effective(d.attribute, after, current)
         bad = _check_value(eff, d.value, host)
         if bad:
             problems.append(f"{host}/{bad} [from {d.setting}]")
@@ -144,7 +162,7 @@ def validate(
                 continue  # already right: nothing to write, a read-only attribute is fine
             why = "is ReadOnly"
             blockers = registry.blocking(d.attribute, after)
-            if blockers and not attr.read_only:
+            if blockers:
                 why = "is made read-only by registry dependency: " + "; ".join(b.describe() for b in blockers)
             problems.append(
                 f"{host}/{d.attribute} {why}; it cannot be set to {d.value!r} "
@@ -161,6 +179,19 @@ def validate(
         raise BiosValidationError(problems, host or None)
 
 
+def in_value_names(desired: list[Desired], registry: Registry) -> list[Desired]:
+    """Desired values in the registry's ValueName space: a value that is an enumeration's ValueDisplayName (a raw
+    ``Enabled`` where the ValueName is ``1``) becomes that ValueName, and the item says so. Pure."""
+    out = []
+    for d in desired:
+        attr = registry.attributes.get(d.attribute)
+        name = attr.value_name(d.value) if attr is not None and d.status not in ("gap", "skipped") else d.value
+        if name != d.value:
+            d = replace(d, value=name, resolved=f"{d.resolved}; {d.value!r} is the display name of ValueName {name!r}")
+        out.append(d)
+    return out
+
+
 def make_plan(
     desired: list[Desired],
     registry: Registry,
@@ -168,7 +199,12 @@ def make_plan(
     settings_attrs: dict[str, Any] | None = None,
     host: str = "",
 ) -> Plan:
-    """Validate, then diff. ``settings_attrs`` is the settings object's Attributes (pending values)."""
+    """Validate, then diff. ``settings_attrs`` is the settings object's Attributes (pending values). Everything
+    is compared in the registry's ValueName space (current and pending values a BMC shows as display strings,
+    and desired display strings, are mapped to their ValueNames first: Registry.value_names)."""
+    desired = in_value_names(desired, registry)
+    current = registry.value_names(current)
+    settings_attrs = registry.value_names(settings_attrs)
     pending = pending_values(current, settings_attrs)
     validate(desired, registry, current, pending, host)
     plan = Plan(registry.id)

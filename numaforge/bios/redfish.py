@@ -36,8 +36,8 @@ from redfish.rest.v1 import (
     SessionCreationError,
 )
 
-from .. import budget, secrets
-from .deadline import DeadlineAdapter, cut_reason, quiet_library_logging
+from .. import budget, safeio, secrets
+from .deadline import DeadlineAdapter, capped, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -51,6 +51,8 @@ from .errors import (
 quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
+LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C and --host-timeout too)
 REFUSED_LOCATION = "x-numaforge-refused-location"
 
 
@@ -176,6 +178,16 @@ class RedfishClient:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         else:
             cafile = ca_file or default_ca_file()
+            if ca_file:  # OpenSSL reads it on the first request: a FIFO would block, /dev/zero would never end
+                safeio.check_input(
+                    ca_file,
+                    what="CA bundle",
+                    where=f"{self.host} (bmc.ca_bundle)",
+                    error=RedfishError,
+                    max_bytes=MAX_CA_BUNDLE_BYTES,
+                    fix_kind="point bmc.ca_bundle at the PEM file of the CA that signed the BMC's certificate",
+                    fix_size="point bmc.ca_bundle at a PEM CA file (a system bundle is ~200 KiB), not another file",
+                )
         adapter = _NoRedirects(total_timeout=self.policy.total_timeout)
         self._client = HttpClient(
             self.base_url,
@@ -304,16 +316,20 @@ class RedfishClient:
                 pass
         self.on_close = []
         if self._client.get_session_key():
-            for attempt in range(self.policy.attempts):
-                try:
-                    self._client.logout()
-                    self.requests.append(("DELETE", "<session>", None))
-                    break
-                except Exception as exc:  # logout problems must not hide the real result
-                    if attempt + 1 == self.policy.attempts:
-                        self.warnings.append(
-                            f"logout failed: {type(exc).__name__}; the session will time out on the BMC"
-                        )
+            # even after Ctrl-C/SIGTERM or a used-up --host-timeout (an open session holds one of the BMC's few
+            # session slots), but each try capped at LOGOUT_SECONDS, and one try only once the run was stopped
+            attempts = 1 if budget.stop_requested() else self.policy.attempts
+            with budget.lifted(), capped(LOGOUT_SECONDS):
+                for attempt in range(attempts):
+                    try:
+                        self._client.logout()
+                        self.requests.append(("DELETE", "<session>", None))
+                        break
+                    except Exception as exc:  # logout problems must not hide the real result
+                        if attempt + 1 == attempts:
+                            self.warnings.append(
+                                f"logout failed: {type(exc).__name__}; the session will time out on the BMC"
+                            )
         self._client.set_session_key(None)
         try:
             # without a session key the library's public logout() only closes its connection pool

@@ -30,6 +30,19 @@ class Attribute:
     expression: str | None = None
     raw: dict = field(default_factory=dict)
 
+    def value_name(self, value: Any) -> Any:
+        """The ValueName ``value`` stands for: itself when it is one (or the attribute is no enumeration), else
+        the one ValueName whose ValueDisplayName it is -- exactly, then ignoring case. Some BMCs show current
+        values as display strings while their registry's ValueNames are codes (a Supermicro: "Enabled" for
+        ValueName "1"); plans compare and write in the registry's ValueName space."""
+        if self.type != "Enumeration" or not isinstance(value, str) or value in self.values:
+            return value
+        for same in (lambda d: d == value, lambda d: d.lower() == value.lower()):
+            hits = [n for n, d in self.value_display.items() if d and same(d)]
+            if len(hits) == 1:
+                return hits[0]
+        return value
+
     def allowed_text(self) -> str:
         if self.type == "Enumeration":
             return "allowed: " + ", ".join(self.values)
@@ -157,6 +170,15 @@ class Registry:
             )
         return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps, doc=doc)
 
+    def value_names(self, values: dict[str, Any] | None) -> dict[str, Any]:
+        """``values`` (current or pending Bios attributes) in the registry's ValueName space (Attribute.value_name)."""
+        out = dict(values or {})
+        for k, v in out.items():
+            attr = self.attributes.get(k)
+            if attr is not None:
+                out[k] = attr.value_name(v)
+        return out
+
     def by_display_name(self, pattern: str) -> list[Attribute]:
         rx = re.compile(pattern, re.IGNORECASE)
         return [a for a in self.attributes.values() if rx.search(a.display_name or "")]
@@ -165,10 +187,16 @@ class Registry:
         rx = re.compile(pattern)
         return [a for a in self.attributes.values() if rx.search(a.name)]
 
-    def effective(self, name: str, state: dict[str, Any]) -> Attribute:
-        """The attribute with every Map dependency that holds in ``state`` applied to its properties."""
+    def effective(self, name: str, state: dict[str, Any], current: dict[str, Any] | None = None) -> Attribute:
+        """The attribute with every Map dependency that holds in ``state`` applied to its properties.
+
+        ReadOnly as of the current state (iDRAC: PcieAspmL1 says ReadOnly while SysProfile is not Custom): with
+        ``current``, a ReadOnly flag that a ReadOnly dependency explains in ``current`` is lifted when no such
+        dependency holds in ``state`` (the same plan sets the preset that frees it)."""
         base = self.attributes[name]
         a = Attribute(**{**base.__dict__})
+        if a.read_only and current is not None and self.blocking(name, current) and not self.blocking(name, state):
+            a.read_only = False
         for dep in self.dependencies:
             if dep.to_attribute != name or not dep.holds(state):
                 continue

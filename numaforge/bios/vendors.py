@@ -1,8 +1,10 @@
 """Abstract settings -> vendor BIOS attributes, from data in bios/vendors/<flavour>.yaml (pure core).
 
 A vendor map lists ``sources`` (public documents: title + url, or repo + path) and ``generations``; each
-generation says which BMCs it is for (``match:`` a regex on the registry id and/or on the registry's
-SupportedSystems ProductName) and maps every abstract setting. docs/bios-profiles.md is the reference; a
+generation says which BMCs it is for (``match:`` a regex on the registry id, on the registry's SupportedSystems
+ProductName and/or on the System resource's Model -- real Supermicro registries are named
+``BiosAttributeRegistry.1_0_0`` for "SuperMicroServer", so only the System's Model tells H12 from H13) and maps
+every abstract setting. docs/bios-profiles.md is the reference; a
 mapping entry resolves its attribute in this order:
 
 1. ``attribute: NumaNodesPerSocket`` -- the documented AttributeName, exactly; or
@@ -73,10 +75,16 @@ class Generation:
     model_rx: str | None
     settings: dict[str, dict]
     where: str  # file:line of the generation
+    system_rx: str | None = None  # on the System resource's Model (what the BMC reports for the machine)
+    # the vendor preset that locks or overrides other settings, and the value that frees them:
+    # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
+    preset: dict | None = None
 
-    def matches(self, registry: Registry, by: str) -> bool:
+    def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
         if by == "registry":
             return bool(self.registry_rx and re.search(self.registry_rx, registry.id or ""))
+        if by == "system":
+            return bool(self.system_rx and system_model and re.search(self.system_rx, system_model))
         models = [
             str(s.get("ProductName", ""))
             for s in (registry.doc or {}).get("SupportedSystems") or []
@@ -92,11 +100,13 @@ class VendorMap:
     generations: list[Generation]
     sources: dict[str, dict] = field(default_factory=dict)
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+    reboot: dict[str, float] = field(default_factory=dict)  # waits around a reset (numaforge.bios.power)
 
-    def generation(self, registry: Registry) -> Generation:
-        for by in ("registry", "model"):  # the registry id decides first, the model where it cannot
+    def generation(self, registry: Registry, system_model: str = "") -> Generation:
+        # the registry id decides first, the registry's model where it cannot, then the System's Model
+        for by in ("registry", "model", "system"):
             for g in self.generations:
-                if g.matches(registry, by):
+                if g.matches(registry, by, system_model):
                     return g
         models = (
             ", ".join(
@@ -107,10 +117,12 @@ class VendorMap:
             or "none stated"
         )
         rules = "; ".join(
-            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/" for g in self.generations
+            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/ or system /{g.system_rx or '-'}/"
+            for g in self.generations
         )
         raise VendorMapError(
-            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models})",
+            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models};"
+            f" system model: {system_model or 'not read'})",
             self.path,
             f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic",
         )
@@ -341,18 +353,29 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 "see docs/bios-profiles.md (vendor maps)",
             )
         match = g.get("match") or {}
-        if not isinstance(match, dict) or not (match.get("registry") or match.get("model")):
+        if not isinstance(match, dict) or not (match.get("registry") or match.get("model") or match.get("system")):
             raise _fail(
-                f"generation {g['id']}: `match:` needs registry and/or model (regular expressions)",
+                f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
                 spath,
                 g.line_of("match"),
                 "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
             )
-        for key in ("registry", "model"):
+        for key in ("registry", "model", "system"):
             if key in match:
                 _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
         for name, entry in g["settings"].items():
             _check_entry(name, entry, g["id"], sources, spath)
+        preset = g.get("preset")
+        if preset is not None:
+            ok = isinstance(preset, dict) and preset.get("attribute") and preset.get("values")
+            if not ok or any(s not in sources for s in _ids(preset.get("source"))) or not preset.get("source"):
+                raise _fail(
+                    f"generation {g['id']}: `preset:` needs attribute, values (the ValueNames that free the "
+                    "settings it locks) and source (ids from sources)",
+                    spath,
+                    g.line_of("preset"),
+                    "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}",
+                )
         out.append(
             Generation(
                 id=str(g["id"]),
@@ -361,9 +384,62 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 model_rx=match.get("model"),
                 settings=dict(g["settings"]),
                 where=f"{spath}:{gline}",
+                system_rx=match.get("system"),
+                preset=dict(g["preset"]) if g.get("preset") else None,
             )
         )
-    return VendorMap(vendor=str(doc.get("vendor", vendor)), path=spath, generations=out, sources=dict(sources))
+    return VendorMap(
+        vendor=str(doc.get("vendor", vendor)),
+        path=spath,
+        generations=out,
+        sources=dict(sources),
+        reboot=_reboot_waits(doc, spath),
+    )
+
+
+REBOOT_KEYS = ("graceful", "power_on")
+
+
+def _reboot_waits(doc, spath: str) -> dict[str, float]:
+    """``reboot: {graceful: s, power_on: s}``: this vendor's waits around a reset (numaforge.bios.power)."""
+    waits = doc.get("reboot") or {}
+    if not isinstance(waits, dict):
+        raise _fail(
+            "`reboot:` must be a mapping (graceful, power_on)",
+            spath,
+            doc.line_of("reboot"),
+            "e.g. reboot: {graceful: 300, power_on: 1200}",
+        )
+    out = {}
+    for k, v in waits.items():
+        if k not in REBOOT_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise _fail(
+                f"reboot.{k}: {v!r} is not a wait (keys: {', '.join(REBOOT_KEYS)}; seconds > 0)",
+                spath,
+                waits.line_of(k),
+                "e.g. reboot: {graceful: 300, power_on: 1200}",
+            )
+        out[k] = float(v)
+    return out
+
+
+def _ids(x) -> list:
+    return x if isinstance(x, list) else [x] if x else []
+
+
+def _preset(gen: Generation, vmap: VendorMap, registry: Registry, taken) -> Desired | None:
+    """The generation's preset set to the value that frees the settings it locks, when this registry has it
+    and the profile does not set it itself (raw). Pure."""
+    p = gen.preset
+    attr = registry.attributes.get(p["attribute"]) if p else None
+    if p is None or attr is None or attr.name in taken:
+        return None
+    cands = [attr.value_name(v) for v in _ids(p["values"])]
+    value = next((v for v in cands if v in attr.values), None)
+    if value is None:
+        return None
+    how = f"vendor preset: {attr.name}={value!r} frees the settings it locks; written first, in the same write"
+    return Desired(attr.name, value, "preset", how, vmap.source_text(p["source"]))
 
 
 def detect_vendor(root: dict, system: dict | None = None) -> str:
@@ -555,14 +631,20 @@ class _Resolver:
 
 
 def translate(
-    settings: dict[str, Any], raw: dict[str, Any], vmap: VendorMap, registry: Registry, host: str = "", optional=()
+    settings: dict[str, Any],
+    raw: dict[str, Any],
+    vmap: VendorMap,
+    registry: Registry,
+    host: str = "",
+    optional=(),
+    system_model: str = "",
 ) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
     A setting's value may be a list: a preference list, the first value this platform offers wins. Settings in
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
     status "gap" item. Every other problem is collected and raised at once."""
-    gen = vmap.generation(registry)
+    gen = vmap.generation(registry, system_model)
     res = _Resolver(vmap, gen, registry)
     raw = dict(raw or {})
     out: dict[str, Desired] = {}
@@ -652,4 +734,5 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(fixes) if f),
         )
-    return list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]
+    pre = _preset(gen, vmap, registry, out)
+    return ([pre] if pre else []) + list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]

@@ -11,10 +11,9 @@ from rich.table import Table
 
 from ..defaults import AUDIT_WINDOW, FORKS_SSH
 from ..display import esc
-from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from ..report import Report
-from . import common
+from . import common, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ def _window(value) -> float:
     except ValueError:
         w = -1.0
     if not 0.5 <= w <= 600:
-        raise NumaforgeError(
+        raise values.OptionValueError(
             f"--window {value!r} is not a number of seconds in 0.5..600", "--window", "pass e.g. --window 10"
         )
     return w

@@ -186,10 +186,12 @@ def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=
         **BIOS_HELP,
         **BATCH_HELP,
         **{
-            "reboot": "after writing, restart the host (GracefulRestart, ForceRestart after --graceful-timeout), "
-            "wait for power-on and verify every value",
-            "graceful_timeout": "seconds to wait for a graceful restart before forcing it (default 300)",
-            "power_timeout": "seconds to wait for the host to come back on (default 900)",
+            "reboot": "after writing, restart the host (GracefulRestart; ForceRestart after --graceful-timeout only "
+            "if the BMC shows the OS still running, never in POST), wait for the OS and verify every value",
+            "graceful_timeout": "seconds to wait for a graceful restart before a hung OS may be forced "
+            "(default: the vendor map's reboot.graceful, 300)",
+            "power_timeout": "seconds to wait for the host to boot back to its OS, then a 'still booting' verdict "
+            "(default: the vendor map's reboot.power_on, 900-1200)",
         },
     },
 )
@@ -210,8 +212,8 @@ def bios_apply(
 
     def timeouts() -> bapply.Timeouts:
         return bapply.Timeouts(
-            graceful=values.positive_float(graceful_timeout, "--graceful-timeout", 300.0),
-            power_on=values.positive_float(power_timeout, "--power-timeout", 900.0),
+            graceful=values.positive_float(graceful_timeout, "--graceful-timeout", None),
+            power_on=values.positive_float(power_timeout, "--power-timeout", None),
         )
 
     opts = bapply.HostOptions(profile=profile, insecure=insecure, reboot=reboot, discovery_cache=discovery_cache)

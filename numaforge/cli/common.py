@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import hostlock, journal, paths, safeio
+from .. import journal, paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
 from ..fleet import Rollout, Terminated
@@ -179,7 +179,14 @@ def project_root() -> Path:
 def inventory_path(c, inventory: str | None) -> str:
     """--inventory, else the config's numaforge.inventory, else `lab`; `lab` is the inventory lab-up wrote.
     A relative path is taken from the current directory, else from the project directory."""
-    spec = inventory or _config(c).get("inventory") or DEFAULT_INVENTORY
+    configured = _config(c).get("inventory")
+    if inventory is None and isinstance(configured, str) and not configured.strip():
+        raise SelectionError(  # like `--inventory ''`: an empty value never means the lab inventory
+            "the config's numaforge.inventory is empty",
+            "numaforge.inventory (numaforge.yaml / invoke.yaml)",
+            "set it to an inventory file or `lab`, or remove the key to use the default (lab)",
+        )
+    spec = inventory or configured or DEFAULT_INVENTORY
     if spec == "lab":  # before the first lab-up: the template's default ports, with this user's state paths
         p = lab_services.lab_inventory_path()
         return str(p if p.is_file() else lab_services.write_lab_inventory())
@@ -212,9 +219,7 @@ def resume_journal(report: Report, key: str, rollout: Rollout) -> Iterator[journ
     """The run's resume journal (docs/journal.md), opened only once this run holds it: a second run of the same
     command waits (--wait-lock) or fails naming the holder; it never resumes from a journal another live run is
     still writing (the hosts' own write locks are numaforge.fleet's)."""
-    name = f"resume journal {journal.path_for(key).name}"
-    with hostlock.held(name, rollout.lock or RUN.task, rollout.wait_lock, doing="running this command"):
-        j = journal.open(key)
+    with journal.open_held(key, task=rollout.lock or RUN.task, wait=rollout.wait_lock) as j:
         resumed = j.hosts()
         if resumed:
             console.print(

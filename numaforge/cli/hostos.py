@@ -13,10 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..defaults import DEFAULT_GATE_THRESHOLD, FORKS_SSH
-from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, gateopts
+from . import common, gateopts, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
@@ -69,18 +68,18 @@ def _number(value, default: float, option: str, lo: float, hi: float) -> float:
     except ValueError:
         v = float("nan")
     if not lo <= v <= hi:
-        raise NumaforgeError(
+        raise values.OptionValueError(
             f"{option} must be a number from {lo:g} to {hi:g}, got {value!r}", option, f"pass e.g. {option} {default:g}"
         )
     return v
 
 
-def _overrides(values) -> dict[str, int]:
+def _overrides(given) -> dict[str, int]:
     out = {}
-    for v in values or []:
+    for v in given or []:
         addr, _, node = str(v).partition("=")
         if not node.isdigit():
-            raise NumaforgeError(
+            raise values.OptionValueError(
                 f"--numa-node-override {v!r} is not ADDR=NODE",
                 "--numa-node-override",
                 "pass e.g. --numa-node-override 0000:41:00.0=1",

@@ -23,11 +23,19 @@ else:  # imported by the task that uses them (numaforge.lazy)
     lpfleet = lazy_module("numaforge.livepatch.fleet")
 
 
-def _run(c, name: str, body_fn, select, options: dict, json) -> None:
+def _log(message: str) -> None:
+    common.console.print(esc(message))
+
+
+def _run(c, name: str, body_fn, select, rollout, accept_new_host_key: bool, options: dict, json) -> None:
+    """Select, run body_fn(hosts, report, fleet) -- ``fleet``: the keyword arguments every lifecycle entry point
+    of numaforge.livepatch.fleet takes (the rollout among them) -- and record the outcome."""
+
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
         report.expect_hosts(h.name for h in hosts)
-        outcome = body_fn(hosts, report)
+        fleet = {"accept_new_host_key": accept_new_host_key, "progress": len(hosts) > 1, "rollout": rollout}
+        outcome = body_fn(hosts, report, fleet)
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         if getattr(outcome, "journal", None):
@@ -50,10 +58,8 @@ CHANGE = RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0)
 def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
     """Per host: loaded live patches (enabled, transition, patched functions, owner), taint, what loads at boot."""
 
-    def run(hosts, report):
-        out = lpfleet.status_hosts(
-            hosts, accept_new_host_key=accept_new_host_key, progress=len(hosts) > 1, rollout=rollout
-        )
+    def run(hosts, report, fleet):
+        out = lpfleet.status_hosts(hosts, **fleet)
         for h in out.results:
             for n, lp in sorted((h.data.get("livepatches") or {}).items()):
                 fns = ", ".join(lp["functions"]) or "-"
@@ -70,7 +76,7 @@ def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
                 )
         return out
 
-    _run(c, "livepatch-status", run, select, {}, json)
+    _run(c, "livepatch-status", run, select, rollout, accept_new_host_key, {}, json)
 
 
 @task(
@@ -101,9 +107,8 @@ def livepatch_install(
     """Load (validated) and persist a live patch across reboots: `kpatch install` where the host has kpatch,
     else /var/lib/numaforge/livepatch/<release>/ + the numaforge-livepatch.service unit."""
 
-    def run(hosts, report):
+    def run(hosts, report, fleet):
         key = _run_key("livepatch-install", report, hosts, f"module={module or '-'} target={target or '-'}")
-        log = lambda m: common.console.print(esc(m))
         slo_gate = gateopts.livepatch_slo_gate(
             report,
             rollout.gate,
@@ -114,32 +119,18 @@ def livepatch_install(
             module=module,
             target=target,
             accept_new_host_key=accept_new_host_key,
-            log=log,
+            log=_log,
         )
+        opts = livepatch.Options(replace=replace)
         out = lpfleet.install_hosts(
-            hosts,
-            module=module,
-            target=target,
-            opts=livepatch.Options(replace=replace),
-            run_key=key,
-            log=log,
-            accept_new_host_key=accept_new_host_key,
-            progress=len(hosts) > 1,
-            rollout=rollout,
-            gate=slo_gate,
+            hosts, module=module, target=target, opts=opts, run_key=key, log=_log, gate=slo_gate, **fleet
         )
         if slo_gate is not None:
             gateopts.print_gate(slo_gate.record)
         return out
 
-    _run(
-        c,
-        "livepatch-install",
-        run,
-        select,
-        {"module": module, "target": target, "replace": replace, "gate": rollout.gate},
-        json,
-    )
+    options = {"module": module, "target": target, "replace": replace, "gate": rollout.gate}
+    _run(c, "livepatch-install", run, select, rollout, accept_new_host_key, options, json)
 
 
 @task(
@@ -154,20 +145,12 @@ def livepatch_install(
 def livepatch_unload(c, select, rollout, module, force=False, accept_new_host_key=False, json=None):
     """Disable, wait for the transition and the module refcount, rmmod, and remove the boot persistence."""
 
-    def run(hosts, report):
+    def run(hosts, report, fleet):
         key = _run_key("livepatch-unload", report, hosts, f"module={module} force={force}")
-        return lpfleet.unload_hosts(
-            hosts,
-            module=module,
-            force=force,
-            run_key=key,
-            log=lambda m: common.console.print(esc(m)),
-            accept_new_host_key=accept_new_host_key,
-            progress=len(hosts) > 1,
-            rollout=rollout,
-        )
+        return lpfleet.unload_hosts(hosts, module=module, force=force, run_key=key, log=_log, **fleet)
 
-    _run(c, "livepatch-unload", run, select, {"module": module, "force": force}, json)
+    options = {"module": module, "force": force}
+    _run(c, "livepatch-unload", run, select, rollout, accept_new_host_key, options, json)
 
 
 TASKS = [livepatch_status, livepatch_install, livepatch_unload]

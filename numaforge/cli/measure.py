@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from .. import hostlock
 from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
 from ..lazy import lazy_module
@@ -25,12 +26,16 @@ from .optionsets import task
 
 if TYPE_CHECKING:
     from .. import livepatch
+    from ..livepatch import probe as lprobe
     from ..measure import arms as marms
     from ..measure import render
     from ..measure import runner as mrunner
+    from ..measure import scenario as msc
     from ..remote import ssh
 else:  # imported by the task that uses them (numaforge.lazy)
     livepatch = lazy_module("numaforge.livepatch")
+    lprobe = lazy_module("numaforge.livepatch.probe")
+    msc = lazy_module("numaforge.measure.scenario")
     marms = lazy_module("numaforge.measure.arms")
     render = lazy_module("numaforge.measure.render")
     mrunner = lazy_module("numaforge.measure.runner")
@@ -40,7 +45,7 @@ HELP = {
     "target": "kpatch target whose arm modules to load (<build>/kpatch/TARGET[-ARM]/; default lab)",
     "series": f"patch series (default {DEFAULT_SERIES})",
     "arm": "arm to run (repeatable; default every built arm: off, winner, alt-*, null)",
-    "rounds": "interleaved rounds per arm, in one boot (default 10)",
+    "rounds": "interleaved rounds (blocks) per arm, in one boot (default 10; verdicts need >= 6, the protocol 20)",
     "seconds": "workload run length in seconds (phases scale below 60; default 20)",
     "order": "run order within a round: random (seeded permutation per round) or abba",
     "seed": "seed of the random order (default 13)",
@@ -50,9 +55,33 @@ HELP = {
     "mem_node": "first-touch node of the buffers (default: node 0, the tasks' home node)",
     "case": "name of this case in the output (default: <host> single|grouped)",
     "out": "measurement JSON to write (default reports/numa-effect-<host>-<UTC time>.json); the PNG goes beside it",
+    "scenario": "workload (the generic multi-task workload) or probe (the pre-registered 'preferred node full, "
+    "source node spare' scenario of docs/numa-effect-protocol.md, with its 'source node busy' control)",
+    "pref_node": "probe: node P that holds the probe's memory and gets a pinned busy loop per CPU (default: chosen "
+    "from the host's SLIT)",
+    "src_node": "probe: node S where the probe starts (default: chosen with P)",
+    "no_control": "probe: skip the 'source node busy' control case",
     "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
     "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
 }
+
+
+def _workload(seconds, procs, mb, mem_node, grouped) -> mrunner.WorkloadParams:
+    """The workload options, parsed (a clear exit 2 for `--mb x`, never invoke's ValueError traceback)."""
+    return mrunner.WorkloadParams.for_seconds(
+        values.positive_int(seconds, "--seconds", 20),
+        procs=values.positive_int(procs, "--procs", 3),
+        mb=values.positive_int(mb, "--mb", 16),
+        grouped=bool(grouped),
+        mem_node=-1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node"),
+    )
+
+
+def _out_path(out, host: str) -> Path:
+    if out:
+        return Path(out)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return common.project_root() / "reports" / f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', host)}-{stamp}.json"
 
 
 @task(iterable=["host", "arm"], help=HELP)
@@ -74,6 +103,10 @@ def numa_effect(
     case=None,
     out=None,
     wake_cpus=False,
+    scenario="workload",
+    pref_node=None,
+    src_node=None,
+    no_control=False,
     accept_new_host_key=False,
     json=None,
     allow_plaintext_secrets=False,
@@ -81,13 +114,15 @@ def numa_effect(
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
 
     def body(report: Report):
-        # numbers are parsed here (a clear exit 2 for `--seed x`, never invoke's ValueError traceback)
+        if scenario not in ("workload", "probe"):
+            raise NumaforgeError(f"unknown scenario {scenario!r}", "--scenario", "use workload or probe")
+        if (pref_node is None) != (src_node is None):
+            raise NumaforgeError(
+                "--pref-node and --src-node go together", "--pref-node/--src-node", "give both or neither"
+            )
         n_rounds = values.positive_int(rounds, "--rounds", 10)
-        n_seconds = values.positive_int(seconds, "--seconds", 20)
         n_seed = values.non_negative_int(seed, "--seed", 13)
-        n_procs = values.positive_int(procs, "--procs", 3)
-        n_mb = values.positive_int(mb, "--mb", 16)
-        n_mem_node = -1 if mem_node is None else values.non_negative_int(mem_node, "--mem-node")
+        params = _workload(seconds, procs, mb, mem_node, grouped)
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
@@ -104,12 +139,23 @@ def numa_effect(
             a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
             for a in built
         }
-        params = mrunner.WorkloadParams.for_seconds(
-            n_seconds, procs=n_procs, mb=n_mb, grouped=bool(grouped), mem_node=n_mem_node
-        )
+        if scenario == "probe":
+            nodes = None
+            if pref_node is not None:
+                nodes = (
+                    values.non_negative_int(pref_node, "--pref-node"),
+                    values.non_negative_int(src_node, "--src-node"),
+                )
+            n_seconds, n_mb = values.positive_int(seconds, "--seconds", 20), values.positive_int(mb, "--mb", 16)
+            return _probe(report, h, arts, n_seconds, n_mb, n_rounds, n_seed, nodes, no_control, out, wake_cpus)
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         result = report.host(h.name)
-        with result.step("measure") as s, ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r:
+        # it loads and unloads live patches: the host's write lock, like every task that changes hosts
+        with (
+            hostlock.held_host(h, h.name, "numa-effect"),
+            result.step("measure") as s,
+            ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r,
+        ):
             data = livepatch.measure_arms(
                 r,
                 arts,
@@ -122,29 +168,19 @@ def numa_effect(
             )
             s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
         data["case"] = name
-        path = (
-            Path(out)
-            if out
-            else common.project_root()
-            / "reports"
-            / (
-                f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', h.name)}-"
-                f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
-            )
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(_json.dumps({"cases": {name: data}}, indent=1) + "\n")
-        tmp.replace(path)
+        path = _write(out, h.name, {"cases": {name: data}})
         png = render.plot({name: data}, path.with_suffix(".png"))
         report.data.update({"measurement": str(path), "png": str(png), "verdicts": data["verdicts"]})
-        tab = Table(title=f"{name}: median [95% bootstrap interval] over {n_rounds} rounds (verdict vs off)")
+        tab = Table(title=f"{name}: median [95% bootstrap interval] over {n_rounds} rounds (paired verdict vs off)")
         tab.add_column("metric")
         for a in data["arms"]:
             tab.add_column(a)
         for row in render.table_rows(data):
             tab.add_row(*(escape(x) for x in row))
         common.console.print(tab)
+        for a in data["arms"]:
+            for line in render.verdict_lines(data, a):
+                common.console.print(f"{escape(a)} vs {escape(data['base'])}: {escape(line)}")
         common.console.print(f"measurement: {path}\npicture: {png}")
         result.message = f"{len(data['runs'])} runs of {', '.join(data['arms'])}"
 
@@ -160,8 +196,57 @@ def numa_effect(
             "seconds": seconds,
             "order": order,
             "grouped": grouped,
+            "scenario": scenario,
         },
     )
+
+
+def _write(out, host: str, doc: dict) -> Path:
+    """The measurement JSON at --out or reports/numa-effect-<host>-<UTC time>.json (written atomically)."""
+    path = _out_path(out, host)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(_json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _probe(report: Report, h, arts, seconds, mb, rounds, seed, nodes, no_control, out, wake) -> None:
+    """The probe scenario on one host: nodes from the options or the host's SLIT, blocks, JSON, tables."""
+    result = report.host(h.name)
+    with (
+        hostlock.held_host(h, h.name, "numa-effect"),
+        result.step("measure") as s,
+        ssh.connect(h.ssh, h.name, accept_new_host_key=False) as r,
+    ):
+        p, src = nodes if nodes is not None else msc.choose_nodes(lprobe.host_topo(r))
+        params = msc.ScenarioParams(pref=p, src=src, mb=int(mb), seconds=int(seconds))
+        data = lprobe.measure_scenario(
+            r,
+            arts,
+            params,
+            int(rounds),
+            control=not no_control,
+            seed=int(seed),
+            log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
+            nudge=bool(wake),
+        )
+        s.detail = {"arms": list(arts), "rounds": int(rounds), "pref": p, "src": src}
+    path = _write(out, h.name, data)
+    report.data.update({"measurement": str(path), "verdicts": {n: c["verdicts"] for n, c in data["cases"].items()}})
+    for name, case in data["cases"].items():
+        tab = Table(title=f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {rounds} blocks")
+        tab.add_column("endpoint")
+        for a in case["arms"]:
+            tab.add_column(a)
+        for row in render.table_rows(case, outcomes=msc.OUTCOMES):
+            tab.add_row(*(escape(x) for x in row))
+        common.console.print(tab)
+        for a in case["arms"]:
+            for line in render.verdict_lines(case, a, outcomes=msc.OUTCOMES):
+                common.console.print(f"{escape(name)}: {escape(a)} vs off: {escape(line)}")
+    common.console.print(f"measurement: {path}")
+    result.message = f"{sum(len(c['runs']) for c in data['cases'].values())} probe runs of {', '.join(arts)}"
 
 
 TASKS = [numa_effect]

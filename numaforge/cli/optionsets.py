@@ -154,7 +154,11 @@ class NumaforgeTask(invoke.Task):
             raise invoke.Exit(code=exc.exit_code) from None
         extras = {n: raw[n] for n in ("all", "output", "junit") if n in raw}
         common.begin_run(c, name, options={**options, **raw}, write=self.write, **extras)
-        return super().__call__(c, *args, **kwargs)
+        try:
+            return super().__call__(c, *args, **kwargs)
+        except NumaforgeError as exc:  # raised before the task's execute(): a message and its exit code, no traceback
+            common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+            raise invoke.Exit(code=exc.exit_code) from None
 
 
 def _with_shared_help(body: Callable, own: dict[str, str], extra: dict[str, Any], spec: RolloutSpec | None) -> dict:

@@ -16,10 +16,12 @@ from .optionsets import RolloutSpec, task
 if TYPE_CHECKING:
     from .. import livepatch
     from ..livepatch import fleet as lpfleet
+    from ..measure import render as mrender
     from ..measure import runner as mrunner
 else:  # imported by the task that uses them (numaforge.lazy)
     livepatch = lazy_module("numaforge.livepatch")
     lpfleet = lazy_module("numaforge.livepatch.fleet")
+    mrender = lazy_module("numaforge.measure.render")
     mrunner = lazy_module("numaforge.measure.runner")
 
 HELP = {
@@ -44,7 +46,8 @@ HELP = {
     "no_measure": "no A/B step on any host, not even the lab group",
     "replace": "allow a replace-mode module to supersede (disable) the other live patches loaded on a host",
     "effect_seconds": "workload run length per A/B run, in seconds (default 60, which shows the effect on the lab VM)",
-    "rounds": "A/B rounds (each = one run with the patch off and one with it on, ABBA order, in one boot; default 1)",
+    "rounds": "A/B rounds (each = one run with the patch off and one with it on, ABBA order, in one boot; default 1, "
+    "which gives no verdict: a verdict needs >= 6 rounds of paired differences)",
     "signal_after": "seconds of unfinished transition before stalled tasks are signalled (default 15)",
     "revert_after": "seconds of unfinished transition before the patch is reverted and the host fails (default 60)",
 }
@@ -171,6 +174,8 @@ def _print_effects(results) -> None:
                 f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
                 f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
             )
+            for line in mrender.verdict_lines(eff, "on"):
+                common.console.print(f"{h.host}: on vs off: {esc(line)}")
 
 
 TASKS = [validate]

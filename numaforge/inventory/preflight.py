@@ -8,11 +8,12 @@ message or the report, only into the redaction set.
 
 from __future__ import annotations
 
-import stat
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SecretError
+from .. import safeio
+from ..errors import NumaforgeError, SecretError
 from ..secrets import SecretRef
 from .model import Host
 
@@ -70,30 +71,39 @@ def check_host(h: Host) -> list[Problem]:
     return out
 
 
+# the caps and permissions a run applies when it reads each file (numaforge.safeio.check_input, the one checked
+# reader): inventory-check answers what the run would
+_LIMITS = {
+    "ssh.key_file": (64 * 1024, True),  # numaforge.remote.ssh.MAX_KEY_BYTES; private, as OpenSSH wants
+    "ssh.known_hosts": (4 * 1024 * 1024, False),
+    "ssh.config_file": (4 * 1024 * 1024, False),
+    "bmc.ca_bundle": (16 * 1024 * 1024, False),  # numaforge.bios.redfish.MAX_CA_BUNDLE_BYTES
+}
+
+
 def _file(out: list[Problem], host: str, attr: str, path: str | None, kind: str, fix: str) -> None:
     if not path:
         return
-    what = _unusable(Path(path).expanduser(), kind)
-    if what:
-        out.append(Problem(host, attr, what, fix))
+    max_bytes, private = _LIMITS.get(attr, (4 * 1024 * 1024, False))
+    problem = _unusable(Path(path).expanduser(), kind, max_bytes, private)
+    if problem:
+        what, own_fix = problem
+        out.append(Problem(host, attr, what, own_fix or fix))
 
 
-def _unusable(p: Path, kind: str) -> str | None:
+def _unusable(p: Path, kind: str, max_bytes: int, private: bool) -> tuple[str, str | None] | None:
+    """(what is wrong, its own fix if it has one: chmod 600) or None when the run could read the file."""
+    if not os.path.lexists(p):
+        return f"{kind} {p} does not exist", None
     try:
-        st = p.stat()
-    except FileNotFoundError:
-        return f"{kind} {p} does not exist"
-    except OSError as exc:
-        return f"{kind} {p} cannot be examined: {exc.strerror}"
-    if stat.S_ISDIR(st.st_mode):
-        return f"{kind} {p} is a directory"
-    if not stat.S_ISREG(st.st_mode):
-        return f"{kind} {p} is not a regular file"
+        safeio.check_input(p, what=kind, where="-", error=NumaforgeError, max_bytes=max_bytes, private=private)
+    except NumaforgeError as exc:
+        return exc.what, (exc.fix if "readable by" in exc.what else None)
     try:
         with open(p, "rb"):
             pass
     except OSError as exc:
-        return f"{kind} {p} is not readable: {exc.strerror}"
+        return f"{kind} {p} is not readable: {exc.strerror}", None
     return None
 
 

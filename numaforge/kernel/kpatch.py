@@ -167,8 +167,27 @@ def _preflight(t, tc: Toolchain, inputs: TargetInputs, comp: str, host_releases:
         raise PreflightError(first.what + (f"; {len(errs) - 1} more:{more}" if more else ""), first.where, first.fix)
 
 
-def _reuse(outdir: Path, key: str, t, t0: float, log) -> KpatchResult | None:
-    """The module already built from the same inputs (its manifest's key and the file's hash agree), if any."""
+def provenance(bp) -> dict:
+    """The manifest fields that name the backport a module came from (not inputs of the build itself: a new
+    commit message or a kpatch: false patch changes them without changing what kpatch-build gets)."""
+    return {
+        "series_files": bp.manifest.get("series_files", {}),
+        "patches": [
+            {"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
+            for p in bp.manifest.get("patches", [])
+        ],
+        "combined_patch": str(bp.combined_patch),
+        "source_hash": bp.source_hash,
+        "base_commit": bp.base_commit,
+        "result_commit": bp.result_commit,
+        "base_version": bp.base_version,
+    }
+
+
+def _reuse(outdir: Path, key: str, t, t0: float, log, prov: dict | None = None) -> KpatchResult | None:
+    """The module already built from the same inputs (its manifest's key and the file's hash agree), if any.
+    prov: the current backport's provenance(); when it differs (same combined patch, new result commit) the
+    manifest is updated to it, so it always names the backport it is used with."""
     mpath = outdir / "manifest.json"
     if not mpath.exists():
         return None
@@ -176,6 +195,12 @@ def _reuse(outdir: Path, key: str, t, t0: float, log) -> KpatchResult | None:
         old = json.loads(mpath.read_text())
         ko = outdir / old["module_file"]
         if old.get("inputs_key") == key and ko.exists() and sha256_file(ko) == old["sha256"]:
+            if prov and any(old.get(k) != v for k, v in prov.items()):
+                log(f"{t.name}: same inputs, new backport {prov['result_commit'][:12]}: manifest updated")
+                old.update(prov)
+                tmp = mpath.with_name(f".{mpath.name}.tmp")
+                tmp.write_text(json.dumps(old, indent=2) + "\n")
+                tmp.replace(mpath)
             log(f"{t.name}: unchanged ({ko.name}, inputs key {key[:12]}): nothing to do")
             return KpatchResult(
                 t.name, "unchanged", ko, old, mpath, Path(old.get("log", "")), round(time.monotonic() - t0, 2)
@@ -315,17 +340,8 @@ def _manifest(t, bp, tc, ko: Path, info: dict, signature, build: dict) -> dict:
         "kernel_release": t.kernel_release,
         "patched_functions": parse_functions(build["out"]),
         "series": build["series"],
-        "series_files": bp.manifest.get("series_files", {}),
-        "patches": [
-            {"file": p.get("file"), "sha256": p.get("sha256"), "kpatch": p.get("kpatch")}
-            for p in bp.manifest.get("patches", [])
-        ],
-        "combined_patch": str(bp.combined_patch),
+        **provenance(bp),
         "combined_patch_sha256": build["key_inputs"]["patch_sha256"],
-        "source_hash": bp.source_hash,
-        "base_commit": bp.base_commit,
-        "result_commit": bp.result_commit,
-        "base_version": bp.base_version,
         "toolchain": {
             "kpatch_build": tc.version,
             "gcc": build["key_inputs"]["compiler"],
@@ -379,7 +395,7 @@ def build_kpatch(
     key = artifact_key(key_inputs)
     outdir = build_root() / (opts.out_name or t.name)
     if not opts.force and not opts.check_only:
-        reused = _reuse(outdir, key, t, t0, log)
+        reused = _reuse(outdir, key, t, t0, log, provenance(bp))
         if reused:
             return reused
     job = _Job(t, tc, bp, inputs, opts, shim, cc_wrapper, signing, patch, name, series_name, t0, log, on_stage)

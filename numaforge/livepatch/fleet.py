@@ -8,6 +8,7 @@ only on hosts in the inventory group `lab` or when the caller asks (`--measure`)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json as _json
 
@@ -145,9 +146,19 @@ def _lifecycle(
     gate=None,
 ):
     """run_fleet over per_host(remote, host, result) with an optional resume journal: a host recorded as done
-    by an interrupted run of the same command is only checked (resumed_check), never redone."""
-    jr = journal.open(run_key, journal_dir) if run_key else None
+    by an interrupted run of the same command is only checked (resumed_check), never redone. A writing rollout
+    holds the journal for the run (journal.open_held)."""
+    rollout = rollout or Rollout()
+    with contextlib.ExitStack() as stack:
+        jr = None
+        if run_key and rollout.lock:
+            jr = stack.enter_context(journal.open_held(run_key, journal_dir, task=rollout.lock, wait=rollout.wait_lock))
+        elif run_key:
+            jr = journal.open(run_key, journal_dir)
+        return _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check, gate)
 
+
+def _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check, gate=None):
     def one(host) -> HostResult:
         result = HostResult(host.name)
         with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:

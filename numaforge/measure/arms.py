@@ -29,7 +29,7 @@ class Arm:
     name: str  # off | winner | alt-<name> | null
     series_dir: Path | None  # None for off
     module: Path | None = None  # built live-patch .ko (None for off)
-    functions: tuple[str, ...] = ("task_numa_migrate",)
+    functions: tuple[str, ...] = ("task_numa_migrate",)  # from the build's manifest (built_arms/build_arms)
 
 
 def arm_dirs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, Path | None]:
@@ -70,7 +70,7 @@ def build_arms(
         res = kkpatch.build_kpatch(
             target, bp=bp, options=kkpatch.BuildOptions(out_name=out_name(target, name)), log=log
         )
-        out.append(Arm(name, d, res.module))
+        out.append(Arm(name, d, res.module, _functions(res.manifest)))
     return out
 
 
@@ -100,13 +100,20 @@ def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", arms
                 str(mpath),
                 "rebuild the arms: python bench/numa_effect.py build",
             )
-        out.append(Arm(name, d, ko))
+        out.append(Arm(name, d, ko, _functions(man)))
     unknown = set(arms or []) - {a.name for a in out}
     if unknown:
         raise ArmError(
             f"unknown arm(s) {', '.join(sorted(unknown))}", "--arms", f"choose from {', '.join(arm_dirs(series))}"
         )
     return out
+
+
+def _functions(manifest: dict) -> tuple[str, ...]:
+    """The functions kpatch-build reported changed (task_numa_migrate for the filters, task_numa_find_cpu for
+    the root-cause arm); the default when the manifest has none."""
+    found = tuple(f["function"] for f in manifest.get("patched_functions", []) if isinstance(f, dict))
+    return found or Arm.functions
 
 
 def _series_name(d: Path) -> str:

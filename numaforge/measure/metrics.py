@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 EVENTS = ("sched_migrate_task", "sched_move_numa", "sched_swap_numa", "sched_stick_numa")
 _TRACE_LINE = re.compile(
@@ -46,6 +46,32 @@ OUTCOMES = [
     ("third_not_closer", "third-node moves not closer", "", None),
     ("stick_local", "stick dst=-1", "", None),
 ]
+
+# the primary endpoint of a report (judged at 5 %); every other outcome is secondary (Holm-adjusted)
+PRIMARY = "third_not_closer"
+
+# equivalence (TOST) margins of the "no regression" claims: ("abs", points/units) or ("rel", share of the base
+# arm's mean). Stated in docs/numa-effect-protocol.md; an outcome without a margin never gets "equivalent".
+MARGINS: dict[str, tuple[str, float]] = {
+    "cross_numa_rate": ("abs", 5.0),
+    "mean_latency_us": ("rel", 0.05),
+    "p99_latency_us": ("rel", 0.10),
+    "throughput": ("rel", 0.05),
+    "local_ratio": ("abs", 5.0),
+    "pages_migrated": ("rel", 0.25),
+}
+
+
+def margin(key: str, base_values, margins: dict[str, tuple[str, float]] | None = None) -> float | None:
+    """The absolute TOST margin of `key` in `margins` (default MARGINS; relative margins scale the base arm's
+    mean); None without one."""
+    kind, val = (MARGINS if margins is None else margins).get(key, ("", 0.0))
+    if kind == "abs":
+        return val
+    vals = [float(v) for v in base_values if v is not None]
+    if kind == "rel" and vals and sum(vals) != 0:
+        return abs(val * sum(vals) / len(vals))
+    return None
 
 
 @dataclass
@@ -105,6 +131,12 @@ class RunMetrics:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunMetrics":
+        """A run as stored in a measurement JSON (as_dict()); keys this version does not know are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 # ---------------------------------------------------------------------------------------------- parsers

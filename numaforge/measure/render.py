@@ -1,7 +1,8 @@
 """Tables and pictures of measurement reports (runner.report() dicts, one per topology/workload "case").
 
 ``table_rows(case)`` -> rows for a text/markdown table: per metric, each arm's median [95% interval] and its
-verdict against "off". ``markdown(cases)`` renders them; ``plot(cases, path)`` writes a PNG with the per-round
+verdict against "off" (from paired per-round differences, numaforge.measure.paired); ``verdict_lines`` spells
+the paired difference, its interval and p out. ``markdown(cases)`` renders them; ``plot(cases, path)`` writes a PNG with the per-round
 values of every arm (one row of panels per case), using matplotlib's non-interactive Agg backend.
 """
 
@@ -28,11 +29,12 @@ def cell(summary: dict | None, unit: str = "") -> str:
     return f"{fmt(summary['median'], unit)} [{fmt(lo, unit)}, {fmt(hi, unit)}]"
 
 
-def table_rows(case: dict, keys=None) -> list[list[str]]:
-    """[[metric, arm1 cell, arm2 cell (verdict), ...], ...] for one runner.report() dict."""
+def table_rows(case: dict, keys=None, outcomes=None) -> list[list[str]]:
+    """[[metric, arm1 cell, arm2 cell (verdict), ...], ...] for one runner.report() dict (outcomes: another
+    endpoint list, e.g. numaforge.measure.scenario.OUTCOMES)."""
     arms = case["arms"]
     rows = []
-    for key, label, unit, _lower in metrics.OUTCOMES:
+    for key, label, unit, _lower in outcomes or metrics.OUTCOMES:
         if keys and key not in keys:
             continue
         per = case["metrics"].get(key, {})
@@ -46,10 +48,25 @@ def table_rows(case: dict, keys=None) -> list[list[str]]:
     return rows
 
 
-def markdown(case: dict, keys=None) -> str:
+def verdict_lines(case: dict, arm: str, keys=None, outcomes=None) -> list[str]:
+    """'label: verdict: mean paired difference [95 % interval] over n rounds, p=...' per outcome of `arm`
+    against the case's base (numaforge.measure.paired); the primary endpoint first and marked."""
+    primary = case.get("primary")
+    out = []
+    order = sorted(outcomes or metrics.OUTCOMES, key=lambda o: o[0] != primary)
+    for key, label, _unit, _lower in order:
+        if keys and key not in keys:
+            continue
+        p = (case.get("paired", {}).get(key) or {}).get(arm)
+        if p:
+            out.append(f"{label}{' (primary)' if key == primary else ''}: {p['line']}")
+    return out
+
+
+def markdown(case: dict, keys=None, outcomes=None) -> str:
     arms = case["arms"]
     head = "| metric | " + " | ".join(arms) + " |\n|---|" + "---|" * len(arms) + "\n"
-    return head + "".join("| " + " | ".join(r) + " |\n" for r in table_rows(case, keys))
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in table_rows(case, keys, outcomes))
 
 
 def headline(cases: dict[str, dict], arm: str = "winner", control: str = "null") -> str:

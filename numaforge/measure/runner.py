@@ -5,7 +5,8 @@ arms) or "abba" (two arms alternating off/on, on/off, ...; more arms: each round
 ``run_rounds(remote, workload, params, arms, rounds, set_arm)`` switches the host to each arm with the caller's
 ``set_arm(name)`` (numaforge.livepatch.ArmSwitcher loads/unloads the live patches) and records a
 metrics.RunMetrics per run. ``report(...)`` turns the runs into per-arm medians with 95% bootstrap intervals
-and each arm's verdict against "off" (numaforge.measure.stats).
+(numaforge.measure.stats) and each arm's verdict against "off" from paired per-round differences
+(numaforge.measure.paired; no verdict below paired.MIN_BLOCKS rounds).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..errors import NumaforgeError
-from . import metrics, stats
+from . import metrics, paired, stats
 
 
 class EffectError(NumaforgeError):
@@ -186,14 +187,50 @@ def run_rounds(
     return runs
 
 
-def report(runs: list[metrics.RunMetrics], arms: list[str] | None = None, base: str = "off") -> dict:
-    """{'arms': [...], 'metrics': {key: {arm: summary}}, 'verdicts': {key: {arm: verdict vs base}}, 'runs'}."""
+def report(
+    runs: list[metrics.RunMetrics],
+    arms: list[str] | None = None,
+    base: str = "off",
+    primary: str = metrics.PRIMARY,
+    outcomes: list[tuple[str, str, str, bool | None]] = metrics.OUTCOMES,
+    margins: dict[str, tuple[str, float]] = metrics.MARGINS,
+) -> dict:
+    """{'arms', 'base', 'primary', 'metrics': {key: {arm: summary}}, 'verdicts': {key: {arm: verdict}},
+    'paired': {key: {arm: paired.Comparison dict + 'line'}}, 'runs'}.
+
+    Summaries are per-arm medians with bootstrap intervals (for tables and pictures); verdicts come only from
+    paired differences against `base` over the rounds (numaforge.measure.paired): the primary endpoint at 5 %,
+    the others Holm-adjusted per arm, TOST against `margins`, and "no verdict" below paired.MIN_BLOCKS.
+    outcomes/margins: another set of endpoints (numaforge.measure.scenario) over runs with those attributes."""
     arms = arms or list(dict.fromkeys(r.label for r in runs))
-    out: dict = {"arms": arms, "base": base, "metrics": {}, "verdicts": {}, "runs": [r.as_dict() for r in runs]}
-    for key, _label, _unit, lower in metrics.OUTCOMES:
-        per = {a: stats.summary([getattr(r, key) for r in runs if r.label == a]) for a in arms}
-        out["metrics"][key] = per
-        out["verdicts"][key] = {a: stats.compare(per.get(base), per[a], lower) for a in arms if a != base}
+    out: dict = {
+        "arms": arms,
+        "base": base,
+        "primary": primary,
+        "metrics": {},
+        "verdicts": {},
+        "paired": {},
+        "runs": [r.as_dict() for r in runs],
+    }
+    lower = {key: lo for key, _label, _unit, lo in outcomes}
+    units = {key: unit for key, _label, unit, _lo in outcomes}
+    for key in lower:
+        out["metrics"][key] = {a: stats.summary([getattr(r, key) for r in runs if r.label == a]) for a in arms}
+        out["verdicts"][key], out["paired"][key] = {}, {}
+    seen: set[tuple[str, int]] = set()
+    for r in runs:
+        if (r.label, r.round) in seen:
+            raise ValueError(f"arm {r.label} ran twice in round {r.round}: a paired comparison needs one run per block")
+        seen.add((r.label, r.round))
+    by_block = {a: {key: {r.round: getattr(r, key) for r in runs if r.label == a} for key in lower} for a in arms}
+    for a in arms:
+        if a == base:
+            continue
+        diffs = {key: paired.differences(by_block[base][key], by_block[a][key]) for key in lower}
+        abs_margins = {key: metrics.margin(key, by_block[base][key].values(), margins) for key in lower}
+        for key, c in paired.family(diffs, primary, lower, abs_margins).items():
+            out["verdicts"][key][a] = c.verdict
+            out["paired"][key][a] = {**c.as_dict(), "line": paired.describe(c, units[key])}
     return out
 
 

@@ -1,6 +1,6 @@
-"""Medians with 95% percentile-bootstrap intervals, and the comparison rule used in every report.
+"""Per-arm medians with 95% percentile-bootstrap intervals: what tables and pictures show of each arm.
 
-Two arms differ only when their intervals do not overlap; otherwise the report says "no detectable change".
+Never a verdict: two arms are compared only by numaforge.measure.paired (paired per-round differences).
 Deterministic (seeded), standard library only.
 """
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import random
 from statistics import median
-
-NO_CHANGE = "no detectable change"
 
 
 def bootstrap_ci(xs: list[float], level: float = 0.95, n_boot: int = 2000, seed: int = 13) -> tuple[float, float]:
@@ -34,20 +32,3 @@ def summary(xs: list[float | None]) -> dict | None:
         return None
     lo, hi = bootstrap_ci(vals)
     return {"n": len(vals), "median": median(vals), "ci": [lo, hi], "values": vals}
-
-
-def compare(base: dict | None, other: dict | None, lower_is_better: bool | None = None) -> str:
-    """'lower' / 'higher' (other vs base, when the 95% intervals do not overlap) or NO_CHANGE; with
-    lower_is_better it says 'better' / 'worse' instead."""
-    if not base or not other:
-        return "n/a"
-    (blo, bhi), (olo, ohi) = base["ci"], other["ci"]
-    if ohi < blo:
-        d = "lower"
-    elif olo > bhi:
-        d = "higher"
-    else:
-        return NO_CHANGE
-    if lower_is_better is None:
-        return d
-    return "better" if (d == "lower") == lower_is_better else "worse"

@@ -377,21 +377,7 @@ def connect(
             sock = socket.create_connection((target.hostname, target.port), timeout=connect_timeout)
             _no_delay(sock)
             watch.sock = sock
-        with watch:
-            client.connect(
-                target.hostname,
-                target.port,
-                username=target.user,
-                password=password,
-                key_filename=target.key_files or None,
-                allow_agent=spec.use_agent,
-                look_for_keys=not target.key_files,
-                timeout=connect_timeout,
-                banner_timeout=connect_timeout,
-                auth_timeout=connect_timeout,
-                channel_timeout=connect_timeout,
-                sock=sock,
-            )
+        _handshake(client, target, spec, password, connect_timeout, sock, watch)
     except HostKeyError:
         client.close()
         raise
@@ -491,6 +477,25 @@ def _file_listing(target: Target) -> str | None:
             if keys.lookup(target.known_hosts_name) is not None:
                 return path
     return None
+
+
+def _handshake(client, target: Target, spec: SSHSpec, password, connect_timeout: float, sock, watch) -> None:
+    """paramiko's banner, key exchange and authentication, under the handshake's total deadline (``watch``)."""
+    with watch:
+        client.connect(
+            target.hostname,
+            target.port,
+            username=target.user,
+            password=password,
+            key_filename=target.key_files or None,
+            allow_agent=spec.use_agent,
+            look_for_keys=not target.key_files,
+            timeout=connect_timeout,
+            banner_timeout=connect_timeout,
+            auth_timeout=connect_timeout,
+            channel_timeout=connect_timeout,
+            sock=sock,
+        )
 
 
 class _HandshakeWatch:

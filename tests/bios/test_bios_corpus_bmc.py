@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from numaforge.bios.apply import plan_host
+from numaforge.bios.apply import Timeouts, apply_host, plan_host, verify_host
 from numaforge.lab.bmc import CORPUS, load_flavour
 
 from .test_bios_apply_bmc import _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixtures)
@@ -59,4 +59,27 @@ def test_registry_published_only_outside_the_bmc_is_a_clear_error(sim_factory):
     assert r.status == "failed"
     assert "only published outside the BMC (PublicationUri https://vendor.example/" in r.message
     assert "firmware" not in r.message and "reads the registry from the BMC only" in r.message
+    assert sim.count("PATCH") == 0
+
+
+@pytest.mark.parametrize("flavour", CORPUS)
+def test_gpudirect_plans_applies_reboots_through_a_long_post_verifies_and_replans_zero(sim_factory, flavour):
+    """Issue 26 "done when": on every captured vendor shape the stock GPUDirect profile plans, apply + reboot +
+    verify pass, and a second plan shows 0 changes. The restart is warm (PowerState stays On) and POST lasts
+    longer than the graceful timeout: the simulator must receive exactly one reset, never a ForceRestart."""
+    sim = sim_factory(flavour)
+    sim.state.warm_restart, sim.state.post_seconds = True, 2.5
+    h = host_for(sim, profile="epyc-gpudirect")
+    plan = run(plan_host, h)
+    assert plan.status == "ok", plan.message
+    assert plan.data["would_change"], "the stock profile should differ from the factory defaults"
+    o = opts(reboot=True, timeouts=Timeouts(graceful=1.0, power_on=30.0, job=10.0, poll=0.1, settle=5.0))
+    applied = run(apply_host, h, o)
+    assert applied.status == "changed", applied.message
+    assert applied.data["mismatches"] == [] and sim.bios_pending() == {}
+    assert sim.state.resets == {"GracefulRestart": 1}
+    assert run(verify_host, h).status == "ok"
+    sim.reset_counts()
+    again = run(plan_host, h)
+    assert again.status == "unchanged" and again.data["would_change"] == [], again.data["would_change"]
     assert sim.count("PATCH") == 0

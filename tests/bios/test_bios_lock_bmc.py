@@ -20,20 +20,17 @@ import pytest
 from numaforge import hostlock
 from numaforge.lab.bmc import BMCSimulator
 
+from .test_bios_resume import PASSWORD
+from .test_bios_resume import _setup as resume_setup
+
 pytestmark = pytest.mark.bmc
 
 ROOT = Path(__file__).parents[2]
-PASSWORD = "lock-Bmc-pw-5"
 
 
 def _setup(tmp_path, sim):
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(
-        "hosts:\n  gpu-01:\n"
-        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_LOCK_PW', ca_bundle: '{sim.ca_file}'}}\n"
-        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n")
-    env = {**os.environ, "NF_LOCK_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
-    return env, [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]
+    _inv, env, cmd = resume_setup(tmp_path, sim)     # one host on `sim`, NUMAFORGE_STATE under tmp_path
+    return env, cmd
 
 
 def _race(tmp_path, cmds, env, tag):

@@ -167,18 +167,18 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
 
 
 @pytest.mark.parametrize("edit, what, line", [
-    (("display_name: 'memory interleav'", "display_name: 'memory (interleav'"), "not a valid regular expression", 36),
+    (("display_name: 'memory interleav'", "display_name: 'memory (interleav'"), "not a valid regular expression", 37),
     (("    values: {true: [Enabled, Auto], false: Disabled}", "    values: {true: [Enabled, [Auto]], false: Disabled}"),
-     "values.True has the wrong shape", 37),
+     "values.True has the wrong shape", 38),
     (("        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
-      "        source: ironlib-r6515\n      pcie_acs"), "does not cite the source of its values", 35),
+      "        source: ironlib-r6515\n      pcie_acs"), "does not cite the source of its values", 36),
     (("        source: ironlib-r6515\n        values_source: ironlib-r6515\n      pcie_acs",
-      "        source: no-such-doc\n        values_source: ironlib-r6515\n      pcie_acs"), "unknown source 'no-such-doc'", 38),
+      "        source: no-such-doc\n        values_source: ironlib-r6515\n      pcie_acs"), "unknown source 'no-such-doc'", 39),
     (("  - id: 16g", "  - id: 15g"), None, None),
     (("      llc_as_numa:\n        attribute: CcxAsNumaDomain", "      llc_as_numa:\n        atribute: CcxAsNumaDomain"),
-     "unknown key 'atribute'", 30),
+     "unknown key 'atribute'", 31),
     (("      iommu:\n        attribute: IommuSupport\n        gap:", "      iommu:\n        attribute: IommuSupport\n        iommu: 1\n        gap:"),
-     "unknown key 'iommu'", 60),
+     "unknown key 'iommu'", 61),
 ])
 def test_vendor_map_mistakes_are_clear_errors_with_file_and_line(tmp_path, edit, what, line):
     from numaforge.bios.vendors import default_vendors_dir

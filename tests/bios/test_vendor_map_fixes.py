@@ -27,16 +27,17 @@ def _xcc(model: str, *attrs) -> Registry:
 def test_hpe_gen10_plus_aspm_covers_the_embedded_nic_too():
     got = {d.attribute: d.value for d in translate({"pcie_aspm": "disabled"}, {}, load_vendor_map("hpe"),
                                                    _reg("hpe-gen10p"))}
+    assert got.pop("WorkloadProfile") == "Custom"           # the preset, first (issue 26 item 5)
     assert got["EmbNicAspm"] == "Disabled" and got["PciSlot1Aspm"] == "Disabled" and len(got) == 9
 
 
 def test_supermicro_aspm_auto_is_never_written_for_l0s_l1():
-    reg = _reg("smc-h13")                                    # ASPMSupport_006A: Disabled, Auto
+    reg = _reg("smc-h13")                                    # ASPMSupport_006A: "0" Disabled, "1" Auto
     with pytest.raises(VendorMapError) as exc:
         translate({"pcie_aspm": "l0s_l1"}, {}, load_vendor_map("supermicro"), reg)
     assert "none of L0sL1 is allowed by ASPMSupport_006A" in exc.value.what
     got = translate({"pcie_aspm": ["l0s_l1", "disabled"]}, {}, load_vendor_map("supermicro"), reg)
-    assert [(d.attribute, d.value) for d in got] == [("ASPMSupport_006A", "Disabled")]
+    assert [(d.attribute, d.value) for d in got] == [("ASPMSupport_006A", "0")]   # the ValueName of "Disabled"
 
 
 def test_supermicro_h12_determinism_sets_determinism_control_manual_with_the_slider():
@@ -53,7 +54,8 @@ def test_supermicro_h12_determinism_sets_determinism_control_manual_with_the_sli
 
 def test_lenovo_sr665_sriov_is_found_by_xccs_name_and_display_name_sriov():
     got = translate({"sriov": True}, {}, load_vendor_map("lenovo"), _reg("lenovo-sr665"))
-    assert [(d.attribute, d.value) for d in got] == [("DevicesandIOPorts_SRIOV", "Enabled")]
+    assert [(d.attribute, d.value) for d in got] == [("OperatingModes_ChooseOperatingMode", "CustomMode"),
+                                                     ("DevicesandIOPorts_SRIOV", "Enabled")]
     assert _reg("lenovo-sr665").attributes["DevicesandIOPorts_SRIOV"].display_name == "SRIOV"
 
 

@@ -469,6 +469,48 @@ def test_reports_speak_one_host_status_vocabulary(tmp_path):
     assert rep.ok
 
 
+def test_a_third_ctrl_c_while_waiting_for_a_host_reports_it_interrupted_and_keeps_it_stopped():
+    """A further Ctrl-C while the pool waits for a running host's thread: run_fleet still returns an outcome
+    (Interrupted) naming that host interrupted (its result cannot be had yet), and the stop request stays set
+    so the host does not go on with its next step. Real SIGINTs to this process."""
+    import os
+    import signal
+    import time
+
+    from numaforge import budget
+
+    went_on = []
+
+    def fn(host):
+        r = HostResult(host)
+        try:
+            for i in range(400):
+                budget.check(f"step {i}")
+                if i == 3:
+                    os.kill(os.getpid(), signal.SIGINT)     # 1st
+                time.sleep(0.01)
+        except NumaforgeError:
+            os.kill(os.getpid(), signal.SIGINT)             # 2nd: the runner stops waiting in its phase loop
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)             # 3rd: while the pool waits for this thread
+            time.sleep(0.3)
+            try:
+                budget.check("the step after")
+                went_on.append(host)
+            except NumaforgeError:
+                pass
+            r.status = "failed"
+        return r
+
+    with pytest.raises(Interrupted) as ei:
+        run_fleet(["h-1", "h-2"], fn, Rollout(forks=1), progress=False)
+    r1, r2 = ei.value.outcome.results
+    assert r1.status == "interrupted" and r2.status == "not-run", (r1, r2)
+    time.sleep(0.5)
+    assert went_on == [], "a host still running after the run returned must not go on"
+    budget.clear_stop()
+
+
 def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
     calls = []
 

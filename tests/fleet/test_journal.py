@@ -187,3 +187,20 @@ def test_a_process_killed_while_recording_leaves_a_readable_prefix(tmp_path):
         j.finish()
         for leftover in tmp_path.glob(".*.tmp"):     # a temp file of the killed write may remain; never read
             leftover.unlink()
+
+
+def test_open_held_keeps_a_second_live_run_of_the_same_command_off_its_journal(tmp_path, monkeypatch):
+    """Issue 25 item 2: a second run of the same command (same run key) must not resume from the journal the
+    first run is still writing: it fails naming the holder (real flock, numaforge.hostlock)."""
+    from numaforge import hostlock
+    monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path / "state"))
+    with journal.open_held("bios-apply k", tmp_path, task="bios-apply") as j:
+        j.record("h1", journal.PATCHED)
+        with pytest.raises(hostlock.HostLocked) as exc:
+            with journal.open_held("bios-apply k", tmp_path, task="bios-apply"):
+                pass
+        assert "another run is running this command: bios-apply (pid" in exc.value.what
+        with journal.open_held("bios-apply other", tmp_path, task="bios-apply"):
+            pass                                            # another command: its own journal, free
+    with journal.open_held("bios-apply k", tmp_path, task="bios-apply") as again:
+        assert again.phases("h1") == [journal.PATCHED]     # released: the re-run resumes as before

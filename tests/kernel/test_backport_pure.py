@@ -74,14 +74,18 @@ def test_kernel_version_from_makefile():
 def test_real_series_parses_and_targets_task_numa_migrate():
     s = load_series(REAL, base_version="5.10.262")
     assert [p.name for p in s.patches] == ["0001-sched-numa-prefer-local-fallback.patch",
-                                           "0002-sched-numa-prefer-local-sysctl.patch"]
-    p, sysctl = s.patches
+                                           "0002-sched-numa-prefer-local-sched-feat.patch"]
+    p, feat = s.patches
     assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
     assert p.subject.startswith("sched/numa: Require a gain or a shorter distance")
     assert all("task_numa_migrate" in h.header for h in p.hunks)
-    # the optional sysctl is for full-kernel builds only
-    assert sysctl.kpatch is False and "kernel/sysctl.c" in sysctl.files
-    assert s.touched_objects() == ["kernel/sched/fair.o", "kernel/sysctl.o"]
+    # the knob is a sched_feat (no sysctl ABI), for full-kernel builds only
+    assert feat.kpatch is False and feat.files == ["kernel/sched/fair.c", "kernel/sched/features.h"]
+    feat_added = [ln[1:] for h in feat.hunks for ln in h.lines if ln.startswith("+")]
+    assert "SCHED_FEAT(NUMA_PREFER_LOCAL, true)" in feat_added
+    assert any("sched_feat(NUMA_PREFER_LOCAL)" in ln for ln in feat_added)
+    assert not any("sysctl" in ln for ln in feat_added)
+    assert s.touched_objects() == ["kernel/sched/fair.o"]
     added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
     assert any("env.src_stats.node_type == node_has_spare" in ln for ln in added)
     assert any("ng->active_nodes > 1" in ln for ln in added)
@@ -94,15 +98,21 @@ def test_real_series_parses_and_targets_task_numa_migrate():
 
 
 def test_real_patch_has_a_full_commit_message():
-    """Rationale, the cases kept as upstream, a "How tested" naming commands, and a Signed-off-by (checkpatch
+    """LKML-style messages: the problem with the repo's own numbers, the cases kept as upstream, Fixes: with the
+    commit's subject, a "How tested" a reviewer can repeat without numaforge, and a Signed-off-by (checkpatch
     itself runs in the kernel_source tier: tests/kernel/test_series_checkpatch.py)."""
     for name, extra in (("0001-sched-numa-prefer-local-fallback.patch", "one or two online nodes"),
-                        ("0002-sched-numa-prefer-local-sysctl.patch", "not for kpatch")):
+                        ("0002-sched-numa-prefer-local-sched-feat.patch", "not for kpatch")):
         msg = (REAL / name).read_text().split("\n---\n", 1)[0]
-        for section in ("How tested:", '"invoke backport"', "Signed-off-by: ", extra):
+        for section in ("How tested:", "git am", "Signed-off-by: ", extra):
             assert section in msg, (name, section)
+        assert "invoke " not in msg and "numaforge" not in msg   # repeatable without this tool
     msg = (REAL / "0001-sched-numa-prefer-local-fallback.patch").read_text().split("\n---\n", 1)[0]
-    assert '"python bench/numa_effect.py run"' in msg
+    assert "\nFixes: fb86f5b21192 (\"sched/numa: Use similar logic to the load balancer for moving between " \
+           "domains with spare capacity\")\n" in msg
+    assert "117 of them not closer" in msg and "task_numa_assign(env, NULL, 0)" in msg
+    msg = (REAL / "0002-sched-numa-prefer-local-sched-feat.patch").read_text().split("\n---\n", 1)[0]
+    assert "NO_NUMA_PREFER_LOCAL > /sys/kernel/debug/sched_features" in msg and "READ_ONCE()" in msg
 
 
 def test_real_patch_is_livepatch_safe_by_construction():
@@ -207,3 +217,19 @@ def test_fragment_options_and_lost_options():
     assert kcompile.missing_options({"CONFIG_LIVEPATCH": "y"}, "# CONFIG_LIVEPATCH is not set\n") == \
         ["CONFIG_LIVEPATCH=y"]
     assert kcompile.warnings_of("a.c:1:2: warning: x [-Wfoo]\nok\n") == ["a.c:1:2: warning: x [-Wfoo]"]
+
+
+def test_root_cause_alternative_fixes_the_shortcut_not_the_loop():
+    """alternatives/root-cause changes task_numa_find_cpu()'s idle-node shortcut (the move's own improvement,
+    no replacing a better or closer earlier candidate), not task_numa_migrate()'s third-node loop."""
+    s = load_series(REAL / "alternatives" / "root-cause")
+    (p,) = s.patches
+    assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
+    assert all("task_numa_find_cpu" in h.header for h in p.hunks)
+    added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
+    removed = [ln[1:].strip() for h in p.hunks for ln in h.lines if ln.startswith("-")]
+    assert removed == ["task_numa_assign(env, NULL, 0);"]
+    assert any("task_numa_assign(env, NULL, imp);" in ln for ln in added)
+    assert any("imp < env->best_imp" in ln for ln in added)
+    msg = (REAL / "alternatives" / "root-cause" / p.name).read_text().split("\n---\n", 1)[0]
+    assert "\nFixes: fb86f5b21192 (" in msg and "it has not been measured yet" in msg and "How tested:" in msg

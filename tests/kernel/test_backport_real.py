@@ -46,11 +46,11 @@ def test_series_applied_on_real_tree(done):
     assert git(res.tree, "diff", "--name-only", res.base_commit, f"{res.result_commit}~1").split() == \
         ["kernel/sched/fair.c"]
     assert git(res.tree, "diff", "--name-only", f"{res.result_commit}~1", res.result_commit).split() == \
-        ["include/linux/sched/sysctl.h", "kernel/sched/fair.c", "kernel/sysctl.c"]
+        ["kernel/sched/fair.c", "kernel/sched/features.h"]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
-    assert "need_gain = sysctl_numa_balancing_prefer_local &&" in fair
+    assert "need_gain = sched_feat(NUMA_PREFER_LOCAL) &&" in fair
     assert "node_distance(nid, p->numa_preferred_nid) >=" in fair
-    assert '"numa_balancing_prefer_local"' in (res.tree / "kernel/sysctl.c").read_text()
+    assert "SCHED_FEAT(NUMA_PREFER_LOCAL, true)" in (res.tree / "kernel/sched/features.h").read_text()
     assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
 
 
@@ -64,11 +64,11 @@ def tmp_index(res) -> Path:
 
 def test_combined_patch_and_manifest_for_kpatch(done):
     deb_version, base, res = done
-    # kpatch-build gets 0001 only (0002 adds a sysctl: kpatch: false), as a diff against the base commit
+    # kpatch-build gets 0001 only (0002 adds a sched_feat: kpatch: false), as a diff against the base commit
     combined = res.combined_patch.read_text()
     assert combined == git(res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index",
                            res.base_commit, f"{res.result_commit}~1")
-    assert "sysctl" not in combined
+    assert "sched_feat" not in combined and "SCHED_FEAT" not in combined
     check = subprocess.run(["git", "-C", str(res.tree), "apply", "--check", "--cached", str(res.combined_patch)],
                            capture_output=True, text=True, env={**os.environ, "GIT_INDEX_FILE": str(tmp_index(res))})
     assert check.returncode == 0, check.stderr
@@ -85,7 +85,7 @@ def test_compile_check_gcc12_and_gcc10_clean(done):
     assert set(by_cc) == {"gcc-12", "gcc-10"}
     assert by_cc["gcc-12"]["version"].startswith("12.") and by_cc["gcc-10"]["version"].startswith("10.")
     for c in by_cc.values():
-        assert c["ok"] and c["objects"] == ["kernel/sched/fair.o", "kernel/sysctl.o"]
+        assert c["ok"] and c["objects"] == ["kernel/sched/fair.o"]
         for obj in c["objects"]:
             assert (Path(c["objdir"]) / obj).stat().st_size > 0
         config = (Path(c["objdir"]) / ".config").read_text()

@@ -274,3 +274,24 @@ def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, mon
     fake.chmod(0o755)
     assert targets.resolve_wrapper(t, None) == "ccache"
     assert targets.resolve_wrapper(targets.Target(**{**t.__dict__, "cc_wrapper": None}), None) is None
+
+
+def test_reuse_refreshes_the_provenance_of_an_unchanged_module(tmp_path):
+    """Same inputs key (same combined patch), new backport commit (a reworded commit message): the module is
+    reused and its manifest names the new backport; a different key is not reused."""
+    import json
+    from types import SimpleNamespace
+
+    ko = tmp_path / "m.ko"
+    ko.write_bytes(b"\x7fELF module")
+    old = {"module_file": "m.ko", "sha256": kp.sha256_file(ko), "inputs_key": "k1", "result_commit": "a" * 40,
+           "base_commit": "b" * 40, "series_files": {"0001.patch": "old"}}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    logs: list[str] = []
+    t = SimpleNamespace(name="lab")
+    prov = {"result_commit": "c" * 40, "base_commit": "b" * 40, "series_files": {"0001.patch": "new"}}
+    res = kp._reuse(tmp_path, "k1", t, 0.0, logs.append, prov)
+    assert res is not None and res.status == "unchanged" and res.manifest["result_commit"] == "c" * 40
+    assert json.loads((tmp_path / "manifest.json").read_text())["series_files"] == {"0001.patch": "new"}
+    assert any("manifest updated" in m for m in logs) and not list(tmp_path.glob(".*tmp"))
+    assert kp._reuse(tmp_path, "k2", t, 0.0, logs.append, prov) is None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from numaforge.measure import metrics as mx
-from numaforge.measure import runner, stats
+from numaforge.measure import paired, runner, stats
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "numa_effect"
 CAPTURES = sorted(DATA.glob("*.txt"))
@@ -135,24 +135,32 @@ def test_bootstrap_interval_contains_the_median_and_is_deterministic():
     assert stats.bootstrap_ci([5]) == (5, 5)
 
 
-def test_compare_says_no_detectable_change_when_intervals_overlap():
-    a = stats.summary([40, 41, 39, 42, 38, 40, 41, 39, 40, 42])
-    b = stats.summary([12, 13, 11, 12, 14, 12, 13, 11, 12, 13])
-    c = stats.summary([39, 43, 38, 41, 40, 42, 37, 40, 41, 39])
-    assert stats.compare(a, b) == "lower" and stats.compare(a, b, lower_is_better=True) == "better"
-    assert stats.compare(b, a, lower_is_better=True) == "worse"
-    assert stats.compare(a, c) == stats.NO_CHANGE
-    assert stats.compare(None, a) == "n/a" and stats.summary([None]) is None
-
-
-def test_report_gives_each_arm_a_summary_and_a_verdict_against_off():
-    runs = [mx.RunMetrics("off", cross_numa_rate=40.0 + i % 3) for i in range(10)] + \
-           [mx.RunMetrics("winner", cross_numa_rate=12.0 + i % 3) for i in range(10)] + \
-           [mx.RunMetrics("null", cross_numa_rate=39.0 + i % 4) for i in range(10)]
+def test_report_gives_each_arm_a_summary_and_a_paired_verdict_against_off():
+    runs = [mx.RunMetrics("off", i + 1, cross_numa_rate=40.0 + i % 3) for i in range(10)] + \
+           [mx.RunMetrics("winner", i + 1, cross_numa_rate=12.0 + i % 3) for i in range(10)] + \
+           [mx.RunMetrics("null", i + 1, cross_numa_rate=39.0 + i % 4) for i in range(10)]
     rep = runner.report(runs)
     assert rep["arms"] == ["off", "winner", "null"]
     assert rep["metrics"]["cross_numa_rate"]["winner"]["n"] == 10
-    assert rep["verdicts"]["cross_numa_rate"] == {"winner": "better", "null": stats.NO_CHANGE}
+    # null is within 5 points of off in every round (TOST margin of cross_numa_rate): equivalent, not "no change"
+    assert rep["verdicts"]["cross_numa_rate"] == {"winner": paired.BETTER, "null": paired.EQUIVALENT}
+    w = rep["paired"]["cross_numa_rate"]["winner"]
+    assert w["n"] == 10 and w["mean_diff"] == -28.0 and w["p_adj"] is not None   # a secondary endpoint: Holm
+    assert w["line"].startswith("better: -28 pts [")
+
+
+def test_report_at_one_round_gives_no_verdict_however_far_apart():
+    """Today's validate --measure default: one round. 85.0 vs 84.9 used to be 'better' (zero-width intervals)."""
+    rep = runner.report([mx.RunMetrics("off", 1, local_ratio=84.9), mx.RunMetrics("on", 1, local_ratio=85.0)])
+    assert rep["verdicts"]["local_ratio"]["on"] == "no verdict: 1 round, need >= 6 for an interval"
+    rep = runner.report([mx.RunMetrics(a, r, cross_numa_rate=v) for r in (1, 2, 3, 4, 5)
+                         for a, v in (("off", 90.0), ("on", 10.0))])
+    assert rep["verdicts"]["cross_numa_rate"]["on"].startswith("no verdict: 5 rounds")
+
+
+def test_report_refuses_two_runs_of_one_arm_in_one_round():
+    with pytest.raises(ValueError, match="arm off ran twice in round 1"):
+        runner.report([mx.RunMetrics("off", 1), mx.RunMetrics("off", 1), mx.RunMetrics("on", 1)])
 
 
 # ---- schedule and run script
@@ -182,3 +190,19 @@ def test_workload_params_scale_short_runs():
     w = runner.WorkloadParams.for_seconds(20)
     assert (w.warm, w.unpinned, w.pinned, w.duration) == (2, 2, 1, 20)
     assert runner.WorkloadParams.for_seconds(60) == runner.WorkloadParams(duration=60)
+
+
+def test_stored_runs_round_trip_and_unknown_keys_are_ignored():
+    rm = mx.RunMetrics("winner", 3, third_not_closer=2, local_ratio=40.5)
+    d = rm.as_dict()
+    assert mx.RunMetrics.from_dict(d) == rm
+    assert mx.RunMetrics.from_dict({**d, "from_a_newer_version": 1}) == rm
+
+
+def test_arms_include_the_root_cause_alternative_and_take_functions_from_the_build():
+    from numaforge.measure import arms
+
+    assert list(arms.arm_dirs()) == ["off", "winner", "alt-drop-zero-gain", "alt-root-cause", "null"]
+    man = {"patched_functions": [{"object": "kernel/sched/fair.o", "kind": "changed", "function": "task_numa_find_cpu"}]}
+    assert arms._functions(man) == ("task_numa_find_cpu",)
+    assert arms._functions({}) == ("task_numa_migrate",)

@@ -9,8 +9,9 @@ hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, 
 message repeats the request's X-Auth-Token and Authorization headers, as some firmware does; ``bad_json`` with
 ``echo=True`` puts those headers in its truncated body), "drip" (the whole answer, status line included, one
 byte every ``interval`` seconds, default 5: each read sees data, so only a total deadline ends it),
-"stage_none" / "stage_wrong" (a settings PATCH answered as accepted, but nothing staged / another value staged
-for every attribute it named: firmware that loses or mangles pending values). A fault fires
+"stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
+but every attribute is staged with another value than the one sent): BMCs that say yes and do something else.
+A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
 answer is lost: the retry hazard; "slow" with after=True answers only ``seconds`` after the change was made, e.g.
 after the client's read timeout).
@@ -22,7 +23,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip", "stage_none", "stage_wrong")
+KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip", "stage_nothing", "stage_other")
+STAGING = ("stage_nothing", "stage_other")  # not an answer of their own: the handler serves the request with them
 
 
 @dataclass
@@ -65,8 +67,8 @@ class FaultPlan:
             "redirect": {"status", "location"},
             "echo": {"status"},
             "drip": {"interval"},
-            "stage_none": set(),
-            "stage_wrong": set(),
+            "stage_nothing": set(),
+            "stage_other": set(),
         }
         unknown = set(options) - allowed[kind]
         if unknown:

@@ -20,6 +20,7 @@ class Request:
     body: object = None
     body_error: bool = False
     session_id: str | None = None
+    fault: object = None  # a staging fault (numaforge.lab.bmc.faults.STAGING) the handler applies
 
 
 @dataclass

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .errors import BMCSimulatorError
-from .faults import FaultPlan
+from .faults import STAGING, FaultPlan
 from .flavours import Flavour, load_flavour
 from .http import Request, Response, Router, error, method_not_allowed, normalise, not_found
 from .messages import message
@@ -139,13 +139,11 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "slow":
             time.sleep(float(fault.options.get("seconds", 2.0)))
             fault = None
-        staging = fault.kind if fault is not None and fault.kind.startswith("stage_") else None
-        if staging:
-            fault = None
-        if fault is not None:
+        staging = fault if fault is not None and fault.kind in STAGING else None
+        if fault is not None and staging is None:
             return self._fault(fault)
         headers = {k.lower(): v for k, v in self.headers.items()}
-        req = Request(method, path, self.path, headers)
+        req = Request(method, path, self.path, headers, fault=staging)
         if raw:
             try:
                 req.body = json.loads(raw)
@@ -157,8 +155,6 @@ class _Handler(BaseHTTPRequestHandler):
             sim.log(f"internal error on {method} {path}: {exc!r}")
             sim.errors.append(f"{method} {path}: {exc!r}")
             resp = error(500, message("InternalError"))
-        if staging and isinstance(req.body, dict) and isinstance(req.body.get("Attributes"), dict):
-            sim._mangle_pending(req.body["Attributes"], lose=staging == "stage_none")
         after = sim.faults.take(method, path, after=True)
         if after is not None and after.kind == "slow":  # done, but the answer comes late
             time.sleep(float(after.options.get("seconds", 2.0)))
@@ -417,20 +413,6 @@ class BMCSimulator:
         self.state.advance()
         with self.state.lock:
             return dict(self.state.current)
-
-    def _mangle_pending(self, attributes: dict, lose: bool) -> None:
-        """The "stage_none"/"stage_wrong" faults: what a PATCH staged is dropped, or replaced by another value."""
-        with self.state.lock:
-            for k, v in attributes.items():
-                if k not in self.state.pending:
-                    continue
-                if lose:
-                    del self.state.pending[k]
-                elif isinstance(v, bool) or not isinstance(v, (int, str)):
-                    self.state.pending[k] = not v if isinstance(v, bool) else v
-                else:
-                    self.state.pending[k] = v + 1 if isinstance(v, int) else f"{v}Other"
-            self.state.save()
 
     def bios_pending(self) -> dict:
         self.state.advance()

@@ -55,6 +55,13 @@ class BMCState:
         self.boot_count = 0
         self.manager_resets = 0
         self.graceful_ignored = False  # a hung OS ignores graceful shutdown requests
+        # boot progress: a real warm restart keeps PowerState "On" while the host runs POST; POST may last minutes
+        self.warm_restart = False  # GracefulRestart/ForceRestart of a running host keep PowerState "On"
+        self.post_seconds = 0.0  # how long POST lasts (BootProgress between reset and OSRunning)
+        self.boot_state = "OSRunning"  # BootProgress.LastState
+        self.boot_state_time = clock()
+        self.resets: dict[str, int] = {}  # ComputerSystem.Reset requests received, by ResetType
+        self.new_job_state = "Scheduled"  # the state a new config job starts in ("New": it is never scheduled)
         if state_file is not None and state_file.exists():
             self._load()
 
@@ -116,7 +123,15 @@ class BMCState:
                 changed = True
                 if what == "off":
                     self.power = "Off"
-                elif what == "boot":
+                    self._progress("None")
+                elif what == "boot":  # power on (or the warm reset itself): POST starts
+                    self.power = "On"
+                    self._progress("SystemHardwareInitializationStarted")
+                    if self.post_seconds > 0:
+                        self._schedule(self.post_seconds, "os")
+                    else:
+                        self._boot()
+                elif what == "os":
                     self._boot()
             if changed:
                 self.save()
@@ -125,9 +140,16 @@ class BMCState:
         self.events.append((self.clock() + delay, what))
         self.events.sort()
 
+    def _progress(self, state: str) -> None:
+        self.boot_state, self.boot_state_time = state, self.clock()
+
+    def in_post(self) -> bool:
+        return self.power == "On" and self.boot_state != "OSRunning"
+
     def _boot(self) -> None:
-        """The host powers on and runs POST: this is where BIOS settings apply."""
+        """POST ends (the host powered on and ran POST): this is where BIOS settings apply."""
         self.power = "On"
+        self._progress("OSRunning")
         self.boot_count += 1
         if self.flavour.jobs == "dell":
             job = self.active_job()
@@ -165,10 +187,12 @@ class BMCState:
         """Start a system reset; transitions complete power_delay seconds later."""
         with self.lock:
             self.advance()
+            self.resets[reset_type] = self.resets.get(reset_type, 0) + 1
             d = self.power_delay
             if reset_type == "ForceOff":
                 self.events = []
                 self.power = "Off"
+                self._progress("None")
             elif reset_type == "GracefulShutdown":
                 if self.power == "On" and not self.graceful_ignored:
                     self.power = "PoweringOff"
@@ -183,8 +207,11 @@ class BMCState:
                 if reset_type == "GracefulRestart" and self.power == "On" and self.graceful_ignored:
                     pass
                 else:
+                    warm = self.warm_restart and self.power == "On"
                     self.events = []
-                    self.power = "Off"
+                    if not warm:  # a warm restart keeps PowerState "On" (the OS shuts down, then POST runs)
+                        self.power = "Off"
+                        self._progress("None")
                     self._begin_jobs()
                     self._schedule(d, "boot")
             else:
@@ -281,9 +308,9 @@ class BMCState:
                 "Id": jid,
                 "Name": "Configure: BIOS.Setup.1-1",
                 "JobType": "BIOSConfiguration",
-                "JobState": "Scheduled",
+                "JobState": self.new_job_state,
                 "PercentComplete": 0,
-                "Message": "Task successfully scheduled.",
+                "Message": "Task successfully scheduled." if self.new_job_state == "Scheduled" else "New",
                 "MessageId": "JCP001",
                 "StartTime": "TIME_NOW",
                 "EndTime": "TIME_NA",

@@ -88,6 +88,21 @@ def _dependency_holds(dep: dict, values: dict) -> bool:
     return bool(result)
 
 
+def _freed(registry: dict, name: str, effective: dict, patch: dict) -> bool:
+    """ReadOnly as of the current state (iDRAC): a ReadOnly flag a dependency explains now, and that no
+    dependency keeps once this PATCH applies (the PATCH sets the preset that frees it), does not refuse it."""
+    deps = [
+        d
+        for d in registry["RegistryEntries"].get("Dependencies", [])
+        if d.get("Type") == "Map"
+        and d.get("Dependency", {}).get("MapToAttribute") == name
+        and d["Dependency"].get("MapToProperty") == "ReadOnly"
+        and d["Dependency"].get("MapToValue") is True
+    ]
+    values = {**effective, **patch}
+    return any(_dependency_holds(d, effective) for d in deps) and not any(_dependency_holds(d, values) for d in deps)
+
+
 def dependency_violations(registry: dict, effective: dict, patch: dict) -> list[dict]:
     """Messages for PATCHed attributes made ReadOnly by a Map dependency over effective + patch."""
     values = {**effective, **patch}
@@ -157,6 +172,8 @@ def validate_settings_patch(registry: dict, effective: dict, body, apply_times: 
         if entry is None:
             out.append(message("PropertyUnknown", name, related=_rel(name)))
             continue
+        if entry.get("ReadOnly") and _freed(registry, name, effective, attrs):
+            entry = {**entry, "ReadOnly": False}
         out.extend(check_value(entry, value))
     if not out:
         out.extend(dependency_violations(registry, effective, attrs))

@@ -57,6 +57,12 @@ class Flavour:
     bios_registry_id: str = ""
     registry_file_id: str = ""
     registry_file_registry: str = ""
+    # "display": the Bios and its settings object show an enumeration's ValueDisplayName, not its ValueName
+    # (a Supermicro: "Enabled" for ValueName "1"); a PATCH still takes ValueNames only
+    current_shows: str = "values"
+    # how the System reports where the host is in its boot: "standard" (BootProgress), "hpe" (Oem.Hpe.PostState
+    # only), "both", "none"
+    boot_progress: str = "standard"
 
     @property
     def bios_registry(self) -> str:
@@ -74,6 +80,17 @@ class Flavour:
     @property
     def bios_path(self) -> str:
         return f"{self.system_path}/Bios"
+
+    def shown(self, attributes: dict) -> dict:
+        """Attribute values as the Bios shows them (``current_shows``)."""
+        if self.current_shows != "display":
+            return dict(attributes)
+        out = {}
+        for name, value in attributes.items():
+            entry = self.attribute(name) or {}
+            labels = {v["ValueName"]: v.get("ValueDisplayName") or v["ValueName"] for v in entry.get("Value") or []}
+            out[name] = labels.get(value, value) if isinstance(value, str) else value
+        return out
 
     def attribute(self, name: str) -> dict | None:
         for entry in self.registry["RegistryEntries"]["Attributes"]:
@@ -266,6 +283,8 @@ def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
         bios_registry_id=str(data.get("bios_registry_id") or ""),
         registry_file_id=str(data.get("registry_file_id") or ""),
         registry_file_registry=str(data.get("registry_file_registry") or ""),
+        current_shows=str(data.get("current_shows") or "values"),
+        boot_progress=str(data.get("boot_progress") or "standard"),
     )
 
 

@@ -24,6 +24,25 @@ def _etag_matches(header: str, etag: str, strong_only: bool = False) -> bool:
     return any(part.strip() == "*" or bare(part) == bare(want) for part in header.split(","))
 
 
+def _other_values(f, attrs: dict, current: dict) -> dict:
+    """Each attribute with a value other than the one sent, and than the current one where the registry has
+    such a value (the "stage_other" fault)."""
+    out = {}
+    for name, value in attrs.items():
+        entry = f.attribute(name) or {}
+        names = [v["ValueName"] for v in entry.get("Value") or [] if v["ValueName"] != value]
+        names.sort(key=lambda n: n == current.get(name))  # a value that is not the current one first
+        if names:
+            out[name] = names[0]
+        elif isinstance(value, bool):
+            out[name] = not value
+        elif isinstance(value, (int, float)):
+            out[name] = value + 1
+        else:
+            out[name] = f"{value}-other"
+    return out
+
+
 def register(sim) -> None:
     f = sim.flavour
     st = sim.state
@@ -36,7 +55,7 @@ def register(sim) -> None:
 
     def settings_body() -> dict:
         with st.lock:
-            attrs = dict(st.pending) if f.settings_shows == "pending_only" else {**st.current, **st.pending}
+            attrs = f.shown(st.pending if f.settings_shows == "pending_only" else {**st.current, **st.pending})
             body = {
                 "@odata.id": f.settings_link,
                 "@odata.type": "#Bios.v1_2_3.Bios",
@@ -66,7 +85,7 @@ def register(sim) -> None:
                 "Id": "Bios",
                 "Name": "BIOS Configuration Current Settings",
                 "AttributeRegistry": f.bios_registry,
-                "Attributes": dict(st.current),
+                "Attributes": f.shown(st.current),
                 "@Redfish.Settings": {
                     "@odata.type": "#Settings.v1_4_0.Settings",
                     "SettingsObject": {"@odata.id": f.settings_link},
@@ -104,7 +123,10 @@ def register(sim) -> None:
                 return error(400, *problems)
             body = req.body
             apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
-            st.stage(body.get("Attributes") or {}, apply_time)
+            kind = getattr(req.fault, "kind", None)  # faults: accepted, but nothing / something else staged
+            if kind != "stage_nothing":
+                attrs = body.get("Attributes") or {}
+                st.stage(_other_values(f, attrs, st.effective()) if kind == "stage_other" else attrs, apply_time)
             new_etag = etag_of(settings_body())
             if f.jobs == "dell":
                 if apply_time is None:

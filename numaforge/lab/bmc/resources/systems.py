@@ -6,7 +6,20 @@ import uuid
 
 from ..http import Response, collection_ok, error, json_ok, lit
 from ..messages import message
-from ..state import RESET_TYPES
+from ..state import RESET_TYPES, iso
+
+# HPE iLO's Oem.Hpe.PostState for a BootProgress.LastState (iLO reports both; some firmware only the Oem one)
+_HPE_POST = {"None": "PowerOff", "OSRunning": "FinishedPost"}
+
+
+def _boot_progress(how: str, state: str, when: str, power: str) -> dict:
+    """BootProgress (standard) and/or Oem.Hpe.PostState as the flavour reports them ("none": neither)."""
+    out: dict = {}
+    if how in ("standard", "both"):
+        out["BootProgress"] = {"LastState": state, "LastStateTime": when}
+    if how in ("hpe", "both"):
+        out["Oem"] = {"Hpe": {"PostState": _HPE_POST.get(state, "InPost") if power != "Off" else "PowerOff"}}
+    return out
 
 
 def register(sim) -> None:
@@ -38,6 +51,7 @@ def register(sim) -> None:
             "UUID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"numaforge-bmc-sim/{f.name}/system")),
             "BiosVersion": f.bios_version,
             "PowerState": power,
+            **_boot_progress(f.boot_progress, st.boot_state, iso(st.boot_state_time), power),
             "Status": {"State": "Enabled" if power == "On" else "StandbyOffline", "Health": "OK"},
             "ProcessorSummary": {"Count": 2, "Model": "AMD EPYC 7763 64-Core Processor"},
             "MemorySummary": {"TotalSystemMemoryGiB": 1024},

@@ -1,0 +1,285 @@
+"""Resetting a host to apply BIOS values, and knowing where it is in its boot (issue 26 item 3).
+
+A warm restart keeps PowerState "On": power alone cannot tell a host whose OS ignored the graceful restart from
+one that is running POST (on a GPU server, many minutes). A ForceRestart in POST can corrupt the BIOS update
+being applied, so it is sent only on positive evidence that the OS is up and never went down since the graceful
+request: BootProgress.LastState OSRunning (or HPE's Oem.Hpe.PostState FinishedPost) with an unchanged
+LastStateTime and no change of the Bios's @Redfish.Settings Time/Messages (which move when POST applies settings),
+and no running config job. A host still booting when the wait is over gets a verdict ("still booting after N s"),
+never a second reset. A reset request answered with an error (or not at all) is followed by re-reading the
+power and boot state: if the BMC acted, the wait goes on; if not, the report says so without suggesting another
+reset. The waits come from the vendor map (``reboot:``, data per vendor) unless the command line gives them.
+
+``BootView``, ``phase``, ``restarted`` and ``force_verdict`` are pure; ``reboot`` and ``wait_back`` talk to the BMC.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import budget
+from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
+from .redfish import RedfishClient, _path
+
+# DSP8010 BootProgress.LastState values of a host between reset and OS (OEM: see OemLastState)
+BOOTING = {
+    "PrimaryProcessorInitializationStarted",
+    "BusInitializationStarted",
+    "MemoryInitializationStarted",
+    "SecondaryProcessorInitializationStarted",
+    "PCIResourceConfigStarted",
+    "SystemHardwareInitializationStarted",
+    "SetupEntered",
+    "OSBootStarted",
+    "OEM",
+}
+HPE_BOOTING = {"Reset", "InPost", "InPostDiscoveryComplete"}  # Oem.Hpe.PostState while the host boots
+JOB_BOOTING = {"Running", "Starting", "Downloading"}  # a Dell config job being applied: the host is in POST
+
+
+@dataclass
+class Timeouts:
+    """Waits around a reset, seconds. ``graceful``/``power_on`` None: the vendor map's ``reboot:`` values."""
+
+    graceful: float | None = None  # after GracefulRestart, before a hung OS (and only that) may be forced
+    power_on: float | None = None  # for the host to come back with the OS running after a reset
+    job: float = 120.0  # wait for a config job to reach Scheduled / Completed
+    poll: float = 5.0  # seconds between polls
+    settle: float = 120.0  # after power-on, wait this long for the BMC to report the new values
+
+
+DEFAULT_WAITS = {"graceful": 300.0, "power_on": 900.0}
+
+
+def waits(t: Timeouts, vendor_waits: dict[str, float] | None) -> tuple[float, float]:
+    """(graceful, power_on): the command line's, else the vendor map's, else the defaults. Pure."""
+    vw = {**DEFAULT_WAITS, **(vendor_waits or {})}
+    return (
+        t.graceful if t.graceful is not None else vw["graceful"],
+        t.power_on if t.power_on is not None else vw["power_on"],
+    )
+
+
+@dataclass(frozen=True)
+class BootView:
+    """What the BMC says about the host's boot at one moment."""
+
+    power: str = "Unknown"
+    last_state: str = ""  # BootProgress.LastState
+    oem_last_state: str = ""  # BootProgress.OemLastState
+    stamp: str = ""  # BootProgress.LastStateTime
+    post_state: str = ""  # HPE Oem.Hpe.PostState
+    settings: str = ""  # the Bios's @Redfish.Settings Time + Messages (they change when POST applies values)
+    job: str = ""  # the config job's state (Dell), "" without one
+
+    def text(self) -> str:
+        parts = [f"PowerState {self.power}"]
+        if self.last_state:
+            oem = f" ({self.oem_last_state})" if self.oem_last_state else ""
+            parts.append(f"BootProgress {self.last_state}{oem}" + (f" since {self.stamp}" if self.stamp else ""))
+        if self.post_state:
+            parts.append(f"PostState {self.post_state}")
+        if self.job:
+            parts.append(f"config job {self.job}")
+        return ", ".join(parts)
+
+
+def boot_view(system: dict, bios: dict | None = None, job: str = "") -> BootView:
+    """A BootView from a ComputerSystem document (and the Bios, for its settings time stamps). Pure."""
+    bp = system.get("BootProgress") if isinstance(system.get("BootProgress"), dict) else {}
+    hpe = ((system.get("Oem") or {}).get("Hpe") or {}) if isinstance(system.get("Oem"), dict) else {}
+    st = (bios or {}).get("@Redfish.Settings") or {}
+    return BootView(
+        power=str(system.get("PowerState") or "Unknown"),
+        last_state=str(bp.get("LastState") or ""),
+        oem_last_state=str(bp.get("OemLastState") or ""),
+        stamp=str(bp.get("LastStateTime") or ""),
+        post_state=str(hpe.get("PostState") or "") if isinstance(hpe, dict) else "",
+        settings=f"{st.get('Time')}|{st.get('Messages')}" if st else "",
+        job=job,
+    )
+
+
+def phase(v: BootView) -> str:
+    """The phase: "off", "booting" (POST, setup, OS loading, a config job running), "os" (the OS is up) or "unknown"
+    (the BMC says nothing that tells). Pure."""
+    if v.power in ("Off", "PoweringOff", "Paused"):
+        return "off"
+    if v.power == "PoweringOn" or v.job in JOB_BOOTING:
+        return "booting"
+    if v.last_state in BOOTING or v.post_state in HPE_BOOTING:
+        return "booting"
+    if v.last_state == "OSRunning" or (not v.last_state and v.post_state == "FinishedPost"):
+        return "os" if v.power == "On" else "unknown"
+    return "unknown"
+
+
+def restarted(before: BootView, now: BootView) -> bool:
+    """Evidence that the host went through a reset since ``before``: off or booting now, a new boot progress
+    time stamp, or the Bios's settings time stamps/messages moved (POST applied values). Pure."""
+    if phase(now) in ("off", "booting"):
+        return True
+    return bool((now.stamp and now.stamp != before.stamp) or (now.settings and now.settings != before.settings))
+
+
+def force_verdict(before: BootView, now: BootView, seen_restart: bool, errored: bool) -> str:
+    """Why a ForceRestart must NOT be sent now ("" = it may: the OS is up and never went down since the graceful
+    request, which it ignored). Pure."""
+    if errored:
+        return "the reset request was answered with an error; a reset is never sent again after one"
+    if seen_restart or restarted(before, now):
+        return "the host restarted since the request (it is booting or came back)"
+    ph = phase(now)
+    if ph == "booting":
+        return f"the host is booting ({now.text()})"
+    if ph != "os":
+        return f"the BMC does not say the OS is running ({now.text()}): the host may be in POST"
+    return ""
+
+
+class _Host:
+    """Reads of one host's System and Bios for the reset loop."""
+
+    def __init__(self, client: RedfishClient, paths: tuple[str, str], job: Callable[[], str] | None, names=None):
+        self.client, (self.system_path, self.bios_path), self.job = client, paths, job
+        self.names = names or dict  # current values -> the registry's ValueName space (Registry.value_names)
+
+    def view(self) -> tuple[BootView, dict]:
+        system = self.client.get(self.system_path).body
+        bios = self.client.get(self.bios_path).body
+        return boot_view(system, bios, self.job() if self.job else ""), self.names(bios.get("Attributes") or {})
+
+
+def _applied(attrs: dict, want: dict[str, Any]) -> bool:
+    return all(attrs.get(k) == v for k, v in want.items())
+
+
+def reset_action(system: dict, system_path: str) -> tuple[str, list[str]]:
+    action = (system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+    target = action.get("target")
+    if not target:
+        raise RedfishError(
+            "the system has no ComputerSystem.Reset action",
+            system_path,
+            "reboot the host another way; the values stay pending until it resets",
+        )
+    return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
+
+
+def _send(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:
+    """POST one reset request, noted in ``result_data["resets"]`` before it is sent. "" when accepted, else
+    what went wrong (the caller re-reads the host's state: the BMC may have acted anyway)."""
+    budget.check(f"the {kind} reset request")  # an interrupted run stops here, before anything is noted
+    if result_data is not None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        result_data.setdefault("resets", []).append({"type": kind, "requested": stamp})
+        result_data.setdefault("reset_requested", stamp)
+    try:
+        r = client.post(target, {"ResetType": kind})
+    except RedfishRedirectError as exc:  # answered, not carried out (a redirect is never followed)
+        return f"ComputerSystem.Reset {kind}: {exc.what}"
+    except RedfishHTTPError as exc:
+        return f"ComputerSystem.Reset {kind} answered {exc.status}: {exc.what}"
+    except RedfishError as exc:
+        return f"ComputerSystem.Reset {kind} got no answer ({exc.what})"
+    return f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}" if r.status >= 400 else ""
+
+
+def reboot(
+    client: RedfishClient,
+    system: dict,
+    paths: tuple[str, str],
+    want: dict[str, Any],
+    t: Timeouts,
+    vendor_waits: dict[str, float] | None = None,
+    result_data: dict | None = None,
+    job: Callable[[], str] | None = None,
+    names: Callable[[dict], dict] | None = None,
+) -> dict:
+    """Graceful restart; ForceRestart only for an OS that ignored it (force_verdict); wait until the OS runs
+    again and the new values are current. ``paths``: (System, Bios). Raises with a verdict, never resets twice
+    for a host that is booting."""
+    system_path, bios_path = paths
+    target, allowed = reset_action(system, system_path)
+    graceful, power_on = waits(t, vendor_waits)
+    host = _Host(client, paths, job, names)
+    before, _ = host.view()
+    first = "On" if phase(before) == "off" else "GracefulRestart"
+    if allowed and first not in allowed:
+        first = next((k for k in ("GracefulRestart", "ForceRestart", "PowerCycle") if k in allowed), first)
+    log: dict[str, Any] = {"resets": [], "waits": {"graceful": graceful, "power_on": power_on}}
+    error = _send(client, target, first, result_data)
+    log["resets"].append({"type": first, "error": error} if error else {"type": first})
+    start = time.monotonic()
+    seen_restart, forced, held = False, first != "GracefulRestart", []
+    while True:
+        time.sleep(t.poll)
+        now, attrs = host.view()
+        seen_restart = seen_restart or restarted(before, now)
+        if phase(now) in ("os", "unknown") and now.power == "On" and (seen_restart or _applied(attrs, want)):
+            break
+        elapsed = time.monotonic() - start
+        if error and elapsed > graceful and not seen_restart:
+            raise RedfishError(
+                f"{error}; re-read for {elapsed:.0f} s: the host did not restart ({now.text()})",
+                f"{client.host} ({client.base_url})",
+                "check the BMC's log and the host console; the BIOS values stay pending until the host resets",
+            )
+        if not forced and elapsed > graceful:
+            why = force_verdict(before, now, seen_restart, bool(error))
+            if not why and allowed and "ForceRestart" not in allowed:
+                why = "the BMC does not offer ForceRestart"
+            if why:
+                held += [] if why in held else [why]
+            else:
+                error = _send(client, target, "ForceRestart", result_data)
+                log["resets"].append({"type": "ForceRestart", "error": error} if error else {"type": "ForceRestart"})
+                log["forced_after_s"] = round(elapsed, 1)
+                before, forced = now, True
+        if elapsed > power_on + (graceful if forced or held else 0):
+            raise _still_booting(client, now, elapsed, seen_restart)
+    if held:
+        log["not_forced"] = held
+    if error:
+        client.warnings.append(f"{error}; re-read: the host restarted, so the BMC acted on it")
+    settle_until = time.monotonic() + t.settle  # the BMC reports the new values once POST has finished
+    while not _applied(host.view()[1], want) and time.monotonic() < settle_until:
+        time.sleep(t.poll)
+    log["seconds"] = round(time.monotonic() - start, 1)
+    return log
+
+
+def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
+    ph = phase(now)
+    what = (
+        f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
+        if ph in ("booting", "off") or seen_restart
+        else f"the host did not restart within {elapsed:.0f} s ({now.text()}) and the BMC does not show that "
+        "its OS is running, so it was not forced (it may be in POST)"
+    )
+    return RedfishError(
+        what,
+        f"{client.host} ({client.base_url})",
+        "watch the host console until POST ends, then `invoke bios-verify`; do not reset a host in POST "
+        "(a longer wait: --power-timeout, or reboot.power_on in the vendor map)",
+    )
+
+
+def wait_back(
+    client: RedfishClient, paths: tuple[str, str], want: dict[str, Any], t: Timeouts, vendor_waits=None, names=None
+) -> dict:
+    """Resume after a crash mid-reboot: no reset request, only wait until the OS runs with the new values
+    current (or the power-on wait passes; verification then reports what is still pending)."""
+    _, power_on = waits(t, vendor_waits)
+    host = _Host(client, paths, None, names)
+    start = time.monotonic()
+    while True:
+        now, attrs = host.view()
+        if phase(now) != "booting" and now.power == "On" and _applied(attrs, want):
+            break
+        if time.monotonic() - start >= power_on:
+            break
+        time.sleep(t.poll)
+    return {"seconds": round(time.monotonic() - start, 1), "power": now.power, "boot": now.text()}

@@ -1,0 +1,327 @@
+"""The pre-registered "preferred node full, source node spare" scenario (docs/numa-effect-protocol.md).
+
+One run on a host over SSH (numaforge.remote): the probe (numaforge/workload/numa_probe.c) first-touches
+its buffer on node P, waits while a private tracefs instance is set up with event filters on its pid
+(sched_migrate_task, sched_move_numa, sched_stick_numa, sched_swap_numa; trace_clock boot), then starts busy
+loops pinned to every CPU of P (and of S with ``source_busy``, the control), moves itself to node S and lets the
+scheduler decide. Once a second the script samples the probe's CPU (/proc/PID/stat), its pages per node
+(/proc/PID/numa_maps) and numa_preferred_nid (/proc/PID/sched); /proc/vmstat before and after.
+
+``probe_metrics`` turns one run's output into the protocol's endpoints (pure, tested on captures); ``report``
+compares arms with numaforge.measure.paired like runner.report does for the generic workload.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from bisect import bisect_right
+from dataclasses import asdict, dataclass, field
+
+from ..errors import NumaforgeError
+from . import metrics, runner
+
+# (key, label, unit, lower is better?): the primary first, then the secondaries, then descriptive counts
+OUTCOMES = [
+    ("not_closer_per_min", "not-closer third-node moves of the probe per minute", "/min", True),
+    ("local_share_30s", "pages on the probe's current node, last 30 s", "%", False),
+    ("time_to_90", "time to 90 % local", "s", True),
+    ("pages_migrated_per_min", "numa_pages_migrated per minute", "/min", True),
+    ("closer_per_min", "closer third-node moves per minute", "/min", None),
+    ("found_nothing_per_min", "searches that found nothing (stick dst_cpu=-1) per minute", "/min", None),
+]
+PRIMARY = "not_closer_per_min"
+SECONDARY = ("local_share_30s", "time_to_90", "pages_migrated_per_min")
+# TOST margins (docs/numa-effect-protocol.md); the primary's is for the controls (null, source busy, 2-node)
+MARGINS: dict[str, tuple[str, float]] = {
+    "not_closer_per_min": ("abs", 1.0),
+    "local_share_30s": ("abs", 5.0),
+    "time_to_90": ("abs", 10.0),
+    "pages_migrated_per_min": ("rel", 0.25),
+}
+LOCAL_WINDOW_S = 30
+EVENTS = metrics.EVENTS
+_KV = re.compile(r"(\w+)=(-?\d+)")
+_NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")
+
+
+class ScenarioError(NumaforgeError):
+    """The scenario could not run (or its output was not what the probe prints)."""
+
+
+@dataclass
+class ScenarioParams:
+    pref: int = 0  # P: the node that holds the probe's memory (full: a pinned hog on each of its CPUs)
+    src: int = 2  # S: where the probe starts (spare)
+    mb: int = 64
+    seconds: int = 60
+    source_busy: bool = False  # the control: hogs on S's CPUs too
+    fill_src: bool = True  # take S's free memory down to its low watermarks, so the pages cannot follow to S
+
+    def argv(self, go: str) -> list[str]:
+        out = ["-P", str(self.pref), "-S", str(self.src), "-m", str(self.mb), "-d", str(self.seconds), "-g", go]
+        return out + (["-B"] if self.source_busy else []) + (["-F"] if self.fill_src else [])
+
+
+@dataclass
+class Sample:
+    t_ns: int
+    cpu: int | None
+    pref: int | None
+    pages: dict[int, int] = field(default_factory=dict)  # node -> the probe's anonymous pages there
+
+
+@dataclass
+class ProbeMetrics:
+    label: str
+    round: int = 0
+    pid: int = 0
+    seconds: float = 0.0  # the measured window (start -> done)
+    samples: int = 0
+    moves: int = 0
+    third_moves: int = 0
+    closer: int = 0
+    not_closer: int = 0
+    found_nothing: int = 0
+    swaps: int = 0
+    migrations: int = 0
+    not_closer_per_min: float | None = None
+    closer_per_min: float | None = None
+    found_nothing_per_min: float | None = None
+    local_share_30s: float | None = None
+    time_to_90: float | None = None
+    reached_90: bool = False  # False: time_to_90 is the window length (censored)
+    pages_migrated_per_min: float | None = None
+    final_node: int | None = None
+    filled_pages: int | None = None  # pages the -F filler took on S (None: no filler)
+    vmstat_delta: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------- the script
+
+
+def run_script(probe: str, p: ScenarioParams, instance: str, go: str) -> str:
+    """POSIX sh (busybox) for one traced probe run; prints sections for metrics.split_sections."""
+    args = " ".join(shlex.quote(a) for a in p.argv(go))
+    events = " ".join(EVENTS)
+    return f"""T=/sys/kernel/tracing
+[ -d $T/instances ] || T=/sys/kernel/debug/tracing
+[ -d $T/instances ] || {{ echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing" >&2; exit 90; }}
+I=$T/instances/{instance}
+G={shlex.quote(go)}
+O=$G.out
+PID=
+cleanup() {{ [ -n "$PID" ] && kill $PID 2>/dev/null; echo 0 > $I/tracing_on 2>/dev/null; rmdir $I 2>/dev/null; rm -f $G $O; }}
+trap cleanup EXIT INT TERM
+rm -f $G
+mkdir $I || exit 91
+echo boot > $I/trace_clock || exit 92
+echo 4096 > $I/buffer_size_kb
+echo "=== topo"
+for n in /sys/devices/system/node/node[0-9]*; do echo "node ${{n##*node}} cpus $(cat $n/cpulist) dist $(cat $n/distance)"; done
+{shlex.quote(probe)} {args} > $O 2>&1 &
+PID=$!
+k=0
+until grep -q '^touched' $O 2>/dev/null; do
+  kill -0 $PID 2>/dev/null || {{ echo "=== probe"; cat $O; echo "=== rc"; echo 94; exit 0; }}
+  k=$((k+1)); [ $k -gt 1200 ] && {{ echo "probe did not first-touch its buffer in 120 s" >&2; exit 95; }}
+  sleep 0.1
+done
+echo "pid == $PID" > $I/events/sched/sched_migrate_task/filter || exit 93
+echo "pid == $PID" > $I/events/sched/sched_move_numa/filter || exit 93
+echo "src_pid == $PID || dst_pid == $PID" > $I/events/sched/sched_stick_numa/filter || exit 93
+echo "src_pid == $PID || dst_pid == $PID" > $I/events/sched/sched_swap_numa/filter || exit 93
+for e in {events}; do echo 1 > $I/events/sched/$e/enable || exit 93; done
+echo "=== vmstat_before"; cat /proc/vmstat
+echo 1 > $I/tracing_on
+touch $G
+echo "=== samples"
+k=0
+while ! grep -q '^done' $O 2>/dev/null && [ $k -le {p.seconds + 60} ]; do
+  kill -0 $PID 2>/dev/null || break
+  echo "@ $(cut -d' ' -f1 /proc/uptime)"
+  cat /proc/$PID/stat 2>/dev/null; echo
+  grep numa_preferred_nid /proc/$PID/sched 2>/dev/null
+  grep anon= /proc/$PID/numa_maps 2>/dev/null
+  k=$((k+1)); sleep 1
+done
+wait $PID
+rc=$?
+PID=
+echo 0 > $I/tracing_on
+echo "=== vmstat_after"; cat /proc/vmstat
+echo "=== probe"; cat $O
+echo "=== trace"; cat $I/trace
+echo "=== rc"; echo $rc
+"""
+
+
+# ---------------------------------------------------------------------------------------------- parsers
+
+
+def parse_samples(text: str) -> list[Sample]:
+    """The `samples` section: '@ <uptime s>' then /proc/PID/stat, the numa_preferred_nid line and numa_maps
+    lines with anon= (N<node>=<pages> summed per node)."""
+    out: list[Sample] = []
+    cur: Sample | None = None
+    for line in text.splitlines():
+        if line.startswith("@ "):
+            sec, _, frac = line[2:].strip().partition(".")
+            cur = Sample(int(sec) * 1_000_000_000 + int((frac + "000000000")[:9]), None, None)
+            out.append(cur)
+        elif cur is None or not line.strip():
+            continue
+        elif line.startswith("numa_preferred_nid"):
+            cur.pref = int(line.split(":")[-1])
+        elif ") " in line and cur.cpu is None and " anon=" not in line:
+            rest = line.rsplit(")", 1)[1].split()
+            cur.cpu = int(rest[36]) if len(rest) > 36 else None  # field 39 (processor); rest starts at field 3
+        else:
+            for node, pages in _NODE_PAGES.findall(line):
+                cur.pages[int(node)] = cur.pages.get(int(node), 0) + int(pages)
+    return out
+
+
+def parse_probe(text: str) -> dict[str, dict[str, int]]:
+    """{'filled': {node, pages, free, low}, 'touched': {pid, t}, 'start': {t, cpu}, 'done': {t, passes}} from the
+    probe's output ('filled' only with -F)."""
+    out = {}
+    for line in text.splitlines():
+        word = line.split(" ", 1)[0]
+        if word in ("filled", "touched", "start", "done"):
+            out[word] = {k: int(v) for k, v in _KV.findall(line)}
+    return out
+
+
+def _share(s: Sample, cpu_node: dict[int, int]) -> float | None:
+    total = sum(s.pages.values())
+    node = cpu_node.get(s.cpu) if s.cpu is not None else None
+    return None if not total or node is None else 100.0 * s.pages.get(node, 0) / total
+
+
+def probe_metrics(
+    label: str, round_no: int, sections: dict[str, str], params: ScenarioParams, where: str = "run"
+) -> ProbeMetrics:
+    """The protocol's endpoints of one run from its output sections (metrics.split_sections)."""
+    marks = parse_probe(sections.get("probe", ""))
+    if not {"touched", "start", "done"} <= set(marks):
+        raise ScenarioError(
+            f"the probe did not finish its run (saw {', '.join(sorted(marks)) or 'nothing'}): "
+            f"{sections.get('probe', '').strip()[-300:]}",
+            where,
+            "see the probe's message; it needs nodes P and S with CPUs and MB of free memory on P",
+        )
+    topo = metrics.parse_topo(sections.get("topo", ""))
+    start, done = marks["start"]["t"], marks["done"]["t"]
+    rm = ProbeMetrics(label, round_no, marks["touched"]["pid"], round((done - start) / 1e9, 3))
+    rm.filled_pages = marks.get("filled", {}).get("pages")
+    minutes = max(rm.seconds, 1e-9) / 60
+    samples = [s for s in parse_samples(sections.get("samples", "")) if start <= s.t_ns <= done]
+    rm.samples = len(samples)
+    timeline = [(s.t_ns, s.pref) for s in samples if s.pref is not None]
+    _count_events(rm, metrics.parse_trace(sections.get("trace", "")), timeline, params.pref, topo, start, done)
+    rm.not_closer_per_min = round(rm.not_closer / minutes, 3)
+    rm.closer_per_min = round(rm.closer / minutes, 3)
+    rm.found_nothing_per_min = round(rm.found_nothing / minutes, 3)
+    shares = [(s.t_ns, _share(s, topo.cpu_node)) for s in samples]
+    last = [v for t, v in shares if v is not None and t >= done - LOCAL_WINDOW_S * 1_000_000_000]
+    rm.local_share_30s = round(sum(last) / len(last), 3) if last else None
+    hit = next((t for t, v in shares if v is not None and v >= 90.0), None)
+    rm.reached_90 = hit is not None
+    rm.time_to_90 = round(((hit if hit is not None else done) - start) / 1e9, 3)
+    rm.final_node = topo.cpu_node.get(samples[-1].cpu) if samples and samples[-1].cpu is not None else None
+    rm.vmstat_delta = metrics.vmstat_delta(
+        metrics.parse_vmstat(sections.get("vmstat_before", "")), metrics.parse_vmstat(sections.get("vmstat_after", ""))
+    )
+    if "numa_pages_migrated" in rm.vmstat_delta:
+        rm.pages_migrated_per_min = round(rm.vmstat_delta["numa_pages_migrated"] / minutes, 3)
+    return rm
+
+
+def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.Topo, start: int, done: int) -> None:
+    """Moves (third-node, closer / not closer to the preferred node at event time), stick dst=-1, swaps and
+    migrations of the probe inside the window."""
+    for ev in events:
+        if not start <= ev.ts_ns <= done:
+            continue
+        f = ev.fields
+        if ev.event == "sched_migrate_task":
+            rm.migrations += 1
+        elif ev.event == "sched_swap_numa":
+            rm.swaps += 1
+        elif ev.event == "sched_stick_numa" and f.get("src_pid") == rm.pid and f.get("dst_cpu") == -1:
+            rm.found_nothing += 1
+        elif ev.event == "sched_move_numa" and f.get("pid") == rm.pid:
+            rm.moves += 1
+            i = bisect_right(timeline, (ev.ts_ns, 1 << 30))
+            pref = timeline[i - 1][1] if i else pref0
+            src, dst = f.get("src_nid", -1), f.get("dst_nid", -1)
+            if dst in (src, pref):
+                continue
+            rm.third_moves += 1
+            d_dst, d_src = topo.dist(dst, pref), topo.dist(src, pref)
+            if d_dst is not None and d_src is not None and d_dst < d_src:
+                rm.closer += 1
+            else:
+                rm.not_closer += 1
+
+
+# ---------------------------------------------------------------------------------------------- the host
+
+
+def run_once(
+    remote, probe: str, params: ScenarioParams, label: str, round_no: int = 0, sudo: bool = True
+) -> ProbeMetrics:
+    """One traced probe run on the host (the probe binary already uploaded to `probe`)."""
+    tag = secrets.token_hex(4)
+    script = run_script(probe, params, f"numaforge-probe-{tag}", f"/tmp/numaforge-probe-{tag}.go")
+    r = remote.run(script, timeout=params.seconds + 300, sudo=sudo, check=False)
+    if r.rc != 0:
+        raise ScenarioError(
+            f"the traced probe run failed (rc={r.rc}): {(r.stderr.strip() or r.stdout.strip()[-400:]) or 'no output'}",
+            remote.where,
+            "the host needs tracefs with instances and event filters, the sched tracepoints, /proc/PID/numa_maps "
+            "(CONFIG_NUMA) and root or passwordless sudo",
+        )
+    s = metrics.split_sections(r.stdout)
+    rc = s.get("rc", "").strip()
+    if rc != "0":
+        out = s.get("probe", "").strip()[-400:] or "no output"
+        what = "ended before it first-touched its buffer" if rc == "94" else f"exited {rc or '?'}"
+        raise ScenarioError(
+            f"the probe {what}: {out}",
+            remote.where,
+            f"check that nodes {params.pref} and {params.src} exist and have CPUs (--pref-node/--src-node), and "
+            "the host's dmesg (an OOM kill or a signal ends the probe early)",
+        )
+    return probe_metrics(label, round_no, s, params, remote.where)
+
+
+def choose_nodes(topo: metrics.Topo) -> tuple[int, int]:
+    """(P, S) for a host: nodes with CPUs such that some third node with CPUs is closer to P than S is and
+    another is not (the protocol's shape); the lowest such pair. Error when the host has no such shape."""
+    cpu_nodes = sorted(set(topo.cpu_node.values()))
+    for p in cpu_nodes:
+        for s in cpu_nodes:
+            d_sp = topo.dist(s, p)
+            if s == p or d_sp is None:
+                continue
+            third = [n for n in cpu_nodes if n not in (p, s) and topo.dist(n, p) is not None]
+            closer = [n for n in third if topo.dist(n, p) < d_sp]  # type: ignore[operator]
+            if closer and len(closer) < len(third):
+                return p, s
+    raise ScenarioError(
+        f"no node pair fits the scenario among nodes with CPUs {cpu_nodes}: it needs a preferred node P, a source "
+        "node S and two more nodes, one closer to P than S and one not (distances from the SLIT)",
+        "/sys/devices/system/node/node*/distance",
+        "run it on a host with >= 4 NUMA nodes and non-uniform distances, or name --pref-node and --src-node",
+    )
+
+
+def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = "off") -> dict:
+    """runner.report over the protocol's endpoints: per-arm medians and paired verdicts against `base`."""
+    return runner.report(runs, arms, base, primary=PRIMARY, outcomes=OUTCOMES, margins=MARGINS)  # type: ignore[arg-type]

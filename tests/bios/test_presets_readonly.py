@@ -1,0 +1,82 @@
+"""Issue 26 items 4 and 5: vendor presets and ReadOnly-as-of-the-current-state.
+
+Dell's registry reports ReadOnly as of the current state: on the dell-15g corpus registry PcieAspmL1 says
+ReadOnly while SysProfile is not Custom (dependency SysProfile NEQ Custom -> ReadOnly). The vendor maps name
+each vendor's preset (Dell SysProfile, HPE WorkloadProfile, Lenovo operating mode) and the value that frees the
+settings it locks; the plan sets it as a change of its own, first, in the same write, and a setting the preset
+frees is planned, not refused. Pure tests on the corpus registries, then the dell-15g simulator (which accepts
+the preset and the freed setting in one PATCH, as iDRAC does)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from numaforge.bios.apply import apply_host
+from numaforge.bios.errors import BiosValidationError
+from numaforge.bios.plan import make_plan
+from numaforge.bios.registry import Registry
+from numaforge.bios.vendors import Desired, load_vendor_map, translate
+
+from .test_bios_apply_bmc import _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixtures)
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "registries"
+
+
+def _reg(name: str) -> Registry:
+    return Registry.from_json(json.loads((CORPUS / f"{name}.json").read_text()))
+
+
+def _current(reg: Registry) -> dict:
+    return {n: a.raw.get("DefaultValue") for n, a in reg.attributes.items()}
+
+
+def test_the_dell_preset_is_planned_first_and_frees_pcie_aspm_l1():
+    reg = _reg("dell-15g")
+    cur = _current(reg)
+    assert reg.attributes["PcieAspmL1"].read_only and cur["SysProfile"] == "PerfOptimized"
+    desired = translate({"pcie_aspm": "l1", "sriov": True}, {}, load_vendor_map("dell"), reg)
+    assert (desired[0].attribute, desired[0].value, desired[0].setting) == ("SysProfile", "Custom", "preset")
+    assert "frees the settings it locks" in desired[0].resolved and "R6515" in desired[0].source
+    plan = make_plan(desired, reg, cur)
+    assert list(plan.changes) == ["SysProfile", "PcieAspmL1"]        # the preset first, then what it frees
+    assert plan.changes["PcieAspmL1"] == "Enabled"
+
+
+def test_a_setting_still_locked_after_the_plan_is_refused_with_the_dependency():
+    reg = _reg("dell-15g")
+    desired = [Desired("PcieAspmL1", "Enabled", "pcie_aspm")]          # no preset in this plan
+    with pytest.raises(BiosValidationError) as exc:
+        make_plan(desired, reg, _current(reg))
+    assert "PcieAspmL1 is made read-only by registry dependency: if SysProfile NEQ 'Custom'" in str(exc.value)
+
+
+def test_a_preset_already_free_is_no_change_and_raw_overrides_it():
+    reg = _reg("lenovo-sr665")                                         # default CustomMode
+    desired = translate({"sriov": True}, {}, load_vendor_map("lenovo"), reg)
+    plan = make_plan(desired, reg, _current(reg))
+    assert "OperatingModes_ChooseOperatingMode" not in plan.changes
+    raw = {"OperatingModes_ChooseOperatingMode": "MaximumPerformance"}
+    got = translate({"sriov": True}, raw, load_vendor_map("lenovo"), reg)
+    assert [(d.attribute, d.value, d.setting) for d in got if d.attribute.startswith("Operating")] == [
+        ("OperatingModes_ChooseOperatingMode", "MaximumPerformance", "raw")]
+
+
+def test_hpe_workload_profile_is_set_to_custom_where_the_registry_has_it():
+    got = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen10p"))
+    assert (got[0].attribute, got[0].value) == ("WorkloadProfile", "Custom")
+    got = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen11"))   # no WorkloadProfile there
+    assert all(d.setting != "preset" for d in got)
+
+
+@pytest.mark.bmc
+def test_dell_15g_applies_the_preset_and_the_freed_setting_in_one_write(sim_factory, tmp_path):
+    (tmp_path / "aspm.yaml.j2").write_text("settings:\n  pcie_aspm: l1\n")
+    sim = sim_factory("dell-15g")
+    h = host_for(sim, profile="aspm")
+    r = run(apply_host, h, opts(profiles_dir=str(tmp_path), reboot=True))
+    assert r.status == "changed", r.message
+    assert sim.bios_current()["SysProfile"] == "Custom" and sim.bios_current()["PcieAspmL1"] == "Enabled"
+    assert sim.count("PATCH") == 1 and len(sim.jobs()) == 1

@@ -1,0 +1,93 @@
+"""numaforge.measure.paired: paired block differences, bootstrap and sign-flip intervals, Holm, TOST, and no
+verdict below the minimum number of blocks. Pure: every expected number below is worked out by hand."""
+
+import pytest
+
+from numaforge.measure import paired
+
+
+def test_differences_pair_by_block_and_skip_missing_values():
+    base = {1: 10.0, 2: 11.0, 3: None, 4: 9.0}
+    other = {1: 12.0, 2: 10.0, 3: 5.0, 5: 1.0}
+    assert paired.differences(base, other) == [2.0, -1.0]
+
+
+def test_one_round_85_0_vs_84_9_is_no_verdict_not_better():
+    c = paired.compare([85.0 - 84.9], lower_is_better=False)
+    assert c.verdict == "no verdict: 1 round, need >= 6 for an interval"
+    assert c.ci is None and c.p is None
+    assert paired.describe(c) == c.verdict
+
+
+def test_five_blocks_cannot_reach_five_percent_so_no_verdict():
+    # the exact sign-flip p of 5 equal-signed differences is 2/32 = 0.0625: no test at 5 % can say anything
+    assert paired.sign_flip_p([1.0] * 5) == pytest.approx(2 / 32)
+    assert paired.sign_flip_p([1.0] * 6) == pytest.approx(2 / 64)
+    assert paired.compare([1.0] * 5, lower_is_better=True).verdict.startswith("no verdict: 5 rounds")
+    assert paired.compare([1.0] * 6, lower_is_better=True).verdict == paired.WORSE
+
+
+def test_sign_flip_p_exact_small_case():
+    # d = [3, -1, 2]: sums over the 8 sign patterns: 4, 6, -2, 0, 0, 2, -6, -4 -> |s| >= 4 in 4 of 8
+    assert paired.sign_flip_p([3.0, -1.0, 2.0]) == pytest.approx(0.5)
+    assert paired.sign_flip_p([0.0] * 7) == 1.0
+
+
+def test_sign_flip_p_monte_carlo_beyond_exact_range_is_seeded():
+    d = [1.0 + (i % 3) for i in range(20)]
+    p = paired.sign_flip_p(d)
+    assert p == paired.sign_flip_p(d) and 0 < p < 0.001
+    noisy = [(-1.0) ** i * (i % 5) for i in range(20)]
+    assert paired.sign_flip_p(noisy) > 0.5
+
+
+def test_interval_is_deterministic_contains_the_mean_and_needs_min_blocks():
+    d = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    lo, hi = paired.interval(d)
+    assert lo < 4.5 < hi and (lo, hi) == paired.interval(d)
+    assert 2.5 < lo and hi < 6.5
+    with pytest.raises(ValueError, match="need >= 6"):
+        paired.interval(d[:5])
+
+
+def test_holm_step_down():
+    adj = paired.holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    # sorted 0.01, 0.03, 0.04 -> *3, *2, *1 = 0.03, 0.06, 0.04 -> running max 0.03, 0.06, 0.06
+    assert adj == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    assert paired.holm({"x": 0.6, "y": 0.7}) == pytest.approx({"x": 1.0, "y": 1.0})
+
+
+def test_tost_equivalent_only_when_the_90_interval_is_inside_the_margin():
+    d = [0.1, -0.2, 0.15, -0.05, 0.0, 0.1, -0.1, 0.05]
+    eq, (lo, hi) = paired.tost(d, margin=1.0)
+    assert eq and -1 < lo < hi < 1
+    assert not paired.tost(d, margin=0.05)[0]
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        paired.tost(d, margin=0)
+
+
+def test_compare_directions_and_equivalence():
+    down = [-10.0, -12.0, -9.0, -11.0, -10.5, -9.5, -10.0, -11.0]
+    assert paired.compare(down, lower_is_better=True).verdict == paired.BETTER
+    assert paired.compare(down, lower_is_better=False).verdict == paired.WORSE
+    assert paired.compare(down).verdict == paired.LOWER
+    flat = [0.2, -0.3, 0.1, -0.1, 0.3, -0.2, 0.0, 0.1]
+    assert paired.compare(flat, lower_is_better=True).verdict == paired.NO_CHANGE
+    c = paired.compare(flat, lower_is_better=True, margin=2.0)
+    assert c.verdict == paired.EQUIVALENT and c.equivalent
+    assert "TOST margin +-2" in paired.describe(c) and "not met" not in paired.describe(c)
+    wide = [5.0, -6.0, 4.0, -5.0, 6.0, -4.0, 5.0, -5.0]
+    c = paired.compare(wide, lower_is_better=True, margin=2.0)
+    assert c.verdict == paired.NO_CHANGE and "not met" in paired.describe(c)
+
+
+def test_family_adjusts_secondaries_but_not_the_primary():
+    # the same 6-block shift: exact p = 2/64 = 0.03125 each. Primary: significant; two secondaries:
+    # Holm 0.0625 each -> no change. Alone as a secondary it keeps p_adj 0.03125 -> a verdict.
+    d = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05]
+    lower = {"m": True, "s1": True, "s2": True}
+    fam = paired.family({"m": d, "s1": d, "s2": d}, "m", lower, {})
+    assert fam["m"].verdict == paired.WORSE and fam["m"].p_adj is None
+    assert fam["s1"].p_adj == pytest.approx(0.0625) and fam["s1"].verdict == paired.NO_CHANGE
+    fam = paired.family({"m": d, "s1": d}, "m", lower, {})
+    assert fam["s1"].verdict == paired.WORSE

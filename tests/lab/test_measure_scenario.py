@@ -1,0 +1,137 @@
+"""numaforge.measure.scenario: the pre-registered probe scenario's parsers and endpoints, on a constructed capture
+of one run in the shape the run script prints (backplane4 x 2 CPUs: P = node 0, S = node 2), the node choice for
+real hosts, the script's syntax, and the probe's usage errors (the probe itself runs; a one-node machine cannot
+run its scenario, which the lab VM tier does)."""
+
+import subprocess
+
+import pytest
+
+from numaforge.workload import probe_binary
+from numaforge.measure import metrics, paired, scenario
+
+S = 1_000_000_000
+TOPO = "\n".join(f"node {n} cpus {2 * n}-{2 * n + 1} dist " + " ".join(
+    "10" if a == n else ("16" if a // 2 == n // 2 else "32") for a in range(4)) for n in range(4))
+
+
+def stat(cpu: int) -> str:
+    # /proc/PID/stat: field 39 (processor) is the 37th field after "(comm)"
+    rest = ["R"] + ["0"] * 35 + [str(cpu)] + ["0"] * 13
+    return "321 (numa probe) " + " ".join(rest)
+
+
+def sample(t: float, cpu: int, pref: int, pages: dict[int, int]) -> str:
+    nodes = " ".join(f"N{n}={p}" for n, p in pages.items())
+    return (f"@ {t:.2f}\n{stat(cpu)}\n\nnuma_preferred_nid                           :  {pref}\n"
+            f"7f0000000000 default anon={sum(pages.values())} dirty={sum(pages.values())} {nodes} kernelpagesize_kB=4\n"
+            f"7ffd00000000 default stack anon=3 dirty=3 N{pages and next(iter(pages))}=3\n")
+
+
+def capture(moves=(), stick=0, vm_migrated=600) -> dict[str, str]:
+    samples = []
+    for i in range(61):
+        t = 100 + i
+        if i < 20:
+            cpu, pages = 4, {0: 16384}                     # on S (node 2), memory on P
+        else:
+            cpu, pages = 2, {0: 16384 - 600 * min(i - 19, 27), 1: 600 * min(i - 19, 27)}   # moved to node 1
+        samples.append(sample(t + 0.01, cpu, 0, pages))
+    trace = ["# tracer: nop", "#"]
+    for ts, src, dst in moves:
+        trace.append(f" numa_probe-321 [004] .... {ts:.6f}: sched_move_numa: pid=321 tgid=321 ngid=0 "
+                     f"src_cpu={2 * src} src_nid={src} dst_cpu={2 * dst} dst_nid={dst}")
+    for k in range(stick):
+        trace.append(f" numa_probe-321 [004] .... {130 + k:.6f}: sched_stick_numa: src_pid=321 src_tgid=321 "
+                     "src_ngid=0 src_cpu=4 src_nid=2 dst_pid=0 dst_tgid=0 dst_ngid=0 dst_cpu=-1 dst_nid=-1")
+    trace.append(" numa_probe-321 [004] .... 105.000000: sched_migrate_task: comm=numa_probe pid=321 prio=120 "
+                 "orig_cpu=4 dest_cpu=6")
+    return {
+        "topo": TOPO + "\n",
+        "vmstat_before": "numa_hint_faults 10\nnuma_pages_migrated 100\n",
+        "vmstat_after": f"numa_hint_faults 900\nnuma_pages_migrated {100 + vm_migrated}\n",
+        "samples": "".join(samples),
+        "probe": f"touched pid=321 t={99 * S}\nstart t={100 * S} cpu=4\ndone t={160 * S} passes=900\n",
+        "trace": "\n".join(trace) + "\n",
+        "rc": "0\n",
+    }
+
+
+def test_samples_parse_cpu_preferred_node_and_anonymous_pages_per_node():
+    s = scenario.parse_samples(capture()["samples"])
+    assert len(s) == 61 and s[0].t_ns == 100 * S + 10_000_000
+    assert (s[0].cpu, s[0].pref, s[0].pages) == (4, 0, {0: 16384 + 3})
+    assert s[-1].cpu == 2 and s[-1].pages[1] == 600 * 27
+
+
+def test_endpoints_of_one_run():
+    # a not-closer third-node move 2 -> 3 (dist to P: 32 -> 32), then a closer one 3 -> 1 (32 -> 16),
+    # a move to the preferred node (not a third-node move), and one outside the window
+    moves = [(105.0, 2, 3), (119.5, 3, 1), (140.0, 1, 0), (170.0, 2, 3)]
+    rm = scenario.probe_metrics("off", 1, capture(moves, stick=3), scenario.ScenarioParams())
+    assert (rm.pid, rm.seconds, rm.samples) == (321, 60.0, 60)
+    assert (rm.moves, rm.third_moves, rm.closer, rm.not_closer) == (3, 2, 1, 1)
+    assert rm.not_closer_per_min == 1.0 and rm.closer_per_min == 1.0
+    assert rm.found_nothing == 3 and rm.found_nothing_per_min == 3.0 and rm.migrations == 1
+    # last 30 s: on node 1 (CPU 2) holding 16200 of 16387 pages after t=146 s, less before
+    assert 80 < rm.local_share_30s < 100
+    assert rm.reached_90 and rm.time_to_90 == pytest.approx(44.01)   # 600*25 = 15000 of 16387 = 91.5 % at 144 s
+    assert rm.pages_migrated_per_min == 600.0 and rm.final_node == 1
+
+
+def test_a_run_that_never_gets_local_is_censored_at_the_window():
+    cap = capture()
+    cap["samples"] = "".join(sample(100 + i + 0.01, 4, 0, {0: 16384}) for i in range(61))
+    rm = scenario.probe_metrics("off", 1, cap, scenario.ScenarioParams())
+    assert rm.local_share_30s == 0.0 and not rm.reached_90 and rm.time_to_90 == 60.0
+
+
+def test_a_probe_that_did_not_finish_is_a_clear_error():
+    cap = capture()
+    cap["probe"] = "touched pid=321 t=1\nnuma_probe: node 0 or 2 has no CPUs (or does not exist)\n"
+    with pytest.raises(scenario.ScenarioError) as ei:
+        scenario.probe_metrics("off", 1, cap, scenario.ScenarioParams(), "lab-vm")
+    assert "did not finish" in ei.value.what and "has no CPUs" in ei.value.what
+    assert ei.value.where == "lab-vm" and "nodes P and S" in ei.value.fix
+
+
+def test_report_primary_first_with_paired_verdicts():
+    runs = []
+    for r in range(1, 9):
+        runs.append(scenario.probe_metrics("off", r, capture([(105.0, 2, 3), (110.0 + r, 2, 3)]),
+                                           scenario.ScenarioParams()))
+        runs.append(scenario.probe_metrics("winner", r, capture([(105.0, 2, 1)]), scenario.ScenarioParams()))
+    rep = scenario.report(runs)
+    assert rep["primary"] == "not_closer_per_min"
+    assert rep["verdicts"]["not_closer_per_min"]["winner"] == paired.BETTER
+    assert rep["verdicts"]["local_share_30s"]["winner"] == paired.EQUIVALENT     # same samples: difference 0
+    short = scenario.report(runs[:4])
+    assert short["verdicts"]["not_closer_per_min"]["winner"] == paired.no_verdict(2)
+
+
+def test_choose_nodes_needs_a_closer_and_a_not_closer_third_node():
+    assert scenario.choose_nodes(metrics.parse_topo(TOPO)) == (0, 2)
+    two = metrics.parse_topo("node 0 cpus 0 dist 10 32\nnode 1 cpus 1 dist 32 10\n")
+    with pytest.raises(scenario.ScenarioError, match="no node pair fits"):
+        scenario.choose_nodes(two)
+    flat = metrics.parse_topo("\n".join(f"node {n} cpus {n} dist " + " ".join("10" if a == n else "20"
+                                                                              for a in range(4)) for n in range(4)))
+    with pytest.raises(scenario.ScenarioError):
+        scenario.choose_nodes(flat)
+
+
+def test_run_script_is_valid_sh_and_filters_on_the_probe_pid():
+    sh = scenario.run_script("/tmp/x/numa_probe", scenario.ScenarioParams(source_busy=True), "inst", "/tmp/g")
+    assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
+    assert 'echo "pid == $PID" > $I/events/sched/sched_move_numa/filter' in sh
+    assert "src_pid == $PID || dst_pid == $PID" in sh and "echo boot > $I/trace_clock" in sh
+    assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -B -F" in sh
+
+
+def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():
+    probe = probe_binary()
+    r = subprocess.run([str(probe), "-P", "0"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "need -P and -S" in r.stderr
+    r = subprocess.run([str(probe), "-P", "0", "-S", "63", "-g", "/nonexistent"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 3 and "node 0 or 63 has no CPUs" in r.stderr
