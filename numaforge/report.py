@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rich.console import Console
 from rich.table import Table
 
 from . import __version__, safeio
@@ -150,7 +149,8 @@ class Report:
     def ok(self) -> bool:
         """True only when every host is done (changed or unchanged): no error, no interrupt, no failed, not-run
         or interrupted host, no stopped rollout, and every selected host has a result."""
-        fleet = self.data.get("fleet") if isinstance(self.data.get("fleet"), dict) else {}
+        got = self.data.get("fleet")
+        fleet: dict = got if isinstance(got, dict) else {}
         return (
             self.error is None
             and self.interrupted is None
@@ -205,10 +205,16 @@ class Report:
             table.add_row(esc(h.host), f"[{colors.get(status, 'white')}]{esc(status)}[/]", esc(h.message))
         return table
 
-    def print_summary(self, console: Console | None = None) -> None:
+    def print_summary(self, console: Printer | None = None) -> None:
         console = console or make_console()
         if self.hosts:
             console.print(self.summary_table())
+
+
+class Printer(Protocol):
+    """Anything that prints rich renderables: a rich Console, or cli.common.Output."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> Any: ...
 
 
 def junit_xml(report: Report, suite: str = "numaforge") -> str:

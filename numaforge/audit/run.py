@@ -249,7 +249,7 @@ def findings_of(
         {p[len(ETHTOOL) :]: parse_ethtool_stats(t) for p, t in s.files.items() if p.startswith(ETHTOOL)} for s in (a, b)
     ]
     out += rules.nic_counters(eth[0], eth[1], window)
-    pci = {}
+    pci: dict[str, int | None] = {}
     for path, text in once.files.items():
         if m := _PCINODE.match(path):
             try:

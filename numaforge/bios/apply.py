@@ -191,8 +191,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     bios = None
     stale = False
     if shape is not None:
-        # same model as a host already read in this run: go straight to its Bios; anything unexpected
-        # (moved, different registry) falls back to full discovery
+        # same model as a host read in this run: straight to its Bios; anything unexpected: full discovery
         r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
         if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios, model = shape.system_path, None, shape.bios_path, r.body, shape.model
@@ -220,8 +219,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
     if (shape is None or stale) and client.login_url:
-        # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
-        # below, which fetches it once per id while they read their own Bios and settings)
+        # the model's paths are known: hosts waiting for them go on (the cache below fetches each registry once)
         cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id, model), replace=stale)
     registry = cache.get(
         registry_id,
@@ -308,6 +306,7 @@ def _record_plan(result: HostResult, state: BiosState, profile, plan: Plan) -> N
             "by_display_name": [
                 f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if "by display name" in i.resolved
             ],
+            "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if "UNVERIFIED: " in i.resolved],
         }
     )
 

@@ -218,7 +218,9 @@ def reboot(
         time.sleep(t.poll)
         now, attrs = host.view()
         seen_restart = seen_restart or restarted(before, now)
-        if phase(now) in ("os", "unknown") and now.power == "On" and (seen_restart or _applied(attrs, want)):
+        applied = _applied(attrs, want)  # the BMC shows the new values once POST has applied them
+        up = phase(now) in ("os", "unknown") and (seen_restart or applied)
+        if now.power == "On" and (up or (seen_restart and applied)):  # OSBootStarted may be the last state
             break
         elapsed = time.monotonic() - start
         if error and elapsed > graceful and not seen_restart:
@@ -277,7 +279,7 @@ def wait_back(
     start = time.monotonic()
     while True:
         now, attrs = host.view()
-        if phase(now) != "booting" and now.power == "On" and _applied(attrs, want):
+        if now.power == "On" and _applied(attrs, want):  # the BMC shows the new values once POST applied them
             break
         if time.monotonic() - start >= power_on:
             break

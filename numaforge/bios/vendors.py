@@ -36,6 +36,7 @@ from typing import Any
 from .. import paths, yamlsrc
 from ..safeio import file_stamp
 from .errors import VendorMapError
+from .presets import UNVERIFIED, check_preset, preset_value, reboot_waits
 from .profile import SETTINGS_SCHEMA, VENDORS
 from .registry import Registry
 
@@ -49,6 +50,7 @@ ENTRY_KEYS = {
     "gap",
     "gap_source",
     "note",
+    "unverified",  # why no public source shows this name/value for this generation (said in the plan)
 }
 
 
@@ -175,6 +177,13 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             f"use one of: {', '.join(SETTINGS_SCHEMA)}",
         )
     extra = sorted(set(entry) - ENTRY_KEYS)
+    if "unverified" in entry and not (isinstance(entry["unverified"], str) and entry["unverified"].strip()):
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.unverified must say why no public source shows it",
+            path,
+            ln("unverified"),
+            "e.g. unverified: 'values seen on an SR635 V3 only'",
+        )
     if extra:
         raise _fail(
             f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'",
@@ -365,17 +374,7 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
         for name, entry in g["settings"].items():
             _check_entry(name, entry, g["id"], sources, spath)
-        preset = g.get("preset")
-        if preset is not None:
-            ok = isinstance(preset, dict) and preset.get("attribute") and preset.get("values")
-            if not ok or any(s not in sources for s in _ids(preset.get("source"))) or not preset.get("source"):
-                raise _fail(
-                    f"generation {g['id']}: `preset:` needs attribute, values (the ValueNames that free the "
-                    "settings it locks) and source (ids from sources)",
-                    spath,
-                    g.line_of("preset"),
-                    "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}",
-                )
+        check_preset(g, sources, spath)
         out.append(
             Generation(
                 id=str(g["id"]),
@@ -393,53 +392,8 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
         path=spath,
         generations=out,
         sources=dict(sources),
-        reboot=_reboot_waits(doc, spath),
+        reboot=reboot_waits(doc, spath),
     )
-
-
-REBOOT_KEYS = ("graceful", "power_on")
-
-
-def _reboot_waits(doc, spath: str) -> dict[str, float]:
-    """``reboot: {graceful: s, power_on: s}``: this vendor's waits around a reset (numaforge.bios.power)."""
-    waits = doc.get("reboot") or {}
-    if not isinstance(waits, dict):
-        raise _fail(
-            "`reboot:` must be a mapping (graceful, power_on)",
-            spath,
-            doc.line_of("reboot"),
-            "e.g. reboot: {graceful: 300, power_on: 1200}",
-        )
-    out = {}
-    for k, v in waits.items():
-        if k not in REBOOT_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-            raise _fail(
-                f"reboot.{k}: {v!r} is not a wait (keys: {', '.join(REBOOT_KEYS)}; seconds > 0)",
-                spath,
-                waits.line_of(k),
-                "e.g. reboot: {graceful: 300, power_on: 1200}",
-            )
-        out[k] = float(v)
-    return out
-
-
-def _ids(x) -> list:
-    return x if isinstance(x, list) else [x] if x else []
-
-
-def _preset(gen: Generation, vmap: VendorMap, registry: Registry, taken) -> Desired | None:
-    """The generation's preset set to the value that frees the settings it locks, when this registry has it
-    and the profile does not set it itself (raw). Pure."""
-    p = gen.preset
-    attr = registry.attributes.get(p["attribute"]) if p else None
-    if p is None or attr is None or attr.name in taken:
-        return None
-    cands = [attr.value_name(v) for v in _ids(p["values"])]
-    value = next((v for v in cands if v in attr.values), None)
-    if value is None:
-        return None
-    how = f"vendor preset: {attr.name}={value!r} frees the settings it locks; written first, in the same write"
-    return Desired(attr.name, value, "preset", how, vmap.source_text(p["source"]))
 
 
 def detect_vendor(root: dict, system: dict | None = None) -> str:
@@ -681,7 +635,10 @@ def translate(
                     break  # the platform lacks the setting: no other value can help
                 passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
         if chosen is not None:
+            why = (gen.settings.get(setting) or {}).get("unverified")
             for d in chosen:
+                if why:
+                    d.resolved += f"; {UNVERIFIED}: {why}"
                 if len(prefs) > 1:
                     d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
                         f" ({'; '.join(passed)})" if passed else " (first choice)"
@@ -734,5 +691,6 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(fixes) if f),
         )
-    pre = _preset(gen, vmap, registry, out)
-    return ([pre] if pre else []) + list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]
+    got = preset_value(gen.preset, registry, out)
+    pre = [Desired(*got, vmap.source_text(gen.preset["source"]))] if got and gen.preset else []
+    return pre + list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]

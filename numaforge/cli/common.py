@@ -287,11 +287,11 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
                     console.print(f"report: {esc(written)}")
         if junit:
             try:
-                written = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
+                junit_file = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
             except NumaforgeError as exc:
                 report.error = report.error or exc
             else:
-                console.print(f"junit: {esc(written)}")
+                console.print(f"junit: {esc(junit_file)}")
         if console.mode == "json" and not to_stdout:
             print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
         if to_stdout:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import overload
 
 from ..errors import NumaforgeError
 from ..fleet import Rollout, host_timeout_seconds
@@ -41,7 +42,11 @@ def _number(value, option: str, kind: type, what: str, example: str):
         ) from None
 
 
-def positive_int(value, option: str, default: int | None = None) -> int:
+@overload
+def positive_int(value, option: str, default: int) -> int: ...
+@overload
+def positive_int(value, option: str, default: None = None) -> int | None: ...
+def positive_int(value, option: str, default: int | None = None) -> int | None:
     """A whole number >= 1 (e.g. --forks)."""
     if value is None:
         return default
@@ -51,7 +56,11 @@ def positive_int(value, option: str, default: int | None = None) -> int:
     return n
 
 
-def non_negative_int(value, option: str, default: int | None = None) -> int:
+@overload
+def non_negative_int(value, option: str, default: int) -> int: ...
+@overload
+def non_negative_int(value, option: str, default: None = None) -> int | None: ...
+def non_negative_int(value, option: str, default: int | None = None) -> int | None:
     """A whole number >= 0 (e.g. --canary, --batch)."""
     if value is None:
         return default
@@ -61,7 +70,11 @@ def non_negative_int(value, option: str, default: int | None = None) -> int:
     return n
 
 
-def positive_float(value, option: str, default: float | None = None) -> float:
+@overload
+def positive_float(value, option: str, default: float) -> float: ...
+@overload
+def positive_float(value, option: str, default: None = None) -> float | None: ...
+def positive_float(value, option: str, default: float | None = None) -> float | None:
     """A number of seconds (or other amount) > 0 (e.g. --graceful-timeout)."""
     if value is None:
         return default
@@ -71,7 +84,11 @@ def positive_float(value, option: str, default: float | None = None) -> float:
     return x
 
 
-def non_negative_float(value, option: str, default: float | None = None) -> float:
+@overload
+def non_negative_float(value, option: str, default: float) -> float: ...
+@overload
+def non_negative_float(value, option: str, default: None = None) -> float | None: ...
+def non_negative_float(value, option: str, default: float | None = None) -> float | None:
     """A number >= 0."""
     if value is None:
         return default

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
+from typing import Any
 
 from .plan import BOOT_SCRIPT, IRQBALANCE_DEFAULTS, POLICY_SCRIPT, STATE_FILE, UNIT_FILE, UNIT_LINK, Plan
 from .read import HostState
@@ -55,7 +56,7 @@ def _live_paths(item, state: HostState) -> list[str]:
 
 def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] | None = None) -> dict:
     """What the host had before this apply, merged over what an earlier apply saved (that one wins)."""
-    saved = {"format": STATE_FORMAT, "values": {}, "files": {}, "link": None}
+    saved: dict[str, Any] = {"format": STATE_FORMAT, "values": {}, "files": {}, "link": None}
     old = state.files.get(STATE_FILE)
     if old:
         try:

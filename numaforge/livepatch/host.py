@@ -158,7 +158,7 @@ class HostRun:
                 first = PreflightError(
                     "; ".join(p.what for p in probs), first.where, " / ".join(p.fix for p in probs if p.fix)
                 )
-            first.where = f"{self.r.where}: {first.where.removeprefix('host ')}"
+            first.where = f"{self.r.where}: {(first.where or '').removeprefix('host ')}"
             raise first
         return detail
 
@@ -174,6 +174,7 @@ class HostRun:
     def load(self) -> dict:
         self.dmesg_mark = self.dmesg_lines()
         how = "kpatch load" if self.kpatch else "insmod"
+        assert self.rko is not None  # upload() ran
         cmd = f"kpatch load {shlex.quote(self.rko)}" if self.kpatch else f"insmod {shlex.quote(self.rko)}"
         rc, out, tries = self.busy_retry(cmd, "load", timeout=self.opts.revert_after + 120)
         self.loaded = self.module_loaded()

@@ -315,7 +315,7 @@ def run_metrics(
             if dst is None or dst == src or dst == pref:
                 continue
             rm.third_node_moves += 1
-            ds, dd = topo.dist(src, pref), topo.dist(dst, pref)
+            ds, dd = (None if src is None else topo.dist(src, pref)), topo.dist(dst, pref)
             if ds is not None and dd is not None:
                 if dd < ds:
                     rm.third_closer += 1

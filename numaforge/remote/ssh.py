@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
 import paramiko
 
@@ -355,7 +355,7 @@ def connect(
         )
     target = resolve_target(spec, host_name, base_dir)
     budget.check(f"connecting to {target.where}")
-    connect_timeout = budget.cap(connect_timeout)
+    connect_timeout = budget.cap(connect_timeout) or connect_timeout
     password = spec.password.resolve() if spec.password is not None else None
     client = paramiko.SSHClient()
     revoked: list[paramiko.PKey] = []
@@ -368,7 +368,7 @@ def connect(
             revoked += bad
     policy = _StrictPolicy(target, accept_new_host_key, revoked)
     client.set_missing_host_key_policy(policy)
-    sock = None
+    sock: Any = None  # a socket, or paramiko.ProxyCommand (socket-like)
     watch = _HandshakeWatch(CONNECT_PHASES * connect_timeout)
     try:
         if target.proxy_command:
@@ -446,6 +446,7 @@ def connect(
             raise watch.error(target, connect_timeout) from None
         raise _connect_error(exc, target, connect_timeout) from None
     transport = client.get_transport()
+    assert transport is not None  # connect() succeeded
     try:
         _refuse_revoked(transport.get_remote_server_key(), revoked, target)
     except HostKeyError:
@@ -777,8 +778,12 @@ class Remote:
                     "enable the sftp subsystem in the host's sshd_config "
                     "(Subsystem sftp internal-sftp) or install sftp-server",
                 ) from None
-        self._sftp.get_channel().settimeout(timeout)
-        return self._sftp
+        sftp = self._sftp
+        assert sftp is not None  # opened above
+        channel = sftp.get_channel()
+        if channel is not None:
+            channel.settimeout(timeout)
+        return sftp
 
     def put(
         self,
@@ -897,7 +902,7 @@ class Remote:
         got = re.search(r"^sha256=(\S*)$", r.stdout, re.M)
         if r.rc == _PUT_NO_SHA or (r.rc == _PUT_MISMATCH and not (got and got.group(1))):
             _check_sha(None, sha, where, reason)
-        if r.rc == _PUT_MISMATCH:
+        if r.rc == _PUT_MISMATCH and got:
             _check_sha(got.group(1), sha, where)
         doing = {_PUT_WRITE: f"cannot write {tmp}", _PUT_CHMOD: "cannot chmod the temp file", _PUT_MV: "cannot rename"}
         raise UploadError(
@@ -928,8 +933,9 @@ class Remote:
         if not self.connected:
             return
         try:
-            if self._sftp is not None and not sudo:
-                self._sftp.get_channel().settimeout(10)
+            channel = self._sftp.get_channel() if self._sftp is not None and not sudo else None
+            if self._sftp is not None and channel is not None:
+                channel.settimeout(10)
                 self._sftp.remove(path)
             else:
                 self.run(f"rm -f -- {shlex.quote(path)}", timeout=10, check=False, sudo=sudo)

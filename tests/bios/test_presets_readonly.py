@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from numaforge.bios.apply import apply_host
-from numaforge.bios.errors import BiosValidationError
+from numaforge.bios.apply import apply_host, plan_host
+from numaforge.bios.errors import BiosValidationError, VendorMapError
 from numaforge.bios.plan import make_plan
 from numaforge.bios.registry import Registry
-from numaforge.bios.vendors import Desired, load_vendor_map, translate
+from numaforge.bios.vendors import Desired, default_vendors_dir, load_vendor_map, translate
 
 from .test_bios_apply_bmc import _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixtures)
 
@@ -80,3 +80,32 @@ def test_dell_15g_applies_the_preset_and_the_freed_setting_in_one_write(sim_fact
     assert r.status == "changed", r.message
     assert sim.bios_current()["SysProfile"] == "Custom" and sim.bios_current()["PcieAspmL1"] == "Enabled"
     assert sim.count("PATCH") == 1 and len(sim.jobs()) == 1
+
+
+def test_values_no_public_source_shows_are_marked_unverified_in_the_plan():
+    reg = _reg("lenovo-sr665")
+    got = {d.setting: d for d in translate({"llc_as_numa": True, "sriov": True}, {}, load_vendor_map("lenovo"), reg)}
+    assert "UNVERIFIED: the values were seen on an SR635 V3" in got["llc_as_numa"].resolved
+    assert "UNVERIFIED" not in got["sriov"].resolved                  # the XCC registry capture shows it
+    assert "UNVERIFIED: that other operating modes override" in got["preset"].resolved
+
+
+def test_an_empty_unverified_reason_is_a_load_error(tmp_path):
+    text = (default_vendors_dir() / "lenovo.yaml").read_text()
+    old = '        unverified: "the values were seen on an SR635 V3 (EPYC 9004, XCC2), not on an SR665 (EPYC 7002/7003)"\n'
+    assert old in text
+    (tmp_path / "lenovo.yaml").write_text(text.replace(old, "        unverified: ''\n", 1))
+    with pytest.raises(VendorMapError) as exc:
+        load_vendor_map("lenovo", tmp_path)
+    assert "settings.llc_as_numa.unverified must say why no public source shows it" in exc.value.what
+    assert exc.value.where.startswith(str(tmp_path / "lenovo.yaml") + ":")
+
+
+@pytest.mark.bmc
+def test_bios_plan_lists_the_unverified_items(sim_factory):
+    sim = sim_factory("lenovo-sr665")
+    r = run(plan_host, host_for(sim, profile="epyc-gpudirect"))
+    assert r.status == "ok", r.message
+    assert "preset -> OperatingModes_ChooseOperatingMode" in r.data["unverified"]
+    items = [i for i in r.data["plan"] if "UNVERIFIED: " in i["resolved"]]
+    assert items and all(i["setting"] in ("preset", "llc_as_numa", "memory_interleaving", "iommu") for i in items)

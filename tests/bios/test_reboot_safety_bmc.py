@@ -137,3 +137,14 @@ def test_a_reset_refused_before_the_bmc_acted_says_so_without_resetting_again(si
     assert "the host did not restart (PowerState On, BootProgress OSRunning" in r.message, r.message
     assert "reset the host" not in r.message.lower()
     assert sim.state.resets == {} and sim.count("POST", "Reset") == 1
+
+
+@pytest.mark.bmc
+def test_a_host_whose_last_state_is_os_boot_started_is_back_once_the_values_show(sim_factory):
+    """Where no OS agent reports OSRunning the last BootProgress state stays OSBootStarted: the host is back
+    once it restarted and the BMC shows the new values (never forced: OSBootStarted counts as booting)."""
+    sim = sim_factory("dell-16g")
+    sim.state.warm_restart, sim.state.post_seconds, sim.state.booted_state = True, 2.0, "OSBootStarted"
+    r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=SHORT))
+    assert r.status == "changed", r.message
+    assert sim.state.resets == {"GracefulRestart": 1} and r.data["mismatches"] == []

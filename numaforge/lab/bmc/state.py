@@ -59,6 +59,9 @@ class BMCState:
         self.warm_restart = False  # GracefulRestart/ForceRestart of a running host keep PowerState "On"
         self.post_seconds = 0.0  # how long POST lasts (BootProgress between reset and OSRunning)
         self.boot_state = "OSRunning"  # BootProgress.LastState
+        # the last state a booted host reports: "OSBootStarted" where no OS agent reports OSRunning (iDRAC
+        # without iSM, for example)
+        self.booted_state = "OSRunning"
         self.boot_state_time = clock()
         self.resets: dict[str, int] = {}  # ComputerSystem.Reset requests received, by ResetType
         self.new_job_state = "Scheduled"  # the state a new config job starts in ("New": it is never scheduled)
@@ -144,12 +147,12 @@ class BMCState:
         self.boot_state, self.boot_state_time = state, self.clock()
 
     def in_post(self) -> bool:
-        return self.power == "On" and self.boot_state != "OSRunning"
+        return self.power == "On" and self.boot_state != self.booted_state
 
     def _boot(self) -> None:
         """POST ends (the host powered on and ran POST): this is where BIOS settings apply."""
         self.power = "On"
-        self._progress("OSRunning")
+        self._progress(self.booted_state)
         self.boot_count += 1
         if self.flavour.jobs == "dell":
             job = self.active_job()
