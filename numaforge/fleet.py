@@ -328,9 +328,14 @@ def run_fleet(
     *,
     progress: bool = True,
     console: Console | None = None,
+    gate: Callable[[list[HostResult], list, list], str | None] | None = None,
 ) -> FleetOutcome:
     """Run fn on every host under the rolling rules of ``rollout`` (module docstring); results keep the input
-    order."""
+    order.
+
+    ``gate(canary_results, canary_hosts, later_hosts)`` (e.g. numaforge.canary.gate.SloGate) runs once every
+    canary passed and before the first batch: a reason stops the rollout (the gate may have marked canaries
+    failed, e.g. rolled back); None widens it. A NumaforgeError from the gate stops the rollout too."""
     rollout = rollout or Rollout()
     forks, canary, batch = rollout.forks, rollout.canary, rollout.batch
     seconds = host_timeout_seconds(rollout.host_timeout)
@@ -358,7 +363,18 @@ def run_fleet(
         with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
             try:
                 _run_phases(
-                    pool, fn, phases, n_canary, rollout.max_fail, by_name, done, display, outcome, forks, (running, cut)
+                    pool,
+                    fn,
+                    phases,
+                    n_canary,
+                    rollout.max_fail,
+                    by_name,
+                    done,
+                    display,
+                    outcome,
+                    forks,
+                    (running, cut),
+                    gate,
                 )
             except KeyboardInterrupt as exc:
                 interrupt = _stopped_by(outcome, exc)
@@ -420,7 +436,7 @@ def _collect_cut(running: dict, cut: list[str], done: dict) -> None:
             r.status = INTERRUPTED
 
 
-def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks, track) -> None:
+def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks, track, gate=None) -> None:
     forks = max(1, forks)
     for index, phase in enumerate(phases):
         outcome.batches.append(list(phase))
@@ -440,6 +456,12 @@ def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, ou
                 outcome.stopped = True
                 outcome.reason = f"canary host {r.host} failed; rollout stopped, hosts already done stay as they are"
                 return
+            if gate is not None and index == n_canary - 1:
+                reason = _gate(gate, phases, n_canary, by_name, done)
+                if reason:
+                    outcome.stopped = True
+                    outcome.reason = reason
+                    return
             continue
         failed = sum(1 for r in done.values() if r.status == FAILED)
         pct = 100.0 * failed / len(done)
@@ -450,6 +472,15 @@ def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, ou
                 "rollout stopped, hosts already done stay as they are"
             )
             return
+
+
+def _gate(gate, phases, n_canary, by_name, done) -> str | None:
+    canary_names = [p[0] for p in phases[:n_canary]]
+    later = [by_name[n] for p in phases[n_canary:] for n in p]
+    try:
+        return gate([done[n] for n in canary_names], [by_name[n] for n in canary_names], later)
+    except NumaforgeError as exc:
+        return f"the canary gate could not judge ({redact(exc.render())}); rollout stopped, canaries kept"
 
 
 def _run_phase(

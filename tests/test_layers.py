@@ -34,13 +34,15 @@ BASICS = {
     "yamlsrc",
 }
 TRANSPORTS = {"inventory", "remote"}  # the host model and the SSH transport (Redfish's lives in bios/redfish.py)
-PIPELINES = {"audit", "bios", "doctor", "facts", "hostos", "kernel", "lab", "livepatch", "measure"}
+PIPELINES = {"audit", "bios", "canary", "doctor", "facts", "hostos", "kernel", "lab", "livepatch", "measure"}
 TOP = {"cli"}
 
 # the only edges between pipelines, each with its reason
 PIPELINE_EDGES = {
     ("audit", "facts"): "the audit reads the facts' parsers",
     ("audit", "hostos"): "the audit reuses the host OS reads (zone_reclaim_mode, THP, governor)",
+    ("canary", "audit"): "the SLO gate's rollback captures each canary with numa-audit's read",
+    ("canary", "hostos"): "the SLO gate reads numastat through the host OS snapshot (host_root, locality_counters)",
     ("hostos", "facts"): "the host OS plan checks devices against the facts",
     ("hostos", "bios"): "the host OS checks need the BIOS profile's NPS (bios.profile.render_profile)",
     ("bios", "facts"): "bios-verify compares the BIOS with what the OS shows",

@@ -234,6 +234,15 @@ def device_of(irq: Interrupt) -> str | None:
     return m.group(1) if m else None
 
 
+LEGACY_CHIPS = ("IO-APIC", "XT-PIC")
+
+
+def legacy_isa(intr: Interrupt) -> bool:
+    """An x86 legacy ISA interrupt (IRQ 0-15 through the IO-APIC or the 8259 PIC: i8042 keyboard/mouse, rtc0,
+    ttyS0...): slow devices on the platform's fixed routing, which the kernel targets at one CPU; not a NUMA fault."""
+    return intr.irq.isdigit() and int(intr.irq) < 16 and intr.chip in LEGACY_CHIPS
+
+
 def _irq_deltas(a: dict[str, Interrupt], b: dict[str, Interrupt]) -> tuple[dict[str, list[int]], dict[str, list[str]]]:
     """Per device: its interrupts per CPU between the two samples, and its IRQ numbers."""
     per_dev: dict[str, list[int]] = {}
@@ -279,20 +288,21 @@ def irq_placement(
         )
         if ncpus > 1 and len(single) >= 2 and len(set(single.values())) == 1:
             cpu = next(iter(single.values()))
-            out.append(
-                Finding(
-                    "irq-placement",
-                    "warn",
-                    f"{dev}: {len(single)} of its {len(irqs[dev])} IRQs are pinned to cpu{cpu} alone "
-                    f"({counts[cpu] if cpu < len(counts) else 0} of {total} interrupts in the window there)",
-                    ev
-                    + [
-                        f"/proc/irq/{i}/smp_affinity_list: {c}"
-                        for i, c in sorted(single.items(), key=lambda x: int(x[0]))
-                    ],
-                    fix,
+            pinned = [
+                f"/proc/irq/{i}/smp_affinity_list: {c}" for i, c in sorted(single.items(), key=lambda x: int(x[0]))
+            ]
+            if all(legacy_isa(b[i]) for i in single):
+                what = (
+                    f"{dev}: legacy ISA IRQs {','.join(sorted(single, key=int))} ({b[next(iter(single))].chip}) "
+                    f"pinned to cpu{cpu}: the platform's routing of a slow legacy device, not a NUMA fault"
                 )
-            )
+                out.append(Finding("irq-placement", "info", what, ev + pinned, "nothing to do"))
+            else:
+                what = (
+                    f"{dev}: {len(single)} of its {len(irqs[dev])} IRQs are pinned to cpu{cpu} alone "
+                    f"({counts[cpu] if cpu < len(counts) else 0} of {total} interrupts in the window there)"
+                )
+                out.append(Finding("irq-placement", "warn", what, ev + pinned, fix))
         elif not known and total >= MIN_IRQS and ncpus > 1 and len(irqs[dev]) > 1:
             top = max(range(len(counts)), key=lambda i: counts[i])
             if counts[top] / total >= ONE_CPU_SHARE:

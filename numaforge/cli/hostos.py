@@ -5,6 +5,7 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from rich.table import Table
 from ..defaults import DEFAULT_GATE_THRESHOLD, FORKS_SSH
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
+from . import common, gateopts, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
@@ -87,9 +88,35 @@ def _overrides(given) -> dict[str, int]:
     return out
 
 
-def _run(c, name: str, action: str, opts: hostos_run.OsOptions, select, rollout, json, options: dict) -> None:
+def _run(
+    c,
+    name: str,
+    action: str,
+    opts: hostos_run.OsOptions,
+    select,
+    rollout,
+    json,
+    options: dict,
+    prometheus=None,
+    slo=None,
+) -> None:
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
+        gate = None
+        if action == "apply" and not opts.rollback:
+            undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
+            gate = gateopts.slo_gate(
+                rollout.gate,
+                hosts,
+                rollout.canary,
+                prometheus,
+                slo,
+                undo,
+                opts.accept_new_host_key,
+                other_gates=("locality",),
+            )
+        if gate is not None:
+            report.data["gate"] = gate.record  # filled while the gate runs (an interrupted run keeps it)
         if action != "apply" or opts.rollback:
             outcome = hostos_run.run_os(hosts, action, opts, rollout, progress=True)
         else:
@@ -100,12 +127,15 @@ def _run(c, name: str, action: str, opts: hostos_run.OsOptions, select, rollout,
                 f"override={sorted(opts.numa_override.items())}"
             )
             with common.resume_journal(report, key, rollout) as opts.journal:
-                outcome = hostos_run.run_os(hosts, action, opts, rollout, progress=True)
-                if outcome.ok:
-                    opts.journal.finish()
+                outcome = hostos_run.run_os(hosts, action, opts, rollout, progress=True, slo_gate=gate)
+                rolled_back = gate is not None and gate.record.get("decision") == "rollback"
+                if outcome.ok or rolled_back:
+                    opts.journal.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
         report.hosts.extend(outcome.results)
         report.data["fleet"] = outcome.as_dict()
         _print(report)
+        if gate is not None:
+            gateopts.print_gate(gate.record)
 
     common.execute(name, body, json=json, options=options)
 
@@ -124,11 +154,14 @@ def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, json=No
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_SSH, gate=True),
-    iterable=["numa_node_override"],
+    iterable=["numa_node_override", "slo"],
     help={
         **HELP,
+        **gateopts.HELP,
         "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
-        "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse",
+        "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse; "
+        "slo: judge the canaries' P99 latency and locality skew against the other hosts minute by minute "
+        "(docs/canary-gate.md)",
         "gate_seconds": "seconds per locality sample window (default 10)",
         "gate_threshold": f"largest allowed drop of a local share, absolute (default {DEFAULT_GATE_THRESHOLD})",
         "numa_node_override": "ADDR=NODE: write NODE to the device's sysfs numa_node (the talk's workaround for firmware "
@@ -143,6 +176,8 @@ def os_apply(
     rollback=False,
     gate_seconds=None,
     gate_threshold=None,
+    prometheus=None,
+    slo=None,
     numa_node_override=None,
     accept_new_host_key=False,
     json=None,
@@ -157,7 +192,18 @@ def os_apply(
         numa_override=_overrides(numa_node_override),
         accept_new_host_key=accept_new_host_key,
     )
-    _run(c, "os-apply", "apply", opts, select, rollout, json, {"profile": profile, "rollback": rollback})
+    _run(
+        c,
+        "os-apply",
+        "apply",
+        opts,
+        select,
+        rollout,
+        json,
+        {"profile": profile, "rollback": rollback},
+        prometheus=prometheus,
+        slo=slo,
+    )
 
 
 @task(hosts=True, rollout=SSH_READ, help=HELP)

@@ -11,7 +11,7 @@ from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
 from ..lazy import lazy_module
 from ..report import Report
-from . import common
+from . import common, gateopts
 from .optionsets import RolloutSpec, task
 from .validate import HELP as VALIDATE_HELP
 
@@ -82,21 +82,54 @@ def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
 @task(
     hosts=True,
     write=True,
-    rollout=CHANGE,
-    help={"module": VALIDATE_HELP["module"], "target": VALIDATE_HELP["target"], "replace": VALIDATE_HELP["replace"]},
+    rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
+    iterable=["slo"],
+    help={
+        "module": VALIDATE_HELP["module"],
+        "target": VALIDATE_HELP["target"],
+        "replace": VALIDATE_HELP["replace"],
+        **gateopts.HELP,
+        "gate": gateopts.GATE_HELP,
+    },
 )
 def livepatch_install(
-    c, select, rollout, module=None, target=None, replace=False, accept_new_host_key=False, json=None
+    c,
+    select,
+    rollout,
+    module=None,
+    target=None,
+    replace=False,
+    prometheus=None,
+    slo=None,
+    accept_new_host_key=False,
+    json=None,
 ):
     """Load (validated) and persist a live patch across reboots: `kpatch install` where the host has kpatch,
     else /var/lib/numaforge/livepatch/<release>/ + the numaforge-livepatch.service unit."""
 
     def run(hosts, report, fleet):
         key = _run_key("livepatch-install", report, hosts, f"module={module or '-'} target={target or '-'}")
+        slo_gate = gateopts.livepatch_slo_gate(
+            report,
+            rollout.gate,
+            hosts,
+            rollout.canary,
+            prometheus,
+            slo,
+            module=module,
+            target=target,
+            accept_new_host_key=accept_new_host_key,
+            log=_log,
+        )
         opts = livepatch.Options(replace=replace)
-        return lpfleet.install_hosts(hosts, module=module, target=target, opts=opts, run_key=key, log=_log, **fleet)
+        out = lpfleet.install_hosts(
+            hosts, module=module, target=target, opts=opts, run_key=key, log=_log, gate=slo_gate, **fleet
+        )
+        if slo_gate is not None:
+            gateopts.print_gate(slo_gate.record)
+        return out
 
-    options = {"module": module, "target": target, "replace": replace}
+    options = {"module": module, "target": target, "replace": replace, "gate": rollout.gate}
     _run(c, "livepatch-install", run, select, rollout, accept_new_host_key, options, json)
 
 

@@ -10,7 +10,7 @@ from ..errors import NumaforgeError
 from ..fleet import FleetOptionError
 from ..lazy import lazy_module
 from ..report import Report
-from . import common, values
+from . import common, gateopts, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ else:  # imported by the task that uses them (numaforge.lazy)
     mrunner = lazy_module("numaforge.measure.runner")
 
 HELP = {
+    **gateopts.HELP,
+    "gate": gateopts.GATE_HELP + "; needs --keep",
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
     "host's kernel.target from the inventory",
@@ -51,7 +53,13 @@ HELP = {
 }
 
 
-@task(hosts=True, write=True, rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0), help=HELP)
+@task(
+    hosts=True,
+    write=True,
+    rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
+    iterable=["slo"],
+    help=HELP,
+)
 def validate(
     c,
     select,
@@ -69,6 +77,8 @@ def validate(
     rounds=None,
     signal_after=None,
     revert_after=None,
+    prometheus=None,
+    slo=None,
     json=None,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
@@ -98,6 +108,19 @@ def validate(
                 )
             if measure:
                 common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
+            log = lambda m: common.console.print(esc(m))
+            slo_gate = gateopts.livepatch_slo_gate(
+                report,
+                rollout.gate,
+                hosts,
+                rollout.canary,
+                prometheus,
+                slo,
+                module=module,
+                target=target,
+                accept_new_host_key=accept_new_host_key,
+                log=log,
+            )
             outcome = lpfleet.validate_hosts(
                 hosts,
                 module=module,
@@ -108,24 +131,16 @@ def validate(
                 rollout=rollout,
                 progress=len(hosts) > 1,
                 measure=True if measure else (False if no_measure else None),
-                log=lambda m: common.console.print(esc(m)),
+                log=log,
+                gate=slo_gate,
             )
             report.hosts.extend(outcome.results)
+            if slo_gate is not None:
+                gateopts.print_gate(slo_gate.record)
             report.data["fleet"] = outcome.as_dict()
             if outcome.reason:
                 common.console.print(f"rollout: {esc(outcome.summary())}")
-            for h in outcome.results:
-                eff = h.data.get("numa_effect") or {}
-                if "third_node_moves" in eff:
-                    common.console.print(
-                        f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
-                        f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
-                        f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
-                        f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
-                        f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
-                    )
-                    for line in mrender.verdict_lines(eff, "on"):
-                        common.console.print(f"{h.host}: on vs off: {esc(line)}")
+            _print_effects(outcome.results)
         except NumaforgeError as exc:
             report.error = exc  # execute() records it (report, --junit) and reports it as usual
             raise
@@ -143,8 +158,24 @@ def validate(
             "measure": measure,
             "no_measure": no_measure,
             "replace": replace,
+            "gate": rollout.gate,
         },
     )
+
+
+def _print_effects(results) -> None:
+    for h in results:
+        eff = h.data.get("numa_effect") or {}
+        if "third_node_moves" in eff:
+            common.console.print(
+                f"{h.host}: third-node moves off {eff['third_node_moves']['off']} / on "
+                f"{eff['third_node_moves']['on']}; stick dst=-1 off {eff['stick_local']['off']} / on "
+                f"{eff['stick_local']['on']}; cross-NUMA migration rate (%) "
+                f"off {[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'off']} / on "
+                f"{[r['cross_numa_rate'] for r in eff['runs'] if r['label'] == 'on']}"
+            )
+            for line in mrender.verdict_lines(eff, "on"):
+                common.console.print(f"{h.host}: on vs off: {esc(line)}")
 
 
 TASKS = [validate]

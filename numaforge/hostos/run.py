@@ -326,8 +326,10 @@ def run_os(
     rollout: Rollout | None = None,
     *,
     progress: bool = True,
+    slo_gate=None,
 ) -> FleetOutcome:
-    """plan/apply/verify on every host under ``rollout``; its ``gate`` (locality) judges the canary hosts."""
+    """plan/apply/verify on every host under ``rollout``; its ``gate`` judges the canary hosts: locality here,
+    slo through ``slo_gate`` (numaforge.canary.gate.SloGate, built by the task; the fleet runner calls it)."""
     rollout = rollout or Rollout()
     fn = ACTIONS[action]
     no_ssh = [h.name for h in hosts if h.ssh is None]
@@ -337,12 +339,18 @@ def run_os(
             "inventory",
             "add ssh: {address: ...} to each host the host OS pipeline should reach",
         )
-    if rollout.gate not in (None, "locality"):
-        raise NumaforgeError(f"unknown --gate {rollout.gate!r}", "--gate", "the only gate is: locality")
+    if rollout.gate not in (None, "locality", "slo"):
+        raise NumaforgeError(f"unknown --gate {rollout.gate!r}", "--gate", "the gates are: locality, slo")
     if rollout.gate and rollout.canary < 1:
         raise NumaforgeError(
-            "--gate locality judges canary hosts: give --canary N (N >= 1)", "--gate", "pass --canary 1 --gate locality"
+            f"--gate {rollout.gate} judges canary hosts: give --canary N (N >= 1)",
+            "--gate",
+            f"pass --canary 1 --gate {rollout.gate}",
         )
+    if rollout.gate == "slo" and slo_gate is None:
+        raise NumaforgeError("--gate slo needs its settings", "--gate slo", "pass --prometheus URL --slo metric=NAME")
     opts.gate = rollout.gate
     opts.canary_hosts = [h.name for h in hosts][: rollout.canary]
-    return run_fleet(hosts, lambda h: fn(h, opts), rollout, progress=progress)
+    return run_fleet(
+        hosts, lambda h: fn(h, opts), rollout, progress=progress, gate=slo_gate if rollout.gate == "slo" else None
+    )

@@ -14,7 +14,7 @@ import json as _json
 
 from .. import journal
 from ..errors import NumaforgeError
-from ..fleet import Rollout, run_fleet
+from ..fleet import FleetOptionError, Rollout, run_fleet
 from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
@@ -76,9 +76,16 @@ def validate_hosts(
     progress=True,
     measure=None,
     log=print,
+    gate=None,
 ):
     """Run the states on every host under the rolling rules. measure: None = the A/B step only on hosts in
-    group `lab`; True/False = on every/no host."""
+    group `lab`; True/False = on every/no host. gate: numaforge.fleet's canary gate hook (needs opts.keep)."""
+    if gate is not None and not (opts and opts.keep):
+        raise FleetOptionError(
+            "--gate slo judges canaries while the live patch stays loaded: validate unloads it without --keep",
+            "--gate slo",
+            "add --keep (and --install to persist it)",
+        )
     opts = opts or Options()
     artifacts: dict = {}
     if module or target:  # one artifact for every host: bad input fails before any host is contacted
@@ -112,7 +119,15 @@ def validate_hosts(
                     result.data["final"] = "installed"
             return result
 
-    return run_fleet(hosts, one, rollout, progress=progress)
+    return run_fleet(hosts, one, rollout, progress=progress, gate=gate)
+
+
+def undo_install(host, *, module=None, target=None, accept_new_host_key=False, log=print) -> HostResult:
+    """The canary gate's rollback of a loaded (and installed) live patch: unload it, remove its persistence."""
+    art = resolve_module(module, target, None, getattr(host.kernel, "target", None))
+    result = HostResult(host.name)
+    with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
+        return lifecycle.unload_host(remote, art.name, result, log=lambda m: log(f"{host.name}: {m}"))
 
 
 # ---------------------------------------------------------------- lifecycle over a fleet
@@ -128,6 +143,7 @@ def _lifecycle(
     progress=True,
     resumed_check=None,
     journal_dir=None,
+    gate=None,
 ):
     """run_fleet over per_host(remote, host, result) with an optional resume journal: a host recorded as done
     by an interrupted run of the same command is only checked (resumed_check), never redone. A writing rollout
@@ -139,10 +155,10 @@ def _lifecycle(
             jr = stack.enter_context(journal.open_held(run_key, journal_dir, task=rollout.lock, wait=rollout.wait_lock))
         elif run_key:
             jr = journal.open(run_key, journal_dir)
-        return _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check)
+        return _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check, gate)
 
 
-def _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check):
+def _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, resumed_check, gate=None):
     def one(host) -> HostResult:
         result = HostResult(host.name)
         with connect(host.ssh, host.name, accept_new_host_key=accept_new_host_key) as remote:
@@ -154,11 +170,12 @@ def _lifecycle_run(hosts, per_host, jr, accept_new_host_key, rollout, progress, 
             jr.record(host, journal.VERIFIED, status=result.status)
         return result
 
-    outcome = run_fleet(hosts, one, rollout, progress=progress)
+    outcome = run_fleet(hosts, one, rollout, progress=progress, gate=gate)
     if jr is not None:
         outcome.journal = str(jr.path)
-        if not outcome.stopped and all(r.status != "failed" for r in outcome.results):
-            jr.finish()
+        rolled_back = (getattr(gate, "record", None) or {}).get("decision") == "rollback"
+        if rolled_back or (not outcome.stopped and all(r.status != "failed" for r in outcome.results)):
+            jr.finish()  # a gate rollback is a decision, not an interruption: nothing to resume
     return outcome
 
 

@@ -305,3 +305,28 @@ def test_printed_tables_show_host_text_literally(capsys):
     assert "[bold red]evil[/] (4242)" in out and "/proc/4242/status: [x]" in out and "fix [y]" in out
     assert "h[1]: numa-audit (kernel 5.10)" in out and "h2: no findings (kernel 5.10)" in out
     assert "fleet summary" in out and "cpuset-membind" in out
+
+
+LAB_VM_INTERRUPTS = """\
+           CPU0       CPU1       CPU2       CPU3
+  1:          9          0          0          0   IO-APIC   1-edge      i8042
+ 10:        538          0          0          0   IO-APIC  10-fasteoi   eth1
+ 12:          3          0          0          0   IO-APIC  12-edge      i8042
+ 24:          0          0          0          0   PCI-MSI 17367040-edge      virtio0-config
+ 25:          0          0          0          0   PCI-MSI 17367041-edge      virtio0-input.0
+ 26:          0          0          0          0   PCI-MSI 17367042-edge      virtio0-output.0
+"""
+
+
+def test_legacy_isa_irqs_on_one_cpu_are_a_note_virtio_queues_a_warning():
+    """The lab VM's /proc/interrupts as booted (i8042's keyboard and aux IRQs pinned to cpu0 by the platform) and
+    with the virtio NIC's MSI-X IRQs forced onto cpu3."""
+    ints = parse_interrupts(LAB_VM_INTERRUPTS)
+    pinned = {"1": [0], "12": [0], "10": [0], "24": [3], "25": [3], "26": [3]}
+    found = rules.irq_placement(ints, ints, 10, {"virtio0": [1]}, 4, affinity=pinned)
+    by = {f.what.split(":")[0]: f for f in found}
+    assert by["i8042"].severity == "info" and "legacy ISA IRQs 1,12 (IO-APIC)" in by["i8042"].what
+    assert by["virtio0"].severity == "warn" and "3 of its 3 IRQs are pinned to cpu3" in by["virtio0"].what
+    assert "/proc/irq/25/smp_affinity_list: 3" in by["virtio0"].evidence
+    clean = rules.irq_placement(ints, ints, 10, {}, 4, affinity={**pinned, "24": [1], "25": [0, 1, 2, 3], "26": [1, 2]})
+    assert [f.severity for f in clean] == ["info"]

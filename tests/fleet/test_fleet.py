@@ -509,3 +509,33 @@ def test_a_third_ctrl_c_while_waiting_for_a_host_reports_it_interrupted_and_keep
     time.sleep(0.5)
     assert went_on == [], "a host still running after the run returned must not go on"
     budget.clear_stop()
+
+
+def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
+    calls = []
+
+    def gate(canaries, canary_hosts, later):
+        calls.append(([r.host for r in canaries], list(canary_hosts), list(later)))
+        return verdict
+
+    ok = lambda h: HostResult(h, "ok")
+    verdict = None
+    out = run_fleet(["c1", "c2", "a", "b", "c"], ok, Rollout(canary=2, batch=2), gate=gate, progress=False)
+    assert calls == [(["c1", "c2"], ["c1", "c2"], ["a", "b", "c"])] and out.ok
+    assert [r.status for r in out.results] == ["ok"] * 5
+
+    calls.clear()
+    verdict = "slo gate: rollback: P99 delta 90.0 ms > 25 ms"
+    out = run_fleet(["c1", "a", "b"], ok, Rollout(canary=1), gate=gate, progress=False)
+    assert len(calls) == 1 and out.stopped and out.reason == verdict and out.not_run == ["a", "b"]
+
+    def broken(*_):
+        raise NumaforgeError("Prometheus query failed", "http://p/api/v1/query", "check --prometheus")
+
+    out = run_fleet(["c1", "a"], ok, Rollout(canary=1), gate=broken, progress=False)
+    assert out.stopped and out.not_run == ["a"] and "could not judge" in out.reason and "http://p" in out.reason
+
+    calls.clear()
+    out = run_fleet(["c1", "a"], lambda h: HostResult(h, "failed" if h == "c1" else "ok"), Rollout(canary=1),
+                    gate=gate, progress=False)
+    assert calls == [] and out.not_run == ["a"]  # a failed canary stops before any gate
