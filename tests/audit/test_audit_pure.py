@@ -144,7 +144,10 @@ def test_no_sched_debug_says_not_available_on_5_10():
         del s.files["/proc/schedstat"]
     findings, _ = findings_of(data, window=10)
     na = [f.what for f in findings]
-    assert "not available on this kernel: no /proc/sched_debug (kernel built without CONFIG_SCHED_DEBUG, or not readable)" in na
+    assert (
+        "not available on this kernel: no /proc/sched_debug (kernel built without CONFIG_SCHED_DEBUG, or not readable)"
+        in na
+    )
     assert "not available on this kernel: no /proc/schedstat (CONFIG_SCHEDSTATS off)" in na
     assert all(f.severity == "info" for f in findings) and rules.status(findings)[0] == "ok"
 
@@ -242,14 +245,24 @@ def test_devices_sharing_a_root_port():
     links = parse.parse_pci_links((DATA / "pci-ls-l.txt").read_text())
     assert links["0000:41:00.1"] == ("pci0000:40", "0000:40:01.1")
     assert links["0000:40:01.1"] == ("pci0000:40", None) and links["0000:00:00.0"] == ("pci0000:00", None)
-    classes = {"0000:41:00.0": "0x020000", "0000:41:00.1": "0x020000", "0000:45:00.0": "0x030200",
-               "0000:46:00.0": "0x010802", "0000:42:00.0": "0x060400"}
-    devs = [parse.PciDevice(a, port, rc, classes.get(a, "0x060400"), "16.0 GT/s PCIe x16") for a, (rc, port) in links.items()]
+    classes = {
+        "0000:41:00.0": "0x020000",
+        "0000:41:00.1": "0x020000",
+        "0000:45:00.0": "0x030200",
+        "0000:46:00.0": "0x010802",
+        "0000:42:00.0": "0x060400",
+    }
+    devs = [
+        parse.PciDevice(a, port, rc, classes.get(a, "0x060400"), "16.0 GT/s PCIe x16")
+        for a, (rc, port) in links.items()
+    ]
     found = rules.shared_root_ports(devs)
     # the NIC's two functions are one device; the GPU and the NVMe drive share 40:03.1
     assert len(found) == 1 and found[0].severity == "info"
     assert found[0].what.startswith("2 devices share root port 0000:40:03.1 (GPU 0000:45:00.0, NVMe 0000:46:00.0)")
-    assert "/sys/bus/pci/devices/0000:46:00.0: below pci0000:40/0000:40:03.1, link 16.0 GT/s PCIe x16" in found[0].evidence
+    assert (
+        "/sys/bus/pci/devices/0000:46:00.0: below pci0000:40/0000:40:03.1, link 16.0 GT/s PCIe x16" in found[0].evidence
+    )
 
 
 def test_virtio_irqs_off_the_local_cpus_of_their_pci_device():
@@ -290,11 +303,16 @@ def test_no_device_with_a_node_is_one_note_not_a_warning_per_device():
 
 def test_printed_tables_show_host_text_literally(capsys):
     """A process name is the host's data: rich markup in it is shown, not interpreted."""
-    finding = rules.Finding("cpuset-membind", "warn", "[bold red]evil[/] (4242) runs on node(s) 0", ["/proc/4242/status: [x]"], "fix [y]")
-    report = Report("numa-audit", hosts=[
-        HostResult("h[1]", "failed", data={"findings": [finding.as_dict()], "kernel": "5.10"}),
-        HostResult("h2", "ok", data={"findings": [], "kernel": "5.10"}),
-    ])
+    finding = rules.Finding(
+        "cpuset-membind", "warn", "[bold red]evil[/] (4242) runs on node(s) 0", ["/proc/4242/status: [x]"], "fix [y]"
+    )
+    report = Report(
+        "numa-audit",
+        hosts=[
+            HostResult("h[1]", "failed", data={"findings": [finding.as_dict()], "kernel": "5.10"}),
+            HostResult("h2", "ok", data={"findings": [], "kernel": "5.10"}),
+        ],
+    )
     mode = common.console.mode
     common.console.configure("plain")
     try:

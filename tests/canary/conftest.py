@@ -5,4 +5,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sshd_fixture import netns_lab, sshd_host, test_user  # noqa: E402,F401
+from sshd_fixture import netns_lab, sshd_host, test_user  # noqa: F401

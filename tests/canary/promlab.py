@@ -40,7 +40,7 @@ class Service:
         svc = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
+            def do_GET(self):
                 if self.path == "/work":
                     t0 = time.monotonic()
                     time.sleep(svc.base + (svc.slow if svc.fault() else 0.0))
@@ -65,7 +65,8 @@ class Service:
         self.instance = f"127.0.0.1:{self.port}"
         # several load threads: more requests per window make the P99 less noisy on a busy machine
         self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True)] + [
-            threading.Thread(target=self._load, daemon=True) for _ in range(loaders)]
+            threading.Thread(target=self._load, daemon=True) for _ in range(loaders)
+        ]
 
     def observe(self, seconds: float) -> None:
         with self.lock:
@@ -131,8 +132,23 @@ def make_tls(tmp: Path) -> tuple[Path, Path, Path]:
     run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=numaforge test CA")
     run("req", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
     (tmp / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem",
-        "-days", "1", "-extfile", "san.cnf")
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "san.cnf",
+    )
     return tmp / "ca.pem", tmp / "srv.pem", tmp / "srv.key"
 
 
@@ -142,8 +158,10 @@ class PrometheusServer:
         self.port = port
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-        cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-               "scrape_configs": [{"job_name": "svc", "static_configs": [{"targets": targets}]}]}
+        cfg = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "svc", "static_configs": [{"targets": targets}]}],
+        }
         (tmp / "data").mkdir(parents=True, exist_ok=True)
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         self.proc: subprocess.Popen | None = None
@@ -154,8 +172,12 @@ class PrometheusServer:
 
     def __enter__(self) -> "PrometheusServer":
         log = open(self.dir / "prometheus.log", "w")
-        argv = ["/usr/bin/prometheus", f"--config.file={self.dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"]
+        argv = [
+            "/usr/bin/prometheus",
+            f"--config.file={self.dir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.dir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
         if self.tls:
             web = {"tls_server_config": {"cert_file": str(self.tls[1]), "key_file": str(self.tls[2])}}
             (self.dir / "web.yml").write_text(yaml.safe_dump(web))

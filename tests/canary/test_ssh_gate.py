@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from hostos.helpers import build_tree  # tests/hostos (tests/ is on sys.path: conftest.py)
+
 from .promlab import METRIC, PrometheusServer, Service, higher_priority
 
 pytestmark = pytest.mark.ssh
@@ -57,16 +57,18 @@ class _Allocations(threading.Thread):
                 counts[r][1] += do
                 f = r / "sys/devices/system/node/node0/numastat"
                 tmp = f.with_name(".numastat.tmp")
-                tmp.write_text(f"numa_hit {counts[r][0]}\nnuma_miss 0\nlocal_node {counts[r][0]}\n"
-                               f"other_node {counts[r][1]}\n")
+                tmp.write_text(
+                    f"numa_hit {counts[r][0]}\nnuma_miss 0\nlocal_node {counts[r][0]}\nother_node {counts[r][1]}\n"
+                )
                 os.replace(tmp, f)
             time.sleep(0.05)
 
 
 def _interrupted(argv: list[str], env: dict) -> subprocess.CompletedProcess:
     """Run argv and send it SIGINT (Ctrl-C) once the gate printed its first minute."""
-    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**env, "PYTHONUNBUFFERED": "1"})
+    p = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"}
+    )
     out = []
     assert p.stdout is not None
     for line in p.stdout:
@@ -82,11 +84,22 @@ def _inventory(path: Path, hosts, roots, services) -> Path:
     doc: dict = {"version": 1, "hosts": {}}
     for h, root, svc in zip(hosts, roots, services):
         doc["hosts"][h.name] = {
-            "ssh": {"address": h.address, "port": h.port, "user": "root", "key_file": str(h.client_key),
-                    "known_hosts": str(h.known_hosts), "agent": False},
+            "ssh": {
+                "address": h.address,
+                "port": h.port,
+                "user": "root",
+                "key_file": str(h.client_key),
+                "known_hosts": str(h.known_hosts),
+                "agent": False,
+            },
             "hardware": {"sockets": 4, "nics": [NIC]},
-            "vars": {"hostos_profile": "lab-vm-host", "hostos_root": str(root), "slo_instance": svc.instance,
-                     "slo_gate": {"metric": METRIC, "window": 2, "minute": 3}}}
+            "vars": {
+                "hostos_profile": "lab-vm-host",
+                "hostos_root": str(root),
+                "slo_instance": svc.instance,
+                "slo_gate": {"metric": METRIC, "window": 2, "minute": 3},
+            },
+        }
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -107,11 +120,31 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...
                 stack.enter_context(svc)
             with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
                 prom.wait_for_samples(METRIC, n)  # a service without traffic still exposes its (empty) histogram
-                argv = [str(Path(sys.executable).with_name("invoke")), "os-apply", "-i", str(inv), "--all",
-                        "--canary", "1", "--gate", "slo", "--prometheus", prom.url, "--slo", "range=6",
-                        *extra, "--output", "plain", "--json", str(tmp_path / "r.json")]
-                r = _interrupted(argv, env) if interrupt else subprocess.run(
-                    argv, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+                argv = [
+                    str(Path(sys.executable).with_name("invoke")),
+                    "os-apply",
+                    "-i",
+                    str(inv),
+                    "--all",
+                    "--canary",
+                    "1",
+                    "--gate",
+                    "slo",
+                    "--prometheus",
+                    prom.url,
+                    "--slo",
+                    "range=6",
+                    *extra,
+                    "--output",
+                    "plain",
+                    "--json",
+                    str(tmp_path / "r.json"),
+                ]
+                r = (
+                    _interrupted(argv, env)
+                    if interrupt
+                    else subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+                )
     finally:
         traffic.stop.set()
         traffic.join()
@@ -143,13 +176,13 @@ def test_planted_fault_rolls_the_canary_back(netns_lab, tmp_path, fault, n):
         assert m["p99_delta_ms"] > 25 and "P99 delta" in m["why"]
     else:
         assert m["skew"] < -0.8 and m["local_share"]["s0"] < 0.5 and "skew" in m["why"]
-    assert gate["rolled_back"]["s0"]["status"] == "changed"          # os-apply --rollback's status
-    assert "findings" in gate["captures"]["s0"]                       # numa-audit's read of the canary
+    assert gate["rolled_back"]["s0"]["status"] == "changed"  # os-apply --rollback's status
+    assert "findings" in gate["captures"]["s0"]  # numa-audit's read of the canary
     status = {h["host"]: h["status"] for h in report["hosts"]}
     assert status == {"s0": "failed", **{f"s{i}": "not-run" for i in range(1, n)}}
-    assert not any((root / SAVED).exists() for root in roots)         # canary undone, the rest never touched
+    assert not any((root / SAVED).exists() for root in roots)  # canary undone, the rest never touched
     assert "slo gate: rollback" in r.stdout and "rolled back" in r.stdout
-    assert not Path(report["data"]["journal"]["path"]).exists()     # a decision, not an interruption: no resume
+    assert not Path(report["data"]["journal"]["path"]).exists()  # a decision, not an interruption: no resume
 
 
 def test_no_latency_data_holds_extends_and_stops_without_widening(netns_lab, tmp_path):

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from numaforge.fleet import Rollout
 from numaforge.errors import NumaforgeError
-from numaforge.fleet import FleetOptionError, Interrupted, plan_phases, run_fleet
+from numaforge.fleet import FleetOptionError, Interrupted, Rollout, plan_phases, run_fleet
 from numaforge.inventory.model import Host, Location
 from numaforge.report import HostResult
 
@@ -45,7 +44,7 @@ class Recorder:
             self.peak = max(self.peak, self.active)
         try:
             if self.barrier is not None:
-                self.barrier.wait(timeout=30)   # proves `parties` calls are in flight together
+                self.barrier.wait(timeout=30)  # proves `parties` calls are in flight together
             return by_name(host)
         finally:
             with self.lock:
@@ -69,7 +68,7 @@ def test_forks_bound_parallelism_and_are_used():
     hosts = [f"ok-{i}" for i in range(6)]
     out = run_fleet(hosts, rec, rollout=Rollout(forks=3), progress=False)
     assert out.ok
-    assert rec.peak == 3          # the barrier needs 3 in flight; forks=3 allows no more
+    assert rec.peak == 3  # the barrier needs 3 in flight; forks=3 allows no more
 
 
 def test_canaries_run_one_at_a_time_before_the_rest():
@@ -105,7 +104,7 @@ def test_max_fail_stops_after_the_batch_that_exceeds_it():
 
 def test_failures_at_exactly_max_fail_do_not_stop():
     hosts = ["ok-1", "fail-2", "ok-3", "ok-4", "ok-5", "ok-6"]
-    out = run_fleet(hosts, by_name, rollout=Rollout(batch=2, max_fail=50), progress=False)   # 1/2 = 50%, not > 50%
+    out = run_fleet(hosts, by_name, rollout=Rollout(batch=2, max_fail=50), progress=False)  # 1/2 = 50%, not > 50%
     assert not out.stopped and out.not_run == [] and out.failed == ["fail-2"]
 
 
@@ -126,7 +125,7 @@ def test_exceptions_mark_only_that_host_failed():
     assert st_ == {"ok-1": "ok", "boom-2": "failed", "typed-3": "failed", "ok-4": "ok"}
     msgs = {r.host: r.message for r in out.results}
     assert msgs["boom-2"] == "unexpected error (a bug; please report it): RuntimeError: exploded on boom-2"
-    assert out.stopped and "unexpected error on boom-2" in out.reason   # all four had started (forks=4)
+    assert out.stopped and "unexpected error on boom-2" in out.reason  # all four had started (forks=4)
     assert msgs["typed-3"] == "host typed-3: module refused\n  fix: sign it"
 
 
@@ -146,10 +145,16 @@ def test_duplicate_host_is_refused():
         run_fleet(["ok-1", "ok-1"], by_name, progress=False)
 
 
-@pytest.mark.parametrize("kw, option", [
-    ({"forks": 0}, "--forks"), ({"canary": -1}, "--canary"), ({"batch": -2}, "--batch"),
-    ({"max_fail": 101}, "--max-fail"), ({"max_fail": -1}, "--max-fail"),
-])
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        ({"forks": 0}, "--forks"),
+        ({"canary": -1}, "--canary"),
+        ({"batch": -2}, "--batch"),
+        ({"max_fail": 101}, "--max-fail"),
+        ({"max_fail": -1}, "--max-fail"),
+    ],
+)
 def test_bad_options_name_the_option(kw, option):
     with pytest.raises(FleetOptionError) as exc:
         run_fleet(["ok-1"], by_name, Rollout(**kw), progress=False)
@@ -161,7 +166,7 @@ def test_progress_display_names_hosts_and_failures():
     console = Console(file=buf, force_terminal=False, width=120)
     run_fleet(["ok-1", "fail-2"], by_name, progress=True, console=console)
     text = buf.getvalue()
-    assert "ok-1: unchanged did it" in text and "fail-2: failed did it" in text   # the report vocabulary
+    assert "ok-1: unchanged did it" in text and "fail-2: failed did it" in text  # the report vocabulary
     assert "2/2" in text
 
 
@@ -177,16 +182,23 @@ def test_plan_phases():
 
 
 @settings(max_examples=150, deadline=None)
-@given(fails=st.lists(st.booleans(), max_size=12), canary=st.integers(0, 4), batch=st.integers(0, 5),
-       max_fail=st.sampled_from([0, 10, 25, 50, 99, 100]), forks=st.integers(1, 4))
+@given(
+    fails=st.lists(st.booleans(), max_size=12),
+    canary=st.integers(0, 4),
+    batch=st.integers(0, 5),
+    max_fail=st.sampled_from([0, 10, 25, 50, 99, 100]),
+    forks=st.integers(1, 4),
+)
 def test_rollout_invariants(fails, canary, batch, max_fail, forks):
     hosts = [("fail-" if f else "ok-") + str(i) for i, f in enumerate(fails)]
-    out = run_fleet(hosts, by_name, rollout=Rollout(forks=forks, canary=canary, batch=batch, max_fail=max_fail), progress=False)
+    out = run_fleet(
+        hosts, by_name, rollout=Rollout(forks=forks, canary=canary, batch=batch, max_fail=max_fail), progress=False
+    )
     # every host exactly once, in order; ran hosts are whole phases from the start, the rest are not-run
     assert [r.host for r in out.results] == hosts
     ran = [h for phase in out.batches for h in phase]
-    assert ran == hosts[:len(ran)]
-    assert out.not_run == hosts[len(ran):]
+    assert ran == hosts[: len(ran)]
+    assert out.not_run == hosts[len(ran) :]
     assert all(statuses(out)[h] == "not-run" for h in out.not_run)
     assert all(statuses(out)[h] == ("failed" if h.startswith("fail") else "ok") for h in ran)
     assert out.stopped == bool(out.not_run)
@@ -194,10 +206,10 @@ def test_rollout_invariants(fails, canary, batch, max_fail, forks):
         last = out.batches[-1]
         n_canary = min(canary, len(hosts))
         if len(out.batches) <= n_canary:
-            assert last[0].startswith("fail")                       # a canary failed
+            assert last[0].startswith("fail")  # a canary failed
         else:
             failed = sum(h.startswith("fail") for h in ran)
-            assert 100 * failed / len(ran) > max_fail                # the budget was exceeded
+            assert 100 * failed / len(ran) > max_fail  # the budget was exceeded
 
 
 def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
@@ -205,18 +217,17 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
 
     def fn(host):
         if host == "ok-2":
-            _thread.interrupt_main()      # what Ctrl-C does: KeyboardInterrupt in the main thread
+            _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
         return by_name(host)
 
-    with pytest.raises(Interrupted) as ei:    # an interrupted run is never returned as if it had finished
+    with pytest.raises(Interrupted) as ei:  # an interrupted run is never returned as if it had finished
         run_fleet([f"ok-{i}" for i in range(1, 7)], fn, rollout=Rollout(forks=1, batch=2), progress=False)
     out = ei.value.outcome
     assert ei.value.exit_code == 130 and ei.value.signal_name == "SIGINT"
     assert out.interrupted and out.stopped and "interrupted" in out.reason
     st_ = statuses(out)
-    assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"        # the running host finished and is reported
+    assert st_["ok-1"] == "ok" and st_["ok-2"] == "ok"  # the running host finished and is reported
     assert out.not_run == [h for h in st_ if st_[h] == "not-run"] and "ok-6" in out.not_run
-
 
 
 # ------------------------------------------------------------------------------ per-host budget (--host-timeout)
@@ -237,27 +248,33 @@ def test_host_over_its_budget_fails_at_a_step_boundary_and_the_others_finish():
             time.sleep(0.02)
         return HostResult(name, "ok", f"{steps[name]} steps")
 
-    out = run_fleet(["slow-1", "ok-1", "ok-2"], work, rollout=Rollout(forks=3, host_timeout=0.3), progress=False, )
+    out = run_fleet(
+        ["slow-1", "ok-1", "ok-2"],
+        work,
+        rollout=Rollout(forks=3, host_timeout=0.3),
+        progress=False,
+    )
     assert statuses(out) == {"slow-1": "failed", "ok-1": "ok", "ok-2": "ok"}
     slow = out.results[0]
     assert "used up its --host-timeout of 0.3 s; stopped before step " in slow.message
     assert "host slow-1" in slow.message and "raise --host-timeout" in slow.message
-    assert 5 <= steps["slow-1"] < 30                          # stopped after ~0.3 s, not after 1000 steps
-    assert budget.remaining() is None                       # the budget ends with the host
+    assert 5 <= steps["slow-1"] < 30  # stopped after ~0.3 s, not after 1000 steps
+    assert budget.remaining() is None  # the budget ends with the host
 
 
 def test_without_a_budget_nothing_is_cut_and_lifted_suspends_one():
     from numaforge import budget
 
-    budget.check("anything")                                # no budget: never raises
+    budget.check("anything")  # no budget: never raises
     with budget.host_deadline(0.001, "h"):
         import time
+
         time.sleep(0.01)
         with pytest.raises(budget.HostTimeout):
             budget.check("the next step")
         with budget.lifted():
-            budget.check("rollback")                        # clean-up still runs
-        assert budget.cap(30) == 0.1                        # watching waits shrink to what is left (min 0.1)
+            budget.check("rollback")  # clean-up still runs
+        assert budget.cap(30) == 0.1  # watching waits shrink to what is left (min 0.1)
     assert budget.cap(30) == 30
 
 
@@ -329,8 +346,13 @@ def test_markup_in_a_host_message_is_printed_as_text():
     from rich.console import Console
 
     buf = io.StringIO()
-    out = run_fleet(["h1", "h2"], lambda h: HostResult(h, "ok", "BMC said [/b] and :smile: at 0000:3b:00.0"),
-                    rollout=Rollout(forks=1), progress=True, console=Console(file=buf, width=200, emoji=False))
+    out = run_fleet(
+        ["h1", "h2"],
+        lambda h: HostResult(h, "ok", "BMC said [/b] and :smile: at 0000:3b:00.0"),
+        rollout=Rollout(forks=1),
+        progress=True,
+        console=Console(file=buf, width=200, emoji=False),
+    )
     assert out.ok
     assert "BMC said [/b] and :smile: at 0000:3b:00.0" in buf.getvalue()
 
@@ -368,7 +390,7 @@ def test_report_is_never_ok_when_anything_did_not_happen():
 
     rep = Report("bios-apply")
     rep.expect_hosts(["a", "b"])
-    assert not rep.ok, "hosts selected but no result: not ok (the '\"ok\": true, \"hosts\": []' report)"
+    assert not rep.ok, 'hosts selected but no result: not ok (the \'"ok": true, "hosts": []\' report)'
     rep.hosts = [HostResult("a", "ok"), HostResult("b", "not-run")]
     assert not rep.ok
     rep.hosts[1].status = "changed"
@@ -378,19 +400,22 @@ def test_report_is_never_ok_when_anything_did_not_happen():
     rep.data = {}
     rep.interrupted = "SIGTERM"
     assert not rep.ok and rep.as_dict()["status"] == "interrupted"
+
+
 def test_rolling_batch_makes_max_fail_effective_without_batch():
     from numaforge.fleet import rolling_batch
 
-    assert rolling_batch(0, 8, 100) == 0        # no failure budget: all at once
-    assert rolling_batch(0, 1, 0) == 1          # budget: waves of --forks, checked after each
+    assert rolling_batch(0, 8, 100) == 0  # no failure budget: all at once
+    assert rolling_batch(0, 1, 0) == 1  # budget: waves of --forks, checked after each
     assert rolling_batch(0, 8, 25.0) == 8
-    assert rolling_batch(3, 8, 0) == 3          # an explicit --batch wins
+    assert rolling_batch(3, 8, 0) == 3  # an explicit --batch wins
 
 
 def test_a_writing_rollout_holds_each_hosts_lock_and_a_held_host_fails_naming_the_holder(tmp_path, monkeypatch):
     """Rollout.lock: each host's work runs holding its write lock (numaforge.hostlock, a real flock); a host
     another holder has fails at once with who holds it, the others run; a read-only rollout takes no lock."""
     from numaforge import hostlock
+
     monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path))
     seen = {}
 
@@ -431,11 +456,11 @@ def test_double_ctrl_c_reports_the_running_host_interrupted_with_what_it_had_don
             for i in range(400):
                 budget.check(f"step {i}")
                 if i == 3:
-                    _thread.interrupt_main()                 # the first Ctrl-C
+                    _thread.interrupt_main()  # the first Ctrl-C
                 time.sleep(0.01)
         except NumaforgeError as exc:
-            os.kill(os.getpid(), signal.SIGINT)          # the second, while the runner waits for this host
-            time.sleep(0.3)                              # the host still finishing what was on the wire
+            os.kill(os.getpid(), signal.SIGINT)  # the second, while the runner waits for this host
+            time.sleep(0.3)  # the host still finishing what was on the wire
             r.data["reset_requested"] = "2026-12-04T00:00:00+00:00"
             r.status, r.message = "failed", exc.render()
         return r
@@ -454,12 +479,16 @@ def test_reports_speak_one_host_status_vocabulary(tmp_path):
     from numaforge.report import HOST_STATUSES, Report, junit_xml
 
     rep = Report("os-apply")
-    rep.hosts = [HostResult("a", "ok"), HostResult("b", "changed"), HostResult("c", "skipped"),
-                 HostResult("d", "interrupted", "interrupted (SIGINT): stopped before reboot", data={"changed": ["x"]})]
+    rep.hosts = [
+        HostResult("a", "ok"),
+        HostResult("b", "changed"),
+        HostResult("c", "skipped"),
+        HostResult("d", "interrupted", "interrupted (SIGINT): stopped before reboot", data={"changed": ["x"]}),
+    ]
     doc = rep.as_dict()
     assert [h["status"] for h in doc["hosts"]] == ["unchanged", "changed", "not-run", "interrupted"]
     assert set(h["status"] for h in doc["hosts"]) <= set(HOST_STATUSES) and doc["ok"] is False
-    rep.write(tmp_path / "r.json")                       # the schema accepts exactly this vocabulary
+    rep.write(tmp_path / "r.json")  # the schema accepts exactly this vocabulary
     buf = io.StringIO()
     rep.print_summary(Console(file=buf, width=200))
     assert "unchanged" in buf.getvalue() and " ok " not in buf.getvalue()
@@ -487,12 +516,12 @@ def test_a_third_ctrl_c_while_waiting_for_a_host_reports_it_interrupted_and_keep
             for i in range(400):
                 budget.check(f"step {i}")
                 if i == 3:
-                    os.kill(os.getpid(), signal.SIGINT)     # 1st
+                    os.kill(os.getpid(), signal.SIGINT)  # 1st
                 time.sleep(0.01)
         except NumaforgeError:
-            os.kill(os.getpid(), signal.SIGINT)             # 2nd: the runner stops waiting in its phase loop
+            os.kill(os.getpid(), signal.SIGINT)  # 2nd: the runner stops waiting in its phase loop
             time.sleep(0.2)
-            os.kill(os.getpid(), signal.SIGINT)             # 3rd: while the pool waits for this thread
+            os.kill(os.getpid(), signal.SIGINT)  # 3rd: while the pool waits for this thread
             time.sleep(0.3)
             try:
                 budget.check("the step after")
@@ -536,6 +565,11 @@ def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
     assert out.stopped and out.not_run == ["a"] and "could not judge" in out.reason and "http://p" in out.reason
 
     calls.clear()
-    out = run_fleet(["c1", "a"], lambda h: HostResult(h, "failed" if h == "c1" else "ok"), Rollout(canary=1),
-                    gate=gate, progress=False)
+    out = run_fleet(
+        ["c1", "a"],
+        lambda h: HostResult(h, "failed" if h == "c1" else "ok"),
+        Rollout(canary=1),
+        gate=gate,
+        progress=False,
+    )
     assert calls == [] and out.not_run == ["a"]  # a failed canary stops before any gate

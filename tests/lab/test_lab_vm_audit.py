@@ -53,9 +53,19 @@ def _vm(tmp_path_factory, name: str, numa_nic: bool):
             vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)
         except NumaforgeError:
             vm.up(kernel="debian", state_dir=state, ssh_port=port, numa_nic=numa_nic)
-        yield Host(name=name, location=Location("<test>"), hardware=HardwareSpec(sockets=4),
-                   ssh=SSHSpec(address="127.0.0.1", port=port, user="root", key_file=str(state / "ssh/id_ed25519"),
-                               use_agent=False, known_hosts=str(state / "ssh/known_hosts")))
+        yield Host(
+            name=name,
+            location=Location("<test>"),
+            hardware=HardwareSpec(sockets=4),
+            ssh=SSHSpec(
+                address="127.0.0.1",
+                port=port,
+                user="root",
+                key_file=str(state / "ssh/id_ed25519"),
+                use_agent=False,
+                known_hosts=str(state / "ssh/known_hosts"),
+            ),
+        )
     finally:
         vm.down(state)
 

@@ -33,7 +33,7 @@ from numaforge.remote.ssh import connect
 from .conftest import LP_DATA, manifest_for
 
 sys.path.insert(0, str(ROOT / "tests"))
-from canary.promlab import METRIC, PrometheusServer, Service, higher_priority  # noqa: E402
+from canary.promlab import METRIC, PrometheusServer, Service, higher_priority
 
 pytestmark = pytest.mark.lab_vm
 LP = "nf_lp_cmdline"
@@ -57,8 +57,14 @@ def vms(tmp_path_factory):
             except NumaforgeError:
                 vm.up(kernel="debian", state_dir=state, ssh_port=port, persist=True)
                 kernel = "debian"
-            ssh = SSHSpec(address="127.0.0.1", port=port, user="root", key_file=str(state / "ssh/id_ed25519"),
-                          use_agent=False, known_hosts=str(state / "ssh/known_hosts"))
+            ssh = SSHSpec(
+                address="127.0.0.1",
+                port=port,
+                user="root",
+                key_file=str(state / "ssh/id_ed25519"),
+                use_agent=False,
+                known_hosts=str(state / "ssh/known_hosts"),
+            )
             booted.append((state, Host(name=name, location=Location("<test>"), ssh=ssh), kernel))
         yield booted
     finally:
@@ -85,9 +91,16 @@ def _inventory(path: Path, hosts: list[Host], services) -> Path:
     doc: dict = {"version": 1, "hosts": {}}
     for h, svc in zip(hosts, services):
         doc["hosts"][h.name] = {
-            "ssh": {"address": h.ssh.address, "port": h.ssh.port, "user": "root", "key_file": h.ssh.key_file,
-                    "known_hosts": h.ssh.known_hosts, "agent": False},
-            "vars": {"slo_instance": svc.instance, "slo_gate": {"metric": METRIC, "window": 2, "minute": 3}}}
+            "ssh": {
+                "address": h.ssh.address,
+                "port": h.ssh.port,
+                "user": "root",
+                "key_file": h.ssh.key_file,
+                "known_hosts": h.ssh.known_hosts,
+                "agent": False,
+            },
+            "vars": {"slo_instance": svc.instance, "slo_gate": {"metric": METRIC, "window": 2, "minute": 3}},
+        }
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -111,10 +124,35 @@ def _rollout_at_priority(tmp_path: Path, hosts: list[Host], ko: Path, fault: boo
             with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
                 prom.wait_for_samples(METRIC, 2)
                 r = subprocess.run(
-                    [str(Path(sys.executable).with_name("invoke")), "livepatch-install", "-i", str(inv), "--all",
-                     "--module", str(ko), "--canary", "1", "--gate", "slo", "--prometheus", prom.url,
-                     "--slo", "range=10", "--slo", "extend=2", "--output", "plain", "--json", str(tmp_path / "r.json")],
-                    cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+                    [
+                        str(Path(sys.executable).with_name("invoke")),
+                        "livepatch-install",
+                        "-i",
+                        str(inv),
+                        "--all",
+                        "--module",
+                        str(ko),
+                        "--canary",
+                        "1",
+                        "--gate",
+                        "slo",
+                        "--prometheus",
+                        prom.url,
+                        "--slo",
+                        "range=10",
+                        "--slo",
+                        "extend=2",
+                        "--output",
+                        "plain",
+                        "--json",
+                        str(tmp_path / "r.json"),
+                    ],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    env=env,
+                )
     finally:
         watch.stop.set()
         watch.join(timeout=60)
@@ -130,8 +168,12 @@ def _loaded(host: Host) -> str:
 def test_livepatch_rollout_rolls_back_on_latency_then_widens_when_healthy(vms, tmp_path):
     hosts = [h for _s, h, _i in vms]
     kernel = vm.resolve_kernel(vms[0][2])
-    ko = manifest_for(vm.build_module(LP_DATA / LP, kernel), tmp_path / "lp", replace=False,
-                      patched_functions=[{"function": "cmdline_proc_show"}])
+    ko = manifest_for(
+        vm.build_module(LP_DATA / LP, kernel),
+        tmp_path / "lp",
+        replace=False,
+        patched_functions=[{"function": "cmdline_proc_show"}],
+    )
 
     r, report = _rollout(tmp_path / "fault", hosts, ko, fault=True)
     assert r.returncode == 1, r.stdout + r.stderr
