@@ -21,20 +21,27 @@ else:  # only `lint` reads pyproject.toml (numaforge.lazy)
     tomllib = lazy_module("tomllib")
 
 HERE = Path(__file__).resolve().parent
+LINTED = "numaforge tests bench tasks.py"
 
 
-@task(auto_shortflags=False, help={"fix": "let ruff fix what it can (imports, unused noqa) before checking",
-                                   "format": "reformat numaforge/ with ruff format (the one-off reformat)"})
-def lint(c, fix=False, format=False):  # noqa: A002  (invoke derives --format from the name)
-    """ruff (lint; format check when [tool.numaforge.lint] format_check is true) and mypy on numaforge/."""
+@task(
+    auto_shortflags=False,
+    help={
+        "fix": "let ruff fix what it can (imports, unused noqa) before checking",
+        "format": "reformat the code with ruff format",
+    },
+)
+def lint(c, fix=False, format=False):  # invoke derives --format from the name
+    """ruff (lint; format check when [tool.numaforge.lint] format_check is true) and mypy on numaforge/, tests/
+    and bench/."""
     bin_ = Path(sys.executable).parent
     cfg = tomllib.loads((HERE / "pyproject.toml").read_text()).get("tool", {}).get("numaforge", {}).get("lint", {})
     with c.cd(str(HERE)):
         if format:
-            c.run(f"{bin_ / 'ruff'} format numaforge")
-        c.run(f"{bin_ / 'ruff'} check {'--fix ' if fix else ''}numaforge")
+            c.run(f"{bin_ / 'ruff'} format {LINTED}")
+        c.run(f"{bin_ / 'ruff'} check {'--fix ' if fix else ''}{LINTED}")
         if cfg.get("format_check"):
-            c.run(f"{bin_ / 'ruff'} format --check numaforge")
+            c.run(f"{bin_ / 'ruff'} format --check {LINTED}")
         c.run(f"{bin_ / 'mypy'}")
 
 
