@@ -21,7 +21,7 @@ import secrets
 import shlex
 from typing import Any
 
-from .plan import BOOT_SCRIPT, IRQBALANCE_DEFAULTS, POLICY_SCRIPT, STATE_FILE, UNIT_FILE, UNIT_LINK, Plan
+from .plan import BOOT_SCRIPT, IRQBALANCE_DEFAULTS, POLICY_SCRIPT, STATE_FILE, UNIT_FILE, UNIT_LINK, OsPlan
 from .read import HostState
 
 STATE_FORMAT = "numaforge-hostos-previous/1"
@@ -54,7 +54,7 @@ def _live_paths(item, state: HostState) -> list[str]:
     return [item.path]
 
 
-def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] | None = None) -> dict:
+def previous_values(plan: OsPlan, state: HostState, numa_override: dict[str, int] | None = None) -> dict:
     """What the host had before this apply, merged over what an earlier apply saved (that one wins)."""
     saved: dict[str, Any] = {"format": STATE_FORMAT, "values": {}, "files": {}, "link": None}
     old = state.files.get(STATE_FILE)
@@ -87,7 +87,7 @@ def previous_values(plan: Plan, state: HostState, numa_override: dict[str, int] 
 
 
 def apply_script(
-    plan: Plan, state: HostState, root: str, numa_override: dict[str, int] | None = None, real_root: bool = True
+    plan: OsPlan, state: HostState, root: str, numa_override: dict[str, int] | None = None, real_root: bool = True
 ) -> str | None:
     """The root shell script of an apply, or None when nothing differs (a second apply writes nothing)."""
     changes = plan.changes

@@ -1,4 +1,4 @@
-"""Plan = every desired OS value checked against the host, then current vs desired per setting (pure core).
+"""OsPlan = every desired OS value checked against the host, then current vs desired per setting (pure core).
 
 ``make_plan(profile, state, nps=..., sockets=...)`` raises :class:`HostPlanError` listing EVERY problem at once
 (unknown sysctl, THP or governor the kernel does not offer, a device missing or without IRQs...) before
@@ -76,7 +76,7 @@ class Check:
 
 
 @dataclass
-class Plan:
+class OsPlan:
     items: list[Item] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     files: dict[str, str | None] = field(default_factory=dict)  # managed path -> desired content (None: absent)
@@ -285,10 +285,10 @@ def _did_you_mean(key: str, state: HostState) -> str:
 
 def make_plan(
     profile: HostProfile, state: HostState, nps: int | None = None, sockets: int | None = None, host: str = ""
-) -> Plan:
+) -> OsPlan:
     """Validate every desired value against the host (all problems at once), then diff."""
     problems: list[str] = []
-    plan = Plan()
+    plan = OsPlan()
     _plan_sysctls(profile, state, plan, problems, host)
     _plan_thp(profile, state, plan, problems, host)
     _plan_governor(profile, state, plan, problems, host)
@@ -312,7 +312,7 @@ def make_plan(
     return plan
 
 
-def _plan_sysctls(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
+def _plan_sysctls(profile: HostProfile, state: HostState, plan: OsPlan, problems: list[str], host: str) -> None:
     for key, want in profile.sysctl.items():
         cur = state.sysctls.get(key)
         if cur is None:
@@ -326,7 +326,7 @@ def _plan_sysctls(profile: HostProfile, state: HostState, plan: Plan, problems: 
         )
 
 
-def _plan_thp(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
+def _plan_thp(profile: HostProfile, state: HostState, plan: OsPlan, problems: list[str], host: str) -> None:
     for k, want in profile.thp.items():
         if k not in state.thp:
             problems.append(
@@ -341,7 +341,7 @@ def _plan_thp(profile: HostProfile, state: HostState, plan: Plan, problems: list
         plan.items.append(Item("thp", k, f"{THP_DIR}/{k}", cur, want, "ok" if cur == want else "change"))
 
 
-def _plan_governor(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> None:
+def _plan_governor(profile: HostProfile, state: HostState, plan: OsPlan, problems: list[str], host: str) -> None:
     if not profile.governor:
         return
     if not state.governors:
@@ -369,7 +369,7 @@ def _plan_governor(profile: HostProfile, state: HostState, plan: Plan, problems:
         )
 
 
-def _plan_irqs(profile: HostProfile, state: HostState, plan: Plan, problems: list[str], host: str) -> dict[str, str]:
+def _plan_irqs(profile: HostProfile, state: HostState, plan: OsPlan, problems: list[str], host: str) -> dict[str, str]:
     """IRQ affinity items for the profile's devices; returns the cpulists given explicitly (node:N or a list)."""
     explicit: dict[str, str] = {}
     for addr in profile.irq_devices:

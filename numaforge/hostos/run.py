@@ -32,7 +32,7 @@ from ..fleet import FleetOutcome, Rollout, run_fleet
 from ..remote.ssh import connect
 from ..report import HostResult
 from .apply import NothingToRollBack, apply_script, rollback_script
-from .plan import MANAGED_FILES, Plan, make_plan
+from .plan import MANAGED_FILES, OsPlan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
 from .read import (
     HostState,
@@ -99,21 +99,21 @@ def _devices(profile: HostProfile) -> list[str]:
     return list(dict.fromkeys(profile.irq_devices + list(profile.expect_node)))
 
 
-def _plan(remote, host, profile) -> tuple[HostState, Plan]:
+def _plan(remote, host, profile) -> tuple[HostState, OsPlan]:
     state = read_state(remote, host, profile)
     return state, make_plan(profile, state, nps=bios_nps(host), sockets=host.hardware.sockets, host=host.name)
 
 
-def _record(res: HostResult, profile: HostProfile, plan: Plan) -> None:
+def _record(res: HostResult, profile: HostProfile, plan: OsPlan) -> None:
     res.data.update({"profile": profile.name, "chain": profile.chain, **plan.as_dict()})
 
 
-def _failed_checks(plan: Plan) -> list[str]:
+def _failed_checks(plan: OsPlan) -> list[str]:
     return [f"{c.name}: {c.evidence}; {c.why}" for c in plan.checks if c.verdict != "ok"]
 
 
 # --------------------------------------------------------------------------------------------- per host
-def _read_plan(host, opts: OsOptions) -> tuple[HostResult, Plan]:
+def _read_plan(host, opts: OsOptions) -> tuple[HostResult, OsPlan]:
     res = HostResult(host.name)
     profile = resolve_profile(host, opts)
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
@@ -138,7 +138,7 @@ def verify_host(host, opts: OsOptions) -> HostResult:
     return res
 
 
-def _verdict(res: HostResult, plan: Plan) -> None:
+def _verdict(res: HostResult, plan: OsPlan) -> None:
     differ = [f"{i.kind} {i.name}: {i.current} (want {i.desired})" for i in plan.changes]
     bad = _failed_checks(plan)
     if differ or bad:
