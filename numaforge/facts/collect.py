@@ -285,10 +285,10 @@ def _record(
     user: str = "",
 ) -> None:
     if via_sudo and rc != 0:
-        from ..remote.ssh import CommandResult, SudoError, _check_sudo
+        from ..remote.ssh import CommandResult, SudoError, check_sudo
 
         try:
-            _check_sudo(CommandResult(rc, stdout, stderr, 0.0, spec.command), where, user)
+            check_sudo(CommandResult(rc, stdout, stderr, 0.0, spec.command), where, user)
         except SudoError as exc:
             cap.absent[spec.name] = f"`{_short(spec)}` needs root and sudo refused: {exc.what}"
             return

@@ -1,4 +1,4 @@
-"""The exec-upload script (numaforge.remote.ssh._PUT_SCRIPT) under busybox sh with busybox's own cat, chmod,
+"""The exec-upload script (numaforge.remote.ssh.PUT_SCRIPT) under busybox sh with busybox's own cat, chmod,
 sha256sum, mv and rm: what the lab VM's initramfs (busybox + dropbear) runs it with. Run here as a local
 process with only busybox applets on PATH (the SSH part is covered against sshd and dropbear elsewhere)."""
 
@@ -20,17 +20,17 @@ BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 
 def put_script(tmp: str, dest: str, sha: str, mode: str = "640") -> str:
     prefix = tmp[: tmp.index(ssh.TMP_MARK) + len(ssh.TMP_MARK)]
-    return ssh._PUT_SCRIPT.format(
+    return ssh.PUT_SCRIPT.format(
         tmp=shlex.quote(tmp),
         prefix=shlex.quote(prefix),
         mode=mode,
         sha=sha,
         dest=shlex.quote(dest),
-        write=ssh._PUT_WRITE,
-        chmod=ssh._PUT_CHMOD,
-        no_sha=ssh._PUT_NO_SHA,
-        mismatch=ssh._PUT_MISMATCH,
-        mv=ssh._PUT_MV,
+        write=ssh.PUT_WRITE,
+        chmod=ssh.PUT_CHMOD,
+        no_sha=ssh.PUT_NO_SHA,
+        mismatch=ssh.PUT_MISMATCH,
+        mv=ssh.PUT_MV,
     )
 
 
@@ -68,11 +68,11 @@ def test_busybox_upload_script_installs_checks_and_cleans_up(busybox_path, tmp_p
     assert sorted(p.name for p in d.iterdir()) == [dest.name]  # stale temp gone, no new one left
 
     r = run(put_script(tmp, str(dest), "0" * 64), b"other bytes", busybox_path)  # sha256 mismatch
-    assert r.returncode == ssh._PUT_MISMATCH
+    assert r.returncode == ssh.PUT_MISMATCH
     assert dest.read_bytes() == data and sorted(p.name for p in d.iterdir()) == [dest.name]
 
     r = run(put_script(f"{tmp_path}/nodir/.x{ssh.TMP_MARK}1", f"{tmp_path}/nodir/x", sha), data, busybox_path)
-    assert r.returncode == ssh._PUT_WRITE and r.stderr
+    assert r.returncode == ssh.PUT_WRITE and r.stderr
 
 
 def test_busybox_upload_script_refuses_a_directory_target(busybox_path, tmp_path):
@@ -80,5 +80,5 @@ def test_busybox_upload_script_refuses_a_directory_target(busybox_path, tmp_path
     data = b"x"
     tmp = f"{tmp_path}/.target{ssh.TMP_MARK}abcdefabcdef"
     r = run(put_script(tmp, str(tmp_path / "target"), hashlib.sha256(data).hexdigest()), data, busybox_path)
-    assert r.returncode == ssh._PUT_MV and b"is a directory" in r.stderr
+    assert r.returncode == ssh.PUT_MV and b"is a directory" in r.stderr
     assert list((tmp_path / "target").iterdir()) == [] and not Path(tmp).exists()
