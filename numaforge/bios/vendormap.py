@@ -1,0 +1,373 @@
+"""Vendor maps (bios/vendors/<flavour>.yaml) read, checked entry by entry (every problem names file:line and how
+to fix it) and cached per process while the file is unchanged: the data numaforge.bios.vendors translates with.
+docs/bios-profiles.md is the format's reference."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import paths, yamlsrc
+from ..safeio import file_stamp
+from .errors import VendorMapError
+from .presets import check_preset, reboot_waits
+from .profile import SETTINGS_SCHEMA, VENDORS
+from .registry import Registry
+
+ENTRY_KEYS = {
+    "attribute",
+    "attribute_pattern",
+    "display_name",
+    "values",
+    "source",
+    "values_source",
+    "gap",
+    "gap_source",
+    "note",
+    "unverified",  # why no public source shows this name/value for this generation (said in the plan)
+}
+
+
+def default_vendors_dir() -> Path:
+    """The project's bios/vendors, else the built-in one (numaforge.paths)."""
+    return paths.data_dir("bios", "vendors")
+
+
+@dataclass
+class Desired:
+    attribute: str
+    value: Any
+    setting: str  # abstract setting name, or "raw"
+    resolved: str = "vendor map"  # how the AttributeName (and value) were found (said in the plan)
+    source: str = ""
+    status: str = "set"  # set | gap (documented platform gap) | skipped (optional, platform lacks it)
+
+
+@dataclass
+class Generation:
+    id: str
+    title: str
+    registry_rx: str | None
+    model_rx: str | None
+    settings: dict[str, dict]
+    where: str  # file:line of the generation
+    system_rx: str | None = None  # on the System resource's Model (what the BMC reports for the machine)
+    # the vendor preset that locks or overrides other settings, and the value that frees them:
+    # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
+    preset: dict | None = None
+
+    def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
+        if by == "registry":
+            return bool(self.registry_rx and re.search(self.registry_rx, registry.id or ""))
+        if by == "system":
+            return bool(self.system_rx and system_model and re.search(self.system_rx, system_model))
+        models = [
+            str(s.get("ProductName", ""))
+            for s in (registry.doc or {}).get("SupportedSystems") or []
+            if isinstance(s, dict)
+        ]
+        return bool(self.model_rx) and any(re.search(self.model_rx, m) for m in models)
+
+
+@dataclass
+class VendorMap:
+    vendor: str
+    path: str
+    generations: list[Generation]
+    sources: dict[str, dict] = field(default_factory=dict)
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+    reboot: dict[str, float] = field(default_factory=dict)  # waits around a reset (numaforge.bios.power)
+
+    def generation(self, registry: Registry, system_model: str = "") -> Generation:
+        # the registry id decides first, the registry's model where it cannot, then the System's Model
+        for by in ("registry", "model", "system"):
+            for g in self.generations:
+                if g.matches(registry, by, system_model):
+                    return g
+        models = (
+            ", ".join(
+                str(s.get("ProductName"))
+                for s in (registry.doc or {}).get("SupportedSystems") or []
+                if isinstance(s, dict)
+            )
+            or "none stated"
+        )
+        rules = "; ".join(
+            f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/ or system /{g.system_rx or '-'}/"
+            for g in self.generations
+        )
+        raise VendorMapError(
+            f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models};"
+            f" system model: {system_model or 'not read'})",
+            self.path,
+            f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic",
+        )
+
+    def source_text(self, ids) -> str:
+        ids = ids if isinstance(ids, list) else [ids]
+        out = []
+        for s in ids:
+            src = self.sources.get(s)
+            if not src:
+                continue
+            where = src.get("url") or f"{src.get('repo')}:{src.get('path')}"
+            out.append(f"{src.get('title')} <{where}>")
+        return "; ".join(out)
+
+
+def _fail(what: str, path: str, line: int | None, fix: str) -> VendorMapError:
+    return VendorMapError(what, f"{path}:{line}" if line else path, fix)
+
+
+def _regex(rx, path, line, what) -> None:
+    if not isinstance(rx, str):
+        raise _fail(f"{what} must be a string (a regular expression)", path, line, "quote the pattern")
+    try:
+        re.compile(rx)
+    except re.error as exc:
+        raise _fail(
+            f"{what} /{rx}/ is not a valid regular expression: {exc}",
+            path,
+            line,
+            "fix the pattern (Python re syntax; quote it with single quotes in YAML)",
+        ) from None
+
+
+def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> None:
+    line = getattr(entry, "line", None)
+    if not isinstance(entry, yamlsrc.LMap):
+        raise _fail(
+            f"generation {gen_id}: settings.{name} must be a mapping (attribute/values/source)",
+            path,
+            line,
+            "see docs/bios-profiles.md (vendor maps)",
+        )
+    ln = entry.line_of
+    if name not in SETTINGS_SCHEMA:
+        raise _fail(
+            f"generation {gen_id}: unknown abstract setting '{name}'",
+            path,
+            line,
+            f"use one of: {', '.join(SETTINGS_SCHEMA)}",
+        )
+    extra = sorted(set(entry) - ENTRY_KEYS)
+    if "unverified" in entry and not (isinstance(entry["unverified"], str) and entry["unverified"].strip()):
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.unverified must say why no public source shows it",
+            path,
+            ln("unverified"),
+            "e.g. unverified: 'values seen on an SR635 V3 only'",
+        )
+    if extra:
+        raise _fail(
+            f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'",
+            path,
+            ln(extra[0]),
+            f"allowed: {', '.join(sorted(ENTRY_KEYS))}",
+        )
+    if "attribute" in entry and "attribute_pattern" in entry:
+        raise _fail(
+            f"generation {gen_id}: settings.{name} has both attribute and attribute_pattern",
+            path,
+            line,
+            "keep one (attribute: the exact name; attribute_pattern: every matching name)",
+        )
+    for key in ("attribute_pattern", "display_name"):
+        if key in entry:
+            _regex(entry[key], path, ln(key), f"settings.{name}.{key}")
+    if "attribute" in entry and not isinstance(entry["attribute"], str):
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.attribute must be one AttributeName",
+            path,
+            ln("attribute"),
+            "write `attribute: Name` (use attribute_pattern for several)",
+        )
+    values = entry.get("values")
+    finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
+    multi = (
+        isinstance(values, dict)
+        and values
+        and all(isinstance(v, dict) and "unsupported" not in v for v in values.values())
+    )
+    if not finds and not multi and "gap" not in entry:
+        raise _fail(
+            f"generation {gen_id}: settings.{name} names no attribute",
+            path,
+            line,
+            "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it)",
+        )
+    if "gap" in entry:
+        if not isinstance(entry["gap"], str) or not entry["gap"].strip():
+            raise _fail(
+                f"generation {gen_id}: settings.{name}.gap must say why the platform lacks it",
+                path,
+                ln("gap"),
+                "write the documented reason as text",
+            )
+        if not entry.get("gap_source") and not entry.get("source"):
+            raise _fail(
+                f"generation {gen_id}: settings.{name}: a platform gap must cite where it is documented",
+                path,
+                ln("gap"),
+                "add `gap_source:` (ids from `sources:`)",
+            )
+    if finds or multi:
+        if not isinstance(values, dict) or not values:
+            raise _fail(
+                f"generation {gen_id}: settings.{name} needs `values:` (abstract value -> vendor value)",
+                path,
+                ln("values") if "values" in entry else line,
+                "see docs/bios-profiles.md",
+            )
+        for k, v in values.items():
+            vline = values.line_of(k) if hasattr(values, "line_of") else line
+            if isinstance(v, dict) and "unsupported" in v:
+                continue
+            if isinstance(v, dict):
+                bad = [a for a, x in v.items() if not isinstance(x, (str, int, bool, list))]
+            elif isinstance(v, list):
+                bad = [x for x in v if not isinstance(x, (str, int, bool))]
+            else:
+                bad = [] if isinstance(v, (str, int, bool)) else [v]
+            if bad or v in ([], {}):
+                raise _fail(
+                    f"generation {gen_id}: settings.{name}.values.{k} has the wrong shape",
+                    path,
+                    vline,
+                    "give a ValueName, a list of ValueNames, {Attribute: ValueName, ...} or "
+                    "{unsupported: why, fix: how}",
+                )
+        if not entry.get("source"):
+            raise _fail(
+                f"generation {gen_id}: settings.{name} does not cite its public source",
+                path,
+                line,
+                "add `source:` (ids from `sources:`) for the attribute name",
+            )
+        if not entry.get("values_source"):
+            raise _fail(
+                f"generation {gen_id}: settings.{name} does not cite the source of its values",
+                path,
+                line,
+                "add `values_source:` (ids from `sources:`)",
+            )
+    for key in ("source", "values_source", "gap_source"):
+        ids = entry.get(key)
+        for sid in ids if isinstance(ids, list) else [ids] if ids else []:
+            if sid not in sources:
+                raise _fail(
+                    f"generation {gen_id}: settings.{name}.{key} names unknown source '{sid}'",
+                    path,
+                    ln(key),
+                    f"define it under `sources:` (known: {', '.join(sources) or 'none'})",
+                )
+
+
+def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
+    if vendors_dir:
+        path = Path(vendors_dir) / f"{vendor}.yaml"
+    else:  # a project's own map overrides the built-in one of the same vendor
+        path = paths.find_data("bios", "vendors", f"{vendor}.yaml") or default_vendors_dir() / f"{vendor}.yaml"
+    if not path.is_file():
+        raise VendorMapError(
+            f"no vendor map for '{vendor}'",
+            str(path),
+            f"use one of: {', '.join(VENDORS)} (inventory bmc.vendor / hardware.vendor)",
+        )
+    return _read_vendor_map_cached(path, vendor)
+
+
+_MAPS: dict[tuple, VendorMap] = {}
+_MAPS_LOCK = threading.Lock()
+
+
+def _read_vendor_map_cached(path: Path, vendor: str) -> VendorMap:
+    """A vendor map file is read and checked once per process while it is unchanged (same inode, size and
+    mtime): a fleet run asks for it once per host. VendorMap is not mutated by its users."""
+    key = (str(path), vendor, file_stamp(path))
+    with _MAPS_LOCK:
+        hit = _MAPS.get(key)
+    if hit is None:
+        hit = _read_vendor_map(path, vendor)
+        with _MAPS_LOCK:
+            _MAPS[key] = hit
+    return hit
+
+
+def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
+    spath = str(path)
+    try:
+        doc = yamlsrc.load(path, error=VendorMapError, what="vendor map", fix_missing="check bios/vendors/")
+    except VendorMapError as exc:  # yamlsrc's errors carry file:line; say they are about a vendor map
+        raise VendorMapError(f"vendor map: {exc.what}", exc.where or spath, exc.fix or "fix the YAML") from None
+    if not isinstance(doc, yamlsrc.LMap):
+        raise _fail(
+            "a vendor map must be a mapping (vendor/sources/generations)",
+            spath,
+            1,
+            "see docs/bios-profiles.md (vendor maps)",
+        )
+    sources = doc.get("sources") or {}
+    for sid, src in sources.items():
+        ok = isinstance(src, dict) and src.get("title") and (src.get("url") or (src.get("repo") and src.get("path")))
+        if not ok:
+            raise _fail(
+                f"source '{sid}' must give a title and a url, or a title, repo and path",
+                spath,
+                sources.line_of(sid),
+                "e.g. {title: 'iLO 6 Bios resource definitions', url: 'https://...'}",
+            )
+    gens = doc.get("generations")
+    if not isinstance(gens, yamlsrc.LSeq) or not gens:
+        raise _fail(
+            "a vendor map needs `generations:` (a list)",
+            spath,
+            doc.line_of("generations"),
+            "see docs/bios-profiles.md (vendor maps)",
+        )
+    out = []
+    for i, g in enumerate(gens):
+        gline = gens.line_of(i)
+        if not isinstance(g, yamlsrc.LMap) or not g.get("id") or not isinstance(g.get("settings"), dict):
+            raise _fail(
+                f"generation #{i + 1} needs id, match and settings",
+                spath,
+                gline,
+                "see docs/bios-profiles.md (vendor maps)",
+            )
+        match = g.get("match") or {}
+        if not isinstance(match, yamlsrc.LMap) or not (match.get("registry") or match.get("model") or match.get("system")):
+            raise _fail(
+                f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
+                spath,
+                g.line_of("match"),
+                "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
+            )
+        for key in ("registry", "model", "system"):
+            if key in match:
+                _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
+        for name, entry in g["settings"].items():
+            _check_entry(name, entry, g["id"], sources, spath)
+        check_preset(g, sources, spath)
+        out.append(
+            Generation(
+                id=str(g["id"]),
+                title=str(g.get("title", g["id"])),
+                registry_rx=match.get("registry"),
+                model_rx=match.get("model"),
+                settings=dict(g["settings"]),
+                where=f"{spath}:{gline}",
+                system_rx=match.get("system"),
+                preset=dict(g["preset"]) if g.get("preset") else None,
+            )
+        )
+    return VendorMap(
+        vendor=str(doc.get("vendor", vendor)),
+        path=spath,
+        generations=out,
+        sources=dict(sources),
+        reboot=reboot_waits(doc, spath),
+    )
