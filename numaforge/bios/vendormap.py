@@ -187,11 +187,12 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
         )
     values = entry.get("values")
     finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
-    multi = (
+    multi = bool(
         isinstance(values, dict)
         and values
         and all(isinstance(v, dict) and "unsupported" not in v for v in values.values())
     )
+    where = _Where(gen_id, name, path, line, ln)
     if not finds and not multi and "gap" not in entry:
         raise _fail(
             f"generation {gen_id}: settings.{name} names no attribute",
@@ -200,60 +201,85 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it)",
         )
     if "gap" in entry:
-        if not isinstance(entry["gap"], str) or not entry["gap"].strip():
-            raise _fail(
-                f"generation {gen_id}: settings.{name}.gap must say why the platform lacks it",
-                path,
-                ln("gap"),
-                "write the documented reason as text",
-            )
-        if not entry.get("gap_source") and not entry.get("source"):
-            raise _fail(
-                f"generation {gen_id}: settings.{name}: a platform gap must cite where it is documented",
-                path,
-                ln("gap"),
-                "add `gap_source:` (ids from `sources:`)",
-            )
+        _check_gap(entry, where)
     if finds or multi:
-        if not isinstance(values, dict) or not values:
+        _check_values(entry, values, where)
+    _check_source_ids(entry, sources, where)
+
+
+@dataclass
+class _Where:
+    """Where a vendor-map entry is: its generation, setting, file, line and line_of its keys."""
+
+    gen_id: str
+    name: str
+    path: str
+    line: int | None
+    ln: Any
+
+
+def _check_gap(entry, w: _Where) -> None:
+    gen_id, name, path, ln = w.gen_id, w.name, w.path, w.ln
+    if not isinstance(entry["gap"], str) or not entry["gap"].strip():
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.gap must say why the platform lacks it",
+            path,
+            ln("gap"),
+            "write the documented reason as text",
+        )
+    if not entry.get("gap_source") and not entry.get("source"):
+        raise _fail(
+            f"generation {gen_id}: settings.{name}: a platform gap must cite where it is documented",
+            path,
+            ln("gap"),
+            "add `gap_source:` (ids from `sources:`)",
+        )
+
+
+def _check_values(entry, values, w: _Where) -> None:
+    gen_id, name, path, line, ln = w.gen_id, w.name, w.path, w.line, w.ln
+    if not isinstance(values, dict) or not values:
+        raise _fail(
+            f"generation {gen_id}: settings.{name} needs `values:` (abstract value -> vendor value)",
+            path,
+            ln("values") if "values" in entry else line,
+            "see docs/bios-profiles.md",
+        )
+    for k, v in values.items():
+        vline = values.line_of(k) if hasattr(values, "line_of") else line
+        if isinstance(v, dict) and "unsupported" in v:
+            continue
+        if isinstance(v, dict):
+            bad = [a for a, x in v.items() if not isinstance(x, (str, int, bool, list))]
+        elif isinstance(v, list):
+            bad = [x for x in v if not isinstance(x, (str, int, bool))]
+        else:
+            bad = [] if isinstance(v, (str, int, bool)) else [v]
+        if bad or v in ([], {}):
             raise _fail(
-                f"generation {gen_id}: settings.{name} needs `values:` (abstract value -> vendor value)",
+                f"generation {gen_id}: settings.{name}.values.{k} has the wrong shape",
                 path,
-                ln("values") if "values" in entry else line,
-                "see docs/bios-profiles.md",
+                vline,
+                "give a ValueName, a list of ValueNames, {Attribute: ValueName, ...} or {unsupported: why, fix: how}",
             )
-        for k, v in values.items():
-            vline = values.line_of(k) if hasattr(values, "line_of") else line
-            if isinstance(v, dict) and "unsupported" in v:
-                continue
-            if isinstance(v, dict):
-                bad = [a for a, x in v.items() if not isinstance(x, (str, int, bool, list))]
-            elif isinstance(v, list):
-                bad = [x for x in v if not isinstance(x, (str, int, bool))]
-            else:
-                bad = [] if isinstance(v, (str, int, bool)) else [v]
-            if bad or v in ([], {}):
-                raise _fail(
-                    f"generation {gen_id}: settings.{name}.values.{k} has the wrong shape",
-                    path,
-                    vline,
-                    "give a ValueName, a list of ValueNames, {Attribute: ValueName, ...} or "
-                    "{unsupported: why, fix: how}",
-                )
-        if not entry.get("source"):
-            raise _fail(
-                f"generation {gen_id}: settings.{name} does not cite its public source",
-                path,
-                line,
-                "add `source:` (ids from `sources:`) for the attribute name",
-            )
-        if not entry.get("values_source"):
-            raise _fail(
-                f"generation {gen_id}: settings.{name} does not cite the source of its values",
-                path,
-                line,
-                "add `values_source:` (ids from `sources:`)",
-            )
+    if not entry.get("source"):
+        raise _fail(
+            f"generation {gen_id}: settings.{name} does not cite its public source",
+            path,
+            line,
+            "add `source:` (ids from `sources:`) for the attribute name",
+        )
+    if not entry.get("values_source"):
+        raise _fail(
+            f"generation {gen_id}: settings.{name} does not cite the source of its values",
+            path,
+            line,
+            "add `values_source:` (ids from `sources:`)",
+        )
+
+
+def _check_source_ids(entry, sources: dict, w: _Where) -> None:
+    gen_id, name, path, ln = w.gen_id, w.name, w.path, w.ln
     for key in ("source", "values_source", "gap_source"):
         ids = entry.get(key)
         for sid in ids if isinstance(ids, list) else [ids] if ids else []:
@@ -339,7 +365,9 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 "see docs/bios-profiles.md (vendor maps)",
             )
         match = g.get("match") or {}
-        if not isinstance(match, yamlsrc.LMap) or not (match.get("registry") or match.get("model") or match.get("system")):
+        if not isinstance(match, yamlsrc.LMap) or not (
+            match.get("registry") or match.get("model") or match.get("system")
+        ):
             raise _fail(
                 f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
                 spath,
