@@ -25,9 +25,10 @@ def facts(**over):
 
 
 def host(name="gpu-01", url="https://127.0.0.1:1", vendor="auto", hw_vendor=None, profile="epyc-gpudirect",
-         password=None, ca_bundle=None, gpus=("0000:41:00.0",), insecure=False, system_id=None) -> Host:
+         password=None, ca_bundle=None, gpus=("0000:41:00.0",), insecure=False, system_id=None,
+         auth="auto") -> Host:
     return Host(name=name, location=Location("inventory/test.yaml", 1),
                 bmc=BMCSpec(url=url, username="admin", password=password, ca_bundle=ca_bundle, vendor=vendor,
-                            insecure=insecure, system_id=system_id),
+                            insecure=insecure, system_id=system_id, auth=auth),
                 hardware=HardwareSpec(platform="test", vendor=hw_vendor, sockets=2, gpus=list(gpus)),
                 bios_profile=profile)

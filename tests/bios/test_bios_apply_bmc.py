@@ -6,6 +6,7 @@ ETags, pending-until-reset, Dell config jobs and injected faults.
 
 from __future__ import annotations
 
+import base64
 import threading
 
 import pytest
@@ -105,7 +106,7 @@ def test_plan_apply_reboot_verify_then_second_apply_makes_zero_patch(sim_factory
     again = run(apply_host, h, opts(reboot=True))
     assert again.status == "unchanged", again.message
     assert sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0
-    assert sim.count() == 9    # root, session, Systems, system, Bios, settings, registry entry + file, logout
+    assert sim.count() == 7    # root, Systems, system, Bios, settings, registry entry + file (HTTP Basic)
 
     ok = run(verify_host, h)
     assert ok.status == "ok" and ok.data["mismatches"] == []
@@ -133,8 +134,9 @@ def test_registry_is_fetched_once_per_run_across_hosts(sim_factory):
     assert outcome.registry_fetches == 1
     assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2   # Registries/<id> + the file, once
     # the second BMC gets the cached registry only after a HEAD of its registry file answers the same ETag
-    # (numaforge.bios.apply.confirm_registry): root, session, Systems, system, Bios, settings, HEAD, logout
-    assert (a.count(), b.count()) == (9, 8)
+    # (numaforge.bios.apply.confirm_registry): root, Systems, system, Bios, settings, HEAD (HTTP Basic: no
+    # login or logout request)
+    assert (a.count(), b.count()) == (7, 6)
     assert b.count("HEAD", "Registr") == 1
 
 
@@ -305,7 +307,8 @@ def test_wrong_password_and_untrusted_ca_are_clear_errors(sim_factory, monkeypat
 
 def test_sessions_are_logged_out_even_when_the_host_fails(sim_factory):
     sim = sim_factory("dell")
-    r = run(apply_host, host_for(sim, profile="readonly-and-out-of-bounds-raw"), opts(profiles_dir=str(PROFILES)))
+    r = run(apply_host, host_for(sim, profile="readonly-and-out-of-bounds-raw", auth="session"),
+            opts(profiles_dir=str(PROFILES)))
     assert r.status == "failed"
     assert sim.count("POST", "Sessions") == 1 and sim.count("DELETE", "Sessions") == 1
     assert sim.sessions == {}
@@ -320,6 +323,8 @@ def test_json_report_never_contains_the_password_or_token(sim_factory, tmp_path)
     text = path.read_text()
     assert PASSWORD not in text
     assert "X-Auth-Token" not in text and "x-auth-token" not in text.lower()
+    assert outcome.results[0].data["auth"] == "basic"
+    assert base64.b64encode(f"admin:{PASSWORD}".encode()).decode() not in text and "Basic " not in text
     assert '"changed"' in text
 
 
@@ -360,12 +365,12 @@ def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value
 def test_session_login_503_is_retried_and_a_broken_session_service_falls_back_to_basic(sim_factory):
     sim = sim_factory("generic")
     sim.inject("503", r"SessionService/Sessions$", count=1, method="POST", retry_after=0)
-    r = run(plan_host, host_for(sim))
+    r = run(plan_host, host_for(sim, auth="session"))
     assert r.status == "ok" and r.data["auth"] == "session"
     assert sim.count("POST", "Sessions$") == 2 and sim.count("DELETE", "Sessions/") == 1
 
     sim.inject("5xx", r"SessionService/Sessions$", count=1, method="POST", status=501)
-    r = run(plan_host, host_for(sim))
+    r = run(plan_host, host_for(sim, auth="session"))
     assert r.status == "ok" and r.data["auth"] == "basic"
     assert any("basic authentication" in w for w in r.data["warnings"])
 

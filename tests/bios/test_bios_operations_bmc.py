@@ -189,7 +189,7 @@ def test_typed_errors_by_status(sim_factory):
         with pytest.raises(RedfishMethodNotAllowedError):
             from numaforge.bios.resources.base import check
             check(client, client.patch(bios.path, {"Attributes": {}}), "PATCH")
-    bad_pw = host(h, password=SecretRef("env", "NF_WRONG_PW"))
+    bad_pw = host(h, password=SecretRef("env", "NF_WRONG_PW"), auth="session")
     with pytest.raises(RedfishAuthError) as auth:
         import os
         os.environ["NF_WRONG_PW"] = "wrong"
@@ -198,6 +198,15 @@ def test_typed_errors_by_status(sim_factory):
         finally:
             del os.environ["NF_WRONG_PW"]
     assert auth.value.status == 401
+    # HTTP Basic has no login request: the first read is refused, with the same typed error
+    with pytest.raises(RedfishAuthError) as auth:
+        os.environ["NF_WRONG_PW"] = "wrong"
+        try:
+            with connect(host(bad_pw, auth="basic"), opts()) as client:
+                client.get("/redfish/v1/Systems")
+        finally:
+            del os.environ["NF_WRONG_PW"]
+    assert auth.value.status == 401 and "HTTP Basic" in auth.value.what
     assert isinstance(http_error(503, "x"), RedfishServerError) and http_error(418, "x").status == 418
     assert type(http_error(418, "x")) is RedfishHTTPError
 
