@@ -4,6 +4,7 @@
                                          [--rounds 1] [--load-procs 0] [--sweep 5,8,16,32,50]
                                          [--bmc-latency 0.05]
                                          [--json bench-bios-fleet.json]
+    .venv/bin/python bench/bios_fleet.py --slow-bmcs 0.2,1.0 [--equal-forks 5,32] [--hosts 50] [--json ...]
 
 N simulated BMCs (numaforge.lab.bmc, TLS on 127.0.0.1, in ``--sim-procs`` helper processes: bench/bmc_farm.py)
 all get the same BIOS values:
@@ -26,9 +27,16 @@ Both are timed as the user runs them (process start included). The simulators co
 Prints wall times, Ansible/numaforge ratios and requests/PATCHes per host; ``--json`` writes everything.
 Every timed run prints the 1-minute load average at its end; ``--load-procs N`` keeps N cores busy for the whole
 benchmark (the stated load of a "under load" run); ``--sweep`` adds first applies at other forks for both tools.
-The simulators also count TLS connections per BMC (numaforge keeps one per host).
+The simulators also count TLS connections per BMC and the sequential round trips each BMC saw (requests that
+overlap in time count once: BMCSimulator.round_trips).
+
+``--slow-bmcs 0.2,1.0`` (issue 29) replaces the rounds: for each per-request BMC latency, each tool runs first
+apply, again and compliant at its default forks (numaforge's numaforge.defaults.FORKS_BMC, Ansible's 5) and at
+each of ``--equal-forks`` (the same forks for both); one table per latency gives every phase's seconds and the
+Ansible / numaforge ratio at the defaults and at each equal forks (a run both tools share is run once).
 Targets (issue 8): >= 5x faster; <= 4 requests and 0 PATCH per compliant host. Issue 18: >= 8x in every phase on
-a quiet machine, >= 5x under load. Nothing here asserts them.
+a quiet machine, >= 5x under load. Issue 29: with 200 ms and 1 s BMCs, >= 8x at the defaults and >= 1.5x at
+equal forks in every phase. Nothing here asserts them.
 """
 
 from __future__ import annotations
@@ -49,10 +57,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bmc_farm import ROOT, Farm, per_host_summary  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from numaforge.defaults import FORKS_BMC  # imports nothing: numaforge's BMC default forks
+
 CACHE_VAR = "NUMAFORGE_REDFISH_CACHE"
 PW_VAR = "NF_BENCH_BMC_PW"
 VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 1800
+ANSIBLE_FORKS = 5   # Ansible's default forks (ansible-config: DEFAULT_FORKS)
 LAST_LOAD: list[float] = [0.0]   # 1-min load average when the last timed command ended
 
 
@@ -154,7 +166,7 @@ def desired_attributes(work: Path, bmcs: list[dict], profile: str, env: dict) ->
     return {i["attribute"]: i["desired"] for i in plan}
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--forks", type=int, default=8, help="forks for both tools (kept equal; numaforge's BMC default is 32, Ansible's 5)")
@@ -172,9 +184,19 @@ def main() -> int:
     ap.add_argument("--sweep", default="",
                     help="also run the first apply at each of these forks (comma list, e.g. 5,8,16,32,50) for both "
                          "tools, to find each tool's own best setting")
+    ap.add_argument("--slow-bmcs", default="",
+                    help="issue 29 mode instead of the rounds: for each of these BMC latencies (comma list of "
+                         "seconds, e.g. 0.2,1.0) every phase with both tools at their default forks (numaforge "
+                         f"{FORKS_BMC}, Ansible {ANSIBLE_FORKS}) and at equal forks (--equal-forks), ratio table")
+    ap.add_argument("--equal-forks", default=f"{ANSIBLE_FORKS},{FORKS_BMC}",
+                    help="--slow-bmcs: the equal forks both tools also run at (comma list)")
     ap.add_argument("--json", help="write all measurements here")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories, reports)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if not (VENV_BIN / "ansible-playbook").exists():
         raise SystemExit("ansible-playbook not found next to this python; run scripts/setup.d/60-bench.sh")
 
@@ -202,61 +224,21 @@ def main() -> int:
         varsfile.write_text(json.dumps({"bios_attrs": attrs}))
         print(f"{args.hosts} {args.flavour} BMCs, forks {args.forks}, {len(attrs)} attributes: "
               + ", ".join(f"{k}={v}" for k, v in attrs.items()), flush=True)
-
-        for rnd in range(args.rounds):
-            order = ["numaforge", "ansible"] if rnd % 2 == 0 else ["ansible", "numaforge"]
-            rec: dict = {"order": order, "first": {}, "compliant": {}}
-            env = {**env, CACHE_VAR: str(work / f"redfish-{rnd}")}        # cold for this round's first apply
-            # first apply: a fresh fleet per tool
-            for tool in order:
-                bmcs = farm.restart()
-                rec["first"][tool] = run_tool(tool, farm, work, f"first-{rnd}", bmcs, args, play, varsfile, env)
-                # correctness: after the write, every BMC holds every desired value (pending or current)
-                rec["first"][tool]["hosts_holding_desired"] = sum(
-                    1 for cur, pend in zip(farm.current(), farm.pending())
-                    if all(pend.get(k, cur.get(k)) == v for k, v in attrs.items()))
-                _show("first apply", tool, rec["first"][tool])
-                # the same command again before any reboot: the values are pending, not current yet
-                rec.setdefault("again", {})[tool] = run_tool(tool, farm, work, f"again-{rnd}", bmcs, args, play,
-                                                             varsfile, env)
-                _show("again", tool, rec["again"][tool])
-            # compliant fleet: current == desired, nothing pending; both tools against the same fleet
-            bmcs = farm.restart()
-            farm.comply(attrs)
-            for tool in order:
-                farm.reset_counts()
-                rec["compliant"][tool] = run_tool(tool, farm, work, f"compliant-{rnd}", bmcs, args, play,
-                                                  varsfile, env)
-                _show("compliant", tool, rec["compliant"][tool])
-            rec["compliant_cold"] = {"numaforge": run_tool(
-                "numaforge", farm, work, f"compliant-cold-{rnd}", bmcs, args, play, varsfile,
-                {**env, CACHE_VAR: str(work / f"redfish-cold-{rnd}")})}
-            _show("compliant-cold", "numaforge", rec["compliant_cold"]["numaforge"])
-            results["rounds"].append(rec)
-        for forks in [int(f) for f in args.sweep.split(",") if f.strip()]:
-            fargs = argparse.Namespace(**{**vars(args), "forks": forks})
-            env = {**env, CACHE_VAR: str(work / f"redfish-sweep-{forks}")}
-            sweep = results.setdefault("sweep", {})[str(forks)] = {}
-            for tool in ("numaforge", "ansible"):
-                bmcs = farm.restart()
-                sweep[tool] = run_tool(tool, farm, work, f"sweep-{forks}", bmcs, fargs, play, varsfile, env)
-                _show(f"first f={forks}", tool, sweep[tool])
-        errs = farm.errors()
-        results["simulator_errors"] = errs
+        if args.slow_bmcs:
+            slow_bmcs(results, args, farm, work, play, varsfile, env, pw)
+        else:
+            _rounds(results, args, farm, work, play, varsfile, env)
+        results["simulator_errors"] = farm.errors()
     finally:
         for p in loaders:
             p.kill()
         farm.close()
     results["loadavg_end"] = os.getloadavg()
-    summarize(results)
+    (summarize_slow if args.slow_bmcs else summarize)(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
         print(f"wrote {args.json}")
-    failed = [f"round {i} {phase} {tool} (rc {r[phase][tool]['rc']}, {r[phase][tool]['statuses']})"
-              for i, r in enumerate(results["rounds"]) for phase in ("first", "again", "compliant")
-              for tool in ("numaforge", "ansible") if r[phase][tool]["rc"] != 0]
-    failed += [f"round {i} compliant-cold numaforge (rc {r['compliant_cold']['numaforge']['rc']})"
-               for i, r in enumerate(results["rounds"]) if r["compliant_cold"]["numaforge"]["rc"] != 0]
+    failed = _failed_runs(results)
     if failed:
         print("FAILED runs (their times do not count; see the logs with --keep): " + "; ".join(failed))
     if args.keep or failed:
@@ -264,6 +246,121 @@ def main() -> int:
     else:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
+
+
+def _rounds(results, args, farm, work, play, varsfile, env) -> None:
+    attrs = results["attributes"]
+    for rnd in range(args.rounds):
+        order = ["numaforge", "ansible"] if rnd % 2 == 0 else ["ansible", "numaforge"]
+        rec: dict = {"order": order, "first": {}, "compliant": {}}
+        env = {**env, CACHE_VAR: str(work / f"redfish-{rnd}")}        # cold for this round's first apply
+        # first apply: a fresh fleet per tool
+        for tool in order:
+            bmcs = farm.restart()
+            rec["first"][tool] = run_tool(tool, farm, work, f"first-{rnd}", bmcs, args, play, varsfile, env)
+            # correctness: after the write, every BMC holds every desired value (pending or current)
+            rec["first"][tool]["hosts_holding_desired"] = _holding(farm, attrs)
+            _show("first apply", tool, rec["first"][tool])
+            # the same command again before any reboot: the values are pending, not current yet
+            rec.setdefault("again", {})[tool] = run_tool(tool, farm, work, f"again-{rnd}", bmcs, args, play,
+                                                         varsfile, env)
+            _show("again", tool, rec["again"][tool])
+        # compliant fleet: current == desired, nothing pending; both tools against the same fleet
+        bmcs = farm.restart()
+        farm.comply(attrs)
+        for tool in order:
+            farm.reset_counts()
+            rec["compliant"][tool] = run_tool(tool, farm, work, f"compliant-{rnd}", bmcs, args, play,
+                                              varsfile, env)
+            _show("compliant", tool, rec["compliant"][tool])
+        rec["compliant_cold"] = {"numaforge": run_tool(
+            "numaforge", farm, work, f"compliant-cold-{rnd}", bmcs, args, play, varsfile,
+            {**env, CACHE_VAR: str(work / f"redfish-cold-{rnd}")})}
+        _show("compliant-cold", "numaforge", rec["compliant_cold"]["numaforge"])
+        results["rounds"].append(rec)
+    for forks in [int(f) for f in args.sweep.split(",") if f.strip()]:
+        fargs = argparse.Namespace(**{**vars(args), "forks": forks})
+        env = {**env, CACHE_VAR: str(work / f"redfish-sweep-{forks}")}
+        sweep = results.setdefault("sweep", {})[str(forks)] = {}
+        for tool in ("numaforge", "ansible"):
+            bmcs = farm.restart()
+            sweep[tool] = run_tool(tool, farm, work, f"sweep-{forks}", bmcs, fargs, play, varsfile, env)
+            _show(f"first f={forks}", tool, sweep[tool])
+
+
+def _holding(farm, attrs: dict) -> int:
+    return sum(1 for cur, pend in zip(farm.current(), farm.pending())
+               if all(pend.get(k, cur.get(k)) == v for k, v in attrs.items()))
+
+
+def _failed_runs(results: dict) -> list[str]:
+    failed = [f"round {i} {phase} {tool} (rc {r[phase][tool]['rc']}, {r[phase][tool]['statuses']})"
+              for i, r in enumerate(results["rounds"]) for phase in ("first", "again", "compliant")
+              for tool in ("numaforge", "ansible") if r[phase][tool]["rc"] != 0]
+    failed += [f"round {i} compliant-cold numaforge (rc {r['compliant_cold']['numaforge']['rc']})"
+               for i, r in enumerate(results["rounds"]) if r["compliant_cold"]["numaforge"]["rc"] != 0]
+    failed += [f"latency {lat} {key} {phase} (rc {r['rc']}, {r['statuses']})"
+               for lat, runs in results.get("slow", {}).items() for key, phases in runs.items()
+               for phase, r in phases.items() if r["rc"] != 0]
+    return failed
+
+
+# -- issue 29: slow BMCs ---------------------------------------------------------------------------------------
+SLOW_PHASES = ("first", "again", "compliant")
+
+
+def slow_bmcs(results, args, farm, work, play, varsfile, env, pw) -> None:
+    """Every phase at each BMC latency, for each tool at each forks it runs at (its default, the equal ones).
+    A combination's phases run on a fresh fleet: first apply (cold discovery cache), again, compliant (the
+    fleet set to the profile; numaforge keeps the cache of its first apply, as a re-run does)."""
+    attrs = results["attributes"]
+    equal = [int(f) for f in args.equal_forks.split(",") if f.strip()]
+    combos = sorted({("numaforge", f) for f in [FORKS_BMC, *equal]} | {("ansible", f) for f in [ANSIBLE_FORKS, *equal]})
+    results["slow"] = {}
+    for latency in [float(x) for x in args.slow_bmcs.split(",") if x.strip()]:
+        farm.start(args.hosts, args.flavour, pw, latency=latency)
+        runs = results["slow"][str(latency)] = {}
+        for tool, forks in combos:
+            fargs = argparse.Namespace(**{**vars(args), "forks": forks})
+            cenv = {**env, CACHE_VAR: str(work / f"redfish-slow-{latency}-{forks}")}
+            tag = f"{latency}-{tool}-{forks}"
+            rec = runs[f"{tool}@{forks}"] = {}
+            bmcs = farm.restart()
+            rec["first"] = run_tool(tool, farm, work, f"first-{tag}", bmcs, fargs, play, varsfile, cenv)
+            rec["first"]["hosts_holding_desired"] = _holding(farm, attrs)
+            rec["again"] = run_tool(tool, farm, work, f"again-{tag}", bmcs, fargs, play, varsfile, cenv)
+            bmcs = farm.restart()
+            farm.comply(attrs)
+            rec["compliant"] = run_tool(tool, farm, work, f"compliant-{tag}", bmcs, fargs, play, varsfile, cenv)
+            for phase in SLOW_PHASES:
+                _show(f"{phase} {latency:g}s f={forks}", tool, rec[phase])
+
+
+def summarize_slow(results: dict) -> None:
+    """One table per latency: each phase, each tool's seconds and the Ansible / numaforge ratio at the tools'
+    defaults and at each equal forks."""
+    equal = sorted({int(k.split("@")[1]) for runs in results["slow"].values() for k in runs if k.startswith("ansible")
+                    and k.split("@")[1] in {r.split("@")[1] for r in runs if r.startswith("numaforge")}})
+    pairs = [("defaults", FORKS_BMC, ANSIBLE_FORKS)] + [(f"equal {f}", f, f) for f in equal]
+    for latency, runs in results["slow"].items():
+        print(f"\nBMC latency {latency} s per request, {results['hosts']} BMCs:")
+        print("| phase | " + " | ".join(f"{name}: numaforge@{nf} s / Ansible@{an} s / ratio" for name, nf, an in pairs)
+              + " | requests (round trips) per BMC, numaforge@32 / Ansible@5 | load at end |")
+        print("|---|" + "---|" * len(pairs) + "---|---|")
+        for phase in SLOW_PHASES:
+            cells = []
+            for _name, nf, an in pairs:
+                n, a = runs[f"numaforge@{nf}"][phase], runs[f"ansible@{an}"][phase]
+                ratio = round(a["seconds"] / n["seconds"], 2)
+                results.setdefault("slow_ratios", {}).setdefault(latency, {})[f"{phase} {_name}"] = ratio
+                cells.append(f"{n['seconds']:.2f} / {a['seconds']:.2f} / **{ratio:.2f}x**")
+            n, a = runs[f"numaforge@{FORKS_BMC}"][phase], runs[f"ansible@{ANSIBLE_FORKS}"][phase]
+            qn, qa = n["requests"], a["requests"]
+            print(f"| {phase} | " + " | ".join(cells)
+                  + f" | {qn['requests_mean']} ({qn['round_trips_mean']}, max {qn['round_trips_max']}) / "
+                    f"{qa['requests_mean']} ({qa['round_trips_mean']}) | {n['load_end']:.1f} / {a['load_end']:.1f} |")
+    print(f"load average start {results['loadavg_start']}, end {results['loadavg_end']}; "
+          f"simulator errors: {len(results['simulator_errors'])}")
 
 
 def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
@@ -287,7 +384,8 @@ def _show(phase: str, tool: str, r: dict) -> None:
     q = r["requests"]
     print(f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  load {r['load_end']:5.2f}  rc={r['rc']}  {r['statuses']}  "
           f"requests/host mean {q['requests_mean']} max {q['requests_max']}  TLS connections/host mean "
-          f"{q['connections_mean']}  PATCH total {q['patch_total']}"
+          f"{q['connections_mean']}  round trips/host mean {q['round_trips_mean']} max {q['round_trips_max']}  "
+          f"PATCH total {q['patch_total']}"
           + (f"  holding desired {r['hosts_holding_desired']}" if "hosts_holding_desired" in r else ""), flush=True)
 
 

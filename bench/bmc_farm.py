@@ -6,7 +6,8 @@ numaforge and Ansible both talk to BMCs that do not share their interpreter. Eve
 
     with Farm(procs=2) as farm:
         bmcs = farm.start(50, flavour="generic", password=pw)   # [{"url", "ca", "name"}]
-        farm.counts()          # per BMC: {"total", "PATCH", "GET", "POST", "DELETE", "paths": {...}}
+        farm.counts()          # per BMC: {"total", "PATCH", "GET", "POST", "DELETE", "paths": {...},
+                               #           "connections", "round_trips" (sequential, BMCSimulator.round_trips)}
         farm.reset_counts(); farm.comply(attrs); farm.restart(); farm.pending()
 
 Protocol between this module and its helper processes: one JSON object per line on stdin/stdout.
@@ -138,7 +139,9 @@ def per_host_summary(counts: list[dict]) -> dict:
             "requests_max": max(tot, default=0), "requests_min": min(tot, default=0),
             "patch_total": sum(patch), "patch_max": max(patch, default=0),
             "connections_mean": round(sum(c.get("connections", 0) for c in counts) / n, 2),
-            "connections_max": max((c.get("connections", 0) for c in counts), default=0)}
+            "connections_max": max((c.get("connections", 0) for c in counts), default=0),
+            "round_trips_mean": round(sum(c.get("round_trips", 0) for c in counts) / n, 2),
+            "round_trips_max": max((c.get("round_trips", 0) for c in counts), default=0)}
 
 
 # -- helper process ----------------------------------------------------------------------------------------
@@ -178,7 +181,8 @@ def _serve() -> None:
                     reqs = list(s.requests)
                     c = Counter(m for m, _ in reqs)
                     out.append({"total": len(reqs), **c, "paths": dict(Counter(f"{m} {p}" for m, p in reqs)),
-                                "connections": s.connections, "tls_resumed": s.tls_resumed})
+                                "connections": s.connections, "tls_resumed": s.tls_resumed,
+                                "round_trips": s.round_trips()})
             elif cmd == "reset":
                 out = [s.reset_counts() for s in sims]
             elif cmd == "comply":
