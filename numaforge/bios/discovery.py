@@ -160,11 +160,22 @@ class RegistryCache:
             pass  # a read-only cache dir only costs the next run its discovery
 
     def peek(self, registry_id: str) -> Registry | None:
-        """The registry ``registry_id`` this run (else the disk cache) already has, unconfirmed: what a host can
-        ask its BMC to confirm in the same round trip as its other reads (cached_reads)."""
+        """The registry ``registry_id`` this run (else the disk cache, read once per run) already has,
+        unconfirmed: what a host can ask its BMC to confirm in the same round trip as its other reads
+        (cached_reads); get() still confirms it before it serves. Waits while another host fetches that id."""
         with self._lock:
-            known = list(self._data.get(registry_id, []))
-        return known[0] if known else self._load(registry_id, None)
+            id_lock = self._locks.setdefault(registry_id, threading.Lock())
+        with id_lock:
+            with self._lock:
+                known = self._data.get(registry_id)
+                if known:
+                    return known[0]
+            reg = self._load(registry_id, None)
+            if reg is not None:
+                with self._lock:
+                    self._data.setdefault(registry_id, []).append(reg)
+                    self.loaded += 1
+            return reg
 
     def first_to_want(self, registry_id: str) -> bool:
         """True for the first host of this run to ask for ``registry_id``: the one that reads its registry entry
