@@ -6,7 +6,8 @@ numaforge and Ansible both talk to BMCs that do not share their interpreter. Eve
 
     with Farm(procs=2) as farm:
         bmcs = farm.start(50, flavour="generic", password=pw)   # [{"url", "ca", "name"}]
-        farm.counts()          # per BMC: {"total", "PATCH", "GET", "POST", "DELETE", "paths": {...}}
+        farm.counts()          # per BMC: {"total", "PATCH", "GET", "POST", "DELETE", "paths": {...},
+                               #           "connections", "round_trips" (sequential, BMCSimulator.round_trips)}
         farm.reset_counts(); farm.comply(attrs); farm.restart(); farm.pending()
 
 Protocol between this module and its helper processes: one JSON object per line on stdin/stdout.
@@ -26,10 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class Farm:
     def __init__(self, procs: int = 2):
-        self.procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=ROOT,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                      for _ in range(max(1, procs))]
-        self.layout: list[tuple[int, int]] = []   # global index -> (proc, local index)
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--serve"],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(max(1, procs))
+        ]
+        self.layout: list[tuple[int, int]] = []  # global index -> (proc, local index)
 
     def _ask(self, i: int, msg: dict):
         p = self.procs[i]
@@ -44,7 +52,7 @@ class Farm:
         return reply["ok"]
 
     def _all(self, msg: dict) -> list:
-        for i, p in enumerate(self.procs):          # send to all first: the processes work in parallel
+        for p in self.procs:  # send to all first: the processes work in parallel
             p.stdin.write(json.dumps(msg) + "\n")
             p.stdin.flush()
         out = []
@@ -64,11 +72,15 @@ class Farm:
     def start(self, n: int, flavour: str, password: str, latency: float = 0.0) -> list[dict]:
         share = [n // len(self.procs) + (1 if i < n % len(self.procs) else 0) for i in range(len(self.procs))]
         self.layout = []
-        for i in range(n):          # round-robin: bmc i lives in process i % procs
+        for i in range(n):  # round-robin: bmc i lives in process i % procs
             self.layout.append((i % len(self.procs), i // len(self.procs)))
         for i, p in enumerate(self.procs):
-            p.stdin.write(json.dumps({"cmd": "start", "n": share[i], "flavour": flavour,
-                                      "password": password, "latency": latency}) + "\n")
+            p.stdin.write(
+                json.dumps(
+                    {"cmd": "start", "n": share[i], "flavour": flavour, "password": password, "latency": latency}
+                )
+                + "\n"
+            )
             p.stdin.flush()
         per = []
         for i, p in enumerate(self.procs):
@@ -134,11 +146,19 @@ def per_host_summary(counts: list[dict]) -> dict:
     n = len(counts) or 1
     tot = [c["total"] for c in counts]
     patch = [c.get("PATCH", 0) for c in counts]
-    return {"hosts": len(counts), "requests_total": sum(tot), "requests_mean": round(sum(tot) / n, 2),
-            "requests_max": max(tot, default=0), "requests_min": min(tot, default=0),
-            "patch_total": sum(patch), "patch_max": max(patch, default=0),
-            "connections_mean": round(sum(c.get("connections", 0) for c in counts) / n, 2),
-            "connections_max": max((c.get("connections", 0) for c in counts), default=0)}
+    return {
+        "hosts": len(counts),
+        "requests_total": sum(tot),
+        "requests_mean": round(sum(tot) / n, 2),
+        "requests_max": max(tot, default=0),
+        "requests_min": min(tot, default=0),
+        "patch_total": sum(patch),
+        "patch_max": max(patch, default=0),
+        "connections_mean": round(sum(c.get("connections", 0) for c in counts) / n, 2),
+        "connections_max": max((c.get("connections", 0) for c in counts), default=0),
+        "round_trips_mean": round(sum(c.get("round_trips", 0) for c in counts) / n, 2),
+        "round_trips_max": max((c.get("round_trips", 0) for c in counts), default=0),
+    }
 
 
 # -- helper process ----------------------------------------------------------------------------------------
@@ -150,9 +170,19 @@ def _serve() -> None:
     spec: dict = {}
 
     def launch():
-        sims.extend(BMCSimulator(flavour=spec["flavour"], host="127.0.0.1", port=0, tls=True, username="admin",
-                                 password=spec["password"], power_delay=0.5,
-                                 latency=spec["latency"]).start() for _ in range(spec["n"]))
+        sims.extend(
+            BMCSimulator(
+                flavour=spec["flavour"],
+                host="127.0.0.1",
+                port=0,
+                tls=True,
+                username="admin",
+                password=spec["password"],
+                power_delay=0.5,
+                latency=spec["latency"],
+            ).start()
+            for _ in range(spec["n"])
+        )
         return [{"url": s.url, "ca": str(s.ca_file)} for s in sims]
 
     def stop_all():
@@ -166,8 +196,12 @@ def _serve() -> None:
         try:
             if cmd == "start":
                 stop_all()
-                spec = {"flavour": msg["flavour"], "password": msg["password"], "n": msg["n"],
-                        "latency": msg.get("latency", 0.0)}
+                spec = {
+                    "flavour": msg["flavour"],
+                    "password": msg["password"],
+                    "n": msg["n"],
+                    "latency": msg.get("latency", 0.0),
+                }
                 out = launch()
             elif cmd == "restart":
                 stop_all()
@@ -177,8 +211,16 @@ def _serve() -> None:
                 for s in sims:
                     reqs = list(s.requests)
                     c = Counter(m for m, _ in reqs)
-                    out.append({"total": len(reqs), **c, "paths": dict(Counter(f"{m} {p}" for m, p in reqs)),
-                                "connections": s.connections, "tls_resumed": s.tls_resumed})
+                    out.append(
+                        {
+                            "total": len(reqs),
+                            **c,
+                            "paths": dict(Counter(f"{m} {p}" for m, p in reqs)),
+                            "connections": s.connections,
+                            "tls_resumed": s.tls_resumed,
+                            "round_trips": s.round_trips(),
+                        }
+                    )
             elif cmd == "reset":
                 out = [s.reset_counts() for s in sims]
             elif cmd == "comply":
@@ -198,7 +240,7 @@ def _serve() -> None:
             else:
                 raise ValueError(f"unknown command {cmd}")
             print(json.dumps({"ok": out}), flush=True)
-        except Exception as exc:   # report to the parent instead of dying silently
+        except Exception as exc:  # report to the parent instead of dying silently
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
     stop_all()
 

@@ -54,6 +54,22 @@ def lifted() -> Iterator[None]:
         _local.state, _local.lifted = saved
 
 
+def snapshot() -> tuple:
+    """This thread's budget, for a worker thread doing part of the same host's work (:func:`adopted`)."""
+    return getattr(_local, "state", None), getattr(_local, "lifted", False)
+
+
+@contextmanager
+def adopted(snap: tuple) -> Iterator[None]:
+    """Run inside with the budget of the thread that took ``snap`` (the same deadline, not a new one)."""
+    saved = getattr(_local, "state", None), getattr(_local, "lifted", False)
+    _local.state, _local.lifted = snap
+    try:
+        yield
+    finally:
+        _local.state, _local.lifted = saved
+
+
 def is_lifted() -> bool:
     """True inside :func:`lifted` (clean-up that runs whatever the budget or a stop request says)."""
     return bool(getattr(_local, "lifted", False))

@@ -106,6 +106,7 @@ def connect(host, opts: HostOptions, cache: "RegistryCache | None" = None) -> Re
         ca_file=os.path.expanduser(bmc.ca_bundle) if bmc.ca_bundle else None,
         insecure=insecure,
         policy=opts.policy,
+        auth=bmc.auth,
     )
     if cache is not None:
         key = shape_key(host)
@@ -191,7 +192,9 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     bios = None
     stale = False
     if shape is not None:
-        # same model as a host read in this run: straight to its Bios; anything unexpected: full discovery
+        # same model as a host already read in this run: go straight to its Bios, every read in one round trip
+        # (discovery.cached_reads); anything unexpected (moved, different registry) falls back to full discovery
+        client.prefetch(discovery.cached_reads(shape, cache))
         r = client.request("GET", shape.bios_path) if _shape_system_confirmed(client, host, shape) else None
         if r is not None and r.status < 400 and r.body.get("AttributeRegistry") == shape.registry_id:
             system_path, system, bios_path, bios, model = shape.system_path, None, shape.bios_path, r.body, shape.model
@@ -199,6 +202,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
             stale = True
         stale = stale or client.login_url != shape.login_url
     if bios is None:
+        client.prefetch(discovery.discovery_reads(client, host))  # the service root and Systems at once
         system_path, system = find_system(client, host)
         bios_path, model = _link(system, "Bios"), str(system.get("Model") or "")
         if not bios_path:
@@ -206,6 +210,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
                 "the system has no Bios resource", where, "this BMC does not expose BIOS settings through Redfish"
             )
         bios = client.get(bios_path).body
+        client.prefetch(discovery.bios_reads(client, bios, cache, key is not None))  # settings + registry at once
     settings = bios.get("@Redfish.Settings") or {}
     settings_path = _link(settings, "SettingsObject")
     if not settings_path:
@@ -218,9 +223,11 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
     registry_id = bios.get("AttributeRegistry")
     if not registry_id:
         raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
-    if (shape is None or stale) and client.login_url:
-        # the model's paths are known: hosts waiting for them go on (the cache below fetches each registry once)
-        cache.learn(key, Shape(client.login_url, system_path, bios_path, registry_id, model), replace=stale)
+    learnt = Shape(client.login_url, system_path, bios_path, registry_id, model=model, settings_path=settings_path)
+    if learnt != shape and client.login_url:
+        # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
+        # below, which fetches it once per id while they read their own Bios and settings)
+        cache.learn(key, learnt, replace=shape is not None)
     registry = cache.get(
         registry_id,
         lambda: fetch_registry(client, registry_id, bios_path),
@@ -234,21 +241,8 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         )
         if note not in client.warnings:
             client.warnings.append(note)
-    apply_times = list(settings.get("SupportedApplyTimes") or [])
-    sat = sr.body.get("@Redfish.SettingsApplyTime") or {}
-    for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
-        if v not in apply_times:
-            apply_times.append(v)
-    cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
-    vendor, how = (
-        (cfg, "inventory bmc.vendor")
-        if cfg
-        else (
-            (host.hardware.vendor, "inventory hardware.vendor")
-            if host.hardware.vendor
-            else (detect_vendor(client.ensure_root(), system), "detected from the service root")
-        )
-    )
+    client.prefetched.clear()  # an early answer nobody used must not stand in for a later read
+    vendor, how = _vendor_of(client, host, system)
     return BiosState(
         vendor=vendor,
         system_path=system_path,
@@ -258,11 +252,31 @@ def read_state(client: RedfishClient, host, cache: RegistryCache) -> BiosState:
         settings_path=settings_path,
         settings_attrs=dict(sr.body.get("Attributes") or {}),
         etag=sr.etag or settings.get("ETag"),
-        apply_times=apply_times,
+        apply_times=_apply_times(settings, sr.body),
         registry=registry,
         detected_by=how,
         model=model,
     )
+
+
+def _apply_times(settings: dict, settings_object: dict) -> list[str]:
+    """The apply times the Bios's @Redfish.Settings and the settings object's SettingsApplyTime allow."""
+    apply_times = list(settings.get("SupportedApplyTimes") or [])
+    sat = settings_object.get("@Redfish.SettingsApplyTime") or {}
+    for v in sat.get("ApplyTime@Redfish.AllowableValues") or []:
+        if v not in apply_times:
+            apply_times.append(v)
+    return apply_times
+
+
+def _vendor_of(client: RedfishClient, host, system: dict | None) -> tuple[str, str]:
+    """(vendor, how it is known): the inventory's bmc.vendor, its hardware.vendor, else the service root's."""
+    cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
+    if cfg:
+        return cfg, "inventory bmc.vendor"
+    if host.hardware.vendor:
+        return host.hardware.vendor, "inventory hardware.vendor"
+    return detect_vendor(client.ensure_root(), system), "detected from the service root"
 
 
 def desired_for(host, state: BiosState, opts: HostOptions):

@@ -19,8 +19,9 @@ system, or the inventory's system_id); if anything differs (moved, another regis
 discovers afresh -- refusing what discovery would refuse -- and the shape is replaced.
 
 **On disk** (``persist``; default ``$NUMAFORGE_REDFISH_CACHE`` or ``<cache_dir>/redfish``) both outlive the run,
-so a re-run (the usual "is the fleet still compliant?") costs every host 6 requests: login, Systems (confirms
-the path), Bios, settings object, HEAD of the registry file (confirms the registry), logout. Files:
+so a re-run (the usual "is the fleet still compliant?") costs every host 4 reads, all sent at once in one round
+trip (``cached_reads``): Systems (confirms the path), Bios, settings object, HEAD of the registry file
+(confirms the registry); plus login and logout with ``bmc.auth: session``. Files:
 ``shapes.json``, ``registries/<id>/<names-sha>.json`` (the registry as the BMC served it) and
 ``<names-sha>.source`` (its URI and ETag). Nothing secret is stored. Delete the directory to forget everything.
 """
@@ -52,6 +53,7 @@ class Shape:
     bios_path: str
     registry_id: str
     model: str = ""  # the System's Model
+    settings_path: str = ""  # the Bios's @Redfish.Settings SettingsObject ("" in caches from before issue 29)
 
 
 def shape_key(host) -> tuple | None:
@@ -91,6 +93,7 @@ class RegistryCache:
         self._data: dict[str, list[Registry]] = {}
         self._shapes: dict[tuple, Shape] | None = None
         self._discovering: dict[tuple, threading.Event] = {}
+        self._wanted: set[str] = set()  # registry ids a host already went to read early (first_to_want)
         self.fetches = 0  # registries fetched from a BMC in this run
         self.loaded = 0  # registries read from the disk cache in this run
 
@@ -156,6 +159,32 @@ class RegistryCache:
             atomic_write_text(self.persist / "shapes.json", json.dumps(doc, indent=1) + "\n")
         except OSError:
             pass  # a read-only cache dir only costs the next run its discovery
+
+    def peek(self, registry_id: str) -> Registry | None:
+        """The registry ``registry_id`` this run (else the disk cache, read once per run) already has,
+        unconfirmed: what a host can ask its BMC to confirm in the same round trip as its other reads
+        (cached_reads); get() still confirms it before it serves. Waits while another host fetches that id."""
+        with self._lock:
+            id_lock = self._locks.setdefault(registry_id, threading.Lock())
+        with id_lock:
+            with self._lock:
+                known = self._data.get(registry_id)
+                if known:
+                    return known[0]
+            reg = self._load(registry_id, None)
+            if reg is not None:
+                with self._lock:
+                    self._data.setdefault(registry_id, []).append(reg)
+                    self.loaded += 1
+            return reg
+
+    def first_to_want(self, registry_id: str) -> bool:
+        """True for the first host of this run to ask for ``registry_id``: the one that reads its registry entry
+        early (bios_reads); hosts after it wait for that fetch instead of reading the entry too."""
+        with self._lock:
+            first = registry_id not in self._wanted
+            self._wanted.add(registry_id)
+            return first
 
     # -- registries
     def get(
@@ -231,6 +260,48 @@ class RegistryCache:
             )
         except OSError:
             pass
+
+
+def cached_reads(shape: Shape, cache: RegistryCache) -> list[tuple[str, str]]:
+    """Every read a host of a known model needs, all known before the first answer, so they go in one round
+    trip (RedfishClient.prefetch): its Systems collection (confirms the model's system path), its Bios, its
+    settings object, and a HEAD of the cached registry's file (confirms the registry; apply.confirm_registry).
+    Each answer is still checked where it is used; one that does not fit sends the host through discovery."""
+    calls = [("GET", shape.system_path.rstrip("/").rsplit("/", 1)[0]), ("GET", shape.bios_path)]
+    if shape.settings_path:
+        calls.append(("GET", shape.settings_path))
+    reg = cache.peek(shape.registry_id)
+    if reg is not None and reg.source_uri and reg.etag:
+        calls.append(("HEAD", reg.source_uri))
+    return calls
+
+
+def discovery_reads(client, host) -> list[tuple[str, str]]:
+    """A host of no known model starts at the service root; its Systems collection (or the inventory's system)
+    is at the URI DSP0266 fixes (/redfish/v1/Systems), so both go in one round trip. A root whose Systems link is
+    elsewhere only costs that read: its answer is used for nothing else. Nothing when the root was read (login)."""
+    if client.root:
+        return []
+    systems = "/redfish/v1/Systems" + (f"/{host.bmc.system_id}" if host.bmc.system_id else "")
+    return [("GET", "/redfish/v1/"), ("GET", systems)]
+
+
+def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tuple[str, str]]:
+    """Once a Bios is read, its settings object and its registry are known: the settings object and either a
+    HEAD of the registry this run already has (the confirmation) or the registry's usual entry in the
+    Registries collection (fetch_registry's first read) go in one round trip. The entry only for the first
+    host of a stated model (``model``), the one host that discovers while the others of its model wait: hosts
+    that all discover at once (vendor auto) would race for the fetch and read the entry in vain."""
+    settings = _odata((bios.get("@Redfish.Settings") or {}).get("SettingsObject"))
+    registry_id = bios.get("AttributeRegistry")
+    calls = [("GET", settings)] if settings else []
+    reg = cache.peek(registry_id) if registry_id else None
+    registries = _odata((client.root or {}).get("Registries"))
+    if reg is not None and reg.source_uri and reg.etag:
+        calls.append(("HEAD", reg.source_uri))
+    elif model and registry_id and registries and cache.first_to_want(registry_id):
+        calls.append(("GET", registries.rstrip("/") + "/" + registry_id))
+    return [(m, p) for m, p in calls if (m, _path(p).rstrip("/") or "/") not in client.prefetched]
 
 
 # -- registry lookup (DSP0266: Registries collection -> MessageRegistryFile -> Location[].Uri) -----------------

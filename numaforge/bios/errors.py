@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..errors import NumaforgeError
 from ..errors import ProfileError as ProfileError  # re-exported: host OS profiles raise it too
 
@@ -145,3 +147,50 @@ class ConcurrentChangeError(NumaforgeError):
     """The settings object changed under us twice (HTTP 412 after a re-read and re-plan)."""
 
     exit_code = 5
+
+
+# -- texts of transport failures (numaforge.bios.redfish) ----------------------------------------------------
+def password_change_uri(body: dict) -> str | None:
+    """The account URI of a DMTF Base PasswordChangeRequired message in an error body ("" without one), or None
+    when the body carries no such message."""
+    err = body.get("error") if isinstance(body.get("error"), dict) else body
+    for info in err.get("@Message.ExtendedInfo") or []:
+        if isinstance(info, dict) and str(info.get("MessageId", "")).endswith(".PasswordChangeRequired"):
+            args = info.get("MessageArgs") or []
+            return str(args[0]) if args else ""
+    return None
+
+
+def fix_for_status(status: int) -> str:
+    return {
+        401: "check the BMC credentials in the inventory",
+        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+    }.get(status, "see the BMC message above")
+
+
+def connection_refused(exc: BaseException | None) -> bool:
+    """True when the TCP connection was refused (nothing listens): not worth calling the BMC busy."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
+            return True
+        exc = (
+            exc.__cause__
+            or exc.__context__
+            or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
+        )
+        seen += 1
+    return False
+
+
+def ssl_reason(exc: BaseException) -> str:
+    """The verification failure itself (e.g. "Hostname mismatch, certificate is not valid for 'x'"), whole."""
+    text = str(exc)
+    m = re.search(r"certificate verify failed: ([^()\]\"']+(?:'[^']*')?[^()\]\"]*)", text)
+    return m.group(1).strip(" ,") if m else text
+
+
+def shorten(exc: BaseException | None) -> str:
+    text = str(exc or "")
+    return text if len(text) < 200 else text[:200] + "..."

@@ -1,5 +1,15 @@
-"""Thin adapter over DMTF's `redfish` library: session auth (basic fallback), logout always, verified TLS,
-safe retries, ETags. Everything vendor-specific or BIOS-specific lives in apply.py; this module only talks HTTP.
+"""Thin adapter over DMTF's `redfish` library: HTTP Basic or session auth, logout always, verified TLS,
+safe retries, ETags, parallel reads. Everything vendor-specific or BIOS-specific lives in apply.py.
+
+Authentication (``auth``; the inventory's ``bmc.auth``): "session" logs in (POST to the sessions collection,
+basic as fallback) and out (DELETE); "basic" sends HTTP Basic with every request, no login or logout request;
+"auto" (the default) is basic over verified TLS, a session on an ``insecure`` connection or (once) when the BMC
+refuses Basic. Basic over verified TLS is as safe as a session: the password goes only to the BMC's own origin
+(every path is the BMC's and redirects are refused, so it cannot reach another address or plain http), nobody
+else reads it over verified TLS, the session's POST body carries the same password the same way, and a session
+token is a bearer secret too (often for 30 min after a failed logout). Basic saves two sequential round trips
+per host (login, logout): on BMCs that take seconds per request, most of a compliant check. A wrong password
+costs a BMC as many failed attempts as reads sent at once (up to 4) instead of one; "session" keeps the old way.
 
 Safety rules enforced here:
 
@@ -18,8 +28,10 @@ Safety rules enforced here:
 
 from __future__ import annotations
 
+import base64
 import threading
 import warnings as _warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -47,12 +59,18 @@ from .errors import (
     RedfishTLSError,
     http_error,
 )
+from .errors import connection_refused as _refused
+from .errors import fix_for_status as _fix_for
+from .errors import password_change_uri as _password_change_uri
+from .errors import shorten as _short
+from .errors import ssl_reason as _ssl_reason
 
 quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
 LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C and --host-timeout too)
+AUTH_MODES = ("auto", "session", "basic")
 REFUSED_LOCATION = "x-numaforge-refused-location"
 
 
@@ -148,8 +166,14 @@ class RedfishClient:
         ca_file: str | None = None,
         insecure: bool = False,
         policy: RetryPolicy | None = None,
+        auth: str = "session",
     ):
         self.host = host or base_url
+        if auth not in AUTH_MODES:
+            raise RedfishError(f"unknown authentication {auth!r}", self.host, f"use one of: {', '.join(AUTH_MODES)}")
+        # "auto": HTTP Basic over verified TLS (no session round trips), a session otherwise (module docstring)
+        self.auth = ("session" if insecure else "basic") if auth == "auto" else auth
+        self._basic_may_fall_back = auth == "auto"  # a 401 to Basic: one session login instead (once)
         if "@" in urlparse(base_url).netloc:
             raise RedfishError(
                 "the BMC URL carries credentials (user:password@)",
@@ -208,6 +232,7 @@ class RedfishClient:
         self.shape = None  # that cache's entry for this BMC's model, if any
         self.on_close: list = []  # callbacks run by close()
         self.confirmed: set = set()  # ids of cached objects this BMC confirmed (bios.discovery)
+        self.prefetched: dict[tuple[str, str], Response | RedfishError] = {}  # prefetch(): not yet asked for
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> "RedfishClient":
@@ -230,12 +255,18 @@ class RedfishClient:
 
     @property
     def login_url(self) -> str:
-        return self._client.login_url
+        """The sessions collection: the one logged in to, else the one the service root names once read."""
+        if self._client.login_url or not self.root:
+            return self._client.login_url
+        links = (self.root.get("Links") or {}).get("Sessions") or {}
+        return _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
 
     def login(self, known_login_url: str | None = None) -> None:
         """Session login (basic as fallback). ``known_login_url``: the sessions collection another host of the
         same model answered with in this run; then the service root is not read until something needs it."""
         budget.check(f"logging in to {self.host}")
+        if self.auth == "basic":
+            return self._basic(known_login_url)
         if known_login_url:
             self._client.login_url = known_login_url
         else:
@@ -305,6 +336,16 @@ class RedfishClient:
             ) from None
         except RetriesExhaustedError as exc:
             raise self._transport_error("GET", self._client.login_url, exc) from None
+        self.auth_method = "basic"
+
+    def _basic(self, known_login_url: str | None) -> None:
+        """HTTP Basic: the credentials go with each request (no request of its own; a 401 is a RedfishAuthError),
+        only to the BMC's origin (redirects refused, every path the BMC's own: _path); module docstring."""
+        self._client.login_url = known_login_url or ""
+        self._client.root_resp = True
+        token = base64.b64encode(f"{self._username}:{self._password}".encode()).decode()
+        self._client.set_authorization_key(f"Basic {token}")
+        secrets.register(token)  # (the header value contains it: redacted too)
         self.auth_method = "basic"
 
     def close(self) -> None:
@@ -465,8 +506,33 @@ class RedfishClient:
         return resp
 
     def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
-        """One request with the retries that are safe for its method. Returns any HTTP status to the caller."""
+        """One request with the retries that are safe for its method. Returns any HTTP status to the caller.
+        With ``auth="auto"``, a BMC that refuses HTTP Basic gets one session login instead (some BMCs allow
+        sessions only; the service root answers without credentials, so a refusal shows only on a later read),
+        and the request is sent once more."""
+        try:
+            return self._request(method, path, body, headers)
+        except RedfishAuthError:
+            if not (self._basic_may_fall_back and self.auth_method == "basic"):
+                raise
+        self._basic_may_fall_back = False
+        self.prefetched.clear()
+        self._client.set_authorization_key(None)
+        self.warnings.append("the BMC refused HTTP Basic; logged in with a session instead")
+        self.auth = "session"
+        self.login(self.known_login_url)
+        return self._request(method, path, body, headers)
+
+    def _request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         path = _path(path)
+        if method in IDEMPOTENT and method != "DELETE":
+            early = self.prefetched.pop((method, path.rstrip("/") or "/"), None)
+            if isinstance(early, RedfishError):  # already asked (prefetch) and counted: its outcome, once
+                raise early
+            if early is not None:
+                return self._checked(early)
+        else:
+            self.prefetched.clear()  # a write (or a logout) makes every earlier answer stale
         budget.check(f"{method} {path} on {self.host}")
         policy = self.policy
 
@@ -485,7 +551,7 @@ class RedfishClient:
                 reraise=True,
             ):
                 with attempt:
-                    return self._once(method, path, body, headers)
+                    return self._checked(self._once(method, path, body, headers))
         except _Transient as exc:
             raise RedfishError(
                 f"{exc.what} (gave up after {policy.attempts} attempts)",
@@ -493,6 +559,42 @@ class RedfishClient:
                 "the BMC is busy or failing; re-run later (finished hosts are kept)",
             ) from None
         raise AssertionError("unreachable")
+
+    def _checked(self, r: Response) -> Response:
+        if r.status == 401 and self.auth_method == "basic":
+            raise RedfishAuthError(
+                f"the BMC refused the credentials (HTTP Basic, {r.path})",
+                f"{self.host} ({self.base_url})",
+                "check bmc.username and the password reference in the inventory; if this BMC allows sessions "
+                "only, set bmc.auth: session",
+            )
+        return r
+
+    def prefetch(self, calls: list[tuple[str, str]]) -> None:
+        """Send these reads (GET/HEAD, path) at once over the connection pool, one round trip for all; request()
+        then answers each from here once (an error as raised) instead of asking again; a transient failure is
+        asked again then, with retries."""
+        calls = [(m, _path(p)) for m, p in dict.fromkeys(calls) if m in ("GET", "HEAD")]
+        if len(calls) < 2:
+            return
+        budget.check(f"{len(calls)} reads on {self.host}")
+        snap = budget.snapshot()  # the reads are this host's work: its --host-timeout holds in the pool's threads
+
+        def one(call: tuple[str, str]) -> None:
+            key = (call[0], call[1].rstrip("/") or "/")  # DSP0266 makes /x and /x/ the same resource
+            try:
+                with budget.adopted(snap):
+                    r = self._once(*call)
+            except RedfishError as exc:  # answered (a redirect, a password to change) or failed for good
+                self.prefetched[key] = exc
+            except _Transient:
+                pass
+            else:
+                if r.status < 500:
+                    self.prefetched[key] = r
+
+        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="redfish-read") as pool:
+            list(pool.map(one, calls))
 
     def get(self, path: str) -> Response:
         r = self.request("GET", path)
@@ -514,51 +616,3 @@ class RedfishClient:
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for m, _, _ in self.requests if method is None or m == method)
-
-
-def _password_change_uri(body: dict) -> str | None:
-    """The account URI of a DMTF Base PasswordChangeRequired message in an error body ("" without one), or None
-    when the body carries no such message."""
-    err = body.get("error") if isinstance(body.get("error"), dict) else body
-    for info in err.get("@Message.ExtendedInfo") or []:
-        if isinstance(info, dict) and str(info.get("MessageId", "")).endswith(".PasswordChangeRequired"):
-            args = info.get("MessageArgs") or []
-            return str(args[0]) if args else ""
-    return None
-
-
-def _fix_for(status: int) -> str:
-    return {
-        401: "check the BMC credentials in the inventory",
-        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
-    }.get(status, "see the BMC message above")
-
-
-def _refused(exc: BaseException | None) -> bool:
-    """True when the TCP connection was refused (nothing listens): not worth calling the BMC busy."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
-            return True
-        exc = (
-            exc.__cause__
-            or exc.__context__
-            or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
-        )
-        seen += 1
-    return False
-
-
-def _ssl_reason(exc: BaseException) -> str:
-    """The verification failure itself (e.g. "Hostname mismatch, certificate is not valid for 'x'"), whole."""
-    import re
-
-    text = str(exc)
-    m = re.search(r"certificate verify failed: ([^()\]\"']+(?:'[^']*')?[^()\]\"]*)", text)
-    return m.group(1).strip(" ,") if m else text
-
-
-def _short(exc: BaseException | None) -> str:
-    text = str(exc or "")
-    return text if len(text) < 200 else text[:200] + "..."

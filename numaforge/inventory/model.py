@@ -47,6 +47,7 @@ class BMCSpec:
     vendor: str = "auto"  # dell | hpe | supermicro | lenovo | generic | auto
     system_id: str | None = None  # /redfish/v1/Systems/<id>; None = the only system
     insecure: bool = False  # skip TLS verification (explicit, loud)
+    auth: str = "auto"  # auto (HTTP Basic over verified TLS, else a session) | session | basic
 
 
 @dataclass

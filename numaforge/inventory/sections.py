@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 from ..errors import InventoryError, SecretError
 from ..secrets import SecretRef
 from ..textsafe import has_control
-from .context import PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
+from .context import BMC_AUTH, PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
 from .model import BMCSpec, HardwareSpec, Host, KernelSpec, SSHSpec
 from .yamlsrc import LMap, LSeq
 
@@ -198,6 +198,9 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
             line, f"host '{host}': bmc.password is required", "add `password: env:VARIABLE` or `password: file:PATH`"
         )
     system_id = _get(ctx, f, "system_id", str, host, "bmc")
+    auth = _get(ctx, f, "auth", str, host, "bmc", default="auto")
+    if auth not in BMC_AUTH:
+        ctx.fail(f["auth"][1], f"host '{host}': bmc.auth {auth!r} is not known", hint(auth, BMC_AUTH))
     return BMCSpec(
         url=url.rstrip("/"),
         username=username,
@@ -206,6 +209,7 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
         vendor=vendor,
         system_id=system_id,
         insecure=insecure,
+        auth=auth,
     )
 
 

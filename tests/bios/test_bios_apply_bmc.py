@@ -6,14 +6,15 @@ ETags, pending-until-reset, Dell config jobs and injected faults.
 
 from __future__ import annotations
 
+import base64
 import threading
 
 import pytest
 import requests
 
-from numaforge.fleet import Rollout
 from numaforge.bios.apply import HostOptions, RegistryCache, Timeouts, apply_host, plan_host, run_hosts, verify_host
 from numaforge.bios.redfish import RetryPolicy
+from numaforge.fleet import Rollout
 from numaforge.lab.bmc import FLAVOURS, BMCSimulator
 from numaforge.report import HostResult, Report
 from numaforge.secrets import SecretRef
@@ -49,14 +50,15 @@ def sim_factory():
 
 
 def host_for(sim, name="gpu-01", **kw):
-    return host(name=name, url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD"),
-                ca_bundle=str(sim.ca_file), **kw)
+    return host(
+        name=name, url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD"), ca_bundle=str(sim.ca_file), **kw
+    )
 
 
 def admin_session(sim) -> requests.Session:
     """Another administrator's client (plain requests + basic auth) changing the same BMC."""
     s = requests.Session()
-    s.trust_env = False          # verify with the lab CA, not a CA bundle from the environment
+    s.trust_env = False  # verify with the lab CA, not a CA bundle from the environment
     s.verify = str(sim.ca_file)
     s.auth = ("admin", PASSWORD)
     return s
@@ -106,7 +108,7 @@ def test_plan_apply_reboot_verify_then_second_apply_makes_zero_patch(sim_factory
     again = run(apply_host, h, opts(reboot=True))
     assert again.status == "unchanged", again.message
     assert sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0
-    assert sim.count() == 9    # root, session, Systems, system, Bios, settings, registry entry + file, logout
+    assert sim.count() == 7  # root, Systems, system, Bios, settings, registry entry + file (HTTP Basic)
 
     ok = run(verify_host, h)
     assert ok.status == "ok" and ok.data["mismatches"] == []
@@ -132,17 +134,28 @@ def test_registry_is_fetched_once_per_run_across_hosts(sim_factory):
     outcome = run_hosts([host_for(a, "h-a"), host_for(b, "h-b")], "plan", opts(), rollout=Rollout(forks=1))
     assert [r.status for r in outcome.results] == ["ok", "ok"]
     assert outcome.registry_fetches == 1
-    assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2   # Registries/<id> + the file, once
+    assert a.count("GET", "Registr") + b.count("GET", "Registr") == 2  # Registries/<id> + the file, once
     # the second BMC gets the cached registry only after a HEAD of its registry file answers the same ETag
-    # (numaforge.bios.apply.confirm_registry): root, session, Systems, system, Bios, settings, HEAD, logout
-    assert (a.count(), b.count()) == (9, 8)
+    # (numaforge.bios.apply.confirm_registry): root, Systems, system, Bios, settings, HEAD (HTTP Basic: no
+    # login or logout request)
+    assert (a.count(), b.count()) == (7, 6)
     assert b.count("HEAD", "Registr") == 1
 
 
-@pytest.mark.parametrize("profile, expect", [
-    ("readonly-and-out-of-bounds-raw", ["TpmSecurity", "AcPwrRcvryUserDelay=30 is below the lower bound 60",
-                                        "AssetTag is 15 characters", "NoSuchAttribute: not in registry"]),
-])
+@pytest.mark.parametrize(
+    "profile, expect",
+    [
+        (
+            "readonly-and-out-of-bounds-raw",
+            [
+                "TpmSecurity",
+                "AcPwrRcvryUserDelay=30 is below the lower bound 60",
+                "AssetTag is 15 characters",
+                "NoSuchAttribute: not in registry",
+            ],
+        ),
+    ],
+)
 def test_invalid_or_read_only_values_fail_before_any_write(sim_factory, profile, expect):
     sim = sim_factory("dell")
     r = run(apply_host, host_for(sim, profile=profile), opts(profiles_dir=str(PROFILES), reboot=True))
@@ -179,7 +192,7 @@ def test_hpe_nps0_fails_with_fix_and_no_write(sim_factory, tmp_path):
 def test_stale_etag_412_rereads_and_replans_once(sim_factory):
     """Another client changes the settings object between our read and our PATCH (real concurrent PATCH)."""
     sim = sim_factory("generic")
-    sim.inject("slow", r"/Registries/", count=1, seconds=1.5)   # hold our client after it read the ETag
+    sim.inject("slow", r"/Registries/", count=1, seconds=1.5)  # hold our client after it read the ETag
 
     def other_admin():
         s = admin_session(sim)
@@ -197,18 +210,19 @@ def test_stale_etag_412_rereads_and_replans_once(sim_factory):
     assert r.data.get("replanned_after_412") is True
     patch_step = [s for s in r.steps if s.name == "patch"][0]
     assert "412" in patch_step.detail
-    assert sim.count("PATCH") == 3          # theirs, our stale one (412), our re-planned one
+    assert sim.count("PATCH") == 3  # theirs, our stale one (412), our re-planned one
     pending = sim.bios_pending()
-    assert pending["Q0202"] == "rack-7"     # the other admin's change is kept, not clobbered
-    assert pending["Q0105"] == "Enabled"    # ours landed too
+    assert pending["Q0202"] == "rack-7"  # the other admin's change is kept, not clobbered
+    assert pending["Q0105"] == "Enabled"  # ours landed too
 
 
 def test_dell_existing_config_job_is_reported_not_clobbered(sim_factory):
     sim = sim_factory("dell")
     s = admin_session(sim)
     s.patch(sim.url + sim.settings_path, json={"Attributes": {"AssetTag": "other"}}).raise_for_status()
-    s.post(sim.url + "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs",
-           json={"TargetSettingsURI": sim.settings_path}).raise_for_status()
+    s.post(
+        sim.url + "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs", json={"TargetSettingsURI": sim.settings_path}
+    ).raise_for_status()
     jobs_before = sim.jobs()
     sim.reset_counts()
     r = run(apply_host, host_for(sim), opts(reboot=True))
@@ -236,13 +250,16 @@ def test_graceful_restart_ignored_then_force_restart(sim_factory):
     assert r.data["mismatches"] == []
 
 
-@pytest.mark.parametrize("kind, kw", [
-    ("503", {"retry_after": 1}),
-    ("5xx", {"status": 502}),
-    ("bad_json", {}),
-    ("reset", {}),
-    ("slow", {"seconds": 3}),
-])
+@pytest.mark.parametrize(
+    "kind, kw",
+    [
+        ("503", {"retry_after": 1}),
+        ("5xx", {"status": 502}),
+        ("bad_json", {}),
+        ("reset", {}),
+        ("slow", {"seconds": 3}),
+    ],
+)
 def test_transient_faults_on_reads_are_retried(sim_factory, kind, kw):
     sim = sim_factory("generic")
     sim.inject(kind, r"Bios$", count=1, **kw)
@@ -281,7 +298,9 @@ def test_patch_answer_lost_after_processing_is_checked_not_resent(sim_factory):
 def test_a_failing_host_does_not_stop_the_others(sim_factory):
     bad, good = sim_factory("dell"), sim_factory("hpe")
     bad.inject("5xx", r"Bios", count=50, status=500)
-    outcome = run_hosts([host_for(bad, "bad"), host_for(good, "good")], "apply", opts(reboot=True), rollout=Rollout(forks=2))
+    outcome = run_hosts(
+        [host_for(bad, "bad"), host_for(good, "good")], "apply", opts(reboot=True), rollout=Rollout(forks=2)
+    )
     by = {r.host: r for r in outcome.results}
     assert by["bad"].status == "failed" and "gave up after 4 attempts" in by["bad"].message
     assert by["good"].status == "changed" and by["good"].data["mismatches"] == []
@@ -295,18 +314,23 @@ def test_wrong_password_and_untrusted_ca_are_clear_errors(sim_factory, monkeypat
     assert r.status == "failed" and "refused the credentials" in r.message
     monkeypatch.setenv("NF_TEST_BMC_PASSWORD", PASSWORD)
     other = sim_factory("generic")
-    r = run(plan_host, host(url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD"),
-                            ca_bundle=str(other.ca_file)))
+    r = run(
+        plan_host, host(url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD"), ca_bundle=str(other.ca_file))
+    )
     assert r.status == "failed" and "TLS certificate" in r.message and "bmc.ca_bundle" in r.message
     r = run(plan_host, host(url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD")))
-    assert r.status == "failed" and "TLS certificate" in r.message   # default store does not trust the lab CA
+    assert r.status == "failed" and "TLS certificate" in r.message  # default store does not trust the lab CA
     r = run(plan_host, host(url=sim.url, password=SecretRef("env", "NF_TEST_BMC_PASSWORD")), opts(insecure=True))
     assert r.status == "ok" and any("TLS verification is OFF" in w for w in r.data["warnings"])
 
 
 def test_sessions_are_logged_out_even_when_the_host_fails(sim_factory):
     sim = sim_factory("dell")
-    r = run(apply_host, host_for(sim, profile="readonly-and-out-of-bounds-raw"), opts(profiles_dir=str(PROFILES)))
+    r = run(
+        apply_host,
+        host_for(sim, profile="readonly-and-out-of-bounds-raw", auth="session"),
+        opts(profiles_dir=str(PROFILES)),
+    )
     assert r.status == "failed"
     assert sim.count("POST", "Sessions") == 1 and sim.count("DELETE", "Sessions") == 1
     assert sim.sessions == {}
@@ -321,6 +345,8 @@ def test_json_report_never_contains_the_password_or_token(sim_factory, tmp_path)
     text = path.read_text()
     assert PASSWORD not in text
     assert "X-Auth-Token" not in text and "x-auth-token" not in text.lower()
+    assert outcome.results[0].data["auth"] == "basic"
+    assert base64.b64encode(f"admin:{PASSWORD}".encode()).decode() not in text and "Basic " not in text
     assert '"changed"' in text
 
 
@@ -344,29 +370,31 @@ def test_verify_reports_each_mismatch_after_someone_else_changed_a_pending_value
     assert run(apply_host, h).status == "changed"
     s = admin_session(sim)
     s.patch(sim.url + sim.settings_path, json={"Attributes": {"SRIOVSupport": "Disabled"}}).raise_for_status()
-    s.post(sim.url + sim.system_path + "/Actions/ComputerSystem.Reset",
-           json={"ResetType": "ForceRestart"}).raise_for_status()
+    s.post(
+        sim.url + sim.system_path + "/Actions/ComputerSystem.Reset", json={"ResetType": "ForceRestart"}
+    ).raise_for_status()
     for _ in range(100):
         if sim.power_state() == "On" and not sim.bios_pending():
             break
         threading.Event().wait(0.1)
     r = run(verify_host, h)
     assert r.status == "failed"
-    assert r.data["mismatches"] == [{"attribute": "SRIOVSupport", "setting": "sriov", "desired": "Enabled",
-                                     "current": "Disabled", "pending": None}]
+    assert r.data["mismatches"] == [
+        {"attribute": "SRIOVSupport", "setting": "sriov", "desired": "Enabled", "current": "Disabled", "pending": None}
+    ]
     assert "SRIOVSupport (sriov) is 'Disabled', wanted 'Enabled'" in r.message
-    assert len(r.data["verified"]) == 8     # the H12 determinism sets DeterminismControl with the slider
+    assert len(r.data["verified"]) == 8  # the H12 determinism sets DeterminismControl with the slider
 
 
 def test_session_login_503_is_retried_and_a_broken_session_service_falls_back_to_basic(sim_factory):
     sim = sim_factory("generic")
     sim.inject("503", r"SessionService/Sessions$", count=1, method="POST", retry_after=0)
-    r = run(plan_host, host_for(sim))
+    r = run(plan_host, host_for(sim, auth="session"))
     assert r.status == "ok" and r.data["auth"] == "session"
     assert sim.count("POST", "Sessions$") == 2 and sim.count("DELETE", "Sessions/") == 1
 
     sim.inject("5xx", r"SessionService/Sessions$", count=1, method="POST", status=501)
-    r = run(plan_host, host_for(sim))
+    r = run(plan_host, host_for(sim, auth="session"))
     assert r.status == "ok" and r.data["auth"] == "basic"
     assert any("basic authentication" in w for w in r.data["warnings"])
 

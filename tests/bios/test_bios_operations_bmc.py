@@ -7,9 +7,16 @@ from __future__ import annotations
 import pytest
 
 from numaforge.bios.apply import RegistryCache, apply_host, connect, verify_host
-from numaforge.bios.errors import (RedfishAuthError, RedfishBadRequestError, RedfishMethodNotAllowedError,
-                                   RedfishNotFoundError, RedfishPreconditionFailedError, http_error,
-                                   RedfishServerError, RedfishHTTPError)
+from numaforge.bios.errors import (
+    RedfishAuthError,
+    RedfishBadRequestError,
+    RedfishHTTPError,
+    RedfishMethodNotAllowedError,
+    RedfishNotFoundError,
+    RedfishPreconditionFailedError,
+    RedfishServerError,
+    http_error,
+)
 from numaforge.bios.operations import OpOptions, operate_host
 from numaforge.bios.redfish import RetryPolicy
 from numaforge.bios.resources import ServiceRoot
@@ -59,7 +66,7 @@ def test_jobs_lists_the_queued_dell_config_job_and_delete_unblocks_apply(sim_fac
     deleted = op("job-delete", h)
     assert deleted.status == "changed", deleted.message
     assert sim.count("DELETE", "Jobs") == 1 and sim.jobs() == []
-    assert sim.bios_pending() == {}            # iDRAC discards the values of a deleted scheduled job
+    assert sim.bios_pending() == {}  # iDRAC discards the values of a deleted scheduled job
     assert deleted.data["operation"]["pending_after"] == []
 
     again = op("job-delete", h)
@@ -68,7 +75,7 @@ def test_jobs_lists_the_queued_dell_config_job_and_delete_unblocks_apply(sim_fac
 
 
 def test_job_delete_refuses_a_running_job_with_a_clear_message(sim_factory):
-    sim = sim_factory("dell", power_delay=30)      # the host stays in POST: the job keeps Running
+    sim = sim_factory("dell", power_delay=30)  # the host stays in POST: the job keeps Running
     jid = queue_dell_job(sim)
     sim.state.reset("ForceRestart")
     assert sim.jobs()[0]["JobState"] == "Running"
@@ -94,9 +101,10 @@ def test_job_delete_of_an_unknown_job_names_the_ones_there(sim_factory):
 def test_clear_pending_plans_then_clears(sim_factory, flavour):
     sim = sim_factory(flavour)
     h = host_for(sim)
-    if flavour == "dell":      # pending without a job (PATCH without an apply time: iDRAC SYS413)
-        admin_session(sim).patch(sim.url + sim.settings_path,
-                                 json={"Attributes": {"AssetTag": "other"}}).raise_for_status()
+    if flavour == "dell":  # pending without a job (PATCH without an apply time: iDRAC SYS413)
+        admin_session(sim).patch(
+            sim.url + sim.settings_path, json={"Attributes": {"AssetTag": "other"}}
+        ).raise_for_status()
     else:
         assert run(apply_host, h).status == "changed"
     pending = sim.bios_pending()
@@ -143,8 +151,9 @@ def test_reset_defaults_plan_then_apply_then_reboot(sim_factory, flavour):
     assert done.status == "changed", done.message
     assert sim.count("POST", "ResetBios") == 1 and "next host reset" in done.message
     assert set(sim.bios_pending()) == set(changed) == set(done.data["operation"]["pending_after"])
-    sim.state.reset("ForceRestart")          # Dell too: a ResetBios applies without a config job
+    sim.state.reset("ForceRestart")  # Dell too: a ResetBios applies without a config job
     import time
+
     deadline = time.monotonic() + 10
     while sim.power_state() != "On" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -156,8 +165,7 @@ def test_verify_fails_on_a_pending_value_that_conflicts_with_the_profile(sim_fac
     h = host_for(sim)
     assert run(apply_host, h, opts(reboot=True)).status == "changed"
     assert run(verify_host, h).status == "ok"
-    admin_session(sim).patch(sim.url + sim.settings_path,
-                             json={"Attributes": {"Q0107": "Power"}}).raise_for_status()
+    admin_session(sim).patch(sim.url + sim.settings_path, json={"Attributes": {"Q0107": "Power"}}).raise_for_status()
     r = run(verify_host, h)
     assert r.status == "failed"
     assert "gpu-01/Q0107" in r.message and "will flip" in r.message and "'Power'" in r.message
@@ -181,29 +189,41 @@ def test_typed_errors_by_status(sim_factory):
             settings.commit({"Q0107": "Performance"})
         assert pf.value.status == 412 and settings.etag == stale
         settings.refresh()
-        assert settings.commit({"Q0107": "Performance"}).status < 300       # the fresh ETag goes through
+        assert settings.commit({"Q0107": "Performance"}).status < 300  # the fresh ETag goes through
         with pytest.raises(RedfishBadRequestError) as bad:
             settings.refresh()
             settings.commit({"NoSuchAttribute": 1})
         assert bad.value.status == 400
         with pytest.raises(RedfishMethodNotAllowedError):
             from numaforge.bios.resources.base import check
+
             check(client, client.patch(bios.path, {"Attributes": {}}), "PATCH")
-    bad_pw = host(h, password=SecretRef("env", "NF_WRONG_PW"))
+    bad_pw = host(h, password=SecretRef("env", "NF_WRONG_PW"), auth="session")
     with pytest.raises(RedfishAuthError) as auth:
         import os
+
         os.environ["NF_WRONG_PW"] = "wrong"
         try:
             connect(bad_pw, opts()).__enter__()
         finally:
             del os.environ["NF_WRONG_PW"]
     assert auth.value.status == 401
+    # HTTP Basic has no login request: the first read is refused, with the same typed error
+    with pytest.raises(RedfishAuthError) as auth:
+        os.environ["NF_WRONG_PW"] = "wrong"
+        try:
+            with connect(host(bad_pw, auth="basic"), opts()) as client:
+                client.get("/redfish/v1/Systems")
+        finally:
+            del os.environ["NF_WRONG_PW"]
+    assert auth.value.status == 401 and "HTTP Basic" in auth.value.what
     assert isinstance(http_error(503, "x"), RedfishServerError) and http_error(418, "x").status == 418
     assert type(http_error(418, "x")) is RedfishHTTPError
 
 
 def host(h, **kw):
     from dataclasses import replace
+
     return replace(h, bmc=replace(h.bmc, **kw))
 
 
@@ -215,9 +235,9 @@ def test_patch_answered_after_the_client_timeout_reports_what_the_bmc_holds(sim_
     r = HostResult("gpu-01")
     apply_host(host_for(sim), opts(policy=fast_timeout), RegistryCache(), r)
     assert "nothing was written" not in r.message
-    assert sim.count("PATCH") == 1                       # never re-sent
+    assert sim.count("PATCH") == 1  # never re-sent
     jobs = sim.jobs()
-    assert len(jobs) == 1                                # the BMC's job, adopted: no second one
+    assert len(jobs) == 1  # the BMC's job, adopted: no second one
     assert r.status == "changed", r.message
     assert r.data["job"]["id"] == jobs[0]["Id"]
     assert any("timed out" in w and "holds every value" in w for w in r.data["warnings"])
@@ -239,10 +259,14 @@ def test_patch_processed_after_the_client_timeout_is_re_read_not_reported_as_not
 
 def test_patch_lost_and_never_acted_on_reports_what_the_bmc_holds(sim_factory):
     sim = sim_factory("dell")
-    sim.inject("reset", r"Bios/Settings$", method="PATCH")       # the connection drops before the BMC acts
+    sim.inject("reset", r"Bios/Settings$", method="PATCH")  # the connection drops before the BMC acts
     r = HostResult("gpu-01")
-    apply_host(host_for(sim), opts(policy=RetryPolicy(attempts=2, backoff=0.05, max_wait=0.5, connect_timeout=5,
-                                                      read_timeout=1.0)), RegistryCache(), r)
+    apply_host(
+        host_for(sim),
+        opts(policy=RetryPolicy(attempts=2, backoff=0.05, max_wait=0.5, connect_timeout=5, read_timeout=1.0)),
+        RegistryCache(),
+        r,
+    )
     assert r.status == "failed"
     assert "got no answer" in r.message and "nothing was written" not in r.message
     assert "the BMC now holds no new pending value; BIOS jobs: none; it may still act" in r.message

@@ -31,7 +31,9 @@ def bmc_case(*args: str, setup=None, allowed_pending: bool = False, flavour: str
             inv.write_text(
                 "hosts:\n  h1:\n"
                 f"    bmc: {{url: '{ctx['url']}', username: admin, password: 'env:{PW_VAR}', "
-                f"ca_bundle: '{ctx['ca']}', vendor: {flavour}}}\n"
+                # auth: session -- the campaign's BMC cases are built around a login session (a redirected
+                # login, echoed X-Auth-Tokens, the logout after a stop); HTTP Basic is tests/bios/test_bmc_auth_bmc.py's
+                f"ca_bundle: '{ctx['ca']}', vendor: {flavour}, auth: session}}\n"
                 "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
                 "    bios_profile: epyc-gpudirect\n"
             )

@@ -89,7 +89,7 @@ def test_the_first_signal_ends_a_run_stuck_on_a_dripping_bmc(dripping, tmp_path,
     inv.write_text(
         "hosts:\n  h1:\n"
         f"    bmc: {{url: '{dripping.url}', username: admin, password: 'env:NF_DRIP_PW', "
-        f"ca_bundle: '{dripping.ca_file}', vendor: generic}}\n"
+        f"ca_bundle: '{dripping.ca_file}', vendor: generic, auth: session}}\n"
         "    hardware: {sockets: 2}\n    bios_profile: epyc-gpudirect\n"
     )
     env = dict(os.environ, NF_DRIP_PW=PW, PYTHONPATH=str(ROOT), NUMAFORGE_REDFISH_CACHE=str(tmp_path / "c"))

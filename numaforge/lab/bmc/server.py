@@ -132,7 +132,14 @@ class _Handler(BaseHTTPRequestHandler):
         sim = self.sim
         raw = self._read_body()
         path = normalise(self.path)
+        started = time.monotonic()
         sim._count(method, path)
+        try:
+            self._answer(sim, method, path, raw)
+        finally:
+            sim._served(method, path, started)
+
+    def _answer(self, sim, method: str, path: str, raw: bytes):
         if sim.latency:
             time.sleep(sim.latency)
         fault = sim.faults.take(method, path, after=False)
@@ -298,6 +305,7 @@ class BMCSimulator:
         self.faults = FaultPlan()
         self._stopping = threading.Event()  # set by stop(): a dripping answer ends
         self.requests: list[tuple[str, str]] = []
+        self.timeline: list[tuple[str, str, float, float]] = []  # (method, path, received, answered), monotonic
         self.connections = 0  # connections accepted (TLS handshakes completed), since the last reset_counts()
         self.tls_resumed = 0  # of those, TLS sessions resumed (abbreviated handshakes)
         self.errors: list[str] = []  # simulator bugs seen (tests assert it stays empty)
@@ -309,6 +317,7 @@ class BMCSimulator:
         self.require_if_match = False  # True: a PATCH of the settings object without If-Match gets 428
         self.strong_if_match = False  # True: If-Match with the weak form of the BMC's own ETag gets 412 (a quirk)
         self.password_change_required = False  # True: the account must change its password (Base message)
+        self.basic_auth = True  # False: HTTP Basic is refused (401), sessions only (some BMCs are set up so)
         self._session_seq = 0
         self._lock = threading.Lock()
         self._unavailable_until = 0.0  # after a manager reset the BMC answers 503 for a while
@@ -399,6 +408,7 @@ class BMCSimulator:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.timeline.clear()
             self.connections = self.tls_resumed = 0
 
     def count(self, method: str | None = None, path_regex: str | None = None) -> int:
@@ -460,6 +470,22 @@ class BMCSimulator:
         with self._lock:
             self.requests.append((method, path))
 
+    def _served(self, method: str, path: str, started: float) -> None:
+        with self._lock:
+            self.timeline.append((method, path, started, time.monotonic()))
+
+    def round_trips(self) -> int:
+        """Sequential round trips the client made: the longest chain of requests each received after the
+        previous one was answered (requests that overlap in time went out in parallel and count once). With
+        ``latency`` set, every answer takes at least that long, so parallel requests overlap for certain."""
+        with self._lock:
+            spans = sorted(self.timeline, key=lambda t: t[3])
+        chain, free_at = 0, float("-inf")
+        for _m, _p, start, end in spans:  # earliest-answered first: the longest chain of disjoint spans
+            if start >= free_at:
+                chain, free_at = chain + 1, end
+        return chain
+
     def link(self, path: str) -> str:
         """How this flavour spells a link (iLO-like flavours end links with '/')."""
         if self.flavour.trailing_slash and not path.endswith("/"):
@@ -485,7 +511,7 @@ class BMCSimulator:
                 return True
             return False
         auth = req.headers.get("authorization", "")
-        if auth.lower().startswith("basic "):
+        if auth.lower().startswith("basic ") and self.basic_auth:
             try:
                 user, _, pw = base64.b64decode(auth[6:].strip()).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
