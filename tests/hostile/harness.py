@@ -47,7 +47,6 @@ class Case:
     secrets: tuple[str, ...] = ()  # values that must appear nowhere
     tier: str = "core"  # core or bmc (pytest marker)
     ok: bool = False  # True: the input is fine and must be accepted (a regression guard)
-    xfail: str = ""  # waits for another branch's fix (reason): pytest xfail(strict), tally apart
 
     def judge(self, out: Outcome) -> list[str]:
         """The categories this outcome falls into (empty: the case passed)."""
