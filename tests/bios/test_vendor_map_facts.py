@@ -146,3 +146,26 @@ def test_recorded_facts_of_the_wrong_shape_are_load_errors(tmp_path, bad, what):
         load_vendor_map("hpe", tmp_path)
     assert what in exc.value.what and "hpe-ilo6-bios" in exc.value.what
     assert exc.value.where.startswith(str(tmp_path / "hpe.yaml") + ":")
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "bios-profiles.md"
+TITLE = {"hpe": "HPE", "dell": "Dell", "supermicro": "Supermicro", "lenovo": "Lenovo", "generic": "generic"}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_the_docs_table_has_a_row_per_generation_true_to_the_marks(vendor):
+    """docs/bios-profiles.md's per-vendor table: one row per generation; "nothing" only where no entry of that
+    generation is marked, "all" only where every mapped entry is."""
+    lines = [line.split("|") for line in DOC.read_text().splitlines() if line.startswith("| ")]
+    rows = {cells[1].strip(): cells[-2].strip() for cells in lines if len(cells) > 3}
+    for g in load_vendor_map(vendor, MAPS).generations:
+        cell = rows.get(f"{TITLE[vendor]} {g.id}")
+        assert cell, f"no row for {TITLE[vendor]} {g.id}"
+        mapped = [e for e in g.settings.values() if "values" in e] + ([g.preset] if g.preset else [])
+        marked = [e for e in mapped if e.get("unverified")]
+        if cell == "nothing":
+            assert not marked
+        if cell.startswith("all"):
+            assert marked == mapped
+        if 0 < len(marked) < len(mapped):
+            assert cell != "nothing" and not cell.startswith("all"), cell
