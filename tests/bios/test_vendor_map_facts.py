@@ -169,3 +169,14 @@ def test_the_docs_table_has_a_row_per_generation_true_to_the_marks(vendor):
             assert marked == mapped
         if 0 < len(marked) < len(mapped):
             assert cell != "nothing" and not cell.startswith("all"), cell
+
+
+def test_an_empty_preset_unverified_reason_is_a_load_error(tmp_path):
+    text = (MAPS / "dell.yaml").read_text()
+    start = text.index('             unverified: "Custom is not in the R6515 export')
+    end = text.index('"}', start)
+    (tmp_path / "dell.yaml").write_text(text[:start] + "             unverified: ' '" + text[end + 1 :])
+    with pytest.raises(VendorMapError) as exc:
+        load_vendor_map("dell", tmp_path)
+    assert "generation 15g: preset.unverified must say why no public source shows it" in exc.value.what
+    assert exc.value.where.startswith(str(tmp_path / "dell.yaml") + ":")
