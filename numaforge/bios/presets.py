@@ -58,6 +58,14 @@ def check_preset(g, sources: dict, spath: str) -> None:
             g.line_of("preset"),
             "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}",
         )
+    why = preset.get("unverified")
+    if "unverified" in preset and not (isinstance(why, str) and why.strip()):
+        raise _fail(
+            f"generation {g['id']}: preset.unverified must say why no public source shows it",
+            spath,
+            g.line_of("preset"),
+            "e.g. unverified: 'Custom is seen on a 16G only'",
+        )
 
 
 def preset_value(preset: dict | None, registry: Registry, taken) -> tuple[str, Any, str, str] | None:

@@ -69,7 +69,10 @@ class Generation:
             for s in (registry.doc or {}).get("SupportedSystems") or []
             if isinstance(s, dict)
         ]
-        return bool(self.model_rx) and any(re.search(self.model_rx, m) for m in models)
+        rx = self.model_rx
+        if not rx:
+            return False
+        return any(re.search(rx, m) for m in models)
 
 
 @dataclass
@@ -292,6 +295,38 @@ def _check_source_ids(entry, sources: dict, w: _Where) -> None:
                 )
 
 
+SHOWN_KEYS = ("shows", "labels")  # a source's recorded facts: AttributeNames / setup labels, per generation
+
+
+def _check_shown_facts(sources, gen_ids: set[str], path: str) -> None:
+    """A source's ``shows:`` (AttributeName -> values seen) and ``labels:`` (setup label or DisplayName -> values
+    seen), each per generation id of this map: what the source shows for that generation, nothing more. An entry
+    whose name or a value none of its cited sources shows for its generation is marked ``unverified``
+    (tests/bios/test_vendor_map_facts.py holds the maps to that)."""
+    for sid, src in sources.items():
+        for key in SHOWN_KEYS:
+            facts = src.get(key)
+            if facts is None:
+                continue
+            line = getattr(src, "line_of", lambda _k: None)(key)
+            fix = f"e.g. {key}: {{<generation id>: {{Name: [Value, ...]}}}} (generations: {', '.join(sorted(gen_ids))})"
+            if not isinstance(facts, dict):
+                raise _fail(f"source '{sid}'.{key} must map generation ids to names and values", path, line, fix)
+            for gid, names in facts.items():
+                if gid not in gen_ids:
+                    raise _fail(f"source '{sid}'.{key} names unknown generation '{gid}'", path, line, fix)
+                good = isinstance(names, dict) and all(
+                    isinstance(v, list) and all(isinstance(x, (str, int)) for x in v) for v in names.values()
+                )
+                if not good:
+                    raise _fail(
+                        f"source '{sid}'.{key}.{gid} must map each name to the list of values the source shows",
+                        path,
+                        line,
+                        fix,
+                    )
+
+
 def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
     if vendors_dir:
         path = Path(vendors_dir) / f"{vendor}.yaml"
@@ -336,7 +371,14 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
             1,
             "see docs/bios-profiles.md (vendor maps)",
         )
-    sources = doc.get("sources") or {}
+    sources = doc.get("sources") or yamlsrc.LMap()
+    if not isinstance(sources, yamlsrc.LMap):
+        raise _fail(
+            "`sources:` must be a mapping (id -> {title, url} or {title, repo, path})",
+            spath,
+            doc.line_of("sources"),
+            "see docs/bios-profiles.md (vendor maps)",
+        )
     for sid, src in sources.items():
         ok = isinstance(src, dict) and src.get("title") and (src.get("url") or (src.get("repo") and src.get("path")))
         if not ok:
@@ -392,6 +434,7 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
                 preset=dict(g["preset"]) if g.get("preset") else None,
             )
         )
+    _check_shown_facts(sources, {g.id for g in out}, spath)
     return VendorMap(
         vendor=str(doc.get("vendor", vendor)),
         path=spath,

@@ -86,14 +86,16 @@ def test_dell_15g_applies_the_preset_and_the_freed_setting_in_one_write(sim_fact
 def test_values_no_public_source_shows_are_marked_unverified_in_the_plan():
     reg = _reg("lenovo-sr665")
     got = {d.setting: d for d in translate({"llc_as_numa": True, "sriov": True}, {}, load_vendor_map("lenovo"), reg)}
-    assert "UNVERIFIED: the values were seen on an SR635 V3" in got["llc_as_numa"].resolved
-    assert "UNVERIFIED" not in got["sriov"].resolved  # the XCC registry capture shows it
-    assert "UNVERIFIED: that other operating modes override" in got["preset"].resolved
+    assert "UNVERIFIED: no public SR665 Redfish source: found by DisplayName" in got["llc_as_numa"].resolved
+    assert "UNVERIFIED: DevicesandIOPorts_SRIOV is on the Intel SR670 V2" in got["sriov"].resolved
+    assert "that other operating modes override these settings is not in a public source" in got["preset"].resolved
+    hpe = translate({"sriov": True}, {}, load_vendor_map("hpe"), _reg("hpe-gen11"))
+    assert hpe and all("UNVERIFIED" not in d.resolved for d in hpe)  # the iLO 6 definitions show every value
 
 
 def test_an_empty_unverified_reason_is_a_load_error(tmp_path):
     text = (default_vendors_dir() / "lenovo.yaml").read_text()
-    old = '        unverified: "the values were seen on an SR635 V3 (EPYC 9004, XCC2), not on an SR665 (EPYC 7002/7003)"\n'
+    old = '        unverified: "Enabled is not seen (the SR635 V3 default is Disabled)"\n'
     assert old in text
     (tmp_path / "lenovo.yaml").write_text(text.replace(old, "        unverified: ''\n", 1))
     with pytest.raises(VendorMapError) as exc:
@@ -109,7 +111,9 @@ def test_bios_plan_lists_the_unverified_items(sim_factory):
     assert r.status == "ok", r.message
     assert "preset -> OperatingModes_ChooseOperatingMode" in r.data["unverified"]
     items = [i for i in r.data["plan"] if "UNVERIFIED: " in i["resolved"]]
-    assert items and all(i["setting"] in ("preset", "llc_as_numa", "memory_interleaving", "iommu") for i in items)
+    # no public source shows an SR665's XCC names or values: every mapped item of the plan is marked
+    assert items and {i["setting"] for i in items} == {i["setting"] for i in r.data["plan"] if i["attribute"] != "-"}
+    assert sorted(r.data["unverified"]) == sorted(f"{i['setting']} -> {i['attribute']}" for i in items)
 
 
 def test_multi_condition_dependencies_combine_left_to_right_by_mapterms():

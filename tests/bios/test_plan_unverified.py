@@ -1,0 +1,87 @@
+"""Issue 26: a vendor-map entry marked `unverified` is marked wherever a plan uses it -- the item's `resolved`
+ends in "UNVERIFIED: <why>" (printed in the plan table's resolved column and in --json's plan[].resolved),
+and the host's report lists it under `unverified` -- and an entry its sources show is never marked. Both
+shipped profiles on every corpus flavour (pure), then bios-plan against simulators (report and table)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from numaforge.bios.apply import plan_host
+from numaforge.bios.plan import make_plan
+from numaforge.bios.presets import UNVERIFIED
+from numaforge.bios.profile import render_profile
+from numaforge.bios.registry import Registry
+from numaforge.bios.vendors import load_vendor_map, translate
+from numaforge.cli import bios, common
+from numaforge.lab.bmc import CORPUS, load_flavour
+from numaforge.report import Report
+
+from .helpers import facts
+from .test_bios_apply_bmc import _bmc_password, host_for, run, sim_factory  # noqa: F401 (fixtures)
+from .test_corpus import GENERATION, VENDOR
+
+
+def _why(vendor: str, flavour: str, setting: str) -> str | None:
+    gen = next(g for g in load_vendor_map(vendor).generations if g.id == GENERATION[flavour])
+    entry = gen.preset if setting == "preset" else gen.settings.get(setting)
+    return (entry or {}).get("unverified")
+
+
+@pytest.mark.parametrize("flavour", CORPUS)
+@pytest.mark.parametrize("profile", ["epyc-gpudirect", "epyc-baseline"])
+def test_every_planned_item_of_an_unverified_entry_says_so_and_no_other_does(flavour, profile):
+    f = load_flavour(flavour)
+    vendor = VENDOR[f.vendor]
+    p = render_profile(profile, facts(vendor=vendor, model=f.model))
+    reg = Registry.from_json(f.registry)
+    desired = translate(p.settings, {}, load_vendor_map(vendor), reg, "h", optional=p.optional)
+    plan = make_plan(desired, reg, dict(f.defaults), {}, "h")
+    written = [i for i in plan.items if i.action != "gap"]
+    assert written
+    for i in written:
+        why = _why(vendor, flavour, i.setting)
+        if why:
+            assert f"; {UNVERIFIED}: {why}" in i.resolved, (i.setting, i.resolved)
+        else:
+            assert UNVERIFIED not in i.resolved, (i.setting, i.resolved)
+
+
+def test_the_corpus_plans_cover_both_marked_and_unmarked_entries():
+    """The test above is not vacuous: some corpus plans use marked entries, some use none."""
+    marked = {
+        fl: [
+            s
+            for s in ("preset", "numa_nodes_per_socket", "iommu", "sriov")
+            if _why(VENDOR[load_flavour(fl).vendor], fl, s)
+        ]
+        for fl in CORPUS
+    }
+    assert marked["hpe-gen10p"] == [] and marked["hpe-gen11"] == []
+    assert marked["smc-h13"] == ["numa_nodes_per_socket", "iommu", "sriov"]
+    assert marked["dell-16g"] == ["numa_nodes_per_socket", "sriov"] and "preset" in marked["dell-15g"]
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize(("flavour", "marked"), [("smc-h13", True), ("hpe-gen11", False), ("dell-15g", True)])
+def test_bios_plan_reports_and_prints_the_unverified_items(sim_factory, monkeypatch, flavour, marked):
+    sim = sim_factory(flavour)
+    r = run(plan_host, host_for(sim, profile="epyc-gpudirect"))
+    assert r.status == "ok", r.message
+    vendor = VENDOR[load_flavour(flavour).vendor]
+    items = [i for i in r.data["plan"] if i["action"] != "gap"]
+    expect = [f"{i['setting']} -> {i['attribute']}" for i in items if _why(vendor, flavour, i["setting"])]
+    assert r.data["unverified"] == expect and bool(expect) == marked
+    for i in items:  # --json carries the reason on the item itself
+        why = _why(vendor, flavour, i["setting"])
+        assert (f"{UNVERIFIED}: {why}" in i["resolved"]) if why else (UNVERIFIED not in i["resolved"])
+    out = Console(record=True, width=2000, color_system=None)
+    monkeypatch.setattr(common, "console", out)
+    bios._print_plans(Report("bios-plan", hosts=[r]))
+    rows = [line for line in out.export_text().splitlines() if f"{UNVERIFIED}: " in line]
+    assert len(rows) == len(expect)  # one printed row per unverified item, the reason in its resolved column
+    for i in items:
+        why = _why(vendor, flavour, i["setting"])
+        if why:
+            assert any(i["attribute"] in row and why in row for row in rows), i["attribute"]
