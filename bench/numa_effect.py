@@ -6,6 +6,8 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
     .venv/bin/python bench/numa_effect.py render             # tables + PNG from the saved cases
     .venv/bin/python bench/numa_effect.py probe [--arms off+winner] [--rounds 20] [--seconds 60] [--pilot]
         # the pre-registered probe scenario (docs/numa-effect-protocol.md) with its source-busy control
+    .venv/bin/python bench/numa_effect.py probe --study reports/probe-study.json --blocks-now 4
+        # the study in chunks: blocks kept in the study file after each one, the next chunk goes on from there
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -21,8 +23,11 @@ The lab VMs use 127.0.0.1:--ssh-port and a private state dir under the output di
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import functools
 import json
+import os
 import shutil
 import sys
 import time
@@ -36,7 +41,7 @@ from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.measure import arms as marms
 from numaforge.measure import metrics as mx
-from numaforge.measure import render, runner, scenario
+from numaforge.measure import render, runner, scenario, study
 from numaforge.measure.runner import WorkloadParams
 from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
@@ -182,16 +187,51 @@ def probe(args) -> int:
             pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
         )
         t0 = time.monotonic()
+        settings = {
+            "arms": args.arms.split("+"),
+            "modules": {n: (a.sha256 if a else None) for n, a in arts.items()},
+            "params": dataclasses.asdict(params),
+            "seed": args.seed,
+            "kernel": info.release,
+            "topology": args.topology,
+            "cpus_per_node": args.cpus_per_node,
+        }
+        spath = Path(args.study) if args.study else None
+        done = study.load(spath, settings) if spath else {}
+        have = min((len(b) for b in done.values()), default=0)
+        upto = min(args.rounds, have + args.blocks_now) if args.blocks_now else args.rounds
+        chunks = study.chunks_of(spath) if spath else []
+        chunk = {"started": _utc(), "from_block": have + 1, "load_at_start": os.getloadavg()[0]}
+        if spath:
+            print(f"study {spath}: {have} blocks done, running blocks {have + 1}..{upto} of {args.rounds}", flush=True)
+
+        def saved(blocks):
+            if spath:
+                n = min(len(b) for b in blocks.values())
+                chunk.update({"ended": _utc(), "to_block": n, "load_at_end": os.getloadavg()[0]})
+                study.save(spath, settings, blocks, [*chunks, chunk])
+
         with connect(host.ssh, host.name) as r:
             data = lprobe.measure_scenario(
-                r, arts, params, args.rounds, seed=args.seed, log=lambda m: print(m, flush=True), nudge=True
+                r,
+                arts,
+                params,
+                upto,
+                seed=args.seed,
+                log=lambda m: print(m, flush=True),
+                nudge=True,
+                done=done,
+                on_block=saved,
             )
+        rounds = min(c["rounds"] for c in data["cases"].values())
         data.update(
             {
                 "kernel": info.release,
                 "topology": args.topology,
                 "cpus_per_node": args.cpus_per_node,
-                "pilot": args.pilot or args.rounds < 20 or args.seconds < 60,
+                "pilot": args.pilot or rounds < 20 or args.seconds < 60,
+                "rounds": rounds,
+                "study": str(spath) if spath else None,
                 "seconds": round(time.monotonic() - t0, 1),
                 "command": "python bench/numa_effect.py probe " + " ".join(sys.argv[2:]),
             }
@@ -261,7 +301,7 @@ def main(argv: list[str]) -> int:
     r.add_argument("--ssh-port", type=int, default=2313)
     r.add_argument("--out", default=str(OUT))
     pr = sub.add_parser("probe")
-    pr.add_argument("--arms", default="off+winner+alt-drop-zero-gain+null")
+    pr.add_argument("--arms", default="off+winner+alt-drop-zero-gain+alt-root-cause+null")
     pr.add_argument("--rounds", type=int, default=20, help="blocks (the protocol: >= 20)")
     pr.add_argument("--seconds", type=int, default=60, help="measured window per run (the protocol: 60)")
     pr.add_argument("--mb", type=int, default=64)
@@ -277,6 +317,13 @@ def main(argv: list[str]) -> int:
     pr.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
     pr.add_argument("--ssh-port", type=int, default=2315)
     pr.add_argument("--out", default=str(ROOT / "reports" / "numa-probe-bench"))
+    pr.add_argument(
+        "--study",
+        help="keep the blocks in this study file (rewritten after every block) and go on from its last block",
+    )
+    pr.add_argument(
+        "--blocks-now", type=int, default=0, help="with --study: run at most this many more blocks in this chunk"
+    )
     g = sub.add_parser("render")
     g.add_argument("--out", default=str(OUT))
     g.add_argument("--docs", action="store_true", help="copy the PNG to docs/numa-effect.png")
@@ -297,6 +344,10 @@ def main(argv: list[str]) -> int:
         return probe(args)
     render_all(Path(args.out), args.docs, [Path(d) for d in args.also])
     return 0
+
+
+def _utc() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _log(name: str, message: str) -> None:

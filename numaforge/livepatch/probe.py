@@ -9,13 +9,13 @@ seeded random order, the arm switched with numaforge.livepatch.ArmSwitcher. Each
 from __future__ import annotations
 
 import dataclasses
-import random
 from pathlib import Path
 from typing import Callable
 
 from ..measure import metrics as mmetrics
 from ..measure import runner as mrunner
 from ..measure import scenario as msc
+from ..measure import study
 from ..workload import probe_binary
 from .arms import ArmSwitcher
 from .artifact import Artifact
@@ -49,8 +49,13 @@ def measure_scenario(
     probe_binary: Path | None = None,
     log: Callable[[str], None] = lambda m: None,
     nudge: bool = False,
+    done: dict[str, list[list[msc.ProbeMetrics]]] | None = None,
+    on_block: Callable[[dict[str, list[list[msc.ProbeMetrics]]]], None] | None = None,
 ) -> dict:
-    """{'cases': {case name: scenario report + settings}} for `rounds` blocks on one booted host."""
+    """{'cases': {case name: scenario report + settings}} for `rounds` blocks on one booted host.
+
+    ``done``: blocks of an earlier chunk of the same study (numaforge.measure.study), per case; the run goes on
+    from the next block. ``on_block`` is called with every finished block so far after each block."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
         raise LivepatchError(
@@ -59,19 +64,18 @@ def measure_scenario(
             "boot with numa_balancing=enable; numaforge does not change it",
         )
     todo = cases(params, control)
-    runs: dict[str, list[msc.ProbeMetrics]] = {name: [] for name in todo}
-    rng = random.Random(seed)
+    blocks: dict[str, list[list[msc.ProbeMetrics]]] = {name: list((done or {}).get(name, [])) for name in todo}
+    first = min(len(b) for b in blocks.values()) + 1
     sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
     try:
         sw.open()
         rdir = remote.run("mktemp -d /tmp/numaforge-probe.XXXXXX", sudo=True).stdout.strip()
         rpath = f"{rdir}/numa_probe"
         remote.put(probe_binary or _default_probe(), rpath, mode=0o700, sudo=True)
-        for rnd in range(1, rounds + 1):
+        for rnd in range(first, rounds + 1):
             for name, p in todo.items():
-                order = list(arms)
-                rng.shuffle(order)
-                for arm in order:
+                block = []
+                for arm in study.block_order(list(arms), seed, name, rnd):
                     sw.set_arm(arm)
                     rm = msc.run_once(remote, rpath, p, arm, rnd)
                     log(
@@ -79,14 +83,18 @@ def measure_scenario(
                         f"found-nothing {rm.found_nothing} of {rm.moves} moves, local (last 30 s) "
                         f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on node {rm.final_node}"
                     )
-                    runs[name].append(rm)
+                    block.append(rm)
+                blocks[name].append(block)
+            if on_block:
+                on_block(blocks)
         remote.run(f"rm -rf {rdir}", sudo=True, check=False)
     finally:
         sw.close()
     out = {}
     for name, p in todo.items():
-        rep = msc.report(runs[name], list(arms))
-        rep.update({"case": name, "params": dataclasses.asdict(p), "rounds": rounds, "seed": seed, **numa})
+        runs = [r for block in blocks[name] for r in block]
+        rep = msc.report(runs, list(arms))
+        rep.update({"case": name, "params": dataclasses.asdict(p), "rounds": len(blocks[name]), "seed": seed, **numa})
         out[name] = rep
     return {"cases": out, "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}}
 

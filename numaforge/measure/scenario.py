@@ -95,6 +95,7 @@ class ProbeMetrics:
     pages_migrated_per_min: float | None = None
     final_node: int | None = None
     filled_pages: int | None = None  # pages the -F filler took on S (None: no filler)
+    move_path: list[list[int]] = field(default_factory=list)  # [src_nid, dst_nid] of each NUMA move, in order
     vmstat_delta: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -260,6 +261,7 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
             i = bisect_right(timeline, (ev.ts_ns, 1 << 30))
             pref = timeline[i - 1][1] if i else pref0
             src, dst = f.get("src_nid", -1), f.get("dst_nid", -1)
+            rm.move_path.append([src, dst])
             if dst in (src, pref):
                 continue
             rm.third_moves += 1

@@ -82,6 +82,7 @@ def test_endpoints_of_one_run():
     rm = scenario.probe_metrics("off", 1, capture(moves, stick=3), scenario.ScenarioParams())
     assert (rm.pid, rm.seconds, rm.samples) == (321, 60.0, 60)
     assert (rm.moves, rm.third_moves, rm.closer, rm.not_closer) == (3, 2, 1, 1)
+    assert rm.move_path == [[2, 3], [3, 1], [1, 0]]  # every NUMA move in the window, in order
     assert rm.not_closer_per_min == 1.0 and rm.closer_per_min == 1.0
     assert rm.found_nothing == 3 and rm.found_nothing_per_min == 3.0 and rm.migrations == 1
     # last 30 s: on node 1 (CPU 2) holding 16200 of 16387 pages after t=146 s, less before

@@ -1,0 +1,102 @@
+"""A probe study kept in one file, block by block, so a study longer than one sitting can be run in chunks.
+
+The protocol (docs/numa-effect-protocol.md) wants at least 20 blocks of every arm in the main case and its
+source-busy control: about 4 hours of a TCG lab VM. ``measure_scenario`` (numaforge.livepatch.probe) calls back
+after every block; the study file is rewritten atomically then, so a cut-short chunk keeps every finished block,
+and the next chunk continues from the next block with the same settings. A block's arm order depends only on
+the seed, the case and the block's number (``block_order``), so the schedule is the same however the study is
+cut into chunks. Mixing settings (other arms, window, buffer, topology, kernel, modules) in one file is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import fields
+from pathlib import Path
+
+from ..safeio import read_input, write_output
+from .scenario import ProbeMetrics, ScenarioError
+
+FORMAT = "numaforge-probe-study/1"
+MAX_BYTES = 64 * 1024 * 1024  # 20 blocks x 2 cases x 5 arms of run records are well under 1 MiB
+_FIELDS = {f.name for f in fields(ProbeMetrics)}
+
+
+def block_order(arms: list[str], seed: int, case: str, block: int) -> list[str]:
+    """The arms of one block in their seeded random order (independent of earlier blocks)."""
+    order = list(arms)
+    random.Random(f"{seed}/{case}/{block}").shuffle(order)
+    return order
+
+
+def load(path: Path, settings: dict) -> dict[str, list[list[ProbeMetrics]]]:
+    """The finished blocks of the study at ``path`` (none when it does not exist yet), per case.
+
+    Refuses a file of another format or with other settings: its blocks cannot be pooled with these."""
+    if not path.exists():
+        return {}
+    where = str(path)
+    try:
+        data = json.loads(_read(path))
+    except ValueError as exc:
+        raise ScenarioError(f"the study file is not JSON: {exc}", where, "give a new --study path") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ScenarioError(
+            f"not a probe study file (format {data.get('format') if isinstance(data, dict) else None!r}, "
+            f"expected {FORMAT!r})",
+            where,
+            "give a new --study path; a probe run's report JSON is not a study file",
+        )
+    old = data.get("settings", {})
+    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    if diff:
+        shown = "; ".join(f"{k}: study {old.get(k)!r}, now {settings.get(k)!r}" for k in diff)
+        raise ScenarioError(
+            f"this study was run with other settings ({shown})",
+            where,
+            "continue it with the same options and modules, or start a new study with another --study path",
+        )
+    out: dict[str, list[list[ProbeMetrics]]] = {}
+    for case, blocks in (data.get("blocks") or {}).items():
+        out[case] = [[_metrics(r, where) for r in block] for block in blocks]
+    counts = {len(b) for b in out.values()}
+    if len(counts) > 1:
+        raise ScenarioError(
+            f"the study's cases have different numbers of blocks ({', '.join(f'{c}: {len(b)}' for c, b in out.items())})",
+            where,
+            "the file was edited by hand; restore it or start a new study",
+        )
+    return out
+
+
+def save(path: Path, settings: dict, blocks: dict[str, list[list[ProbeMetrics]]], chunks: list[dict]) -> None:
+    """Write the study atomically (every finished block of every case, and when each chunk ran)."""
+    doc = {
+        "format": FORMAT,
+        "protocol": "docs/numa-effect-protocol.md",
+        "settings": settings,
+        "chunks": chunks,
+        "blocks": {case: [[r.as_dict() for r in block] for block in bl] for case, bl in blocks.items()},
+    }
+    write_output(path, json.dumps(doc, indent=1) + "\n", "--study")
+
+
+def chunks_of(path: Path) -> list[dict]:
+    """The chunk records of an existing study file (empty for a new one)."""
+    if not path.exists():
+        return []
+    data = json.loads(_read(path))
+    return list(data.get("chunks") or [])
+
+
+def _read(path: Path) -> bytes:
+    return read_input(path, what="study file", error=ScenarioError, max_bytes=MAX_BYTES)
+
+
+def _metrics(d: object, where: str) -> ProbeMetrics:
+    if not isinstance(d, dict) or not {"label", "round"} <= set(d) or not set(d) <= _FIELDS:
+        raise ScenarioError(
+            "a run in the study file is not a probe run record", where, "restore the file or start a new study"
+        )
+    return ProbeMetrics(**d)
