@@ -214,6 +214,13 @@ def load_selected(c, report: Report, select: Selection):
     return inv, inv.select(list(select.host), list(select.group), select.limit)
 
 
+def selected_inventory(report: Report) -> Path:
+    """The inventory file load_selected() read, resolved: the resume journals' keys name it."""
+    if report.inventory is None:
+        raise RuntimeError("selected_inventory() before load_selected(): no inventory was read")
+    return Path(report.inventory).resolve()
+
+
 @contextmanager
 def resume_journal(report: Report, key: str, rollout: Rollout) -> Iterator[journal.Journal]:
     """The run's resume journal (docs/journal.md), opened only once this run holds it: a second run of the same

@@ -30,7 +30,7 @@ CONNECT_PHASES = 3  # the handshake's total deadline: banner + key exchange + au
 
 
 def connect(
-    spec: SSHSpec,
+    spec: SSHSpec | None,
     host_name: str,
     *,
     accept_new_host_key: bool = False,

@@ -90,13 +90,15 @@ class _PatchWatch(threading.Thread):
 def _inventory(path: Path, hosts: list[Host], services) -> Path:
     doc: dict = {"version": 1, "hosts": {}}
     for h, svc in zip(hosts, services):
+        ssh = h.ssh
+        assert ssh is not None  # the vms fixture gives every VM an ssh section
         doc["hosts"][h.name] = {
             "ssh": {
-                "address": h.ssh.address,
-                "port": h.ssh.port,
+                "address": ssh.address,
+                "port": ssh.port,
                 "user": "root",
-                "key_file": h.ssh.key_file,
-                "known_hosts": h.ssh.known_hosts,
+                "key_file": ssh.key_file,
+                "known_hosts": ssh.known_hosts,
                 "agent": False,
             },
             "vars": {"slo_instance": svc.instance, "slo_gate": {"metric": METRIC, "window": 2, "minute": 3}},
