@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from ..http import Response, error, etag_of, json_ok, lit, normalise
+from ..http import SimResponse, error, etag_of, json_ok, lit, normalise
 from ..messages import error_body, message
 from ..state import iso
 from ..validation import validate_settings_patch
@@ -130,15 +130,15 @@ def register(sim) -> None:
             new_etag = etag_of(settings_body())
             if f.jobs == "dell":
                 if apply_time is None:
-                    return Response(200, {"@Message.ExtendedInfo": [message("SYS413")]}, {"ETag": new_etag})
+                    return SimResponse(200, {"@Message.ExtendedInfo": [message("SYS413")]}, {"ETag": new_etag})
                 job = st.create_job(f.settings_path)
                 location = f"{f.jobs_path}/{job['Id']}"
                 if apply_time == "Immediate":
                     st.reset("ForceRestart")
-                return Response(
+                return SimResponse(
                     202, {"@Message.ExtendedInfo": [message("SYS409")]}, {"Location": location, "ETag": new_etag}
                 )
-            return Response(
+            return SimResponse(
                 200,
                 {"@Message.ExtendedInfo": [message("Success"), message("ResetRequired", system_reset, "ForceRestart")]},
                 {"ETag": new_etag},
@@ -148,7 +148,7 @@ def register(sim) -> None:
         if f.jobs == "dell" and st.active_job() is not None:
             return error(400, message("SYS011"))
         st.reset_bios_defaults()
-        return Response(204)
+        return SimResponse(204)
 
     def clear_pending(req):
         st.advance()
@@ -158,13 +158,13 @@ def register(sim) -> None:
             if not st.pending:
                 return error(400, message("NoOperation"))
             st.clear_pending()
-        return Response(200, {"@Message.ExtendedInfo": [message("Success")]})
+        return SimResponse(200, {"@Message.ExtendedInfo": [message("Success")]})
 
     def registry_doc(req):
         return json_ok(copy.deepcopy(f.registry))
 
     def patch_current(req):
-        return Response(405, error_body([message("OperationNotAllowed")]), {"Allow": "GET, HEAD"})
+        return SimResponse(405, error_body([message("OperationNotAllowed")]), {"Allow": "GET, HEAD"})
 
     sim.router.add(lit(f.bios_path), get=bios, patch=patch_current, put=patch_current)
     sim.router.add(lit(f.settings_path), get=get_settings, patch=patch_settings)
