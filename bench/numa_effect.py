@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numaforge import livepatch
-from numaforge.inventory.model import SSHSpec
 from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.measure import arms as marms
@@ -60,18 +59,6 @@ def parse_case(text: str) -> tuple[str, str, list[str] | None]:
     return parts[0], parts[1], parts[2].split("+") if len(parts) == 3 else None
 
 
-def _lab_ssh(state: Path, port: int) -> SSHSpec:
-    """How to reach the lab VM booted with state directory ``state`` (its own key and known_hosts)."""
-    return SSHSpec(
-        "127.0.0.1",
-        port,
-        "root",
-        key_file=str(state / "ssh" / "id_ed25519"),
-        use_agent=False,
-        known_hosts=str(state / "ssh" / "known_hosts"),
-    )
-
-
 def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +81,7 @@ def run(args) -> int:
             f"in {info.ssh_seconds} s",
             flush=True,
         )
-        ssh = _lab_ssh(state, args.ssh_port)
+        ssh = vm.lab_ssh(state, args.ssh_port)
         try:
             for _t, workload, arm_names in topo_cases:
                 built = marms.built_arms(args.series, args.target, arm_names)
@@ -159,7 +146,7 @@ def probe(args) -> int:
         cpus_per_node=args.cpus_per_node,
     )
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
-    ssh = _lab_ssh(state, args.ssh_port)
+    ssh = vm.lab_ssh(state, args.ssh_port)
     try:
         built = marms.built_arms(args.series, args.target, args.arms.split("+"))
         arts = {

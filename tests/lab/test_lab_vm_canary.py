@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from numaforge.errors import NumaforgeError
-from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.inventory.model import Host, Location
 from numaforge.lab import vm
 from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
@@ -57,15 +57,7 @@ def vms(tmp_path_factory):
             except NumaforgeError:
                 vm.up(kernel="debian", state_dir=state, ssh_port=port, persist=True)
                 kernel = "debian"
-            ssh = SSHSpec(
-                address="127.0.0.1",
-                port=port,
-                user="root",
-                key_file=str(state / "ssh/id_ed25519"),
-                use_agent=False,
-                known_hosts=str(state / "ssh/known_hosts"),
-            )
-            booted.append((state, Host(name=name, location=Location("<test>"), ssh=ssh), kernel))
+            booted.append((state, Host(name=name, location=Location("<test>"), ssh=vm.lab_ssh(state, port)), kernel))
         yield booted
     finally:
         for state, _h, _i in booted:
