@@ -559,7 +559,7 @@ def _cg_version() -> str:
     import importlib.util
 
     spec = importlib.util.find_spec("ansible_collections")
-    for loc in spec.submodule_search_locations if spec else []:
+    for loc in (spec.submodule_search_locations if spec else None) or []:
         m = Path(loc) / "community" / "general" / "MANIFEST.json"
         if m.exists():
             return json.loads(m.read_text())["collection_info"]["version"]

@@ -39,11 +39,17 @@ class Farm:
         ]
         self.layout: list[tuple[int, int]] = []  # global index -> (proc, local index)
 
-    def _ask(self, i: int, msg: dict):
+    def _send(self, i: int, msg: dict) -> None:
+        stdin = self.procs[i].stdin
+        if stdin is None:  # never: every process is started with stdin=PIPE
+            raise RuntimeError(f"BMC farm process {i} has no stdin pipe")
+        stdin.write(json.dumps(msg) + "\n")
+        stdin.flush()
+
+    def _receive(self, i: int):
+        """The next reply of process ``i``: its "ok" value, or RuntimeError for an exit or an "error" reply."""
         p = self.procs[i]
-        p.stdin.write(json.dumps(msg) + "\n")
-        p.stdin.flush()
-        line = p.stdout.readline()
+        line = p.stdout.readline() if p.stdout is not None else ""
         if not line:
             raise RuntimeError(f"BMC farm process {i} exited (rc {p.poll()})")
         reply = json.loads(line)
@@ -51,20 +57,14 @@ class Farm:
             raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
         return reply["ok"]
 
+    def _ask(self, i: int, msg: dict):
+        self._send(i, msg)
+        return self._receive(i)
+
     def _all(self, msg: dict) -> list:
-        for p in self.procs:  # send to all first: the processes work in parallel
-            p.stdin.write(json.dumps(msg) + "\n")
-            p.stdin.flush()
-        out = []
-        for i, p in enumerate(self.procs):
-            line = p.stdout.readline()
-            if not line:
-                raise RuntimeError(f"BMC farm process {i} exited (rc {p.poll()})")
-            reply = json.loads(line)
-            if "error" in reply:
-                raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
-            out.append(reply["ok"])
-        return out
+        for i in range(len(self.procs)):  # send to all first: the processes work in parallel
+            self._send(i, msg)
+        return [self._receive(i) for i in range(len(self.procs))]
 
     def _merge(self, per_proc: list[list]) -> list:
         return [per_proc[p][k] for p, k in self.layout]
@@ -74,20 +74,9 @@ class Farm:
         self.layout = []
         for i in range(n):  # round-robin: bmc i lives in process i % procs
             self.layout.append((i % len(self.procs), i // len(self.procs)))
-        for i, p in enumerate(self.procs):
-            p.stdin.write(
-                json.dumps(
-                    {"cmd": "start", "n": share[i], "flavour": flavour, "password": password, "latency": latency}
-                )
-                + "\n"
-            )
-            p.stdin.flush()
-        per = []
-        for i, p in enumerate(self.procs):
-            reply = json.loads(p.stdout.readline())
-            if "error" in reply:
-                raise RuntimeError(f"BMC farm process {i}: {reply['error']}")
-            per.append(reply["ok"])
+        for i in range(len(self.procs)):
+            self._send(i, {"cmd": "start", "n": share[i], "flavour": flavour, "password": password, "latency": latency})
+        per = [self._receive(i) for i in range(len(self.procs))]
         bmcs = self._merge(per)
         for i, b in enumerate(bmcs):
             b["name"] = f"bmc{i:03d}"
@@ -120,11 +109,11 @@ class Farm:
         return [e for per in self._all({"cmd": "errors"}) for e in per]
 
     def close(self) -> None:
-        for p in self.procs:
+        for i, p in enumerate(self.procs):
             try:
-                p.stdin.write(json.dumps({"cmd": "stop"}) + "\n")
-                p.stdin.flush()
-                p.stdin.close()
+                self._send(i, {"cmd": "stop"})
+                if p.stdin is not None:
+                    p.stdin.close()
             except OSError:
                 pass
         for p in self.procs:

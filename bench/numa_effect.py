@@ -36,7 +36,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numaforge import livepatch
-from numaforge.inventory.model import Host, Location, SSHSpec
 from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.measure import arms as marms
@@ -87,19 +86,7 @@ def run(args) -> int:
             f"in {info.ssh_seconds} s",
             flush=True,
         )
-        host = Host(
-            f"lab-{topo}",
-            Location("bench/numa_effect.py"),
-            groups=["lab"],
-            ssh=SSHSpec(
-                "127.0.0.1",
-                args.ssh_port,
-                "root",
-                key_file=str(state / "ssh" / "id_ed25519"),
-                use_agent=False,
-                known_hosts=str(state / "ssh" / "known_hosts"),
-            ),
-        )
+        ssh = vm.lab_ssh(state, args.ssh_port)
         try:
             for _t, workload, arm_names in topo_cases:
                 built = marms.built_arms(args.series, args.target, arm_names)
@@ -119,7 +106,7 @@ def run(args) -> int:
                 )
                 name = f"{topo} {workload}"
                 c0 = time.monotonic()
-                with connect(host.ssh, host.name) as r:
+                with connect(ssh, f"lab-{topo}") as r:
                     data = livepatch.measure_arms(
                         r,
                         arts,
@@ -164,19 +151,7 @@ def probe(args) -> int:
         cpus_per_node=args.cpus_per_node,
     )
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
-    host = Host(
-        f"lab-{args.topology}",
-        Location("bench/numa_effect.py"),
-        groups=["lab"],
-        ssh=SSHSpec(
-            "127.0.0.1",
-            args.ssh_port,
-            "root",
-            key_file=str(state / "ssh" / "id_ed25519"),
-            use_agent=False,
-            known_hosts=str(state / "ssh" / "known_hosts"),
-        ),
-    )
+    ssh = vm.lab_ssh(state, args.ssh_port)
     try:
         built = marms.built_arms(args.series, args.target, args.arms.split("+"))
         arts = {
@@ -211,7 +186,7 @@ def probe(args) -> int:
                 chunk.update({"ended": _utc(), "to_block": n, "load_at_end": os.getloadavg()[0]})
                 study.save(spath, settings, blocks, [*chunks, chunk])
 
-        with connect(host.ssh, host.name) as r:
+        with connect(ssh, f"lab-{args.topology}") as r:
             data = lprobe.measure_scenario(
                 r,
                 arts,

@@ -338,17 +338,8 @@ def run_fleet(
     failed, e.g. rolled back); None widens it. A NumaforgeError from the gate stops the rollout too."""
     rollout = rollout or Rollout()
     forks, canary, batch = rollout.forks, rollout.canary, rollout.batch
-    seconds = host_timeout_seconds(rollout.host_timeout)
-    if seconds:
-        fn = functools.partial(_timed, fn, seconds)
-    if rollout.lock:
-        fn = functools.partial(_locked, fn, rollout)
-    by_name: dict[str, Any] = {}
-    for h in hosts:
-        name = host_name(h)
-        if name in by_name:
-            raise FleetOptionError(f"host {name} is selected twice", name, "remove the duplicate from the selection")
-        by_name[name] = h
+    fn = _per_host(fn, rollout)
+    by_name = _by_name(hosts)
     names = list(by_name)
     phases = plan_phases(names, canary, batch)
     n_canary = min(canary, len(names))
@@ -379,13 +370,7 @@ def run_fleet(
             except KeyboardInterrupt as exc:
                 interrupt = _stopped_by(outcome, exc)
             except Exception as exc:  # the runner itself failed: contain it like a host's bug
-                budget.request_stop("stopped after an internal error")
-                outcome.stopped = True
-                outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
-                outcome.reason = (
-                    f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
-                    "hosts already done stay as they are"
-                )
+                _stopped_by_bug(outcome, exc)
     except KeyboardInterrupt as exc:  # one more Ctrl-C while the pool waited for the running hosts to end
         interrupt = interrupt or _stopped_by(outcome, exc)
         cut.extend(n for f, n in running.items() if not f.done() and n not in cut)
@@ -393,17 +378,54 @@ def run_fleet(
         budget.clear_stop()
     if interrupt is not None:
         _collect_cut(running, cut, done)
+    _gather(outcome, names, done)
+    if interrupt is not None:
+        raise Interrupted(
+            outcome, getattr(interrupt, "signal_name", "SIGINT"), getattr(interrupt, "exit_code", 130)
+        ) from None
+    return outcome
+
+
+def _per_host(fn: Callable[[Any], HostResult], rollout: Rollout) -> Callable[[Any], HostResult]:
+    """``fn`` under the rollout's per-host budget (--host-timeout) and write lock, where set."""
+    seconds = host_timeout_seconds(rollout.host_timeout)
+    if seconds:
+        fn = functools.partial(_timed, fn, seconds)
+    if rollout.lock:
+        fn = functools.partial(_locked, fn, rollout)
+    return fn
+
+
+def _by_name(hosts: Sequence[Any]) -> dict[str, Any]:
+    """Host name -> host, in the given order; a host selected twice is an error."""
+    by_name: dict[str, Any] = {}
+    for h in hosts:
+        name = host_name(h)
+        if name in by_name:
+            raise FleetOptionError(f"host {name} is selected twice", name, "remove the duplicate from the selection")
+        by_name[name] = h
+    return by_name
+
+
+def _stopped_by_bug(outcome: FleetOutcome, exc: Exception) -> None:
+    """The runner itself failed: every host is asked to stop, the outcome says why."""
+    budget.request_stop("stopped after an internal error")
+    outcome.stopped = True
+    outcome.internal_error = redact(f"{type(exc).__name__}: {exc}")
+    outcome.reason = (
+        f"internal error in the fleet runner ({outcome.internal_error}); rollout stopped, "
+        "hosts already done stay as they are"
+    )
+
+
+def _gather(outcome: FleetOutcome, names: list[str], done: dict[str, HostResult]) -> None:
+    """Every host's result in the input order; a host that did not run gets a not-run result saying why."""
     for name in names:
         if name in done:
             outcome.results.append(done[name])
         else:
             outcome.not_run.append(name)
             outcome.results.append(HostResult(name, NOT_RUN, f"not run: {outcome.reason or 'rollout stopped'}"))
-    if interrupt is not None:
-        raise Interrupted(
-            outcome, getattr(interrupt, "signal_name", "SIGINT"), getattr(interrupt, "exit_code", 130)
-        ) from None
-    return outcome
 
 
 def _stopped_by(outcome: FleetOutcome, exc: KeyboardInterrupt) -> KeyboardInterrupt:

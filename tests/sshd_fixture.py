@@ -32,6 +32,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -307,7 +308,7 @@ class NetnsLab:
         self.bridge = f"nfbr{self.tag}"
         self.hosts: list[SshdHost] = []
         self.namespaces: list[str] = []
-        self._lock = None
+        self._lock: IO[str] | None = None  # the held subnet lock file (its content: this lab's tag)
         self.lockdir = Path("/tmp/numaforge-netns-locks")
         self.lockdir.mkdir(exist_ok=True)
         self._reap_stale()
@@ -435,7 +436,7 @@ class LocalUsers:
     build server's root dotfiles cost (this machine's root ~/.bashrc runs pyenv twice per session).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.made: list[tuple[str, Path | None]] = []
 
     def make(self, sudo: str | None = "nopasswd", pubkey: Path | str | None = None) -> str:

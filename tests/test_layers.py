@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1] / "numaforge"
 
@@ -61,7 +62,7 @@ def _layer(top: str) -> str:
     raise AssertionError(f"numaforge.{top} is in no layer: add it to tests/test_layers.py and docs/architecture.md")
 
 
-def _imports():
+def _imports() -> Iterator[tuple[str, str, str]]:
     """(importing top-level name, imported top-level name, file:line) for every numaforge import."""
     for f in sorted(ROOT.rglob("*.py")):
         rel = f.relative_to(ROOT)
@@ -73,6 +74,8 @@ def _imports():
             parts = parts[:-1]
         me = parts[0] if parts else "__init__"
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if not isinstance(node, (ast.ImportFrom, ast.Import)):
+                continue
             targets: list[list[str]] = []
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -83,7 +86,7 @@ def _imports():
                 else:
                     continue
                 targets = [mod] if mod else [[a.name] for a in node.names]
-            elif isinstance(node, ast.Import):
+            else:
                 targets = [a.name.split(".")[1:] for a in node.names if a.name.startswith("numaforge.")]
             for t in targets:
                 if t and t[0] != me and me != "__init__":

@@ -213,7 +213,7 @@ def test_lazy_module_imports_on_first_use_and_delegates(tmp_path, monkeypatch):
         missing.anything  # noqa: B018
 
 
-def test_lazy_module_is_thread_safe(tmp_path, monkeypatch):
+def test_lazy_module_is_thread_safe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many threads touch an unimported module at once: each sees it fully executed, and it runs once
     (importlib.util.LazyLoader, not thread-safe on Python 3.11, would hand some of them a half-made module)."""
     runs = tmp_path / "runs"

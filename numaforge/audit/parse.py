@@ -207,7 +207,10 @@ def kernel_release(version: str) -> tuple[int, int] | None:
 
 # --------------------------------------------------------------------------------------------- PCI topology
 @dataclass
-class PciDevice:
+class PciPlacement:
+    """Where one PCI function sits: its root port and root complex (numaforge.facts.pci.PciDevice is the whole
+    device record that facts reads with lspci)."""
+
     addr: str
     root_port: str | None  # the first bridge below the host bridge (None: on the root bus itself)
     root_complex: str  # "pci0000:00"

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ..hostos.read import HostState, Interrupt
-from .parse import NO_BUFFER_COUNTERS, PciDevice, ProcStatus, SchedDebug, Schedstat, Softnet, Vma
+from .parse import NO_BUFFER_COUNTERS, PciPlacement, ProcStatus, SchedDebug, Schedstat, Softnet, Vma
 
 SEVERITIES = ("crit", "warn", "info")
 
@@ -461,9 +461,9 @@ def kind_of(pci_class: str) -> str | None:
     return next((k for p, k in KINDS.items() if c.startswith(p)), None)
 
 
-def shared_root_ports(devices: list[PciDevice]) -> list[Finding]:
+def shared_root_ports(devices: list[PciPlacement]) -> list[Finding]:
     """NICs, NVMe drives, GPUs below one root port (several physical devices; functions of one device count once)."""
-    by_port: dict[str, list[PciDevice]] = {}
+    by_port: dict[str, list[PciPlacement]] = {}
     for d in devices:
         if d.root_port and kind_of(d.pci_class):
             by_port.setdefault(d.root_port, []).append(d)

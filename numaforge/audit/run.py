@@ -36,7 +36,7 @@ from ..remote.ssh import connect
 from ..report import HostResult
 from . import rules
 from .parse import (
-    PciDevice,
+    PciPlacement,
     ProcStatus,
     SchedDebug,
     Vma,
@@ -192,14 +192,14 @@ def _msi_owner(once: Snapshot) -> dict[str, str]:
     return {irq: m.group(1) for d, irqs in once.dirs.items() if (m := _MSI.match(d)) for irq in irqs}
 
 
-def _pci_devices(once: Snapshot) -> list[PciDevice]:
+def _pci_devices(once: Snapshot) -> list[PciPlacement]:
     f = once.files
     out = []
     for addr, (rc, port) in sorted(parse_pci_links(f.get(PCI_LINKS, "")).items()):
         d = f"{PCI_DIR}/{addr}"
         speed, width = f.get(f"{d}/current_link_speed", "").strip(), f.get(f"{d}/current_link_width", "").strip()
         link = f"{speed} x{width}" if speed and width else ""
-        out.append(PciDevice(addr, port, rc, f.get(f"{d}/class", "").strip(), link))
+        out.append(PciPlacement(addr, port, rc, f.get(f"{d}/class", "").strip(), link))
     return out
 
 

@@ -6,7 +6,6 @@ Thin: parse options, call numaforge.bios.apply, print. Logic lives in numaforge/
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -147,7 +146,7 @@ def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptio
             # a run with resets keeps a journal: if it is interrupted, the same command resumes it and never
             # resets a host twice (docs/journal.md)
             key = (
-                f"{task_name} profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                f"{task_name} profile={opts.profile or '-'} inventory={common.selected_inventory(report)} "
                 f"hosts={','.join(h.name for h in hosts)} reboot={opts.reboot}"
             )
             with common.resume_journal(report, key, rollout) as opts.journal:

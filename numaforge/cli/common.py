@@ -214,6 +214,13 @@ def load_selected(c, report: Report, select: Selection):
     return inv, inv.select(list(select.host), list(select.group), select.limit)
 
 
+def selected_inventory(report: Report) -> Path:
+    """The inventory file load_selected() read, resolved: the resume journals' keys name it."""
+    if report.inventory is None:
+        raise RuntimeError("selected_inventory() before load_selected(): no inventory was read")
+    return Path(report.inventory).resolve()
+
+
 @contextmanager
 def resume_journal(report: Report, key: str, rollout: Rollout) -> Iterator[journal.Journal]:
     """The run's resume journal (docs/journal.md), opened only once this run holds it: a second run of the same
@@ -242,7 +249,6 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
     opts.update({k: v for k, v in (options or {}).items() if k not in opts})
     report = Report(task, options=opts)
     junit = RUN.junit if RUN.task == task else None
-    exit_code = None
     # --json - puts the report on standard output: everything for humans goes to standard error then
     to_stdout = json == safeio.STDOUT
     try:  # bad report paths are refused before any work is done
@@ -255,17 +261,28 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
         console.configure(console.mode, to_stderr=True)
     previous_term = _on_sigterm()
     try:
+        exit_code = _run_body(task, body, report)
+    finally:
+        _restore_sigterm(previous_term)
+        _write_outputs(report, task, json, junit, to_stdout)
+    _exit_unless_ok(report, exit_code, json)
+    return report
+
+
+def _run_body(task: str, body: Callable[[Report], None], report: Report) -> int | None:
+    """body(report), its errors recorded in the report; the exit code of an interruption (None otherwise)."""
+    try:
         body(report)
     except NumaforgeError as exc:
         report.error = exc
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (fleet.Terminated); fleet.Interrupted has the results
         report.interrupted = getattr(exc, "signal_name", "SIGINT")
-        exit_code = getattr(exc, "exit_code", 130)
         outcome = getattr(exc, "outcome", None)
         if outcome is not None:
             have = {h.host for h in report.hosts}
             report.hosts.extend(r for r in outcome.results if r.host not in have)
             report.data["fleet"] = outcome.as_dict()
+        return getattr(exc, "exit_code", 130)
     except Exception as exc:  # a bug: no traceback for the user, a non-zero exit and a report that says so
         report.error = InternalError(
             f"internal error (a bug; please report it): {type(exc).__name__}: {exc}",
@@ -274,28 +291,36 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
         )
         if os.environ.get(DEBUG_ENV) == "1":
             traceback.print_exc()
-    finally:
-        _restore_sigterm(previous_term)
-        report.print_summary(console)
-        if json:
-            try:
-                written = report.write(json)
-            except NumaforgeError as exc:  # e.g. the path changed under us: say so, keep the run's own error
-                report.error = report.error or exc
-            else:
-                if not to_stdout:
-                    console.print(f"report: {esc(written)}")
-        if junit:
-            try:
-                junit_file = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
-            except NumaforgeError as exc:
-                report.error = report.error or exc
-            else:
-                console.print(f"junit: {esc(junit_file)}")
-        if console.mode == "json" and not to_stdout:
-            print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
-        if to_stdout:
-            console.configure(console.mode)
+    return None
+
+
+def _write_outputs(report: Report, task: str, json: str | None, junit: str | None, to_stdout: bool) -> None:
+    """The summary, then --json, --junit and the JSON of --output json; a report that cannot be written keeps
+    the run's own error first."""
+    report.print_summary(console)
+    if json:
+        try:
+            written = report.write(json)
+        except NumaforgeError as exc:  # e.g. the path changed under us: say so, keep the run's own error
+            report.error = report.error or exc
+        else:
+            if not to_stdout:
+                console.print(f"report: {esc(written)}")
+    if junit:
+        try:
+            junit_file = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
+        except NumaforgeError as exc:
+            report.error = report.error or exc
+        else:
+            console.print(f"junit: {esc(junit_file)}")
+    if console.mode == "json" and not to_stdout:
+        print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
+    if to_stdout:
+        console.configure(console.mode)
+
+
+def _exit_unless_ok(report: Report, exit_code: int | None, json: str | None) -> None:
+    """Exit 130/143 for an interrupted run, the error's code for a failed one, 1 when a host failed."""
     if report.interrupted:
         fleet = report.data.get("fleet") or {}
         counts = Counter(host_status(h.status) for h in report.hosts)
@@ -317,7 +342,6 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
             f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}" + (f" ({esc(reason)})" if reason else "")
         )
         raise Exit(code=1)
-    return report
 
 
 class InternalError(NumaforgeError):

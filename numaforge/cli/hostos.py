@@ -6,7 +6,6 @@ Thin: parse options, call numaforge.hostos.run, print. Logic lives in numaforge/
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -122,7 +121,7 @@ def _run(
         else:
             # an interrupted os-apply resumes: hosts it applied and verified are only verified (docs/journal.md)
             key = (
-                f"os-apply profile={opts.profile or '-'} inventory={Path(report.inventory).resolve()} "
+                f"os-apply profile={opts.profile or '-'} inventory={common.selected_inventory(report)} "
                 f"hosts={','.join(h.name for h in hosts)} gate={rollout.gate or '-'} "
                 f"override={sorted(opts.numa_override.items())}"
             )

@@ -63,81 +63,15 @@ def inventory_check(c, select, json=None, syntax_only=False):
 
     def body(report: Report):
         inv, hosts = common.load_selected(c, report, select)
-        out = common.console
-        out.print(
+        common.console.print(
             f"[bold]{escape(inv.path)}[/] ({inv.format} format): {len(hosts)} of {len(inv.hosts)} hosts selected",
             emoji=False,
         )
         for h in hosts:
-            out.print(
-                f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: "
-                f"{escape(', '.join(h.groups) or '-')}",
-                emoji=False,
-            )
-            rows = []
-            if h.connection != "ssh":
-                rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
-            if h.ssh:
-                s = h.ssh
-                extra = " ".join(
-                    f"{k}={v}"
-                    for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts), ("password", s.password))
-                    if v
-                )
-                rows.append(("ssh", f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"))
-            if h.bmc:
-                b = h.bmc
-                trust = (
-                    "INSECURE (TLS not verified)"
-                    if b.insecure
-                    else (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
-                )
-                rows.append(
-                    (
-                        "bmc",
-                        f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}"
-                        + (f" system={b.system_id}" if b.system_id else ""),
-                    )
-                )
-            if h.kernel.release or h.kernel.target:
-                rows.append(("kernel", f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}"))
-            hw = h.hardware
-            hw_text = " ".join(
-                f"{k}={v}"
-                for k, v in (
-                    ("vendor", hw.vendor),
-                    ("platform", hw.platform),
-                    ("sockets", hw.sockets),
-                    ("cpu", hw.cpu_model),
-                )
-                if v
-            )
-            if hw.gpus or hw.nics:
-                hw_text += f" gpus={','.join(hw.gpus) or '-'} nics={','.join(hw.nics) or '-'}"
-            if hw_text:
-                rows.append(("hardware", hw_text))
-            if h.bios_profile:
-                rows.append(("profile", h.bios_profile))
-            if h.vars:
-                rows.append(("vars", ", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items()))))
-            for key, text in rows:  # inventory text is data: no markup, no emoji codes
-                style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
-                out.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
+            _print_host(h)
             report.host(h.name).data = host_summary(h)
         if inv.groups:
-            gt = Table(title="groups")
-            gt.add_column("group")
-            gt.add_column("children")
-            gt.add_column("hosts (nested included)", overflow="fold")
-            common.console.print()
-            for g in inv.groups.values():
-                gt.add_row(
-                    *(
-                        Text(t)
-                        for t in (g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-")
-                    )
-                )
-            common.console.print(gt)
+            _print_groups(inv)
         report.data = {"format": inv.format, "hosts": len(inv.hosts), "groups": sorted(inv.groups)}
         if not syntax_only:
             _preflight(report, inv, hosts)
@@ -148,6 +82,77 @@ def inventory_check(c, select, json=None, syntax_only=False):
         json=json,
         options={"syntax_only": syntax_only},
     )
+
+
+def _print_host(h) -> None:
+    """One host: its name, where it is defined and its groups, then a line per section it has."""
+    common.console.print(
+        f"\n[bold]{escape(h.name)}[/]  ({escape(str(h.location))})  groups: {escape(', '.join(h.groups) or '-')}",
+        emoji=False,
+    )
+    for key, text in _host_rows(h):  # inventory text is data: no markup, no emoji codes
+        style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
+        common.console.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
+
+
+def _host_rows(h) -> list[tuple[str, str]]:
+    """(section, text) for each section of the host that is set; secrets appear only as their reference."""
+    rows = []
+    if h.connection != "ssh":
+        rows.append(("connect", f"{h.connection} (ansible_connection; no SSH side)"))
+    if h.ssh:
+        rows.append(("ssh", _ssh_text(h.ssh)))
+    if h.bmc:
+        rows.append(("bmc", _bmc_text(h.bmc)))
+    if h.kernel.release or h.kernel.target:
+        rows.append(("kernel", f"release={h.kernel.release or '?'} target={h.kernel.target or '-'}"))
+    hw_text = _hardware_text(h.hardware)
+    if hw_text:
+        rows.append(("hardware", hw_text))
+    if h.bios_profile:
+        rows.append(("profile", h.bios_profile))
+    if h.vars:
+        rows.append(("vars", ", ".join(f"{k}={v!r}" for k, v in sorted(h.vars.items()))))
+    return rows
+
+
+def _ssh_text(s) -> str:
+    extra = " ".join(
+        f"{k}={v}" for k, v in (("key", s.key_file), ("known_hosts", s.known_hosts), ("password", s.password)) if v
+    )
+    return f"{s.user}@{s.address}:{s.port}{' sudo' if s.sudo else ''} {extra}"
+
+
+def _bmc_text(b) -> str:
+    trust = "INSECURE (TLS not verified)" if b.insecure else (f"ca={b.ca_bundle}" if b.ca_bundle else "ca=system store")
+    return f"{b.url} vendor={b.vendor} user={b.username} password={b.password} {trust}" + (
+        f" system={b.system_id}" if b.system_id else ""
+    )
+
+
+def _hardware_text(hw) -> str:
+    text = " ".join(
+        f"{k}={v}"
+        for k, v in (("vendor", hw.vendor), ("platform", hw.platform), ("sockets", hw.sockets), ("cpu", hw.cpu_model))
+        if v
+    )
+    if hw.gpus or hw.nics:
+        text += f" gpus={','.join(hw.gpus) or '-'} nics={','.join(hw.nics) or '-'}"
+    return text
+
+
+def _print_groups(inv) -> None:
+    """The groups table: each group's children and its hosts, nested groups' included."""
+    gt = Table(title="groups")
+    gt.add_column("group")
+    gt.add_column("children")
+    gt.add_column("hosts (nested included)", overflow="fold")
+    common.console.print()
+    for g in inv.groups.values():
+        gt.add_row(
+            *(Text(t) for t in (g.name, ", ".join(g.children) or "-", ", ".join(inv.group_members(g.name)) or "-"))
+        )
+    common.console.print(gt)
 
 
 def _preflight(report: Report, inv, hosts) -> None:

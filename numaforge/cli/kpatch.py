@@ -64,70 +64,24 @@ def build_kpatch(
     json=None,
 ):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
-    out = common.console
 
     def body(report: Report):
         n_jobs = values.positive_int(jobs, "--jobs", 2)
         groups, releases = _targets(c, report, target, select)
         report.data["kpatch"] = {}
         for name, members in groups.items():
+            options = kp.BuildOptions(
+                jobs=n_jobs,
+                cc_wrapper=cc_wrapper,
+                host_releases={h: releases[h] for h in members if h in releases},
+                check_only=check,
+                force=force,
+                sign_key=sign_key,
+                sign_cert=sign_cert,
+            )
             row = report.host(f"target:{name}")
-            with Progress(
-                SpinnerColumn(),
-                TextColumn("[bold]{task.description}"),
-                TimeElapsedColumn(),
-                console=out.rich,
-                transient=False,
-            ) as progress:
-                tid = progress.add_task(f"{name}: preflight", total=None)
-
-                def on_stage(sid, label, name=name, tid=tid):
-                    progress.update(tid, description=esc(f"{name}: {label}"))
-                    progress.console.print(f"  {esc(name)}: [cyan]{esc(label)}[/]")
-
-                def log(msg):
-                    progress.console.print(f"  {esc(msg)}")
-
-                with row.step("build-kpatch") as st:
-                    try:
-                        res = kp.build_kpatch(
-                            name,
-                            series=series,
-                            options=kp.BuildOptions(
-                                jobs=n_jobs,
-                                cc_wrapper=cc_wrapper,
-                                host_releases={h: releases[h] for h in members if h in releases},
-                                check_only=check,
-                                force=force,
-                                sign_key=sign_key,
-                                sign_cert=sign_cert,
-                            ),
-                            log=log,
-                            on_stage=on_stage,
-                        )
-                    except NumaforgeError as exc:
-                        row.status = "failed"
-                        row.message = exc.what
-                        row.data = {
-                            "hosts": members,
-                            "kind": getattr(exc, "kind", type(exc).__name__),
-                            "log": getattr(exc, "log", None),
-                        }
-                        raise
-                    st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
-                progress.update(tid, description=f"{name}: {res.status}")
-            row.status = "unchanged" if res.status in ("checked", "unchanged") else "changed"
-            if res.module:
-                funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
-                sig = (res.manifest.get("signature") or {}).get("signer")
-                mode = "replace" if res.manifest.get("replace") else "non-replace"
-                row.message = (
-                    f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] {mode}, "
-                    f"{'signed by ' + sig if sig else 'unsigned'}; functions: {funcs}"
-                )
-            else:
-                row.message = f"{res.status}: preflight and kpatch-build checks passed"
-            row.data = {"hosts": members, "manifest": str(res.manifest_path) if res.manifest_path else None}
+            res = _build_target(name, members, series, options, row)
+            _record_build(row, members, res)
             report.data["kpatch"][name] = res.manifest
 
     common.execute(
@@ -144,6 +98,58 @@ def build_kpatch(
             "signed": bool(sign_key),
         },
     )
+
+
+def _build_target(name: str, members: list, series, options, row):
+    """kpatch-build for one target, its stages shown as they pass; a failure is recorded in ``row`` and
+    raised."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TimeElapsedColumn(),
+        console=common.console.rich,
+        transient=False,
+    ) as progress:
+        tid = progress.add_task(f"{name}: preflight", total=None)
+
+        def on_stage(sid, label):
+            progress.update(tid, description=esc(f"{name}: {label}"))
+            progress.console.print(f"  {esc(name)}: [cyan]{esc(label)}[/]")
+
+        def log(msg):
+            progress.console.print(f"  {esc(msg)}")
+
+        with row.step("build-kpatch") as st:
+            try:
+                res = kp.build_kpatch(name, series=series, options=options, log=log, on_stage=on_stage)
+            except NumaforgeError as exc:
+                row.status = "failed"
+                row.message = exc.what
+                row.data = {
+                    "hosts": members,
+                    "kind": getattr(exc, "kind", type(exc).__name__),
+                    "log": getattr(exc, "log", None),
+                }
+                raise
+            st.detail = {"status": res.status, "log": str(res.log) if res.log else None}
+        progress.update(tid, description=f"{name}: {res.status}")
+    return res
+
+
+def _record_build(row, members: list, res) -> None:
+    """A built (or checked, or unchanged) target's row: the module, its vermagic, mode, signer and functions."""
+    row.status = "unchanged" if res.status in ("checked", "unchanged") else "changed"
+    if res.module:
+        funcs = ", ".join(f["function"] for f in res.manifest.get("patched_functions", [])) or "-"
+        sig = (res.manifest.get("signature") or {}).get("signer")
+        mode = "replace" if res.manifest.get("replace") else "non-replace"
+        row.message = (
+            f"{res.status}: {res.module} [{res.manifest.get('vermagic')}] {mode}, "
+            f"{'signed by ' + sig if sig else 'unsigned'}; functions: {funcs}"
+        )
+    else:
+        row.message = f"{res.status}: preflight and kpatch-build checks passed"
+    row.data = {"hosts": members, "manifest": str(res.manifest_path) if res.manifest_path else None}
 
 
 TASKS = [build_kpatch]

@@ -4,7 +4,6 @@ max-fail), a resume journal for install/unload, and --json."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
@@ -47,7 +46,7 @@ def _run(c, name: str, body_fn, select, rollout, accept_new_host_key: bool, opti
 
 
 def _run_key(name: str, report: Report, hosts, what: str) -> str:
-    return f"{name} {what} inventory={Path(report.inventory).resolve()} hosts={','.join(h.name for h in hosts)}"
+    return f"{name} {what} inventory={common.selected_inventory(report)} hosts={','.join(h.name for h in hosts)}"
 
 
 # changes: one canary first, no failure allowed (validate's rules)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json as _json
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,75 +115,22 @@ def numa_effect(
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
 
     def body(report: Report):
-        if scenario not in ("workload", "probe"):
-            raise NumaforgeError(f"unknown scenario {scenario!r}", "--scenario", "use workload or probe")
-        if (pref_node is None) != (src_node is None):
-            raise NumaforgeError(
-                "--pref-node and --src-node go together", "--pref-node/--src-node", "give both or neither"
-            )
+        _check_scenario(scenario, pref_node, src_node)
         n_rounds = values.positive_int(rounds, "--rounds", 10)
         n_seed = values.non_negative_int(seed, "--seed", 13)
         params = _workload(seconds, procs, mb, mem_node, grouped)
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
-        _inv, hosts = common.load_selected(c, report, select)
-        if len(hosts) != 1:
-            raise NumaforgeError(
-                f"numa-effect measures one host at a time ({len(hosts)} selected)",
-                "--host",
-                "name exactly one host with --host",
-            )
-        (h,) = hosts
-        built = marms.built_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
-        arts = {
-            a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-            for a in built
-        }
+        h = _one_host(c, report, select)
+        arts = _artifacts(series or DEFAULT_SERIES, target, arm)
         if scenario == "probe":
-            nodes = None
-            if pref_node is not None:
-                nodes = (
-                    values.non_negative_int(pref_node, "--pref-node"),
-                    values.non_negative_int(src_node, "--src-node"),
-                )
+            nodes = _nodes(pref_node, src_node)
             n_seconds, n_mb = values.positive_int(seconds, "--seconds", 20), values.positive_int(mb, "--mb", 16)
             return _probe(report, h, arts, n_seconds, n_mb, n_rounds, n_seed, nodes, no_control, out, wake_cpus)
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
-        result = report.host(h.name)
-        # it loads and unloads live patches: the host's write lock, like every task that changes hosts
-        with (
-            hostlock.held_host(h, h.name, "numa-effect"),
-            result.step("measure") as s,
-            ssh.connect(h.ssh, h.name, accept_new_host_key=accept_new_host_key) as r,
-        ):
-            data = livepatch.measure_arms(
-                r,
-                arts,
-                params,
-                n_rounds,
-                order=order,
-                seed=n_seed,
-                log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
-                nudge=bool(wake_cpus),
-            )
-            s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
-        data["case"] = name
-        path = _write(out, h.name, {"cases": {name: data}})
-        png = render.plot({name: data}, path.with_suffix(".png"))
-        report.data.update({"measurement": str(path), "png": str(png), "verdicts": data["verdicts"]})
-        tab = Table(title=f"{name}: median [95% bootstrap interval] over {n_rounds} rounds (paired verdict vs off)")
-        tab.add_column("metric")
-        for a in data["arms"]:
-            tab.add_column(a)
-        for row in render.table_rows(data):
-            tab.add_row(*(escape(x) for x in row))
-        common.console.print(tab)
-        for a in data["arms"]:
-            for line in render.verdict_lines(data, a):
-                common.console.print(f"{escape(a)} vs {escape(data['base'])}: {escape(line)}")
-        common.console.print(f"measurement: {path}\npicture: {png}")
-        result.message = f"{len(data['runs'])} runs of {', '.join(data['arms'])}"
+        run = _Rounds(n_rounds, order, n_seed, bool(wake_cpus), accept_new_host_key)
+        _measure_workload(report, h, arts, name, params, run, out)
 
     common.execute(
         "numa-effect",
@@ -199,6 +147,92 @@ def numa_effect(
             "scenario": scenario,
         },
     )
+
+
+def _check_scenario(scenario: str, pref_node, src_node) -> None:
+    if scenario not in ("workload", "probe"):
+        raise NumaforgeError(f"unknown scenario {scenario!r}", "--scenario", "use workload or probe")
+    if (pref_node is None) != (src_node is None):
+        raise NumaforgeError("--pref-node and --src-node go together", "--pref-node/--src-node", "give both or neither")
+
+
+def _nodes(pref_node, src_node) -> tuple[int, int] | None:
+    """--pref-node and --src-node, parsed (None: the probe chooses them from the host's SLIT)."""
+    pref = values.non_negative_int(pref_node, "--pref-node")
+    src = values.non_negative_int(src_node, "--src-node")
+    return None if pref is None or src is None else (pref, src)
+
+
+def _one_host(c, report: Report, select: values.Selection):
+    """The one host --host selects (numa-effect measures one host at a time)."""
+    _inv, hosts = common.load_selected(c, report, select)
+    if len(hosts) != 1:
+        raise NumaforgeError(
+            f"numa-effect measures one host at a time ({len(hosts)} selected)",
+            "--host",
+            "name exactly one host with --host",
+        )
+    return hosts[0]
+
+
+def _artifacts(series: str, target: str, arm) -> dict:
+    """Arm name -> its loaded live-patch artifact (None: the arm without a module, `off`)."""
+    built = marms.built_arms(series, target, list(arm or []) or None)
+    return {
+        a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None) for a in built
+    }
+
+
+@dataclass
+class _Rounds:
+    """How the workload scenario's rounds run on the host."""
+
+    rounds: int
+    order: str
+    seed: int
+    wake_cpus: bool
+    accept_new_host_key: bool
+
+
+def _measure_workload(report: Report, h, arts: dict, name: str, params, run: _Rounds, out) -> None:
+    """The workload scenario on one host: interleaved rounds of every arm, JSON + PNG, the table and verdicts."""
+    result = report.host(h.name)
+    # it loads and unloads live patches: the host's write lock, like every task that changes hosts
+    with (
+        hostlock.held_host(h, h.name, "numa-effect"),
+        result.step("measure") as s,
+        ssh.connect(h.ssh, h.name, accept_new_host_key=run.accept_new_host_key) as r,
+    ):
+        data = livepatch.measure_arms(
+            r, arts, params, run.rounds, order=run.order, seed=run.seed, log=_host_log(h.name), nudge=run.wake_cpus
+        )
+        s.detail = {"arms": data["arms"], "rounds": data["rounds"]}
+    data["case"] = name
+    path = _write(out, h.name, {"cases": {name: data}})
+    png = render.plot({name: data}, path.with_suffix(".png"))
+    report.data.update({"measurement": str(path), "png": str(png), "verdicts": data["verdicts"]})
+    title = f"{name}: median [95% bootstrap interval] over {run.rounds} rounds (paired verdict vs off)"
+    _print_table(title, "metric", data["arms"], render.table_rows(data))
+    for a in data["arms"]:
+        for line in render.verdict_lines(data, a):
+            common.console.print(f"{escape(a)} vs {escape(data['base'])}: {escape(line)}")
+    common.console.print(f"measurement: {path}\npicture: {png}")
+    result.message = f"{len(data['runs'])} runs of {', '.join(data['arms'])}"
+
+
+def _host_log(name: str):
+    return lambda m: common.console.print(f"{escape(name)}: {escape(m)}")
+
+
+def _print_table(title: str, first: str, arms, rows) -> None:
+    """One column ``first`` (metric or endpoint), then one per arm."""
+    tab = Table(title=title)
+    tab.add_column(first)
+    for a in arms:
+        tab.add_column(a)
+    for row in rows:
+        tab.add_row(*(escape(x) for x in row))
+    common.console.print(tab)
 
 
 def _write(out, host: str, doc: dict) -> Path:
@@ -228,20 +262,15 @@ def _probe(report: Report, h, arts, seconds, mb, rounds, seed, nodes, no_control
             int(rounds),
             control=not no_control,
             seed=int(seed),
-            log=lambda m: common.console.print(f"{escape(h.name)}: {escape(m)}"),
+            log=_host_log(h.name),
             nudge=bool(wake),
         )
         s.detail = {"arms": list(arts), "rounds": int(rounds), "pref": p, "src": src}
     path = _write(out, h.name, data)
     report.data.update({"measurement": str(path), "verdicts": {n: c["verdicts"] for n, c in data["cases"].items()}})
     for name, case in data["cases"].items():
-        tab = Table(title=f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {rounds} blocks")
-        tab.add_column("endpoint")
-        for a in case["arms"]:
-            tab.add_column(a)
-        for row in render.table_rows(case, outcomes=msc.OUTCOMES):
-            tab.add_row(*(escape(x) for x in row))
-        common.console.print(tab)
+        title = f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {rounds} blocks"
+        _print_table(title, "endpoint", case["arms"], render.table_rows(case, outcomes=msc.OUTCOMES))
         for a in case["arms"]:
             for line in render.verdict_lines(case, a, outcomes=msc.OUTCOMES):
                 common.console.print(f"{escape(name)}: {escape(a)} vs off: {escape(line)}")

@@ -83,31 +83,12 @@ def validate(
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
 
-    def options():
-        work = mrunner.WorkloadParams.for_seconds(values.positive_int(effect_seconds, "--effect-seconds", 60))
-        return livepatch.Options(
-            keep=keep,
-            install=install,
-            signal_after=values.positive_float(signal_after, "--signal-after", 15.0),
-            revert_after=values.positive_float(revert_after, "--revert-after", 60.0),
-            replace=replace,
-            effect_rounds=values.positive_int(rounds, "--rounds", 1),
-            workload=work,
-        )
-
     def body(report: Report):
         try:
-            opts = options()
+            opts = _options(keep, install, replace, effect_seconds, rounds, signal_after, revert_after)
             _inv, hosts = common.load_selected(c, report, select)
             report.expect_hosts(h.name for h in hosts)
-            if measure and no_measure:
-                raise FleetOptionError(
-                    "--measure and --no-measure contradict each other",
-                    "--measure/--no-measure",
-                    "give one of them (or neither: the A/B step runs on group lab only)",
-                )
-            if measure:
-                common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
+            measured = _measure_choice(measure, no_measure)
             log = lambda m: common.console.print(esc(m))
             slo_gate = gateopts.livepatch_slo_gate(
                 report,
@@ -130,17 +111,11 @@ def validate(
                 accept_new_host_key=accept_new_host_key,
                 rollout=rollout,
                 progress=len(hosts) > 1,
-                measure=True if measure else (False if no_measure else None),
+                measure=measured,
                 log=log,
                 gate=slo_gate,
             )
-            report.hosts.extend(outcome.results)
-            if slo_gate is not None:
-                gateopts.print_gate(slo_gate.record)
-            report.data["fleet"] = outcome.as_dict()
-            if outcome.reason:
-                common.console.print(f"rollout: {esc(outcome.summary())}")
-            _print_effects(outcome.results)
+            _record(report, outcome, slo_gate)
         except NumaforgeError as exc:
             report.error = exc  # execute() records it (report, --junit) and reports it as usual
             raise
@@ -161,6 +136,46 @@ def validate(
             "gate": rollout.gate,
         },
     )
+
+
+def _options(keep, install, replace, effect_seconds, rounds, signal_after, revert_after) -> livepatch.Options:
+    """The per-host validation options, parsed (a clear exit 2 for a bad number)."""
+    work = mrunner.WorkloadParams.for_seconds(values.positive_int(effect_seconds, "--effect-seconds", 60))
+    return livepatch.Options(
+        keep=keep,
+        install=install,
+        signal_after=values.positive_float(signal_after, "--signal-after", 15.0),
+        revert_after=values.positive_float(revert_after, "--revert-after", 60.0),
+        replace=replace,
+        effect_rounds=values.positive_int(rounds, "--rounds", 1),
+        workload=work,
+    )
+
+
+def _measure_choice(measure: bool, no_measure: bool) -> bool | None:
+    """--measure (True, with a warning), --no-measure (False), neither (None: the lab group only)."""
+    if measure and no_measure:
+        raise FleetOptionError(
+            "--measure and --no-measure contradict each other",
+            "--measure/--no-measure",
+            "give one of them (or neither: the A/B step runs on group lab only)",
+        )
+    if measure:
+        common.err_console.print(f"[yellow]warning[/]: {lpfleet.MEASURE_WARNING}")
+        return True
+    return False if no_measure else None
+
+
+def _record(report: Report, outcome, slo_gate) -> None:
+    """The hosts' results, the gate's record and the rollout into the report; the gate, rollout and A/B effects
+    printed."""
+    report.hosts.extend(outcome.results)
+    if slo_gate is not None:
+        gateopts.print_gate(slo_gate.record)
+    report.data["fleet"] = outcome.as_dict()
+    if outcome.reason:
+        common.console.print(f"rollout: {esc(outcome.summary())}")
+    _print_effects(outcome.results)
 
 
 def _print_effects(results) -> None:

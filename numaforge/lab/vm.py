@@ -36,6 +36,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import ToolMissingError
+from ..inventory.model import SSHSpec
 from ..paths import cache_dir
 from ..workload import workload_binary
 from . import initramfs
@@ -150,6 +151,19 @@ class VMStatus:
 
 
 # ---------------------------------------------------------------------------------------------- keys
+
+
+def lab_ssh(state_dir: Path, ssh_port: int) -> SSHSpec:
+    """How to reach the VM booted with ``state_dir``: root at 127.0.0.1:``ssh_port`` with the client key and
+    known_hosts ensure_keys() wrote there, no ssh-agent."""
+    return SSHSpec(
+        "127.0.0.1",
+        ssh_port,
+        "root",
+        key_file=str(state_dir / "ssh" / "id_ed25519"),
+        use_agent=False,
+        known_hosts=str(state_dir / "ssh" / "known_hosts"),
+    )
 
 
 def ensure_keys(state_dir: Path, ssh_port: int) -> tuple[Path, Path]:

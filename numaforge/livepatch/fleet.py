@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json as _json
+from typing import Callable
 
 from .. import journal
 from ..errors import NumaforgeError
@@ -19,7 +20,7 @@ from ..paths import kpatch_build_dir
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
 from . import lifecycle
-from .artifact import load_artifact
+from .artifact import Artifact, load_artifact
 from .errors import ArtifactError
 from .host import Options, validate_host
 
@@ -184,10 +185,19 @@ def status_hosts(hosts, **fleet):
     return _lifecycle(hosts, lambda remote, host, result: lifecycle.status_host(remote, result), run_key=None, **fleet)
 
 
-def install_hosts(hosts, *, module=None, target=None, opts=None, run_key=None, log=print, **fleet):
+def install_hosts(
+    hosts,
+    *,
+    module: str | None = None,
+    target: str | None = None,
+    opts: Options | None = None,
+    run_key: str | None = None,
+    log: Callable[[str], None] = print,
+    **fleet,
+):
     """livepatch-install: load (validated) where it is not loaded, then persist across reboots."""
     opts = opts or Options()
-    arts: dict = {}
+    arts: dict[str | None, Artifact] = {}  # kernel target (None: --module for every host) -> its artifact
 
     def art_for(host):
         key = target or getattr(host.kernel, "target", None)

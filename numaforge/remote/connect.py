@@ -30,7 +30,7 @@ CONNECT_PHASES = 3  # the handshake's total deadline: banner + key exchange + au
 
 
 def connect(
-    spec: SSHSpec,
+    spec: SSHSpec | None,
     host_name: str,
     *,
     accept_new_host_key: bool = False,
@@ -50,15 +50,7 @@ def connect(
     budget.check(f"connecting to {target.where}")
     connect_timeout = budget.cap(connect_timeout) or connect_timeout
     password = spec.password.resolve() if spec.password is not None else None
-    client = paramiko.SSHClient()
-    revoked: list[paramiko.PKey] = []
-    for path in (target.system_known_hosts, target.known_hosts):
-        if path and os.path.exists(path):
-            known, bad, skipped = load_known_hosts(path, target.where)
-            for entry in known:
-                for name in entry.hostnames:
-                    client.get_host_keys().add(name, entry.key.get_name(), entry.key)
-            revoked += bad
+    client, revoked = _strict_client(target)
     policy = StrictPolicy(target, accept_new_host_key, revoked)
     client.set_missing_host_key_policy(policy)
     sock: Any = None  # a socket, or paramiko.ProxyCommand (socket-like)
@@ -74,70 +66,11 @@ def connect(
     except HostKeyError:
         client.close()
         raise
-    except paramiko.BadHostKeyException as exc:
+    except (paramiko.SSHException, OSError, EOFError) as exc:
         client.close()
-        source = _file_listing(target) or target.known_hosts
-        raise HostKeyError(
-            f"HOST KEY MISMATCH: {target.known_hosts_name} offered {exc.key.get_name()} {fingerprint(exc.key)}, "
-            f"but {source} has {exc.expected_key.get_name()} {fingerprint(exc.expected_key)} "
-            f"(a reinstalled host, or someone intercepting the connection)",
-            target.where,
-            f"verify the new key out of band; if the host was really reinstalled, remove the old entry with "
-            f"ssh-keygen -R '{target.known_hosts_name}' -f {source} and connect again "
-            f"(--accept-new-host-key never replaces a changed key)",
-        ) from None
-    except paramiko.PasswordRequiredException:
-        client.close()
-        raise AuthError(
-            f"private key {', '.join(target.key_files) or '(default)'} is encrypted",
-            target.where,
-            "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true",
-        ) from None
-    except paramiko.AuthenticationException as exc:
-        client.close()
-        how = []
-        if target.key_files:
-            how.append("key " + ", ".join(target.key_files))
-        if spec.use_agent:
-            how.append("ssh-agent" + ("" if os.environ.get("SSH_AUTH_SOCK") else " (SSH_AUTH_SOCK not set)"))
-        if password is not None:
-            how.append(f"password {spec.password}")
-        if not target.key_files:
-            how.append("~/.ssh/id_* keys")
-        raise AuthError(
-            redact(f"authentication failed: {exc}; tried {', '.join(how)}"),
-            target.where,
-            f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
-            f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory",
-        ) from None
-    except paramiko.SSHException as exc:
-        client.close()
-        if watch.cut:
-            raise watch.error(target, connect_timeout) from None
-        if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
-            raise AuthError(
-                f"cannot use private key {', '.join(target.key_files)}: {exc}",
-                target.where,
-                "point ssh.key_file (or IdentityFile) at the PRIVATE key, in OpenSSH or PEM format "
-                "(ssh-keygen -y -f KEY checks it)",
-            ) from None
-        if "No authentication methods available" not in str(exc):
-            raise _connect_error(exc, target, connect_timeout) from None
-        raise AuthError(
-            "no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
-            + ("disabled" if not spec.use_agent else "without keys")
-            + ", no ~/.ssh/id_* key, no password",
-            target.where,
-            "set ssh.key_file (or IdentityFile in ssh_config), load a key into ssh-agent, "
-            "or give ssh.password as env:VAR / file:PATH",
-        ) from None
-    except (OSError, EOFError) as exc:
-        client.close()
-        if isinstance(sock, socket.socket):
+        if not isinstance(exc, paramiko.SSHException) and isinstance(sock, socket.socket):
             sock.close()
-        if watch.cut:
-            raise watch.error(target, connect_timeout) from None
-        raise _connect_error(exc, target, connect_timeout) from None
+        raise _handshake_error(exc, target, spec, password, connect_timeout, watch) from None
     transport = client.get_transport()
     assert transport is not None  # connect() succeeded
     try:
@@ -147,6 +80,102 @@ def connect(
         raise
     transport.set_keepalive(15)
     return Remote(client, target, accepted_host_key=policy.added)
+
+
+def _strict_client(target: SSHTarget) -> tuple[paramiko.SSHClient, list[paramiko.PKey]]:
+    """An SSH client that knows the target's known_hosts keys (system file, then the user's), and the keys
+    those files mark @revoked."""
+    client = paramiko.SSHClient()
+    revoked: list[paramiko.PKey] = []
+    for path in (target.system_known_hosts, target.known_hosts):
+        if path and os.path.exists(path):
+            known, bad, _skipped = load_known_hosts(path, target.where)
+            for entry in known:
+                for name in entry.hostnames:
+                    client.get_host_keys().add(name, entry.key.get_name(), entry.key)
+            revoked += bad
+    return client, revoked
+
+
+def _handshake_error(
+    exc: Exception,
+    target: SSHTarget,
+    spec: SSHSpec,
+    password: str | None,
+    connect_timeout: float,
+    watch: _HandshakeWatch,
+) -> NumaforgeError:
+    """What a failed handshake reports: ``exc`` is what paramiko or the socket raised."""
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return _mismatch_error(exc, target)
+    if isinstance(exc, paramiko.PasswordRequiredException):
+        return AuthError(
+            f"private key {', '.join(target.key_files) or '(default)'} is encrypted",
+            target.where,
+            "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true",
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return _auth_error(exc, target, spec, password)
+    if watch.cut:
+        return watch.error(target, connect_timeout)
+    if isinstance(exc, paramiko.SSHException):
+        return _ssh_error(exc, target, spec, connect_timeout)
+    return _connect_error(exc, target, connect_timeout)
+
+
+def _mismatch_error(exc: paramiko.BadHostKeyException, target: SSHTarget) -> HostKeyError:
+    source = _file_listing(target) or target.known_hosts
+    return HostKeyError(
+        f"HOST KEY MISMATCH: {target.known_hosts_name} offered {exc.key.get_name()} {fingerprint(exc.key)}, "
+        f"but {source} has {exc.expected_key.get_name()} {fingerprint(exc.expected_key)} "
+        f"(a reinstalled host, or someone intercepting the connection)",
+        target.where,
+        f"verify the new key out of band; if the host was really reinstalled, remove the old entry with "
+        f"ssh-keygen -R '{target.known_hosts_name}' -f {source} and connect again "
+        f"(--accept-new-host-key never replaces a changed key)",
+    )
+
+
+def _auth_error(
+    exc: paramiko.AuthenticationException, target: SSHTarget, spec: SSHSpec, password: str | None
+) -> AuthError:
+    """Authentication refused: the message names every credential that was offered."""
+    how = []
+    if target.key_files:
+        how.append("key " + ", ".join(target.key_files))
+    if spec.use_agent:
+        how.append("ssh-agent" + ("" if os.environ.get("SSH_AUTH_SOCK") else " (SSH_AUTH_SOCK not set)"))
+    if password is not None:
+        how.append(f"password {spec.password}")
+    if not target.key_files:
+        how.append("~/.ssh/id_* keys")
+    return AuthError(
+        redact(f"authentication failed: {exc}; tried {', '.join(how)}"),
+        target.where,
+        f"install the public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
+        f"ssh.key_file / ssh.user / ssh.password (env:VAR or file:PATH) in the inventory",
+    )
+
+
+def _ssh_error(exc: paramiko.SSHException, target: SSHTarget, spec: SSHSpec, connect_timeout: float) -> NumaforgeError:
+    """Another SSH-level failure: an unusable key file, nothing to authenticate with, or a broken exchange."""
+    if target.key_files and re.search(r"private key|key file|not a valid", str(exc), re.I):
+        return AuthError(
+            f"cannot use private key {', '.join(target.key_files)}: {exc}",
+            target.where,
+            "point ssh.key_file (or IdentityFile) at the PRIVATE key, in OpenSSH or PEM format "
+            "(ssh-keygen -y -f KEY checks it)",
+        )
+    if "No authentication methods available" not in str(exc):
+        return _connect_error(exc, target, connect_timeout)
+    return AuthError(
+        "no credentials to offer: no ssh.key_file or IdentityFile, ssh-agent "
+        + ("disabled" if not spec.use_agent else "without keys")
+        + ", no ~/.ssh/id_* key, no password",
+        target.where,
+        "set ssh.key_file (or IdentityFile in ssh_config), load a key into ssh-agent, "
+        "or give ssh.password as env:VAR / file:PATH",
+    )
 
 
 def _no_delay(sock) -> None:

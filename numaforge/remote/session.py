@@ -4,7 +4,6 @@ killing what a timed-out command left, and atomic verified uploads (exec channel
 from __future__ import annotations
 
 import io
-import posixpath
 import re
 import secrets as _random
 import shlex
@@ -23,15 +22,12 @@ from .errors import (
     CommandFailed,
     CommandTimeout,
     ConnectionLost,
-    SSHError,
     SudoError,
     UploadError,
 )
 from .target import SSHTarget
+from .upload import DEFAULT_UPLOAD, check_put_args, check_sha, put_script, script_error, temp_prefix, upload_error
 
-UPLOAD_METHODS = ("exec", "sftp")  # put(method=...): see Remote.put
-DEFAULT_UPLOAD = "exec"
-TMP_MARK = ".numaforge-tmp."  # uploads go to <dir>/.<name>.numaforge-tmp.<random> first
 _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remote session leader's pid
 _CHUNK = 32768
 _FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
@@ -50,6 +46,23 @@ class CommandResult:
     @property
     def ok(self) -> bool:
         return self.rc == 0
+
+
+@dataclass
+class _Running:
+    """One command being run, as its errors name it."""
+
+    command: str
+    timeout: float | None
+    where: str
+    sudo: bool
+
+    def timed_out(
+        self, what: str, fix: str, out: bytes | bytearray = b"", err: bytes | bytearray = b""
+    ) -> CommandTimeout:
+        return CommandTimeout(
+            what, self.where, fix, command=self.command, timeout=self.timeout, stdout=_text(out), stderr=_text(err)
+        )
 
 
 # --------------------------------------------------------------------------------------------- remote
@@ -143,79 +156,18 @@ class Remote:
         """
         where = f"{self.where}: `{redact(command)}`"
         budget.check(f"`{redact(command)}`")
+        cmd = _Running(command, timeout, where, sudo)
         t0 = time.monotonic()
         chan = self._channel(timeout)
-        out, err = bytearray(), bytearray()
-        pid: int | None = None
-        header = True
         try:
             chan.exec_command(self._wrap(command, sudo))
             deadline = None if not timeout else t0 + timeout
             if stdin is not None:
-                try:
-                    _feed(chan, stdin, deadline, progress)
-                except socket.timeout:
-                    out += chan.recv(_CHUNK) if chan.recv_ready() else b""
-                    self._kill(_pid_from(out), sudo)
-                    raise CommandTimeout(
-                        f"command did not read its input within {timeout:g} s; stopped it",
-                        where,
-                        "check that the command reads stdin, or raise the timeout",
-                        command=command,
-                        timeout=timeout,
-                        stdout="",
-                        stderr=_text(err),
-                    ) from None
+                self._send_input(chan, stdin, deadline, progress, cmd)
                 chan.settimeout(None)
             if not chan.closed:
                 chan.shutdown_write()
-            idle, exited_at = 0.0, None
-            while True:
-                got = False
-                while chan.recv_ready():
-                    out += chan.recv(_CHUNK)
-                    got = True
-                while chan.recv_stderr_ready():
-                    err += chan.recv_stderr(_CHUNK)
-                    got = True
-                if header:
-                    # the marker line comes first, unless the login shell's startup files (~/.bashrc,
-                    # ~/.ssh/rc) printed something: that is not the command's output, so it is dropped
-                    at = out.find(_PID_MARK)
-                    end = out.find(b"\n", at) if at >= 0 else -1
-                    if end >= 0:
-                        pid = _pid_from(out[at:end])
-                        del out[: end + 1]
-                        header = False
-                    elif chan.exit_status_ready() or len(out) > 65536:
-                        header = False
-                now = time.monotonic()
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    # the exit status can come before the last output: done at EOF (or close), or when a
-                    # background child keeps the output open past a short grace
-                    if chan.eof_received or chan.closed:
-                        break
-                    exited_at = exited_at or now
-                    if now - exited_at >= _EOF_GRACE:
-                        break
-                if deadline is not None and now >= deadline:
-                    self._kill(pid, sudo)
-                    raise CommandTimeout(
-                        f"command still running after {timeout:g} s; stopped it",
-                        where,
-                        "raise the timeout if the host is just slow, or find out why the command hangs",
-                        command=command,
-                        timeout=timeout,
-                        stdout=_text(out),
-                        stderr=_text(err),
-                    )
-                if got:
-                    idle = 0.0
-                else:
-                    # poll, 1 ms doubling to 20 ms: select() on a channel makes paramiko open a pipe whose
-                    # close races with its transport thread (EBADF killed whole connections, bench/ssh_fleet.py)
-                    idle = min(idle * 2, 0.02) if idle else 0.001
-                    time.sleep(idle if deadline is None else max(0.0, min(idle, deadline - now)))
+            out, err = self._collect(chan, deadline, cmd)
             rc = chan.recv_exit_status()
         except (socket.error, EOFError, paramiko.SSHException):
             raise self._lost(f"running `{redact(command)}`") from None
@@ -228,19 +180,56 @@ class Remote:
         if sudo and not self.is_root:
             check_sudo(result, where, self.user)
         if check and rc != 0:
-            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
-            tail = detail[-1] if detail else "no output"
-            status = "was killed by a signal" if rc == -1 else f"exited {rc}"
-            raise CommandFailed(
-                redact(f"command {status}: {tail}"),
-                where,
-                "see the command's output in the report; fix the cause on the host and re-run",
-                command=command,
-                rc=rc,
-                stdout=result.stdout,
-                stderr=result.stderr,
-            )
+            raise _failed(result, where)
         return result
+
+    def _send_input(self, chan: paramiko.Channel, stdin, deadline: float | None, progress, cmd: _Running) -> None:
+        """Feed ``stdin`` to the command; one that does not read it before the deadline is stopped."""
+        try:
+            _feed(chan, stdin, deadline, progress)
+        except socket.timeout:
+            head = chan.recv(_CHUNK) if chan.recv_ready() else b""
+            self._kill(_pid_from(head), cmd.sudo)
+            raise cmd.timed_out(
+                f"command did not read its input within {cmd.timeout:g} s; stopped it",
+                "check that the command reads stdin, or raise the timeout",
+            ) from None
+
+    def _collect(self, chan: paramiko.Channel, deadline: float | None, cmd: _Running) -> tuple[bytearray, bytearray]:
+        """The command's stdout (without the pid marker line) and stderr once it has exited; past the deadline
+        it is stopped (its process group and descendants on the host) and CommandTimeout raised."""
+        out, err = bytearray(), bytearray()
+        pid: int | None = None
+        header = True
+        idle, exited_at = 0.0, None
+        while True:
+            got = _drain(chan, out, err)
+            if header:
+                header, pid = _strip_marker(out, give_up=chan.exit_status_ready() or len(out) > 65536)
+            now = time.monotonic()
+            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                # the exit status can come before the last output: done at EOF (or close), or when a
+                # background child keeps the output open past a short grace
+                if chan.eof_received or chan.closed:
+                    return out, err
+                exited_at = exited_at or now
+                if now - exited_at >= _EOF_GRACE:
+                    return out, err
+            if deadline is not None and now >= deadline:
+                self._kill(pid, cmd.sudo)
+                raise cmd.timed_out(
+                    f"command still running after {cmd.timeout:g} s; stopped it",
+                    "raise the timeout if the host is just slow, or find out why the command hangs",
+                    out,
+                    err,
+                )
+            if got:
+                idle = 0.0
+            else:
+                # poll, 1 ms doubling to 20 ms: select() on a channel makes paramiko open a pipe whose
+                # close races with its transport thread (EBADF killed whole connections, bench/ssh_fleet.py)
+                idle = min(idle * 2, 0.02) if idle else 0.001
+                time.sleep(idle if deadline is None else max(0.0, min(idle, deadline - now)))
 
     def _kill(self, pid: int | None, sudo: bool) -> None:
         """Best effort: SIGTERM, then SIGKILL, the timed-out command and its descendants on the host."""
@@ -309,27 +298,12 @@ class Remote:
         ``remote_path``, which is then neither created nor replaced (UploadError).
         """
         local = Path(local_path)
-        rdir, rname = posixpath.split(remote_path)
         where = f"{self.where}: {remote_path}"
         budget.check(f"uploading {remote_path}")
-        if method not in UPLOAD_METHODS:
-            raise UploadError(f"unknown upload method {method!r}", where, f"use one of {', '.join(UPLOAD_METHODS)}")
-        if sudo and method == "sftp" and not self.is_root:
-            raise UploadError(
-                "an SFTP upload runs as the login user and cannot use sudo", where, "use method='exec' with sudo"
-            )
-        if not rname:
-            raise UploadError(f"'{remote_path}' names a directory, not a file", where, "give the full target file path")
-        if not 0 <= mode <= 0o7777:
-            raise UploadError(f"mode {mode:#o} is not a file mode", where, "give a mode like 0o600 or 0o755")
-        if not local.is_file():
-            raise UploadError(f"local file {local} does not exist", where, "build the artifact first or fix the path")
+        check_put_args(local, remote_path, mode, method, sudo and not self.is_root, where)
         sha = sha256_file(local)
         size = local.stat().st_size
-        rdir = rdir or "."
-        if rdir.startswith("-"):
-            rdir = "./" + rdir  # never an option to chmod/sha256sum
-        prefix = f"{rdir}/.{rname}{TMP_MARK}"
+        prefix = temp_prefix(remote_path)
         tmp = prefix + _random.token_hex(6)
         deadline = None if not timeout else time.monotonic() + timeout
 
@@ -351,63 +325,31 @@ class Remote:
             self._remove_quietly(tmp, sudo)
             if isinstance(exc, (UploadError, KeyboardInterrupt, SystemExit)):
                 raise
-            if isinstance(exc, SSHError):
-                msg = exc.what
-            elif isinstance(exc, IOError) and getattr(exc, "strerror", None):
-                msg = f"{exc.strerror}"
-            else:
-                msg = str(exc) or type(exc).__name__
-            if isinstance(exc, CommandTimeout):
-                msg = f"not finished after {timeout:g} s"
-            dropped = isinstance(exc, (EOFError, ConnectionError, ConnectionLost)) or (
-                isinstance(exc, paramiko.SSHException) and re.search(r"dropped|closed|EOF", str(exc), re.I)
-            )
-            if (dropped or not self.connected) and not msg.startswith("connection lost"):
-                msg = f"connection lost ({msg})"
-            raise UploadError(
-                f"upload of {local.name} failed: {msg}; {remote_path} was not created or replaced",
-                where,
-                exc.fix
-                if isinstance(exc, SudoError)
-                else "check free space and permissions of the target directory on the host "
-                "and that the connection is stable, then re-run",
+            raise upload_error(
+                exc, name=local.name, remote_path=remote_path, where=where, timeout=timeout, connected=self.connected
             ) from None
         return sha
 
     def _put_exec(self, local, tmp, prefix, remote_path, mode, sha, where, timeout, tick, sudo) -> None:
-        script = PUT_SCRIPT.format(
-            tmp=shlex.quote(tmp),
-            prefix=shlex.quote(prefix),
-            mode=f"{mode:o}",
-            sha=sha,
-            dest=shlex.quote(remote_path),
-            write=PUT_WRITE,
-            chmod=PUT_CHMOD,
-            no_sha=PUT_NO_SHA,
-            mismatch=PUT_MISMATCH,
-            mv=PUT_MV,
-        )
+        script = put_script(tmp, prefix, mode, sha, remote_path)
         try:
             with open(local, "rb") as fh:
                 r = self.run(script, timeout=timeout, sudo=sudo, check=False, stdin=fh, progress=tick)
         except ConnectionLost:
             raise self._lost(f"sending {local.name}") from None
-        if r.rc == 0:
-            return
-        reason = (r.stderr.strip().splitlines() or [f"exited {r.rc}"])[-1]
-        got = re.search(r"^sha256=(\S*)$", r.stdout, re.M)
-        if r.rc == PUT_NO_SHA or (r.rc == PUT_MISMATCH and not (got and got.group(1))):
-            _check_sha(None, sha, where, reason)
-        if r.rc == PUT_MISMATCH and got:
-            _check_sha(got.group(1), sha, where)
-        doing = {PUT_WRITE: f"cannot write {tmp}", PUT_CHMOD: "cannot chmod the temp file", PUT_MV: "cannot rename"}
-        raise UploadError(
-            f"upload of {local.name} failed: {doing.get(r.rc, 'the upload script failed')}: {reason}; "
-            f"{remote_path} was not created or replaced",
-            where,
-            "check that the directory exists, has free space and is writable by "
-            + ("root" if sudo or self.is_root else f"{self.user} (or upload with sudo=True)"),
-        )
+        if r.rc != 0:
+            writer = "root" if sudo or self.is_root else f"{self.user} (or upload with sudo=True)"
+            raise script_error(
+                r.rc,
+                r.stdout,
+                r.stderr,
+                name=local.name,
+                tmp=tmp,
+                remote_path=remote_path,
+                sha=sha,
+                where=where,
+                writer=writer,
+            )
 
     def _put_sftp(self, local, tmp, prefix, remote_path, mode, sha, size, where, left, tick) -> None:
         # stale temps of this target from an earlier, dropped upload
@@ -418,7 +360,7 @@ class Remote:
         sftp.chmod(tmp, mode)
         r = self.run(f"sha256sum < {shlex.quote(tmp)}", timeout=left(), check=False)
         got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
-        _check_sha(got, sha, where, r.stderr.strip() or "no output")
+        check_sha(got, sha, where, r.stderr.strip() or "no output")
         dest = shlex.quote(remote_path)
         self.run(
             f"if [ -d {dest} ]; then echo the target is a directory >&2; exit 1; fi; mv -f -- {shlex.quote(tmp)} {dest}",
@@ -542,40 +484,45 @@ def _feed(chan: paramiko.Channel, stdin, deadline: float | None, progress) -> No
             progress(sent, total)
 
 
-# put(method="exec"): the whole upload in one exec channel, the file's bytes on stdin. POSIX sh (dash, bash,
-# busybox ash). The EXIT trap removes the temp whatever happens (after the mv there is nothing left to remove);
-# a dropped connection ends stdin early (the checksum then differs) or kills the script with SIGPIPE/SIGHUP.
-PUT_WRITE, PUT_CHMOD, PUT_NO_SHA, PUT_MISMATCH, PUT_MV = 3, 4, 5, 6, 7
-PUT_SCRIPT = """umask 077
-t={tmp}
-trap 'rm -f -- "$t"' EXIT
-trap 'exit 1' HUP INT TERM PIPE
-rm -f -- {prefix}* 2>/dev/null
-cat > "$t" || exit {write}
-chmod {mode} "$t" || exit {chmod}
-s=$(sha256sum < "$t") || exit {no_sha}
-s=${{s%% *}}
-echo "sha256=$s"
-[ "$s" = {sha} ] || exit {mismatch}
-if [ -d {dest} ]; then echo "the target is a directory" >&2; exit {mv}; fi
-mv -f -- "$t" {dest} || exit {mv}
-"""
+def _failed(result: CommandResult, where: str) -> CommandFailed:
+    """A non-zero exit (check=True): the last line of its output says why."""
+    detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
+    tail = detail[-1] if detail else "no output"
+    status = "was killed by a signal" if result.rc == -1 else f"exited {result.rc}"
+    return CommandFailed(
+        redact(f"command {status}: {tail}"),
+        where,
+        "see the command's output in the report; fix the cause on the host and re-run",
+        command=result.command,
+        rc=result.rc,
+        stdout=result.stdout,
+        stderr=result.stderr,
+    )
 
 
-def _check_sha(got: str | None, sha: str, where: str, reason: str = "") -> None:
-    """The host's sha256 of the temp file against the local one (got None: the host could not compute it)."""
-    if not got:
-        raise UploadError(
-            f"cannot checksum the upload on the host: {reason or 'no output'}",
-            where,
-            "install coreutils (sha256sum) on the host",
-        )
-    if got.lower() != sha:
-        raise UploadError(
-            f"sha256 mismatch after upload: local {sha}, host {got}",
-            where,
-            "the file changed in transit or on the host while uploading; re-run the upload",
-        )
+def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+    """Append what the channel holds now to ``out`` and ``err``; whether there was anything."""
+    got = False
+    while chan.recv_ready():
+        out += chan.recv(_CHUNK)
+        got = True
+    while chan.recv_stderr_ready():
+        err += chan.recv_stderr(_CHUNK)
+        got = True
+    return got
+
+
+def _strip_marker(out: bytearray, give_up: bool) -> tuple[bool, int | None]:
+    """Remove the pid marker line and what precedes it from ``out``: (still waiting for it, the pid). The marker
+    comes first, unless the login shell's startup files (~/.bashrc, ~/.ssh/rc) printed something: that is not
+    the command's output, so it is dropped. ``give_up``: the command exited, or printed 64 KiB without one."""
+    at = out.find(_PID_MARK)
+    end = out.find(b"\n", at) if at >= 0 else -1
+    if end >= 0:
+        pid = _pid_from(out[at:end])
+        del out[: end + 1]
+        return False, pid
+    return not give_up, None
 
 
 def _pid_from(out: bytes | bytearray) -> int | None:

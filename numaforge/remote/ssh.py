@@ -15,8 +15,9 @@ known_hosts (SSHSpec.known_hosts, else UserKnownHostsFile, else ~/.ssh/known_hos
 unknown key, and a changed key is always refused.
 
 The parts: target.py (where a connection goes), hostkeys.py (known_hosts, the strict policy), connect.py (the
-handshake under one deadline), session.py (Remote: commands, sudo, uploads), errors.py. This module is their
-public face: callers import from numaforge.remote.ssh.
+handshake under one deadline), session.py (Remote: commands, sudo, uploads), upload.py (an upload's argument
+checks, exec-channel script and errors), errors.py. This module is their public face: callers import from
+numaforge.remote.ssh.
 
 Every failure is an :class:`SSHError` (a NumaforgeError) whose ``where`` names the inventory host, user, address
 and, for commands, the command; secrets resolved for the login are redacted from every message.
@@ -38,7 +39,9 @@ from .errors import (
     UploadError,
 )
 from .hostkeys import load_known_hosts
-from .session import (
+from .session import CommandResult, Remote, check_sudo
+from .target import MAX_KEY_BYTES, MAX_TEXT_BYTES, SSHTarget, fingerprint, resolve_target
+from .upload import (
     DEFAULT_UPLOAD,
     PUT_CHMOD,
     PUT_MISMATCH,
@@ -48,11 +51,7 @@ from .session import (
     PUT_WRITE,
     TMP_MARK,
     UPLOAD_METHODS,
-    CommandResult,
-    Remote,
-    check_sudo,
 )
-from .target import MAX_KEY_BYTES, MAX_TEXT_BYTES, SSHTarget, fingerprint, resolve_target
 
 __all__ = [
     "connect",

@@ -253,7 +253,7 @@ def test_devices_sharing_a_root_port():
         "0000:42:00.0": "0x060400",
     }
     devs = [
-        parse.PciDevice(a, port, rc, classes.get(a, "0x060400"), "16.0 GT/s PCIe x16")
+        parse.PciPlacement(a, port, rc, classes.get(a, "0x060400"), "16.0 GT/s PCIe x16")
         for a, (rc, port) in links.items()
     ]
     found = rules.shared_root_ports(devs)

@@ -33,7 +33,7 @@ def _tree(scenario: str, dst: Path) -> Path:
     return dst
 
 
-def test_cli_audits_a_faulty_and_a_clean_host(netns_lab, tmp_path):
+def test_cli_audits_a_faulty_and_a_clean_host(netns_lab, tmp_path: Path) -> None:
     hosts = [netns_lab.add_host(n) for n in ("faulty", "clean")]
     doc: dict = {"version": 1, "hosts": {}}
     for h in hosts:

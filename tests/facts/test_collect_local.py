@@ -53,7 +53,7 @@ def test_every_command_is_recorded():
 
 
 class CountingRunner(LocalRunner):
-    def __init__(self):
+    def __init__(self) -> None:
         self.commands: list[str] = []
 
     def run(self, command, timeout=30, sudo=False, check=False):

@@ -30,7 +30,7 @@ def by_name(host):
 class Recorder:
     """Per-host function that records call order and the peak number of concurrent calls."""
 
-    def __init__(self, barrier_parties=0):
+    def __init__(self, barrier_parties: int = 0) -> None:
         self.lock = threading.Lock()
         self.calls: list[str] = []
         self.active = 0
@@ -231,7 +231,7 @@ def test_ctrl_c_lets_running_hosts_finish_and_marks_the_rest_not_run():
 
 
 # ------------------------------------------------------------------------------ per-host budget (--host-timeout)
-def test_host_over_its_budget_fails_at_a_step_boundary_and_the_others_finish():
+def test_host_over_its_budget_fails_at_a_step_boundary_and_the_others_finish() -> None:
     """``slow-*`` keeps starting steps (budget.check is what every SSH command and Redfish request calls
     first); ``ok-*`` is done at once. Only the slow host fails, with the budget and the step it did not start."""
     import time

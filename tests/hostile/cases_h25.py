@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from cases_bmc import SESSIONS, bmc_case, fault
 from cases_input import INVENTORY, _write, inventory_text, profile_case
@@ -151,6 +152,13 @@ def _patched_once(kind: str, after: bool = True, **opts):
     return run
 
 
+_LOST_AFTER: list[tuple[str, str, dict[str, Any]]] = [  # name, fault kind, fault options
+    ("patch-500-after", "5xx", {"status": 500}),
+    ("patch-502-after", "5xx", {"status": 502}),
+    ("patch-504-after", "5xx", {"status": 504}),
+    ("patch-bad-json-after", "bad_json", {"echo": True}),
+]
+
 AFTER = [  # the BMC acted, then the answer was lost: never sent twice; what the BMC holds is what is reported
     Case(
         f"lost/{name}",
@@ -160,12 +168,7 @@ AFTER = [  # the BMC acted, then the answer was lost: never sent twice; what the
         ok=True,
         tier="bmc",
     )
-    for name, kind, opts in [
-        ("patch-500-after", "5xx", {"status": 500}),
-        ("patch-502-after", "5xx", {"status": 502}),
-        ("patch-504-after", "5xx", {"status": 504}),
-        ("patch-bad-json-after", "bad_json", {"echo": True}),
-    ]
+    for name, kind, opts in _LOST_AFTER
 ]
 
 STAGED = [  # the BMC answered the PATCH as accepted but staged nothing / another value: must not say ok

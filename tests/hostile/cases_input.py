@@ -87,6 +87,8 @@ def _inventory_cases() -> list[Case]:
     cases = []
     for p in sorted(BAD_INVENTORIES.glob("*.yaml")):
         m = re.match(r"# expect: (?::(\d+): )?(.*)$", p.read_text().splitlines()[0])
+        if m is None:
+            raise ValueError(f"{p}: the first line must be '# expect: [:LINE: ]FRAGMENT'")
         line, fragment = m.group(1), m.group(2)
         msg = (re.escape(f"{p.name}:{line}: ") + ".*" if line else "") + ".*".join(
             re.escape(part) for part in fragment.split("; ")

@@ -93,7 +93,8 @@ def _task_help(ns) -> dict:
 def cli(*args: str, report: Path | None = None, cwd: Path = ROOT) -> Outcome:
     """`invoke ARGS...` in this process; the report file (if any) is read into the output."""
     out, err = io.StringIO(), io.StringIO()
-    code, exc = 0, None
+    code = 0
+    exc: BaseException | None = None
     old = Path.cwd()
     old_columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "1000"  # rich reads it when a console is made: messages are judged unwrapped

@@ -16,7 +16,7 @@ import pytest
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import Rollout
 from numaforge.hostos.run import OsOptions, run_os
-from numaforge.inventory.model import HardwareSpec, Host, Location, SSHSpec
+from numaforge.inventory.model import HardwareSpec, Host, Location
 from numaforge.lab import vm
 from numaforge.remote.ssh import connect
 
@@ -44,14 +44,7 @@ def lab(tmp_path):
     host = Host(
         name="lab-vm",
         location=Location("<test>"),
-        ssh=SSHSpec(
-            address="127.0.0.1",
-            port=port,
-            user="root",
-            key_file=str(state / "ssh/id_ed25519"),
-            use_agent=False,
-            known_hosts=str(state / "ssh/known_hosts"),
-        ),
+        ssh=vm.lab_ssh(state, port),
         hardware=HardwareSpec(sockets=4, nics=[NIC]),
         vars={"hostos_profile": "lab-vm-host"},
     )

@@ -368,7 +368,7 @@ def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, mon
     assert targets.resolve_wrapper(targets.Target(**{**t.__dict__, "cc_wrapper": None}), None) is None
 
 
-def test_reuse_refreshes_the_provenance_of_an_unchanged_module(tmp_path):
+def test_reuse_refreshes_the_provenance_of_an_unchanged_module(tmp_path: Path) -> None:
     """Same inputs key (same combined patch), new backport commit (a reworded commit message): the module is
     reused and its manifest names the new backport; a different key is not reused."""
     import json

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.inventory.model import Host, Location
 from numaforge.lab import vm
 from numaforge.paths import ROOT, kpatch_build_dir
 
@@ -63,14 +63,7 @@ def lab(tmp_path_factory):
         "lab-vm",
         Location("tests/lab/conftest.py"),
         groups=["lab"],
-        ssh=SSHSpec(
-            "127.0.0.1",
-            port,
-            "root",
-            key_file=str(state / "ssh" / "id_ed25519"),
-            use_agent=False,
-            known_hosts=str(state / "ssh" / "known_hosts"),
-        ),
+        ssh=vm.lab_ssh(state, port),
     )
     try:
         yield Lab(info, kernel, host, state)

@@ -36,17 +36,8 @@ def debian_vm(request, tmp_path_factory):
     state = tmp_path_factory.mktemp("debianvm")
     vm.up(kernel="debian", state_dir=state, ssh_port=_free_port())
     try:
-        from numaforge.inventory.model import SSHSpec
-
         info = vm.status(state)
-        yield SSHSpec(
-            "127.0.0.1",
-            info.ssh_port,
-            "root",
-            key_file=str(state / "ssh" / "id_ed25519"),
-            use_agent=False,
-            known_hosts=str(state / "ssh" / "known_hosts"),
-        )
+        yield vm.lab_ssh(state, info.ssh_port)
     finally:
         vm.down(state)
 

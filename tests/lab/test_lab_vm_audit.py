@@ -28,7 +28,7 @@ import pytest
 
 from numaforge.audit.run import AuditOptions, audit_host
 from numaforge.errors import NumaforgeError
-from numaforge.inventory.model import HardwareSpec, Host, Location, SSHSpec
+from numaforge.inventory.model import HardwareSpec, Host, Location
 from numaforge.lab import vm
 from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
@@ -57,14 +57,7 @@ def _vm(tmp_path_factory, name: str, numa_nic: bool):
             name=name,
             location=Location("<test>"),
             hardware=HardwareSpec(sockets=4),
-            ssh=SSHSpec(
-                address="127.0.0.1",
-                port=port,
-                user="root",
-                key_file=str(state / "ssh/id_ed25519"),
-                use_agent=False,
-                known_hosts=str(state / "ssh/known_hosts"),
-            ),
+            ssh=vm.lab_ssh(state, port),
         )
     finally:
         vm.down(state)

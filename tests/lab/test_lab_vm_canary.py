@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from numaforge.errors import NumaforgeError
-from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.inventory.model import Host, Location
 from numaforge.lab import vm
 from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
@@ -57,15 +57,7 @@ def vms(tmp_path_factory):
             except NumaforgeError:
                 vm.up(kernel="debian", state_dir=state, ssh_port=port, persist=True)
                 kernel = "debian"
-            ssh = SSHSpec(
-                address="127.0.0.1",
-                port=port,
-                user="root",
-                key_file=str(state / "ssh/id_ed25519"),
-                use_agent=False,
-                known_hosts=str(state / "ssh/known_hosts"),
-            )
-            booted.append((state, Host(name=name, location=Location("<test>"), ssh=ssh), kernel))
+            booted.append((state, Host(name=name, location=Location("<test>"), ssh=vm.lab_ssh(state, port)), kernel))
         yield booted
     finally:
         for state, _h, _i in booted:
@@ -90,13 +82,15 @@ class _PatchWatch(threading.Thread):
 def _inventory(path: Path, hosts: list[Host], services) -> Path:
     doc: dict = {"version": 1, "hosts": {}}
     for h, svc in zip(hosts, services):
+        ssh = h.ssh
+        assert ssh is not None  # the vms fixture gives every VM an ssh section
         doc["hosts"][h.name] = {
             "ssh": {
-                "address": h.ssh.address,
-                "port": h.ssh.port,
+                "address": ssh.address,
+                "port": ssh.port,
                 "user": "root",
-                "key_file": h.ssh.key_file,
-                "known_hosts": h.ssh.known_hosts,
+                "key_file": ssh.key_file,
+                "known_hosts": ssh.known_hosts,
                 "agent": False,
             },
             "vars": {"slo_instance": svc.instance, "slo_gate": {"metric": METRIC, "window": 2, "minute": 3}},

@@ -38,7 +38,7 @@ class Fault:
 
 
 class FaultPlan:
-    def __init__(self):
+    def __init__(self) -> None:
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self.fired: list[tuple[str, str, str]] = []  # (kind, method, path)

@@ -24,7 +24,9 @@ class Request:
 
 
 @dataclass
-class Response:
+class SimResponse:
+    """What a simulator handler answers (the Redfish client's answer is numaforge.bios.redfish.Response)."""
+
     status: int = 200
     body: object = None  # dict -> JSON; bytes/str -> as is
     headers: dict = field(default_factory=dict)
@@ -45,13 +47,13 @@ def etag_of(body: dict) -> str:
     return f'W/"{digest}"'
 
 
-def json_ok(body: dict, status: int = 200, allow: str = "GET, HEAD", headers: dict | None = None) -> Response:
+def json_ok(body: dict, status: int = 200, allow: str = "GET, HEAD", headers: dict | None = None) -> SimResponse:
     h = {"ETag": etag_of(body), "Allow": allow}
     h.update(headers or {})
-    return Response(status, body, h)
+    return SimResponse(status, body, h)
 
 
-def collection_ok(path: str, odata_type: str, name: str, members: list[str], allow: str = "GET, HEAD") -> Response:
+def collection_ok(path: str, odata_type: str, name: str, members: list[str], allow: str = "GET, HEAD") -> SimResponse:
     """A Redfish resource collection: its @odata.id/type, Name and Members (links given as paths)."""
     return json_ok(
         {
@@ -65,15 +67,15 @@ def collection_ok(path: str, odata_type: str, name: str, members: list[str], all
     )
 
 
-def error(status: int, *messages: dict, headers: dict | None = None) -> Response:
-    return Response(status, error_body(list(messages)), dict(headers or {}))
+def error(status: int, *messages: dict, headers: dict | None = None) -> SimResponse:
+    return SimResponse(status, error_body(list(messages)), dict(headers or {}))
 
 
-def not_found(req: Request) -> Response:
+def not_found(req: Request) -> SimResponse:
     return error(404, message("ResourceNotFound", "Resource", req.raw_path.split("?")[0]))
 
 
-def method_not_allowed(allow: str) -> Response:
+def method_not_allowed(allow: str) -> SimResponse:
     return error(405, message("OperationNotAllowed"), headers={"Allow": allow})
 
 

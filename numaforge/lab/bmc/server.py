@@ -24,7 +24,7 @@ from pathlib import Path
 from .errors import BMCSimulatorError
 from .faults import STAGING, FaultPlan
 from .flavours import Flavour, load_flavour
-from .http import Request, Response, Router, error, method_not_allowed, normalise, not_found
+from .http import Request, Router, SimResponse, error, method_not_allowed, normalise, not_found
 from .messages import message
 from .state import BMCState
 from .tls import ensure_certificates
@@ -187,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
                 msg = dict(msg, Message=str(fault.options["message"]))
             resp = error(int(fault.options.get("status", 500)), msg)
         elif fault.kind == "redirect":
-            resp = Response(
+            resp = SimResponse(
                 int(fault.options.get("status", 302)),
                 b"",
                 headers={"Location": str(fault.options.get("location", "https://elsewhere.invalid/"))},
@@ -207,9 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
             echoed = " ".join(
                 f"{k}={v}" for k, v in self.headers.items() if k.lower() in ("x-auth-token", "authorization")
             )
-            resp = Response(200, ('{"@odata.id": "/redfish/v1/", "Name": "truncat ' + echoed).encode())
+            resp = SimResponse(200, ('{"@odata.id": "/redfish/v1/", "Name": "truncat ' + echoed).encode())
         else:  # bad_json
-            resp = Response(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
+            resp = SimResponse(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
         self._send(resp)
 
     def _drip(self, interval: float) -> None:
@@ -231,7 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 return
 
-    def _send(self, resp: Response, head: bool = False):
+    def _send(self, resp: SimResponse, head: bool = False):
         data = resp.payload()
         self.send_response(resp.status)
         if data or resp.status not in (204, 304):
@@ -519,7 +519,7 @@ class BMCSimulator:
             return secrets.compare_digest(user, self.username) and secrets.compare_digest(pw, self.password)
         return False
 
-    def _handle(self, req: Request) -> Response:
+    def _handle(self, req: Request) -> SimResponse:
         if time.time() < self._unavailable_until:
             retry = max(1, int(self._unavailable_until - time.time() + 0.999))
             return error(503, message("ServiceTemporarilyUnavailable", retry), headers={"Retry-After": str(retry)})

@@ -1,5 +1,5 @@
 """Redfish resources of the simulator, one module per resource kind. Each module's ``register(sim)`` adds its
-routes to ``sim.router``; handlers take a Request and return a Response."""
+routes to ``sim.router``; handlers take a Request and return a SimResponse."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from ..http import Response, error, etag_of, json_ok, lit, normalise
+from ..http import SimResponse, error, etag_of, json_ok, lit, normalise
 from ..messages import error_body, message
 from ..state import iso
 from ..validation import validate_settings_patch
@@ -43,23 +43,28 @@ def _other_values(f, attrs: dict, current: dict) -> dict:
     return out
 
 
-def register(sim) -> None:
-    f = sim.flavour
-    st = sim.state
-    # the settings object names itself exactly as the SettingsObject link spells it (iLO-like lowercase too)
-    settings_id = normalise(f.settings_link).rsplit("/", 1)[-1]
-    reset_bios_target = f"{f.bios_path}/Actions/Bios.ResetBios"
-    # iDRAC's clear-pending action on the settings object (Dell's iDRAC Redfish API guide, DellManager.ClearPending)
-    clear_pending_target = f"{f.settings_path}/Actions/Oem/DellManager.ClearPending"
-    system_reset = f"{f.system_path}/Actions/ComputerSystem.Reset"
+class _Bios:
+    """The handlers of one simulator's Bios, its settings object, Bios.ResetBios, the Dell clear-pending action
+    and the attribute registry document."""
 
-    def settings_body() -> dict:
+    def __init__(self, sim) -> None:
+        self.sim, self.f, self.st = sim, sim.flavour, sim.state
+        f = self.f
+        # the settings object names itself exactly as the SettingsObject link spells it (iLO-like lowercase too)
+        self.settings_id = normalise(f.settings_link).rsplit("/", 1)[-1]
+        self.reset_bios_target = f"{f.bios_path}/Actions/Bios.ResetBios"
+        # iDRAC's clear-pending action on the settings object (Dell's iDRAC Redfish API guide, DellManager.ClearPending)
+        self.clear_pending_target = f"{f.settings_path}/Actions/Oem/DellManager.ClearPending"
+        self.system_reset = f"{f.system_path}/Actions/ComputerSystem.Reset"
+
+    def settings_body(self) -> dict:
+        f, st = self.f, self.st
         with st.lock:
             attrs = f.shown(st.pending if f.settings_shows == "pending_only" else {**st.current, **st.pending})
             body = {
                 "@odata.id": f.settings_link,
                 "@odata.type": "#Bios.v1_2_3.Bios",
-                "Id": settings_id,
+                "Id": self.settings_id,
                 "Name": "BIOS Configuration Pending Settings",
                 "AttributeRegistry": f.bios_registry,
                 "Attributes": attrs,
@@ -70,17 +75,19 @@ def register(sim) -> None:
                     "ApplyTime": st.apply_time,
                 }
             if f.jobs == "dell":
-                body["Actions"] = {"Oem": {"#DellManager.ClearPending": {"target": clear_pending_target}}}
+                body["Actions"] = {"Oem": {"#DellManager.ClearPending": {"target": self.clear_pending_target}}}
             return body
 
-    def annotation_etag() -> bool:
+    def annotation_etag(self) -> bool:
+        sim = self.sim
         return sim.settings_etag if sim.annotation_etag is None else sim.annotation_etag
 
-    def bios(req):
+    def bios(self, req):
+        f, st = self.f, self.st
         st.advance()
         with st.lock:
             body = {
-                "@odata.id": sim.link(f.bios_path),
+                "@odata.id": self.sim.link(f.bios_path),
                 "@odata.type": "#Bios.v1_2_3.Bios",
                 "Id": "Bios",
                 "Name": "BIOS Configuration Current Settings",
@@ -91,66 +98,85 @@ def register(sim) -> None:
                     "SettingsObject": {"@odata.id": f.settings_link},
                     # DSP8010 Settings.ETag: the ETag of the resource the settings were applied to (this Bios,
                     # as of the last apply), not the settings object's
-                    **({"ETag": etag_of({"Attributes": st.current})} if annotation_etag() else {}),
+                    **({"ETag": etag_of({"Attributes": st.current})} if self.annotation_etag() else {}),
                     "Time": iso(st.settings_time),
                     "SupportedApplyTimes": list(f.supported_apply_times),
                     "Messages": copy.deepcopy(st.settings_messages),
                 },
-                "Actions": {"#Bios.ResetBios": {"target": reset_bios_target}},
+                "Actions": {"#Bios.ResetBios": {"target": self.reset_bios_target}},
             }
         return json_ok(body)
 
-    def get_settings(req):
-        st.advance()
-        resp = json_ok(settings_body(), allow="GET, HEAD, PATCH")
-        if not sim.settings_etag:
+    def get_settings(self, req):
+        self.st.advance()
+        resp = json_ok(self.settings_body(), allow="GET, HEAD, PATCH")
+        if not self.sim.settings_etag:
             resp.headers.pop("ETag", None)
         return resp
 
-    def patch_settings(req):
+    def patch_settings(self, req):
+        f, st = self.f, self.st
         st.advance()
         with st.lock:
-            current_etag = etag_of(settings_body())
-            if_match = req.headers.get("if-match")
-            if if_match is None and sim.require_if_match:
-                return error(428, message("PreconditionRequired"))
-            if if_match is not None and not _etag_matches(if_match, current_etag, sim.strong_if_match):
-                return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
-            if f.jobs == "dell" and st.active_job() is not None:
-                return error(400, message("SYS011"))
-            problems = validate_settings_patch(f.registry, st.effective(), req.body, f.supported_apply_times)
-            if problems:
-                return error(400, *problems)
+            refused = self._refusal(req)
+            if refused is not None:
+                return refused
             body = req.body
             apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
             kind = getattr(req.fault, "kind", None)  # faults: accepted, but nothing / something else staged
             if kind != "stage_nothing":
                 attrs = body.get("Attributes") or {}
                 st.stage(_other_values(f, attrs, st.effective()) if kind == "stage_other" else attrs, apply_time)
-            new_etag = etag_of(settings_body())
-            if f.jobs == "dell":
-                if apply_time is None:
-                    return Response(200, {"@Message.ExtendedInfo": [message("SYS413")]}, {"ETag": new_etag})
-                job = st.create_job(f.settings_path)
-                location = f"{f.jobs_path}/{job['Id']}"
-                if apply_time == "Immediate":
-                    st.reset("ForceRestart")
-                return Response(
-                    202, {"@Message.ExtendedInfo": [message("SYS409")]}, {"Location": location, "ETag": new_etag}
-                )
-            return Response(
-                200,
-                {"@Message.ExtendedInfo": [message("Success"), message("ResetRequired", system_reset, "ForceRestart")]},
-                {"ETag": new_etag},
-            )
+            return self._staged(apply_time, etag_of(self.settings_body()))
 
-    def reset_bios(req):
+    def _refusal(self, req) -> SimResponse | None:
+        """The error a settings PATCH gets before anything is staged (If-Match, a running job, the registry's
+        checks), or None when it is accepted. Called with the state lock held."""
+        f, st, sim = self.f, self.st, self.sim
+        current_etag = etag_of(self.settings_body())
+        if_match = req.headers.get("if-match")
+        if if_match is None and sim.require_if_match:
+            return error(428, message("PreconditionRequired"))
+        if if_match is not None and not _etag_matches(if_match, current_etag, sim.strong_if_match):
+            return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
         if f.jobs == "dell" and st.active_job() is not None:
             return error(400, message("SYS011"))
-        st.reset_bios_defaults()
-        return Response(204)
+        problems = validate_settings_patch(f.registry, st.effective(), req.body, f.supported_apply_times)
+        return error(400, *problems) if problems else None
 
-    def clear_pending(req):
+    def _staged(self, apply_time: str | None, new_etag: str) -> SimResponse:
+        """The answer to an accepted settings PATCH: Dell's (a config job for an apply time), else 200 +
+        ResetRequired."""
+        f, st = self.f, self.st
+        if f.jobs == "dell":
+            if apply_time is None:
+                return SimResponse(200, {"@Message.ExtendedInfo": [message("SYS413")]}, {"ETag": new_etag})
+            job = st.create_job(f.settings_path)
+            location = f"{f.jobs_path}/{job['Id']}"
+            if apply_time == "Immediate":
+                st.reset("ForceRestart")
+            return SimResponse(
+                202, {"@Message.ExtendedInfo": [message("SYS409")]}, {"Location": location, "ETag": new_etag}
+            )
+        return SimResponse(
+            200,
+            {
+                "@Message.ExtendedInfo": [
+                    message("Success"),
+                    message("ResetRequired", self.system_reset, "ForceRestart"),
+                ]
+            },
+            {"ETag": new_etag},
+        )
+
+    def reset_bios(self, req):
+        if self.f.jobs == "dell" and self.st.active_job() is not None:
+            return error(400, message("SYS011"))
+        self.st.reset_bios_defaults()
+        return SimResponse(204)
+
+    def clear_pending(self, req):
+        st = self.st
         st.advance()
         with st.lock:
             if st.active_job() is not None:
@@ -158,17 +184,20 @@ def register(sim) -> None:
             if not st.pending:
                 return error(400, message("NoOperation"))
             st.clear_pending()
-        return Response(200, {"@Message.ExtendedInfo": [message("Success")]})
+        return SimResponse(200, {"@Message.ExtendedInfo": [message("Success")]})
 
-    def registry_doc(req):
-        return json_ok(copy.deepcopy(f.registry))
+    def registry_doc(self, req):
+        return json_ok(copy.deepcopy(self.f.registry))
 
-    def patch_current(req):
-        return Response(405, error_body([message("OperationNotAllowed")]), {"Allow": "GET, HEAD"})
+    def patch_current(self, req):
+        return SimResponse(405, error_body([message("OperationNotAllowed")]), {"Allow": "GET, HEAD"})
 
-    sim.router.add(lit(f.bios_path), get=bios, patch=patch_current, put=patch_current)
-    sim.router.add(lit(f.settings_path), get=get_settings, patch=patch_settings)
-    sim.router.add(lit(reset_bios_target), post=reset_bios)
+
+def register(sim) -> None:
+    b, f = _Bios(sim), sim.flavour
+    sim.router.add(lit(f.bios_path), get=b.bios, patch=b.patch_current, put=b.patch_current)
+    sim.router.add(lit(f.settings_path), get=b.get_settings, patch=b.patch_settings)
+    sim.router.add(lit(b.reset_bios_target), post=b.reset_bios)
     if f.jobs == "dell":
-        sim.router.add(lit(clear_pending_target), post=clear_pending)
-    sim.router.add(lit(f.registry_uri), get=registry_doc)
+        sim.router.add(lit(b.clear_pending_target), post=b.clear_pending)
+    sim.router.add(lit(f.registry_uri), get=b.registry_doc)

@@ -7,7 +7,7 @@ the pending values); a Running job is not deleted (400 Base.ResourceInUse)."""
 
 from __future__ import annotations
 
-from ..http import Response, collection_ok, error, json_ok, lit, normalise, not_found
+from ..http import SimResponse, collection_ok, error, json_ok, lit, normalise, not_found
 from ..messages import message
 
 
@@ -55,7 +55,7 @@ def register(sim) -> None:
             if st.apply_time is None:
                 st.apply_time = "OnReset"
                 st.save()
-        return Response(200, {"@Message.ExtendedInfo": [message("SUP0518")]}, {"Location": f"{base}/{job['Id']}"})
+        return SimResponse(200, {"@Message.ExtendedInfo": [message("SUP0518")]}, {"Location": f"{base}/{job['Id']}"})
 
     def get_job(req, jid):
         st.advance()
@@ -71,7 +71,7 @@ def register(sim) -> None:
             return error(400, message("ResourceInUse"))
         if not deleted:
             return not_found(req)
-        return Response(200, {"@Message.ExtendedInfo": [message("Success")]})
+        return SimResponse(200, {"@Message.ExtendedInfo": [message("Success")]})
 
     sim.router.add(lit(base), get=collection, post=create)
     sim.router.add(lit(base) + "/(?P<jid>JID_[0-9]+)", get=get_job, delete=delete_job)

@@ -3,7 +3,7 @@ service answers 503 for a moment, but BIOS pending values are NOT applied (only 
 
 from __future__ import annotations
 
-from ..http import Response, collection_ok, error, json_ok, lit
+from ..http import SimResponse, collection_ok, error, json_ok, lit
 from ..messages import message
 
 MANAGER_RESET_TYPES = ("GracefulRestart", "ForceRestart")
@@ -55,7 +55,7 @@ def register(sim) -> None:
         sim.state.manager_reset()
         seconds = sim.manager_reset_seconds
         sim.bmc_rebooting(min(sim.power_delay, 2.0) if seconds is None else seconds)
-        return Response(204)
+        return SimResponse(204)
 
     sim.router.add(lit("/redfish/v1/Managers"), get=collection)
     sim.router.add(lit(path), get=manager)

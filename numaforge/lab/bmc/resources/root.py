@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..http import Response, json_ok
+from ..http import SimResponse, json_ok
 
 # namespaces the simulator serves -> the schema file that defines them (for $metadata)
 SCHEMAS = {
@@ -98,7 +98,7 @@ def register(sim) -> None:
         return json_ok(body)
 
     def metadata(req):
-        return Response(200, metadata_xml(), {"Allow": "GET, HEAD"}, content_type="application/xml")
+        return SimResponse(200, metadata_xml(), {"Allow": "GET, HEAD"}, content_type="application/xml")
 
     sim.router.add(r"/redfish", get=redfish)
     sim.router.add(r"/redfish/v1/", get=service_root)

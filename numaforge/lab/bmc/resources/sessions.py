@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 
-from ..http import Response, collection_ok, error, json_ok, lit, not_found
+from ..http import SimResponse, collection_ok, error, json_ok, lit, not_found
 from ..messages import message
 
 BASE = "/redfish/v1/SessionService"
@@ -63,7 +63,7 @@ def register(sim) -> None:
         if sim.password_change_required:
             # DSP0266: the session is created, and says the password must change before anything else
             out["@Message.ExtendedInfo"] = [message("PasswordChangeRequired", ACCOUNT_URI)]
-        return Response(201, out, {"X-Auth-Token": token, "Location": out["@odata.id"]})
+        return SimResponse(201, out, {"X-Auth-Token": token, "Location": out["@odata.id"]})
 
     def find(sid):
         with sim._lock:
@@ -84,7 +84,7 @@ def register(sim) -> None:
             return not_found(req)
         with sim._lock:
             sim.sessions.pop(token, None)
-        return Response(204)
+        return SimResponse(204)
 
     sim.router.add(lit(BASE), get=service)
     sim.router.add(lit(f"{BASE}/Sessions"), get=collection, post=login, _login=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..http import Response, collection_ok, error, json_ok, lit
+from ..http import SimResponse, collection_ok, error, json_ok, lit
 from ..messages import message
 from ..state import RESET_TYPES, iso
 
@@ -77,7 +77,7 @@ def register(sim) -> None:
         if rt not in RESET_TYPES:
             return error(400, message("ActionParameterValueNotInList", str(rt), "ResetType", "ComputerSystem.Reset"))
         sim.state.reset(rt)
-        return Response(204)
+        return SimResponse(204)
 
     sim.router.add(lit("/redfish/v1/Systems"), get=collection)
     sim.router.add(lit(sys_path), get=system)
