@@ -66,6 +66,13 @@ class Attribute:
         return f"type {self.type}"
 
 
+# How a MapFrom condition without MapTerms combines with the result so far. DMTF's schema gives no default; iDRAC
+# omits MapTerms on every condition, and its multi-condition dependencies only make sense as OR (the iDRAC9
+# BiosAttributeRegistry v1_0_3: EmbSata EQU RaidMode, EmbSata EQU Off -> SecurityFreezeLock ReadOnly; BootMode
+# EQU Bios, ForceInt10 EQU Enabled -> SecureBoot ReadOnly; docs/bios-profiles.md).
+DEFAULT_TERM = "OR"
+
+
 @dataclass
 class MapDependency:
     """``Dependencies[].Dependency`` of Type Map: if MapFrom conditions hold, MapToProperty of MapToAttribute = MapToValue."""
@@ -79,7 +86,7 @@ class MapDependency:
     def describe(self) -> str:
         parts = []
         for i, c in enumerate(self.conditions):
-            term = f" {c.get('MapTerms', 'AND')} " if i else ""
+            term = f" {c.get('MapTerms', DEFAULT_TERM)} " if i else ""
             parts.append(
                 f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} {c.get('MapFromValue')!r}"
             )
@@ -91,7 +98,7 @@ class MapDependency:
             ok = _compare(state.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
             if result is None:
                 result = ok
-            elif c.get("MapTerms", "AND") == "OR":
+            elif c.get("MapTerms", DEFAULT_TERM) == "OR":
                 result = result or ok
             else:
                 result = result and ok
