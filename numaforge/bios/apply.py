@@ -36,10 +36,11 @@ from .errors import (
     RedfishPreconditionFailedError,
     RedfishRedirectError,
 )
+from .exchange import Response, RetryPolicy, path_of
 from .plan import Plan, make_plan, pending_values, staged_mismatches
 from .power import Timeouts, reboot, wait_back
 from .profile import host_facts, render_profile
-from .redfish import RedfishClient, Response, RetryPolicy, _path
+from .redfish import RedfishClient
 from .registry import Registry
 from .resources import Job, JobCollection, ServiceRoot, SettingsObject, System, find_jobs, link_path
 from .resources.jobs import FINAL_BAD, FINAL_OK
@@ -133,7 +134,7 @@ def find_system(client: RedfishClient, host) -> tuple[str, dict]:
         r = client.request("GET", path)
         if r.status == 404:
             members = client.get(coll).body.get("Members") or []
-            ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
+            ids = [path_of(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
             raise RedfishError(
                 f"system '{sid}' not found", where, f"set bmc.system_id to one of: {', '.join(ids) or 'none'}"
             )
@@ -142,13 +143,13 @@ def find_system(client: RedfishClient, host) -> tuple[str, dict]:
         return path, r.body
     members = client.get(coll).body.get("Members") or []
     if len(members) != 1:
-        ids = [_path(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
+        ids = [path_of(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1] for m in members]
         raise RedfishError(
             f"the BMC manages {len(members)} systems",
             where,
             f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}",
         )
-    path = _path(members[0]["@odata.id"])
+    path = path_of(members[0]["@odata.id"])
     return path, client.get(path).body
 
 
@@ -180,7 +181,7 @@ def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
     r = client.request("GET", coll)
     if r.status >= 400:
         return False
-    members = [_path(m.get("@odata.id", "")).rstrip("/") for m in r.body.get("Members") or [] if isinstance(m, dict)]
+    members = [path_of(m.get("@odata.id", "")).rstrip("/") for m in r.body.get("Members") or [] if isinstance(m, dict)]
     mine = shape.system_path.rstrip("/")
     return mine in members if host.bmc.system_id else members == [mine]
 
@@ -610,7 +611,7 @@ class HostApply:
         self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
         loc = r.headers.get("location")
         if loc and "job" in loc.lower():
-            self.job_path = _path(loc)
+            self.job_path = path_of(loc)
         if self.journal is not None:
             self.journal.record(self.host.name, "patched", attributes=sorted(changes))
         return detail

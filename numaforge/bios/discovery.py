@@ -40,7 +40,7 @@ from typing import Callable, Iterable
 
 from ..paths import atomic_write_text, cache_dir
 from .errors import RedfishError
-from .redfish import _path
+from .exchange import path_of
 from .registry import Registry
 
 
@@ -301,7 +301,7 @@ def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tu
         calls.append(("HEAD", reg.source_uri))
     elif model and registry_id and registries and cache.first_to_want(registry_id):
         calls.append(("GET", registries.rstrip("/") + "/" + registry_id))
-    return [(m, p) for m, p in calls if (m, _path(p).rstrip("/") or "/") not in client.prefetched]
+    return [(m, p) for m, p in calls if (m, path_of(p).rstrip("/") or "/") not in client.prefetched]
 
 
 # -- registry lookup (DSP0266: Registries collection -> MessageRegistryFile -> Location[].Uri) -----------------
@@ -361,7 +361,7 @@ def registry_fit(want: str, have: tuple[str, tuple[int, ...]] | None) -> str | N
 def _odata(link) -> str | None:
     if isinstance(link, dict):
         link = link.get("@odata.id")
-    return _path(link) if isinstance(link, str) and link else None
+    return path_of(link) if isinstance(link, str) and link else None
 
 
 def _file_fit(file: dict, registry_id: str) -> str | None:
@@ -378,7 +378,7 @@ def _location(file: dict) -> tuple[str | None, list[str]]:
     """The file's local Location[].Uri (English first) and, when it has none, its PublicationUris."""
     locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
     locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
-    uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
+    uri = next((path_of(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
     return uri, [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
 
 

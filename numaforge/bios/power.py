@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from .. import budget
 from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
-from .redfish import RedfishClient, _path
+from .exchange import path_of
+from .redfish import RedfishClient
 
 # DSP8010 BootProgress.LastState values of a host between reset and OS (OEM: see OemLastState)
 BOOTING = {
@@ -165,7 +166,7 @@ def reset_action(system: dict, system_path: str) -> tuple[str, list[str]]:
             system_path,
             "reboot the host another way; the values stay pending until it resets",
         )
-    return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
+    return path_of(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
 
 
 def _send(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:

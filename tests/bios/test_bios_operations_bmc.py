@@ -17,8 +17,8 @@ from numaforge.bios.errors import (
     RedfishServerError,
     http_error,
 )
+from numaforge.bios.exchange import RetryPolicy
 from numaforge.bios.operations import OpOptions, operate_host
-from numaforge.bios.redfish import RetryPolicy
 from numaforge.bios.resources import ServiceRoot
 from numaforge.report import HostResult
 from numaforge.secrets import SecretRef

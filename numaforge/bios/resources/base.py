@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import http_error
-from ..redfish import RedfishClient, Response, _path
+from ..exchange import Response, path_of
+from ..redfish import RedfishClient
 
 
 def link_path(doc: Any, *keys: str) -> str | None:
@@ -17,7 +18,7 @@ def link_path(doc: Any, *keys: str) -> str | None:
         cur = cur.get(k)
     if isinstance(cur, dict):
         cur = cur.get("@odata.id")
-    return _path(cur) if isinstance(cur, str) and cur else None
+    return path_of(cur) if isinstance(cur, str) and cur else None
 
 
 def check(client: RedfishClient, r: Response, method: str, fix: str | None = None) -> Response:
@@ -47,13 +48,13 @@ class Resource:
 
     def __init__(self, client: RedfishClient, path: str, body: dict | None = None, etag: str | None = None):
         self.client = client
-        self.path = _path(path)
+        self.path = path_of(path)
         self.body: dict = body or {}
         self._etag = etag
 
     @classmethod
     def load(cls, client: RedfishClient, path: str, **kw):
-        r = check(client, client.request("GET", _path(path)), "GET")
+        r = check(client, client.request("GET", path_of(path)), "GET")
         return cls(client, path, r.body, r.etag, **kw)
 
     def refresh(self) -> "Resource":
@@ -87,7 +88,7 @@ class Resource:
 
     def action_target(self, name: str) -> str | None:
         act = self.action(name)
-        return _path(act["target"]) if act else None
+        return path_of(act["target"]) if act else None
 
     def post_action(self, name: str, body: dict | None = None, fix: str | None = None) -> Response:
         target = self.action_target(name)

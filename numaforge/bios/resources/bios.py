@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import RedfishNotFoundError
-from ..redfish import Response
+from ..exchange import Response
 from .base import Resource
 from .settings import SettingsObject
 

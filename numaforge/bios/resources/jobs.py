@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from ..errors import RedfishConflictError, RedfishError
-from ..redfish import RedfishClient, Response, _path
+from ..exchange import Response, path_of
+from ..redfish import RedfishClient
 from .base import Resource, check, link_path
 
 QUEUED_STATES = {
@@ -80,7 +81,7 @@ class Job(Resource):
         b = self.body
         target = b.get("TargetSettingsURI") or (b.get("Payload") or {}).get("TargetUri")
         if isinstance(target, str) and target and settings_path:
-            return _path(target).lower().rstrip("/") == settings_path.lower().rstrip("/")
+            return path_of(target).lower().rstrip("/") == settings_path.lower().rstrip("/")
         return bool(_DELL_BIOS_CONFIG_NAME.match(str(b.get("Name") or "")))
 
     def summary(self) -> dict:
@@ -151,7 +152,7 @@ class JobCollection(Resource):
                 self.where,
                 "check the BMC's job queue",
             )
-        return _path(link)
+        return path_of(link)
 
 
 def find_jobs(client: RedfishClient, root: Resource, manager_paths: list[str]) -> JobCollection | None:
