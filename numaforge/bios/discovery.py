@@ -7,14 +7,14 @@
 **Registries** are keyed by registry id *and* checked against the host's Bios: a registry serves a host only if
 it describes every attribute that host's Bios has (some vendors keep one registry id across platforms whose
 attribute sets differ) *and* the host's BMC confirms it serves that very document now: ``confirm(registry)``
-(apply.py: a HEAD of the registry file's URI, whose ETag must equal the one recorded when it was fetched). A
+(hoststate.confirm_registry: a HEAD of the registry file's URI, whose ETag must equal the one recorded when it was fetched). A
 registry that cannot be confirmed (no ETag, another URI, HEAD refused) is fetched again from that BMC: a cached
 registry must never allow a value the BMC no longer allows. A miss fetches from the BMC; hosts needing the same
 id wait for one fetch.
 
 **Shapes** (sessions URL, system path, Bios path, registry id) are kept per BMC model -- hosts whose inventory
 states the same vendor, platform and system id. A later host of the model goes straight to its Bios after
-confirming the path against its own BMC (apply.read_state: its Systems collection must list exactly that
+confirming the path against its own BMC (hoststate.read_state: its Systems collection must list exactly that
 system, or the inventory's system_id); if anything differs (moved, another registry, a second system) it
 discovers afresh -- refusing what discovery would refuse -- and the shape is replaced.
 
@@ -265,7 +265,7 @@ class RegistryCache:
 def cached_reads(shape: Shape, cache: RegistryCache) -> list[tuple[str, str]]:
     """Every read a host of a known model needs, all known before the first answer, so they go in one round
     trip (RedfishClient.prefetch): its Systems collection (confirms the model's system path), its Bios, its
-    settings object, and a HEAD of the cached registry's file (confirms the registry; apply.confirm_registry).
+    settings object, and a HEAD of the cached registry's file (confirms the registry; hoststate.confirm_registry).
     Each answer is still checked where it is used; one that does not fit sends the host through discovery."""
     calls = [("GET", shape.system_path.rstrip("/").rsplit("/", 1)[0]), ("GET", shape.bios_path)]
     if shape.settings_path:
@@ -425,7 +425,7 @@ def fetch_registry(client, registry_id: str) -> Registry:
             tried.append(f"{label} -> {uri} is registry {said!r}")
             return None
         reg = Registry.from_json(r.body)
-        reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what apply.confirm_registry() compares later
+        reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what hoststate.confirm_registry() compares later
         if fit == "exact":
             return reg
         tried.append(f"{label} -> {uri} is registry {said!r} (same major version)")

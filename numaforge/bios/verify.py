@@ -17,8 +17,9 @@ from ..facts import HostFacts, parse_facts, template_facts
 from ..facts.collect import collect_ssh
 from ..fleet import Rollout, run_fleet
 from ..report import HostResult
-from .apply import HostOptions, RegistryCache, verify_host
-from .discovery import discovery_dir
+from .apply import verify_host
+from .discovery import RegistryCache, discovery_dir
+from .hostsession import HostOptions
 from .os_verify import MISMATCH, summary
 from .os_verify import verify as os_verify
 from .profile import host_facts, render_profile

@@ -39,7 +39,7 @@ class Bios(Resource):
             raise RedfishNotFoundError(
                 "Bios has no @Redfish.Settings SettingsObject",
                 self.where,
-                "this BMC does not accept BIOS changes through Redfish (read-only BIOS)",
+                "this BMC does not accept BIOS changes through Redfish (read-only BIOS resource)",
             )
         obj = SettingsObject.load(self.client, path)
         obj.bios_etag = self.settings_info.get("ETag")
