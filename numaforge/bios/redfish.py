@@ -156,7 +156,6 @@ class RedfishClient:
             self._client._session.mount("http://", adapter)
         self.root: dict = {}
         self.known_login_url: str | None = None  # set by the caller from a per-run model cache
-        self.shape = None  # that cache's entry for this BMC's model, if any
         self.on_close: list = []  # callbacks run by close()
         self.confirmed: set = set()  # ids of cached objects this BMC confirmed (bios.discovery)
         self.prefetched: dict[tuple[str, str], Response | RedfishError] = {}  # prefetch(): not yet asked for
