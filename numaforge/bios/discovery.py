@@ -149,6 +149,8 @@ class RegistryCache:
 
     def release(self, key: tuple | None) -> None:
         """The discovering host ended without learning (failed): let a waiting host discover instead."""
+        if not key:
+            return
         with self._lock:
             event = self._discovering.pop(key, None) if key not in self._shape_table() else None
         if event:
@@ -218,20 +220,20 @@ class RegistryCache:
                 with self._lock:
                     if any(id(r) not in tried for r in self._data.get(registry_id, [])):
                         continue  # another host added one while this one waited: confirm it outside the lock
-                reg = self._load(registry_id, attributes)
-                if reg is not None and not ok(reg):
-                    reg = None
-                if reg is None:
-                    reg = fetch()
+                found = self._load(registry_id, attributes)
+                if found is not None and not ok(found):
+                    found = None
+                if found is None:
+                    found = fetch()
                     with self._lock:
                         self.fetches += 1
-                    self._store(registry_id, reg)
+                    self._store(registry_id, found)
                 else:
                     with self._lock:
                         self.loaded += 1
                 with self._lock:
-                    self._data.setdefault(registry_id, []).append(reg)
-                return reg
+                    self._data.setdefault(registry_id, []).append(found)
+                return found
 
     def _load(self, registry_id: str, attributes: list[str] | None) -> Registry | None:
         if self.persist is None:

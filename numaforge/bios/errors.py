@@ -153,7 +153,8 @@ class ConcurrentChangeError(NumaforgeError):
 def password_change_uri(body: dict) -> str | None:
     """The account URI of a DMTF Base PasswordChangeRequired message in an error body ("" without one), or None
     when the body carries no such message."""
-    err = body.get("error") if isinstance(body.get("error"), dict) else body
+    inner = body.get("error")
+    err = inner if isinstance(inner, dict) else body
     for info in err.get("@Message.ExtendedInfo") or []:
         if isinstance(info, dict) and str(info.get("MessageId", "")).endswith(".PasswordChangeRequired"):
             args = info.get("MessageArgs") or []

@@ -89,8 +89,9 @@ class BootView:
 
 def boot_view(system: dict, bios: dict | None = None, job: str = "") -> BootView:
     """A BootView from a ComputerSystem document (and the Bios, for its settings time stamps). Pure."""
-    bp = system.get("BootProgress") if isinstance(system.get("BootProgress"), dict) else {}
-    hpe = ((system.get("Oem") or {}).get("Hpe") or {}) if isinstance(system.get("Oem"), dict) else {}
+    progress, oem = system.get("BootProgress"), system.get("Oem")
+    bp: dict = progress if isinstance(progress, dict) else {}
+    hpe = (oem.get("Hpe") or {}) if isinstance(oem, dict) else {}
     st = (bios or {}).get("@Redfish.Settings") or {}
     return BootView(
         power=str(system.get("PowerState") or "Unknown"),

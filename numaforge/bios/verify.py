@@ -103,13 +103,14 @@ def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None)
     (also the `facts --profile` check: the facts task passes this function to numaforge.facts.run)."""
     name = profile
     if profile == "auto":
-        name = getattr(host, "bios_profile", None)
-        if not name:
+        inventory_profile = getattr(host, "bios_profile", None)
+        if not inventory_profile:
             raise NumaforgeError(
                 "the host has no bios_profile",
                 f"host {facts.host}",
                 "set bios_profile in the inventory or pass --profile NAME",
             )
+        name = inventory_profile
     p = render_profile(name, _profile_facts(host, facts))
     expected = {}
     if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):
