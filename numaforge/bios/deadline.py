@@ -29,8 +29,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
+from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -93,7 +94,7 @@ class DeadlineAdapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
-    def send(self, request, **kwargs):
+    def send(self, request: PreparedRequest, *args: Any, **kwargs: Any) -> Response:
         method = (request.method or "GET").upper()
         login = method == "POST" and "/SessionService/Sessions" in (request.path_url or "")
         write = method not in ("GET", "HEAD", "DELETE") and not login
@@ -115,7 +116,7 @@ class DeadlineAdapter(HTTPAdapter):
         )
         watcher.start()
         try:
-            return super().send(request, **kwargs)
+            return super().send(request, *args, **kwargs)
         finally:
             done.set()
             watcher.join()

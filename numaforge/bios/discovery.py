@@ -7,14 +7,14 @@
 **Registries** are keyed by registry id *and* checked against the host's Bios: a registry serves a host only if
 it describes every attribute that host's Bios has (some vendors keep one registry id across platforms whose
 attribute sets differ) *and* the host's BMC confirms it serves that very document now: ``confirm(registry)``
-(apply.py: a HEAD of the registry file's URI, whose ETag must equal the one recorded when it was fetched). A
+(hoststate.confirm_registry: a HEAD of the registry file's URI, whose ETag must equal the one recorded when it was fetched). A
 registry that cannot be confirmed (no ETag, another URI, HEAD refused) is fetched again from that BMC: a cached
 registry must never allow a value the BMC no longer allows. A miss fetches from the BMC; hosts needing the same
 id wait for one fetch.
 
 **Shapes** (sessions URL, system path, Bios path, registry id) are kept per BMC model -- hosts whose inventory
 states the same vendor, platform and system id. A later host of the model goes straight to its Bios after
-confirming the path against its own BMC (apply.read_state: its Systems collection must list exactly that
+confirming the path against its own BMC (hoststate.read_state: its Systems collection must list exactly that
 system, or the inventory's system_id); if anything differs (moved, another registry, a second system) it
 discovers afresh -- refusing what discovery would refuse -- and the shape is replaced.
 
@@ -39,9 +39,12 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..paths import atomic_write_text, cache_dir
-from .errors import RedfishError
-from .redfish import _path
+from .errors import RedfishError, RedfishHTTPError
+from .exchange import Response, path_of
+from .redfish import RedfishClient
 from .registry import Registry
+from .resources import Collection, link_path
+from .resources.base import check
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ class RegistryCache:
 
     def release(self, key: tuple | None) -> None:
         """The discovering host ended without learning (failed): let a waiting host discover instead."""
+        if not key:
+            return
         with self._lock:
             event = self._discovering.pop(key, None) if key not in self._shape_table() else None
         if event:
@@ -215,20 +220,20 @@ class RegistryCache:
                 with self._lock:
                     if any(id(r) not in tried for r in self._data.get(registry_id, [])):
                         continue  # another host added one while this one waited: confirm it outside the lock
-                reg = self._load(registry_id, attributes)
-                if reg is not None and not ok(reg):
-                    reg = None
-                if reg is None:
-                    reg = fetch()
+                found = self._load(registry_id, attributes)
+                if found is not None and not ok(found):
+                    found = None
+                if found is None:
+                    found = fetch()
                     with self._lock:
                         self.fetches += 1
-                    self._store(registry_id, reg)
+                    self._store(registry_id, found)
                 else:
                     with self._lock:
                         self.loaded += 1
                 with self._lock:
-                    self._data.setdefault(registry_id, []).append(reg)
-                return reg
+                    self._data.setdefault(registry_id, []).append(found)
+                return found
 
     def _load(self, registry_id: str, attributes: list[str] | None) -> Registry | None:
         if self.persist is None:
@@ -265,7 +270,7 @@ class RegistryCache:
 def cached_reads(shape: Shape, cache: RegistryCache) -> list[tuple[str, str]]:
     """Every read a host of a known model needs, all known before the first answer, so they go in one round
     trip (RedfishClient.prefetch): its Systems collection (confirms the model's system path), its Bios, its
-    settings object, and a HEAD of the cached registry's file (confirms the registry; apply.confirm_registry).
+    settings object, and a HEAD of the cached registry's file (confirms the registry; hoststate.confirm_registry).
     Each answer is still checked where it is used; one that does not fit sends the host through discovery."""
     calls = [("GET", shape.system_path.rstrip("/").rsplit("/", 1)[0]), ("GET", shape.bios_path)]
     if shape.settings_path:
@@ -292,16 +297,16 @@ def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tu
     Registries collection (fetch_registry's first read) go in one round trip. The entry only for the first
     host of a stated model (``model``), the one host that discovers while the others of its model wait: hosts
     that all discover at once (vendor auto) would race for the fetch and read the entry in vain."""
-    settings = _odata((bios.get("@Redfish.Settings") or {}).get("SettingsObject"))
+    settings = link_path(bios, "@Redfish.Settings", "SettingsObject")
     registry_id = bios.get("AttributeRegistry")
     calls = [("GET", settings)] if settings else []
     reg = cache.peek(registry_id) if registry_id else None
-    registries = _odata((client.root or {}).get("Registries"))
+    registries = link_path(client.root or {}, "Registries")
     if reg is not None and reg.source_uri and reg.etag:
         calls.append(("HEAD", reg.source_uri))
     elif model and registry_id and registries and cache.first_to_want(registry_id):
         calls.append(("GET", registries.rstrip("/") + "/" + registry_id))
-    return [(m, p) for m, p in calls if (m, _path(p).rstrip("/") or "/") not in client.prefetched]
+    return [(m, p) for m, p in calls if (m, path_of(p).rstrip("/") or "/") not in client.prefetched]
 
 
 # -- registry lookup (DSP0266: Registries collection -> MessageRegistryFile -> Location[].Uri) -----------------
@@ -358,12 +363,6 @@ def registry_fit(want: str, have: tuple[str, tuple[int, ...]] | None) -> str | N
     return "drift" if wv[0] == hv[0] else None
 
 
-def _odata(link) -> str | None:
-    if isinstance(link, dict):
-        link = link.get("@odata.id")
-    return _path(link) if isinstance(link, str) and link else None
-
-
 def _file_fit(file: dict, registry_id: str) -> str | None:
     """How well a MessageRegistryFile's Id or Registry names ``registry_id``: "same" (either is it, ignoring
     case), "exact"/"drift" (registry_fit of either), None."""
@@ -378,11 +377,11 @@ def _location(file: dict) -> tuple[str | None, list[str]]:
     """The file's local Location[].Uri (English first) and, when it has none, its PublicationUris."""
     locations = [loc for loc in file.get("Location") or [] if isinstance(loc, dict)]
     locations.sort(key=lambda loc: 0 if str(loc.get("Language", "en")).startswith("en") else 1)
-    uri = next((_path(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
+    uri = next((path_of(loc["Uri"]) for loc in locations if loc.get("Uri")), None)
     return uri, [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
 
 
-def fetch_registry(client, registry_id: str) -> Registry:
+def fetch_registry(client: RedfishClient, registry_id: str) -> Registry:
     """The AttributeRegistry the Bios names (``registry_id``), found as DSP0266 says and checked as sushy does:
     read the Registries collection's members (MessageRegistryFile); the files whose Id or Registry names that
     registry (the same text first, then the same name in another spelling or version) are candidates; GET each
@@ -392,109 +391,142 @@ def fetch_registry(client, registry_id: str) -> Registry:
     lower-case, dotted URI). The usual URI (<collection>/<registry_id>) is tried first only to save the collection
     read when it does hold that registry. Version drift within a major version is used and said in the client's
     warnings; when nothing fits, the error lists every candidate tried and what its document said."""
-    where = f"{client.host} ({client.base_url})"
-    coll = _odata((client.ensure_root() or {}).get("Registries"))
+    coll = link_path(client.ensure_root() or {}, "Registries")
     if not coll:
         raise RedfishError(
             "the service root has no Registries collection",
-            where,
+            f"{client.host} ({client.base_url})",
             "the BMC does not publish its BIOS attribute registry; nothing can be validated",
         )
-    tried: list[str] = []  # "<file URI> -> <what its document said>", for the error
-    drift: list[tuple[Registry, str]] = []  # documents of the same major version, another minor/errata
-    published: list[tuple[str, list[str]]] = []  # candidates with only a PublicationUri
+    lookup = _RegistryLookup(client, registry_id, coll)
+    reg = lookup.usual_entry() or lookup.scan() or lookup.drifted()
+    if reg is None:
+        raise lookup.not_found()
+    client.confirmed.add(id(reg))
+    return reg
 
-    def consider(file_uri: str, file: dict) -> Registry | None:
+
+def _read(client: RedfishClient, uri: str) -> tuple[dict | None, Response]:
+    """GET ``uri``: (its document, the answer), the document None when the BMC answered an error status."""
+    r = client.request("GET", uri)
+    try:
+        check(client, r, "GET")
+    except RedfishHTTPError:
+        return None, r
+    return r.body, r
+
+
+class _RegistryLookup:
+    """One fetch_registry: the candidates tried and what each said (for the error), and the near misses."""
+
+    def __init__(self, client: RedfishClient, registry_id: str, coll: str):
+        self.client, self.registry_id, self.coll = client, registry_id, coll
+        self.guess = coll.rstrip("/") + "/" + registry_id
+        self.tried: list[str] = []  # "<file URI> -> <what its document said>", for the error
+        self.drift: list[tuple[Registry, str]] = []  # documents of the same major version, another minor/errata
+        self.published: list[tuple[str, list[str]]] = []  # candidates with only a PublicationUri
+        self.members: list[str] = []
+        self.others: list[str] = []  # members that name another registry
+
+    def consider(self, file_uri: str, file: dict) -> Registry | None:
+        """The registry a MessageRegistryFile's document is, if it is the one wanted (an exact version);
+        anything else is noted in ``tried`` (a same-major document also in ``drift``)."""
         uri, pubs = _location(file)
         label = f"{file_uri} (Id {file.get('Id')!r}, Registry {file.get('Registry')!r})"
         if uri is None:
-            published.append((label, pubs))
-            tried.append(f"{label}: " + (f"PublicationUri {', '.join(pubs)} only" if pubs else "no Location[].Uri"))
+            self.published.append((label, pubs))
+            self.tried.append(
+                f"{label}: " + (f"PublicationUri {', '.join(pubs)} only" if pubs else "no Location[].Uri")
+            )
             return None
-        r = client.request("GET", uri)
-        if r.status >= 400 or not isinstance(r.body, dict):
-            tried.append(f"{label} -> GET {uri} answered {r.status}: {r.error_text()}")
+        doc, r = _read(self.client, uri)
+        if doc is None:
+            self.tried.append(f"{label} -> GET {uri} answered {r.status}: {r.error_text()}")
             return None
-        if "RegistryEntries" not in r.body:
-            tried.append(f"{label} -> {uri} is not an AttributeRegistry (no RegistryEntries)")
+        if "RegistryEntries" not in doc:
+            self.tried.append(f"{label} -> {uri} is not an AttributeRegistry (no RegistryEntries)")
             return None
-        have = _doc_identity(r.body)
-        fit = registry_fit(registry_id, have)
-        said = r.body.get("Id") or (f"{r.body.get('RegistryPrefix')} {r.body.get('RegistryVersion')}")
+        fit = registry_fit(self.registry_id, _doc_identity(doc))
+        said = doc.get("Id") or (f"{doc.get('RegistryPrefix')} {doc.get('RegistryVersion')}")
         if fit is None:
-            tried.append(f"{label} -> {uri} is registry {said!r}")
+            self.tried.append(f"{label} -> {uri} is registry {said!r}")
             return None
-        reg = Registry.from_json(r.body)
-        reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what apply.confirm_registry() compares later
+        reg = Registry.from_json(doc)
+        reg.source_uri, reg.etag = uri, r.headers.get("etag")  # what hoststate.confirm_registry() compares later
         if fit == "exact":
             return reg
-        tried.append(f"{label} -> {uri} is registry {said!r} (same major version)")
-        drift.append((reg, str(said)))
+        self.tried.append(f"{label} -> {uri} is registry {said!r} (same major version)")
+        self.drift.append((reg, str(said)))
         return None
 
-    # fast path (two requests on most BMCs): the member named after the id, if the file says it is that registry
-    guess = coll.rstrip("/") + "/" + registry_id
-    r = client.request("GET", guess)
-    if r.status < 400 and isinstance(r.body, dict) and _file_fit(r.body, registry_id) == "same":
-        reg = consider(guess, r.body)
-        if reg is not None:
-            client.confirmed.add(id(reg))
-            return reg
-    members = [m for m in (_odata(m) for m in client.get(coll).body.get("Members") or []) if m]
-    others: list[str] = []
-    ranked: list[tuple[int, str, dict]] = []  # files naming the registry in another spelling or version
-    for uri in members:
-        if uri.rstrip("/") == guess.rstrip("/"):
-            continue
-        r = client.request("GET", uri)
-        if r.status >= 400 or not isinstance(r.body, dict):
-            others.append(f"{uri} (HTTP {r.status})")
-            continue
-        fit = _file_fit(r.body, registry_id)
-        if fit is None:
-            others.append(str(r.body.get("Id") or uri))
-            continue
-        if fit == "same":  # the file names exactly this registry: its document is read at once
-            reg = consider(uri, r.body)
+    def usual_entry(self) -> Registry | None:
+        """The fast path (two requests on most BMCs): the member named after the id, if it says it is that one."""
+        file, _ = _read(self.client, self.guess)
+        if file is not None and _file_fit(file, self.registry_id) == "same":
+            return self.consider(self.guess, file)
+        return None
+
+    def scan(self) -> Registry | None:
+        """Every other member: a file naming exactly the registry is read at once, the others ranked after."""
+        self.members = Collection.load(self.client, self.coll).member_paths
+        ranked: list[tuple[int, str, dict]] = []  # files naming the registry in another spelling or version
+        for uri in self.members:
+            if uri.rstrip("/") == self.guess.rstrip("/"):
+                continue
+            file, r = _read(self.client, uri)
+            if file is None:
+                self.others.append(f"{uri} (HTTP {r.status})")
+                continue
+            fit = _file_fit(file, self.registry_id)
+            if fit is None:
+                self.others.append(str(file.get("Id") or uri))
+            elif fit == "same":
+                reg = self.consider(uri, file)
+                if reg is not None:
+                    return reg
+            else:
+                ranked.append((0 if fit == "exact" else 1, uri, file))
+        for _, uri, file in sorted(ranked, key=lambda t: t[0]):
+            reg = self.consider(uri, file)
             if reg is not None:
-                client.confirmed.add(id(reg))
                 return reg
-        else:
-            ranked.append((0 if fit == "exact" else 1, uri, r.body))
-    for _, uri, file in sorted(ranked, key=lambda t: t[0]):
-        reg = consider(uri, file)
-        if reg is not None:
-            client.confirmed.add(id(reg))
-            return reg
-    if drift:
-        reg, said = drift[0]
-        client.warnings.append(
-            f"the Bios names registry {registry_id}; the BMC serves {said} (same major version, so the same "
+        return None
+
+    def drifted(self) -> Registry | None:
+        """Nothing of the exact version: the first of the same major version, said in the warnings."""
+        if not self.drift:
+            return None
+        reg, said = self.drift[0]
+        self.client.warnings.append(
+            f"the Bios names registry {self.registry_id}; the BMC serves {said} (same major version, so the same "
             f"attributes and values are expected): validated against it ({reg.source_uri})"
         )
-        client.confirmed.add(id(reg))
         return reg
-    if published and len(published) == len(tried):
-        label, pubs = published[0]
-        raise RedfishError(
-            f"registry {registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
-            if pubs
-            else f"registry {registry_id} has no Location[].Uri ({label})",
+
+    def not_found(self) -> RedfishError:
+        where = f"{self.client.host} ({self.client.base_url})"
+        if self.published and len(self.published) == len(self.tried):
+            label, pubs = self.published[0]
+            return RedfishError(
+                f"registry {self.registry_id} is only published outside the BMC (PublicationUri {', '.join(pubs)})"
+                if pubs
+                else f"registry {self.registry_id} has no Location[].Uri ({label})",
+                where,
+                "numaforge reads the registry from the BMC only (it must match the BIOS "
+                "exactly); enable the BMC's local registry store, or validate by hand and use raw:",
+            )
+        if self.tried:
+            return RedfishError(
+                f"no registry file of {self.coll} serves registry {self.registry_id}; candidates tried: "
+                + "; ".join(self.tried),
+                where,
+                "the BMC serves another registry than its Bios names (a firmware update half done?): update or "
+                "reset the BMC; or write the settings under raw: after checking them in the BMC's web UI",
+            )
+        return RedfishError(
+            f"registry {self.registry_id} is not among the {len(self.members)} members of {self.coll} "
+            f"(their Id: {', '.join(self.others) or 'none'})",
             where,
-            "numaforge reads the registry from the BMC only (it must match the BIOS "
-            "exactly); enable the BMC's local registry store, or validate by hand and use raw:",
+            "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
+            "settings under raw: after checking them in the BMC's web UI",
         )
-    if tried:
-        raise RedfishError(
-            f"no registry file of {coll} serves registry {registry_id}; candidates tried: " + "; ".join(tried),
-            where,
-            "the BMC serves another registry than its Bios names (a firmware update half done?): update or "
-            "reset the BMC; or write the settings under raw: after checking them in the BMC's web UI",
-        )
-    raise RedfishError(
-        f"registry {registry_id} is not among the {len(members)} members of {coll} "
-        f"(their Id: {', '.join(others) or 'none'})",
-        where,
-        "the Bios names a registry file the BMC does not list; ask the vendor, or write the "
-        "settings under raw: after checking them in the BMC's web UI",
-    )

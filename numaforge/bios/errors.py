@@ -153,7 +153,8 @@ class ConcurrentChangeError(NumaforgeError):
 def password_change_uri(body: dict) -> str | None:
     """The account URI of a DMTF Base PasswordChangeRequired message in an error body ("" without one), or None
     when the body carries no such message."""
-    err = body.get("error") if isinstance(body.get("error"), dict) else body
+    inner = body.get("error")
+    err = inner if isinstance(inner, dict) else body
     for info in err.get("@Message.ExtendedInfo") or []:
         if isinstance(info, dict) and str(info.get("MessageId", "")).endswith(".PasswordChangeRequired"):
             args = info.get("MessageArgs") or []
@@ -161,12 +162,19 @@ def password_change_uri(body: dict) -> str | None:
     return None
 
 
+FIX_FOR_STATUS = {
+    401: "check the BMC credentials in the inventory",
+    403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+    404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+    405: "the BMC does not allow this method on the resource",
+    412: "the resource changed since it was read: re-read and re-plan",
+    503: "the BMC is busy; re-run later",
+}
+
+
 def fix_for_status(status: int) -> str:
-    return {
-        401: "check the BMC credentials in the inventory",
-        403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-        404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
-    }.get(status, "see the BMC message above")
+    """The fix an error report gives for an HTTP error status the caller has no better fix for."""
+    return FIX_FOR_STATUS.get(status, "see the BMC message above")
 
 
 def connection_refused(exc: BaseException | None) -> bool:

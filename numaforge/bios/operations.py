@@ -16,9 +16,9 @@ from typing import Any, Callable
 from ..errors import NumaforgeError
 from ..fleet import Rollout, run_fleet
 from ..report import HostResult
-from .apply import HostOptions, _finish, connect, fetch_registry
-from .discovery import RegistryCache, discovery_dir
+from .discovery import RegistryCache, discovery_dir, fetch_registry
 from .errors import RedfishConflictError, RedfishNotFoundError
+from .hostsession import HostOptions, connect, record_session
 from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System, find_jobs
 
 
@@ -57,7 +57,7 @@ def read_view(client, host) -> View:
 def _blocking_jobs(view: View, what: str) -> None:
     """Refuse an operation on the pending values while a BIOS config job would apply them."""
     active = [j for j in view.bios_jobs() if j.active]
-    if active:
+    if view.jobs is not None and active:
         ids = ", ".join(f"{j.identity} ({j.state})" for j in active)
         raise RedfishConflictError(
             f"BIOS config job {ids} is queued to apply the pending values; {what} refused, nothing was changed",
@@ -206,9 +206,7 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
     current = view.bios.attributes
     changes = []
     if registry_id:
-        registry = cache.get(
-            registry_id, lambda: fetch_registry(client, registry_id, view.bios.path), attributes=current.keys()
-        )
+        registry = cache.get(registry_id, lambda: fetch_registry(client, registry_id), attributes=current.keys())
         for name, attr in sorted(registry.attributes.items()):
             default = attr.raw.get("DefaultValue")
             if default is not None and not attr.read_only and name in current and current[name] != default:
@@ -263,7 +261,7 @@ def operate_host(
         result.status = "failed"
         result.message = exc.render()
     finally:
-        _finish(result, client)
+        record_session(result, client)
 
 
 def run_operation(

@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from .. import budget
 from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
-from .redfish import RedfishClient, _path
+from .exchange import path_of
+from .redfish import RedfishClient
 
 # DSP8010 BootProgress.LastState values of a host between reset and OS (OEM: see OemLastState)
 BOOTING = {
@@ -88,8 +89,9 @@ class BootView:
 
 def boot_view(system: dict, bios: dict | None = None, job: str = "") -> BootView:
     """A BootView from a ComputerSystem document (and the Bios, for its settings time stamps). Pure."""
-    bp = system.get("BootProgress") if isinstance(system.get("BootProgress"), dict) else {}
-    hpe = ((system.get("Oem") or {}).get("Hpe") or {}) if isinstance(system.get("Oem"), dict) else {}
+    progress, oem = system.get("BootProgress"), system.get("Oem")
+    bp: dict = progress if isinstance(progress, dict) else {}
+    hpe = (oem.get("Hpe") or {}) if isinstance(oem, dict) else {}
     st = (bios or {}).get("@Redfish.Settings") or {}
     return BootView(
         power=str(system.get("PowerState") or "Unknown"),
@@ -165,7 +167,7 @@ def reset_action(system: dict, system_path: str) -> tuple[str, list[str]]:
             system_path,
             "reboot the host another way; the values stay pending until it resets",
         )
-    return _path(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
+    return path_of(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
 
 
 def _send(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:

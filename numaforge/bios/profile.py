@@ -188,7 +188,7 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
     """Render a profile and its ``extends`` chain over ``facts``; the child overrides the parent."""
     chain: list[tuple[str, Path, dict]] = []
     seen: list[str] = []
-    current = name
+    current: str | None = name
     while current is not None:
         path = find_profile(current, profiles_dir)
         key = str(path.resolve())

@@ -1,5 +1,6 @@
 """Thin adapter over DMTF's `redfish` library: HTTP Basic or session auth, logout always, verified TLS,
-safe retries, ETags, parallel reads. Everything vendor-specific or BIOS-specific lives in apply.py.
+safe retries, ETags, parallel reads. Everything vendor-specific or BIOS-specific lives above it (numaforge.bios.resources and the
+apply modules).
 
 Authentication (``auth``; the inventory's ``bmc.auth``): "session" logs in (POST to the sessions collection,
 basic as fallback) and out (DELETE); "basic" sends HTTP Basic with every request, no login or logout request;
@@ -22,7 +23,7 @@ Safety rules enforced here:
 * The session token and password never leave this object: not in results, errors, or reports. Both (and
   the basic-auth header value) are registered with numaforge.secrets, so text a BMC echoes back is
   redacted wherever it is shown or written.
-* Redirects are never followed (``_NoRedirects``): a 3xx answer is an error naming its Location, so the
+* Redirects are never followed (``NoRedirects``, numaforge.bios.exchange): a 3xx answer is an error naming its Location, so the
   session token and a PATCH body never travel to another origin or over plain http.
 """
 
@@ -32,11 +33,9 @@ import base64
 import threading
 import warnings as _warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-import certifi
 import redfish.messages
 import requests
 import tenacity
@@ -49,7 +48,7 @@ from redfish.rest.v1 import (
 )
 
 from .. import budget, safeio, secrets
-from .deadline import DeadlineAdapter, capped, cut_reason, quiet_library_logging
+from .deadline import capped, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -64,6 +63,7 @@ from .errors import fix_for_status as _fix_for
 from .errors import password_change_uri as _password_change_uri
 from .errors import shorten as _short
 from .errors import ssl_reason as _ssl_reason
+from .exchange import REFUSED_LOCATION, NoRedirects, Response, RetryPolicy, default_ca_file, path_of
 
 quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
 
@@ -71,47 +71,6 @@ IDEMPOTENT = {"GET", "HEAD", "DELETE"}
 MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
 LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C and --host-timeout too)
 AUTH_MODES = ("auto", "session", "basic")
-REFUSED_LOCATION = "x-numaforge-refused-location"
-
-
-class _NoRedirects(DeadlineAdapter):
-    """Transport adapter that makes redirects unfollowable: requests follows a 3xx only when it carries a
-    Location header, so the header is moved aside (REFUSED_LOCATION) before the session sees the response.
-    The redfish library calls requests with allow_redirects=True on most requests and offers no switch; an
-    adapter is its public extension point (``https_adapter``), so this covers login, every request and
-    logout alike. Every request also has a total deadline and ends on Ctrl-C/SIGTERM (DeadlineAdapter)."""
-
-    def build_response(self, req, resp):
-        r = super().build_response(req, resp)
-        if 300 <= r.status_code < 400 and "location" in r.headers:
-            r.headers[REFUSED_LOCATION] = r.headers.pop("location")
-        return r
-
-
-@dataclass
-class Response:
-    status: int
-    body: dict
-    headers: dict
-    path: str
-
-    @property
-    def etag(self) -> str | None:
-        return self.headers.get("etag") or (self.body.get("@odata.etag") if isinstance(self.body, dict) else None)
-
-    def error_text(self) -> str:
-        """Redfish @Message.ExtendedInfo messages (or the status) for error reports."""
-        err = self.body.get("error") if isinstance(self.body, dict) else None
-        if isinstance(err, dict):
-            infos = err.get("@Message.ExtendedInfo") or []
-            msgs = [
-                f"{i.get('MessageId', '')}: {i.get('Message', '')}".strip(": ") for i in infos if isinstance(i, dict)
-            ]
-            if msgs:
-                return "; ".join(msgs)
-            if err.get("message"):
-                return str(err["message"])
-        return f"HTTP {self.status}"
 
 
 class _Transient(Exception):
@@ -119,38 +78,6 @@ class _Transient(Exception):
         super().__init__(what)
         self.what = what
         self.retry_after = retry_after
-
-
-@dataclass
-class RetryPolicy:
-    attempts: int = 4  # total tries for a retryable request
-    backoff: float = 0.5  # first wait (s), doubled each time
-    max_wait: float = 10.0  # cap of one wait, Retry-After included
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0  # one read
-    total_timeout: float = 180.0  # one request, all its reads (a BMC dripping its answer byte by byte)
-
-
-def _path(link: str) -> str:
-    """A link may be absolute (https://bmc/redfish/v1/...) or a path; the client wants the path."""
-    if link.startswith(("http://", "https://")):
-        p = urlparse(link)
-        return p.path + (f"?{p.query}" if p.query else "")
-    return link
-
-
-def default_ca_file() -> str:
-    """The machine's CA store: $REQUESTS_CA_BUNDLE, $SSL_CERT_FILE, Debian's bundle, else certifi's."""
-    import os
-
-    for candidate in (
-        os.environ.get("REQUESTS_CA_BUNDLE"),
-        os.environ.get("SSL_CERT_FILE"),
-        "/etc/ssl/certs/ca-certificates.crt",
-    ):
-        if candidate and os.path.isfile(candidate):
-            return candidate
-    return certifi.where()  # what requests itself uses when no CA bundle is given
 
 
 class RedfishClient:
@@ -212,7 +139,7 @@ class RedfishClient:
                     fix_kind="point bmc.ca_bundle at the PEM file of the CA that signed the BMC's certificate",
                     fix_size="point bmc.ca_bundle at a PEM CA file (a system bundle is ~200 KiB), not another file",
                 )
-        adapter = _NoRedirects(total_timeout=self.policy.total_timeout)
+        adapter = NoRedirects(total_timeout=self.policy.total_timeout)
         self._client = HttpClient(
             self.base_url,
             username=username,
@@ -229,7 +156,6 @@ class RedfishClient:
             self._client._session.mount("http://", adapter)
         self.root: dict = {}
         self.known_login_url: str | None = None  # set by the caller from a per-run model cache
-        self.shape = None  # that cache's entry for this BMC's model, if any
         self.on_close: list = []  # callbacks run by close()
         self.confirmed: set = set()  # ids of cached objects this BMC confirmed (bios.discovery)
         self.prefetched: dict[tuple[str, str], Response | RedfishError] = {}  # prefetch(): not yet asked for
@@ -259,7 +185,7 @@ class RedfishClient:
         if self._client.login_url or not self.root:
             return self._client.login_url
         links = (self.root.get("Links") or {}).get("Sessions") or {}
-        return _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
+        return path_of(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
 
     def login(self, known_login_url: str | None = None) -> None:
         """Session login (basic as fallback). ``known_login_url``: the sessions collection another host of the
@@ -272,7 +198,7 @@ class RedfishClient:
         else:
             self.ensure_root()
             links = (self.root.get("Links") or {}).get("Sessions") or {}
-            self._client.login_url = _path(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
+            self._client.login_url = path_of(links.get("@odata.id") or "/redfish/v1/SessionService/Sessions")
         self._client.root_resp = True  # the library must not read the service root on its own
         for attempt in range(self.policy.attempts):
             try:
@@ -340,7 +266,7 @@ class RedfishClient:
 
     def _basic(self, known_login_url: str | None) -> None:
         """HTTP Basic: the credentials go with each request (no request of its own; a 401 is a RedfishAuthError),
-        only to the BMC's origin (redirects refused, every path the BMC's own: _path); module docstring."""
+        only to the BMC's origin (redirects refused, every path the BMC's own: path_of); module docstring."""
         self._client.login_url = known_login_url or ""
         self._client.root_resp = True
         token = base64.b64encode(f"{self._username}:{self._password}".encode()).decode()
@@ -524,7 +450,7 @@ class RedfishClient:
         return self._request(method, path, body, headers)
 
     def _request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
-        path = _path(path)
+        path = path_of(path)
         if method in IDEMPOTENT and method != "DELETE":
             early = self.prefetched.pop((method, path.rstrip("/") or "/"), None)
             if isinstance(early, RedfishError):  # already asked (prefetch) and counted: its outcome, once
@@ -574,7 +500,7 @@ class RedfishClient:
         """Send these reads (GET/HEAD, path) at once over the connection pool, one round trip for all; request()
         then answers each from here once (an error as raised) instead of asking again; a transient failure is
         asked again then, with retries."""
-        calls = [(m, _path(p)) for m, p in dict.fromkeys(calls) if m in ("GET", "HEAD")]
+        calls = [(m, path_of(p)) for m, p in dict.fromkeys(calls) if m in ("GET", "HEAD")]
         if len(calls) < 2:
             return
         budget.check(f"{len(calls)} reads on {self.host}")
@@ -601,7 +527,7 @@ class RedfishClient:
         if r.status >= 400:
             raise http_error(
                 r.status,
-                f"GET {_path(path)} answered {r.status}: {r.error_text()}",
+                f"GET {path_of(path)} answered {r.status}: {r.error_text()}",
                 f"{self.host} ({self.base_url})",
                 _fix_for(r.status),
             )

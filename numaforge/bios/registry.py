@@ -95,7 +95,9 @@ class MapDependency:
     def holds(self, state: dict[str, Any]) -> bool:
         result: bool | None = None
         for c in self.conditions:
-            ok = _compare(state.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
+            attribute = c.get("MapFromAttribute")
+            value = state.get(attribute) if isinstance(attribute, str) else None
+            ok = _compare(value, c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
             if result is None:
                 result = ok
             elif c.get("MapTerms", DEFAULT_TERM) == "OR":

@@ -245,20 +245,77 @@ def translate(
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
     status "gap" item. Every other problem is collected and raised at once."""
     gen = vmap.generation(registry, system_model)
-    res = _Resolver(vmap, gen, registry)
-    raw = dict(raw or {})
-    out: dict[str, Desired] = {}
-    notes: list[Desired] = []
-    errors: list[str] = []
-    fixes: list[str] = []
+    t = _Translation(_Resolver(vmap, gen, registry), dict(raw or {}), set(optional))
+    for setting, value in settings.items():
+        t.setting(setting, value)
+    t.add_raw()
+    if t.errors:
+        where = f"{host} ({gen.title}, {vmap.path})" if host else vmap.path
+        raise VendorMapError(
+            "profile cannot be mapped to this BMC's attributes:\n    " + "\n    ".join(t.errors),
+            where,
+            "; ".join(f for f in dict.fromkeys(t.fixes) if f),
+        )
+    got = preset_value(gen.preset, registry, t.out)
+    pre = [Desired(*got, vmap.source_text(gen.preset["source"]))] if got and gen.preset else []
+    return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
 
-    def superseded(setting: str, miss: _Miss, attrs) -> bool:
-        hit = sorted(set(attrs) & set(raw))
+
+class _Translation:
+    """One translate(): the attribute values chosen so far (``out``), the notes (gaps, skipped settings, raw
+    values that superseded a failing setting) and the problems, all raised together at the end."""
+
+    def __init__(self, res: _Resolver, raw: dict[str, Any], optional: set):
+        self.res, self.gen, self.raw, self.optional = res, res.gen, raw, optional
+        self.out: dict[str, Desired] = {}
+        self.notes: list[Desired] = []
+        self.errors: list[str] = []
+        self.fixes: list[str] = []
+
+    def setting(self, setting: str, value) -> None:
+        """One abstract setting: its preference list tried in order, the first value the platform offers kept."""
+        prefs = value if isinstance(value, list) else [value]
+        passed: list[str] = []
+        last: _Miss | None = None
+        for v in prefs:
+            try:
+                chosen = self.res.one(setting, v)
+            except _Miss as miss:
+                last = miss
+                if miss.kind in ("gap", "absent"):
+                    break  # the platform lacks the setting: no other value can help
+                passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
+                continue
+            self._keep(setting, chosen, prefs, v, passed)
+            return
+        assert last is not None
+        self._missed(setting, last, prefs, passed)
+
+    def _keep(self, setting: str, chosen: list[Desired], prefs: list, v, passed: list[str]) -> None:
+        why = (self.gen.settings.get(setting) or {}).get("unverified")
+        for d in chosen:
+            if why:
+                d.resolved += f"; {UNVERIFIED}: {why}"
+            if len(prefs) > 1:
+                d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
+                    f" ({'; '.join(passed)})" if passed else " (first choice)"
+                )
+            prev = self.out.get(d.attribute)
+            if prev is not None and prev.value != d.value:
+                self.errors.append(
+                    f"{prev.setting} and {d.setting} both set {d.attribute} ({prev.value!r} vs {d.value!r})"
+                )
+                self.fixes.append("drop one of the two settings from the profile")
+            self.out[d.attribute] = d
+
+    def _superseded(self, setting: str, miss: _Miss) -> bool:
+        """A raw value on an attribute the failing setting concerns supersedes it (noted on the raw item)."""
+        hit = sorted(set(miss.attrs) & set(self.raw))
         for a in hit:
-            notes.append(
+            self.notes.append(
                 Desired(
                     a,
-                    raw[a],
+                    self.raw[a],
                     "raw",
                     f"raw, supersedes {setting} (its mapping failed: {miss.what})",
                     "profile raw:",
@@ -267,76 +324,31 @@ def translate(
             )
         return bool(hit)
 
-    for setting, value in settings.items():
-        prefs = value if isinstance(value, list) else [value]
-        chosen, passed = None, []
-        last: _Miss | None = None
-        for v in prefs:
-            try:
-                chosen = res.one(setting, v)
-                break
-            except _Miss as miss:
-                last = miss
-                if miss.kind in ("gap", "absent"):
-                    break  # the platform lacks the setting: no other value can help
-                passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
-        if chosen is not None:
-            why = (gen.settings.get(setting) or {}).get("unverified")
-            for d in chosen:
-                if why:
-                    d.resolved += f"; {UNVERIFIED}: {why}"
-                if len(prefs) > 1:
-                    d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
-                        f" ({'; '.join(passed)})" if passed else " (first choice)"
-                    )
-                prev = out.get(d.attribute)
-                if prev is not None and prev.value != d.value:
-                    errors.append(
-                        f"{prev.setting} and {d.setting} both set {d.attribute} ({prev.value!r} vs {d.value!r})"
-                    )
-                    fixes.append("drop one of the two settings from the profile")
-                out[d.attribute] = d
-            continue
-        assert last is not None
-        if superseded(setting, last, last.attrs):
-            continue
+    def _missed(self, setting: str, last: _Miss, prefs: list, passed: list[str]) -> None:
+        if self._superseded(setting, last):
+            return
         if last.kind == "gap":
-            status = "skipped" if setting in optional else "gap"
-            notes.append(
-                Desired(
-                    "-",
-                    None,
-                    setting,
-                    last.what.split(": ", 1)[-1],
-                    res._src(gen.settings.get(setting) or {}, "gap_source", "source"),
-                    status=status,
-                )
-            )
-        elif last.kind == "absent" and setting in optional:
-            notes.append(
+            status = "skipped" if setting in self.optional else "gap"
+            source = self.res._src(self.gen.settings.get(setting) or {}, "gap_source", "source")
+            self.notes.append(Desired("-", None, setting, last.what.split(": ", 1)[-1], source, status=status))
+        elif last.kind == "absent" and setting in self.optional:
+            self.notes.append(
                 Desired("-", None, setting, f"optional, skipped: {last.what.split(': ', 1)[-1]}", "", status="skipped")
             )
         else:
             if len(prefs) > 1:
-                errors.append(f"{setting}: no preferred value is available ({'; '.join(passed)})")
+                self.errors.append(f"{setting}: no preferred value is available ({'; '.join(passed)})")
             else:
-                errors.append(last.what)
-            fixes.append(last.fix)
-    for aname, aval in raw.items():
-        note = "raw (profile escape hatch)"
-        if aname in out:
-            note += f", supersedes {out[aname].setting}"
-        out[aname] = Desired(aname, aval, "raw", note, "profile raw:")
-    for n in notes:  # a raw attribute that superseded a setting: say so on the raw item
-        if n.status == "raw" and n.attribute in out:
-            out[n.attribute].resolved = n.resolved
-    if errors:
-        where = f"{host} ({gen.title}, {vmap.path})" if host else vmap.path
-        raise VendorMapError(
-            "profile cannot be mapped to this BMC's attributes:\n    " + "\n    ".join(errors),
-            where,
-            "; ".join(f for f in dict.fromkeys(fixes) if f),
-        )
-    got = preset_value(gen.preset, registry, out)
-    pre = [Desired(*got, vmap.source_text(gen.preset["source"]))] if got and gen.preset else []
-    return pre + list(out.values()) + [n for n in notes if n.status in ("gap", "skipped")]
+                self.errors.append(last.what)
+            self.fixes.append(last.fix)
+
+    def add_raw(self) -> None:
+        """The profile's raw attributes, over any mapped setting on the same attribute."""
+        for aname, aval in self.raw.items():
+            note = "raw (profile escape hatch)"
+            if aname in self.out:
+                note += f", supersedes {self.out[aname].setting}"
+            self.out[aname] = Desired(aname, aval, "raw", note, "profile raw:")
+        for n in self.notes:  # a raw attribute that superseded a setting: say so on the raw item
+            if n.status == "raw" and n.attribute in self.out:
+                self.out[n.attribute].resolved = n.resolved

@@ -17,8 +17,9 @@ from ..facts import HostFacts, parse_facts, template_facts
 from ..facts.collect import collect_ssh
 from ..fleet import Rollout, run_fleet
 from ..report import HostResult
-from .apply import HostOptions, RegistryCache, verify_host
-from .discovery import discovery_dir
+from .apply import verify_host
+from .discovery import RegistryCache, discovery_dir
+from .hostsession import HostOptions
 from .os_verify import MISMATCH, summary
 from .os_verify import verify as os_verify
 from .profile import host_facts, render_profile
@@ -102,13 +103,14 @@ def check_profile(result: HostResult, facts: HostFacts, profile: str, host=None)
     (also the `facts --profile` check: the facts task passes this function to numaforge.facts.run)."""
     name = profile
     if profile == "auto":
-        name = getattr(host, "bios_profile", None)
-        if not name:
+        inventory_profile = getattr(host, "bios_profile", None)
+        if not inventory_profile:
             raise NumaforgeError(
                 "the host has no bios_profile",
                 f"host {facts.host}",
                 "set bios_profile in the inventory or pass --profile NAME",
             )
+        name = inventory_profile
     p = render_profile(name, _profile_facts(host, facts))
     expected = {}
     if host is not None and isinstance(host.vars.get(EXPECTED_NODES_VAR), dict):

@@ -140,7 +140,7 @@ def test_a_stale_model_entry_falls_back_to_full_discovery(compliant_fleet):
     """A host of a known model whose system is not where the model's first host had it (another firmware):
     its Systems collection does not list the cached path, which sends it through full discovery instead of
     failing. The run cache is seeded with a wrong path."""
-    from numaforge.bios.apply import Shape, shape_key
+    from numaforge.bios.discovery import Shape, shape_key
 
     ((host, sim),) = compliant_fleet(["generic"], vendor="generic")
     cache = RegistryCache()

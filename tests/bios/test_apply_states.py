@@ -1,9 +1,9 @@
-"""The pure decisions of one host's bios-apply (numaforge.bios.apply): which state comes next, what a PATCH
+"""The pure decisions of one host's bios-apply (numaforge.bios.applysteps): which state comes next, what a PATCH
 answer means, and the host's status and message."""
 
 import pytest
 
-from numaforge.bios.apply import Progress, next_state, outcome, patch_action
+from numaforge.bios.applysteps import Progress, next_state, outcome, patch_action
 
 
 def walk(**kw) -> list[str]:
@@ -54,9 +54,9 @@ def test_job_follows_the_write_not_the_plan():
 
 
 def test_patch_action():
-    assert patch_action(200, False) == "done" and patch_action(202, True) == "done"
-    assert patch_action(412, False) == "replan"
-    assert patch_action(412, True) == "conflict"
+    assert patch_action(False, False) == "done" and patch_action(False, True) == "done"
+    assert patch_action(True, False) == "replan"
+    assert patch_action(True, True) == "conflict"
 
 
 def test_outcome():

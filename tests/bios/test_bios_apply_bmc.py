@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from numaforge.bios.apply import HostOptions, RegistryCache, Timeouts, apply_host, plan_host, run_hosts, verify_host
-from numaforge.bios.redfish import RetryPolicy
+from numaforge.bios.exchange import RetryPolicy
 from numaforge.fleet import Rollout
 from numaforge.lab.bmc import FLAVOURS, BMCSimulator
 from numaforge.report import HostResult, Report

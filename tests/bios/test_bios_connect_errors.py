@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from numaforge.bios.apply import HostOptions, RegistryCache, connect
+from numaforge.bios.apply import HostOptions, RegistryCache
+from numaforge.bios.hostsession import connect
 from numaforge.errors import NumaforgeError
 from numaforge.secrets import SecretRef
 

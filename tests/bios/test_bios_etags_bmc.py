@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from numaforge.bios.apply import apply_host, connect
+from numaforge.bios.apply import apply_host
 from numaforge.bios.errors import RedfishPreconditionFailedError
+from numaforge.bios.hostsession import connect
 from numaforge.bios.resources import ServiceRoot, SettingsObject
 
 from .test_bios_apply_bmc import _bmc_password, admin_session, host_for, opts, run, sim_factory  # noqa: F401
@@ -35,7 +36,7 @@ def test_an_object_without_etag_is_written_and_not_called_a_concurrent_change(si
     r = run(apply_host, host_for(sim))
     assert r.status == "changed", r.message
     assert "someone else" not in r.message and not r.data.get("replanned_after_412")
-    # apply.read_state still hands the annotation's ETag to the PATCH (apply.py is not this change's to edit):
+    # hoststate.read_state still hands the annotation's ETag to the PATCH:
     # SettingsObject.commit re-reads, finds the values unchanged and sends it again without If-Match
     assert sim.count("PATCH") <= 2 and sim.bios_pending()
 

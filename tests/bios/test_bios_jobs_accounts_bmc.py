@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from numaforge.bios.apply import apply_host, connect, run_hosts
+from numaforge.bios.apply import apply_host, run_hosts
 from numaforge.bios.errors import RedfishPasswordChangeRequiredError
+from numaforge.bios.hostsession import connect
 from numaforge.bios.resources import ServiceRoot
 from numaforge.fleet import Rollout
 

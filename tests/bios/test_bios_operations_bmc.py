@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from numaforge.bios.apply import RegistryCache, apply_host, connect, verify_host
+from numaforge.bios.apply import RegistryCache, apply_host, verify_host
 from numaforge.bios.errors import (
     RedfishAuthError,
     RedfishBadRequestError,
@@ -17,8 +17,9 @@ from numaforge.bios.errors import (
     RedfishServerError,
     http_error,
 )
+from numaforge.bios.exchange import RetryPolicy
+from numaforge.bios.hostsession import connect
 from numaforge.bios.operations import OpOptions, operate_host
-from numaforge.bios.redfish import RetryPolicy
 from numaforge.bios.resources import ServiceRoot
 from numaforge.report import HostResult
 from numaforge.secrets import SecretRef

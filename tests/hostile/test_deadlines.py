@@ -17,8 +17,9 @@ import pytest
 
 from numaforge import budget, budgeted
 from numaforge.bios.errors import ProfileError
+from numaforge.bios.exchange import RetryPolicy
 from numaforge.bios.profile import render_text
-from numaforge.bios.redfish import RedfishClient, RetryPolicy
+from numaforge.bios.redfish import RedfishClient
 from numaforge.errors import NumaforgeError
 from numaforge.lab.bmc import BMCSimulator
 

@@ -11,7 +11,7 @@ transport (numaforge.bios.redfish.RedfishClient) and raising the typed error of 
 Nothing here knows profiles or plans; pipelines (apply, operations) decide, these only read and write.
 """
 
-from .base import Resource, link_path
+from .base import Collection, Resource, etag_of, link_path
 from .bios import Bios
 from .jobs import Job, JobCollection, find_jobs
 from .root import ServiceRoot
@@ -20,7 +20,9 @@ from .system import System
 
 __all__ = [
     "Resource",
+    "Collection",
     "link_path",
+    "etag_of",
     "ServiceRoot",
     "System",
     "Bios",

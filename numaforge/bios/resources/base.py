@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
-from ..errors import http_error
-from ..redfish import RedfishClient, Response, _path
+from ..errors import fix_for_status, http_error
+from ..exchange import Response, path_of
+from ..redfish import RedfishClient
 
 
 def link_path(doc: Any, *keys: str) -> str | None:
@@ -17,7 +18,7 @@ def link_path(doc: Any, *keys: str) -> str | None:
         cur = cur.get(k)
     if isinstance(cur, dict):
         cur = cur.get("@odata.id")
-    return _path(cur) if isinstance(cur, str) and cur else None
+    return path_of(cur) if isinstance(cur, str) and cur else None
 
 
 def check(client: RedfishClient, r: Response, method: str, fix: str | None = None) -> Response:
@@ -27,19 +28,15 @@ def check(client: RedfishClient, r: Response, method: str, fix: str | None = Non
             r.status,
             f"{method} {r.path} answered {r.status}: {r.error_text()}",
             f"{client.host} ({client.base_url})",
-            fix or _FIX.get(r.status, "see the BMC message"),
+            fix or fix_for_status(r.status),
         )
     return r
 
 
-_FIX = {
-    401: "check the BMC credentials in the inventory",
-    403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-    404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
-    405: "the BMC does not allow this method on the resource",
-    412: "the resource changed since it was read: re-read and re-plan",
-    503: "the BMC is busy; re-run later",
-}
+def etag_of(client: RedfishClient, path: str) -> str | None:
+    """The ETag a HEAD of ``path`` answers now; None when the BMC refuses the HEAD or gives no ETag."""
+    r = client.request("HEAD", path)
+    return r.headers.get("etag") if r.status < 400 else None
 
 
 class Resource:
@@ -47,16 +44,24 @@ class Resource:
 
     def __init__(self, client: RedfishClient, path: str, body: dict | None = None, etag: str | None = None):
         self.client = client
-        self.path = _path(path)
+        self.path = path_of(path)
         self.body: dict = body or {}
         self._etag = etag
 
     @classmethod
-    def load(cls, client: RedfishClient, path: str, **kw):
-        r = check(client, client.request("GET", _path(path)), "GET")
-        return cls(client, path, r.body, r.etag, **kw)
+    def load(cls, client: RedfishClient, path: str) -> Self:
+        """Read the resource; an error status raises its typed error (numaforge.bios.errors.http_error)."""
+        r = check(client, client.request("GET", path_of(path)), "GET")
+        return cls(client, path, r.body, r.etag)
 
-    def refresh(self) -> "Resource":
+    @classmethod
+    def load_or_none(cls, client: RedfishClient, path: str) -> Self | None:
+        """Read the resource; None when the BMC answers an error status (the caller has another way: e.g. full
+        discovery when a cached path is gone). A lost answer or refused credentials still raise."""
+        r = client.request("GET", path_of(path))
+        return cls(client, path, r.body, r.etag) if r.status < 400 else None
+
+    def refresh(self) -> Self:
         r = check(self.client, self.client.request("GET", self.path), "GET")
         self.body, self._etag = r.body, r.etag
         return self
@@ -87,7 +92,7 @@ class Resource:
 
     def action_target(self, name: str) -> str | None:
         act = self.action(name)
-        return _path(act["target"]) if act else None
+        return path_of(act["target"]) if act else None
 
     def post_action(self, name: str, body: dict | None = None, fix: str | None = None) -> Response:
         target = self.action_target(name)
@@ -99,3 +104,11 @@ class Resource:
                 fix or "this BMC does not support the operation through Redfish",
             )
         return check(self.client, self.client.post(target, body or {}), "POST", fix)
+
+
+class Collection(Resource):
+    """A resource collection: its members' paths (members without a link are left out)."""
+
+    @property
+    def member_paths(self) -> list[str]:
+        return [p for p in (link_path(m) for m in self.body.get("Members") or []) if p]

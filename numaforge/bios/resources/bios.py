@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import RedfishNotFoundError
-from ..redfish import Response
+from ..exchange import Response
 from .base import Resource
 from .settings import SettingsObject
 
@@ -39,7 +39,7 @@ class Bios(Resource):
             raise RedfishNotFoundError(
                 "Bios has no @Redfish.Settings SettingsObject",
                 self.where,
-                "this BMC does not accept BIOS changes through Redfish (read-only BIOS)",
+                "this BMC does not accept BIOS changes through Redfish (read-only BIOS resource)",
             )
         obj = SettingsObject.load(self.client, path)
         obj.bios_etag = self.settings_info.get("ETag")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from ..errors import RedfishConflictError, RedfishError
-from ..redfish import RedfishClient, Response, _path
+from ..exchange import Response, path_of
+from ..redfish import RedfishClient
 from .base import Resource, check, link_path
 
 QUEUED_STATES = {
@@ -80,7 +81,7 @@ class Job(Resource):
         b = self.body
         target = b.get("TargetSettingsURI") or (b.get("Payload") or {}).get("TargetUri")
         if isinstance(target, str) and target and settings_path:
-            return _path(target).lower().rstrip("/") == settings_path.lower().rstrip("/")
+            return path_of(target).lower().rstrip("/") == settings_path.lower().rstrip("/")
         return bool(_DELL_BIOS_CONFIG_NAME.match(str(b.get("Name") or "")))
 
     def summary(self) -> dict:
@@ -151,30 +152,28 @@ class JobCollection(Resource):
                 self.where,
                 "check the BMC's job queue",
             )
-        return _path(link)
+        return path_of(link)
 
 
 def find_jobs(client: RedfishClient, root: Resource, manager_paths: list[str]) -> JobCollection | None:
     """The collection holding BIOS config jobs: the manager's Links.Oem.Dell.Jobs / Oem.Dell.Jobs / Jobs, a
     <manager>/Jobs collection, or the service root's JobService Jobs. None when the BMC has no job queue."""
     for mgr_path in manager_paths[:1]:
-        r = client.request("GET", mgr_path)
-        if r.status >= 400:
+        manager = Resource.load_or_none(client, mgr_path)
+        if manager is None:
             continue
         for keys in (("Links", "Oem", "Dell", "Jobs"), ("Oem", "Dell", "Jobs"), ("Jobs",)):
-            link = link_path(r.body, *keys)
+            link = manager.link(*keys)
             if link:
                 return JobCollection.load(client, link)
-        r2 = client.request("GET", mgr_path.rstrip("/") + "/Jobs")
-        if r2.status < 400 and "Members" in r2.body:
-            return JobCollection(client, mgr_path.rstrip("/") + "/Jobs", r2.body, r2.etag)
-    js = link_path(root.body, "JobService")
-    if js:
-        r = client.request("GET", js)
-        if r.status < 400:
-            jobs = link_path(r.body, "Jobs")
-            if jobs:
-                return JobCollection.load(client, jobs)
+        jobs = JobCollection.load_or_none(client, mgr_path.rstrip("/") + "/Jobs")
+        if jobs is not None and "Members" in jobs.body:
+            return jobs
+    service_path = link_path(root.body, "JobService")
+    service = Resource.load_or_none(client, service_path) if service_path else None
+    jobs_path = service.link("Jobs") if service is not None else None
+    if jobs_path:
+        return JobCollection.load(client, jobs_path)
     return None
 
 

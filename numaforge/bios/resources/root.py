@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import RedfishNotFoundError
-from ..redfish import RedfishClient, _path
-from .base import Resource, check
+from ..redfish import RedfishClient
+from .base import Collection, Resource, check
 from .system import System
 
 
@@ -31,8 +31,7 @@ class ServiceRoot(Resource):
             raise RedfishNotFoundError(
                 "the service root has no Systems collection", self.where, "is this a Redfish BMC?"
             )
-        members = check(self.client, self.client.request("GET", coll), "GET").body.get("Members") or []
-        return [_path(m["@odata.id"]) for m in members if isinstance(m, dict) and m.get("@odata.id")]
+        return Collection.load(self.client, coll).member_paths
 
     def system(self, system_id: str | None = None) -> System:
         """The system ``system_id`` (bmc.system_id), or the only one the BMC manages."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BMCETagQuirkError, RedfishPreconditionFailedError
-from ..redfish import Response
+from ..exchange import Response
 from .base import Resource, check
 
 # Dell iDRAC: POST {} to <settings>/Actions/Oem/DellManager.ClearPending discards the pending BIOS values

@@ -1,0 +1,67 @@
+"""What one host should hold: its profile rendered over its facts and the vendor read, translated through the
+vendor map and validated against the registry it was read with, planned against its current and pending values
+(numaforge.bios.plan); and the plan as the host's result records it. Nothing here talks to a BMC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..report import HostResult
+from .errors import ProfileError
+from .hostsession import HostOptions
+from .hoststate import BiosState
+from .plan import Plan, make_plan
+from .profile import Profile, host_facts, render_profile
+from .vendormap import Desired
+from .vendors import translate
+
+
+def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired]]:
+    """The host's profile (--profile, else the inventory's bios_profile) and its vendor attribute values."""
+    name = opts.profile or host.bios_profile
+    if not name:
+        raise ProfileError(
+            "no BIOS profile for this host",
+            f"{host.name} ({host.location})",
+            "set bios_profile in the inventory or pass --profile NAME",
+        )
+    facts = host_facts(host)
+    facts["vendor"] = state.vendor
+    profile = render_profile(name, facts, opts.profiles_path)
+    vmap = opts.vendor_map(state.vendor)
+    raw = profile.raw_for(state.vendor)
+    return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
+
+
+def replan(state: BiosState, desired: list[Desired], host) -> Plan:
+    """The plan of ``desired`` against what ``state`` read (current, pending, registry). Pure."""
+    return make_plan(desired, state.registry, state.current, state.settings_attrs, host.name)
+
+
+def plan_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired], Plan]:
+    """Render the host's profile for the vendor read, translate and validate it, plan it: (profile, desired, plan)."""
+    profile, desired = desired_for(host, state, opts)
+    return profile, desired, replan(state, desired, host)
+
+
+def desired_values(plan: Plan) -> dict[str, Any]:
+    return {i.attribute: i.desired for i in plan.settable}
+
+
+def record_plan(result: HostResult, state: BiosState, profile: Profile, plan: Plan) -> None:
+    result.data.update(
+        {
+            "vendor": state.vendor,
+            "vendor_from": state.detected_by,
+            "profile": profile.name,
+            "profile_chain": profile.chain,
+            "system": state.system_path,
+            "settings_object": state.settings_path,
+            "registry": state.registry.id,
+            "plan": [i.as_dict() for i in plan.items],
+            "by_display_name": [
+                f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if "by display name" in i.resolved
+            ],
+            "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if "UNVERIFIED: " in i.resolved],
+        }
+    )

@@ -1,0 +1,157 @@
+"""One host's BIOS as read over Redfish (``BiosState``) and the read that fills it (``read_state``).
+
+A host of a model already seen this run (or a past one: numaforge.bios.discovery) goes straight to its Bios, all
+its reads in one round trip; anything unexpected (moved, another registry, a second system) sends it through
+discovery: service root -> System -> Bios -> settings object and registry, each through the client-side resources
+(numaforge.bios.resources), which raise the typed error of an HTTP status. Nothing here plans or writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import discovery
+from .discovery import RegistryCache, Shape, shape_key
+from .errors import RedfishError
+from .redfish import RedfishClient
+from .registry import Registry
+from .resources import Bios, Collection, ServiceRoot, SettingsObject, System, etag_of
+from .vendors import detect_vendor
+
+
+@dataclass
+class BiosState:
+    vendor: str
+    system_path: str
+    system: dict | None  # None until needed (skipped for hosts of a model already seen)
+    bios_path: str
+    current: dict[str, Any]
+    settings_path: str
+    settings_attrs: dict[str, Any]
+    etag: str | None
+    apply_times: list[str]
+    registry: Registry
+    detected_by: str = ""
+    model: str = ""  # the System's Model (the vendor map's generation may need it: Supermicro)
+    shape: Shape | None = None  # the model's known shape this host was read through (a re-read goes the same way)
+
+    def settings_object(self, client: RedfishClient) -> SettingsObject:
+        """The settings object as read, with the ETag a PATCH sends as If-Match (its own, else the Bios's
+        @Redfish.Settings ETag)."""
+        return SettingsObject(client, self.settings_path, {"Attributes": self.settings_attrs}, self.etag)
+
+
+def confirm_registry(client: RedfishClient, reg: Registry) -> bool:
+    """A cached registry (another host's, or a past run's) serves this host only if this BMC serves the same
+    document now: a HEAD of its URI must answer the ETag recorded when it was fetched. Anything else (no ETag,
+    HEAD refused, another ETag) means: fetch it from this BMC."""
+    if id(reg) in client.confirmed:
+        return True
+    if not reg.source_uri or not reg.etag:
+        return False
+    if etag_of(client, reg.source_uri) == reg.etag:
+        client.confirmed.add(id(reg))
+        return True
+    return False
+
+
+def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
+    """The model's system path serves this host only if this BMC's Systems collection lists it -- and, when
+    the inventory names no system_id, lists nothing else (a BMC that now manages two systems is refused by
+    discovery, so it must not be let through by the cache)."""
+    systems = Collection.load_or_none(client, shape.system_path.rstrip("/").rsplit("/", 1)[0])
+    if systems is None:
+        return False
+    members = [p.rstrip("/") for p in systems.member_paths]
+    mine = shape.system_path.rstrip("/")
+    return mine in members if host.bmc.system_id else members == [mine]
+
+
+def _bios_of_known_model(client: RedfishClient, host, shape: Shape, cache: RegistryCache) -> Bios | None:
+    """Same model as a host already read: every read in one round trip (discovery.cached_reads), then the model's
+    Bios if this BMC confirms its system path and the Bios names the model's registry; else None (discover)."""
+    client.prefetch(discovery.cached_reads(shape, cache))
+    if not _shape_system_confirmed(client, host, shape):
+        return None
+    bios = Bios.load_or_none(client, shape.bios_path)
+    return bios if bios is not None and bios.registry_id == shape.registry_id else None
+
+
+def _discover(client: RedfishClient, host, cache: RegistryCache) -> tuple[System, Bios]:
+    """Service root -> System (bmc.system_id, or the only one) -> Bios, reads sent at once where the next path
+    is known before the answer (discovery.discovery_reads, discovery.bios_reads)."""
+    client.prefetch(discovery.discovery_reads(client, host))  # the service root and Systems at once
+    system = ServiceRoot.load(client).system(host.bmc.system_id)
+    bios = system.bios()
+    client.prefetch(discovery.bios_reads(client, bios.body, cache, shape_key(host) is not None))
+    return system, bios
+
+
+def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape | None = None) -> BiosState:
+    """The host's BIOS now: current values, the settings object (pending values, ETag, apply times), the
+    registry (validated against, from the run's cache when this BMC confirms it) and the vendor. ``shape``: the
+    model's known shape (numaforge.bios.discovery.RegistryCache.claim), tried before discovery."""
+    where = f"{host.name} ({client.base_url})"
+    bios = _bios_of_known_model(client, host, shape, cache) if shape is not None else None
+    system: System | None = None
+    if bios is None:
+        system, bios = _discover(client, host, cache)
+    settings = bios.settings()
+    registry_id = bios.registry_id
+    if not registry_id:
+        raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
+    system_path = system.path if system is not None else (shape.system_path if shape else "")
+    model = str(system.body.get("Model") or "") if system is not None else (shape.model if shape else "")
+    learnt = Shape(client.login_url, system_path, bios.path, registry_id, model=model, settings_path=settings.path)
+    if learnt != shape and client.login_url:
+        # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
+        # below, which fetches it once per id while they read their own Bios and settings)
+        cache.learn(shape_key(host), learnt, replace=shape is not None)
+    registry = cache.get(
+        registry_id,
+        lambda: discovery.fetch_registry(client, registry_id),
+        attributes=bios.attributes.keys(),
+        confirm=lambda reg: confirm_registry(client, reg),
+    )
+    if not (settings.etag or settings.bios_etag):
+        note = (
+            "the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
+            "without If-Match (a change made by someone else in between cannot be detected)"
+        )
+        if note not in client.warnings:
+            client.warnings.append(note)
+    client.prefetched.clear()  # an early answer nobody used must not stand in for a later read
+    vendor, how = _vendor_of(client, host, system.body if system is not None else None)
+    return BiosState(
+        vendor=vendor,
+        system_path=system_path,
+        system=system.body if system is not None else None,
+        bios_path=bios.path,
+        current=bios.attributes,
+        settings_path=settings.path,
+        settings_attrs=settings.attributes,
+        etag=settings.etag or settings.bios_etag,
+        apply_times=settings.apply_times,
+        registry=registry,
+        detected_by=how,
+        model=model,
+        shape=shape,
+    )
+
+
+def _vendor_of(client: RedfishClient, host, system: dict | None) -> tuple[str, str]:
+    """(vendor, how it is known): the inventory's bmc.vendor, its hardware.vendor, else the service root's."""
+    cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
+    if cfg:
+        return cfg, "inventory bmc.vendor"
+    if host.hardware.vendor:
+        return host.hardware.vendor, "inventory hardware.vendor"
+    return detect_vendor(client.ensure_root(), system), "detected from the service root"
+
+
+def system_of(client: RedfishClient, state: BiosState) -> System:
+    """The ComputerSystem, its document read on first use (a host of a known model skipped it)."""
+    if state.system is None:
+        state.system = System.load(client, state.system_path).body
+    return System(client, state.system_path, state.system)

@@ -1,0 +1,148 @@
+"""bios-apply's write path: one PATCH of the differing attributes to the settings object (If-Match its ETag,
+through numaforge.bios.resources.SettingsObject.commit), never re-sent blindly, and what the BMC holds after it.
+
+An error answer or a lost one is followed by a re-read of the settings object: when it holds every value sent, the
+BMC did act; otherwise the report names what it holds (nothing is half-written by us: the PATCH is one request)
+and the host stops. A lost answer (timeout, reset) is not a "no": the object is re-read for up to the read timeout
+(the BMC may still be working on the request), and the report names the pending values and BIOS jobs then. After
+an accepted PATCH the object must hold what was sent (``check_staged``, issue 25 item 5)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import NumaforgeError
+from .configjob import job_queue
+from .errors import (
+    RedfishAuthError,
+    RedfishError,
+    RedfishForbiddenError,
+    RedfishHTTPError,
+    RedfishPreconditionFailedError,
+    RedfishRedirectError,
+)
+from .exchange import Response
+from .hoststate import BiosState
+from .plan import pending_values, staged_mismatches
+from .redfish import RedfishClient
+from .resources import SettingsObject
+
+
+def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool) -> Response | None:
+    """PATCH ``changes`` once (the transport retries only a 503). Returns the BMC's answer, or None when the answer
+    was an error or lost and a re-read shows every value sent staged. Raises RedfishPreconditionFailedError when
+    the settings object changed since it was read (the caller re-reads and re-plans), a RedfishError naming what
+    the BMC holds otherwise (module docstring)."""
+    try:
+        return state.settings_object(client).commit(changes, "OnReset" if use_apply_time else None)
+    except (RedfishRedirectError, RedfishPreconditionFailedError):
+        raise  # answered, and not carried out: nothing to re-read
+    except (RedfishAuthError, RedfishForbiddenError) as exc:
+        raise _refused(client, state, exc) from None
+    except RedfishHTTPError as exc:
+        answered: RedfishHTTPError | None = exc
+        what = exc.what
+    except RedfishError as exc:
+        answered, what = None, f"PATCH {state.settings_path} got no answer ({exc.what})"
+    now = _staged_after(client, state, changes, what, patient=answered is None)
+    if now is None:
+        return None
+    raise _not_written(client, state, now, what, answered)
+
+
+def _refused(client: RedfishClient, state: BiosState, exc: RedfishHTTPError) -> RedfishError:
+    """Refused before the BMC looked at the attributes: authentication/authorisation, not a value."""
+    auth = isinstance(exc, RedfishAuthError)
+    kind = RedfishAuthError if auth else RedfishError
+    return kind(
+        f"PATCH {state.settings_path} answered {exc.status} ("
+        + ("authentication refused: the session is no longer valid" if auth else "forbidden")
+        + f"): {exc.what}; the BMC refused the request, nothing was written",
+        f"{client.host} ({client.base_url})",
+        "check bmc.username / the password reference and the BMC's session timeout, then re-run"
+        if auth
+        else "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
+    )
+
+
+def _staged_after(
+    client: RedfishClient, state: BiosState, changes: dict, what: str, patient: bool
+) -> dict[str, Any] | None:
+    """Re-read the settings object after an error or a lost answer (``patient``: for up to the read timeout):
+    None once it holds every value sent, else the pending values it holds."""
+    deadline = time.monotonic() + (client.policy.read_timeout if patient else 0.0)
+    while True:
+        try:
+            attrs = SettingsObject.load(client, state.settings_path).attributes
+        except NumaforgeError:
+            raise RedfishError(
+                what + "; the settings object could not be re-read, so the outcome is unknown",
+                f"{client.host} ({client.base_url})",
+                "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then `bios-apply` again",
+            ) from None
+        now = pending_values(state.current, attrs)
+        if all(now.get(k) == v for k, v in changes.items()):
+            client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
+            return None
+        if time.monotonic() >= deadline:
+            return now
+        time.sleep(0.5)
+
+
+def _not_written(
+    client: RedfishClient, state: BiosState, now: dict[str, Any], what: str, answered: RedfishHTTPError | None
+) -> RedfishError:
+    """The error of a PATCH whose values are not all staged: what the settings object holds now."""
+    before = pending_values(state.current, state.settings_attrs)
+    extra = sorted(k for k in now if before.get(k) != now.get(k))
+    where = f"{client.host} ({client.base_url})"
+    if answered is None:
+        held = (
+            "the BMC now holds "
+            + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else "no new pending value")
+            + f"; BIOS jobs: {_jobs_text(client, state)}; "
+            "it may still act on the request"
+        )
+        return RedfishError(
+            f"{what}; {held}",
+            where,
+            "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
+            "re-running bios-apply writes only what still differs",
+        )
+    held = (
+        f"the settings object now holds new values for: {', '.join(extra)}"
+        if extra
+        else "the settings object is unchanged: nothing was written"
+    )
+    fix = (
+        "fix the attribute the BMC names, then re-run"
+        if 400 <= answered.status < 500
+        else "re-run when the BMC is healthy (the plan writes only what still differs)"
+    )
+    return RedfishError(f"{what}; {held}", where, fix)
+
+
+def _jobs_text(client: RedfishClient, state: BiosState) -> str:
+    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
+    try:
+        jobs = job_queue(client, state)
+        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
+    except NumaforgeError as exc:
+        return f"unknown ({exc.what})"
+    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
+
+
+def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> None:
+    """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5)."""
+    reg = state.registry
+    held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
+    wrong = staged_mismatches(changes, reg.value_names(state.current), held)
+    if wrong:
+        raise RedfishError(
+            f"the BMC accepted the PATCH but its settings object ({state.settings_path}) does not hold "
+            f"what was sent: {'; '.join(wrong)}",
+            where,
+            "the BMC said yes and staged something else: check its firmware and log; `invoke bios-plan` shows "
+            "what is pending, `invoke bios-clear-pending` (Dell) or a new bios-apply replaces it",
+        )
