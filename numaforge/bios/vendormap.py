@@ -358,6 +358,41 @@ def _read_vendor_map_cached(path: Path, vendor: str) -> VendorMap:
     return hit
 
 
+def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -> Generation:
+    """One `generations:` entry checked (file:line) into a Generation."""
+    if not isinstance(g, yamlsrc.LMap) or not g.get("id") or not isinstance(g.get("settings"), dict):
+        raise _fail(
+            f"generation #{i + 1} needs id, match and settings",
+            spath,
+            gline,
+            "see docs/bios-profiles.md (vendor maps)",
+        )
+    match = g.get("match") or {}
+    if not isinstance(match, yamlsrc.LMap) or not (match.get("registry") or match.get("model") or match.get("system")):
+        raise _fail(
+            f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
+            spath,
+            g.line_of("match"),
+            "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
+        )
+    for key in ("registry", "model", "system"):
+        if key in match:
+            _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
+    for name, entry in g["settings"].items():
+        _check_entry(name, entry, g["id"], sources, spath)
+    check_preset(g, sources, spath)
+    return Generation(
+        id=str(g["id"]),
+        title=str(g.get("title", g["id"])),
+        registry_rx=match.get("registry"),
+        model_rx=match.get("model"),
+        settings=dict(g["settings"]),
+        where=f"{spath}:{gline}",
+        system_rx=match.get("system"),
+        preset=dict(g["preset"]) if g.get("preset") else None,
+    )
+
+
 def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
     spath = str(path)
     try:
@@ -396,44 +431,7 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
             doc.line_of("generations"),
             "see docs/bios-profiles.md (vendor maps)",
         )
-    out = []
-    for i, g in enumerate(gens):
-        gline = gens.line_of(i)
-        if not isinstance(g, yamlsrc.LMap) or not g.get("id") or not isinstance(g.get("settings"), dict):
-            raise _fail(
-                f"generation #{i + 1} needs id, match and settings",
-                spath,
-                gline,
-                "see docs/bios-profiles.md (vendor maps)",
-            )
-        match = g.get("match") or {}
-        if not isinstance(match, yamlsrc.LMap) or not (
-            match.get("registry") or match.get("model") or match.get("system")
-        ):
-            raise _fail(
-                f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
-                spath,
-                g.line_of("match"),
-                "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
-            )
-        for key in ("registry", "model", "system"):
-            if key in match:
-                _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
-        for name, entry in g["settings"].items():
-            _check_entry(name, entry, g["id"], sources, spath)
-        check_preset(g, sources, spath)
-        out.append(
-            Generation(
-                id=str(g["id"]),
-                title=str(g.get("title", g["id"])),
-                registry_rx=match.get("registry"),
-                model_rx=match.get("model"),
-                settings=dict(g["settings"]),
-                where=f"{spath}:{gline}",
-                system_rx=match.get("system"),
-                preset=dict(g["preset"]) if g.get("preset") else None,
-            )
-        )
+    out = [_read_generation(g, gens.line_of(i), i, sources, spath) for i, g in enumerate(gens)]
     _check_shown_facts(sources, {g.id for g in out}, spath)
     return VendorMap(
         vendor=str(doc.get("vendor", vendor)),
