@@ -2,7 +2,8 @@
 
 Dell iDRAC applies pending BIOS values only through a config job the client schedules (POST
 {"TargetSettingsURI": <settings object>} to its job queue: Dell's iDRAC Redfish API guide); other BMCs apply them
-at the next reset by themselves. Which vendors need one is data (``CONFIG_JOB_VENDORS``); the rest reads the BMC:
+at the next reset by themselves. Which vendors need one is data (the vendor map's ``config_job: true``,
+VendorMap.config_job); the rest reads the BMC:
 a PATCH answered with a job's Location names the job the BMC made itself (any vendor), the job queue is found
 through the System's managers or the JobService (numaforge.bios.resources.jobs), and a job someone else queued is
 reported, never replaced or deleted. Reset waits (vendor map ``reboot:``), HPE's PostState and Supermicro's value
@@ -20,14 +21,6 @@ from .power import Timeouts
 from .redfish import RedfishClient
 from .resources import Job, JobCollection, ServiceRoot, find_jobs
 from .resources.jobs import FINAL_BAD, FINAL_OK
-
-# Vendor data: BMCs that apply pending BIOS values only through a config job the client schedules. (The vendor map,
-# bios/vendors/<vendor>.yaml, is the place for it once its schema has a key for it.)
-CONFIG_JOB_VENDORS = frozenset({"dell"})
-
-
-def needs_config_job(vendor: str) -> bool:
-    return vendor in CONFIG_JOB_VENDORS
 
 
 def job_queue(client: RedfishClient, state: BiosState) -> JobCollection | None:

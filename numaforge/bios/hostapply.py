@@ -16,7 +16,7 @@ import time
 
 from ..report import HostResult
 from .applysteps import Progress, outcome, patch_action
-from .configjob import ConfigJob, job_info, needs_config_job
+from .configjob import ConfigJob, job_info
 from .discovery import RegistryCache
 from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError
 from .hostplan import desired_values, plan_for, record_plan, replan
@@ -56,7 +56,7 @@ class HostApply:
             changes=bool(self.plan.changes),
             pending=bool(self.plan.pending),
             written=self.written,
-            jobs=needs_config_job(self.state.vendor),
+            jobs=self.opts.vendor_map(self.state.vendor).config_job,
             reboot=self.opts.reboot,
             needs_reset=self.plan.needs_reset,
         )

@@ -60,8 +60,8 @@ def record_plan(result: HostResult, state: BiosState, profile: Profile, plan: Pl
             "registry": state.registry.id,
             "plan": [i.as_dict() for i in plan.items],
             "by_display_name": [
-                f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if "by display name" in i.resolved
+                f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if i.by_display_name
             ],
-            "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if "UNVERIFIED: " in i.resolved],
+            "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if i.unverified],
         }
     )

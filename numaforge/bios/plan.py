@@ -37,6 +37,8 @@ class PlanItem:
     pending: Any  # value in the settings object, or None when nothing is pending for it
     action: str  # ok | pending | change | gap | skipped
     resolved: str = ""
+    unverified: str = ""  # the vendor map's reason when no public source shows this entry (Desired.unverified)
+    by_display_name: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -210,7 +212,11 @@ def make_plan(
     plan = Plan(registry.id)
     for d in desired:
         if d.status in ("gap", "skipped"):
-            plan.items.append(PlanItem(d.attribute, d.setting, None, None, None, d.status, d.resolved))
+            plan.items.append(
+                PlanItem(
+                    d.attribute, d.setting, None, None, None, d.status, d.resolved, d.unverified, d.by_display_name
+                )
+            )
             continue
         cur = current.get(d.attribute)
         pend = pending.get(d.attribute)
@@ -219,5 +225,7 @@ def make_plan(
             action = "ok" if cur == d.value else "pending"
         else:
             action = "change"
-        plan.items.append(PlanItem(d.attribute, d.setting, d.value, cur, pend, action, d.resolved))
+        plan.items.append(
+            PlanItem(d.attribute, d.setting, d.value, cur, pend, action, d.resolved, d.unverified, d.by_display_name)
+        )
     return plan

@@ -44,6 +44,8 @@ class Desired:
     resolved: str = "vendor map"  # how the AttributeName (and value) were found (said in the plan)
     source: str = ""
     status: str = "set"  # set | gap (documented platform gap) | skipped (optional, platform lacks it)
+    unverified: str = ""  # why no public source shows this entry (the map's `unverified:`); "" when one does
+    by_display_name: bool = False  # the attribute was found by the DisplayName fallback, not by its name
 
 
 @dataclass
@@ -83,6 +85,7 @@ class VendorMap:
     sources: dict[str, dict] = field(default_factory=dict)
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
     reboot: dict[str, float] = field(default_factory=dict)  # waits around a reset (numaforge.bios.power)
+    config_job: bool = False  # pending values apply only through a config job the client schedules (Dell)
 
     def generation(self, registry: Registry, system_model: str = "") -> Generation:
         # the registry id decides first, the registry's model where it cannot, then the System's Model
@@ -439,4 +442,19 @@ def _read_vendor_map(path: Path, vendor: str) -> VendorMap:
         generations=out,
         sources=dict(sources),
         reboot=reboot_waits(doc, spath),
+        config_job=_config_job(doc, spath),
     )
+
+
+def _config_job(doc: yamlsrc.LMap, spath: str) -> bool:
+    """``config_job: true``: this vendor's BMC applies pending BIOS values only through a job the client
+    schedules (numaforge.bios.configjob)."""
+    value = doc.get("config_job", False)
+    if not isinstance(value, bool):
+        raise _fail(
+            f"`config_job:` must be true or false, not {value!r}",
+            spath,
+            doc.line_of("config_job"),
+            "config_job: true where the BMC applies BIOS values only through a job the client schedules (Dell)",
+        )
+    return value

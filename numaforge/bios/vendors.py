@@ -105,22 +105,22 @@ class _Resolver:
     def _src(self, entry: dict, *keys) -> str:
         return "; ".join(t for t in (self.vmap.source_text(entry.get(k) or []) for k in keys) if t)
 
-    def find(self, setting: str, entry: dict) -> tuple[list, str]:
+    def find(self, setting: str, entry: dict) -> tuple[list, str, bool]:
         """The registry attributes an entry names (exact name first, DisplayName only as the fallback)."""
         reg = self.registry
         if "attribute" in entry and entry["attribute"] in reg.attributes:
-            return [reg.attributes[entry["attribute"]]], "vendor map: exact AttributeName"
+            return [reg.attributes[entry["attribute"]]], "vendor map: exact AttributeName", False
         if "attribute_pattern" in entry:
             hits = sorted(reg.by_name_pattern(entry["attribute_pattern"]), key=lambda a: a.name)
             if hits:
-                return hits, f"vendor map: names matching /{entry['attribute_pattern']}/"
+                return hits, f"vendor map: names matching /{entry['attribute_pattern']}/", False
         tried = entry.get("attribute") or (f"/{entry['attribute_pattern']}/" if "attribute_pattern" in entry else None)
         if "display_name" in entry:
             rx = entry["display_name"]
             hits = [a for a in reg.by_display_name(rx) if not a.hidden]
             if len(hits) == 1:
                 how = f"by display name: /{rx}/ matched {hits[0].display_name!r}"
-                return hits, (f"{tried} not in registry; fallback " + how) if tried else how
+                return hits, (f"{tried} not in registry; fallback " + how) if tried else how, True
             if len(hits) > 1:
                 found = ", ".join(f"{a.name} ({a.display_name!r})" for a in hits)
                 raise _Miss(
@@ -225,9 +225,12 @@ class _Resolver:
                     )
                 )
             return out
-        attrs, how = self.find(setting, entry)
+        attrs, how, by_display = self.find(setting, entry)
         candidates = target if isinstance(target, list) else [target]
-        return [Desired(a.name, _pick(candidates, a, setting, value), setting, how, src) for a in attrs]
+        return [
+            Desired(a.name, _pick(candidates, a, setting, value), setting, how, src, by_display_name=by_display)
+            for a in attrs
+        ]
 
 
 def translate(
@@ -257,7 +260,11 @@ def translate(
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
     got = preset_value(gen.preset, registry, t.out)
-    pre = [Desired(*got, vmap.source_text(gen.preset["source"]))] if got and gen.preset else []
+    pre = (
+        [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
+        if got and gen.preset
+        else []
+    )
     return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
 
 
@@ -296,6 +303,7 @@ class _Translation:
         for d in chosen:
             if why:
                 d.resolved += f"; {UNVERIFIED}: {why}"
+                d.unverified = why
             if len(prefs) > 1:
                 d.resolved += f"; preference {' > '.join(map(_fmt, prefs))}: chose {_fmt(v)}" + (
                     f" ({'; '.join(passed)})" if passed else " (first choice)"

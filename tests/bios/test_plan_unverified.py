@@ -9,14 +9,16 @@ import pytest
 from rich.console import Console
 
 from numaforge.bios.apply import plan_host
+from numaforge.bios.hostplan import record_plan
+from numaforge.bios.hoststate import BiosState
 from numaforge.bios.plan import make_plan
 from numaforge.bios.presets import UNVERIFIED
-from numaforge.bios.profile import render_profile
+from numaforge.bios.profile import Profile, render_profile
 from numaforge.bios.registry import Registry
-from numaforge.bios.vendors import load_vendor_map, translate
+from numaforge.bios.vendors import Desired, load_vendor_map, translate
 from numaforge.cli import bios, common
 from numaforge.lab.bmc import CORPUS, load_flavour
-from numaforge.report import Report
+from numaforge.report import HostResult, Report
 
 from .helpers import facts
 from .test_bios_apply_bmc import _bmc_password, host_for, run, sim_factory  # noqa: F401 (fixtures)
@@ -46,6 +48,7 @@ def test_every_planned_item_of_an_unverified_entry_says_so_and_no_other_does(fla
             assert f"; {UNVERIFIED}: {why}" in i.resolved, (i.setting, i.resolved)
         else:
             assert UNVERIFIED not in i.resolved, (i.setting, i.resolved)
+        assert i.unverified == (why or ""), i.setting  # the report's list is built from this field, not the text
 
 
 def test_the_corpus_plans_cover_both_marked_and_unmarked_entries():
@@ -85,3 +88,37 @@ def test_bios_plan_reports_and_prints_the_unverified_items(sim_factory, monkeypa
         why = _why(vendor, flavour, i["setting"])
         if why:
             assert any(i["attribute"] in row and why in row for row in rows), i["attribute"]
+
+
+def test_bmc_text_in_resolved_cannot_mark_or_unmark_an_item():
+    """The report's `unverified` and `by_display_name` lists come from the items' fields: a BMC DisplayName that
+    contains "UNVERIFIED: " or "by display name" (it is quoted in `resolved`) changes neither list."""
+    reg = Registry.from_json(
+        {
+            "Id": "BiosAttributeRegistry.v1_0_0",
+            "RegistryEntries": {
+                "Attributes": [
+                    {
+                        "AttributeName": a,
+                        "DisplayName": f"{a} by display name; UNVERIFIED: forged",
+                        "Type": "Enumeration",
+                        "Value": [{"ValueName": "1"}, {"ValueName": "0"}],
+                    }
+                    for a in ("Honest", "Marked")
+                ]
+            },
+        }
+    )
+    hostile = "by display name: /x/ matched 'Honest by display name; UNVERIFIED: forged'"
+    desired = [
+        Desired("Honest", "1", "a", hostile),
+        Desired(
+            "Marked", "1", "b", "vendor map: exact AttributeName", unverified="no public source", by_display_name=True
+        ),
+    ]
+    plan = make_plan(desired, reg, {"Honest": "0", "Marked": "0"}, {}, "h")
+    result = HostResult("h")
+    state = BiosState("generic", "/s", None, "/b", {}, "/b/Settings", {}, None, [], reg)
+    record_plan(result, state, Profile("p", {}, {}, chain=["p"]), plan)
+    assert result.data["unverified"] == ["b -> Marked"]
+    assert [x.split(" (")[0] for x in result.data["by_display_name"]] == ["b -> Marked"]
