@@ -100,6 +100,8 @@ class Rollout:
     max_fail: float = 100.0  # percentage of attempted hosts
     host_timeout: float | None = None  # seconds per host; None: no budget
     gate: str | None = None  # a canary gate the pipeline interprets (e.g. os-apply's "locality")
+    prometheus: str | None = None  # --gate slo: the Prometheus base URL (numaforge.canary.gate reads the settings)
+    slo: tuple[str, ...] = ()  # --gate slo: KEY=VALUE gate settings as given
     lock: str | None = None  # the writing task's name: hold each host's write lock; None: read-only run
     wait_lock: float = 0.0  # seconds to wait for a host another run holds
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from rich.markup import escape
 from rich.table import Table
 
+from ..fleet import Rollout
 from ..lazy import lazy_module
 from . import common
 
@@ -22,26 +23,18 @@ GATE_HELP = (
     "slo: after the canaries, judge their P99 latency (Prometheus) and NUMA locality skew against the other "
     "hosts minute by minute; widen, hold or roll the canaries back (docs/canary-gate.md)"
 )
-HELP = {
-    "prometheus": "--gate slo: Prometheus base URL whose HTTP API gives the service's latency histogram",
-    "slo": "--gate slo: a gate setting KEY=VALUE (repeatable; also inventory var slo_gate): metric, label, window "
-    "(minutes), minute (seconds), extend, widen_p99_ms (15), rollback_p99_ms (25), widen_skew (-0.3), "
-    "rollback_skew (-0.8), alert_r, alert_p, prometheus_ca, prometheus_token (docs/canary-gate.md)",
-}
 
 
 def slo_gate(
-    gate: str | None,
+    rollout: Rollout,
     hosts: list,
-    canary: int,
-    prometheus: str | None,
-    slo: list | None,
     rollback: Callable[[Any], Any],
     accept_new_host_key: bool = False,
     other_gates: tuple[str, ...] = (),
 ) -> Any:
-    """The SloGate for `--gate slo` (None without a gate or for one of the task's ``other_gates``); an unknown gate
-    or bad settings stop with exit 2 before any host."""
+    """The SloGate for `--gate slo` (None without a gate or for one of the task's ``other_gates``) from the
+    rollout's gate options; an unknown gate or bad settings stop with exit 2 before any host."""
+    gate, canary, prometheus, slo = rollout.gate, rollout.canary, rollout.prometheus, list(rollout.slo)
     if gate is not None and gate != "slo" and gate not in other_gates:
         raise cgate.GateSettingError(
             f"unknown --gate {gate!r}", "--gate", "the gates here are: " + ", ".join(("slo", *other_gates))
@@ -69,11 +62,8 @@ def slo_gate(
 
 def livepatch_slo_gate(
     report: Any,
-    gate: str | None,
+    rollout: Rollout,
     hosts: list,
-    canary: int,
-    prometheus: str | None,
-    slo: list | None,
     *,
     module: str | None,
     target: str | None,
@@ -85,7 +75,7 @@ def livepatch_slo_gate(
     undo = lambda h: lpfleet.undo_install(
         h, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
     )
-    g = slo_gate(gate, hosts, canary, prometheus, slo, undo, accept_new_host_key)
+    g = slo_gate(rollout, hosts, undo, accept_new_host_key)
     if g is not None:
         report.data["gate"] = g.record
     return g

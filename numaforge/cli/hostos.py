@@ -96,24 +96,13 @@ def _run(
     rollout,
     json,
     options: dict,
-    prometheus=None,
-    slo=None,
 ) -> None:
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
         gate = None
         if action == "apply" and not opts.rollback:
             undo = lambda h: hostos_run.apply_host(h, dataclasses.replace(opts, rollback=True, journal=None))
-            gate = gateopts.slo_gate(
-                rollout.gate,
-                hosts,
-                rollout.canary,
-                prometheus,
-                slo,
-                undo,
-                opts.accept_new_host_key,
-                other_gates=("locality",),
-            )
+            gate = gateopts.slo_gate(rollout, hosts, undo, opts.accept_new_host_key, other_gates=("locality",))
         if gate is not None:
             report.data["gate"] = gate.record  # filled while the gate runs (an interrupted run keeps it)
         if action != "apply" or opts.rollback:
@@ -153,10 +142,9 @@ def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, json=No
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_SSH, gate=True),
-    iterable=["numa_node_override", "slo"],
+    iterable=["numa_node_override"],
     help={
         **HELP,
-        **gateopts.HELP,
         "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
         "gate": "locality: judge each canary host's NUMA locality before/after the apply; widen only if not worse; "
         "slo: judge the canaries' P99 latency and locality skew against the other hosts minute by minute "
@@ -175,8 +163,6 @@ def os_apply(
     rollback=False,
     gate_seconds=None,
     gate_threshold=None,
-    prometheus=None,
-    slo=None,
     numa_node_override=None,
     accept_new_host_key=False,
     json=None,
@@ -200,8 +186,6 @@ def os_apply(
         rollout,
         json,
         {"profile": profile, "rollback": rollback},
-        prometheus=prometheus,
-        slo=slo,
     )
 
 

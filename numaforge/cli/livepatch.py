@@ -82,12 +82,10 @@ def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
-    iterable=["slo"],
     help={
         "module": VALIDATE_HELP["module"],
         "target": VALIDATE_HELP["target"],
         "replace": VALIDATE_HELP["replace"],
-        **gateopts.HELP,
         "gate": gateopts.GATE_HELP,
     },
 )
@@ -98,8 +96,6 @@ def livepatch_install(
     module=None,
     target=None,
     replace=False,
-    prometheus=None,
-    slo=None,
     accept_new_host_key=False,
     json=None,
 ):
@@ -109,16 +105,7 @@ def livepatch_install(
     def run(hosts, report, fleet):
         key = _run_key("livepatch-install", report, hosts, f"module={module or '-'} target={target or '-'}")
         slo_gate = gateopts.livepatch_slo_gate(
-            report,
-            rollout.gate,
-            hosts,
-            rollout.canary,
-            prometheus,
-            slo,
-            module=module,
-            target=target,
-            accept_new_host_key=accept_new_host_key,
-            log=_log,
+            report, rollout, hosts, module=module, target=target, accept_new_host_key=accept_new_host_key, log=_log
         )
         opts = livepatch.Options(replace=replace)
         out = lpfleet.install_hosts(

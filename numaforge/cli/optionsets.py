@@ -13,7 +13,7 @@
   numaforge.cli.common (``RUN``), which prints and writes reports. ``write=True`` marks a task that changes
   hosts (numaforge.cli.common.load_selected refuses to guess its hosts on a multi-host inventory).
 - fleet tasks (``rollout=RolloutSpec(...)``) take the rolling options (``--forks --host-timeout``, with
-  ``rolling`` also ``--canary --batch --max-fail``, with ``gate`` also ``--gate``; a writing task also
+  ``rolling`` also ``--canary --batch --max-fail``, with ``gate`` also ``--gate --prometheus --slo``; a writing task also
   ``--wait-lock``) without declaring them: the body gets one ``rollout`` value (numaforge.fleet.Rollout, built
   by numaforge.cli.values.rollout, holding each host's write lock when the task writes) to hand to its
   pipeline's fleet entry point.
@@ -54,6 +54,10 @@ SHARED_HELP = {
     "batch": "then run the rest in batches of this many hosts (0 = all at once)",
     "max_fail": "stop the rollout once more than this percentage of attempted hosts failed",
     "gate": "judge each canary host before the rollout widens (the task says which gates it knows)",
+    "prometheus": "--gate slo: Prometheus base URL whose HTTP API gives the service's latency histogram",
+    "slo": "--gate slo: a gate setting KEY=VALUE (repeatable; also inventory var slo_gate): metric, label, window "
+    "(minutes), minute (seconds), extend, widen_p99_ms (15), rollback_p99_ms (25), widen_skew (-0.3), "
+    "rollback_skew (-0.8), alert_r, alert_p, prometheus_ca, prometheus_token (docs/canary-gate.md)",
     "wait_lock": "seconds to wait for another numaforge run that is writing the same host (default 0: that host "
     "fails at once, naming the run that holds it)",
     "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
@@ -89,7 +93,7 @@ def injected(hosts: bool, write: bool, spec: RolloutSpec | None) -> dict[str, An
         if spec.rolling:
             out.update(canary=None, batch=None, max_fail=None)
         if spec.gate:
-            out["gate"] = None
+            out.update(gate=None, prometheus=None, slo=None)
         if write:
             out["wait_lock"] = None
     return out
@@ -189,6 +193,8 @@ def task(
     iterable = list(kwargs.pop("iterable", []))
     if hosts:
         iterable += [n for n in ("host", "group") if n not in iterable]
+    if rollout is not None and rollout.gate and "slo" not in iterable:
+        iterable.append("slo")
 
     def wrap(body: Callable) -> Any:
         help_ = _with_shared_help(body, kwargs.pop("help", {}), injected(hosts, write, rollout), rollout)

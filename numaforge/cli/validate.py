@@ -25,7 +25,6 @@ else:  # imported by the task that uses them (numaforge.lazy)
     mrunner = lazy_module("numaforge.measure.runner")
 
 HELP = {
-    **gateopts.HELP,
     "gate": gateopts.GATE_HELP + "; needs --keep",
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
@@ -57,7 +56,6 @@ HELP = {
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
-    iterable=["slo"],
     help=HELP,
 )
 def validate(
@@ -77,8 +75,6 @@ def validate(
     rounds=None,
     signal_after=None,
     revert_after=None,
-    prometheus=None,
-    slo=None,
     json=None,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
@@ -91,16 +87,7 @@ def validate(
             measured = _measure_choice(measure, no_measure)
             log = lambda m: common.console.print(esc(m))
             slo_gate = gateopts.livepatch_slo_gate(
-                report,
-                rollout.gate,
-                hosts,
-                rollout.canary,
-                prometheus,
-                slo,
-                module=module,
-                target=target,
-                accept_new_host_key=accept_new_host_key,
-                log=log,
+                report, rollout, hosts, module=module, target=target, accept_new_host_key=accept_new_host_key, log=log
             )
             outcome = lpfleet.validate_hosts(
                 hosts,

@@ -174,6 +174,8 @@ def rollout(
         max_fail=max_fail(raw.get("max_fail"), "--max-fail", max_fail_default),
         host_timeout=host_timeout_seconds(raw.get("host_timeout")),
         gate=raw.get("gate"),
+        prometheus=raw.get("prometheus"),
+        slo=tuple(raw.get("slo") or ()),
         lock=lock,
         wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
     )
