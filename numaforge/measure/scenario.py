@@ -223,7 +223,9 @@ def probe_metrics(
     minutes = max(rm.seconds, 1e-9) / 60
     samples = [s for s in parse_samples(sections.get("samples", "")) if start <= s.t_ns <= done]
     rm.samples = len(samples)
-    timeline = [(s.t_ns, s.pref) for s in samples if s.pref is not None]
+    # a sample reading -1 (NUMA_NO_NODE: no preferred node yet) is no reading: before the first one that names a
+    # node, the preferred node is P (the protocol), never -1, whose distances are undefined
+    timeline = [(s.t_ns, s.pref) for s in samples if s.pref is not None and s.pref >= 0]
     _count_events(rm, metrics.parse_trace(sections.get("trace", "")), timeline, params.pref, topo, start, done)
     rm.not_closer_per_min = round(rm.not_closer / minutes, 3)
     rm.closer_per_min = round(rm.closer / minutes, 3)
