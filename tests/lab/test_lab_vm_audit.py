@@ -139,6 +139,15 @@ def test_virtio_nic_irqs_forced_onto_one_cpu_are_found(nic_vm):
     assert f"{len(irqs)} of its {len(irqs)} IRQs are pinned to cpu3 alone" in irq[0]["what"]
     assert f"/proc/irq/{irqs[0]}/smp_affinity_list: 3" in irq[0]["evidence"]
     assert "os-apply irq_affinity" in irq[0]["fix"]
-    # the only other failing findings on this VM are the root bus's devices without a node (module docstring)
-    other = [f for f in res.data["findings"] if f["severity"] != "info" and f is not irq[0]]
+    # the only other failing findings on this VM are the root bus's devices without a node (module docstring),
+    # and the planted fault's own load: every NIC interrupt -- the audit's SSH traffic among them -- is handled on
+    # cpu3 (node 3, one CPU per node), so on a loaded host its softirq work plus the audit's reader can keep node 3
+    # at 2 runnable tasks in both samples (seen in CI with the probe-direction VM running beside this one)
+    other = [
+        f
+        for f in res.data["findings"]
+        if f["severity"] != "info"
+        and f is not irq[0]
+        and not (f["check"] == "sched-imbalance" and f["what"].startswith("node 3 runs"))
+    ]
     assert all(f["check"] == "device-node" and "numa_node -1" in f["what"] for f in other), other
