@@ -8,6 +8,7 @@ Nothing is faked: a real wheel build (setuptools, setup.py copies the data), a r
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -46,12 +47,17 @@ def installed():
     work = Path(tempfile.mkdtemp(prefix="numaforge-wheel-", dir="/tmp"))
     try:
         dist = work / "dist"
-        r = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(CHECKOUT)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        # setuptools builds in the checkout's build/ (build/lib, build/bdist.*): both xdist workers can start this
+        # module's fixture at once, and one build removing its bdist dir broke the other's (ENOENT in
+        # install_lib, seen in CI); one build at a time
+        with open(Path(tempfile.gettempdir()) / "numaforge-wheel-build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(CHECKOUT)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         assert r.returncode == 0, r.stdout + r.stderr
         (wheel,) = dist.glob("numaforge-*.whl")
         shutil.chown(work, USER)
