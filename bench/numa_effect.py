@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from numaforge import livepatch
 from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
+from numaforge.livepatch.arms import loaded_arms
 from numaforge.measure import arms as marms
 from numaforge.measure import metrics as mx
 from numaforge.measure import render, runner, scenario, study
@@ -89,11 +90,7 @@ def run(args) -> int:
         ssh = vm.lab_ssh(state, args.ssh_port)
         try:
             for _t, workload, arm_names in topo_cases:
-                built = marms.built_arms(args.series, args.target, arm_names)
-                arts = {
-                    a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-                    for a in built
-                }
+                arts = loaded_arms(args.series, args.target, arm_names)
                 params = WorkloadParams(
                     procs=args.procs,
                     mb=args.mb,
@@ -153,11 +150,7 @@ def probe(args) -> int:
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
     ssh = vm.lab_ssh(state, args.ssh_port)
     try:
-        built = marms.built_arms(args.series, args.target, args.arms.split("+"))
-        arts = {
-            a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None)
-            for a in built
-        }
+        arts = loaded_arms(args.series, args.target, args.arms.split("+"))
         params = scenario.ScenarioParams(
             pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
         )

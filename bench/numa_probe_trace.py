@@ -21,11 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numaforge import livepatch
-from numaforge.inventory.model import SSHSpec
 from numaforge.lab import vm
-from numaforge.livepatch.arms import ArmSwitcher
-from numaforge.measure import arms as marms
+from numaforge.livepatch.arms import ArmSwitcher, loaded_arms
 from numaforge.measure import metrics, scenario
 from numaforge.remote.ssh import connect
 from numaforge.workload import probe_binary
@@ -35,15 +32,14 @@ KEEP = ("topo", "probe", "samples", "trace", "rc")
 
 def run(args) -> int:
     arms = args.arms.split("+")
-    built = marms.built_arms(arms=arms)
-    arts = {a.name: livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None for a in built}
+    arts = loaded_arms(arms=arms)
     p = scenario.ScenarioParams(pref=0, src=2, mb=args.mb, seconds=args.seconds)
     state = Path(args.out).resolve().parent / ".lab-probe-trace"
     info = vm.up(kernel="lab", state_dir=state, ssh_port=args.ssh_port, topo="backplane4", cpus_per_node=2)
     print(f"booted {info.release}", flush=True)
     runs = []
     try:
-        with connect(_spec(state, args.ssh_port), "lab-probe-trace") as r:
+        with connect(vm.lab_ssh(state, args.ssh_port), "lab-probe-trace") as r:
             sw = ArmSwitcher(r, arts, nudge=True)
             sw.open()
             try:
@@ -68,17 +64,6 @@ def run(args) -> int:
         doc["command"] = "python bench/numa_probe_trace.py run " + " ".join(sys.argv[2:])
         Path(args.out).write_text(json.dumps(doc) + "\n")
     return 0
-
-
-def _spec(state: Path, port: int) -> SSHSpec:
-    return SSHSpec(
-        "127.0.0.1",
-        port,
-        "root",
-        key_file=str(state / "ssh" / "id_ed25519"),
-        use_agent=False,
-        known_hosts=str(state / "ssh" / "known_hosts"),
-    )
 
 
 def show_run(run: dict, p: scenario.ScenarioParams) -> None:

@@ -27,17 +27,17 @@ from .optionsets import task
 
 if TYPE_CHECKING:
     from .. import livepatch
+    from ..livepatch import arms as lparms
     from ..livepatch import probe as lprobe
-    from ..measure import arms as marms
     from ..measure import render
     from ..measure import runner as mrunner
     from ..measure import scenario as msc
     from ..remote import ssh
 else:  # imported by the task that uses them (numaforge.lazy)
     livepatch = lazy_module("numaforge.livepatch")
+    lparms = lazy_module("numaforge.livepatch.arms")
     lprobe = lazy_module("numaforge.livepatch.probe")
     msc = lazy_module("numaforge.measure.scenario")
-    marms = lazy_module("numaforge.measure.arms")
     render = lazy_module("numaforge.measure.render")
     mrunner = lazy_module("numaforge.measure.runner")
     ssh = lazy_module("numaforge.remote.ssh")
@@ -123,7 +123,7 @@ def numa_effect(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
         h = _one_host(c, report, select)
-        arts = _artifacts(series or DEFAULT_SERIES, target, arm)
+        arts = lparms.loaded_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
         if scenario == "probe":
             nodes = _nodes(pref_node, src_node)
             n_seconds, n_mb = values.positive_int(seconds, "--seconds", 20), values.positive_int(mb, "--mb", 16)
@@ -173,14 +173,6 @@ def _one_host(c, report: Report, select: values.Selection):
             "name exactly one host with --host",
         )
     return hosts[0]
-
-
-def _artifacts(series: str, target: str, arm) -> dict:
-    """Arm name -> its loaded live-patch artifact (None: the arm without a module, `off`)."""
-    built = marms.built_arms(series, target, list(arm or []) or None)
-    return {
-        a.name: (livepatch.load_artifact(a.module, functions=list(a.functions)) if a.module else None) for a in built
-    }
 
 
 @dataclass

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Callable
 
 from .. import budget
+from ..defaults import DEFAULT_SERIES
+from ..measure import arms as marms
 from ..measure import runner as mrunner
 from ..report import HostResult
 from ..workload import workload_binary
-from .artifact import Artifact
+from .artifact import Artifact, load_artifact
 from .errors import LivepatchError, TransitionError
 from .host import HostRun, Options, upload_workload
 
@@ -18,6 +20,17 @@ SPIN = (
     "n=$(nproc); c=0; while [ $c -lt $n ]; do taskset -c $c sh -c 'i=0; while [ $i -lt 300 ]; do "
     "i=$((i+1)); done' & c=$((c+1)); done; wait"
 )
+
+
+def loaded_arms(
+    series: str = DEFAULT_SERIES, target: str = "lab", arms: list[str] | None = None
+) -> dict[str, Artifact | None]:
+    """Arm name -> its built live patch, loaded (None: the arm without a module, `off`); an arm not built is an
+    error (numaforge.measure.arms.built_arms)."""
+    return {
+        a.name: (load_artifact(a.module, functions=list(a.functions)) if a.module else None)
+        for a in marms.built_arms(series, target, arms)
+    }
 
 
 class ArmSwitcher:

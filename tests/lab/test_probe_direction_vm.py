@@ -37,7 +37,7 @@ import socket
 import pytest
 
 from numaforge import livepatch
-from numaforge.inventory.model import Host, Location, SSHSpec
+from numaforge.inventory.model import Host, Location
 from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.measure import arms as marms
@@ -78,14 +78,7 @@ def probe_vm(winner_module, tmp_path_factory):
             "probe-direction-vm",
             Location("tests/lab/test_probe_direction_vm.py"),
             groups=["lab"],
-            ssh=SSHSpec(
-                "127.0.0.1",
-                port,
-                "root",
-                key_file=str(state / "ssh" / "id_ed25519"),
-                use_agent=False,
-                known_hosts=str(state / "ssh" / "known_hosts"),
-            ),
+            ssh=vm.lab_ssh(state, port),
         )
     finally:
         vm.down(state)
