@@ -41,6 +41,11 @@ class CommandFailed(SSHError):
         self.command, self.rc, self.stdout, self.stderr = command, rc, stdout, stderr
         super().__init__(what, where, fix)
 
+    @classmethod
+    def of(cls, result, what: str, where: str, fix: str) -> "CommandFailed":
+        """The failure of a finished command (numaforge.remote.session.CommandResult), carrying its output."""
+        return cls(what, where, fix, command=result.command, rc=result.rc, stdout=result.stdout, stderr=result.stderr)
+
 
 class SudoError(SSHError):
     """A privileged command needs sudo and sudo cannot run it without a password (or is missing)."""

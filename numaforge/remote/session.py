@@ -388,15 +388,12 @@ class Remote:
         r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"cat exited {r.rc}"
-            raise CommandFailed(
+            raise CommandFailed.of(
+                r,
                 f"cannot read {path}: {reason}",
                 self.where,
                 "check the path exists on the host (module loaded? right kernel?) and permissions"
                 + ("" if sudo else "; pass sudo=True for root-only files"),
-                command=r.command,
-                rc=r.rc,
-                stdout=r.stdout,
-                stderr=r.stderr,
             )
         return r.stdout
 
@@ -405,14 +402,8 @@ class Remote:
         r = self.run(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exited {r.rc}"
-            raise CommandFailed(
-                f"cannot write {path}: {reason}",
-                self.where,
-                "check the path and that the value is accepted by it",
-                command=r.command,
-                rc=r.rc,
-                stdout=r.stdout,
-                stderr=r.stderr,
+            raise CommandFailed.of(
+                r, f"cannot write {path}: {reason}", self.where, "check the path and that the value is accepted by it"
             )
 
     def exists(self, path: str, timeout: float | None = 30, sudo: bool = False) -> bool:
@@ -489,14 +480,11 @@ def _failed(result: CommandResult, where: str) -> CommandFailed:
     detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
     tail = detail[-1] if detail else "no output"
     status = "was killed by a signal" if result.rc == -1 else f"exited {result.rc}"
-    return CommandFailed(
+    return CommandFailed.of(
+        result,
         redact(f"command {status}: {tail}"),
         where,
         "see the command's output in the report; fix the cause on the host and re-run",
-        command=result.command,
-        rc=result.rc,
-        stdout=result.stdout,
-        stderr=result.stderr,
     )
 
 
