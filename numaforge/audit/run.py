@@ -97,6 +97,9 @@ def audit_script(root: str, window: float) -> str:
     head.append(f'cat "$R"/proc/[0-9]*/cpuset 2>/dev/null | sort -u | while IFS= read -r c; do show {cg}; done')
     head.append(f'for d in "$R"{PCI_DIR}/*/msi_irqs; do list "$d"; done')
     head.append(f'[ -d "$R"{PCI_DIR} ] && {{ echo "{MARK} file {PCI_LINKS}"; ls -l "$R"{PCI_DIR}; echo; }}')
+    # ethtool runs on the audited host, not on the build server (scripts/setup.sh cannot install it there): a
+    # host without it, or an offline snapshot ($R set), only loses the per-NIC no-buffer drop counters; the
+    # softnet_stat drop and squeeze checks read /proc and still run
     ethtool = (
         'if [ -z "$R" ] && command -v ethtool >/dev/null 2>&1; then for i in /sys/class/net/*; do n=${i##*/}; '
         f'[ "$n" = lo ] && continue; echo "@@@ file {ETHTOOL}$n"; ethtool -S "$n" 2>/dev/null; echo; done; fi'
