@@ -13,7 +13,7 @@ import pytest
 from numaforge.canary.prometheus import Prometheus, PrometheusError, p99_query
 from numaforge.errors import NumaforgeError
 
-from .promlab import METRIC, PrometheusServer, Service, make_tls
+from .promlab import METRIC, PrometheusServer, Service, higher_priority, make_tls
 
 pytestmark = pytest.mark.ssh
 
@@ -27,7 +27,12 @@ def _free_port() -> int:
 
 
 def test_p99_of_a_fast_and_a_slow_service(tmp_path):
-    with Service() as fast, Service(fault=lambda: True) as slow:
+    """The P99 of each service lands in its sleeps' bucket or the one above it.
+
+    The services run at nice -10 like the gate's own tests, but the ssh tier shares two cores with another
+    xdist worker: about 1 % of 62 ms sleeps measured over 100 ms there once (CI: P99 181 ms), so the slow
+    service's upper bound is the next bucket's (250 ms), still far from the fast one's."""
+    with higher_priority(), Service() as fast, Service(fault=lambda: True) as slow:
         with PrometheusServer(tmp_path, [fast.instance, slow.instance], _free_port()) as prom:
             prom.wait_for_samples(METRIC, 2)
             client = Prometheus(prom.url)
@@ -37,7 +42,8 @@ def test_p99_of_a_fast_and_a_slow_service(tmp_path):
             both = client.p99_ms(METRIC, "instance", [fast.instance, slow.instance], now, 5)
             # 2 ms sleeps land in the first buckets; measured latencies on a busy 2-core machine reach 10-25 ms
             assert f is not None and f <= 25.0
-            assert s is not None and 50.0 < s <= 100.0  # 62 ms sleeps: the (0.05, 0.1] bucket
+            assert s is not None and 50.0 < s <= 250.0  # 62 ms sleeps: the (0.05, 0.1] bucket, or (0.1, 0.25]
+            assert s > 2 * f
             assert both is not None and f < both <= s
             assert client.p99_ms(METRIC, "instance", ["127.0.0.1:1"], now, 5) is None  # no such series
             with pytest.raises(PrometheusError, match="HTTP 400") as e:
