@@ -97,6 +97,8 @@ class RegistryCache:
         self._shapes: dict[tuple, Shape] | None = None
         self._discovering: dict[tuple, threading.Event] = {}
         self._wanted: set[str] = set()  # registry ids a host already went to read early (first_to_want)
+        self._locating: dict[str, threading.Event] = {}  # ids whose file a host is locating or fetching now
+        self._located: dict[str, str] = {}  # the file URI that fetch names (announce), until it ends
         self.fetches = 0  # registries fetched from a BMC in this run
         self.loaded = 0  # registries read from the disk cache in this run
 
@@ -189,7 +191,39 @@ class RegistryCache:
         with self._lock:
             first = registry_id not in self._wanted
             self._wanted.add(registry_id)
+            if first:
+                self._locating[registry_id] = threading.Event()
             return first
+
+    def announce(self, registry_id: str, uri: str) -> None:
+        """The file the host fetching ``registry_id`` reads it from (fetch_registry, before the GET): hosts of
+        the model HEAD that URI with their other reads (cached_reads) instead of waiting for the fetch to end."""
+        with self._lock:
+            event = self._locating.get(registry_id)
+            if event is not None and registry_id not in self._located:
+                self._located[registry_id] = uri
+                event.set()
+
+    def pending_location(self, registry_id: str, wait: float) -> str | None:
+        """The file URI a host of this run is fetching ``registry_id`` from now (waiting up to ``wait`` s for the
+        fetch to name it), else None (no fetch under way, or it ended: peek() has its result). The ETag the fetch
+        records is compared later with what the HEAD answered (hoststate.confirm_registry)."""
+        with self._lock:
+            event = self._locating.get(registry_id)
+        if event is None:
+            return None
+        event.wait(wait)
+        with self._lock:
+            return self._located.get(registry_id) if registry_id in self._locating else None
+
+    def settle(self, registry_id: str) -> None:
+        """The fetch of ``registry_id`` ended (or its host's session did, whatever happened): nobody waits for its
+        location any more."""
+        with self._lock:
+            event = self._locating.pop(registry_id, None)
+            self._located.pop(registry_id, None)
+        if event is not None:
+            event.set()
 
     # -- registries
     def get(
@@ -220,20 +254,23 @@ class RegistryCache:
                 with self._lock:
                     if any(id(r) not in tried for r in self._data.get(registry_id, [])):
                         continue  # another host added one while this one waited: confirm it outside the lock
-                found = self._load(registry_id, attributes)
-                if found is not None and not ok(found):
-                    found = None
-                if found is None:
-                    found = fetch()
+                try:
+                    found = self._load(registry_id, attributes)
+                    if found is not None and not ok(found):
+                        found = None
+                    if found is None:
+                        found = fetch()
+                        with self._lock:
+                            self.fetches += 1
+                        self._store(registry_id, found)
+                    else:
+                        with self._lock:
+                            self.loaded += 1
                     with self._lock:
-                        self.fetches += 1
-                    self._store(registry_id, found)
-                else:
-                    with self._lock:
-                        self.loaded += 1
-                with self._lock:
-                    self._data.setdefault(registry_id, []).append(found)
-                return found
+                        self._data.setdefault(registry_id, []).append(found)
+                    return found
+                finally:
+                    self.settle(registry_id)  # hosts waiting for a location go on (peek has the result)
 
     def _load(self, registry_id: str, attributes: list[str] | None) -> Registry | None:
         if self.persist is None:
@@ -267,16 +304,21 @@ class RegistryCache:
             pass
 
 
-def cached_reads(shape: Shape, cache: RegistryCache) -> list[tuple[str, str]]:
+def cached_reads(shape: Shape, cache: RegistryCache, wait: float = 0.0) -> list[tuple[str, str]]:
     """Every read a host of a known model needs, all known before the first answer, so they go in one round
     trip (RedfishClient.prefetch): its Systems collection (confirms the model's system path), its Bios, its
     settings object, and a HEAD of the cached registry's file (confirms the registry; hoststate.confirm_registry).
+    While another host of this run fetches that registry, the HEAD goes to the file it is fetching (named as soon
+    as it is known; ``wait``: at most this long for that) and its ETag is compared once the fetch ends.
     Each answer is still checked where it is used; one that does not fit sends the host through discovery."""
     calls = [("GET", shape.system_path.rstrip("/").rsplit("/", 1)[0]), ("GET", shape.bios_path)]
     if shape.settings_path:
         calls.append(("GET", shape.settings_path))
-    reg = cache.peek(shape.registry_id)
-    if reg is not None and reg.source_uri and reg.etag:
+    fetching = cache.pending_location(shape.registry_id, wait)
+    reg = None if fetching else cache.peek(shape.registry_id)
+    if fetching:
+        calls.append(("HEAD", fetching))
+    elif reg is not None and reg.source_uri and reg.etag:
         calls.append(("HEAD", reg.source_uri))
     return calls
 
@@ -306,6 +348,7 @@ def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tu
         calls.append(("HEAD", reg.source_uri))
     elif model and registry_id and registries and cache.first_to_want(registry_id):
         calls.append(("GET", registries.rstrip("/") + "/" + registry_id))
+        client.on_close.append(lambda: cache.settle(registry_id))  # a host that fails before its fetch
     return [(m, p) for m, p in calls if (m, path_of(p).rstrip("/") or "/") not in client.prefetched]
 
 
@@ -381,7 +424,7 @@ def _location(file: dict) -> tuple[str | None, list[str]]:
     return uri, [str(loc["PublicationUri"]) for loc in locations if loc.get("PublicationUri")]
 
 
-def fetch_registry(client: RedfishClient, registry_id: str) -> Registry:
+def fetch_registry(client: RedfishClient, registry_id: str, announce: Callable[[str], None] | None = None) -> Registry:
     """The AttributeRegistry the Bios names (``registry_id``), found as DSP0266 says and checked as sushy does:
     read the Registries collection's members (MessageRegistryFile); the files whose Id or Registry names that
     registry (the same text first, then the same name in another spelling or version) are candidates; GET each
@@ -390,7 +433,8 @@ def fetch_registry(client: RedfishClient, registry_id: str) -> Registry:
     is recognised by what it says, never by its URI: vendors spell those differently (HPE lists the file at a
     lower-case, dotted URI). The usual URI (<collection>/<registry_id>) is tried first only to save the collection
     read when it does hold that registry. Version drift within a major version is used and said in the client's
-    warnings; when nothing fits, the error lists every candidate tried and what its document said."""
+    warnings; when nothing fits, the error lists every candidate tried and what its document said. ``announce``
+    hears the first file URI read (RegistryCache.announce), before its GET is sent."""
     coll = link_path(client.ensure_root() or {}, "Registries")
     if not coll:
         raise RedfishError(
@@ -398,7 +442,7 @@ def fetch_registry(client: RedfishClient, registry_id: str) -> Registry:
             f"{client.host} ({client.base_url})",
             "the BMC does not publish its BIOS attribute registry; nothing can be validated",
         )
-    lookup = _RegistryLookup(client, registry_id, coll)
+    lookup = _RegistryLookup(client, registry_id, coll, announce)
     reg = lookup.usual_entry() or lookup.scan() or lookup.drifted()
     if reg is None:
         raise lookup.not_found()
@@ -419,8 +463,11 @@ def _read(client: RedfishClient, uri: str) -> tuple[dict | None, Response]:
 class _RegistryLookup:
     """One fetch_registry: the candidates tried and what each said (for the error), and the near misses."""
 
-    def __init__(self, client: RedfishClient, registry_id: str, coll: str):
+    def __init__(
+        self, client: RedfishClient, registry_id: str, coll: str, announce: Callable[[str], None] | None = None
+    ):
         self.client, self.registry_id, self.coll = client, registry_id, coll
+        self.announce = announce
         self.guess = coll.rstrip("/") + "/" + registry_id
         self.tried: list[str] = []  # "<file URI> -> <what its document said>", for the error
         self.drift: list[tuple[Registry, str]] = []  # documents of the same major version, another minor/errata
@@ -439,6 +486,8 @@ class _RegistryLookup:
                 f"{label}: " + (f"PublicationUri {', '.join(pubs)} only" if pubs else "no Location[].Uri")
             )
             return None
+        if self.announce is not None:
+            self.announce(uri)
         doc, r = _read(self.client, uri)
         if doc is None:
             self.tried.append(f"{label} -> GET {uri} answered {r.status}: {r.error_text()}")

@@ -71,7 +71,7 @@ def _shape_system_confirmed(client: RedfishClient, host, shape: Shape) -> bool:
 def _bios_of_known_model(client: RedfishClient, host, shape: Shape, cache: RegistryCache) -> Bios | None:
     """Same model as a host already read: every read in one round trip (discovery.cached_reads), then the model's
     Bios if this BMC confirms its system path and the Bios names the model's registry; else None (discover)."""
-    client.prefetch(discovery.cached_reads(shape, cache))
+    client.prefetch(discovery.cached_reads(shape, cache, wait=client.policy.read_timeout))
     if not _shape_system_confirmed(client, host, shape):
         return None
     bios = Bios.load_or_none(client, shape.bios_path)
@@ -110,7 +110,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
         cache.learn(shape_key(host), learnt, replace=shape is not None)
     registry = cache.get(
         registry_id,
-        lambda: discovery.fetch_registry(client, registry_id),
+        lambda: discovery.fetch_registry(client, registry_id, announce=lambda uri: cache.announce(registry_id, uri)),
         attributes=bios.attributes.keys(),
         confirm=lambda reg: confirm_registry(client, reg),
     )

@@ -315,3 +315,29 @@ def test_a_changed_host_of_a_known_model_writes_in_three_round_trips(compliant_f
         assert sim.requests[-1] == ("GET", "/redfish/v1/Systems/1/Bios/Settings"), sim.requests
         assert sim.bios_pending() == {"Q0100": "NPS4"}
     assert _round_trips(fleet) == [3, 3], [s.timeline for _, s in fleet]
+
+
+def test_a_cold_first_apply_confirms_the_registry_while_it_is_fetched(compliant_fleet):
+    """Issue 29: a first apply on a model never seen (empty discovery cache). Its first host discovers (9 requests in 7 round
+    trips: root + Systems, system, Bios, settings + registry entry, registry file, PATCH, read-back); the others
+    wait only for the model's paths, then send their reads and a HEAD of the registry file the first host is
+    fetching at that moment -- not after the fetch -- and take 3 round trips each (6 requests). The HEAD's ETag is
+    compared with the fetched document's once the fetch ends; the registry is fetched once."""
+    fleet = compliant_fleet(["generic"] * 3, vendor="generic", latency=LATENCY)
+    for _, sim in fleet:
+        sim.set_bios(Q0100="NPS1")  # differs from the profile's NPS4
+        sim.reset_counts()
+    out = run_hosts([h for h, _ in fleet], "apply", HostOptions(), rollout=Rollout(forks=3))
+    assert [r.status for r in out.results] == ["changed"] * 3, out.summary()
+    assert out.registry_fetches == 1
+    first = max((sim for _, sim in fleet), key=lambda s: s.count())
+    others = [sim for _, sim in fleet if sim is not first]
+    assert (first.count(), first.round_trips()) == (9, 7), [t[:2] for t in first.timeline]
+    assert [(s.count(), s.round_trips()) for s in others] == [(6, 3)] * 2, [s.timeline for s in others]
+    reg = first.flavour.registry_uri.lower().rstrip("/")
+    [(fetch_start, fetch_end)] = [(t[2], t[3]) for t in first.timeline if t[0] == "GET" and t[1].lower() == reg]
+    for sim in others:
+        [head] = [t for t in sim.timeline if t[0] == "HEAD"]
+        assert head[1].lower().rstrip("/") == reg
+        assert head[2] < fetch_end, (head, fetch_start, fetch_end)  # sent while the fetch was under way
+        assert sim.bios_pending() == {"Q0100": "NPS4"}
