@@ -211,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
         "--forks",
         type=int,
         default=8,
-        help="forks for both tools (kept equal; numaforge's BMC default is 32, Ansible's 5)",
+        help=f"forks for both tools (kept equal; numaforge's BMC default is {FORKS_BMC}, Ansible's {ANSIBLE_FORKS})",
     )
     ap.add_argument("--flavour", default="generic", help="simulator flavour of every BMC (default generic)")
     ap.add_argument("--profile", default="epyc-gpudirect")

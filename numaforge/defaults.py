@@ -12,9 +12,13 @@ DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 # host OS pipeline: os-apply's gate, the largest allowed drop of a local share (absolute)
 DEFAULT_GATE_THRESHOLD = 0.02
 
-# hosts worked on at once (--forks) when not given: Redfish work waits on BMCs (tens to hundreds of ms per
-# request, one TLS connection per BMC), so BMC tasks run more at once than tasks that drive hosts over SSH
-FORKS_BMC = 32
+# hosts worked on at once (--forks) when not given: Redfish work waits on BMCs (tens of ms to seconds per
+# request; a host holds at most 4 TLS connections, so 64 hosts stay far below a 1024-descriptor limit), so BMC
+# tasks run more at once than tasks that drive hosts over SSH. OpenStack Ironic's conductor works on up to 100
+# nodes at once by default ([conductor] workers_pool_size). --forks is parallelism, not the blast radius: how many
+# hosts a --reboot run may reset before the first is checked is --canary/--batch/--max-fail's to say.
+# docs/BENCHMARKS.md (issue 29) measures 32 against 64 on a 50-BMC fleet.
+FORKS_BMC = 64
 FORKS_SSH = 8
 FORKS_LIVEPATCH = 4  # validate / livepatch-install: kernel changes, canary first
 
