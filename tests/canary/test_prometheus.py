@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.canary.prometheus import Prometheus, PrometheusError, p99_query
 from numaforge.errors import NumaforgeError
@@ -18,14 +19,6 @@ from .promlab import METRIC, PrometheusServer, Service, higher_priority, make_tl
 pytestmark = pytest.mark.ssh
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_p99_of_a_fast_and_a_slow_service(tmp_path):
     """The P99 of each service lands in its sleeps' bucket or the one above it.
 
@@ -33,7 +26,7 @@ def test_p99_of_a_fast_and_a_slow_service(tmp_path):
     xdist worker: about 1 % of 62 ms sleeps measured over 100 ms there once (CI: P99 181 ms), so the slow
     service's upper bound is the next bucket's (250 ms), still far from the fast one's."""
     with higher_priority(), Service() as fast, Service(fault=lambda: True) as slow:
-        with PrometheusServer(tmp_path, [fast.instance, slow.instance], _free_port()) as prom:
+        with PrometheusServer(tmp_path, [fast.instance, slow.instance], free_port()) as prom:
             prom.wait_for_samples(METRIC, 2)
             client = Prometheus(prom.url)
             now = time.time()
@@ -53,7 +46,7 @@ def test_p99_of_a_fast_and_a_slow_service(tmp_path):
 
 def test_unreachable_prometheus_and_bad_names():
     with pytest.raises(PrometheusError, match="query failed") as e:
-        Prometheus(f"http://127.0.0.1:{_free_port()}", timeout=2).query("up", time.time())
+        Prometheus(f"http://127.0.0.1:{free_port()}", timeout=2).query("up", time.time())
     assert "--prometheus" in e.value.fix
     with pytest.raises(NumaforgeError, match="not a Prometheus metric name"):
         p99_query('x"}) or vector(1', "instance", ["a"], 60)
@@ -64,7 +57,7 @@ def test_unreachable_prometheus_and_bad_names():
 def test_tls_is_verified_against_the_system_cas_or_the_given_ca(tmp_path):
     """Prometheus behind TLS with a private CA: refused without prometheus_ca, answered with it."""
     tls = make_tls(tmp_path / "tls")
-    with Service() as svc, PrometheusServer(tmp_path / "prom", [svc.instance], _free_port(), tls=tls) as prom:
+    with Service() as svc, PrometheusServer(tmp_path / "prom", [svc.instance], free_port(), tls=tls) as prom:
         prom.wait_for_samples(METRIC, 1)
         with pytest.raises(PrometheusError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
             Prometheus(prom.url).query("up", time.time())

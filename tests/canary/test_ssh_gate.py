@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hostos.helpers import build_tree  # tests/hostos (tests/ is on sys.path: conftest.py)
+from sshd_fixture import free_port
 
 from .promlab import METRIC, PrometheusServer, Service, higher_priority
 
@@ -32,12 +32,6 @@ pytestmark = pytest.mark.ssh
 ROOT = Path(__file__).resolve().parents[2]
 NIC = "0000:21:04.0"
 SAVED = "var/lib/numaforge/hostos/previous.json"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Allocations(threading.Thread):
@@ -118,7 +112,7 @@ def _run_gate(netns_lab, tmp_path, fault: str, n: int = 3, extra: tuple[str, ...
         with higher_priority(), contextlib.ExitStack() as stack:
             for svc in services:
                 stack.enter_context(svc)
-            with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
+            with PrometheusServer(tmp_path / "prom", [s.instance for s in services], free_port()) as prom:
                 prom.wait_for_samples(METRIC, n)  # a service without traffic still exposes its (empty) histogram
                 argv = [
                     str(Path(sys.executable).with_name("invoke")),

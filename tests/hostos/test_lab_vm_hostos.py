@@ -8,10 +8,10 @@ boundary: the guest has no systemd, so its init stands in for systemd-sysctl and
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import Rollout
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.lab_vm
 NIC = "0000:21:04.0"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _boot(state, port):
     try:
         return vm.up(kernel="lab", state_dir=state, ssh_port=port, persist=True, numa_nic=True)
@@ -39,7 +33,7 @@ def _boot(state, port):
 
 @pytest.fixture
 def lab(tmp_path):
-    state, port = tmp_path / "lab", _free_port()
+    state, port = tmp_path / "lab", free_port()
     _boot(state, port)
     host = Host(
         name="lab-vm",

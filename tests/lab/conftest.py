@@ -8,23 +8,17 @@ tests/data/livepatch/ are compiled against whichever kernel boots.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.inventory.model import Host, Location
 from numaforge.lab import vm
 from numaforge.paths import ROOT, kpatch_build_dir
 
 LP_DATA = ROOT / "tests" / "data" / "livepatch"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def lab_kernel_name() -> str:
@@ -57,7 +51,7 @@ class Lab:
 def lab(tmp_path_factory):
     kernel = vm.resolve_kernel(lab_kernel_name())
     state = tmp_path_factory.mktemp("labvm")
-    port = _free_port()
+    port = free_port()
     info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)  # livepatch-install survives reboot()
     host = Host(
         "lab-vm",

@@ -10,11 +10,10 @@ import json
 import subprocess
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.lab import vm
 from numaforge.paths import ROOT, kpatch_build_dir
-
-from .conftest import _free_port
 
 pytestmark = pytest.mark.lab_vm
 
@@ -34,7 +33,7 @@ def debian_vm(request, tmp_path_factory):
         yield lab.host.ssh
         return
     state = tmp_path_factory.mktemp("debianvm")
-    vm.up(kernel="debian", state_dir=state, ssh_port=_free_port())
+    vm.up(kernel="debian", state_dir=state, ssh_port=free_port())
     try:
         info = vm.status(state)
         yield vm.lab_ssh(state, info.ssh_port)

@@ -21,10 +21,10 @@ is an info note, not a finding that fails the host.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.audit.run import AuditOptions, audit_host
 from numaforge.errors import NumaforgeError
@@ -38,16 +38,10 @@ TOUCHER = ROOT / "tests" / "data" / "audit" / "lab" / "toucher.c"
 WINDOW = 5.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _vm(tmp_path_factory, name: str, numa_nic: bool):
     """One booted lab VM as an inventory host (the lab kernel, else Debian's), stopped afterwards."""
-    state, port = tmp_path_factory.mktemp(name), _free_port()
+    state, port = tmp_path_factory.mktemp(name), free_port()
     try:
         try:
             vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -34,15 +33,10 @@ from .conftest import LP_DATA, manifest_for
 
 sys.path.insert(0, str(ROOT / "tests"))
 from canary.promlab import METRIC, PrometheusServer, Service, higher_priority
+from sshd_fixture import free_port
 
 pytestmark = pytest.mark.lab_vm
 LP = "nf_lp_cmdline"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +44,7 @@ def vms(tmp_path_factory):
     booted = []
     try:
         for name in ("vm0-canary", "vm1-baseline"):
-            state, port = tmp_path_factory.mktemp(name), _free_port()
+            state, port = tmp_path_factory.mktemp(name), free_port()
             try:
                 vm.up(kernel="lab", state_dir=state, ssh_port=port, persist=True)
                 kernel = "lab"
@@ -115,7 +109,7 @@ def _rollout_at_priority(tmp_path: Path, hosts: list[Host], ko: Path, fault: boo
         with contextlib.ExitStack() as stack:
             for svc in services:
                 stack.enter_context(svc)
-            with PrometheusServer(tmp_path / "prom", [s.instance for s in services], _free_port()) as prom:
+            with PrometheusServer(tmp_path / "prom", [s.instance for s in services], free_port()) as prom:
                 prom.wait_for_samples(METRIC, 2)
                 r = subprocess.run(
                     [

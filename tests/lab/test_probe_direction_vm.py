@@ -32,9 +32,8 @@ the first risk; the message then says the scenario did not reach the code rather
 
 from __future__ import annotations
 
-import socket
-
 import pytest
+from sshd_fixture import free_port
 
 from numaforge import livepatch
 from numaforge.inventory.model import Host, Location
@@ -52,12 +51,6 @@ MB = 32
 BUSY_MAX = 3  # per arm, summed over the BLOCKS source-busy runs
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def winner_module():
     """The shipped patch's live patch for the lab kernel, through bench/numa_effect.py build's path
@@ -70,7 +63,7 @@ def winner_module():
 @pytest.fixture(scope="module")
 def probe_vm(winner_module, tmp_path_factory):
     """The lab kernel on backplane4 with 2 CPUs per node (the protocol's VM), as an inventory host."""
-    state, port = tmp_path_factory.mktemp("probe-direction-vm"), _free_port()
+    state, port = tmp_path_factory.mktemp("probe-direction-vm"), free_port()
     info = vm.up(kernel="lab", state_dir=state, ssh_port=port, topo="backplane4", cpus_per_node=2)
     try:
         assert info.nodes == 4

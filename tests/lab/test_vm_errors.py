@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from sshd_fixture import free_port
 
 from numaforge.lab import vm
 
@@ -30,7 +31,7 @@ def test_unbootable_kernel_reports_qemu_output_and_leaves_no_qemu(tmp_path):
     k = vm.BootKernel("test", image, "5.10.262")
     state = tmp_path / "state"
     with pytest.raises(vm.LabVMError) as exc:
-        vm.up(kernel=k, state_dir=state, ssh_port=_free_port(), boot_timeout=60)
+        vm.up(kernel=k, state_dir=state, ssh_port=free_port(), boot_timeout=60)
     assert "qemu exited" in exc.value.what and "--- qemu ---" in exc.value.what
     assert "serial log tail" in exc.value.what
     assert not vm.status(state).running
@@ -39,9 +40,3 @@ def test_unbootable_kernel_reports_qemu_output_and_leaves_no_qemu(tmp_path):
 def test_unknown_kernel_name():
     with pytest.raises(vm.LabVMError, match="unknown lab kernel 'vanilla'"):
         vm.resolve_kernel("vanilla")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
