@@ -323,14 +323,30 @@ def cached_reads(shape: Shape, cache: RegistryCache, wait: float = 0.0) -> list[
     return calls
 
 
+SYSTEMS = "/redfish/v1/Systems"  # DSP0266's URI of the Systems collection (the schema's Redfish.Uris)
+
+
 def discovery_reads(client, host) -> list[tuple[str, str]]:
-    """A host of no known model starts at the service root; its Systems collection (or the inventory's system)
-    is at the URI DSP0266 fixes (/redfish/v1/Systems), so both go in one round trip. A root whose Systems link is
-    elsewhere only costs that read: its answer is used for nothing else. Nothing when the root was read (login)."""
+    """A host of no known model starts at the service root; its Systems collection (or the inventory's system
+    and that system's Bios) is at the URI DSP0266 fixes (/redfish/v1/Systems, system_reads), so they go in one
+    round trip. A root whose Systems link is elsewhere only costs that read: its answer is used for nothing
+    else. Nothing when the root was read (login)."""
     if client.root:
         return []
-    systems = "/redfish/v1/Systems" + (f"/{host.bmc.system_id}" if host.bmc.system_id else "")
-    return [("GET", "/redfish/v1/"), ("GET", systems)]
+    if host.bmc.system_id:
+        return [("GET", "/redfish/v1/"), *system_reads(f"{SYSTEMS}/{host.bmc.system_id}")]
+    return [("GET", "/redfish/v1/"), ("GET", SYSTEMS)]
+
+
+def system_reads(system_path: str) -> list[tuple[str, str]]:
+    """A system and its Bios in one round trip: the Bios schema's Redfish.Uris put it at
+    /redfish/v1/Systems/{ComputerSystemId}/Bios. Only for a system at DSP0266's own URI (HPE's lower-case
+    /redfish/v1/systems/1/ keeps its Bios at .../bios/: no guess there); the System's Bios link still decides,
+    so a Bios elsewhere costs only the guessed read, whose answer is used for nothing."""
+    path = path_of(system_path).rstrip("/")
+    if not path.startswith(SYSTEMS + "/"):
+        return []
+    return [("GET", path), ("GET", path + "/Bios")]
 
 
 def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tuple[str, str]]:

@@ -80,9 +80,15 @@ def _bios_of_known_model(client: RedfishClient, host, shape: Shape, cache: Regis
 
 def _discover(client: RedfishClient, host, cache: RegistryCache) -> tuple[System, Bios]:
     """Service root -> System (bmc.system_id, or the only one) -> Bios, reads sent at once where the next path
-    is known before the answer (discovery.discovery_reads, discovery.bios_reads)."""
+    is known before the answer (discovery.discovery_reads, system_reads, bios_reads)."""
     client.prefetch(discovery.discovery_reads(client, host))  # the service root and Systems at once
-    system = ServiceRoot.load(client).system(host.bmc.system_id)
+    root = ServiceRoot.load(client)
+    if host.bmc.system_id:
+        system = root.system(host.bmc.system_id)
+    else:
+        path = root.only_system_path()
+        client.prefetch(discovery.system_reads(path))  # the system and its Bios at once
+        system = System.load(client, path)
     bios = system.bios()
     client.prefetch(discovery.bios_reads(client, bios.body, cache, shape_key(host) is not None))
     return system, bios

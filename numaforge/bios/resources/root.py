@@ -52,6 +52,11 @@ class ServiceRoot(Resource):
                 )
             check(self.client, r, "GET", "check bmc.system_id")
             return System(self.client, path, r.body, r.etag)
+        return System.load(self.client, self.only_system_path())
+
+    def only_system_path(self) -> str:
+        """The path of the one system this BMC manages (its Systems collection read); an error naming them when
+        it manages several (bmc.system_id then picks one) or none."""
         paths = self.system_paths()
         if len(paths) != 1:
             ids = [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
@@ -60,4 +65,4 @@ class ServiceRoot(Resource):
                 self.where,
                 f"set bmc.system_id in the inventory to one of: {', '.join(ids) or 'none'}",
             )
-        return System.load(self.client, paths[0])
+        return paths[0]
