@@ -25,7 +25,9 @@ cold; "again" and "compliant" reuse it.
 
 Both are timed as the user runs them (process start included). The simulators count every HTTP request, per BMC.
 Prints wall times, Ansible/numaforge ratios and requests/PATCHes per host; ``--json`` writes everything.
-Every timed run prints the 1-minute load average at its end; ``--load-procs N`` keeps N cores busy for the whole
+Before each timed run the CPUs must have been 90 % idle over a second (at most 30 s of waiting; not under
+``--load-procs``), so one tool does not inherit the previous run's stragglers; the idle share is printed with the
+run. Every timed run prints the 1-minute load average at its end; ``--load-procs N`` keeps N cores busy for the whole
 benchmark (the stated load of a "under load" run); ``--sweep`` adds first applies at other forks for both tools.
 The simulators also count TLS connections per BMC and the sequential round trips each BMC saw (requests that
 overlap in time count once: BMCSimulator.round_trips).
@@ -67,6 +69,29 @@ VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 1800
 ANSIBLE_FORKS = 5  # Ansible's default forks (ansible-config: DEFAULT_FORKS)
 LAST_LOAD: list[float] = [0.0]  # 1-min load average when the last timed command ended
+SETTLE = [True]  # wait for idle CPUs before each timed command (off under --load-procs: a stated load)
+LAST_IDLE: list[float] = [1.0]  # the CPUs' idle share over the second before the last timed command
+
+
+def _cpu_times() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+
+def settle(idle_share: float = 0.9, max_wait: float = 30.0) -> float:
+    """Wait until the CPUs were at least ``idle_share`` idle over one second (the previous command's
+    stragglers -- Ansible's workers exiting, the simulators' threads -- done), at most ``max_wait`` s, so the
+    fixed order of the combinations does not hand one tool the previous one's load. The 1-minute load average
+    is no guide: it lags by a minute. Returns the idle share of the last second."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        a0, i0 = _cpu_times()
+        time.sleep(1.0)
+        a1, i1 = _cpu_times()
+        share = (i1 - i0) / max(1, a1 - a0)
+        if share >= idle_share or time.monotonic() >= deadline:
+            return round(share, 3)
 
 
 def start_load(procs: int) -> list[subprocess.Popen]:
@@ -121,6 +146,7 @@ PLAYBOOK = (
 
 
 def run_timed(argv: list[str], env: dict, cwd: Path, log: Path) -> tuple[float, subprocess.CompletedProcess]:
+    LAST_IDLE[:] = [settle() if SETTLE[0] else -1.0]
     t0 = time.monotonic()
     r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     dt = time.monotonic() - t0
@@ -291,6 +317,7 @@ def main() -> int:
     farm = Farm(procs=args.sim_procs)
     loaders = start_load(args.load_procs)
     results["load_procs"] = args.load_procs
+    SETTLE[0] = not args.load_procs
     results["bmc_latency"] = args.bmc_latency
     try:
         bmcs = farm.start(args.hosts, args.flavour, pw, latency=args.bmc_latency)
@@ -458,7 +485,7 @@ def summarize_slow(results: dict) -> None:
         print(
             "| phase | "
             + " | ".join(f"{name}: numaforge@{nf} s / Ansible@{an} s / ratio" for name, nf, an in pairs)
-            + " | requests (round trips) per BMC, numaforge@32 / Ansible@5 | load at end |"
+            + f" | requests (round trips) per BMC, numaforge@{FORKS_BMC} / Ansible@{ANSIBLE_FORKS} | load at end |"
         )
         print("|---|" + "---|" * len(pairs) + "---|---|")
         for phase in SLOW_PHASES:
@@ -494,6 +521,7 @@ def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
         res = ansible_apply(work, tag, inv, play, varsfile, args.forks, env)
     counts = farm.counts()
     res["load_end"] = LAST_LOAD[0]
+    res["idle_before"] = LAST_IDLE[0]
     res["requests"] = per_host_summary(counts)
     res["request_paths_host0"] = counts[0]["paths"] if counts else {}
     return res
@@ -502,7 +530,8 @@ def run_tool(tool, farm, work, tag, bmcs, args, play, varsfile, env) -> dict:
 def _show(phase: str, tool: str, r: dict) -> None:
     q = r["requests"]
     print(
-        f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  load {r['load_end']:5.2f}  rc={r['rc']}  {r['statuses']}  "
+        f"  {phase:11s} {tool:9s} {r['seconds']:8.2f} s  idle before {r.get('idle_before', -1):.2f}  load "
+        f"{r['load_end']:5.2f}  rc={r['rc']}  {r['statuses']}  "
         f"requests/host mean {q['requests_mean']} max {q['requests_max']}  TLS connections/host mean "
         f"{q['connections_mean']}  round trips/host mean {q['round_trips_mean']} max {q['round_trips_max']}  "
         f"PATCH total {q['patch_total']}"
