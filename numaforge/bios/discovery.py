@@ -214,7 +214,7 @@ class RegistryCache:
             return None
         event.wait(wait)
         with self._lock:
-            return self._located.get(registry_id) if registry_id in self._locating else None
+            return self._located.get(registry_id)  # settle() dropped it when the fetch ended
 
     def settle(self, registry_id: str) -> None:
         """The fetch of ``registry_id`` ended (or its host's session did, whatever happened): nobody waits for its
@@ -315,10 +315,10 @@ def cached_reads(shape: Shape, cache: RegistryCache, wait: float = 0.0) -> list[
     if shape.settings_path:
         calls.append(("GET", shape.settings_path))
     fetching = cache.pending_location(shape.registry_id, wait)
-    reg = None if fetching else cache.peek(shape.registry_id)
     if fetching:
-        calls.append(("HEAD", fetching))
-    elif reg is not None and reg.source_uri and reg.etag:
+        return [*calls, ("HEAD", fetching)]
+    reg = cache.peek(shape.registry_id)
+    if reg is not None and reg.source_uri and reg.etag:
         calls.append(("HEAD", reg.source_uri))
     return calls
 
