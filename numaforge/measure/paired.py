@@ -36,6 +36,7 @@ SEED = 13
 BETTER, WORSE, HIGHER, LOWER = "better", "worse", "higher", "lower"
 NO_CHANGE = "no detectable change"
 EQUIVALENT = "equivalent"
+DESCRIPTIVE = "descriptive (not tested)"
 
 
 def no_verdict(n: int) -> str:
@@ -147,11 +148,18 @@ def family(
     primary: str | None,
     lower_is_better: dict[str, bool | None],
     margins: dict[str, float | None],
+    secondary: tuple[str, ...] | None = None,
 ) -> dict[str, Comparison]:
-    """Every endpoint of one arm: the primary judged at ALPHA, the others (secondary) with Holm-adjusted p."""
+    """Every endpoint of one arm: the primary judged at ALPHA, the secondaries with p Holm-adjusted over the
+    secondaries only. `secondary` None: every endpoint but the primary is one. Given: the endpoints in neither
+    are descriptive -- their mean difference and interval are reported, their verdict is DESCRIPTIVE and they
+    do not enlarge the Holm family (a protocol that registers 3 secondaries adjusts over 3)."""
     out = {k: compare(d, lower_is_better.get(k), margins.get(k)) for k, d in diffs.items()}
-    secondary = {k: c.p for k, c in out.items() if k != primary and c.p is not None}
-    for k, padj in holm(secondary).items():
+    tested = [k for k in out if k != primary and (secondary is None or k in secondary)]
+    for k, c in out.items():
+        if k != primary and k not in tested and c.ci is not None:
+            c.verdict = DESCRIPTIVE
+    for k, padj in holm({k: out[k].p for k in tested if out[k].p is not None}).items():
         out[k].p_adj = padj
         decide(out[k], padj, lower_is_better.get(k))
     return out
@@ -163,7 +171,10 @@ def describe(c: Comparison, unit: str = "") -> str:
         return c.verdict
     u = "" if unit in ("", "%") else f" {unit}"
     pts = " pts" if unit == "%" else u
-    s = f"{c.verdict}: {c.mean_diff:+.3g}{pts} [{c.ci[0]:+.3g}, {c.ci[1]:+.3g}] over {c.n} rounds, p={c.p:.3g}"
+    s = f"{c.verdict}: {c.mean_diff:+.3g}{pts} [{c.ci[0]:+.3g}, {c.ci[1]:+.3g}] over {c.n} rounds"
+    if c.verdict == DESCRIPTIVE:
+        return s
+    s += f", p={c.p:.3g}"
     if c.p_adj is not None:
         s += f" (Holm {c.p_adj:.3g})"
     if c.margin is not None:

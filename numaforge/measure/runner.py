@@ -194,6 +194,7 @@ def report(
     primary: str = metrics.PRIMARY,
     outcomes: list[tuple[str, str, str, bool | None]] = metrics.OUTCOMES,
     margins: dict[str, tuple[str, float]] = metrics.MARGINS,
+    secondary: tuple[str, ...] | None = None,
 ) -> dict:
     """{'arms', 'base', 'primary', 'metrics': {key: {arm: summary}}, 'verdicts': {key: {arm: verdict}},
     'paired': {key: {arm: paired.Comparison dict + 'line'}}, 'runs'}.
@@ -201,7 +202,8 @@ def report(
     Summaries are per-arm medians with bootstrap intervals (for tables and pictures); verdicts come only from
     paired differences against `base` over the rounds (numaforge.measure.paired): the primary endpoint at 5 %,
     the others Holm-adjusted per arm, TOST against `margins`, and "no verdict" below paired.MIN_BLOCKS.
-    outcomes/margins: another set of endpoints (numaforge.measure.scenario) over runs with those attributes."""
+    outcomes/margins: another set of endpoints (numaforge.measure.scenario) over runs with those attributes;
+    secondary: the endpoints Holm adjusts over (None: all but the primary; the rest are descriptive)."""
     arms = arms or list(dict.fromkeys(r.label for r in runs))
     out: dict = {
         "arms": arms,
@@ -228,7 +230,7 @@ def report(
             continue
         diffs = {key: paired.differences(by_block[base][key], by_block[a][key]) for key in lower}
         abs_margins = {key: metrics.margin(key, by_block[base][key].values(), margins) for key in lower}
-        for key, c in paired.family(diffs, primary, lower, abs_margins).items():
+        for key, c in paired.family(diffs, primary, lower, abs_margins, secondary).items():
             out["verdicts"][key][a] = c.verdict
             out["paired"][key][a] = {**c.as_dict(), "line": paired.describe(c, units[key])}
     return out

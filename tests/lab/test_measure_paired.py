@@ -91,3 +91,18 @@ def test_family_adjusts_secondaries_but_not_the_primary():
     assert fam["s1"].p_adj == pytest.approx(0.0625) and fam["s1"].verdict == paired.NO_CHANGE
     fam = paired.family({"m": d, "s1": d}, "m", lower, {})
     assert fam["s1"].verdict == paired.WORSE
+
+
+def test_family_adjusts_over_the_named_secondaries_only_and_leaves_the_rest_descriptive():
+    # the protocol registers 3 secondaries; two descriptive counts must not enlarge the Holm family
+    d = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05]
+    lower = {"m": True, "s1": True, "d1": None, "d2": None}
+    fam = paired.family({"m": d, "s1": d, "d1": d, "d2": d}, "m", lower, {}, secondary=("s1",))
+    assert fam["s1"].p_adj == pytest.approx(0.03125) and fam["s1"].verdict == paired.WORSE
+    assert fam["d1"].verdict == paired.DESCRIPTIVE and fam["d1"].p_adj is None and fam["d1"].ci is not None
+    line = paired.describe(fam["d1"])
+    assert line.startswith(paired.DESCRIPTIVE + ": +1.04 [") and "p=" not in line
+    everything = paired.family({"m": d, "s1": d, "d1": d, "d2": d}, "m", lower, {})
+    assert everything["s1"].p_adj == pytest.approx(3 * 0.03125) and everything["s1"].verdict == paired.NO_CHANGE
+    short = paired.family({"m": d[:3], "d1": d[:3]}, "m", lower, {}, secondary=())
+    assert short["d1"].verdict == paired.no_verdict(3)

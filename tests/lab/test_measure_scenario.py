@@ -128,6 +128,9 @@ def test_report_primary_first_with_paired_verdicts():
     assert rep["primary"] == "not_closer_per_min"
     assert rep["verdicts"]["not_closer_per_min"]["winner"] == paired.BETTER
     assert rep["verdicts"]["local_share_30s"]["winner"] == paired.EQUIVALENT  # same samples: difference 0
+    assert rep["verdicts"]["closer_per_min"]["winner"] == paired.DESCRIPTIVE  # reported, not tested
+    assert rep["paired"]["closer_per_min"]["winner"]["p_adj"] is None
+    assert rep["paired"]["pages_migrated_per_min"]["winner"]["p_adj"] is not None
     short = scenario.report(runs[:4])
     assert short["verdicts"]["not_closer_per_min"]["winner"] == paired.no_verdict(2)
 
