@@ -8,6 +8,8 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
         # the pre-registered probe scenario (docs/numa-effect-protocol.md) with its source-busy control
     .venv/bin/python bench/numa_effect.py probe --study reports/probe-study.json --blocks-now 4
         # the study in chunks: blocks kept in the study file after each one, the next chunk goes on from there
+    .venv/bin/python bench/numa_effect.py result --study reports/probe-study.json --md R.md --png R.png
+        # the result document of a finished study (>= 20 blocks): endpoints, decision rules 1-5 in order
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -40,8 +42,9 @@ from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import loaded_arms
 from numaforge.measure import arms as marms
+from numaforge.measure import decision, render, runner, scenario, study
 from numaforge.measure import metrics as mx
-from numaforge.measure import render, runner, scenario, study
+from numaforge.measure import result as mresult
 from numaforge.measure.runner import WorkloadParams
 from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
@@ -216,6 +219,35 @@ def probe(args) -> int:
     return 0
 
 
+def result(args) -> int:
+    """The result document of a finished study (docs/numa-effect-protocol.md): refused below 20 blocks."""
+    spath = Path(args.study)
+    settings, chunks, blocks = study.read(spath)
+    n = min((len(b) for b in blocks.values()), default=0)
+    if n < mresult.MIN_STUDY_BLOCKS or scenario.MAIN_CASE not in blocks:
+        print(
+            f"error: {spath}: {n} blocks; the protocol judges at {mresult.MIN_STUDY_BLOCKS} blocks of the main case "
+            f"and its control, not before. Run the remaining blocks with `probe --study {spath} --blocks-now N`.",
+            file=sys.stderr,
+        )
+        return 2
+    arms = settings.get("arms") or []
+    cases = {name: scenario.report([r for b in bl for r in b], arms) for name, bl in blocks.items()}
+    sizes = marms.code_lines(args.series, arms)
+    dec = decision.apply_rules(cases[scenario.MAIN_CASE], cases.get(scenario.CONTROL_CASE), sizes)
+    png = mresult.plot(cases, args.png) if args.png else None
+    rel = os.path.relpath(png, Path(args.md).parent) if png and args.md else None
+    command = "python bench/numa_effect.py result " + " ".join(sys.argv[2:])
+    text = mresult.markdown(settings, chunks, cases, dec, sizes, command, rel)
+    if args.md:
+        Path(args.md).write_text(text)
+        print(f"wrote {args.md}" + (f" and {png}" if png else ""), flush=True)
+    else:
+        print(text)
+    print(f"result: {dec.statement} (basis: {dec.basis})", flush=True)
+    return 0
+
+
 def render_all(out: Path, docs: bool, more: list[Path] | None = None) -> None:
     cases = {}
     order = {f"{t} {w}": i for i, (t, w, _) in enumerate(parse_case(c) for c in CASES)}
@@ -301,7 +333,14 @@ def main(argv: list[str]) -> int:
         default=[],
         help="another output directory whose cases to include (e.g. a second run on another port)",
     )
+    rs = sub.add_parser("result")
+    rs.add_argument("--study", required=True, help="a study file of >= 20 blocks")
+    rs.add_argument("--md", help="write the result document here (else print it)")
+    rs.add_argument("--png", help="write the per-block paired differences picture here")
+    rs.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
     args = ap.parse_args(argv)
+    if args.cmd == "result":
+        return result(args)
     if args.cmd == "build":
         for a in marms.build_arms(args.series, log=lambda m: print(m, flush=True)):
             print(f"{a.name}: {a.module or '(no live patch)'}")

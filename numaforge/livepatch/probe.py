@@ -33,9 +33,9 @@ def host_topo(remote) -> mmetrics.Topo:
 
 
 def cases(params: msc.ScenarioParams, control: bool) -> dict[str, msc.ScenarioParams]:
-    out = {"source spare": dataclasses.replace(params, source_busy=False)}
+    out = {msc.MAIN_CASE: dataclasses.replace(params, source_busy=False)}
     if control:
-        out["source busy (control)"] = dataclasses.replace(params, source_busy=True)
+        out[msc.CONTROL_CASE] = dataclasses.replace(params, source_busy=True)
     return out
 
 

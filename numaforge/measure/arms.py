@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import NumaforgeError
 from ..kernel import backport as kbackport
 from ..kernel import kpatch as kkpatch
-from ..kernel.series import resolve_dir
+from ..kernel.series import load_series, resolve_dir
 
 LAB_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 
@@ -44,6 +44,20 @@ def arm_dirs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, Path | None]:
     if (null / "series").is_file():
         arms["null"] = null
     return arms
+
+
+def code_lines(series: str = kbackport.DEFAULT_SERIES, arms: list[str] | None = None) -> dict[str, int]:
+    """{arm: code lines its live patch adds or removes} (the kpatch-eligible patches' hunks, comment and blank
+    lines not counted; the size measure of the study's rule 5, "the smaller code change"), for every arm with a
+    series but null."""
+    out = {}
+    for name, d in arm_dirs(series).items():
+        if d is None or name == "null" or (arms is not None and name not in arms):
+            continue
+        hunks = [h for p in load_series(d).patches if p.kpatch for h in p.hunks]
+        changed = [ln[1:].strip() for h in hunks for ln in h.lines if ln[:1] in ("+", "-")]
+        out[name] = sum(1 for c in changed if c and not c.startswith(("/*", "*", "//")))
+    return out
 
 
 def out_name(target: str, arm: str) -> str:

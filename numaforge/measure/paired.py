@@ -159,7 +159,8 @@ def family(
     for k, c in out.items():
         if k != primary and k not in tested and c.ci is not None:
             c.verdict = DESCRIPTIVE
-    for k, padj in holm({k: out[k].p for k in tested if out[k].p is not None}).items():
+    ps = {k: p for k in tested if (p := out[k].p) is not None}
+    for k, padj in holm(ps).items():
         out[k].p_adj = padj
         decide(out[k], padj, lower_is_better.get(k))
     return out

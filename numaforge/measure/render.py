@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import metrics
+from . import metrics, paired
 
 PLOTTED = ("cross_numa_rate", "mean_latency_us", "local_ratio", "third_not_closer")
 
@@ -41,8 +41,9 @@ def table_rows(case: dict, keys=None, outcomes=None) -> list[list[str]]:
         row = [f"{label}" + (f" ({unit})" if unit and unit != "%" else "")]
         for a in arms:
             c = cell(per.get(a), unit)
-            if a != case.get("base", "off") and per.get(a):
-                c += f" ({case['verdicts'][key][a]})"
+            verdict = case["verdicts"][key].get(a) if a != case.get("base", "off") and per.get(a) else None
+            if verdict and verdict != paired.DESCRIPTIVE:
+                c += f" ({verdict})"
             row.append(c)
         rows.append(row)
     return rows
@@ -119,6 +120,13 @@ def plot(cases: dict[str, dict], path: str | Path, keys=PLOTTED) -> Path:
             lab, unit = labels[key]
             ax.set_title(f"{name}: {lab}" + (f" ({unit})" if unit else ""), fontsize=8)
             ax.tick_params(axis="y", labelsize=7)
+    return save_png(fig, path)
+
+
+def save_png(fig, path: str | Path) -> Path:
+    """Write a matplotlib figure to `path` atomically (a temporary file renamed over it) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ MARGINS: dict[str, tuple[str, float]] = {
     "pages_migrated_per_min": ("rel", 0.25),
 }
 LOCAL_WINDOW_S = 30
+MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
 EVENTS = metrics.EVENTS
 _KV = re.compile(r"(\w+)=(-?\d+)")
 _NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")

@@ -37,6 +37,21 @@ def load(path: Path, settings: dict) -> dict[str, list[list[ProbeMetrics]]]:
     if not path.exists():
         return {}
     where = str(path)
+    old, _chunks, out = read(path)
+    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    if diff:
+        shown = "; ".join(f"{k}: study {old.get(k)!r}, now {settings.get(k)!r}" for k in diff)
+        raise ScenarioError(
+            f"this study was run with other settings ({shown})",
+            where,
+            "continue it with the same options and modules, or start a new study with another --study path",
+        )
+    return out
+
+
+def read(path: Path) -> tuple[dict, list[dict], dict[str, list[list[ProbeMetrics]]]]:
+    """(settings, chunks, blocks per case) of a study file, whatever its settings (``load`` compares them)."""
+    where = str(path)
     try:
         data = json.loads(_read(path))
     except ValueError as exc:
@@ -48,15 +63,6 @@ def load(path: Path, settings: dict) -> dict[str, list[list[ProbeMetrics]]]:
             where,
             "give a new --study path; a probe run's report JSON is not a study file",
         )
-    old = data.get("settings", {})
-    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-    if diff:
-        shown = "; ".join(f"{k}: study {old.get(k)!r}, now {settings.get(k)!r}" for k in diff)
-        raise ScenarioError(
-            f"this study was run with other settings ({shown})",
-            where,
-            "continue it with the same options and modules, or start a new study with another --study path",
-        )
     out: dict[str, list[list[ProbeMetrics]]] = {}
     for case, blocks in (data.get("blocks") or {}).items():
         out[case] = [[_metrics(r, where) for r in block] for block in blocks]
@@ -67,7 +73,7 @@ def load(path: Path, settings: dict) -> dict[str, list[list[ProbeMetrics]]]:
             where,
             "the file was edited by hand; restore it or start a new study",
         )
-    return out
+    return data.get("settings", {}), list(data.get("chunks") or []), out
 
 
 def save(path: Path, settings: dict, blocks: dict[str, list[list[ProbeMetrics]]], chunks: list[dict]) -> None:
@@ -84,10 +90,7 @@ def save(path: Path, settings: dict, blocks: dict[str, list[list[ProbeMetrics]]]
 
 def chunks_of(path: Path) -> list[dict]:
     """The chunk records of an existing study file (empty for a new one)."""
-    if not path.exists():
-        return []
-    data = json.loads(_read(path))
-    return list(data.get("chunks") or [])
+    return read(path)[1] if path.exists() else []
 
 
 def _read(path: Path) -> bytes:

@@ -1,0 +1,71 @@
+"""The study's result document: bench/numa_effect.py result on a synthetic study file (written with
+numaforge.measure.study.save, the probe's own writer) refuses below 20 blocks and, at 20, writes every
+endpoint's paired line, the rules in order, the result statement and the picture."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from numaforge.measure import scenario, study
+from numaforge.measure.scenario import ProbeMetrics
+
+ROOT = Path(__file__).resolve().parents[2]
+ARMS = ["off", "winner", "null"]
+
+
+def write_study(path: Path, blocks: int) -> None:
+    out: dict[str, list[list[ProbeMetrics]]] = {scenario.MAIN_CASE: [], scenario.CONTROL_CASE: []}
+    for b in range(1, blocks + 1):
+        j = ((b * 7) % 5 - 2) / 10
+        for case, moves in ((scenario.MAIN_CASE, 4.0), (scenario.CONTROL_CASE, 0.2)):
+            block = []
+            for arm in ARMS:
+                fixes = arm == "winner" and case == scenario.MAIN_CASE
+                block.append(
+                    ProbeMetrics(
+                        arm,
+                        b,
+                        not_closer_per_min=(0.5 if fixes else moves) + j * (arm == "off"),
+                        local_share_30s=60.0 + j,
+                        time_to_90=30.0 - j,
+                        reached_90=arm != "off" or b % 2 == 0,
+                        pages_migrated_per_min=1000.0 + 10 * j,
+                        closer_per_min=1.0 if fixes else 0.0,
+                        found_nothing_per_min=0.0,
+                    )
+                )
+            out[case].append(block)
+    settings = {"arms": ARMS, "modules": {"off": None, "winner": "ab" * 32, "null": "cd" * 32}, "seed": 13}
+    study.save(path, settings | {"params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64}}, out, [{"from_block": 1}])
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "bench" / "numa_effect.py"), "result", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_a_study_short_of_20_blocks_gets_no_result(tmp_path):
+    write_study(tmp_path / "s.json", 19)
+    r = bench("--study", str(tmp_path / "s.json"), "--md", str(tmp_path / "r.md"))
+    assert r.returncode == 2 and "19 blocks" in r.stderr and "judges at 20" in r.stderr
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_a_finished_study_writes_its_result_document(tmp_path):
+    write_study(tmp_path / "s.json", 20)
+    md, png = tmp_path / "r.md", tmp_path / "r.png"
+    r = bench("--study", str(tmp_path / "s.json"), "--md", str(md), "--png", str(png))
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    assert "20 blocks per case" in text and "![per-block paired differences](r.png)" in text
+    assert "not-closer third-node moves of the probe per minute (primary): better: -3.5" in text
+    assert "closer third-node moves per minute: descriptive (not tested): +1 /min [+1, +1] over 20 rounds" in text
+    assert "| 1 | null | yes |" in text and "| 3 | winner | yes |" in text and "| 2 | winner | yes |" in text
+    assert "No design is better than upstream on outcomes in this scenario; shipping winner is a decision" in text
+    assert "(descriptive" not in text.split("Paired differences")[0]  # the table shows no verdict for them
+    assert "censored at the window): off 10, winner 0, null 0" in text
+    assert "2-node VM" in text and "no design is cleared" in text
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "basis: mechanism only" in r.stdout
