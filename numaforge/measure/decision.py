@@ -95,9 +95,11 @@ def apply_rules(main: dict, busy: dict | None, code_lines: dict[str, int]) -> De
         return dec
     dec.judged = True
     passing = []
-    for arm in designs:
+    for arm in [NULL, *designs]:  # rule 2 names every patched arm; null's finding is reported, not used
         ok2 = busy is not None and _equivalent(busy, PRIMARY, arm)
         dec.findings.append(Finding(2, arm, ok2, _line(busy, PRIMARY, arm) if busy else "source-busy case not run"))
+        if arm == NULL:
+            continue
         ok3 = _verdict(main, PRIMARY, arm) == paired.BETTER
         dec.findings.append(Finding(3, arm, ok3, _line(main, PRIMARY, arm)))
         harmless, why_h = no_harm(main, arm)

@@ -62,7 +62,12 @@ def test_a_finished_study_writes_its_result_document(tmp_path):
     assert "20 blocks per case" in text and "![per-block paired differences](r.png)" in text
     assert "not-closer third-node moves of the probe per minute (primary): better: -3.5" in text
     assert "closer third-node moves per minute: descriptive (not tested): +1 /min [+1, +1] over 20 rounds" in text
-    assert "| 1 | null | yes |" in text and "| 3 | winner | yes |" in text and "| 2 | winner | yes |" in text
+    assert (
+        "| 1 | null | yes |" in text
+        and "| 3 | winner | yes |" in text
+        and "| 2 | winner | yes |" in text
+        and "| 2 | null | yes |" in text
+    )
     assert "No design is better than upstream on outcomes in this scenario; shipping winner is a decision" in text
     assert "(descriptive" not in text.split("Paired differences")[0]  # the table shows no verdict for them
     assert "censored at the window): off 10, winner 0, null 0" in text
