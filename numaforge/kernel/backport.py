@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,8 @@ from . import source as ksource
 from .series import Hunk, Patch, Series, SeriesError, load_series
 
 AM_IDENTITY = {"GIT_COMMITTER_NAME": "numaforge backport", "GIT_COMMITTER_EMAIL": "numaforge@localhost"}
+# a no-reply alias (GitHub's <id>+<user>@users.noreply.github.com and the like): mail to it reaches nobody
+NOREPLY = re.compile(r"(^|[.@+_-])no-?reply([.@+_-]|$)", re.IGNORECASE)
 
 
 class BackportError(NumaforgeError):
@@ -209,6 +212,15 @@ def user_identity(cwd: Path | None = None) -> dict:
             f"--signoff needs your git identity, but {' and '.join(missing)} is not set",
             "git config",
             "set it: git config --global user.name 'Your Name'; git config --global user.email you@example.org",
+        )
+    if NOREPLY.search(vals["user.email"]):
+        # Documentation/process/submitting-patches.rst: a Signed-off-by certifies the DCO "using a known
+        # identity (sorry, no anonymous contributions.)"; a maintainer cannot reach a no-reply alias
+        raise BackportError(
+            f"--signoff would sign the DCO as {vals['user.email']!r}, a no-reply alias: the kernel's DCO wants a "
+            "known identity that reviewers can write to",
+            "git config user.email",
+            "set your real address for this checkout: git config user.email you@example.org (or leave out --signoff)",
         )
     return {"GIT_COMMITTER_NAME": vals["user.name"], "GIT_COMMITTER_EMAIL": vals["user.email"]}
 

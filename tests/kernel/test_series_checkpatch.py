@@ -123,3 +123,16 @@ def test_signoff_without_an_identity_is_a_clear_error(tmp_path, monkeypatch):
         kb.user_identity(cwd=tmp_path)
     assert "user.name" in ei.value.what and "git config --global user.name" in ei.value.fix
     assert dict(os.environ) == env_before
+
+
+@pytest.mark.parametrize("email", ["12345+ada@users.noreply.github.com", "no-reply@example.org", "x@NoReply.example"])
+def test_signoff_as_a_no_reply_alias_is_refused(tmp_path, monkeypatch, email):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    (tmp_path / ".gitconfig").write_text(f"[user]\n\tname = Ada Tester\n\temail = {email}\n")
+    with pytest.raises(kb.BackportError) as ei:
+        kb.user_identity(cwd=tmp_path)
+    assert "no-reply alias" in ei.value.what and ei.value.where == "git config user.email"
+    assert "git config user.email you@example.org" in ei.value.fix
+    (tmp_path / ".gitconfig").write_text("[user]\n\tname = Ada Tester\n\temail = ada.noreplyfan@example.org\n")
+    assert kb.user_identity(cwd=tmp_path)["GIT_COMMITTER_EMAIL"] == "ada.noreplyfan@example.org"
