@@ -14,6 +14,12 @@ from pathlib import Path
 from . import decision, render
 from .scenario import OUTCOMES, PRIMARY, SECONDARY
 
+SHORT = {
+    PRIMARY: "not-closer third-node moves /min",
+    "local_share_30s": "local share, last 30 s (pts)",
+    "time_to_90": "time to 90 % local (s)",
+    "pages_migrated_per_min": "pages migrated /min",
+}
 MIN_STUDY_BLOCKS = 20  # the protocol judges at 20 blocks, not before
 PLANNED = [
     ("2-node VM (P=0, S=1)", "rule 2 on two nodes: no design is cleared for 2-node hosts"),
@@ -144,7 +150,6 @@ def plot(cases: dict[str, dict], path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     keys = [PRIMARY, *SECONDARY]
-    labels = {k: (lab, unit) for k, lab, unit, _ in OUTCOMES}
     names = list(cases)
     fig, axes = plt.subplots(len(names), len(keys), figsize=(3.8 * len(keys), 2.8 * len(names)), squeeze=False)
     for i, name in enumerate(names):
@@ -164,7 +169,6 @@ def plot(cases: dict[str, dict], path: str | Path) -> Path:
             ax.axhline(0, color="grey", linewidth=0.8)
             ax.set_xticks(range(len(arms)))
             ax.set_xticklabels(arms, fontsize=7, rotation=20)
-            lab, unit = labels[key]
-            ax.set_title(f"{name}: {lab}" + (f" ({unit})" if unit else "") + " - off", fontsize=7)
+            ax.set_title(f"{name}:\n{SHORT[key]}, arm - off", fontsize=7)
             ax.tick_params(axis="y", labelsize=7)
     return render.save_png(fig, path)
