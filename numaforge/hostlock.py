@@ -37,6 +37,9 @@ from .errors import NumaforgeError
 from .paths import state_dir
 
 POLL = 0.2  # seconds between tries while waiting for a held lock
+# A holder writes its name right after its flock succeeds; a run refused in that window reads an empty file.
+# It looks again for up to this long, so its error can name the holder (the holder's pid, task, start).
+NAME_GRACE = 2.0
 
 
 class HostLocked(NumaforgeError):
@@ -84,6 +87,10 @@ def describe(who: dict) -> str:
 
 def _locked(host: str, path: Path, waited: float, doing: str) -> HostLocked:
     who = holder(path)
+    end = time.monotonic() + NAME_GRACE
+    while not who and time.monotonic() < end:
+        time.sleep(0.02)
+        who = holder(path)
     return HostLocked(
         f"another run is {doing}: {describe(who)}" + (f"; waited {waited:g} s for it" if waited else ""),
         f"host {host} (lock {path})" if doing == WRITING else f"{host} (lock {path})",

@@ -4,7 +4,9 @@ Core tier (unmarked). Host names say what the per-host function does with them: 
 ``fail-*`` returns a failed HostResult, ``boom-*`` raises.
 """
 
+import fcntl
 import io
+import os
 import threading
 
 import pytest
@@ -431,6 +433,32 @@ def test_a_writing_rollout_holds_each_hosts_lock_and_a_held_host_fails_naming_th
     assert two.status == "failed" and "another run is writing this host: os-apply (pid" in two.message
     assert "--wait-lock" in two.message and "ok-2" not in seen or seen["ok-2"]["task"] == "os-apply"
     assert read.results[0].status == "changed" and "lock" not in read.results[0].data
+
+
+def test_a_run_refused_before_the_holder_wrote_its_name_still_names_it(tmp_path, monkeypatch):
+    """The window between a holder's flock and its name in the lock file (CI caught the refused run's error
+    saying "it has not written its name yet" while the winner was a pid away): the refused run looks again."""
+    from numaforge import hostlock
+
+    monkeypatch.setenv("NUMAFORGE_STATE", str(tmp_path))
+    path = hostlock.lock_path("gpu-01")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the holder has the lock, its name not yet written
+        late = threading.Timer(0.3, lambda: os.pwrite(fd, b'{"pid": 4242, "task": "bios-apply"}', 0))
+        late.start()
+        with pytest.raises(hostlock.HostLocked) as ei:
+            with hostlock.held("gpu-01", "bios-apply"):
+                pass
+        late.join()
+        assert "another run is writing this host: bios-apply (pid 4242," in ei.value.what
+        os.ftruncate(fd, 0)  # a holder that never writes its name: the error says so after the grace
+        with pytest.raises(hostlock.HostLocked) as ei:
+            with hostlock.held("gpu-01", "bios-apply"):
+                pass
+        assert "has not written its name yet" in ei.value.what
+    finally:
+        os.close(fd)
 
 
 def test_bad_wait_lock_is_refused():
