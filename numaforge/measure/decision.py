@@ -76,10 +76,15 @@ def improves(rep: dict, arm: str) -> tuple[bool, str]:
     return False, ("worse on " + ", ".join(worse)) if worse else "neither locality nor time to 90 % better"
 
 
+def block_values(case: dict, arm: str, key: str) -> dict[int, float | None]:
+    """{block: the arm's value of `key`} from a report's runs (the input of paired.differences)."""
+    return {r["round"]: r.get(key) for r in case.get("runs", []) if r["label"] == arm}
+
+
 def direct_locality(main: dict, a: str, b: str) -> paired.Comparison:
     """Rule 5's direct paired comparison: locality of a minus b over the blocks where both ran."""
-    by = {arm: {r["round"]: r.get(LOCALITY) for r in main.get("runs", []) if r["label"] == arm} for arm in (a, b)}
-    return paired.compare(paired.differences(by[b], by[a]), lower_is_better=False)
+    d = paired.differences(block_values(main, b, LOCALITY), block_values(main, a, LOCALITY))
+    return paired.compare(d, lower_is_better=False)
 
 
 def apply_rules(main: dict, busy: dict | None, code_lines: dict[str, int]) -> Decision:

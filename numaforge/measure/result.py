@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import decision, render
+from . import decision, paired, render
 from .scenario import OUTCOMES, PRIMARY, SECONDARY
 
 SHORT = {
@@ -157,10 +157,9 @@ def plot(cases: dict[str, dict], path: str | Path) -> Path:
         arms = case["arms"][1:]
         for j, key in enumerate(keys):
             ax = axes[i][j]
-            base = {r["round"]: r.get(key) for r in case["runs"] if r["label"] == case["base"]}
+            base = decision.block_values(case, case["base"], key)
             for x, a in enumerate(arms):
-                other = {r["round"]: r.get(key) for r in case["runs"] if r["label"] == a}
-                d = [other[b] - base[b] for b in sorted(set(base) & set(other)) if None not in (other[b], base[b])]
+                d = paired.differences(base, decision.block_values(case, a, key))
                 ax.scatter([x] * len(d), d, s=9, alpha=0.5)
                 pc = (case["paired"].get(key) or {}).get(a) or {}
                 if pc.get("ci"):
