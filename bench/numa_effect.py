@@ -161,6 +161,7 @@ def probe(args) -> int:
         settings = {
             "arms": args.arms.split("+"),
             "modules": {n: (a.sha256 if a else None) for n, a in arts.items()},
+            "designs": marms.designs(args.series, args.arms.split("+")),
             "params": dataclasses.asdict(params),
             "seed": args.seed,
             "kernel": info.release,
@@ -233,7 +234,13 @@ def result(args) -> int:
         return 2
     arms = settings.get("arms") or []
     cases = {name: scenario.report([r for b in bl for r in b], arms) for name, bl in blocks.items()}
-    sizes = marms.code_lines(args.series, arms)
+    # the study's own record of what each arm was; a study from before it was recorded: the tree's arms now
+    recorded = settings.get("designs")
+    sizes = (
+        {a: d["code_lines"] for a, d in recorded.items() if a != "null"}
+        if recorded
+        else marms.code_lines(args.series, arms)
+    )
     dec = decision.apply_rules(cases[scenario.MAIN_CASE], cases.get(scenario.CONTROL_CASE), sizes)
     png = mresult.plot(cases, args.png) if args.png else None
     rel = os.path.relpath(png, Path(args.md).parent) if png and args.md else None
@@ -301,7 +308,7 @@ def main(argv: list[str]) -> int:
     r.add_argument("--ssh-port", type=int, default=2313)
     r.add_argument("--out", default=str(OUT))
     pr = sub.add_parser("probe")
-    pr.add_argument("--arms", default="off+winner+alt-drop-zero-gain+alt-root-cause+null")
+    pr.add_argument("--arms", default="off+winner+alt-closer-or-gain+alt-root-cause+null")
     pr.add_argument("--rounds", type=int, default=20, help="blocks (the protocol: >= 20)")
     pr.add_argument("--seconds", type=int, default=60, help="measured window per run (the protocol: 60)")
     pr.add_argument("--mb", type=int, default=64)

@@ -9,8 +9,11 @@ differ only in the patch.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from ..errors import NumaforgeError
 from ..kernel import backport as kbackport
@@ -50,13 +53,25 @@ def code_lines(series: str = kbackport.DEFAULT_SERIES, arms: list[str] | None = 
     """{arm: code lines its live patch adds or removes} (the kpatch-eligible patches' hunks, comment and blank
     lines not counted; the size measure of the study's rule 5, "the smaller code change"), for every arm with a
     series but null."""
+    return {a: d["code_lines"] for a, d in designs(series, arms).items() if a != "null"}
+
+
+def designs(series: str = kbackport.DEFAULT_SERIES, arms: list[str] | None = None) -> dict[str, dict]:
+    """{arm: {"series", "patches", "subject", "code_lines"}} of every arm with a series (all but off): what each
+    arm name stands for in the tree now. A study records it when it starts (bench/numa_effect.py probe), so its
+    result still says which patch an arm was after the series changes (the shipped 0001 was swapped once)."""
     out = {}
     for name, d in arm_dirs(series).items():
-        if d is None or name == "null" or (arms is not None and name not in arms):
+        if d is None or (arms is not None and name not in arms):
             continue
-        hunks = [h for p in load_series(d).patches if p.kpatch for h in p.hunks]
-        changed = [ln[1:].strip() for h in hunks for ln in h.lines if ln[:1] in ("+", "-")]
-        out[name] = sum(1 for c in changed if c and not c.startswith(("/*", "*", "//")))
+        kp = [p for p in load_series(d).patches if p.kpatch]
+        changed = [ln[1:].strip() for p in kp for h in p.hunks for ln in h.lines if ln[:1] in ("+", "-")]
+        out[name] = {
+            "series": _series_name(d),
+            "patches": [p.name for p in kp],
+            "subject": kp[0].subject if kp else "",
+            "code_lines": sum(1 for c in changed if c and not c.startswith(("/*", "*", "//"))),
+        }
     return out
 
 
@@ -90,8 +105,6 @@ def build_arms(
 
 def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", arms: list[str] | None = None) -> list[Arm]:
     """The arms whose modules are already built (<kpatch build dir>/<out_name>/manifest.json); error if one is not."""
-    import json
-
     out = []
     for name, d in arm_dirs(series).items():
         if arms and name not in arms:
@@ -131,6 +144,4 @@ def _functions(manifest: dict) -> tuple[str, ...]:
 
 
 def _series_name(d: Path) -> str:
-    import yaml
-
     return yaml.safe_load((d / "metadata.yaml").read_text())["name"]

@@ -75,6 +75,7 @@ def markdown(
 ) -> str:
     blocks = min(len({r["round"] for r in c["runs"]}) for c in cases.values())
     p = settings.get("params", {})
+    designs = settings.get("designs") or {}
     out = [
         "# The probe study: result",
         "",
@@ -87,6 +88,17 @@ def markdown(
         f"- arms {', '.join(settings.get('arms', []))}; {p.get('seconds')} s windows, {p.get('mb')} MiB probe, "
         f"seed {settings.get('seed')}; {blocks} blocks per case",
         "- modules (sha256): " + ", ".join(f"{a} {m[:12]}" for a, m in settings.get("modules", {}).items() if m),
+        *(
+            [
+                "- each arm's patch, as recorded in the study file:",
+                *(
+                    f"  - {a}: {_esc(d.get('subject', ''))} ({', '.join(d.get('patches', []))})"
+                    for a, d in designs.items()
+                ),
+            ]
+            if designs
+            else ["- the study file does not record its designs: code sizes are of the arms in the tree now"]
+        ),
         "- changed lines of each design's live patch (rule 5's code size): "
         + ", ".join(f"{a} {n}" for a, n in code_lines.items()),
         "",

@@ -53,7 +53,10 @@ def test_series_applied_on_real_tree(done):
     ]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
     assert "need_gain = sched_feat(NUMA_PREFER_LOCAL) &&" in fair
-    assert "node_distance(nid, p->numa_preferred_nid) >=" in fair
+    assert (
+        "env.dst_stats.node_type == node_has_spare &&" in fair
+        and "node_distance(nid, p->numa_preferred_nid)" not in fair
+    )
     assert "SCHED_FEAT(NUMA_PREFER_LOCAL, true)" in (res.tree / "kernel/sched/features.h").read_text()
     assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
 

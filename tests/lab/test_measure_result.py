@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARMS = ["off", "winner", "null"]
 
 
-def write_study(path: Path, blocks: int) -> None:
+def write_study(path: Path, blocks: int, designs: dict | None = None) -> None:
     out: dict[str, list[list[ProbeMetrics]]] = {scenario.MAIN_CASE: [], scenario.CONTROL_CASE: []}
     for b in range(1, blocks + 1):
         j = ((b * 7) % 5 - 2) / 10
@@ -38,6 +38,8 @@ def write_study(path: Path, blocks: int) -> None:
                 )
             out[case].append(block)
     settings = {"arms": ARMS, "modules": {"off": None, "winner": "ab" * 32, "null": "cd" * 32}, "seed": 13}
+    if designs is not None:
+        settings["designs"] = designs
     study.save(path, settings | {"params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64}}, out, [{"from_block": 1}])
 
 
@@ -74,3 +76,23 @@ def test_a_finished_study_writes_its_result_document(tmp_path):
     assert "2-node VM" in text and "no design is cleared" in text
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "basis: mechanism only" in r.stdout
+
+
+def test_the_result_names_each_arm_by_the_patch_the_study_recorded_not_by_the_tree_now(tmp_path):
+    """The shipped 0001 was swapped after the study (winner was closer-or-gain then): the document must say what
+    each arm was and take rule 5's code sizes from the study's record, not from what the arm names mean now."""
+    designs = {
+        "winner": {"series": "s", "patches": ["0001-then.patch"], "subject": "sched/numa: Then", "code_lines": 3},
+        "null": {"series": "n", "patches": ["0001-null.patch"], "subject": "sched/numa: Null", "code_lines": 1},
+    }
+    write_study(tmp_path / "s.json", 20, designs)
+    md = tmp_path / "r.md"
+    assert bench("--study", str(tmp_path / "s.json"), "--md", str(md)).returncode == 0
+    text = md.read_text()
+    assert "  - winner: sched/numa: Then (0001-then.patch)" in text
+    assert "(rule 5's code size): winner 3\n" in text  # recorded, not the tree's 10; null is no design
+    write_study(tmp_path / "old.json", 20)
+    assert bench("--study", str(tmp_path / "old.json"), "--md", str(md)).returncode == 0
+    text = md.read_text()
+    assert "does not record its designs: code sizes are of the arms in the tree now" in text
+    assert "(rule 5's code size): winner 10\n" in text

@@ -8,7 +8,7 @@ import pytest
 
 from numaforge.measure import scenario, study
 
-ARMS = ["off", "winner", "alt-drop-zero-gain", "alt-root-cause", "null"]
+ARMS = ["off", "winner", "alt-closer-or-gain", "alt-root-cause", "null"]
 SETTINGS = {"arms": ARMS, "seed": 13, "params": {"seconds": 60, "mb": 64}, "kernel": "5.10.262"}
 
 
