@@ -153,15 +153,16 @@ def probe(args) -> int:
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
     ssh = vm.lab_ssh(state, args.ssh_port)
     try:
-        arts = loaded_arms(args.series, args.target, args.arms.split("+"))
+        names = args.arms.split("+")
+        arts = loaded_arms(args.series, args.target, names)
         params = scenario.ScenarioParams(
             pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
         )
         t0 = time.monotonic()
         settings = {
-            "arms": args.arms.split("+"),
+            "arms": names,
             "modules": {n: (a.sha256 if a else None) for n, a in arts.items()},
-            "designs": marms.designs(args.series, args.arms.split("+")),
+            "designs": marms.designs(args.series, names),
             "params": dataclasses.asdict(params),
             "seed": args.seed,
             "kernel": info.release,
@@ -235,12 +236,7 @@ def result(args) -> int:
     arms = settings.get("arms") or []
     cases = {name: scenario.report([r for b in bl for r in b], arms) for name, bl in blocks.items()}
     # the study's own record of what each arm was; a study from before it was recorded: the tree's arms now
-    recorded = settings.get("designs")
-    sizes = (
-        {a: d["code_lines"] for a, d in recorded.items() if a != "null"}
-        if recorded
-        else marms.code_lines(args.series, arms)
-    )
+    sizes = marms.code_sizes(settings.get("designs") or marms.designs(args.series, arms))
     dec = decision.apply_rules(cases[scenario.MAIN_CASE], cases.get(scenario.CONTROL_CASE), sizes)
     png = mresult.plot(cases, args.png) if args.png else None
     rel = os.path.relpath(png, Path(args.md).parent) if png and args.md else None

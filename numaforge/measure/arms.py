@@ -53,7 +53,13 @@ def code_lines(series: str = kbackport.DEFAULT_SERIES, arms: list[str] | None = 
     """{arm: code lines its live patch adds or removes} (the kpatch-eligible patches' hunks, comment and blank
     lines not counted; the size measure of the study's rule 5, "the smaller code change"), for every arm with a
     series but null."""
-    return {a: d["code_lines"] for a, d in designs(series, arms).items() if a != "null"}
+    return code_sizes(designs(series, arms))
+
+
+def code_sizes(designs: dict[str, dict]) -> dict[str, int]:
+    """{arm: code lines} of the designs in `designs` (``designs()``, or the record a study file keeps); null is
+    a control, not a design, so it has no size."""
+    return {a: d["code_lines"] for a, d in designs.items() if a != "null"}
 
 
 def designs(series: str = kbackport.DEFAULT_SERIES, arms: list[str] | None = None) -> dict[str, dict]:

@@ -35,6 +35,16 @@ RULES = {
 }
 
 
+def _design_lines(designs: dict[str, dict]) -> list[str]:
+    """What each arm was, from the study's own record (bench/numa_effect.py probe writes it)."""
+    if not designs:
+        return ["- the study file does not record its designs: code sizes are of the arms in the tree now"]
+    out = ["- each arm's patch, as recorded in the study file:"]
+    for a, d in designs.items():
+        out.append(f"  - {a}: {_esc(d.get('subject', ''))} ({', '.join(d.get('patches', []))})")
+    return out
+
+
 def _esc(text: str) -> str:
     return str(text).replace("|", "\\|")
 
@@ -75,7 +85,6 @@ def markdown(
 ) -> str:
     blocks = min(len({r["round"] for r in c["runs"]}) for c in cases.values())
     p = settings.get("params", {})
-    designs = settings.get("designs") or {}
     out = [
         "# The probe study: result",
         "",
@@ -88,17 +97,7 @@ def markdown(
         f"- arms {', '.join(settings.get('arms', []))}; {p.get('seconds')} s windows, {p.get('mb')} MiB probe, "
         f"seed {settings.get('seed')}; {blocks} blocks per case",
         "- modules (sha256): " + ", ".join(f"{a} {m[:12]}" for a, m in settings.get("modules", {}).items() if m),
-        *(
-            [
-                "- each arm's patch, as recorded in the study file:",
-                *(
-                    f"  - {a}: {_esc(d.get('subject', ''))} ({', '.join(d.get('patches', []))})"
-                    for a, d in designs.items()
-                ),
-            ]
-            if designs
-            else ["- the study file does not record its designs: code sizes are of the arms in the tree now"]
-        ),
+        *_design_lines(settings.get("designs") or {}),
         "- changed lines of each design's live patch (rule 5's code size): "
         + ", ".join(f"{a} {n}" for a, n in code_lines.items()),
         "",
