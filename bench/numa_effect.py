@@ -154,6 +154,7 @@ def probe(args) -> int:
     ssh = vm.lab_ssh(state, args.ssh_port)
     try:
         names = args.arms.split("+")
+        second = _pair(args.second) if args.second else None
         arts = loaded_arms(args.series, args.target, names)
         params = scenario.ScenarioParams(
             pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
@@ -169,6 +170,8 @@ def probe(args) -> int:
             "topology": args.topology,
             "cpus_per_node": args.cpus_per_node,
         }
+        if second:
+            settings["second"] = list(second)  # the multi-instance control (protocol amendment 4)
         spath = Path(args.study) if args.study else None
         done = study.load(spath, settings) if spath else {}
         have = min((len(b) for b in done.values()), default=0)
@@ -195,6 +198,7 @@ def probe(args) -> int:
                 nudge=True,
                 done=done,
                 on_block=saved,
+                second=second,
             )
         rounds = min(c["rounds"] for c in data["cases"].values())
         data.update(
@@ -212,9 +216,10 @@ def probe(args) -> int:
         path = out / f"probe-{args.topology}.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         for name, case in data["cases"].items():
-            print(f"## {name}\n" + render.markdown(case, outcomes=scenario.OUTCOMES))
+            outcomes = scenario.MULTI_OUTCOMES if name == scenario.MULTI_CASE else scenario.OUTCOMES
+            print(f"## {name}\n" + render.markdown(case, outcomes=outcomes))
             for a in case["arms"][1:]:
-                print("\n".join(f"{a}: {ln}" for ln in render.verdict_lines(case, a, outcomes=scenario.OUTCOMES)))
+                print("\n".join(f"{a}: {ln}" for ln in render.verdict_lines(case, a, outcomes=outcomes)))
         print(f"wrote {path} ({data['seconds']} s)", flush=True)
     finally:
         vm.down(state)
@@ -312,6 +317,12 @@ def main(argv: list[str]) -> int:
     pr.add_argument("--src", type=int, default=2)
     pr.add_argument("--topology", default="backplane4")
     pr.add_argument("--cpus-per-node", type=int, default=2)
+    pr.add_argument(
+        "--second",
+        metavar="P:S",
+        help="the multi-instance control (protocol amendment 4): a second probe with memory on P, started on S, "
+        "running at once with the first; runs only that case",
+    )
     pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
     pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")
     pr.add_argument("--seed", type=int, default=13)
@@ -354,6 +365,13 @@ def main(argv: list[str]) -> int:
         return probe(args)
     render_all(Path(args.out), args.docs, [Path(d) for d in args.also])
     return 0
+
+
+def _pair(text: str) -> tuple[int, int]:
+    p, _, s = text.partition(":")
+    if not (p.isdigit() and s.isdigit()) or p == s:
+        raise SystemExit(f"bad --second {text!r}: P:S, two different node numbers (e.g. 1:3)")
+    return int(p), int(s)
 
 
 def _utc() -> str:

@@ -50,7 +50,7 @@ def run(args) -> int:
                         sw.set_arm(arm)
                         tag = secrets.token_hex(4)
                         script = scenario.run_script(
-                            "/tmp/numaforge-probe-trace/numa_probe", p, f"numaforge-probe-{tag}", f"/tmp/g{tag}"
+                            "/tmp/numaforge-probe-trace/numa_probe", [p], f"numaforge-probe-{tag}", f"/tmp/g{tag}"
                         )
                         out = r.run(script, timeout=args.seconds + 300, sudo=True, check=False)
                         s = metrics.split_sections(out.stdout)

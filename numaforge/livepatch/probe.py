@@ -32,10 +32,17 @@ def host_topo(remote) -> mmetrics.Topo:
     return mmetrics.parse_topo(r.stdout)
 
 
-def cases(params: msc.ScenarioParams, control: bool) -> dict[str, msc.ScenarioParams]:
-    out = {msc.MAIN_CASE: dataclasses.replace(params, source_busy=False)}
+def cases(
+    params: msc.ScenarioParams, control: bool, second: tuple[int, int] | None = None
+) -> dict[str, list[msc.ScenarioParams]]:
+    """The cases of a study, each the probes of one run: the main case and (``control``) its source-busy control;
+    with ``second`` (P, S of a second probe) only the multi-instance control (amendment 4): both probes at once,
+    sources spare."""
+    if second:
+        return {msc.MULTI_CASE: [params, dataclasses.replace(params, pref=second[0], src=second[1])]}
+    out = {msc.MAIN_CASE: [dataclasses.replace(params, source_busy=False)]}
     if control:
-        out[msc.CONTROL_CASE] = dataclasses.replace(params, source_busy=True)
+        out[msc.CONTROL_CASE] = [dataclasses.replace(params, source_busy=True)]
     return out
 
 
@@ -51,11 +58,13 @@ def measure_scenario(
     nudge: bool = False,
     done: dict[str, list[list[msc.ProbeMetrics]]] | None = None,
     on_block: Callable[[dict[str, list[list[msc.ProbeMetrics]]]], None] | None = None,
+    second: tuple[int, int] | None = None,
 ) -> dict:
     """{'cases': {case name: scenario report + settings}} for `rounds` blocks on one booted host.
 
     ``done``: blocks of an earlier chunk of the same study (numaforge.measure.study), per case; the run goes on
-    from the next block. ``on_block`` is called with every finished block so far after each block."""
+    from the next block. ``on_block`` is called with every finished block so far after each block. ``second``:
+    the multi-instance control instead (``cases``)."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
         raise LivepatchError(
@@ -63,7 +72,7 @@ def measure_scenario(
             remote.where,
             "boot with numa_balancing=enable; numaforge does not change it",
         )
-    todo = cases(params, control)
+    todo = cases(params, control, second)
     blocks: dict[str, list[list[msc.ProbeMetrics]]] = {name: list((done or {}).get(name, [])) for name in todo}
     first = min(len(b) for b in blocks.values()) + 1
     sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
@@ -81,7 +90,8 @@ def measure_scenario(
                     log(
                         f"block {rnd}/{rounds} {name} {arm}: not-closer {rm.not_closer} closer {rm.closer} "
                         f"found-nothing {rm.found_nothing} of {rm.moves} moves, local (last 30 s) "
-                        f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on node {rm.final_node}"
+                        f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on node {rm.final_node}, "
+                        f"{rm.passes_per_s} passes/s"
                     )
                     block.append(rm)
                 blocks[name].append(block)
@@ -93,8 +103,12 @@ def measure_scenario(
     out = {}
     for name, p in todo.items():
         runs = [r for block in blocks[name] for r in block]
-        rep = msc.report(runs, list(arms))
-        rep.update({"case": name, "params": dataclasses.asdict(p), "rounds": len(blocks[name]), "seed": seed, **numa})
+        rep = msc.report(runs, list(arms), multi=len(p) > 1)
+        if len(p) > 1:
+            rep["probes"] = [dataclasses.asdict(q) for q in p]
+        rep.update(
+            {"case": name, "params": dataclasses.asdict(p[0]), "rounds": len(blocks[name]), "seed": seed, **numa}
+        )
         out[name] = rep
     return {"cases": out, "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}}
 

@@ -40,8 +40,14 @@ MARGINS: dict[str, tuple[str, float]] = {
     "time_to_90": ("abs", 10.0),
     "pages_migrated_per_min": ("rel", 0.25),
 }
+# the multi-instance control (amendment 4): the probes' CPU throughput is a fourth secondary there -- under TCG it
+# shows CPU contention (probes crowding one node), not memory speed
+MULTI_OUTCOMES = [*OUTCOMES, ("passes_per_s", "passes over the probe's buffer per second", "/s", False)]
+MULTI_SECONDARY = (*SECONDARY, "passes_per_s")
+MULTI_MARGINS = {**MARGINS, "passes_per_s": ("rel", 0.10)}
 LOCAL_WINDOW_S = 30
 MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
+MULTI_CASE = "multi-instance (control)"
 EVENTS = metrics.EVENTS
 _KV = re.compile(r"(\w+)=(-?\d+)")
 _NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")
@@ -92,12 +98,14 @@ class ProbeMetrics:
     found_nothing_per_min: float | None = None
     local_share_30s: float | None = None
     time_to_90: float | None = None
-    reached_90: bool = False  # False: time_to_90 is the window length (censored)
+    reached_90: bool = False  # False: time_to_90 is the registered window (params.seconds; censored)
     pages_migrated_per_min: float | None = None
     final_node: int | None = None
     filled_pages: int | None = None  # pages the -F filler took on S (None: no filler)
     move_path: list[list[int]] = field(default_factory=list)  # [src_nid, dst_nid] of each NUMA move, in order
     vmstat_delta: dict[str, int] = field(default_factory=dict)
+    passes_per_s: float | None = None  # passes over the buffer per second (CPU share; TCG: not memory speed)
+    instances: list[dict] = field(default_factory=list)  # a multi-instance run: each probe's own record
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -106,60 +114,100 @@ class ProbeMetrics:
 # ---------------------------------------------------------------------------------------------- the script
 
 
-def run_script(probe: str, p: ScenarioParams, instance: str, go: str) -> str:
-    """POSIX sh (busybox) for one traced probe run; prints sections for metrics.split_sections."""
-    args = " ".join(shlex.quote(a) for a in p.argv(go))
+def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str) -> str:
+    """POSIX sh (busybox) for one traced run of one or more probes at once (the multi-instance control: each
+    probe with its own P, S, hogs and filler, traced in its own tracefs instance with filters on its own pid,
+    all released by the same go file); prints sections for metrics.split_sections. One probe: sections topo,
+    vmstat_before, vmstat_after, probe, samples, trace, rc; more: probe.K, samples.K, trace.K and rc.K per probe
+    (``instance_sections`` picks one probe's)."""
+    n = len(probes)
+    if n < 1:
+        raise ValueError("a run needs at least one probe")
+    sfx = [section_suffix(k, n) for k in range(n)]
     events = " ".join(EVENTS)
-    return f"""T=/sys/kernel/tracing
-[ -d $T/instances ] || T=/sys/kernel/debug/tracing
-[ -d $T/instances ] || {{ echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing" >&2; exit 90; }}
-I=$T/instances/{instance}
-G={shlex.quote(go)}
-O=$G.out
-PID=
-cleanup() {{ [ -n "$PID" ] && kill $PID 2>/dev/null; echo 0 > $I/tracing_on 2>/dev/null; rmdir $I 2>/dev/null; rm -f $G $O; }}
-trap cleanup EXIT INT TERM
-rm -f $G
-mkdir $I || exit 91
-echo boot > $I/trace_clock || exit 92
-echo 4096 > $I/buffer_size_kb
-echo "=== topo"
-for n in /sys/devices/system/node/node[0-9]*; do echo "node ${{n##*node}} cpus $(cat $n/cpulist) dist $(cat $n/distance)"; done
-{shlex.quote(probe)} {args} > $O 2>&1 &
-PID=$!
-k=0
-until grep -q '^touched' $O 2>/dev/null; do
-  kill -0 $PID 2>/dev/null || {{ echo "=== probe"; cat $O; echo "=== rc"; echo 94; exit 0; }}
-  k=$((k+1)); [ $k -gt 1200 ] && {{ echo "probe did not first-touch its buffer in 120 s" >&2; exit 95; }}
-  sleep 0.1
-done
-echo "pid == $PID" > $I/events/sched/sched_migrate_task/filter || exit 93
-echo "pid == $PID" > $I/events/sched/sched_move_numa/filter || exit 93
-echo "src_pid == $PID || dst_pid == $PID" > $I/events/sched/sched_stick_numa/filter || exit 93
-echo "src_pid == $PID || dst_pid == $PID" > $I/events/sched/sched_swap_numa/filter || exit 93
-for e in {events}; do echo 1 > $I/events/sched/$e/enable || exit 93; done
-echo "=== vmstat_before"; cat /proc/vmstat
-echo 1 > $I/tracing_on
-touch $G
-echo "=== samples"
-k=0
-while ! grep -q '^done' $O 2>/dev/null && [ $k -le {p.seconds + 60} ]; do
-  kill -0 $PID 2>/dev/null || break
-  echo "@ $(cut -d' ' -f1 /proc/uptime)"
-  cat /proc/$PID/stat 2>/dev/null; echo
-  grep numa_preferred_nid /proc/$PID/sched 2>/dev/null
-  grep anon= /proc/$PID/numa_maps 2>/dev/null
-  k=$((k+1)); sleep 1
-done
-wait $PID
-rc=$?
-PID=
-echo 0 > $I/tracing_on
-echo "=== vmstat_after"; cat /proc/vmstat
-echo "=== probe"; cat $O
-echo "=== trace"; cat $I/trace
-echo "=== rc"; echo $rc
-"""
+    lines = [
+        "T=/sys/kernel/tracing",
+        "[ -d $T/instances ] || T=/sys/kernel/debug/tracing",
+        '[ -d $T/instances ] || { echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing"'
+        " >&2; exit 90; }",
+        f"G={shlex.quote(go)}",
+        *(
+            f"I{k}=$T/instances/{instance}{'-' + str(k) if n > 1 else ''}; O{k}=$G.out{k}; S{k}=$G.s{k}; PID{k}="
+            for k in range(n)
+        ),
+        "cleanup() {",
+        *(
+            f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null; echo 0 > $I{k}/tracing_on 2>/dev/null; rmdir $I{k} 2>/dev/null'
+            for k in range(n)
+        ),
+        "  rm -f $G $G.out* $G.s*",
+        "}",
+        "trap cleanup EXIT INT TERM",
+        "rm -f $G",
+        *(
+            f"mkdir $I{k} || exit 91; echo boot > $I{k}/trace_clock || exit 92; echo 4096 > $I{k}/buffer_size_kb"
+            for k in range(n)
+        ),
+        'echo "=== topo"',
+        'for n in /sys/devices/system/node/node[0-9]*; do echo "node ${n##*node} cpus $(cat $n/cpulist) dist $(cat $n/distance)"; done',
+    ]
+    for k, p in enumerate(probes):
+        args = " ".join(shlex.quote(a) for a in p.argv(go))
+        lines += [f"{shlex.quote(probe)} {args} > $O{k} 2>&1 &", f"PID{k}=$!"]
+    for k in range(n):
+        lines += [
+            "k=0",
+            f"until grep -q '^touched' $O{k} 2>/dev/null; do",
+            f'  kill -0 $PID{k} 2>/dev/null || {{ echo "=== probe{sfx[k]}"; cat $O{k}; echo "=== rc{sfx[k]}"; echo 94; exit 0; }}',
+            '  k=$((k+1)); [ $k -gt 1200 ] && { echo "probe did not first-touch its buffer in 120 s" >&2; exit 95; }',
+            "  sleep 0.1",
+            "done",
+            f'echo "pid == $PID{k}" > $I{k}/events/sched/sched_migrate_task/filter || exit 93',
+            f'echo "pid == $PID{k}" > $I{k}/events/sched/sched_move_numa/filter || exit 93',
+            f'echo "src_pid == $PID{k} || dst_pid == $PID{k}" > $I{k}/events/sched/sched_stick_numa/filter || exit 93',
+            f'echo "src_pid == $PID{k} || dst_pid == $PID{k}" > $I{k}/events/sched/sched_swap_numa/filter || exit 93',
+            f"for e in {events}; do echo 1 > $I{k}/events/sched/$e/enable || exit 93; done",
+        ]
+    running = " || ".join(f"kill -0 $PID{k} 2>/dev/null" for k in range(n))
+    finished = " && ".join(f"grep -q '^done' $O{k} 2>/dev/null" for k in range(n))
+    lines += [
+        'echo "=== vmstat_before"; cat /proc/vmstat',
+        *(f"echo 1 > $I{k}/tracing_on" for k in range(n)),
+        "touch $G",
+        "k=0",
+        f"while ! {{ {finished}; }} && [ $k -le {max(p.seconds for p in probes) + 60} ]; do",
+        f"  {{ {running}; }} || break",
+        "  U=$(cut -d' ' -f1 /proc/uptime)",
+        *(
+            f'  {{ echo "@ $U"; cat /proc/$PID{k}/stat 2>/dev/null; echo; grep numa_preferred_nid /proc/$PID{k}/sched '
+            f"2>/dev/null; grep anon= /proc/$PID{k}/numa_maps 2>/dev/null; }} >> $S{k}"
+            for k in range(n)
+        ),
+        "  k=$((k+1)); sleep 1",
+        "done",
+        *(f"wait $PID{k}; rc{k}=$?; PID{k}=" for k in range(n)),
+        *(f"echo 0 > $I{k}/tracing_on" for k in range(n)),
+        'echo "=== vmstat_after"; cat /proc/vmstat',
+        *(
+            f'echo "=== probe{sfx[k]}"; cat $O{k}; echo "=== samples{sfx[k]}"; cat $S{k} 2>/dev/null; '
+            f'echo "=== trace{sfx[k]}"; cat $I{k}/trace; echo "=== rc{sfx[k]}"; echo $rc{k}'
+            for k in range(n)
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def section_suffix(k: int, n: int) -> str:
+    """The suffix of probe k's sections in a run of n probes ("" for a run of one)."""
+    return "" if n == 1 else f".{k}"
+
+
+def instance_sections(sections: dict[str, str], k: int, n: int) -> dict[str, str]:
+    """Probe k's sections of a run of n probes, under the one-probe names probe_metrics reads."""
+    sfx = section_suffix(k, n)
+    out: dict[str, str] = {n: sections[n] for n in ("topo", "vmstat_before", "vmstat_after") if n in sections}
+    out.update({name: sections[name + sfx] for name in ("probe", "samples", "trace", "rc") if name + sfx in sections})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- parsers
@@ -236,7 +284,11 @@ def probe_metrics(
     rm.local_share_30s = round(sum(last) / len(last), 3) if last else None
     hit = next((t for t, v in shares if v is not None and v >= 90.0), None)
     rm.reached_90 = hit is not None
-    rm.time_to_90 = round(((hit if hit is not None else done) - start) / 1e9, 3)
+    # censored: the protocol counts a run that never gets there as the registered window, not the measured one
+    # (whose milliseconds would otherwise give two never-local arms a "difference")
+    rm.time_to_90 = round((hit - start) / 1e9, 3) if hit is not None else float(params.seconds)
+    if "passes" in marks["done"]:
+        rm.passes_per_s = round(marks["done"]["passes"] / max(rm.seconds, 1e-9), 3)
     rm.final_node = topo.cpu_node.get(samples[-1].cpu) if samples and samples[-1].cpu is not None else None
     rm.vmstat_delta = metrics.vmstat_delta(
         metrics.parse_vmstat(sections.get("vmstat_before", "")), metrics.parse_vmstat(sections.get("vmstat_after", ""))
@@ -279,12 +331,14 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
 
 
 def run_once(
-    remote, probe: str, params: ScenarioParams, label: str, round_no: int = 0, sudo: bool = True
+    remote, probe: str, params: ScenarioParams | list[ScenarioParams], label: str, round_no: int = 0, sudo: bool = True
 ) -> ProbeMetrics:
-    """One traced probe run on the host (the probe binary already uploaded to `probe`)."""
+    """One traced run on the host (the probe binary already uploaded to `probe`): one probe, or several at once
+    (the multi-instance control; their endpoints combined by ``combine``)."""
+    probes = params if isinstance(params, list) else [params]
     tag = secrets.token_hex(4)
-    script = run_script(probe, params, f"numaforge-probe-{tag}", f"/tmp/numaforge-probe-{tag}.go")
-    r = remote.run(script, timeout=params.seconds + 300, sudo=sudo, check=False)
+    script = run_script(probe, probes, f"numaforge-probe-{tag}", f"/tmp/numaforge-probe-{tag}.go")
+    r = remote.run(script, timeout=max(p.seconds for p in probes) + 300, sudo=sudo, check=False)
     if r.rc != 0:
         raise ScenarioError(
             f"the traced probe run failed (rc={r.rc}): {(r.stderr.strip() or r.stdout.strip()[-400:]) or 'no output'}",
@@ -293,17 +347,47 @@ def run_once(
             "(CONFIG_NUMA) and root or passwordless sudo",
         )
     s = metrics.split_sections(r.stdout)
-    rc = s.get("rc", "").strip()
-    if rc != "0":
-        out = s.get("probe", "").strip()[-400:] or "no output"
-        what = "ended before it first-touched its buffer" if rc == "94" else f"exited {rc or '?'}"
-        raise ScenarioError(
-            f"the probe {what}: {out}",
-            remote.where,
-            f"check that nodes {params.pref} and {params.src} exist and have CPUs (--pref-node/--src-node), and "
-            "the host's dmesg (an OOM kill or a signal ends the probe early)",
-        )
-    return probe_metrics(label, round_no, s, params, remote.where)
+    runs = []
+    for k, p in enumerate(probes):
+        mine = instance_sections(s, k, len(probes))
+        rc = mine.get("rc", "").strip()
+        if rc != "0":
+            out = mine.get("probe", "").strip()[-400:] or "no output"
+            what = "ended before it first-touched its buffer" if rc == "94" else f"exited {rc or '?'}"
+            raise ScenarioError(
+                f"the probe (P={p.pref}, S={p.src}) {what}: {out}",
+                remote.where,
+                f"check that nodes {p.pref} and {p.src} exist and have CPUs (--pref-node/--src-node), and "
+                "the host's dmesg (an OOM kill or a signal ends the probe early)",
+            )
+        runs.append(probe_metrics(label, round_no, mine, p, remote.where))
+    return runs[0] if len(runs) == 1 else combine(runs)
+
+
+def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
+    """One record of a multi-instance run (docs/numa-effect-protocol.md, amendment 4): counts summed, each
+    per-minute rate, locality, time to 90 % and passes per second the mean over the probes (so margins keep their
+    per-probe meaning), reached_90 only when every probe got there, numa_pages_migrated host-wide as registered
+    (every probe reads the same /proc/vmstat); each probe's own record is kept in ``instances``."""
+    first = runs[0]
+    out = ProbeMetrics(first.label, first.round, first.pid, max(r.seconds for r in runs))
+    for key in ("samples", "moves", "third_moves", "closer", "not_closer", "found_nothing", "swaps", "migrations"):
+        setattr(out, key, sum(getattr(r, key) for r in runs))
+    for key in (
+        "not_closer_per_min",
+        "closer_per_min",
+        "found_nothing_per_min",
+        "local_share_30s",
+        "time_to_90",
+        "passes_per_s",
+    ):
+        vals = [getattr(r, key) for r in runs]
+        setattr(out, key, None if None in vals else round(sum(vals) / len(vals), 3))
+    out.reached_90 = all(r.reached_90 for r in runs)
+    out.pages_migrated_per_min = first.pages_migrated_per_min
+    out.vmstat_delta = dict(first.vmstat_delta)
+    out.instances = [{k: v for k, v in r.as_dict().items() if k not in ("vmstat_delta", "instances")} for r in runs]
+    return out
 
 
 def choose_nodes(topo: metrics.Topo) -> tuple[int, int]:
@@ -327,15 +411,16 @@ def choose_nodes(topo: metrics.Topo) -> tuple[int, int]:
     )
 
 
-def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = "off") -> dict:
+def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = "off", multi: bool = False) -> dict:
     """runner.report over the protocol's endpoints: per-arm medians and paired verdicts against `base`; Holm
-    adjusts over the three registered secondaries (SECONDARY), the descriptive counts get no verdict."""
+    adjusts over the three registered secondaries (SECONDARY), the descriptive counts get no verdict. ``multi``:
+    the multi-instance control's endpoints (MULTI_OUTCOMES: passes per second as a fourth secondary)."""
     return runner.report(
         runs,  # type: ignore[arg-type]
         arms,
         base,
         primary=PRIMARY,
-        outcomes=OUTCOMES,
-        margins=MARGINS,
-        secondary=SECONDARY,
+        outcomes=MULTI_OUTCOMES if multi else OUTCOMES,
+        margins=MULTI_MARGINS if multi else MARGINS,
+        secondary=MULTI_SECONDARY if multi else SECONDARY,
     )

@@ -29,8 +29,8 @@ def write_study(path: Path, blocks: int, designs: dict | None = None) -> None:
                         b,
                         not_closer_per_min=(0.5 if fixes else moves) + j * (arm == "off"),
                         local_share_30s=60.0 + j,
-                        time_to_90=30.0 - j,
-                        reached_90=arm != "off" or b % 2 == 0,
+                        time_to_90=30.0 - j if b % 2 == 0 else 60.0,  # censored: the registered window
+                        reached_90=b % 2 == 0,
                         pages_migrated_per_min=1000.0 + 10 * j,
                         closer_per_min=1.0 if fixes else 0.0,
                         found_nothing_per_min=0.0,
@@ -72,7 +72,7 @@ def test_a_finished_study_writes_its_result_document(tmp_path):
     )
     assert "No design is better than upstream on outcomes in this scenario; shipping winner is a decision" in text
     assert "(descriptive" not in text.split("Paired differences")[0]  # the table shows no verdict for them
-    assert "censored at the window): off 10, winner 0, null 0" in text
+    assert "censored at the window): off 10, winner 10, null 10" in text
     assert "2-node VM" in text and "no design is cleared" in text
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "basis: mechanism only" in r.stdout

@@ -108,6 +108,15 @@ def test_a_run_that_never_gets_local_is_censored_at_the_window():
     assert rm.local_share_30s == 0.0 and not rm.reached_90 and rm.time_to_90 == 60.0
 
 
+def test_a_censored_run_counts_as_the_registered_window_not_the_measured_one():
+    """Two runs that never get local tie on time to 90 %: the window's milliseconds are no difference."""
+    cap = capture()
+    cap["samples"] = "".join(sample(100 + i + 0.01, 4, 0, {0: 16384}) for i in range(61))
+    cap["probe"] = cap["probe"].replace(f"done t={160 * S}", f"done t={160 * S + 37_000_000}")
+    rm = scenario.probe_metrics("off", 1, cap, scenario.ScenarioParams())
+    assert rm.seconds == 60.037 and rm.time_to_90 == 60.0 and not rm.reached_90
+
+
 def test_a_probe_that_did_not_finish_is_a_clear_error():
     cap = capture()
     cap["probe"] = "touched pid=321 t=1\nnuma_probe: node 0 or 2 has no CPUs (or does not exist)\n"
@@ -148,11 +157,60 @@ def test_choose_nodes_needs_a_closer_and_a_not_closer_third_node():
 
 
 def test_run_script_is_valid_sh_and_filters_on_the_probe_pid():
-    sh = scenario.run_script("/tmp/x/numa_probe", scenario.ScenarioParams(source_busy=True), "inst", "/tmp/g")
+    sh = scenario.run_script("/tmp/x/numa_probe", [scenario.ScenarioParams(source_busy=True)], "inst", "/tmp/g")
     assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
-    assert 'echo "pid == $PID" > $I/events/sched/sched_move_numa/filter' in sh
-    assert "src_pid == $PID || dst_pid == $PID" in sh and "echo boot > $I/trace_clock" in sh
+    assert 'echo "pid == $PID0" > $I0/events/sched/sched_move_numa/filter' in sh
+    assert "src_pid == $PID0 || dst_pid == $PID0" in sh and "echo boot > $I0/trace_clock" in sh
+    assert "I0=$T/instances/inst;" in sh
     assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -B -F" in sh
+    assert '"=== samples"' in sh and '"=== trace"' in sh and '"=== samples.0"' not in sh  # one probe: plain names
+
+
+def test_run_script_of_two_probes_traces_each_in_its_own_instance_on_its_own_pid():
+    two = [scenario.ScenarioParams(), scenario.ScenarioParams(pref=1, src=3)]
+    sh = scenario.run_script("/tmp/x/numa_probe", two, "inst", "/tmp/g")
+    assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
+    assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -F" in sh
+    assert "/tmp/x/numa_probe -P 1 -S 3 -m 64 -d 60 -g /tmp/g -F" in sh  # one go file releases both
+    assert "I0=$T/instances/inst-0;" in sh and "I1=$T/instances/inst-1;" in sh
+    assert 'echo "pid == $PID1" > $I1/events/sched/sched_migrate_task/filter' in sh
+    assert "src_pid == $PID1 || dst_pid == $PID1" in sh
+    for name in ("probe", "samples", "trace", "rc"):
+        assert f'"=== {name}.0"' in sh and f'"=== {name}.1"' in sh
+    with pytest.raises(ValueError):
+        scenario.run_script("/tmp/x/numa_probe", [], "inst", "/tmp/g")
+
+
+def test_a_multi_instance_run_is_one_record_of_both_probes():
+    params = scenario.ScenarioParams()
+    sections = {"topo": TOPO + "\n"}
+    for k, cap in enumerate((capture([(105.0, 2, 3)], stick=2), capture([(105.0, 2, 3), (120.0, 3, 2)]))):
+        for name in ("probe", "samples", "trace", "rc"):
+            sections[f"{name}.{k}"] = cap[name]
+        sections.update({"vmstat_before": cap["vmstat_before"], "vmstat_after": cap["vmstat_after"]})
+    one = scenario.instance_sections(sections, 1, 2)
+    assert set(one) == {"topo", "vmstat_before", "vmstat_after", "probe", "samples", "trace", "rc"}
+    a = scenario.probe_metrics("off", 3, scenario.instance_sections(sections, 0, 2), params)
+    b = scenario.probe_metrics("off", 3, one, params)
+    rm = scenario.combine([a, b])
+    assert (rm.label, rm.round, rm.not_closer, rm.found_nothing) == ("off", 3, a.not_closer + b.not_closer, 2)
+    assert rm.not_closer_per_min == round((a.not_closer_per_min + b.not_closer_per_min) / 2, 3)
+    assert rm.passes_per_s == 15.0 and rm.reached_90 == (a.reached_90 and b.reached_90)
+    assert rm.pages_migrated_per_min == a.pages_migrated_per_min == 600.0  # host-wide, not summed
+    assert [i["pid"] for i in rm.instances] == [321, 321] and "vmstat_delta" not in rm.instances[0]
+
+
+def test_the_multi_instance_report_tests_the_probes_throughput_as_a_secondary():
+    runs = []
+    for r in range(1, 9):
+        off = scenario.probe_metrics("off", r, capture([(105.0, 2, 3)]), scenario.ScenarioParams())
+        won = scenario.probe_metrics("winner", r, capture(), scenario.ScenarioParams())
+        won.passes_per_s = off.passes_per_s * (0.5 if r % 3 else 0.6)  # crowded: about half the passes
+        runs += [off, won]
+    multi = scenario.report(runs, multi=True)
+    assert multi["verdicts"]["passes_per_s"]["winner"] == paired.WORSE
+    assert multi["paired"]["passes_per_s"]["winner"]["p_adj"] is not None
+    assert "passes_per_s" not in scenario.report(runs)["verdicts"]  # the main case registered three
 
 
 def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():

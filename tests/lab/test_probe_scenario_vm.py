@@ -34,6 +34,27 @@ def test_probe_scenario_runs_traced_and_sampled_on_the_lab_vm(lab):
         assert case["verdicts"]["not_closer_per_min"] == {}  # one arm: nothing to compare
 
 
+def test_two_probes_at_once_each_traced_and_sampled_on_its_own(lab):
+    """The multi-instance control (protocol amendment 4): probe A (P=0, S=2) and probe B (P=1, S=3) run at once,
+    each with its own hogs, filler and tracefs instance; the run's record combines them and keeps each one's."""
+    with lab.remote() as r:
+        data = lprobe.measure_scenario(r, {"off": None}, scenario.ScenarioParams(mb=16, seconds=12), 1, second=(1, 3))
+        assert r.run("ls /sys/kernel/tracing/instances | grep -c numaforge-probe || true").stdout.strip() == "0"
+        assert r.run("pgrep numa_probe || true").stdout.strip() == ""
+    (case,) = data["cases"].values()
+    assert case["case"] == scenario.MULTI_CASE and [(p["pref"], p["src"]) for p in case["probes"]] == [(0, 2), (1, 3)]
+    (run,) = case["runs"]
+    a, b = run["instances"]
+    assert a["pid"] != b["pid"] and a["pid"] > 0 and b["pid"] > 0
+    for one in (a, b):
+        # its own events only: every NUMA move and migration in its record is its own (filters on its pid)
+        assert one["samples"] >= 5 and one["migrations"] >= 1 and one["passes_per_s"] > 0, one
+        assert one["filled_pages"] > 0 and one["time_to_90"] is not None
+    assert run["migrations"] == a["migrations"] + b["migrations"]
+    assert run["passes_per_s"] == round((a["passes_per_s"] + b["passes_per_s"]) / 2, 3)
+    assert "passes_per_s" in case["verdicts"]  # the control's fourth secondary
+
+
 def test_numa_effect_task_runs_the_probe_scenario(lab, tmp_path):
     """`invoke numa-effect --scenario probe` on the lab VM: nodes chosen from its SLIT, JSON written, exit 0."""
     import json
