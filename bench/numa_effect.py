@@ -10,6 +10,10 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
         # the study in chunks: blocks kept in the study file after each one, the next chunk goes on from there
     .venv/bin/python bench/numa_effect.py result --study reports/probe-study.json --md R.md --png R.png
         # the result document of a finished study (>= 20 blocks): endpoints, decision rules 1-5 in order
+    .venv/bin/python bench/numa_effect.py probe --arms off+winner --second 1:3 --study S.json   # multi-instance
+    .venv/bin/python bench/numa_effect.py probe --arms off+winner --threads 2 --cpus-per-node 3 --study S.json
+    .venv/bin/python bench/numa_effect.py control --study S.json --md S.md
+        # a control study (2-node, multi-instance, two-thread; protocol amendments 4-5) and the rule it is judged by
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -157,14 +161,20 @@ def probe(args) -> int:
         second = _pair(args.second) if args.second else None
         arts = loaded_arms(args.series, args.target, names)
         params = scenario.ScenarioParams(
-            pref=args.pref, src=args.src, mb=args.mb, seconds=args.seconds, fill_src=not args.no_fill
+            pref=args.pref,
+            src=args.src,
+            mb=args.mb,
+            seconds=args.seconds,
+            fill_src=not args.no_fill,
+            threads=args.threads,
         )
         t0 = time.monotonic()
         settings = {
             "arms": names,
             "modules": {n: (a.sha256 if a else None) for n, a in arts.items()},
             "designs": marms.designs(args.series, names),
-            "params": dataclasses.asdict(params),
+            # threads only when > 1: a study recorded before the two-thread control goes on with the same settings
+            "params": {k: v for k, v in dataclasses.asdict(params).items() if k != "threads" or v > 1},
             "seed": args.seed,
             "kernel": info.release,
             "topology": args.topology,
@@ -216,7 +226,7 @@ def probe(args) -> int:
         path = out / f"probe-{args.topology}.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         for name, case in data["cases"].items():
-            outcomes = scenario.MULTI_OUTCOMES if name == scenario.MULTI_CASE else scenario.OUTCOMES
+            outcomes = scenario.outcomes_of(name)
             print(f"## {name}\n" + render.markdown(case, outcomes=outcomes))
             for a in case["arms"][1:]:
                 print("\n".join(f"{a}: {ln}" for ln in render.verdict_lines(case, a, outcomes=outcomes)))
@@ -253,6 +263,34 @@ def result(args) -> int:
     else:
         print(text)
     print(f"result: {dec.statement} (basis: {dec.basis})", flush=True)
+    return 0
+
+
+def control(args) -> int:
+    """The report of a control study (the 2-node, multi-instance or two-thread control): refused below 20
+    blocks and for the main study (whose document is `result`)."""
+    spath = Path(args.study)
+    settings, chunks, blocks = study.read(spath)
+    n = min((len(b) for b in blocks.values()), default=0)
+    main = scenario.MAIN_CASE in blocks and settings.get("topology") != "2node"
+    if n < mresult.MIN_STUDY_BLOCKS or main:
+        why = "is the main study: its document is `result`" if main else f"has {n} blocks"
+        print(f"error: {spath} {why}; `control` reports a control study of >= 20 blocks", file=sys.stderr)
+        return 2
+    arms = settings.get("arms") or []
+    cases = {
+        name: scenario.report(
+            [r for b in bl for r in b], arms, multi=name in (scenario.MULTI_CASE, scenario.THREADS_CASE)
+        )
+        for name, bl in blocks.items()
+    }
+    command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
+    text = mresult.control_markdown(settings, chunks, cases, command)
+    if args.md:
+        Path(args.md).write_text(text)
+        print(f"wrote {args.md}", flush=True)
+    else:
+        print(text)
     return 0
 
 
@@ -323,6 +361,13 @@ def main(argv: list[str]) -> int:
         help="the multi-instance control (protocol amendment 4): a second probe with memory on P, started on S, "
         "running at once with the first; runs only that case",
     )
+    pr.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="the two-thread control (protocol amendment 5): the probe's threads sharing its buffer; runs only "
+        "that case",
+    )
     pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
     pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")
     pr.add_argument("--seed", type=int, default=13)
@@ -352,7 +397,12 @@ def main(argv: list[str]) -> int:
     rs.add_argument("--md", help="write the result document here (else print it)")
     rs.add_argument("--png", help="write the per-block paired differences picture here")
     rs.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
+    ct = sub.add_parser("control")
+    ct.add_argument("--study", required=True, help="a control study file of >= 20 blocks")
+    ct.add_argument("--md", help="write the report here (else print it)")
     args = ap.parse_args(argv)
+    if args.cmd == "control":
+        return control(args)
     if args.cmd == "result":
         return result(args)
     if args.cmd == "build":

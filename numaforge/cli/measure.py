@@ -62,6 +62,10 @@ HELP = {
     "from the host's SLIT)",
     "src_node": "probe: node S where the probe starts (default: chosen with P)",
     "no_control": "probe: skip the 'source node busy' control case",
+    "probe_threads": "probe: threads sharing the probe's buffer (2: the two-thread control of the protocol's "
+    "amendment 5; runs only that case; default 1)",
+    "second_probe": "probe: P:S of a second probe running at once with its own hogs (the multi-instance control "
+    "of the protocol's amendment 4; runs only that case)",
     "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
     "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
 }
@@ -108,6 +112,8 @@ def numa_effect(
     pref_node=None,
     src_node=None,
     no_control=False,
+    probe_threads=None,
+    second_probe=None,
     accept_new_host_key=False,
     json=None,
     allow_plaintext_secrets=False,
@@ -119,15 +125,26 @@ def numa_effect(
         n_rounds = values.positive_int(rounds, "--rounds", 10)
         n_seed = values.non_negative_int(seed, "--seed", 13)
         params = _workload(seconds, procs, mb, mem_node, grouped)
+        opts = None
+        if scenario == "probe":  # every option checked before a host is touched
+            opts = _ProbeOptions(
+                values.positive_int(seconds, "--seconds", 20),
+                values.positive_int(mb, "--mb", 16),
+                n_rounds,
+                n_seed,
+                _nodes(pref_node, src_node),
+                bool(no_control),
+                bool(wake_cpus),
+                _threads(probe_threads),
+                _second(second_probe),
+            )
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
         h = _one_host(c, report, select)
         arts = lparms.loaded_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
-        if scenario == "probe":
-            nodes = _nodes(pref_node, src_node)
-            n_seconds, n_mb = values.positive_int(seconds, "--seconds", 20), values.positive_int(mb, "--mb", 16)
-            return _probe(report, h, arts, n_seconds, n_mb, n_rounds, n_seed, nodes, no_control, out, wake_cpus)
+        if opts is not None:
+            return _probe(report, h, arts, opts, out)
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
         run = _Rounds(n_rounds, order, n_seed, bool(wake_cpus), accept_new_host_key)
         _measure_workload(report, h, arts, name, params, run, out)
@@ -161,6 +178,32 @@ def _nodes(pref_node, src_node) -> tuple[int, int] | None:
     pref = values.non_negative_int(pref_node, "--pref-node")
     src = values.non_negative_int(src_node, "--src-node")
     return None if pref is None or src is None else (pref, src)
+
+
+def _threads(value) -> int:
+    """--probe-threads: 1..MAX_THREADS (numa_probe.c's limit)."""
+    n = values.positive_int(value, "--probe-threads", 1)
+    if n > msc.MAX_THREADS:
+        raise NumaforgeError(
+            f"--probe-threads {n}: the probe runs at most {msc.MAX_THREADS} threads",
+            "--probe-threads",
+            "use 2 for the two-thread control",
+        )
+    return n
+
+
+def _second(text) -> tuple[int, int] | None:
+    """--second-probe P:S, parsed."""
+    if text is None:
+        return None
+    p, _, s = str(text).partition(":")
+    if not (p.isdigit() and s.isdigit()) or p == s:
+        raise NumaforgeError(
+            f"bad --second-probe {str(text)[:40]!r}",
+            "--second-probe",
+            "give P:S, two different node numbers (e.g. 1:3)",
+        )
+    return int(p), int(s)
 
 
 def _one_host(c, report: Report, select: values.Selection):
@@ -237,7 +280,22 @@ def _write(out, host: str, doc: dict) -> Path:
     return path
 
 
-def _probe(report: Report, h, arts, seconds, mb, rounds, seed, nodes, no_control, out, wake) -> None:
+@dataclass
+class _ProbeOptions:
+    """The probe scenario's options, parsed."""
+
+    seconds: int
+    mb: int
+    rounds: int
+    seed: int
+    nodes: tuple[int, int] | None  # (P, S); None: chosen from the host's SLIT
+    no_control: bool
+    wake: bool
+    threads: int
+    second: tuple[int, int] | None
+
+
+def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
     """The probe scenario on one host: nodes from the options or the host's SLIT, blocks, JSON, tables."""
     result = report.host(h.name)
     with (
@@ -245,26 +303,28 @@ def _probe(report: Report, h, arts, seconds, mb, rounds, seed, nodes, no_control
         result.step("measure") as s,
         ssh.connect(h.ssh, h.name, accept_new_host_key=False) as r,
     ):
-        p, src = nodes if nodes is not None else msc.choose_nodes(lprobe.host_topo(r))
-        params = msc.ScenarioParams(pref=p, src=src, mb=int(mb), seconds=int(seconds))
+        p, src = o.nodes if o.nodes is not None else msc.choose_nodes(lprobe.host_topo(r))
+        params = msc.ScenarioParams(pref=p, src=src, mb=o.mb, seconds=o.seconds, threads=o.threads)
         data = lprobe.measure_scenario(
             r,
             arts,
             params,
-            int(rounds),
-            control=not no_control,
-            seed=int(seed),
+            o.rounds,
+            control=not o.no_control,
+            seed=o.seed,
             log=_host_log(h.name),
-            nudge=bool(wake),
+            nudge=o.wake,
+            second=o.second,
         )
-        s.detail = {"arms": list(arts), "rounds": int(rounds), "pref": p, "src": src}
+        s.detail = {"arms": list(arts), "rounds": o.rounds, "pref": p, "src": src}
     path = _write(out, h.name, data)
     report.data.update({"measurement": str(path), "verdicts": {n: c["verdicts"] for n, c in data["cases"].items()}})
     for name, case in data["cases"].items():
-        title = f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {rounds} blocks"
-        _print_table(title, "endpoint", case["arms"], render.table_rows(case, outcomes=msc.OUTCOMES))
+        title = f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {o.rounds} blocks"
+        outcomes = msc.outcomes_of(name)
+        _print_table(title, "endpoint", case["arms"], render.table_rows(case, outcomes=outcomes))
         for a in case["arms"]:
-            for line in render.verdict_lines(case, a, outcomes=msc.OUTCOMES):
+            for line in render.verdict_lines(case, a, outcomes=outcomes):
                 common.console.print(f"{escape(name)}: {escape(a)} vs off: {escape(line)}")
     common.console.print(f"measurement: {path}")
     result.message = f"{sum(len(c['runs']) for c in data['cases'].values())} probe runs of {', '.join(arts)}"

@@ -37,9 +37,11 @@ def cases(
 ) -> dict[str, list[msc.ScenarioParams]]:
     """The cases of a study, each the probes of one run: the main case and (``control``) its source-busy control;
     with ``second`` (P, S of a second probe) only the multi-instance control (amendment 4): both probes at once,
-    sources spare."""
+    sources spare; with params.threads > 1 only the two-thread control (amendment 5)."""
     if second:
         return {msc.MULTI_CASE: [params, dataclasses.replace(params, pref=second[0], src=second[1])]}
+    if params.threads > 1:
+        return {msc.THREADS_CASE: [params]}
     out = {msc.MAIN_CASE: [dataclasses.replace(params, source_busy=False)]}
     if control:
         out[msc.CONTROL_CASE] = [dataclasses.replace(params, source_busy=True)]
@@ -103,7 +105,7 @@ def measure_scenario(
     out = {}
     for name, p in todo.items():
         runs = [r for block in blocks[name] for r in block]
-        rep = msc.report(runs, list(arms), multi=len(p) > 1)
+        rep = msc.report(runs, list(arms), multi=len(msc.units(p)) > 1)
         if len(p) > 1:
             rep["probes"] = [dataclasses.asdict(q) for q in p]
         rep.update(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import paired
-from .scenario import PRIMARY, SECONDARY
+from .scenario import CONTROL_CASE, MULTI_CASE, MULTI_SECONDARY, PRIMARY, SECONDARY, THREADS_CASE
 
 BASE, NULL = "off", "null"
 LOCALITY, TIME_TO_90 = "local_share_30s", "time_to_90"
@@ -59,9 +59,9 @@ def _verdict(rep: dict, key: str, arm: str) -> str:
     return rep.get("verdicts", {}).get(key, {}).get(arm, "not run")
 
 
-def no_harm(rep: dict, arm: str) -> tuple[bool, str]:
+def no_harm(rep: dict, arm: str, secondary: tuple[str, ...] = SECONDARY) -> tuple[bool, str]:
     """Every secondary "better" or TOST-equivalent, none "worse" (the module docstring's reading of rule 4)."""
-    bad = [k for k in SECONDARY if not (_verdict(rep, k, arm) == paired.BETTER or _equivalent(rep, k, arm))]
+    bad = [k for k in secondary if not (_verdict(rep, k, arm) == paired.BETTER or _equivalent(rep, k, arm))]
     if not bad:
         return True, "every secondary better or TOST-equivalent"
     return False, "; ".join(f"{k}: {_line(rep, k, arm)}" for k in bad)
@@ -116,6 +116,26 @@ def apply_rules(main: dict, busy: dict | None, code_lines: dict[str, int]) -> De
                 dec.improving.append(arm)
     dec.candidates = passing
     return _choose(dec, main, code_lines)
+
+
+def control_findings(case: str, rep: dict, topology: str | None = None) -> list[Finding]:
+    """A control study's case judged by the rule the protocol gives it, for every patched arm of `rep`:
+
+    - rule 2, the primary TOST-equivalent to off: the source-busy case, and on a 2-node host every case;
+    - amendments 4 and 5, no harm over the case's secondaries (passes per second included): the multi-instance
+      and the two-thread controls, whose primary is reported with rule 3's test;
+    - any other case (the main case on the main topology) is the main study's: ``apply_rules``, not here."""
+    out = []
+    for arm in [a for a in rep["arms"] if a != BASE]:
+        if case == CONTROL_CASE or topology == "2node":
+            out.append(Finding(2, arm, _equivalent(rep, PRIMARY, arm), _line(rep, PRIMARY, arm)))
+        elif case in (MULTI_CASE, THREADS_CASE):
+            out.append(Finding(3, arm, _verdict(rep, PRIMARY, arm) == paired.BETTER, _line(rep, PRIMARY, arm)))
+            ok, why = no_harm(rep, arm, MULTI_SECONDARY)
+            out.append(Finding(4, arm, ok, f"no harm: {why}"))
+        else:
+            raise ValueError(f"{case!r} on {topology!r} is the main study's case: judge it with apply_rules")
+    return out
 
 
 def _choose(dec: Decision, main: dict, code_lines: dict[str, int]) -> Decision:

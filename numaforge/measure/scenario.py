@@ -45,9 +45,18 @@ MARGINS: dict[str, tuple[str, float]] = {
 MULTI_OUTCOMES = [*OUTCOMES, ("passes_per_s", "passes over the probe's buffer per second", "/s", False)]
 MULTI_SECONDARY = (*SECONDARY, "passes_per_s")
 MULTI_MARGINS = {**MARGINS, "passes_per_s": ("rel", 0.10)}
+MAX_THREADS = 16  # numa_probe.c's MAX_THREADS
 LOCAL_WINDOW_S = 30
 MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
 MULTI_CASE = "multi-instance (control)"
+THREADS_CASE = "two threads (control)"
+
+
+def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
+    """The endpoints a case's report carries (the controls of amendments 4 and 5 add passes per second)."""
+    return MULTI_OUTCOMES if case in (MULTI_CASE, THREADS_CASE) else OUTCOMES
+
+
 EVENTS = metrics.EVENTS
 _KV = re.compile(r"(\w+)=(-?\d+)")
 _NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")
@@ -65,9 +74,11 @@ class ScenarioParams:
     seconds: int = 60
     source_busy: bool = False  # the control: hogs on S's CPUs too
     fill_src: bool = True  # take S's free memory down to its low watermarks, so the pages cannot follow to S
+    threads: int = 1  # > 1: the two-thread control (amendment 5): threads sharing the buffer, each traced (<= 16)
 
     def argv(self, go: str) -> list[str]:
         out = ["-P", str(self.pref), "-S", str(self.src), "-m", str(self.mb), "-d", str(self.seconds), "-g", go]
+        out += ["-t", str(self.threads)] if self.threads > 1 else []
         return out + (["-B"] if self.source_busy else []) + (["-F"] if self.fill_src else [])
 
 
@@ -114,16 +125,27 @@ class ProbeMetrics:
 # ---------------------------------------------------------------------------------------------- the script
 
 
+def units(probes: list[ScenarioParams]) -> list[tuple[int, int]]:
+    """(probe, thread) of every traced task of a run: each probe's threads, in order."""
+    return [(k, j) for k, p in enumerate(probes) for j in range(p.threads)]
+
+
 def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str) -> str:
-    """POSIX sh (busybox) for one traced run of one or more probes at once (the multi-instance control: each
-    probe with its own P, S, hogs and filler, traced in its own tracefs instance with filters on its own pid,
-    all released by the same go file); prints sections for metrics.split_sections. One probe: sections topo,
-    vmstat_before, vmstat_after, probe, samples, trace, rc; more: probe.K, samples.K, trace.K and rc.K per probe
-    (``instance_sections`` picks one probe's)."""
-    n = len(probes)
-    if n < 1:
+    """POSIX sh (busybox) for one traced run of one or more probes at once; prints sections for
+    metrics.split_sections.
+
+    Every traced task -- each probe (the multi-instance control: each with its own P, S, hogs and filler), each
+    thread of a probe with ``threads`` > 1 (the two-thread control) -- is a unit with its own tracefs instance,
+    filters on its own tid, and once-a-second samples of its CPU and preferred node (/proc/PID/task/TID) and of
+    its process's pages per node. All probes wait for the same go file. One unit: sections topo, vmstat_before,
+    vmstat_after, probe, samples, trace, tid, rc; more: probe.U, samples.U, trace.U, tid.U and rc.U per unit
+    (``instance_sections`` picks one unit's)."""
+    if not probes:
         raise ValueError("a run needs at least one probe")
-    sfx = [section_suffix(k, n) for k in range(n)]
+    us = units(probes)
+    n = len(us)
+    sfx = [section_suffix(u, n) for u in range(n)]
+    first = {k: next(u for u, (kk, _j) in enumerate(us) if kk == k) for k in range(len(probes))}
     events = " ".join(EVENTS)
     lines = [
         "T=/sys/kernel/tracing",
@@ -131,82 +153,90 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         '[ -d $T/instances ] || { echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing"'
         " >&2; exit 90; }",
         f"G={shlex.quote(go)}",
-        *(
-            f"I{k}=$T/instances/{instance}{'-' + str(k) if n > 1 else ''}; O{k}=$G.out{k}; S{k}=$G.s{k}; PID{k}="
-            for k in range(n)
-        ),
+        *(f"O{k}=$G.out{k}; PID{k}=" for k in range(len(probes))),
+        *(f"I{u}=$T/instances/{instance}{'-' + str(u) if n > 1 else ''}; S{u}=$G.s{u}" for u in range(n)),
         "cleanup() {",
-        *(
-            f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null; echo 0 > $I{k}/tracing_on 2>/dev/null; rmdir $I{k} 2>/dev/null'
-            for k in range(n)
-        ),
+        *(f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null' for k in range(len(probes))),
+        *(f"  echo 0 > $I{u}/tracing_on 2>/dev/null; rmdir $I{u} 2>/dev/null" for u in range(n)),
         "  rm -f $G $G.out* $G.s*",
         "}",
         "trap cleanup EXIT INT TERM",
         "rm -f $G",
         *(
-            f"mkdir $I{k} || exit 91; echo boot > $I{k}/trace_clock || exit 92; echo 4096 > $I{k}/buffer_size_kb"
-            for k in range(n)
+            f"mkdir $I{u} || exit 91; echo boot > $I{u}/trace_clock || exit 92; echo 4096 > $I{u}/buffer_size_kb"
+            for u in range(n)
         ),
         'echo "=== topo"',
-        'for n in /sys/devices/system/node/node[0-9]*; do echo "node ${n##*node} cpus $(cat $n/cpulist) dist $(cat $n/distance)"; done',
+        'for n in /sys/devices/system/node/node[0-9]*; do echo "node ${n##*node} cpus $(cat $n/cpulist) dist '
+        '$(cat $n/distance)"; done',
     ]
     for k, p in enumerate(probes):
         args = " ".join(shlex.quote(a) for a in p.argv(go))
         lines += [f"{shlex.quote(probe)} {args} > $O{k} 2>&1 &", f"PID{k}=$!"]
-    for k in range(n):
+    for k in range(len(probes)):
+        s0 = sfx[first[k]]
         lines += [
             "k=0",
             f"until grep -q '^touched' $O{k} 2>/dev/null; do",
-            f'  kill -0 $PID{k} 2>/dev/null || {{ echo "=== probe{sfx[k]}"; cat $O{k}; echo "=== rc{sfx[k]}"; echo 94; exit 0; }}',
+            f'  kill -0 $PID{k} 2>/dev/null || {{ echo "=== probe{s0}"; cat $O{k}; echo "=== rc{s0}"; echo 94; exit 0; }}',
             '  k=$((k+1)); [ $k -gt 1200 ] && { echo "probe did not first-touch its buffer in 120 s" >&2; exit 95; }',
             "  sleep 0.1",
             "done",
-            f'echo "pid == $PID{k}" > $I{k}/events/sched/sched_migrate_task/filter || exit 93',
-            f'echo "pid == $PID{k}" > $I{k}/events/sched/sched_move_numa/filter || exit 93',
-            f'echo "src_pid == $PID{k} || dst_pid == $PID{k}" > $I{k}/events/sched/sched_stick_numa/filter || exit 93',
-            f'echo "src_pid == $PID{k} || dst_pid == $PID{k}" > $I{k}/events/sched/sched_swap_numa/filter || exit 93',
-            f"for e in {events}; do echo 1 > $I{k}/events/sched/$e/enable || exit 93; done",
         ]
-    running = " || ".join(f"kill -0 $PID{k} 2>/dev/null" for k in range(n))
-    finished = " && ".join(f"grep -q '^done' $O{k} 2>/dev/null" for k in range(n))
+    for u, (k, j) in enumerate(us):
+        # thread j > 0: the j-th "thread tid=" line the probe printed before "touched"
+        tid = f"$PID{k}" if j == 0 else f"$(grep '^thread tid=' $O{k} | sed -n {j}p | cut -d= -f2)"
+        lines += [
+            f"TID{u}={tid}",
+            f'[ -n "$TID{u}" ] || {{ echo "the probe printed no tid for its thread {j}" >&2; exit 96; }}',
+            f'echo "pid == $TID{u}" > $I{u}/events/sched/sched_migrate_task/filter || exit 93',
+            f'echo "pid == $TID{u}" > $I{u}/events/sched/sched_move_numa/filter || exit 93',
+            f'echo "src_pid == $TID{u} || dst_pid == $TID{u}" > $I{u}/events/sched/sched_stick_numa/filter || exit 93',
+            f'echo "src_pid == $TID{u} || dst_pid == $TID{u}" > $I{u}/events/sched/sched_swap_numa/filter || exit 93',
+            f"for e in {events}; do echo 1 > $I{u}/events/sched/$e/enable || exit 93; done",
+        ]
+    running = " || ".join(f"kill -0 $PID{k} 2>/dev/null" for k in range(len(probes)))
+    finished = " && ".join(f"grep -q '^done' $O{k} 2>/dev/null" for k in range(len(probes)))
     lines += [
         'echo "=== vmstat_before"; cat /proc/vmstat',
-        *(f"echo 1 > $I{k}/tracing_on" for k in range(n)),
+        *(f"echo 1 > $I{u}/tracing_on" for u in range(n)),
         "touch $G",
         "k=0",
         f"while ! {{ {finished}; }} && [ $k -le {max(p.seconds for p in probes) + 60} ]; do",
         f"  {{ {running}; }} || break",
         "  U=$(cut -d' ' -f1 /proc/uptime)",
         *(
-            f'  {{ echo "@ $U"; cat /proc/$PID{k}/stat 2>/dev/null; echo; grep numa_preferred_nid /proc/$PID{k}/sched '
-            f"2>/dev/null; grep anon= /proc/$PID{k}/numa_maps 2>/dev/null; }} >> $S{k}"
-            for k in range(n)
+            f'  {{ echo "@ $U"; cat /proc/$PID{k}/task/$TID{u}/stat 2>/dev/null; echo; grep numa_preferred_nid '
+            f"/proc/$PID{k}/task/$TID{u}/sched 2>/dev/null; grep anon= /proc/$PID{k}/numa_maps 2>/dev/null; }} >> $S{u}"
+            for u, (k, _j) in enumerate(us)
         ),
         "  k=$((k+1)); sleep 1",
         "done",
-        *(f"wait $PID{k}; rc{k}=$?; PID{k}=" for k in range(n)),
-        *(f"echo 0 > $I{k}/tracing_on" for k in range(n)),
+        *(f"wait $PID{k}; rc{k}=$?; PID{k}=" for k in range(len(probes))),
+        *(f"echo 0 > $I{u}/tracing_on" for u in range(n)),
         'echo "=== vmstat_after"; cat /proc/vmstat',
         *(
-            f'echo "=== probe{sfx[k]}"; cat $O{k}; echo "=== samples{sfx[k]}"; cat $S{k} 2>/dev/null; '
-            f'echo "=== trace{sfx[k]}"; cat $I{k}/trace; echo "=== rc{sfx[k]}"; echo $rc{k}'
-            for k in range(n)
+            f'echo "=== probe{sfx[u]}"; cat $O{k}; echo "=== samples{sfx[u]}"; cat $S{u} 2>/dev/null; '
+            f'echo "=== trace{sfx[u]}"; cat $I{u}/trace; echo "=== tid{sfx[u]}"; echo $TID{u}; '
+            f'echo "=== rc{sfx[u]}"; echo $rc{k}'
+            for u, (k, _j) in enumerate(us)
         ),
     ]
     return "\n".join(lines) + "\n"
 
 
-def section_suffix(k: int, n: int) -> str:
-    """The suffix of probe k's sections in a run of n probes ("" for a run of one)."""
-    return "" if n == 1 else f".{k}"
+def section_suffix(u: int, n: int) -> str:
+    """The suffix of unit u's sections in a run of n units ("" for a run of one)."""
+    return "" if n == 1 else f".{u}"
 
 
-def instance_sections(sections: dict[str, str], k: int, n: int) -> dict[str, str]:
-    """Probe k's sections of a run of n probes, under the one-probe names probe_metrics reads."""
-    sfx = section_suffix(k, n)
-    out: dict[str, str] = {n: sections[n] for n in ("topo", "vmstat_before", "vmstat_after") if n in sections}
-    out.update({name: sections[name + sfx] for name in ("probe", "samples", "trace", "rc") if name + sfx in sections})
+def instance_sections(sections: dict[str, str], u: int, n: int) -> dict[str, str]:
+    """Unit u's sections of a run of n units (``units``), under the one-unit names probe_metrics reads."""
+    sfx = section_suffix(u, n)
+    out: dict[str, str] = {k: sections[k] for k in ("topo", "vmstat_before", "vmstat_after") if k in sections}
+    out.update(
+        {name: sections[name + sfx] for name in ("probe", "samples", "trace", "tid", "rc") if name + sfx in sections}
+    )
     return out
 
 
@@ -256,7 +286,8 @@ def _share(s: Sample, cpu_node: dict[int, int]) -> float | None:
 def probe_metrics(
     label: str, round_no: int, sections: dict[str, str], params: ScenarioParams, where: str = "run"
 ) -> ProbeMetrics:
-    """The protocol's endpoints of one run from its output sections (metrics.split_sections)."""
+    """The protocol's endpoints of one run (of one traced task: the probe, or one of its threads, whose tid is
+    the ``tid`` section) from its output sections (metrics.split_sections)."""
     marks = parse_probe(sections.get("probe", ""))
     if not {"touched", "start", "done"} <= set(marks):
         raise ScenarioError(
@@ -267,7 +298,9 @@ def probe_metrics(
         )
     topo = metrics.parse_topo(sections.get("topo", ""))
     start, done = marks["start"]["t"], marks["done"]["t"]
-    rm = ProbeMetrics(label, round_no, marks["touched"]["pid"], round((done - start) / 1e9, 3))
+    tid = sections.get("tid", "").strip()
+    pid = int(tid) if tid.isdigit() else marks["touched"]["pid"]
+    rm = ProbeMetrics(label, round_no, pid, round((done - start) / 1e9, 3))
     rm.filled_pages = marks.get("filled", {}).get("pages")
     minutes = max(rm.seconds, 1e-9) / 60
     samples = [s for s in parse_samples(sections.get("samples", "")) if start <= s.t_ns <= done]
@@ -334,7 +367,8 @@ def run_once(
     remote, probe: str, params: ScenarioParams | list[ScenarioParams], label: str, round_no: int = 0, sudo: bool = True
 ) -> ProbeMetrics:
     """One traced run on the host (the probe binary already uploaded to `probe`): one probe, or several at once
-    (the multi-instance control; their endpoints combined by ``combine``)."""
+    (the multi-instance control), or a probe's threads (the two-thread control): the units' endpoints combined
+    by ``combine``."""
     probes = params if isinstance(params, list) else [params]
     tag = secrets.token_hex(4)
     script = run_script(probe, probes, f"numaforge-probe-{tag}", f"/tmp/numaforge-probe-{tag}.go")
@@ -348,8 +382,10 @@ def run_once(
         )
     s = metrics.split_sections(r.stdout)
     runs = []
-    for k, p in enumerate(probes):
-        mine = instance_sections(s, k, len(probes))
+    us = units(probes)
+    for u, (k, _j) in enumerate(us):
+        p = probes[k]
+        mine = instance_sections(s, u, len(us))
         rc = mine.get("rc", "").strip()
         if rc != "0":
             out = mine.get("probe", "").strip()[-400:] or "no output"
@@ -365,10 +401,11 @@ def run_once(
 
 
 def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
-    """One record of a multi-instance run (docs/numa-effect-protocol.md, amendment 4): counts summed, each
-    per-minute rate, locality, time to 90 % and passes per second the mean over the probes (so margins keep their
-    per-probe meaning), reached_90 only when every probe got there, numa_pages_migrated host-wide as registered
-    (every probe reads the same /proc/vmstat); each probe's own record is kept in ``instances``."""
+    """One record of a run of several traced tasks (docs/numa-effect-protocol.md, amendments 4 and 5): counts
+    summed, each per-minute rate, locality, time to 90 % and passes per second the mean over the tasks (so margins
+    keep their per-probe meaning), reached_90 only when every task got there, numa_pages_migrated host-wide as
+    registered (every task reads the same /proc/vmstat); each task's own record is kept in ``instances``. The
+    threads of one probe each carry the probe's passes (its "done" line counts all threads' passes)."""
     first = runs[0]
     out = ProbeMetrics(first.label, first.round, first.pid, max(r.seconds for r in runs))
     for key in ("samples", "moves", "third_moves", "closer", "not_closer", "found_nothing", "swaps", "migrations"):
@@ -414,7 +451,8 @@ def choose_nodes(topo: metrics.Topo) -> tuple[int, int]:
 def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = "off", multi: bool = False) -> dict:
     """runner.report over the protocol's endpoints: per-arm medians and paired verdicts against `base`; Holm
     adjusts over the three registered secondaries (SECONDARY), the descriptive counts get no verdict. ``multi``:
-    the multi-instance control's endpoints (MULTI_OUTCOMES: passes per second as a fourth secondary)."""
+    the multi-instance and two-thread controls' endpoints (MULTI_OUTCOMES: passes per second as a fourth
+    secondary)."""
     return runner.report(
         runs,  # type: ignore[arg-type]
         arms,

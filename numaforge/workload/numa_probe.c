@@ -11,16 +11,22 @@
  * 5. Makes passes over its buffer (one read-modify-write per page) for SECONDS, kills the hogs and prints
  *    "done t=<ns> passes=<n>".
  *
+ * With -t N (the two-thread control of docs/numa-effect-protocol.md, amendment 5), N threads share the buffer:
+ * the N-1 extra threads are created after the first touch and print "thread tid=<tid>" before the "touched"
+ * line; every thread moves to SRC, all are let free at the same time, and every thread makes passes over the
+ * whole buffer (shared pages: NUMA balancing puts them in one numa_group). "done" counts the passes of all.
+ *
  * With -F, before step 1 a child preferring node SRC (set_mempolicy MPOL_PREFERRED) takes SRC's free memory down
  * to its zones' "low" watermarks (/proc/zoneinfo) and sleeps: migrate_misplaced_page() then refuses to move pages to
  * SRC (migrate_balanced_pgdat() wants the high watermark free), so the buffer stays on PREF while the probe runs
  * on SRC. It is killed with the hogs.
  *
- * Usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] [-F] -g GOFILE
+ * Usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-t THREADS] [-B] [-F] -g GOFILE
  * Exit status: 0 ok, 2 bad usage, 3 setup failure (message on stderr).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +39,7 @@
 #include <unistd.h>
 
 #define MAX_HOGS 1024
+#define MAX_THREADS 16
 
 static long long now_ns(void)
 {
@@ -217,6 +224,60 @@ static void fill_node(int node, cpu_set_t *run_on, long page)
 	close(ready[0]);
 }
 
+/* the threads of -t: the buffer, SRC's CPUs, all CPUs and the end of the window, shared */
+static unsigned char *buf;
+static size_t len;
+static long page;
+static cpu_set_t sset, all;
+static long long end;
+static pthread_barrier_t ready, at_src, go_free;
+static long passes[MAX_THREADS];
+
+/*
+ * 4. onto SRC; wait until every thread is there; free (all at once). The main thread (t0 != NULL) takes the
+ * window's start and sets its end while the others wait.
+ */
+static void to_src_then_free(long long *t0, int secs)
+{
+	if (sched_setaffinity(0, sizeof(sset), &sset))
+		die("sched_setaffinity(SRC)");
+	while (!CPU_ISSET(sched_getcpu(), &sset))
+		sched_yield();
+	pthread_barrier_wait(&at_src);
+	if (t0) {
+		*t0 = now_ns();
+		end = *t0 + (long long)secs * 1000000000LL;
+	}
+	pthread_barrier_wait(&go_free);
+	if (sched_setaffinity(0, sizeof(all), &all))
+		die("sched_setaffinity(all)");
+}
+
+/* 5. passes over the buffer until the window ends */
+static void run_passes(int idx)
+{
+	size_t off;
+
+	while (now_ns() < end) {
+		for (off = 0; off < len; off += page)
+			buf[off]++;
+		passes[idx]++;
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	int idx = (int)(long)arg;
+
+	printf("thread tid=%ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	pthread_barrier_wait(&ready);
+	pthread_barrier_wait(&ready); /* the main thread waited for GO and started the hogs */
+	to_src_then_free(NULL, 0);
+	run_passes(idx);
+	return NULL;
+}
+
 static void on_signal(int sig)
 {
 	stop_hogs();
@@ -226,30 +287,35 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-	int pref = -1, src = -1, mb = 64, secs = 60, busy = 0, fill = 0, opt;
+	int pref = -1, src = -1, mb = 64, secs = 60, busy = 0, fill = 0, nthreads = 1, opt, i;
 	const char *go = NULL;
-	cpu_set_t pset, sset, all;
-	long page = sysconf(_SC_PAGESIZE), passes = 0;
-	size_t len, off;
-	unsigned char *buf;
-	long long t0, end, waited;
+	cpu_set_t pset;
+	pthread_t threads[MAX_THREADS];
+	long total = 0;
+	size_t off;
+	long long t0, waited;
 
-	while ((opt = getopt(argc, argv, "P:S:m:d:BFg:")) != -1) {
+	page = sysconf(_SC_PAGESIZE);
+	while ((opt = getopt(argc, argv, "P:S:m:d:t:BFg:")) != -1) {
 		switch (opt) {
 		case 'P': pref = atoi(optarg); break;
 		case 'S': src = atoi(optarg); break;
 		case 'm': mb = atoi(optarg); break;
 		case 'd': secs = atoi(optarg); break;
+		case 't': nthreads = atoi(optarg); break;
 		case 'B': busy = 1; break;
 		case 'F': fill = 1; break;
 		case 'g': go = optarg; break;
 		default:
-			fprintf(stderr, "usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-B] [-F] -g GOFILE\n");
+			fprintf(stderr,
+				"usage: numa_probe -P PREF -S SRC [-m MB] [-d SECONDS] [-t THREADS] [-B] [-F] -g GOFILE\n");
 			return 2;
 		}
 	}
-	if (pref < 0 || src < 0 || pref == src || mb < 1 || secs < 1 || !go) {
-		fprintf(stderr, "numa_probe: need -P and -S (different nodes), -m >= 1, -d >= 1 and -g GOFILE\n");
+	if (pref < 0 || src < 0 || pref == src || mb < 1 || secs < 1 || nthreads < 1 || nthreads > MAX_THREADS || !go) {
+		fprintf(stderr,
+			"numa_probe: need -P and -S (different nodes), -m >= 1, -d >= 1, -t 1..%d and -g GOFILE\n",
+			MAX_THREADS);
 		return 2;
 	}
 	if (node_cpus(pref, &pset) < 1 || node_cpus(src, &sset) < 1) {
@@ -275,6 +341,15 @@ int main(int argc, char **argv)
 		die("madvise(MADV_DONTFORK)");
 	for (off = 0; off < len; off += page)
 		buf[off] = 1;
+	if (pthread_barrier_init(&ready, NULL, nthreads) || pthread_barrier_init(&at_src, NULL, nthreads) ||
+	    pthread_barrier_init(&go_free, NULL, nthreads))
+		die("pthread_barrier_init");
+	for (i = 1; i < nthreads; i++) {
+		errno = pthread_create(&threads[i], NULL, thread_main, (void *)(long)i);
+		if (errno)
+			die("pthread_create");
+	}
+	pthread_barrier_wait(&ready); /* every "thread" line is out before "touched" */
 	printf("touched pid=%d t=%lld\n", getpid(), now_ns());
 	fflush(stdout);
 
@@ -292,25 +367,19 @@ int main(int argc, char **argv)
 	if (busy)
 		start_hogs(&sset);
 
-	/* 4. onto SRC, then free */
-	if (sched_setaffinity(0, sizeof(sset), &sset))
-		die("sched_setaffinity(SRC)");
-	while (!CPU_ISSET(sched_getcpu(), &sset))
-		sched_yield();
-	if (sched_setaffinity(0, sizeof(all), &all))
-		die("sched_setaffinity(all)");
-	t0 = now_ns();
+	/* 4. onto SRC (every thread), then free */
+	pthread_barrier_wait(&ready);
+	to_src_then_free(&t0, secs);
 	printf("start t=%lld cpu=%d\n", t0, sched_getcpu());
 	fflush(stdout);
 
 	/* 5. passes over the buffer */
-	end = t0 + (long long)secs * 1000000000LL;
-	while (now_ns() < end) {
-		for (off = 0; off < len; off += page)
-			buf[off]++;
-		passes++;
-	}
+	run_passes(0);
+	for (i = 1; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+	for (i = 0; i < nthreads; i++)
+		total += passes[i];
 	stop_hogs();
-	printf("done t=%lld passes=%ld\n", now_ns(), passes);
+	printf("done t=%lld passes=%ld\n", now_ns(), total);
 	return 0;
 }

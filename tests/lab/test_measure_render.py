@@ -95,6 +95,9 @@ def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_pa
     for extra, what in (
         (["--scenario", "nope"], "unknown scenario 'nope'"),
         (["--scenario", "probe", "--pref-node", "0"], "--pref-node and --src-node go together"),
+        (["--scenario", "probe", "--second-probe", "1"], "bad --second-probe '1'"),
+        (["--scenario", "probe", "--second-probe", "2:2"], "two different node numbers"),
+        (["--scenario", "probe", "--probe-threads", "17"], "the probe runs at most 16 threads"),
     ):
         r = subprocess.run(
             base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120

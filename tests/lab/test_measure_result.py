@@ -96,3 +96,60 @@ def test_the_result_names_each_arm_by_the_patch_the_study_recorded_not_by_the_tr
     text = md.read_text()
     assert "does not record its designs: code sizes are of the arms in the tree now" in text
     assert "(rule 5's code size): winner 10\n" in text
+
+
+def write_multi_study(path: Path, blocks: int, crowded: bool) -> None:
+    """A multi-instance control study: winner makes no not-closer moves; `crowded`: its probes get half the passes."""
+    runs = []
+    for b in range(1, blocks + 1):
+        j = ((b * 7) % 5 - 2) / 10
+        block = []
+        for arm in ("off", "winner"):
+            block.append(
+                ProbeMetrics(
+                    arm,
+                    b,
+                    not_closer_per_min=(0.0 if arm == "winner" else 6.0 + j),
+                    local_share_30s=1.0 + j,
+                    time_to_90=60.0,
+                    pages_migrated_per_min=10000.0 + 100 * j,
+                    closer_per_min=0.0,
+                    found_nothing_per_min=4.0,
+                    passes_per_s=(100.0 if crowded and arm == "winner" else 200.0) + j,
+                )
+            )
+        runs.append(block)
+    settings = {"arms": ["off", "winner"], "modules": {"off": None, "winner": "ab" * 32}, "seed": 13}
+    settings |= {"topology": "backplane4", "second": [1, 3], "params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64}}
+    study.save(path, settings, {scenario.MULTI_CASE: runs}, [{"from_block": 1}])
+
+
+def control(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "bench" / "numa_effect.py"), "control", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_a_control_study_is_judged_by_its_own_rule(tmp_path):
+    write_multi_study(tmp_path / "ok.json", 20, crowded=False)
+    r = control("--study", str(tmp_path / "ok.json"), "--md", str(tmp_path / "ok.md"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "ok.md").read_text()
+    assert "second probe at once with P = node 1, S = node 3" in text and "Holm over the four" in text
+    assert "| passes over the probe's buffer per second (/s) |" in text
+    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | yes |" in text
+    assert "| 3: primary better than off (reported) | winner | yes |" in text
+    assert "censored at the window): off 20, winner 20" in text
+    write_multi_study(tmp_path / "crowded.json", 20, crowded=True)
+    r = control("--study", str(tmp_path / "crowded.json"))
+    assert r.returncode == 0, r.stderr
+    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | no | no harm: " in r.stdout
+    assert "passes_per_s: worse: -100" in r.stdout
+
+
+def test_control_refuses_a_short_study_and_the_main_study(tmp_path):
+    write_multi_study(tmp_path / "short.json", 19, crowded=False)
+    r = control("--study", str(tmp_path / "short.json"))
+    assert r.returncode == 2 and "has 19 blocks" in r.stderr
+    write_study(tmp_path / "main.json", 20)
+    r = control("--study", str(tmp_path / "main.json"))
+    assert r.returncode == 2 and "is the main study: its document is `result`" in r.stderr

@@ -159,8 +159,9 @@ def test_choose_nodes_needs_a_closer_and_a_not_closer_third_node():
 def test_run_script_is_valid_sh_and_filters_on_the_probe_pid():
     sh = scenario.run_script("/tmp/x/numa_probe", [scenario.ScenarioParams(source_busy=True)], "inst", "/tmp/g")
     assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
-    assert 'echo "pid == $PID0" > $I0/events/sched/sched_move_numa/filter' in sh
-    assert "src_pid == $PID0 || dst_pid == $PID0" in sh and "echo boot > $I0/trace_clock" in sh
+    assert "TID0=$PID0" in sh and 'echo "pid == $TID0" > $I0/events/sched/sched_move_numa/filter' in sh
+    assert "src_pid == $TID0 || dst_pid == $TID0" in sh and "echo boot > $I0/trace_clock" in sh
+    assert "cat /proc/$PID0/task/$TID0/stat" in sh and "/proc/$PID0/numa_maps" in sh
     assert "I0=$T/instances/inst;" in sh
     assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -B -F" in sh
     assert '"=== samples"' in sh and '"=== trace"' in sh and '"=== samples.0"' not in sh  # one probe: plain names
@@ -173,12 +174,32 @@ def test_run_script_of_two_probes_traces_each_in_its_own_instance_on_its_own_pid
     assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -F" in sh
     assert "/tmp/x/numa_probe -P 1 -S 3 -m 64 -d 60 -g /tmp/g -F" in sh  # one go file releases both
     assert "I0=$T/instances/inst-0;" in sh and "I1=$T/instances/inst-1;" in sh
-    assert 'echo "pid == $PID1" > $I1/events/sched/sched_migrate_task/filter' in sh
-    assert "src_pid == $PID1 || dst_pid == $PID1" in sh
-    for name in ("probe", "samples", "trace", "rc"):
+    assert "TID1=$PID1" in sh and 'echo "pid == $TID1" > $I1/events/sched/sched_migrate_task/filter' in sh
+    assert "src_pid == $TID1 || dst_pid == $TID1" in sh
+    for name in ("probe", "samples", "trace", "tid", "rc"):
         assert f'"=== {name}.0"' in sh and f'"=== {name}.1"' in sh
     with pytest.raises(ValueError):
         scenario.run_script("/tmp/x/numa_probe", [], "inst", "/tmp/g")
+
+
+def test_run_script_of_a_two_thread_probe_traces_each_thread_on_its_own_tid():
+    sh = scenario.run_script("/tmp/x/numa_probe", [scenario.ScenarioParams(threads=2)], "inst", "/tmp/g")
+    assert subprocess.run(["sh", "-n"], input=sh, text=True).returncode == 0
+    assert "/tmp/x/numa_probe -P 0 -S 2 -m 64 -d 60 -g /tmp/g -t 2 -F" in sh and sh.count("numa_probe -P") == 1
+    assert "TID0=$PID0" in sh and "TID1=$(grep '^thread tid=' $O0 | sed -n 1p | cut -d= -f2)" in sh
+    assert 'echo "pid == $TID1" > $I1/events/sched/sched_move_numa/filter' in sh
+    assert "cat /proc/$PID0/task/$TID1/stat" in sh and "grep anon= /proc/$PID0/numa_maps" in sh
+    assert '"=== samples.1"' in sh and '"=== tid.1"; echo $TID1' in sh
+    assert scenario.units([scenario.ScenarioParams(threads=2), scenario.ScenarioParams()]) == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_a_threads_record_is_its_own_tid_and_its_own_events():
+    cap = capture([(105.0, 2, 3)], stick=2)
+    cap["tid"] = "322\n"  # the second thread: none of the capture's events (pid 321) are its own
+    rm = scenario.probe_metrics("off", 1, cap, scenario.ScenarioParams(threads=2))
+    assert rm.pid == 322 and (rm.moves, rm.found_nothing) == (0, 0)
+    cap["tid"] = "321\n"
+    assert scenario.probe_metrics("off", 1, cap, scenario.ScenarioParams(threads=2)).moves == 1
 
 
 def test_a_multi_instance_run_is_one_record_of_both_probes():

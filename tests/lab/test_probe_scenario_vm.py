@@ -55,6 +55,23 @@ def test_two_probes_at_once_each_traced_and_sampled_on_its_own(lab):
     assert "passes_per_s" in case["verdicts"]  # the control's fourth secondary
 
 
+def test_a_two_thread_probe_traces_and_samples_each_thread(lab):
+    """The two-thread control (protocol amendment 5): one probe whose two threads share its buffer; each thread
+    is traced on its own tid and sampled from /proc/PID/task/TID, and the run's record keeps both."""
+    with lab.remote() as r:
+        data = lprobe.measure_scenario(r, {"off": None}, scenario.ScenarioParams(mb=16, seconds=12, threads=2), 1)
+        assert r.run("pgrep numa_probe || true").stdout.strip() == ""
+    (case,) = data["cases"].values()
+    assert case["case"] == scenario.THREADS_CASE and case["params"]["threads"] == 2
+    (run,) = case["runs"]
+    main, other = run["instances"]
+    assert other["pid"] != main["pid"] and other["pid"] > 0, run["instances"]
+    for one in (main, other):
+        assert one["samples"] >= 5 and one["migrations"] >= 1 and one["passes_per_s"] > 0, one
+        assert one["local_share_30s"] is not None
+    assert run["migrations"] == main["migrations"] + other["migrations"]
+
+
 def test_numa_effect_task_runs_the_probe_scenario(lab, tmp_path):
     """`invoke numa-effect --scenario probe` on the lab VM: nodes chosen from its SLIT, JSON written, exit 0."""
     import json
