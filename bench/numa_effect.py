@@ -144,6 +144,7 @@ def run(args) -> int:
 
 def probe(args) -> int:
     """The pre-registered probe scenario on one lab VM boot (backplane4 x --cpus-per-node, P=0, S=2)."""
+    second = _second(args.second) if args.second else None  # bad input: refused before the VM boots
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state = out / ".lab-probe"
@@ -158,7 +159,6 @@ def probe(args) -> int:
     ssh = vm.lab_ssh(state, args.ssh_port)
     try:
         names = args.arms.split("+")
-        second = _pair(args.second) if args.second else None
         arts = loaded_arms(args.series, args.target, names)
         params = scenario.ScenarioParams(
             pref=args.pref,
@@ -279,9 +279,7 @@ def control(args) -> int:
         return 2
     arms = settings.get("arms") or []
     cases = {
-        name: scenario.report(
-            [r for b in bl for r in b], arms, multi=name in (scenario.MULTI_CASE, scenario.THREADS_CASE)
-        )
+        name: scenario.report([r for b in bl for r in b], arms, multi=name in scenario.UNIT_CASES)
         for name, bl in blocks.items()
     }
     command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
@@ -417,11 +415,11 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _pair(text: str) -> tuple[int, int]:
-    p, _, s = text.partition(":")
-    if not (p.isdigit() and s.isdigit()) or p == s:
-        raise SystemExit(f"bad --second {text!r}: P:S, two different node numbers (e.g. 1:3)")
-    return int(p), int(s)
+def _second(text: str) -> tuple[int, int]:
+    try:
+        return scenario.node_pair(text, "--second")
+    except scenario.ScenarioError as exc:
+        raise SystemExit(f"{exc.what}: {exc.fix}") from None
 
 
 def _utc() -> str:

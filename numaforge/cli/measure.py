@@ -194,16 +194,7 @@ def _threads(value) -> int:
 
 def _second(text) -> tuple[int, int] | None:
     """--second-probe P:S, parsed."""
-    if text is None:
-        return None
-    p, _, s = str(text).partition(":")
-    if not (p.isdigit() and s.isdigit()) or p == s:
-        raise NumaforgeError(
-            f"bad --second-probe {str(text)[:40]!r}",
-            "--second-probe",
-            "give P:S, two different node numbers (e.g. 1:3)",
-        )
-    return int(p), int(s)
+    return None if text is None else msc.node_pair(text, "--second-probe")
 
 
 def _one_host(c, report: Report, select: values.Selection):

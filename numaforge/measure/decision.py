@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import paired
-from .scenario import CONTROL_CASE, MULTI_CASE, MULTI_SECONDARY, PRIMARY, SECONDARY, THREADS_CASE
+from .scenario import CONTROL_CASE, MULTI_SECONDARY, PRIMARY, SECONDARY, UNIT_CASES
 
 BASE, NULL = "off", "null"
 LOCALITY, TIME_TO_90 = "local_share_30s", "time_to_90"
@@ -129,7 +129,7 @@ def control_findings(case: str, rep: dict, topology: str | None = None) -> list[
     for arm in [a for a in rep["arms"] if a != BASE]:
         if case == CONTROL_CASE or topology == "2node":
             out.append(Finding(2, arm, _equivalent(rep, PRIMARY, arm), _line(rep, PRIMARY, arm)))
-        elif case in (MULTI_CASE, THREADS_CASE):
+        elif case in UNIT_CASES:
             out.append(Finding(3, arm, _verdict(rep, PRIMARY, arm) == paired.BETTER, _line(rep, PRIMARY, arm)))
             ok, why = no_harm(rep, arm, MULTI_SECONDARY)
             out.append(Finding(4, arm, ok, f"no harm: {why}"))

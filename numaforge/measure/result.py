@@ -92,7 +92,7 @@ def control_markdown(settings: dict, chunks: list[dict], cases: dict[str, dict],
         *_chunk_lines(chunks),
     ]
     for name, case in cases.items():
-        multi = name in (scenario.MULTI_CASE, scenario.THREADS_CASE)
+        multi = name in scenario.UNIT_CASES
         out += case_section(name, case, scenario.outcomes_of(name), "four" if multi else "three")
         out += ["| rule | arm | holds | evidence |", "|---|---|---|---|"]
         for f in decision.control_findings(name, case, settings.get("topology")):

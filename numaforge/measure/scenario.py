@@ -50,11 +50,12 @@ LOCAL_WINDOW_S = 30
 MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
 MULTI_CASE = "multi-instance (control)"
 THREADS_CASE = "two threads (control)"
+UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units (amendments 4 and 5)
 
 
 def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
     """The endpoints a case's report carries (the controls of amendments 4 and 5 add passes per second)."""
-    return MULTI_OUTCOMES if case in (MULTI_CASE, THREADS_CASE) else OUTCOMES
+    return MULTI_OUTCOMES if case in UNIT_CASES else OUTCOMES
 
 
 EVENTS = metrics.EVENTS
@@ -64,6 +65,16 @@ _NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")
 
 class ScenarioError(NumaforgeError):
     """The scenario could not run (or its output was not what the probe prints)."""
+
+
+def node_pair(text: str, option: str) -> tuple[int, int]:
+    """P:S (two different node numbers) from an option's value, e.g. a second probe's nodes."""
+    p, _, s = str(text).partition(":")
+    if not (p.isdigit() and s.isdigit()) or p == s:
+        raise ScenarioError(
+            f"bad {option} {str(text)[:40]!r}", option, "give P:S, two different node numbers (e.g. 1:3)"
+        )
+    return int(p), int(s)
 
 
 @dataclass
@@ -145,7 +156,6 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
     us = units(probes)
     n = len(us)
     sfx = [section_suffix(u, n) for u in range(n)]
-    first = {k: next(u for u, (kk, _j) in enumerate(us) if kk == k) for k in range(len(probes))}
     events = " ".join(EVENTS)
     lines = [
         "T=/sys/kernel/tracing",
@@ -174,7 +184,7 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         args = " ".join(shlex.quote(a) for a in p.argv(go))
         lines += [f"{shlex.quote(probe)} {args} > $O{k} 2>&1 &", f"PID{k}=$!"]
     for k in range(len(probes)):
-        s0 = sfx[first[k]]
+        s0 = sfx[us.index((k, 0))]  # the probe's first unit: its sections carry an early exit
         lines += [
             "k=0",
             f"until grep -q '^touched' $O{k} 2>/dev/null; do",
