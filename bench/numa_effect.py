@@ -180,6 +180,8 @@ def probe(args) -> int:
             "topology": args.topology,
             "cpus_per_node": args.cpus_per_node,
         }
+        if args.no_control:
+            settings["control"] = False  # the main case alone (amendment 6's check)
         if second:
             settings["second"] = list(second)  # the multi-instance control (protocol amendment 4)
         spath = Path(args.study) if args.study else None
@@ -203,6 +205,7 @@ def probe(args) -> int:
                 arts,
                 params,
                 upto,
+                control=not args.no_control,
                 seed=args.seed,
                 log=lambda m: print(m, flush=True),
                 nudge=True,
@@ -365,6 +368,11 @@ def main(argv: list[str]) -> int:
         default=1,
         help="the two-thread control (protocol amendment 5): the probe's threads sharing its buffer; runs only "
         "that case",
+    )
+    pr.add_argument(
+        "--no-control",
+        action="store_true",
+        help="the main case only, without its source-busy control (amendment 6's check of the probe's numa_group)",
     )
     pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
     pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")

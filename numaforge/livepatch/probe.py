@@ -93,7 +93,7 @@ def measure_scenario(
                         f"block {rnd}/{rounds} {name} {arm}: not-closer {rm.not_closer} closer {rm.closer} "
                         f"found-nothing {rm.found_nothing} of {rm.moves} moves, local (last 30 s) "
                         f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on node {rm.final_node}, "
-                        f"{rm.passes_per_s} passes/s"
+                        f"{rm.passes_per_s} passes/s, in a numa_group {rm.grouped_share}% of samples"
                     )
                     block.append(rm)
                 blocks[name].append(block)

@@ -5,7 +5,7 @@ its buffer on node P, waits while a private tracefs instance is set up with even
 (sched_migrate_task, sched_move_numa, sched_stick_numa, sched_swap_numa; trace_clock boot), then starts busy
 loops pinned to every CPU of P (and of S with ``source_busy``, the control), moves itself to node S and lets the
 scheduler decide. Once a second the script samples the probe's CPU (/proc/PID/stat), its pages per node
-(/proc/PID/numa_maps) and numa_preferred_nid (/proc/PID/sched); /proc/vmstat before and after.
+(/proc/PID/numa_maps), numa_preferred_nid and numa_group_id (/proc/PID/sched); /proc/vmstat before and after.
 
 ``probe_metrics`` turns one run's output into the protocol's endpoints (pure, tested on captures); ``report``
 compares arms with numaforge.measure.paired like runner.report does for the generic workload.
@@ -61,6 +61,7 @@ def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
 EVENTS = metrics.EVENTS
 _KV = re.compile(r"(\w+)=(-?\d+)")
 _NODE_PAGES = re.compile(r"\bN(\d+)=(\d+)")
+_GROUP = re.compile(r"\bnuma_group_id=(-?\d+)")
 
 
 class ScenarioError(NumaforgeError):
@@ -99,6 +100,7 @@ class Sample:
     cpu: int | None
     pref: int | None
     pages: dict[int, int] = field(default_factory=dict)  # node -> the probe's anonymous pages there
+    group: int | None = None  # numa_group_id (0: in no numa_group); None: the kernel did not print it
 
 
 @dataclass
@@ -128,6 +130,9 @@ class ProbeMetrics:
     vmstat_delta: dict[str, int] = field(default_factory=dict)
     passes_per_s: float | None = None  # passes over the buffer per second (CPU share; TCG: not memory speed)
     instances: list[dict] = field(default_factory=list)  # a multi-instance run: each probe's own record
+    # % of the window's samples in which the task was in a numa_group (numa_group_id != 0; amendment 6: a design
+    # that exempts grouped tasks runs 0001's code for a task that never is); None: no sample read it
+    grouped_share: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -216,8 +221,9 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         f"  {{ {running}; }} || break",
         "  U=$(cut -d' ' -f1 /proc/uptime)",
         *(
-            f'  {{ echo "@ $U"; cat /proc/$PID{k}/task/$TID{u}/stat 2>/dev/null; echo; grep numa_preferred_nid '
-            f"/proc/$PID{k}/task/$TID{u}/sched 2>/dev/null; grep anon= /proc/$PID{k}/numa_maps 2>/dev/null; }} >> $S{u}"
+            f'  {{ echo "@ $U"; cat /proc/$PID{k}/task/$TID{u}/stat 2>/dev/null; echo; grep -e numa_preferred_nid '
+            f"-e numa_group_id= /proc/$PID{k}/task/$TID{u}/sched 2>/dev/null; grep anon= /proc/$PID{k}/numa_maps "
+            f"2>/dev/null; }} >> $S{u}"
             for u, (k, _j) in enumerate(us)
         ),
         "  k=$((k+1)); sleep 1",
@@ -254,8 +260,8 @@ def instance_sections(sections: dict[str, str], u: int, n: int) -> dict[str, str
 
 
 def parse_samples(text: str) -> list[Sample]:
-    """The `samples` section: '@ <uptime s>' then /proc/PID/stat, the numa_preferred_nid line and numa_maps
-    lines with anon= (N<node>=<pages> summed per node)."""
+    """The `samples` section: '@ <uptime s>' then /proc/PID/stat, the numa_preferred_nid line, the
+    "current_node=N, numa_group_id=G" line and numa_maps lines with anon= (N<node>=<pages> summed per node)."""
     out: list[Sample] = []
     cur: Sample | None = None
     for line in text.splitlines():
@@ -267,6 +273,9 @@ def parse_samples(text: str) -> list[Sample]:
             continue
         elif line.startswith("numa_preferred_nid"):
             cur.pref = int(line.split(":")[-1])
+        elif line.startswith("current_node="):
+            m = _GROUP.search(line)
+            cur.group = int(m.group(1)) if m else None
         elif ") " in line and cur.cpu is None and " anon=" not in line:
             rest = line.rsplit(")", 1)[1].split()
             cur.cpu = int(rest[36]) if len(rest) > 36 else None  # field 39 (processor); rest starts at field 3
@@ -325,6 +334,8 @@ def probe_metrics(
     shares = [(s.t_ns, _share(s, topo.cpu_node)) for s in samples]
     last = [v for t, v in shares if v is not None and t >= done - LOCAL_WINDOW_S * 1_000_000_000]
     rm.local_share_30s = round(sum(last) / len(last), 3) if last else None
+    read = [s.group for s in samples if s.group is not None]
+    rm.grouped_share = round(100.0 * sum(1 for g in read if g) / len(read), 3) if read else None
     hit = next((t for t, v in shares if v is not None and v >= 90.0), None)
     rm.reached_90 = hit is not None
     # censored: the protocol counts a run that never gets there as the registered window, not the measured one
@@ -427,6 +438,7 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
         "local_share_30s",
         "time_to_90",
         "passes_per_s",
+        "grouped_share",
     ):
         vals = [getattr(r, key) for r in runs]
         setattr(out, key, None if None in vals else round(sum(vals) / len(vals), 3))

@@ -108,6 +108,8 @@ def test_equal_code_sizes_leave_rule_5_without_a_choice():
 
 def test_code_size_counts_code_lines_not_comments():
     sizes = arms.code_lines()
-    assert set(sizes) == {"winner", "alt-closer-or-gain", "alt-root-cause"}
+    assert set(sizes) == {"winner", "alt-closer-or-gain", "alt-group-exempt", "alt-root-cause"}
     # the shipped 0001: bool need_gain; the 5-line need_gain expression; the 4-line if/continue
     assert sizes["winner"] == 10
+    # group-exempt: the same, its group exemption folded into the first line of need_gain (`!ng && ...`)
+    assert sizes["alt-group-exempt"] == 9

@@ -237,7 +237,14 @@ def test_stored_runs_round_trip_and_unknown_keys_are_ignored():
 def test_arms_include_the_root_cause_alternative_and_take_functions_from_the_build():
     from numaforge.measure import arms
 
-    assert list(arms.arm_dirs()) == ["off", "winner", "alt-closer-or-gain", "alt-root-cause", "null"]
+    assert list(arms.arm_dirs()) == [
+        "off",
+        "winner",
+        "alt-closer-or-gain",
+        "alt-group-exempt",
+        "alt-root-cause",
+        "null",
+    ]
     man = {
         "patched_functions": [{"object": "kernel/sched/fair.o", "kind": "changed", "function": "task_numa_find_cpu"}]
     }

@@ -24,16 +24,18 @@ def stat(cpu: int) -> str:
     return "321 (numa probe) " + " ".join(rest)
 
 
-def sample(t: float, cpu: int, pref: int, pages: dict[int, int]) -> str:
+def sample(t: float, cpu: int, pref: int, pages: dict[int, int], group: int | None = None) -> str:
     nodes = " ".join(f"N{n}={p}" for n, p in pages.items())
+    # 5.10's sched_show_numa() prints "current_node=N, numa_group_id=G" after numa_preferred_nid
+    grp = "" if group is None else f"current_node={cpu // 2}, numa_group_id={group}\n"
     return (
-        f"@ {t:.2f}\n{stat(cpu)}\n\nnuma_preferred_nid                           :  {pref}\n"
+        f"@ {t:.2f}\n{stat(cpu)}\n\nnuma_preferred_nid                           :  {pref}\n{grp}"
         f"7f0000000000 default anon={sum(pages.values())} dirty={sum(pages.values())} {nodes} kernelpagesize_kB=4\n"
         f"7ffd00000000 default stack anon=3 dirty=3 N{pages and next(iter(pages))}=3\n"
     )
 
 
-def capture(moves=(), stick=0, vm_migrated=600, no_pref_until=0) -> dict[str, str]:
+def capture(moves=(), stick=0, vm_migrated=600, no_pref_until=0, group=lambda i: None) -> dict[str, str]:
     samples = []
     for i in range(61):
         t = 100 + i
@@ -41,7 +43,7 @@ def capture(moves=(), stick=0, vm_migrated=600, no_pref_until=0) -> dict[str, st
             cpu, pages = 4, {0: 16384}  # on S (node 2), memory on P
         else:
             cpu, pages = 2, {0: 16384 - 600 * min(i - 19, 27), 1: 600 * min(i - 19, 27)}  # moved to node 1
-        samples.append(sample(t + 0.01, cpu, -1 if i < no_pref_until else 0, pages))
+        samples.append(sample(t + 0.01, cpu, -1 if i < no_pref_until else 0, pages, group(i)))
     trace = ["# tracer: nop", "#"]
     for ts, src, dst in moves:
         trace.append(
@@ -73,6 +75,21 @@ def test_samples_parse_cpu_preferred_node_and_anonymous_pages_per_node():
     assert len(s) == 61 and s[0].t_ns == 100 * S + 10_000_000
     assert (s[0].cpu, s[0].pref, s[0].pages) == (4, 0, {0: 16384 + 3})
     assert s[-1].cpu == 2 and s[-1].pages[1] == 600 * 27
+
+
+def test_the_share_of_samples_in_a_numa_group_is_read_from_numa_group_id():
+    """Amendment 6: a design exempting grouped tasks runs 0001's code for a task in no numa_group, so each run
+    records how often its task was in one; a kernel that does not print the line gives no reading, not 0."""
+    assert scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams()).grouped_share is None
+    never = capture(group=lambda i: 0)
+    assert scenario.parse_samples(never["samples"])[0].group == 0
+    assert scenario.probe_metrics("off", 1, never, scenario.ScenarioParams()).grouped_share == 0.0
+    late = capture(group=lambda i: 321 if i >= 30 else 0)  # joins its own group at t=130: 30 of the 60 in window
+    assert scenario.parse_samples(late["samples"])[-1].group == 321
+    assert scenario.probe_metrics("off", 1, late, scenario.ScenarioParams()).grouped_share == 50.0
+    a = scenario.probe_metrics("off", 1, never, scenario.ScenarioParams())
+    b = scenario.probe_metrics("off", 1, late, scenario.ScenarioParams())
+    assert scenario.combine([a, b]).grouped_share == 25.0
 
 
 def test_endpoints_of_one_run():
