@@ -285,8 +285,17 @@ def control(args) -> int:
         name: scenario.report([r for b in bl for r in b], arms, multi=name in scenario.UNIT_CASES)
         for name, bl in blocks.items()
     }
+    direct = {}
+    for name, bl in blocks.items():
+        runs = [r for b in bl for r in b]
+        patched = [a for a in arms if a != "off"]
+        direct[name] = {
+            f"{a} vs {b}": scenario.report(runs, [a, b], base=a, multi=name in scenario.UNIT_CASES)
+            for i, a in enumerate(patched)
+            for b in patched[i + 1 :]
+        }
     command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
-    text = mresult.control_markdown(settings, chunks, cases, command)
+    text = mresult.control_markdown(settings, chunks, cases, command, direct)
     if args.md:
         Path(args.md).write_text(text)
         print(f"wrote {args.md}", flush=True)
@@ -403,12 +412,19 @@ def main(argv: list[str]) -> int:
     rs.add_argument("--md", help="write the result document here (else print it)")
     rs.add_argument("--png", help="write the per-block paired differences picture here")
     rs.add_argument("--series", default=marms.kbackport.DEFAULT_SERIES)
+    gc = sub.add_parser("groups", help="protocol amendment 6's check: was any run's probe ever in a numa_group?")
+    gc.add_argument("--study", required=True)
     ct = sub.add_parser("control")
     ct.add_argument("--study", required=True, help="a control study file of >= 20 blocks")
     ct.add_argument("--md", help="write the report here (else print it)")
     args = ap.parse_args(argv)
     if args.cmd == "control":
         return control(args)
+    if args.cmd == "groups":
+        ok, lines = mresult.group_check(study.read(Path(args.study))[2])
+        print("\n".join(lines))
+        print("passed: no run's task was ever in a numa_group" if ok else "failed: see the runs above")
+        return 0 if ok else 1
     if args.cmd == "result":
         return result(args)
     if args.cmd == "build":

@@ -88,7 +88,7 @@ def test_kernel_version_from_makefile():
 def test_real_series_parses_and_targets_task_numa_migrate():
     s = load_series(REAL, base_version="5.10.262")
     assert [p.name for p in s.patches] == [
-        "0001-sched-numa-skip-zero-gain-third-node-moves.patch",
+        "0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch",
         "0002-sched-numa-prefer-local-sched-feat.patch",
     ]
     p, feat = s.patches
@@ -104,7 +104,9 @@ def test_real_series_parses_and_targets_task_numa_migrate():
     assert s.touched_objects() == ["kernel/sched/fair.o"]
     added = [ln[1:] for h in p.hunks for ln in h.lines if ln.startswith("+")]
     assert any("env.src_stats.node_type == node_has_spare" in ln for ln in added)
-    assert any("ng->active_nodes > 1" in ln for ln in added)
+    # amendment 6: a task in a numa_group keeps upstream's search (the rule weighs taskimp only)
+    assert any("need_gain = !ng &&" in ln for ln in added) and any("taskimp <= 0)" in ln for ln in added)
+    assert not any("groupimp" in ln for ln in added)
     # the exemptions that keep upstream behaviour: <= 2 nodes, CPU-less preferred node, memoryless source
     for keep in (
         "nr_online_nodes > 2",
@@ -124,14 +126,18 @@ def test_real_patch_has_a_full_commit_message():
     commit's subject, a "How tested" a reviewer can repeat without numaforge, and a Signed-off-by (checkpatch
     itself runs in the kernel_source tier: tests/kernel/test_series_checkpatch.py)."""
     for name, extra in (
-        ("0001-sched-numa-skip-zero-gain-third-node-moves.patch", "one or two online nodes"),
+        ("0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch", "one or two online nodes"),
         ("0002-sched-numa-prefer-local-sched-feat.patch", "not for kpatch"),
     ):
         msg = (REAL / name).read_text().split("\n---\n", 1)[0]
         for section in ("How tested:", "git am", "Signed-off-by: ", extra):
             assert section in msg, (name, section)
         assert "invoke " not in msg and "numaforge" not in msg  # repeatable without this tool
-    msg = (REAL / "0001-sched-numa-skip-zero-gain-third-node-moves.patch").read_text().split("\n---\n", 1)[0]
+    msg = (
+        (REAL / "0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch")
+        .read_text()
+        .split("\n---\n", 1)[0]
+    )
     assert (
         '\nFixes: fb86f5b21192 ("sched/numa: Use similar logic to the load balancer for moving between '
         'domains with spare capacity")\n' in msg

@@ -52,7 +52,7 @@ def test_series_applied_on_real_tree(done):
         "kernel/sched/features.h",
     ]
     fair = (res.tree / "kernel/sched/fair.c").read_text()
-    assert "need_gain = sched_feat(NUMA_PREFER_LOCAL) &&" in fair
+    assert "need_gain = sched_feat(NUMA_PREFER_LOCAL) &&\n\t\t\t    !ng && nr_online_nodes > 2 &&" in fair
     assert (
         "env.dst_stats.node_type == node_has_spare &&" in fair
         and "node_distance(nid, p->numa_preferred_nid)" not in fair

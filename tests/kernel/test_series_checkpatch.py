@@ -64,7 +64,7 @@ def test_checkpatch_clean(tree, patch):
 
 def test_checkpatch_is_live_a_missing_signed_off_by_is_an_error(tree, tmp_path):
     """The check above can fail: the same patch without its Signed-off-by is an ERROR for checkpatch."""
-    src = SERIES / "0001-sched-numa-skip-zero-gain-third-node-moves.patch"
+    src = SERIES / "0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch"
     bad = tmp_path / src.name
     bad.write_text(
         "".join(ln for ln in src.read_text().splitlines(keepends=True) if not ln.startswith("Signed-off-by:"))

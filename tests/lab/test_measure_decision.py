@@ -108,8 +108,9 @@ def test_equal_code_sizes_leave_rule_5_without_a_choice():
 
 def test_code_size_counts_code_lines_not_comments():
     sizes = arms.code_lines()
-    assert set(sizes) == {"winner", "alt-closer-or-gain", "alt-group-exempt", "alt-root-cause"}
-    # the shipped 0001: bool need_gain; the 5-line need_gain expression; the 4-line if/continue
-    assert sizes["winner"] == 10
-    # group-exempt: the same, its group exemption folded into the first line of need_gain (`!ng && ...`)
-    assert sizes["alt-group-exempt"] == 9
+    assert set(sizes) == {"winner", "alt-closer-or-gain", "alt-drop-zero-gain", "alt-root-cause"}
+    # the shipped 0001 (group-exempt since amendment 6): bool need_gain; the 4-line need_gain expression whose
+    # first line holds the group exemption (`!ng && ...`); the 4-line if/continue
+    assert sizes["winner"] == 9
+    # drop-zero-gain, 0001 until then: its group exemption a line of its own (`!(ng && ng->active_nodes > 1)`)
+    assert sizes["alt-drop-zero-gain"] == 10

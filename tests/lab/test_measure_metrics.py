@@ -241,7 +241,7 @@ def test_arms_include_the_root_cause_alternative_and_take_functions_from_the_bui
         "off",
         "winner",
         "alt-closer-or-gain",
-        "alt-group-exempt",
+        "alt-drop-zero-gain",
         "alt-root-cause",
         "null",
     ]

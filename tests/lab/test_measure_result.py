@@ -95,7 +95,7 @@ def test_the_result_names_each_arm_by_the_patch_the_study_recorded_not_by_the_tr
     assert bench("--study", str(tmp_path / "old.json"), "--md", str(md)).returncode == 0
     text = md.read_text()
     assert "does not record its designs: code sizes are of the arms in the tree now" in text
-    assert "(rule 5's code size): winner 10\n" in text
+    assert "(rule 5's code size): winner 9\n" in text  # the tree's 0001 (group-exempt since amendment 6)
 
 
 def write_multi_study(path: Path, blocks: int, crowded: bool) -> None:
@@ -144,6 +144,64 @@ def test_a_control_study_is_judged_by_its_own_rule(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | no | no harm: " in r.stdout
     assert "passes_per_s: worse: -100" in r.stdout
+
+
+def write_threads_study(path: Path, blocks: int) -> None:
+    """A two-thread study of three arms (amendment 6): winner migrates twice the pages, group-exempt as off."""
+    runs = []
+    for b in range(1, blocks + 1):
+        j = ((b * 7) % 5 - 2) / 10
+        block = []
+        for arm in ("off", "winner", "alt-group-exempt"):
+            block.append(
+                ProbeMetrics(
+                    arm,
+                    b,
+                    not_closer_per_min=(1.0 if arm == "winner" else 5.0) + j,
+                    local_share_30s=5.0 + j,
+                    time_to_90=60.0,
+                    pages_migrated_per_min=(6000.0 if arm == "winner" else 3000.0) + 100 * j,
+                    closer_per_min=0.0,
+                    found_nothing_per_min=1.0,
+                    passes_per_s=200.0 + j,
+                    grouped_share=80.0 + 10 * j,
+                )
+            )
+        runs.append(block)
+    settings = {"arms": ["off", "winner", "alt-group-exempt"], "modules": {"off": None}, "seed": 13}
+    settings |= {"topology": "backplane4", "params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64, "threads": 2}}
+    study.save(path, settings, {scenario.THREADS_CASE: runs}, [{"from_block": 1}])
+
+
+def test_a_control_of_two_designs_compares_them_directly_and_shows_the_groups(tmp_path):
+    write_threads_study(tmp_path / "t.json", 20)
+    r = control("--study", str(tmp_path / "t.json"))
+    assert r.returncode == 0, r.stderr
+    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | no |" in r.stdout
+    assert (
+        "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | alt-group-exempt | yes |" in r.stdout
+    )
+    assert "in a numa_group, per run (lowest-highest): off 78-82 %, winner 78-82 %, alt-group-exempt 78-82 %" in (
+        r.stdout
+    )
+    direct = r.stdout.split("Exploratory, no rule judges it: **alt-group-exempt - winner**", 1)[1]
+    assert "numa_pages_migrated per minute: better: -3e+03 /min" in direct and "(primary): worse: +4 /min" in direct
+
+
+def test_the_group_check_passes_only_when_no_run_was_ever_grouped(tmp_path):
+    def runs(shares):
+        return {scenario.MAIN_CASE: [[ProbeMetrics("winner", b, grouped_share=s)] for b, s in enumerate(shares, 1)]}
+
+    for shares, rc in (([0.0] * 6, 0), ([0.0] * 5 + [2.5], 1), ([0.0] * 5 + [None], 1)):
+        study.save(tmp_path / "b.json", {"arms": ["winner"]}, runs(shares), [])
+        r = bench_cmd("groups", "--study", str(tmp_path / "b.json"))
+        assert r.returncode == rc, r.stdout + r.stderr
+        assert f"source spare / winner: 6 runs, {rc} in a numa_group or unread" in r.stdout
+
+
+def bench_cmd(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "bench" / "numa_effect.py"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def test_control_refuses_a_short_study_and_the_main_study(tmp_path):

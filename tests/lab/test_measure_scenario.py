@@ -251,6 +251,17 @@ def test_the_multi_instance_report_tests_the_probes_throughput_as_a_secondary():
     assert "passes_per_s" not in scenario.report(runs)["verdicts"]  # the main case registered three
 
 
+def test_a_report_without_upstream_compares_against_its_first_arm():
+    """Amendment 6's check ran winner and alt-group-exempt only; its report crashed on the missing `off`."""
+    runs = [
+        scenario.probe_metrics(arm, r, capture([(105.0, 2, 3)] if arm == "winner" else []), scenario.ScenarioParams())
+        for r in range(1, 7)
+        for arm in ("winner", "alt-group-exempt")
+    ]
+    rep = scenario.report(runs)
+    assert rep["base"] == "winner" and rep["verdicts"][scenario.PRIMARY]["alt-group-exempt"] == paired.BETTER
+
+
 def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():
     probe = probe_binary()
     r = subprocess.run([str(probe), "-P", "0"], capture_output=True, text=True, timeout=10)

@@ -32,7 +32,9 @@ the first risk; the message then says the scenario did not reach the code rather
 The winner's counts above were seen when `winner` was closer-or-gain (now alternatives/closer-or-gain). The
 shipped 0001 since the study is drop-zero-gain: in the study's 20 source-spare runs (60 s windows) it made 1
 not-closer move in all and upstream 62 (docs/numa-effect-study.md), so the bounds hold for it with the same
-margins.
+margins. Since protocol amendment 6 the shipped 0001 is group-exempt, which for a task in no numa_group runs
+drop-zero-gain's code; this probe was in none in any sample of amendment 6's check (docs/numa-effect-study.md),
+so nothing above changes.
 """
 
 from __future__ import annotations
