@@ -281,16 +281,14 @@ def control(args) -> int:
         print(f"error: {spath} {why}; `control` reports a control study of >= 20 blocks", file=sys.stderr)
         return 2
     arms = settings.get("arms") or []
-    cases = {
-        name: scenario.report([r for b in bl for r in b], arms, multi=name in scenario.UNIT_CASES)
-        for name, bl in blocks.items()
-    }
-    direct = {}
+    patched = [a for a in arms if a != decision.BASE]
+    cases, direct = {}, {}
     for name, bl in blocks.items():
-        runs = [r for b in bl for r in b]
-        patched = [a for a in arms if a != "off"]
+        runs, multi = [r for b in bl for r in b], name in scenario.UNIT_CASES
+        cases[name] = scenario.report(runs, arms, multi=multi)
+        # the patched arms against each other (exploratory: no rule judges them)
         direct[name] = {
-            f"{a} vs {b}": scenario.report(runs, [a, b], base=a, multi=name in scenario.UNIT_CASES)
+            f"{a} vs {b}": scenario.report(runs, [a, b], base=a, multi=multi)
             for i, a in enumerate(patched)
             for b in patched[i + 1 :]
         }

@@ -65,6 +65,8 @@ def compiler_shim(gcc: str, wrapper: str | None = None) -> Path:
             "install it (gcc-10: `python -m numaforge.debian_apt install bullseye gcc-10`, done by scripts/setup.sh)",
         )
     if wrapper:
+        # distcc and icecc serve only the optional --cc-wrapper, so setup installs neither (CI and the default
+        # build need none); asking for one that is missing is this clear error, never a silent plain build
         wrap = shutil.which(wrapper)
         if not wrap:
             raise ToolMissingError(

@@ -203,8 +203,10 @@ def report(
     paired differences against `base` over the rounds (numaforge.measure.paired): the primary endpoint at 5 %,
     the others Holm-adjusted per arm, TOST against `margins`, and "no verdict" below paired.MIN_BLOCKS.
     outcomes/margins: another set of endpoints (numaforge.measure.scenario) over runs with those attributes;
-    secondary: the endpoints Holm adjusts over (None: all but the primary; the rest are descriptive)."""
+    secondary: the endpoints Holm adjusts over (None: all but the primary; the rest are descriptive).
+    Without `base` among the arms (e.g. a probe study that ran no `off`) the first arm is the base."""
     arms = arms or list(dict.fromkeys(r.label for r in runs))
+    base = base if base in arms else arms[0]
     out: dict = {
         "arms": arms,
         "base": base,

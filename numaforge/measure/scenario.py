@@ -474,12 +474,12 @@ def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = 
     """runner.report over the protocol's endpoints: per-arm medians and paired verdicts against `base`; Holm
     adjusts over the three registered secondaries (SECONDARY), the descriptive counts get no verdict. ``multi``:
     the multi-instance and two-thread controls' endpoints (MULTI_OUTCOMES: passes per second as a fourth
-    secondary). Without `base` among the arms (amendment 6's check runs no `off`) the first arm is the base."""
-    arms = arms or list(dict.fromkeys(r.label for r in runs))
+    secondary). Without `base` among the arms (amendment 6's check runs no `off`) the first arm is the base
+    (runner.report)."""
     return runner.report(
         runs,  # type: ignore[arg-type]
         arms,
-        base if base in arms else arms[0],
+        base,
         primary=PRIMARY,
         outcomes=MULTI_OUTCOMES if multi else OUTCOMES,
         margins=MULTI_MARGINS if multi else MARGINS,
