@@ -12,8 +12,9 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
         # the result document of a finished study (>= 20 blocks): endpoints, decision rules 1-5 in order
     .venv/bin/python bench/numa_effect.py probe --arms off+winner --second 1:3 --study S.json   # multi-instance
     .venv/bin/python bench/numa_effect.py probe --arms off+winner --threads 2 --cpus-per-node 3 --study S.json
+    .venv/bin/python bench/numa_effect.py probe --knob --rounds 20 --study S.json   # full kernel, knob off/on
     .venv/bin/python bench/numa_effect.py control --study S.json --md S.md
-        # a control study (2-node, multi-instance, two-thread; protocol amendments 4-5) and the rule it is judged by
+        # a control study (2-node, multi-instance, two-thread, knob; protocol amendments 4, 5, 7) and its rule
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numaforge import livepatch
 from numaforge.lab import vm
+from numaforge.lab.kernels import BootKernel
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import loaded_arms
 from numaforge.measure import arms as marms
@@ -54,6 +56,7 @@ from numaforge.paths import ROOT
 from numaforge.remote.ssh import connect
 
 OUT = ROOT / "reports" / "numa-effect-bench"
+DEFAULT_PROBE_ARMS = "off+winner+alt-closer-or-gain+alt-root-cause+null"
 CASES = [
     "nps2:single",
     "backplane4:single",
@@ -145,11 +148,20 @@ def run(args) -> int:
 def probe(args) -> int:
     """The pre-registered probe scenario on one lab VM boot (backplane4 x --cpus-per-node, P=0, S=2)."""
     second = _second(args.second) if args.second else None  # bad input: refused before the VM boots
+    if args.knob and (second or args.threads > 1 or args.arms != DEFAULT_PROBE_ARMS):
+        raise SystemExit(
+            "--knob runs its own two arms (knob-off, knob-on) on the main case: drop --arms/--second/--threads"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state = out / ".lab-probe"
+    kernel = args.kernel
+    if args.knob:  # amendment 7: the lab kernel with the whole series built in, the feature switched per run
+        lk = marms.full_kernel(args.series, log=lambda m: print(m, flush=True))
+        kernel = BootKernel(name="series", image=lk.bzimage, release=lk.release, build_dir=lk.tree, cc="gcc-10")
+        print(f"full kernel with the series: {lk.bzimage} (key {lk.key})", flush=True)
     info = vm.up(
-        kernel=args.kernel,
+        kernel=kernel,
         state_dir=state,
         ssh_port=args.ssh_port,
         topo=args.topology,
@@ -158,8 +170,9 @@ def probe(args) -> int:
     print(f"{args.topology}: booted {info.release}, {info.nodes} nodes in {info.ssh_seconds} s", flush=True)
     ssh = vm.lab_ssh(state, args.ssh_port)
     try:
-        names = args.arms.split("+")
-        arts = loaded_arms(args.series, args.target, names)
+        features = dict(marms.KNOB_ARMS) if args.knob else None
+        names = list(features) if features else args.arms.split("+")
+        arts = {} if features else loaded_arms(args.series, args.target, names)
         params = scenario.ScenarioParams(
             pref=args.pref,
             src=args.src,
@@ -172,7 +185,7 @@ def probe(args) -> int:
         settings = {
             "arms": names,
             "modules": {n: (a.sha256 if a else None) for n, a in arts.items()},
-            "designs": marms.designs(args.series, names),
+            "designs": marms.knob_designs(args.series) if features else marms.designs(args.series, names),
             # threads only when > 1: a study recorded before the two-thread control goes on with the same settings
             "params": {k: v for k, v in dataclasses.asdict(params).items() if k != "threads" or v > 1},
             "seed": args.seed,
@@ -180,7 +193,10 @@ def probe(args) -> int:
             "topology": args.topology,
             "cpus_per_node": args.cpus_per_node,
         }
-        if args.no_control:
+        if features:
+            settings["features"] = features  # the knob control (protocol amendment 7): no module, no source-busy case
+            settings["kernel_build"] = {"name": "series", "key": lk.key, "source": lk.source_hash}
+        elif args.no_control:
             settings["control"] = False  # the main case alone (amendment 6's check)
         if second:
             settings["second"] = list(second)  # the multi-instance control (protocol amendment 4)
@@ -212,6 +228,7 @@ def probe(args) -> int:
                 done=done,
                 on_block=saved,
                 second=second,
+                features=features,
             )
         rounds = min(c["rounds"] for c in data["cases"].values())
         data.update(
@@ -270,7 +287,7 @@ def result(args) -> int:
 
 
 def control(args) -> int:
-    """The report of a control study (the 2-node, multi-instance or two-thread control): refused below 20
+    """The report of a control study (the 2-node, multi-instance, two-thread or knob control): refused below 20
     blocks and for the main study (whose document is `result`)."""
     spath = Path(args.study)
     settings, chunks, blocks = study.read(spath)
@@ -281,11 +298,11 @@ def control(args) -> int:
         print(f"error: {spath} {why}; `control` reports a control study of >= 20 blocks", file=sys.stderr)
         return 2
     arms = settings.get("arms") or []
-    patched = [a for a in arms if a != decision.BASE]
     cases, direct = {}, {}
     for name, bl in blocks.items():
         runs, multi = [r for b in bl for r in b], name in scenario.UNIT_CASES
         cases[name] = scenario.report(runs, arms, multi=multi)
+        patched = [a for a in arms if a != cases[name]["base"]]
         # the patched arms against each other (exploratory: no rule judges them)
         direct[name] = {
             f"{a} vs {b}": scenario.report(runs, [a, b], base=a, multi=multi)
@@ -355,7 +372,7 @@ def main(argv: list[str]) -> int:
     r.add_argument("--ssh-port", type=int, default=2313)
     r.add_argument("--out", default=str(OUT))
     pr = sub.add_parser("probe")
-    pr.add_argument("--arms", default="off+winner+alt-closer-or-gain+alt-root-cause+null")
+    pr.add_argument("--arms", default=DEFAULT_PROBE_ARMS)
     pr.add_argument("--rounds", type=int, default=20, help="blocks (the protocol: >= 20)")
     pr.add_argument("--seconds", type=int, default=60, help="measured window per run (the protocol: 60)")
     pr.add_argument("--mb", type=int, default=64)
@@ -380,6 +397,12 @@ def main(argv: list[str]) -> int:
         "--no-control",
         action="store_true",
         help="the main case only, without its source-busy control (amendment 6's check of the probe's numa_group)",
+    )
+    pr.add_argument(
+        "--knob",
+        action="store_true",
+        help="the full-kernel knob control (protocol amendment 7): boot the lab kernel with the whole series built "
+        "in (built once, about 6 min) and switch NUMA_PREFER_LOCAL off/on per run; the main case only",
     )
     pr.add_argument("--no-fill", action="store_true", help="do not fill node S's memory (the first pilot's setup)")
     pr.add_argument("--pilot", action="store_true", help="mark the run a pilot (always so below 20 blocks or 60 s)")

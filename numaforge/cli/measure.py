@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .. import livepatch
     from ..livepatch import arms as lparms
     from ..livepatch import probe as lprobe
+    from ..measure import arms as marms
     from ..measure import render
     from ..measure import runner as mrunner
     from ..measure import scenario as msc
@@ -38,6 +39,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
     lparms = lazy_module("numaforge.livepatch.arms")
     lprobe = lazy_module("numaforge.livepatch.probe")
     msc = lazy_module("numaforge.measure.scenario")
+    marms = lazy_module("numaforge.measure.arms")
     render = lazy_module("numaforge.measure.render")
     mrunner = lazy_module("numaforge.measure.runner")
     ssh = lazy_module("numaforge.remote.ssh")
@@ -66,6 +68,9 @@ HELP = {
     "amendment 5; runs only that case; default 1)",
     "second_probe": "probe: P:S of a second probe running at once with its own hogs (the multi-instance control "
     "of the protocol's amendment 4; runs only that case)",
+    "knob": "probe: the full-kernel knob control (protocol amendment 7) on a host booted with the whole series built "
+    "in: arms knob-off/knob-on write NO_NUMA_PREFER_LOCAL/NUMA_PREFER_LOCAL to /sys/kernel/debug/sched_features "
+    "before each run (no live patch); runs only the main case",
     "wake_cpus": "while a livepatch transition is pending, run a short busy loop on every CPU of the host (for "
     "emulated lab VMs, whose idle vCPUs hold transitions for a minute; not for production hosts)",
 }
@@ -114,6 +119,7 @@ def numa_effect(
     no_control=False,
     probe_threads=None,
     second_probe=None,
+    knob=False,
     accept_new_host_key=False,
     json=None,
     allow_plaintext_secrets=False,
@@ -137,12 +143,16 @@ def numa_effect(
                 bool(wake_cpus),
                 _threads(probe_threads),
                 _second(second_probe),
+                _knob(knob, arm, probe_threads, second_probe),
             )
+        elif knob:
+            raise NumaforgeError("--knob is a probe control", "--knob", "add --scenario probe")
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
         h = _one_host(c, report, select)
-        arts = lparms.loaded_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
+        knob_arms = opts is not None and opts.knob
+        arts = {} if knob_arms else lparms.loaded_arms(series or DEFAULT_SERIES, target, list(arm or []) or None)
         if opts is not None:
             return _probe(report, h, arts, opts, out)
         name = case or f"{h.name} {'grouped' if grouped else 'single'}"
@@ -284,6 +294,21 @@ class _ProbeOptions:
     wake: bool
     threads: int
     second: tuple[int, int] | None
+    knob: bool
+
+
+def _knob(knob, arm, probe_threads, second_probe) -> bool:
+    """--knob (protocol amendment 7): the knob control on a host running a full kernel with the series built in;
+    it has its own two arms and only the main case."""
+    if not knob:
+        return False
+    if arm or probe_threads is not None or second_probe is not None:
+        raise NumaforgeError(
+            "--knob runs its own two arms (knob-off, knob-on) on the main case",
+            "--knob",
+            "drop --arm, --probe-threads and --second-probe",
+        )
+    return True
 
 
 def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
@@ -306,8 +331,10 @@ def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
             log=_host_log(h.name),
             nudge=o.wake,
             second=o.second,
+            features=dict(marms.KNOB_ARMS) if o.knob else None,
         )
-        s.detail = {"arms": list(arts), "rounds": o.rounds, "pref": p, "src": src}
+        arms = list(marms.KNOB_ARMS) if o.knob else list(arts)
+        s.detail = {"arms": arms, "rounds": o.rounds, "pref": p, "src": src}
     path = _write(out, h.name, data)
     report.data.update({"measurement": str(path), "verdicts": {n: c["verdicts"] for n, c in data["cases"].items()}})
     for name, case in data["cases"].items():
@@ -316,9 +343,9 @@ def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
         _print_table(title, "endpoint", case["arms"], render.table_rows(case, outcomes=outcomes))
         for a in case["arms"]:
             for line in render.verdict_lines(case, a, outcomes=outcomes):
-                common.console.print(f"{escape(name)}: {escape(a)} vs off: {escape(line)}")
+                common.console.print(f"{escape(name)}: {escape(a)} vs {escape(case['base'])}: {escape(line)}")
     common.console.print(f"measurement: {path}")
-    result.message = f"{sum(len(c['runs']) for c in data['cases'].values())} probe runs of {', '.join(arts)}"
+    result.message = f"{sum(len(c['runs']) for c in data['cases'].values())} probe runs of {', '.join(arms)}"
 
 
 TASKS = [numa_effect]

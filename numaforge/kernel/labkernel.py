@@ -183,6 +183,34 @@ def lab_kernel(
         return _build(**inputs, log=log)
 
 
+def series_kernel(repo: Path, result_commit: str, source_hash: str, log=print) -> LabKernel:
+    """The lab kernel with a backport's whole series built in: the tree of ``result_commit`` (every patch of the
+    series, those kpatch cannot carry too, such as 0002's scheduler feature), configured and built exactly as the
+    lab kernel is, so the two differ only in the series. Protocol amendment 7's full-kernel knob control boots it.
+    Its cache key joins the source's hash with the result's git tree id (not the commit id, which changes with
+    every re-application's dates)."""
+    tree_id = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", f"{result_commit}^{{tree}}"], capture_output=True, text=True
+    )
+    if tree_id.returncode != 0:
+        raise LabKernelError(
+            f"cannot read the tree of the backport's result commit {result_commit[:12]}",
+            str(repo),
+            "run the backport again (invoke backport) so its tree holds the result commit",
+        )
+    src = _Source(repo, result_commit, f"{source_hash}+series-tree:{tree_id.stdout.strip()}")
+    return lab_kernel(log=log, source=src)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What lab_kernel needs of a source: the repo, the commit to export and a hash naming its content."""
+
+    repo: Path
+    base_commit: str
+    source_hash: str
+
+
 def find_lab_kernel(source_spec: str | None = None) -> LabKernel | None:
     """The lab kernel of the source when it is built, else None; builds nothing (`doctor --strict` asks so)."""
     inputs = _inputs(source_spec, lambda m: None, None, None)

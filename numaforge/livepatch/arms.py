@@ -3,6 +3,7 @@ outcome measurement over them (measure_arms): `invoke numa-effect`, bench/numa_e
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -110,6 +111,88 @@ class ArmSwitcher:
     @property
     def workdir(self) -> str | None:
         return next((h.rdir for h in self.hosts.values() if h.rdir), None)
+
+
+SCHED_FEATURES = "/sys/kernel/debug/sched_features"
+
+
+def feature_state(text: str, feature: str) -> bool | None:
+    """Whether `feature` is on (its name listed), off (NO_<name> listed) or not a feature of the kernel (None), from
+    the text of /sys/kernel/debug/sched_features."""
+    words = text.split()
+    if feature in words:
+        return True
+    if f"NO_{feature}" in words:
+        return False
+    return None
+
+
+class FeatureSwitcher:
+    """Arms that are states of one scheduler feature on a full kernel (protocol amendment 7: the knob control):
+    ``set_arm(name)`` writes the arm's word (FEATURE or NO_FEATURE) to /sys/kernel/debug/sched_features and reads
+    it back; no module is loaded, so nothing of a live patch's transition is in the measurement. The same calls
+    as ArmSwitcher. ``close()`` puts the feature back as ``open()`` found it.
+
+    arms: {name: "FEATURE" | "NO_FEATURE"}, one feature."""
+
+    def __init__(self, remote, arms: dict[str, str], log: Callable[[str], None] = lambda m: None):
+        names = {w.removeprefix("NO_") for w in arms.values()}
+        bad = [w for w in arms.values() if not re.fullmatch(r"[A-Z][A-Z0-9_]*", w)]
+        if bad or len(names) != 1:
+            raise LivepatchError(
+                f"feature arms must switch one scheduler feature, not {', '.join(sorted(names)) or 'none'}"
+                + (f" ({', '.join(map(repr, bad))} is not a feature name)" if bad else ""),
+                "arms",
+                "give each arm FEATURE or NO_FEATURE of the same feature",
+            )
+        self.remote, self.words, self.log = remote, dict(arms), log
+        self.feature = names.pop()
+        self.arms = list(arms)
+        self.current: str | None = None
+        self._initial: bool | None = None
+
+    def _read(self) -> bool | None:
+        r = self.remote.run(f"cat {SCHED_FEATURES}", sudo=True, check=False, timeout=30)
+        if r.rc != 0:
+            raise LivepatchError(
+                f"cannot read {SCHED_FEATURES}: {(r.stderr or r.stdout).strip()[-300:] or 'no output'}",
+                self.remote.where,
+                "boot a kernel with CONFIG_SCHED_DEBUG=y and mount debugfs on /sys/kernel/debug",
+            )
+        return feature_state(r.stdout, self.feature)
+
+    def open(self) -> None:
+        self._initial = self._read()
+        if self._initial is None:
+            raise LivepatchError(
+                f"the kernel has no scheduler feature {self.feature}",
+                f"{self.remote.where}:{SCHED_FEATURES}",
+                "boot a kernel with the whole series built in (bench/numa_effect.py probe --kernel series)",
+            )
+
+    def set_arm(self, name: str) -> None:
+        if name not in self.words:
+            raise LivepatchError(f"unknown arm {name}", self.remote.where, f"one of {', '.join(self.arms)}")
+        self._write(self.words[name])
+        self.current = name
+
+    def _write(self, word: str) -> None:
+        self.remote.run(f"echo {word} > {SCHED_FEATURES}", sudo=True, check=False, timeout=30)
+        want = not word.startswith("NO_")
+        got = self._read()
+        if got is not want:
+            raise LivepatchError(
+                f"writing {word} to {SCHED_FEATURES} left {self.feature} "
+                + ("unknown" if got is None else "on" if got else "off"),
+                self.remote.where,
+                "check the host's debugfs is writable by root (lockdown=confidentiality refuses it)",
+            )
+        self.log(f"{self.feature} {'on' if want else 'off'}")
+
+    def close(self) -> None:
+        if self._initial is not None:
+            with budget.lifted():
+                self._write(self.feature if self._initial else f"NO_{self.feature}")
 
 
 def measure_arms(

@@ -17,7 +17,7 @@ from ..measure import runner as mrunner
 from ..measure import scenario as msc
 from ..measure import study
 from ..workload import probe_binary
-from .arms import ArmSwitcher
+from .arms import ArmSwitcher, FeatureSwitcher
 from .artifact import Artifact
 from .errors import LivepatchError
 
@@ -33,11 +33,14 @@ def host_topo(remote) -> mmetrics.Topo:
 
 
 def cases(
-    params: msc.ScenarioParams, control: bool, second: tuple[int, int] | None = None
+    params: msc.ScenarioParams, control: bool, second: tuple[int, int] | None = None, knob: bool = False
 ) -> dict[str, list[msc.ScenarioParams]]:
     """The cases of a study, each the probes of one run: the main case and (``control``) its source-busy control;
     with ``second`` (P, S of a second probe) only the multi-instance control (amendment 4): both probes at once,
-    sources spare; with params.threads > 1 only the two-thread control (amendment 5)."""
+    sources spare; with params.threads > 1 only the two-thread control (amendment 5); with ``knob`` only the
+    full-kernel knob control (amendment 7): the main case's probe, its arms states of a scheduler feature."""
+    if knob:
+        return {msc.KNOB_CASE: [dataclasses.replace(params, source_busy=False)]}
     if second:
         return {msc.MULTI_CASE: [params, dataclasses.replace(params, pref=second[0], src=second[1])]}
     if params.threads > 1:
@@ -61,12 +64,14 @@ def measure_scenario(
     done: dict[str, list[list[msc.ProbeMetrics]]] | None = None,
     on_block: Callable[[dict[str, list[list[msc.ProbeMetrics]]]], None] | None = None,
     second: tuple[int, int] | None = None,
+    features: dict[str, str] | None = None,
 ) -> dict:
     """{'cases': {case name: scenario report + settings}} for `rounds` blocks on one booted host.
 
     ``done``: blocks of an earlier chunk of the same study (numaforge.measure.study), per case; the run goes on
     from the next block. ``on_block`` is called with every finished block so far after each block. ``second``:
-    the multi-instance control instead (``cases``)."""
+    the multi-instance control instead (``cases``). ``features`` ({arm: FEATURE | NO_FEATURE}, `arms` empty):
+    the knob control instead, its arms switched by FeatureSwitcher on a kernel with the series built in."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
         raise LivepatchError(
@@ -74,10 +79,11 @@ def measure_scenario(
             remote.where,
             "boot with numa_balancing=enable; numaforge does not change it",
         )
-    todo = cases(params, control, second)
+    todo = cases(params, control, second, knob=bool(features))
+    names = list(features) if features else list(arms)
     blocks: dict[str, list[list[msc.ProbeMetrics]]] = {name: list((done or {}).get(name, [])) for name in todo}
     first = min(len(b) for b in blocks.values()) + 1
-    sw = ArmSwitcher(remote, arms, log=log, nudge=nudge)
+    sw = FeatureSwitcher(remote, features, log=log) if features else ArmSwitcher(remote, arms, log=log, nudge=nudge)
     try:
         sw.open()
         rdir = remote.run("mktemp -d /tmp/numaforge-probe.XXXXXX", sudo=True).stdout.strip()
@@ -86,7 +92,7 @@ def measure_scenario(
         for rnd in range(first, rounds + 1):
             for name, p in todo.items():
                 block = []
-                for arm in study.block_order(list(arms), seed, name, rnd):
+                for arm in study.block_order(names, seed, name, rnd):
                     sw.set_arm(arm)
                     rm = msc.run_once(remote, rpath, p, arm, rnd)
                     log(
@@ -105,14 +111,18 @@ def measure_scenario(
     out = {}
     for name, p in todo.items():
         runs = [r for block in blocks[name] for r in block]
-        rep = msc.report(runs, list(arms), multi=len(msc.units(p)) > 1)
+        rep = msc.report(runs, names, multi=len(msc.units(p)) > 1)
         if len(p) > 1:
             rep["probes"] = [dataclasses.asdict(q) for q in p]
         rep.update(
             {"case": name, "params": dataclasses.asdict(p[0]), "rounds": len(blocks[name]), "seed": seed, **numa}
         )
         out[name] = rep
-    return {"cases": out, "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()}}
+    return {
+        "cases": out,
+        "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()},
+        **({"features": dict(features)} if features else {}),
+    }
 
 
 def _default_probe() -> Path:

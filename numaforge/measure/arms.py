@@ -18,9 +18,15 @@ import yaml
 from ..errors import NumaforgeError
 from ..kernel import backport as kbackport
 from ..kernel import kpatch as kkpatch
+from ..kernel import labkernel
 from ..kernel.series import load_series, resolve_dir
 
 LAB_SOURCE = "debian:linux-source-5.10=5.10.262-1"
+# the full-kernel knob control (protocol amendment 7): the scheduler feature the series' 0002 adds, and its two
+# arms, each a write to /sys/kernel/debug/sched_features on a kernel with the whole series built in; the base
+# (upstream's search) first
+FEATURE = "NUMA_PREFER_LOCAL"
+KNOB_ARMS = {"knob-off": f"NO_{FEATURE}", "knob-on": FEATURE}
 
 
 class ArmError(NumaforgeError):
@@ -107,6 +113,27 @@ def build_arms(
         )
         out.append(Arm(name, d, res.module, _functions(res.manifest)))
     return out
+
+
+def knob_designs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, dict]:
+    """What the knob control's arms are (a study records it like ``designs``): the whole series built in, the
+    feature off (upstream's search of the other nodes) or on (the shipped design)."""
+    every = [p.name for p in load_series(resolve_dir(series)).patches]
+    return {
+        arm: {
+            "series": _series_name(resolve_dir(series)),
+            "patches": every,
+            "subject": f"the whole series built in, {word} in sched_features",
+        }
+        for arm, word in KNOB_ARMS.items()
+    }
+
+
+def full_kernel(series: str = kbackport.DEFAULT_SERIES, source: str = LAB_SOURCE, log=print) -> labkernel.LabKernel:
+    """The lab kernel with the whole series built in (0002's scheduler feature too): the series backported onto
+    `source` and built like the lab kernel (numaforge.kernel.labkernel.series_kernel; cached by content)."""
+    bp = kbackport.backport(source, str(resolve_dir(series)), compilers=("gcc-10",), compile_check=True, log=log)
+    return labkernel.series_kernel(bp.tree, bp.result_commit, bp.source_hash, log=log)
 
 
 def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", arms: list[str] | None = None) -> list[Arm]:

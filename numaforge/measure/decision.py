@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import paired
-from .scenario import CONTROL_CASE, MULTI_SECONDARY, PRIMARY, SECONDARY, UNIT_CASES
+from .scenario import CONTROL_CASE, KNOB_CASE, MULTI_SECONDARY, PRIMARY, SECONDARY, UNIT_CASES
 
 BASE, NULL = "off", "null"
 LOCALITY, TIME_TO_90 = "local_share_30s", "time_to_90"
@@ -124,14 +124,16 @@ def control_findings(case: str, rep: dict, topology: str | None = None) -> list[
     - rule 2, the primary TOST-equivalent to off: the source-busy case, and on a 2-node host every case;
     - amendments 4 and 5, no harm over the case's secondaries (passes per second included): the multi-instance
       and the two-thread controls, whose primary is reported with rule 3's test;
+    - amendment 7, the full-kernel knob control: rule 3's test on the primary and no harm over the main case's
+      secondaries, both against the report's base (the feature off);
     - any other case (the main case on the main topology) is the main study's: ``apply_rules``, not here."""
     out = []
-    for arm in [a for a in rep["arms"] if a != BASE]:
+    for arm in [a for a in rep["arms"] if a != rep.get("base", BASE)]:
         if case == CONTROL_CASE or topology == "2node":
             out.append(Finding(2, arm, _equivalent(rep, PRIMARY, arm), _line(rep, PRIMARY, arm)))
-        elif case in UNIT_CASES:
+        elif case in UNIT_CASES or case == KNOB_CASE:
             out.append(Finding(3, arm, _verdict(rep, PRIMARY, arm) == paired.BETTER, _line(rep, PRIMARY, arm)))
-            ok, why = no_harm(rep, arm, MULTI_SECONDARY)
+            ok, why = no_harm(rep, arm, SECONDARY if case == KNOB_CASE else MULTI_SECONDARY)
             out.append(Finding(4, arm, ok, f"no harm: {why}"))
         else:
             raise ValueError(f"{case!r} on {topology!r} is the main study's case: judge it with apply_rules")

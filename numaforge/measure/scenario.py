@@ -50,6 +50,7 @@ LOCAL_WINDOW_S = 30
 MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
 MULTI_CASE = "multi-instance (control)"
 THREADS_CASE = "two threads (control)"
+KNOB_CASE = "full kernel, knob on/off (control)"  # amendment 7: the main case's probe, arms of a sched_feat
 UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units (amendments 4 and 5)
 
 

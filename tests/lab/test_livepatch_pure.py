@@ -5,9 +5,15 @@ from pathlib import Path
 import pytest
 
 from numaforge import livepatch as lp
+from numaforge.livepatch import probe as lprobe
+from numaforge.livepatch.arms import FeatureSwitcher, feature_state
+from numaforge.livepatch.errors import LivepatchError
 from numaforge.livepatch.fleet import junit_xml
+from numaforge.measure import arms as marms
+from numaforge.measure import scenario
 from numaforge.report import HostResult, Report
 
+ROOT = Path(__file__).resolve().parents[2]
 MODINFO = b"\x7fELF junk\0name=nf_lp_x\0vermagic=5.10.262 SMP mod_unload \0livepatch=Y\0license=GPL\0srcversion=ABC\0"
 
 
@@ -185,3 +191,49 @@ def test_junit_has_one_case_per_host_with_failure_and_skip():
     assert cases["b"].find("failure").get("type") == "TransitionError"
     assert cases["b"].find("failure").get("message") == "transition stalled"
     assert cases["c"].find("skipped") is not None and cases["a"].find("failure") is None
+
+
+# ------------------------------------------------------------------ the knob control's switch (amendment 7)
+
+SCHED_FEATURES_TEXT = (
+    "GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY LAST_BUDDY CACHE_HOT_BUDDY WAKEUP_PREEMPTION NO_HRTICK "
+    "NO_DOUBLE_TICK NONTASK_CAPACITY TTWU_QUEUE NO_SIS_AVG_CPU SIS_PROP NO_WARN_DOUBLE_CLOCK RT_PUSH_IPI "
+    "NO_RT_RUNTIME_SHARE NO_LB_MIN ATTACH_AGE_LOAD WA_IDLE WA_WEIGHT WA_BIAS UTIL_EST UTIL_EST_FASTUP "
+    "NUMA_PREFER_LOCAL ALT_PERIOD BASE_SLICE \n"
+)
+
+
+def test_feature_state_reads_on_off_and_absent():
+    """The text is 5.10's sched_features file (kernel/sched/debug.c: names, NO_ for the ones off) with 0002's
+    feature; a kernel without 0002 lists no such word."""
+    assert feature_state(SCHED_FEATURES_TEXT, "NUMA_PREFER_LOCAL") is True
+    off = SCHED_FEATURES_TEXT.replace("NUMA_PREFER_LOCAL", "NO_NUMA_PREFER_LOCAL")
+    assert feature_state(off, "NUMA_PREFER_LOCAL") is False
+    assert feature_state(SCHED_FEATURES_TEXT, "NEXT_BUDDY") is False
+    assert feature_state(SCHED_FEATURES_TEXT.replace(" NUMA_PREFER_LOCAL", ""), "NUMA_PREFER_LOCAL") is None
+    assert feature_state("NUMA_PREFER_LOCAL_X", "NUMA_PREFER_LOCAL") is None  # whole words only
+
+
+def test_feature_arms_must_be_one_feature_and_plain_words():
+    """Arms switch one feature, and every word goes into a root shell's echo: anything but a feature name is
+    refused before a host is touched."""
+    FeatureSwitcher(None, {"a": "NO_X", "b": "X"})
+    for arms in ({"a": "NO_X", "b": "Y"}, {"a": "X; reboot", "b": "NO_X"}, {}):
+        with pytest.raises(LivepatchError) as exc:
+            FeatureSwitcher(None, arms)
+        assert "one scheduler feature" in exc.value.what
+
+
+def test_knob_arms_name_the_feature_0002_adds():
+    """The knob control's words are the feature the series' 0002 really adds, on by default."""
+    text = (ROOT / "patches/sched-numa-prefer-local-fallback/0002-sched-numa-prefer-local-sched-feat.patch").read_text()
+    assert f"+SCHED_FEAT({marms.FEATURE}, true)" in text
+    assert marms.KNOB_ARMS == {"knob-off": f"NO_{marms.FEATURE}", "knob-on": marms.FEATURE}
+    d = marms.knob_designs()
+    assert list(d) == ["knob-off", "knob-on"] and all(len(v["patches"]) == 2 for v in d.values())
+
+
+def test_the_knob_control_runs_only_the_main_case_probe():
+    p = scenario.ScenarioParams(pref=0, src=2, source_busy=True)
+    got = lprobe.cases(p, control=True, knob=True)
+    assert list(got) == [scenario.KNOB_CASE] and got[scenario.KNOB_CASE][0].source_busy is False

@@ -98,6 +98,9 @@ def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_pa
         (["--scenario", "probe", "--second-probe", "1"], "bad --second-probe '1'"),
         (["--scenario", "probe", "--second-probe", "2:2"], "two different node numbers"),
         (["--scenario", "probe", "--probe-threads", "17"], "the probe runs at most 16 threads"),
+        (["--knob"], "--knob is a probe control"),
+        (["--scenario", "probe", "--knob", "--probe-threads", "2"], "runs its own two arms"),
+        (["--scenario", "probe", "--knob", "--arm", "winner"], "runs its own two arms"),
     ):
         r = subprocess.run(
             base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120

@@ -136,13 +136,15 @@ def test_a_control_study_is_judged_by_its_own_rule(tmp_path):
     text = (tmp_path / "ok.md").read_text()
     assert "second probe at once with P = node 1, S = node 3" in text and "Holm over the four" in text
     assert "| passes over the probe's buffer per second (/s) |" in text
-    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | yes |" in text
-    assert "| 3: primary better than off (reported) | winner | yes |" in text
+    assert "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | winner | yes |" in text
+    assert "| 3: primary better than the base (reported; amendment 7: required) | winner | yes |" in text
     assert "censored at the window): off 20, winner 20" in text
     write_multi_study(tmp_path / "crowded.json", 20, crowded=True)
     r = control("--study", str(tmp_path / "crowded.json"))
     assert r.returncode == 0, r.stderr
-    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | no | no harm: " in r.stdout
+    assert (
+        "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | winner | no | no harm: " in r.stdout
+    )
     assert "passes_per_s: worse: -100" in r.stdout
 
 
@@ -177,9 +179,9 @@ def test_a_control_of_two_designs_compares_them_directly_and_shows_the_groups(tm
     write_threads_study(tmp_path / "t.json", 20)
     r = control("--study", str(tmp_path / "t.json"))
     assert r.returncode == 0, r.stderr
-    assert "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | winner | no |" in r.stdout
+    assert "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | winner | no |" in r.stdout
     assert (
-        "| amendments 4/5: no harm (every secondary better or TOST-equivalent) | alt-group-exempt | yes |" in r.stdout
+        "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | alt-group-exempt | yes |" in r.stdout
     )
     assert "in a numa_group, per run (lowest-highest): off 78-82 %, winner 78-82 %, alt-group-exempt 78-82 %" in (
         r.stdout
@@ -211,3 +213,55 @@ def test_control_refuses_a_short_study_and_the_main_study(tmp_path):
     write_study(tmp_path / "main.json", 20)
     r = control("--study", str(tmp_path / "main.json"))
     assert r.returncode == 2 and "is the main study: its document is `result`" in r.stderr
+
+
+def write_knob_study(path: Path, blocks: int, harm: bool) -> None:
+    """A knob control (amendment 7): arms knob-off (the base) and knob-on, the main case's probe on a full kernel;
+    knob-on makes fewer not-closer moves and, with ``harm``, migrates twice the pages."""
+    runs = []
+    for b in range(1, blocks + 1):
+        j = ((b * 7) % 5 - 2) / 10
+        block = []
+        for arm in ("knob-off", "knob-on"):
+            on = arm == "knob-on"
+            block.append(
+                ProbeMetrics(
+                    arm,
+                    b,
+                    not_closer_per_min=(0.2 if on else 3.0) + j,
+                    local_share_30s=60.0 + j,
+                    time_to_90=30.0 + j,
+                    reached_90=True,
+                    pages_migrated_per_min=(2000.0 if on and harm else 1000.0) + 10 * j,
+                    closer_per_min=1.0,
+                    found_nothing_per_min=0.5,
+                    grouped_share=0.0,
+                )
+            )
+        runs.append(block)
+    settings = {
+        "arms": ["knob-off", "knob-on"],
+        "modules": {},
+        "seed": 13,
+        "features": {"knob-off": "NO_NUMA_PREFER_LOCAL", "knob-on": "NUMA_PREFER_LOCAL"},
+        "topology": "backplane4",
+        "params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64},
+    }
+    study.save(path, settings, {scenario.KNOB_CASE: runs}, [{"from_block": 1}])
+
+
+def test_the_knob_control_is_judged_against_the_feature_off(tmp_path):
+    """Amendment 7: knob-on against knob-off (the report's base, not `off`), rule 3 and no harm over the main
+    case's three secondaries; knob-off gets no finding of its own and there is no direct comparison."""
+    write_knob_study(tmp_path / "k.json", 20, harm=False)
+    r = control("--study", str(tmp_path / "k.json"))
+    assert r.returncode == 0, r.stderr
+    assert "| 3: primary better than the base (reported; amendment 7: required) | knob-on | yes |" in r.stdout
+    assert "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | knob-on | yes |" in r.stdout
+    assert "-equivalent) | knob-off |" not in r.stdout and "Exploratory" not in r.stdout
+    assert "knob-off NO_NUMA_PREFER_LOCAL, knob-on NUMA_PREFER_LOCAL" in r.stdout
+    assert "passes over the probe's buffer" not in r.stdout  # the main case's endpoints, not the multi ones
+    write_knob_study(tmp_path / "h.json", 20, harm=True)
+    r = control("--study", str(tmp_path / "h.json"))
+    assert r.returncode == 0, r.stderr
+    assert "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | knob-on | no |" in r.stdout
