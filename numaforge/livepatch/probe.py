@@ -98,7 +98,7 @@ def measure_scenario(
                     log(
                         f"block {rnd}/{rounds} {name} {arm}: not-closer {rm.not_closer} closer {rm.closer} "
                         f"found-nothing {rm.found_nothing} of {rm.moves} moves, local (last 30 s) "
-                        f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on node {rm.final_node}, "
+                        f"{rm.local_share_30s}%, 90 % local at {rm.time_to_90} s, ends on {_ends(rm)}, "
                         f"{rm.passes_per_s} passes/s, in a numa_group {rm.grouped_share}% of samples"
                     )
                     block.append(rm)
@@ -123,6 +123,13 @@ def measure_scenario(
         "modules": {n: (a.as_dict() if a else None) for n, a in arms.items()},
         **({"features": dict(features)} if features else {}),
     }
+
+
+def _ends(rm: msc.ProbeMetrics) -> str:
+    """Where the run's task ended ("node N"), or each traced task's node when they ended apart."""
+    if rm.final_node is not None or not rm.instances:
+        return f"node {rm.final_node}"
+    return "nodes " + "/".join(str(i.get("final_node")) for i in rm.instances)
 
 
 def _default_probe() -> Path:

@@ -444,6 +444,8 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
         vals = [getattr(r, key) for r in runs]
         setattr(out, key, None if None in vals else round(sum(vals) / len(vals), 3))
     out.reached_90 = all(r.reached_90 for r in runs)
+    ends = {r.final_node for r in runs}
+    out.final_node = ends.pop() if len(ends) == 1 else None  # the tasks ended on different nodes: see instances
     out.pages_migrated_per_min = first.pages_migrated_per_min
     out.vmstat_delta = dict(first.vmstat_delta)
     out.instances = [{k: v for k, v in r.as_dict().items() if k not in ("vmstat_delta", "instances")} for r in runs]

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from numaforge.livepatch import probe as lprobe
 from numaforge.measure import metrics, paired, scenario
 from numaforge.workload import probe_binary
 
@@ -236,6 +237,12 @@ def test_a_multi_instance_run_is_one_record_of_both_probes():
     assert rm.passes_per_s == 15.0 and rm.reached_90 == (a.reached_90 and b.reached_90)
     assert rm.pages_migrated_per_min == a.pages_migrated_per_min == 600.0  # host-wide, not summed
     assert [i["pid"] for i in rm.instances] == [321, 321] and "vmstat_delta" not in rm.instances[0]
+    a.final_node, b.final_node = 3, 3
+    assert scenario.combine([a, b]).final_node == 3  # where both ended
+    b.final_node = 2
+    rm = scenario.combine([a, b])
+    assert rm.final_node is None and [i["final_node"] for i in rm.instances] == [3, 2]  # each its own
+    assert lprobe._ends(rm) == "nodes 3/2" and lprobe._ends(a) == "node 3"
 
 
 def test_the_multi_instance_report_tests_the_probes_throughput_as_a_secondary():
