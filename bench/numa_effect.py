@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numaforge import livepatch
 from numaforge.lab import vm
-from numaforge.lab.kernels import BootKernel
+from numaforge.lab.kernels import built_kernel
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import loaded_arms
 from numaforge.measure import arms as marms
@@ -158,7 +158,7 @@ def probe(args) -> int:
     kernel = args.kernel
     if args.knob:  # amendment 7: the lab kernel with the whole series built in, the feature switched per run
         lk = marms.full_kernel(args.series, log=lambda m: print(m, flush=True))
-        kernel = BootKernel(name="series", image=lk.bzimage, release=lk.release, build_dir=lk.tree, cc="gcc-10")
+        kernel = built_kernel(lk, "series")
         print(f"full kernel with the series: {lk.bzimage} (key {lk.key})", flush=True)
     info = vm.up(
         kernel=kernel,

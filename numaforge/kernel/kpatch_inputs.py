@@ -8,7 +8,6 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from ..digest import sha256_bytes, sha256_file
 from ..paths import cache_dir
@@ -37,9 +36,9 @@ class TargetInputs:
     )
 
 
-def source_like(bp):
+def source_like(bp) -> labkernel.SourceRef:
     """labkernel.lab_kernel wants repo/base_commit/source_hash: take them from the backport result."""
-    return SimpleNamespace(repo=bp.tree, base_commit=bp.base_commit, source_hash=bp.source_hash)
+    return labkernel.SourceRef(bp.tree, bp.base_commit, bp.source_hash)
 
 
 def lab_kernel(source_spec: str | None = None, log=print):

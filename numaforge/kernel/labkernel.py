@@ -74,6 +74,16 @@ class LabKernel:
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
 
 
+@dataclass(frozen=True)
+class SourceRef:
+    """What lab_kernel needs of a source: the repo, the commit to export (base_commit) and a hash naming its
+    content; a numaforge.kernel.source.Source has the same three."""
+
+    repo: Path
+    base_commit: str
+    source_hash: str
+
+
 # ---------------------------------------------------------------- pure parts
 
 
@@ -168,7 +178,7 @@ def lab_kernel(
 ) -> LabKernel:
     """Return the built lab kernel for the source (default Debian 5.10.262), building it once if needed.
 
-    `source` may be a numaforge.kernel.source.Source (or anything with repo/base_commit/source_hash).
+    `source` may be a numaforge.kernel.source.Source or a SourceRef (a backport's tree and commit).
     The prebuild does not compile through the lab target's ccache: it is all misses, and the only later reader of
     its objects would be kpatch-build's first recompile of fair.o (3.5 s); kpatch-build's compiles use it."""
     inputs = _inputs(source_spec, log, tc, source)
@@ -198,17 +208,8 @@ def series_kernel(repo: Path, result_commit: str, source_hash: str, log=print) -
             str(repo),
             "run the backport again (invoke backport) so its tree holds the result commit",
         )
-    src = _Source(repo, result_commit, f"{source_hash}+series-tree:{tree_id.stdout.strip()}")
+    src = SourceRef(repo, result_commit, f"{source_hash}+series-tree:{tree_id.stdout.strip()}")
     return lab_kernel(log=log, source=src)
-
-
-@dataclass(frozen=True)
-class _Source:
-    """What lab_kernel needs of a source: the repo, the commit to export and a hash naming its content."""
-
-    repo: Path
-    base_commit: str
-    source_hash: str
 
 
 def find_lab_kernel(source_spec: str | None = None) -> LabKernel | None:

@@ -141,6 +141,12 @@ def lab_kernel() -> BootKernel:
     )
 
 
+def built_kernel(lk, name: str) -> BootKernel:
+    """A BootKernel of a numaforge.kernel.labkernel.LabKernel build (the lab kernel, or the same with the whole
+    series built in): its bzImage, release and tree, modules built with the lab's gcc-10."""
+    return BootKernel(name=name, image=Path(lk.bzimage), release=str(lk.release), build_dir=Path(lk.tree), cc="gcc-10")
+
+
 def resolve_kernel(kernel: str | BootKernel) -> BootKernel:
     if isinstance(kernel, BootKernel):
         return kernel

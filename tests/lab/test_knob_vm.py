@@ -19,7 +19,7 @@ import pytest
 from sshd_fixture import free_port
 
 from numaforge.lab import vm
-from numaforge.lab.kernels import BootKernel
+from numaforge.lab.kernels import built_kernel
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import SCHED_FEATURES, FeatureSwitcher, feature_state
 from numaforge.measure import arms as marms
@@ -32,9 +32,8 @@ pytestmark = pytest.mark.lab_vm
 @pytest.fixture(scope="module")
 def knob_vm(tmp_path_factory):
     lk = marms.full_kernel(log=lambda m: print(m, flush=True))
-    kernel = BootKernel(name="series", image=lk.bzimage, release=lk.release, build_dir=lk.tree, cc="gcc-10")
     state, port = tmp_path_factory.mktemp("knob-vm"), free_port()
-    vm.up(kernel=kernel, state_dir=state, ssh_port=port, topo="backplane4", cpus_per_node=1)
+    vm.up(kernel=built_kernel(lk, "series"), state_dir=state, ssh_port=port, topo="backplane4", cpus_per_node=1)
     try:
         yield vm.lab_ssh(state, port)
     finally:
