@@ -1,4 +1,4 @@
-"""The registry corpus against the real client: one simulator flavour per vendor generation (tests/data/registries,
+"""The registry corpus against the real client: one simulator flavour per vendor generation (numaforge/lab/bmc/registries,
 built from public vendor facts) and the DSP0266 registry lookup. Real HTTPS simulators on 127.0.0.1, DMTF's
 `redfish` library as the client; nothing is mocked."""
 

@@ -1,4 +1,4 @@
-"""The registry corpus (tests/data/registries): built from the public facts in corpus.yaml, every attribute citing
+"""The registry corpus (numaforge/lab/bmc/registries): built from the public facts in corpus.yaml, every attribute citing
 a source its vendor map defines, one generation of each vendor map per corpus flavour, and both shipped profiles
 planning on every flavour without raw overrides (platform gaps shown as gaps). Pure: no BMC."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,11 +14,11 @@ from numaforge.bios.plan import make_plan
 from numaforge.bios.profile import render_profile
 from numaforge.bios.registry import Registry
 from numaforge.bios.vendors import load_vendor_map, translate
-from numaforge.lab.bmc import CORPUS, FLAVOURS, load_flavour
+from numaforge.lab.bmc import CORPUS, FLAVOURS, flavours, load_flavour
 
 from .helpers import facts
 
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "registries"
+CORPUS_DIR = flavours.CORPUS_DIR
 FACTS = yaml.safe_load((CORPUS_DIR / "corpus.yaml").read_text())
 VENDOR = {
     "HPE": "hpe",
@@ -43,7 +42,7 @@ GENERATION = {
 
 def test_corpus_json_is_built_from_the_facts():
     proc = subprocess.run(
-        [sys.executable, str(CORPUS_DIR / "make_corpus.py"), "--check"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "numaforge.lab.bmc.corpus", "--check"], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert set(FACTS) == set(CORPUS) and len(CORPUS) >= 8

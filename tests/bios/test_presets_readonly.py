@@ -10,7 +10,6 @@ the preset and the freed setting in one PATCH, as iDRAC does)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,11 @@ from numaforge.bios.errors import BiosValidationError, VendorMapError
 from numaforge.bios.plan import make_plan
 from numaforge.bios.registry import Registry
 from numaforge.bios.vendors import Desired, default_vendors_dir, load_vendor_map, translate
+from numaforge.lab.bmc import flavours
 
 from .test_bios_apply_bmc import _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixtures)
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "registries"
+CORPUS = flavours.CORPUS_DIR
 
 
 def _reg(name: str) -> Registry:

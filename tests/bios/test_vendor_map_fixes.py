@@ -1,5 +1,5 @@
 """Issue 26 item 6: vendor map entries that public captures showed wrong. Pure: the corpus registries
-(tests/data/registries, built from the cited facts) and small registries shaped like the captures."""
+(numaforge/lab/bmc/registries, built from the cited facts) and small registries shaped like the captures."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Redfish BMC simulator (issue 6): vendor-shaped BMCs (dell, hpe, supermicro, lenovo, generic, and one per vendor
-generation of the registry corpus in tests/data/registries) with BIOS attribute registries, pending settings
+generation of the registry corpus in numaforge/lab/bmc/registries) with BIOS attribute registries, pending settings
 applied only on a host reset, ETags, sessions, TLS, Dell-like config jobs, timed power transitions and fault
 injection. See docs/bmc-simulator.md."""
 

@@ -4,8 +4,9 @@ Each ``<name>.yaml`` here is the spec of one vendor-shaped BMC (see docs/bmc-sim
 turns it into a ``Flavour``: the short attribute list becomes a DSP0266/DSP8010 AttributeRegistry document.
 
 The corpus flavours (``CORPUS``: one per vendor generation) take their registry from
-tests/data/registries/<name>.json -- AttributeRegistry documents built from public vendor facts (see
-tests/data/registries/SOURCES.md) -- and their paths from a ``base:`` flavour they name.
+numaforge/lab/bmc/registries/<name>.json (package data, shipped in the wheel) -- AttributeRegistry documents built
+from public vendor facts (see SOURCES.md there; numaforge.lab.bmc.corpus builds them) -- and their paths from a
+``base:`` flavour they name.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 FLAVOURS = ("dell", "hpe", "supermicro", "lenovo", "generic")
 CORPUS = ("hpe-gen10p", "hpe-gen11", "dell-15g", "dell-16g", "smc-h12", "smc-h13", "lenovo-sr665", "lenovo-sr665v3")
 ALL_FLAVOURS = FLAVOURS + CORPUS
-CORPUS_DIR = HERE.parents[3] / "tests" / "data" / "registries"
+CORPUS_DIR = HERE.parent / "registries"  # package data (pyproject.toml)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def _corpus_registry(name: str, data: dict, where: str) -> tuple[dict, dict]:
         raise BMCSimulatorError(
             f"cannot read registry file {name}: {exc}",
             str(path),
-            "the corpus lives in tests/data/registries (see SOURCES.md there)",
+            "reinstall numaforge (the corpus is package data: numaforge/lab/bmc/registries, SOURCES.md there)",
         ) from None
     if registry.get("Id") != data["registry_id"]:
         raise BMCSimulatorError(

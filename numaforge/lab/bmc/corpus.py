@@ -1,7 +1,10 @@
 """Build the registry corpus: corpus.yaml (public facts, each attribute citing its source) -> <name>.json.
 
-    .venv/bin/python tests/data/registries/make_corpus.py          # rewrite the JSON files
-    .venv/bin/python tests/data/registries/make_corpus.py --check  # exit 1 if a JSON file differs from the facts
+    .venv/bin/python -m numaforge.lab.bmc.corpus          # rewrite the JSON files
+    .venv/bin/python -m numaforge.lab.bmc.corpus --check  # exit 1 if a JSON file differs from the facts
+
+The facts (corpus.yaml), the JSON documents and their sources (SOURCES.md) live in numaforge/lab/bmc/registries/,
+package data: the installed simulator serves them, and the tests read them from there.
 
 The documents have the DSP8010 AttributeRegistry shape the simulator's own flavours use (numaforge.lab.bmc
 .flavours); tests/bmc/test_corpus.py checks they are current and that every flavour serving them passes DMTF's
@@ -13,13 +16,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2]))
-from numaforge.lab.bmc.flavours import _dependency, _entry  # noqa: E402
+from .flavours import CORPUS_DIR, _dependency, _entry
 
 
 def _expand(raw: dict) -> list[dict]:
@@ -49,7 +49,7 @@ def build(name: str, facts: dict) -> dict:
         "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry",
         "Id": facts["id"],
         "Name": f"{facts['model']} BIOS Attribute Registry",
-        "Description": "numaforge registry corpus: built from public vendor facts (tests/data/registries/SOURCES.md)",
+        "Description": "numaforge registry corpus: built from public vendor facts (numaforge/lab/bmc/registries/SOURCES.md)",
         "Language": "en",
         "OwningEntity": facts["owner"],
         "RegistryVersion": "1.0.0",
@@ -79,18 +79,18 @@ def build(name: str, facts: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    corpus = yaml.safe_load((HERE / "corpus.yaml").read_text())
+    corpus = yaml.safe_load((CORPUS_DIR / "corpus.yaml").read_text())
     stale = []
     for name, facts in corpus.items():
         text = json.dumps(build(name, facts), indent=1) + "\n"
-        path = HERE / f"{name}.json"
+        path = CORPUS_DIR / f"{name}.json"
         if "--check" in argv:
             if not path.exists() or path.read_text() != text:
                 stale.append(path.name)
         else:
             path.write_text(text)
     if stale:
-        print(f"stale: {', '.join(stale)} (run tests/data/registries/make_corpus.py)", file=sys.stderr)
+        print(f"stale: {', '.join(stale)} (run python -m numaforge.lab.bmc.corpus)", file=sys.stderr)
         return 1
     return 0
 
