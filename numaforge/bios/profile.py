@@ -189,8 +189,8 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
     chain: list[tuple[str, Path, dict]] = []
     seen: list[str] = []
     current: str | None = name
-    while current is not None:
-        path = find_profile(current, profiles_dir)
+    path = find_profile(name, profiles_dir)
+    while True:
         key = str(path.resolve())
         if key in seen:
             names = " -> ".join(Path(s).name for s in seen + [key])
@@ -201,7 +201,9 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         doc = parse_rendered(render_text(path, facts), path)
         chain.append((_profile_name(path), path, doc))
         current = doc.get("extends")
-        profiles_dir = path.parent  # a parent is looked up next to its child
+        if current is None:
+            break
+        path = _find_parent(current, path, seen)
     settings: dict[str, Any] = {}
     origin: dict[str, str] = {}
     optional: set[str] = set()
@@ -227,6 +229,18 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         origin=origin,
         optional=optional,
     )
+
+
+def _find_parent(name: str, child: Path, seen: list[str]) -> Path:
+    """The profile a child's ``extends: name`` means: next to the child first, then the project's and the built-in
+    profiles (numaforge.paths), skipping files already in the chain -- so a project profile extends a built-in one,
+    also one of its own name (``epyc-gpudirect`` in the project extending the built-in ``epyc-gpudirect``)."""
+    dirs = [child.parent] + [d for d in paths.data_dirs("bios", "profiles") if d != child.parent]
+    for d in dirs:
+        p = d / f"{name}{templating.SUFFIX}"
+        if p.is_file() and str(p.resolve()) not in seen:
+            return p
+    return templating.find_template(name, dirs, "BIOS profile")  # a cycle (found, seen) or an unknown name
 
 
 def _profile_name(path: Path) -> str:
