@@ -176,9 +176,21 @@ def project_root() -> Path:
     return paths.project_dir()
 
 
+INVENTORY_ENV = "NUMAFORGE_INVENTORY"
+
+
 def inventory_path(c, inventory: str | None) -> str:
-    """--inventory, else the config's numaforge.inventory, else `lab`; `lab` is the inventory lab-up wrote.
-    A relative path is taken from the current directory, else from the project directory."""
+    """--inventory, else $NUMAFORGE_INVENTORY, else the config's numaforge.inventory, else `lab`; `lab` is the
+    inventory lab-up wrote. A relative path is taken from the current directory, else from the project directory."""
+    from_env = os.environ.get(INVENTORY_ENV)
+    if inventory is None and from_env is not None:
+        if not from_env.strip():
+            raise SelectionError(  # like `--inventory ''`: an empty value never means the lab inventory
+                f"${INVENTORY_ENV} is set but empty",
+                INVENTORY_ENV,
+                f"set it to an inventory file or `lab`, or unset it (unset {INVENTORY_ENV})",
+            )
+        inventory = from_env
     configured = _config(c).get("inventory")
     if inventory is None and isinstance(configured, str) and not configured.strip():
         raise SelectionError(  # like `--inventory ''`: an empty value never means the lab inventory

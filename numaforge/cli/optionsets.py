@@ -36,7 +36,7 @@ from . import common, values
 
 SHARED_HELP = {
     "inventory": "inventory: a file (native YAML, or Ansible YAML/INI) or `lab` for the lab lab-up started; "
-    "default: numaforge.inventory in the config (`lab`)",
+    "default: $NUMAFORGE_INVENTORY, else numaforge.inventory in the config, else `lab`",
     "host": "host name from the inventory (repeatable)",
     "group": "group name from the inventory, nested groups included (repeatable)",
     "limit": "keep only hosts matching this Ansible host pattern: names, globs, ~regex, &and, !not, @file "
