@@ -28,7 +28,9 @@ else:  # imported by the task that uses them (numaforge.lazy)
         "(bullseye's 5.10.0-46-amd64)",
         "topology": "NUMA shape of the VM: backplane4 (default: 4 nodes, SLIT 16/32), nps2 (EPYC-like 2-socket NPS2: "
         "10/12/32), cpuless4 (node 3 memory-only) or 2node (control)",
-        "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic",
+        "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic, or a "
+        "vendor generation (hpe-gen11, dell-16g, smc-h13, ...: python -m numaforge.lab.bmc -h); the lab inventory "
+        "gets its vendor",
         "vm": "start the VM (--no-vm to start only the BMC simulator)",
         "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
         "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
@@ -54,13 +56,15 @@ def lab_up(
 
     def body(report: Report):
         host = report.host("lab-vm")
-        url = vport = None
+        url = vport = vendor = None
         if bmc:
             with host.step("bmc-up") as s:
                 port = int(bmc_port) if bmc_port else services.pick_port(services.BMC_PORT)
                 info = services.bmc_up(flavour=bmc_flavour, port=port)
                 s.detail = asdict(info)
                 url = info.url
+                # the running BMC's flavour (an already running one may differ from --bmc-flavour)
+                vendor = services.flavour_vendor(info.flavour)
             common.console.print(
                 f"bmc: {info.flavour} simulator at {info.url} (pid {info.pid}"
                 f"{', already running' if info.already_running else ''})"
@@ -76,7 +80,7 @@ def lab_up(
                 f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                 f" (ready after {vinfo.ssh_seconds} s)"
             )
-        inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url)
+        inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url, vendor=vendor)
         report.data["inventory"] = str(inv)
         common.console.print(f"inventory: {inv} (--inventory lab)")
         host.message = "lab is up"

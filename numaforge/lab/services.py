@@ -21,6 +21,7 @@ import yaml
 from .. import paths
 from ..errors import NumaforgeError
 from . import vm as labvm
+from .bmc.flavours import ALL_FLAVOURS, vendor_of
 
 BMC_PORT = 8443
 
@@ -148,11 +149,22 @@ def lab_inventory_path(state_dir: Path | None = None) -> Path:
     return Path(state_dir or paths.lab_state_dir()) / "inventory.yaml"
 
 
-def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None, state_dir: Path | None = None) -> Path:
+def flavour_vendor(flavour: str) -> str | None:
+    """The vendor map of a running simulator's flavour; None when the flavour is not known (an older daemon)."""
+    return vendor_of(flavour) if flavour in ALL_FLAVOURS else None
+
+
+def write_lab_inventory(
+    ssh_port: int | None = None,
+    bmc_url: str | None = None,
+    state_dir: Path | None = None,
+    vendor: str | None = None,
+) -> Path:
     """Write the lab inventory from the inventory/lab.yaml template with the ports and state paths in use.
 
     A port not given keeps the value of the inventory written before (or the template's), so starting only the
-    BMC or only the VM keeps the other side's entry.
+    BMC or only the VM keeps the other side's entry; likewise ``vendor`` (the BMC flavour's vendor map,
+    numaforge.lab.bmc.vendor_of), written as bmc.vendor and hardware.vendor.
     """
     state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     out = lab_inventory_path(state_dir)
@@ -169,10 +181,14 @@ def write_lab_inventory(ssh_port: int | None = None, bmc_url: str | None = None,
         prev = (yaml.safe_load(out.read_text()) or {}).get("hosts", {}).get("lab-vm", {})
         host["ssh"]["port"] = prev.get("ssh", {}).get("port", host["ssh"]["port"])
         host["bmc"]["url"] = prev.get("bmc", {}).get("url", host["bmc"]["url"])
+        host["bmc"]["vendor"] = prev.get("bmc", {}).get("vendor", host["bmc"]["vendor"])
+        host["hardware"]["vendor"] = prev.get("hardware", {}).get("vendor", host["hardware"]["vendor"])
     if ssh_port is not None:
         host["ssh"]["port"] = int(ssh_port)
     if bmc_url is not None:
         host["bmc"]["url"] = bmc_url
+    if vendor is not None:
+        host["bmc"]["vendor"] = host["hardware"]["vendor"] = vendor
     host["ssh"].update(
         key_file=str(state_dir / "ssh" / "id_ed25519"), known_hosts=str(state_dir / "ssh" / "known_hosts")
     )

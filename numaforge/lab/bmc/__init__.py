@@ -4,7 +4,7 @@ applied only on a host reset, ETags, sessions, TLS, Dell-like config jobs, timed
 injection. See docs/bmc-simulator.md."""
 
 from .errors import BMCSimulatorError
-from .flavours import ALL_FLAVOURS, CORPUS, FLAVOURS, load_flavour
+from .flavours import ALL_FLAVOURS, CORPUS, FLAVOURS, load_flavour, vendor_of
 from .server import BMCSimulator
 
-__all__ = ["ALL_FLAVOURS", "BMCSimulator", "BMCSimulatorError", "CORPUS", "FLAVOURS", "load_flavour"]
+__all__ = ["ALL_FLAVOURS", "BMCSimulator", "BMCSimulatorError", "CORPUS", "FLAVOURS", "load_flavour", "vendor_of"]

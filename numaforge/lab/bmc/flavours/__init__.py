@@ -289,6 +289,16 @@ def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
     )
 
 
+def vendor_of(name: str) -> str:
+    """The inventory's ``bmc.vendor`` (a vendor map of bios/vendors/) for a flavour: a base flavour is named after
+    its vendor map, a corpus flavour takes its ``base:``."""
+    if name not in ALL_FLAVOURS:
+        raise BMCSimulatorError(f"unknown BMC flavour {name!r}", "--flavour", f"use one of: {', '.join(ALL_FLAVOURS)}")
+    if name in FLAVOURS:
+        return name
+    return str(yaml.safe_load((HERE / f"{name}.yaml").read_text())["base"])
+
+
 @lru_cache(maxsize=None)
 def load_flavour(name: str) -> Flavour:
     if name not in ALL_FLAVOURS:
