@@ -25,6 +25,7 @@ BASICS = {
     "hostlock",
     "lazy",
     "paths",
+    "program",
     "report",
     "safeio",
     "secrets",

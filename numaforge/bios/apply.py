@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import NumaforgeError
 from ..fleet import FleetOutcome, Rollout, run_fleet
+from ..program import prog
 from ..report import UNEXPECTED_ERROR, HostResult
 from .applysteps import next_state
 from .discovery import RegistryCache, discovery_dir
@@ -119,7 +120,7 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
                 + [
                     f"{host.name}/{c['attribute']} ({c['setting']}): a pending value {c['pending']!r} conflicts with "
                     f"the profile's {c['desired']!r} (current {c['current']!r}); it will flip at the next reboot "
-                    "(clear it with `invoke bios-clear-pending` or re-run bios-apply)"
+                    f"(clear it with `{prog()} bios-clear-pending` or re-run bios-apply)"
                     for c in conflicts
                 ]
             )

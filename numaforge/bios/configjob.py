@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..program import prog
 from .errors import JobConflictError, RedfishError
 from .exchange import Response, path_of
 from .hoststate import BiosState, system_of
@@ -56,8 +57,8 @@ class ConfigJob:
             raise JobConflictError(
                 f"a BIOS configuration job is already queued: {ids}; nothing was written",
                 f"{self.host_name} ({self.client.base_url}{jobs.path})",
-                "let it run (reboot the host, e.g. `invoke bios-apply --reboot` after it "
-                "completes) or remove it with `invoke bios-job-delete` if it is stale, then "
+                f"let it run (reboot the host, e.g. `{prog()} bios-apply --reboot` after it "
+                f"completes) or remove it with `{prog()} bios-job-delete` if it is stale, then "
                 "re-run",
             )
         return {"queue": jobs.path if jobs else None, "active": 0}
@@ -114,7 +115,7 @@ class ConfigJob:
                 f"BIOS config job {job.identity} is {job.state}, not Scheduled, after {self.timeouts.job:g} s:"
                 " the host was not rebooted (the values would not apply)",
                 self.where,
-                "see the job on the iDRAC (`invoke bios-jobs`); once it is Scheduled, re-run with --reboot",
+                f"see the job on the iDRAC (`{prog()} bios-jobs`); once it is Scheduled, re-run with --reboot",
             )
 
     def state_probe(self) -> Callable[[], str] | None:

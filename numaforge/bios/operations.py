@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ..errors import NumaforgeError
 from ..fleet import Rollout, run_fleet
+from ..program import prog
 from ..report import HostResult
 from .discovery import RegistryCache, discovery_dir, fetch_registry
 from .errors import RedfishConflictError, RedfishNotFoundError
@@ -62,7 +63,7 @@ def _blocking_jobs(view: View, what: str) -> None:
         raise RedfishConflictError(
             f"BIOS config job {ids} is queued to apply the pending values; {what} refused, nothing was changed",
             view.jobs.where,
-            "delete the job first (`invoke bios-job-delete`), or let it run",
+            f"delete the job first (`{prog()} bios-job-delete`), or let it run",
             status=409,
         )
 
@@ -78,7 +79,7 @@ def op_jobs(client, host, view: View, oopts: OpOptions, cache, result: HostResul
     kind = "jobs" if oopts.all_jobs else "BIOS config jobs"
     text = f"{len(jobs)} {kind}" + (": " + ", ".join(f"{j.identity} {j.state}" for j in jobs) if jobs else "")
     if active:
-        text += f"; {len(active)} active (a queued BIOS job blocks bios-apply: `invoke bios-job-delete`)"
+        text += f"; {len(active)} active (a queued BIOS job blocks bios-apply: `{prog()} bios-job-delete`)"
     return "ok", text
 
 
@@ -90,7 +91,7 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
             raise RedfishNotFoundError(
                 f"job {oopts.job_id} not found: this BMC has no job queue",
                 f"{host.name} ({client.base_url})",
-                "check the job id (`invoke bios-jobs`)",
+                f"check the job id (`{prog()} bios-jobs`)",
             )
         return "unchanged", "this BMC has no job queue: nothing to delete"
     if oopts.job_id:
@@ -100,7 +101,7 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
             raise RedfishNotFoundError(
                 f"job {oopts.job_id} not found",
                 view.jobs.where,
-                f"pick one of the BMC's jobs: {ids} (`invoke bios-jobs --all`)",
+                f"pick one of the BMC's jobs: {ids} (`{prog()} bios-jobs --all`)",
             )
         candidates = [job]
     else:
@@ -232,7 +233,7 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         result.data["operation"]["pending_after"] = sorted(view.pending())
     return "changed", (
         f"reset to defaults requested ({len(changes)} attributes differ from their default); it "
-        "applies at the next host reset (reboot the host, e.g. `invoke bios-apply --reboot` later)"
+        f"applies at the next host reset (reboot the host, e.g. `{prog()} bios-apply --reboot` later)"
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import budget
+from ..program import prog
 from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
 from .exchange import path_of
 from .redfish import RedfishClient
@@ -266,7 +267,7 @@ def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_re
     return RedfishError(
         what,
         f"{client.host} ({client.base_url})",
-        "watch the host console until POST ends, then `invoke bios-verify`; do not reset a host in POST "
+        f"watch the host console until POST ends, then `{prog()} bios-verify`; do not reset a host in POST "
         "(a longer wait: --power-timeout, or reboot.power_on in the vendor map)",
     )
 

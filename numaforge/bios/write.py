@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from ..errors import NumaforgeError
+from ..program import prog
 from .configjob import job_queue
 from .errors import (
     RedfishAuthError,
@@ -79,7 +80,7 @@ def _staged_after(
             raise RedfishError(
                 what + "; the settings object could not be re-read, so the outcome is unknown",
                 f"{client.host} ({client.base_url})",
-                "re-run `invoke bios-plan` and `invoke bios-jobs` to see what the BMC holds, then `bios-apply` again",
+                f"re-run `{prog()} bios-plan` and `{prog()} bios-jobs` to see what the BMC holds, then `bios-apply` again",
             ) from None
         now = pending_values(state.current, attrs)
         if all(now.get(k) == v for k, v in changes.items()):
@@ -107,7 +108,7 @@ def _not_written(
         return RedfishError(
             f"{what}; {held}",
             where,
-            "in a minute, `invoke bios-plan` and `invoke bios-jobs` show what the BMC holds; "
+            f"in a minute, `{prog()} bios-plan` and `{prog()} bios-jobs` show what the BMC holds; "
             "re-running bios-apply writes only what still differs",
         )
     held = (
@@ -143,6 +144,6 @@ def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: 
             f"the BMC accepted the PATCH but its settings object ({state.settings_path}) does not hold "
             f"what was sent: {'; '.join(wrong)}",
             where,
-            "the BMC said yes and staged something else: check its firmware and log; `invoke bios-plan` shows "
-            "what is pending, `invoke bios-clear-pending` (Dell) or a new bios-apply replaces it",
+            f"the BMC said yes and staged something else: check its firmware and log; `{prog()} bios-plan` shows "
+            f"what is pending, `{prog()} bios-clear-pending` (Dell) or a new bios-apply replaces it",
         )

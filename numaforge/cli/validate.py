@@ -41,7 +41,7 @@ HELP = {
     "command, rolls back (unload/revert) and fails",
     "measure": "run the A/B NUMA effect step (A/B outcomes and tracepoint counts, numaforge.measure; CPU-burning "
     "workload, patch unloaded and reloaded) on every host with >= 3 NUMA nodes; default: only hosts in "
-    "inventory group 'lab'. `invoke numa-effect` is the full interleaved measurement",
+    "inventory group 'lab'. The numa-effect task is the full interleaved measurement",
     "no_measure": "no A/B step on any host, not even the lab group",
     "replace": "allow a replace-mode module to supersede (disable) the other live patches loaded on a host",
     "effect_seconds": "workload run length per A/B run, in seconds (default 60, which shows the effect on the lab VM)",

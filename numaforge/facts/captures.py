@@ -25,6 +25,7 @@ import yaml
 from .. import safeio, yamlsrc
 from ..errors import NumaforgeError
 from ..paths import atomic_write_text
+from ..program import prog
 from ..secrets import redact
 
 MAX_CAPTURE_FILE_BYTES = 64 * 1024 * 1024  # one captured command's output (safeio.read_input's cap)
@@ -80,7 +81,7 @@ class Captures:
         d = Path(directory)
         if not d.is_dir():
             raise CaptureError(
-                "capture directory does not exist", str(d), "pass a directory written by `invoke facts --save DIR`"
+                "capture directory does not exist", str(d), f"pass a directory written by `{prog()} facts --save DIR`"
             )
         meta: dict = {}
         if (d / META).is_file():
@@ -91,7 +92,7 @@ class Captures:
                 raise CaptureError(
                     "capture.yaml must be a mapping (source/commands/absent)",
                     str(d / META),
-                    "re-capture with `invoke facts --save`",
+                    f"re-capture with `{prog()} facts --save`",
                 )
         files = {}
         for p in sorted(d.iterdir()):
@@ -101,7 +102,7 @@ class Captures:
                     what="capture file",
                     error=CaptureError,
                     max_bytes=MAX_CAPTURE_FILE_BYTES,
-                    fix_size="a capture holds command output (KiB to a few MiB): re-capture with `invoke facts --save`",
+                    fix_size=f"a capture holds command output (KiB to a few MiB): re-capture with `{prog()} facts --save`",
                 ).decode("utf-8", errors="replace")
         return cls(
             source=str(meta.get("source") or d.name),

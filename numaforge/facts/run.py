@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import NumaforgeError
+from ..program import prog
 from ..report import HostResult
 from . import HostFacts, parse_facts, template_facts
 from .captures import META, CaptureError, Captures
@@ -86,13 +87,15 @@ def saved_dirs(path: str) -> list[Path]:
     if (p / META).is_file():
         return [p]
     if not p.is_dir():
-        raise CaptureError("no such capture directory", str(p), "pass a directory written by `invoke facts --save DIR`")
+        raise CaptureError(
+            "no such capture directory", str(p), f"pass a directory written by `{prog()} facts --save DIR`"
+        )
     dirs = sorted(d for d in p.iterdir() if (d / META).is_file())
     if not dirs:
         raise CaptureError(
             f"no {META} here or in any subdirectory",
             str(p),
-            "pass a directory written by `invoke facts --save DIR` (or one host's subdirectory)",
+            f"pass a directory written by `{prog()} facts --save DIR` (or one host's subdirectory)",
         )
     return dirs
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SelectionError
+from ..program import prog
 from ..secrets import SecretRef
 from .graph import members
 from .patterns import did_you_mean, limit_hosts
@@ -124,7 +125,7 @@ class Inventory:
                 raise SelectionError(
                     f"unknown host '{h}'",
                     self.path,
-                    did_you_mean(h, self.hosts, "pick one of the hosts listed by `invoke inventory-check`"),
+                    did_you_mean(h, self.hosts, f"pick one of the hosts listed by `{prog()} inventory-check`"),
                 )
             names.append(h)
         for g in groups or []:
@@ -132,7 +133,7 @@ class Inventory:
                 raise SelectionError(
                     f"unknown group '{g}'",
                     self.path,
-                    did_you_mean(g, self.groups, "pick one of the groups listed by `invoke inventory-check`"),
+                    did_you_mean(g, self.groups, f"pick one of the groups listed by `{prog()} inventory-check`"),
                 )
             names.extend(self.group_members(g))
         if not hosts and not groups:
@@ -146,6 +147,6 @@ class Inventory:
             raise SelectionError(
                 "the host selection matched no host",
                 self.path,
-                "check --host/--group/--limit against `invoke inventory-check`",
+                f"check --host/--group/--limit against `{prog()} inventory-check`",
             )
         return [self.hosts[n] for n in ordered]

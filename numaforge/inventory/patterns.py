@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import SelectionError
+from ..program import prog
 
 _SUBSCRIPT_RE = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 _LEGACY_SPLIT_RE = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
@@ -166,6 +167,8 @@ def _plain_word(p: str) -> bool:
     return p[0] != "~" and not any(ch in p for ch in "*?[")
 
 
-def did_you_mean(word: str, choices, fallback: str = "list hosts and groups with `invoke inventory-check`") -> str:
+def did_you_mean(word: str, choices, fallback: str | None = None) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"did you mean '{close[0]}'?" if close else fallback
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return fallback if fallback is not None else f"list hosts and groups with `{prog()} inventory-check`"

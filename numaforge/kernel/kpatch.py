@@ -23,6 +23,7 @@ from pathlib import Path
 from .. import paths
 from ..digest import sha256_file
 from ..paths import cache_dir
+from ..program import prog
 from . import backport as bpm
 from . import targets as tg
 from .kpatch_errors import SETUP_FIX, KpatchBuildError, KpatchError, PreflightError, map_failure  # noqa: F401
@@ -133,23 +134,23 @@ def resolve_backport(t, bp, series: str | None):
                 f"no backport output of series {series or bpm.DEFAULT_SERIES} for base "
                 f"{t.base_version} (target {t.name})",
                 "build/backport/",
-                f"run `invoke backport --source {t.source}` first (or `invoke backport build-kpatch`)",
+                f"run `{prog()} backport --source {t.source}` first (or `{prog()} backport build-kpatch`)",
             )
     if bp.base_version != t.base_version:
         raise PreflightError(
             f"backport is for {bp.base_version}, target {t.name} is {t.base_version}",
             str(bp.combined_patch),
-            f"run `invoke backport --source {t.source}`",
+            f"run `{prog()} backport --source {t.source}`",
         )
     if t.kind == "debian" and bp.manifest.get("source_spec") not in (None, t.source):
         raise PreflightError(
             f"backport source {bp.manifest.get('source_spec')} is not the Debian source of {t.name}",
             str(bp.combined_patch),
-            f"run `invoke backport --source {t.source}`",
+            f"run `{prog()} backport --source {t.source}`",
         )
     if not Path(bp.combined_patch).is_file():
         raise KpatchError(
-            "the backport's combined patch is missing", str(bp.combined_patch), "re-run `invoke backport`"
+            "the backport's combined patch is missing", str(bp.combined_patch), f"re-run `{prog()} backport`"
         )
     return bp
 

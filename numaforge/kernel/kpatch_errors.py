@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 from ..errors import NumaforgeError
+from ..program import prog
 
 SETUP_FIX = "run scripts/setup.sh (scripts/setup.d/30-kpatch.sh builds kpatch 0.9.11 from Debian's source)"
 
@@ -114,7 +115,7 @@ _RULES: tuple[tuple[Callable[[str, Grab], str | None], str, str], ...] = (
     ),
     (
         _text(("file failed to apply",), "the combined patch does not apply to the target's source tree"),
-        "run `invoke backport` for the target's base version, or pick the target whose source matches",
+        f"run `{prog()} backport` for the target's base version, or pick the target whose source matches",
         "patch-apply",
     ),
     (

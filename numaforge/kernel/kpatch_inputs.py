@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..digest import sha256_bytes, sha256_file
 from ..paths import cache_dir
+from ..program import prog
 from . import backport as bpm
 from . import labkernel
 from . import targets as tg
@@ -113,7 +114,7 @@ def debian_tree(t, tc: Toolchain, bp, di, shim: Path, log) -> Path:
     log(f"{t.name}: extracting the base source into {tree}")
     if not export_tree(bp.tree, bp.base_commit, tree):
         raise KpatchError(
-            "git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}", "re-run `invoke backport`"
+            "git archive of the base commit failed", f"{bp.tree}@{bp.base_commit}", f"re-run `{prog()} backport`"
         )
     shutil.copy2(di.config, tree / ".config")
     env = BuildEnv(shim, {"KCFLAGS": kcflags(tc)}).env()

@@ -30,6 +30,7 @@ from .. import paths
 from ..digest import sha256_bytes
 from ..errors import NumaforgeError
 from ..paths import cache_dir
+from ..program import prog
 from . import kpatch_steps
 from . import toolchain as tcm
 from .kpatch_errors import KpatchError
@@ -206,7 +207,7 @@ def series_kernel(repo: Path, result_commit: str, source_hash: str, log=print) -
         raise LabKernelError(
             f"cannot read the tree of the backport's result commit {result_commit[:12]}",
             str(repo),
-            "run the backport again (invoke backport) so its tree holds the result commit",
+            f"run the backport again ({prog()} backport) so its tree holds the result commit",
         )
     src = SourceRef(repo, result_commit, f"{source_hash}+series-tree:{tree_id.stdout.strip()}")
     return lab_kernel(log=log, source=src)

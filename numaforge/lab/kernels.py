@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
+from ..program import prog
 
 # Debian bullseye's 5.10 kernel used until (and alongside) the lab kernel: ABI 5.10.0-46, upstream 5.10.262
 DEBIAN_ABI = "5.10.0-46"
@@ -120,7 +121,7 @@ def lab_kernel() -> BootKernel:
         raise LabVMError(
             "the lab kernel is not available in this checkout (numaforge.kernel.kpatch.lab_kernel)",
             "--kernel lab",
-            "build it with `invoke build-kpatch --target lab`, or use --kernel debian",
+            f"build it with `{prog()} build-kpatch --target lab`, or use --kernel debian",
         ) from None
     get = (lambda k: built.get(k)) if isinstance(built, dict) else (lambda k: getattr(built, k, None))
     image = get("bzimage") or get("bzImage") or get("image")
@@ -130,7 +131,7 @@ def lab_kernel() -> BootKernel:
         raise LabVMError(
             "the lab kernel build has no bzImage yet",
             str(image),
-            "run `invoke build-kpatch --target lab` (cold build ~25 min) or use --kernel debian",
+            f"run `{prog()} build-kpatch --target lab` (cold build ~25 min) or use --kernel debian",
         )
     return BootKernel(
         name="lab",

@@ -20,6 +20,7 @@ import yaml
 
 from .. import paths
 from ..errors import NumaforgeError
+from ..program import prog
 from . import vm as labvm
 from .bmc.flavours import ALL_FLAVOURS, vendor_of
 
@@ -106,7 +107,7 @@ def bmc_up(
             raise LabServiceError(
                 f"the BMC simulator exited with rc={proc.returncode}: {(d / 'daemon.log').read_text()[-800:]}",
                 "lab BMC",
-                f"free 127.0.0.1:{port} (`invoke lab-down`) and retry",
+                f"free 127.0.0.1:{port} (`{prog()} lab-down`) and retry",
             )
         if time.monotonic() > deadline:
             proc.kill()

@@ -38,6 +38,7 @@ from .. import paths
 from ..errors import ToolMissingError
 from ..inventory.model import SSHSpec
 from ..paths import cache_dir
+from ..program import prog
 from ..workload import workload_binary
 from . import initramfs
 from .kernels import (  # noqa: F401  (vm.<name> for callers)
@@ -384,7 +385,7 @@ def _already_running(state_dir: Path, tp: Topology) -> VMInfo:
         raise LabVMError(
             f"the lab VM of {state_dir} is running with topology {info.get('topology')}, not {tp.name}",
             "--topology",
-            "stop it first (`invoke lab-down`) or ask for its topology",
+            f"stop it first (`{prog()} lab-down`) or ask for its topology",
         )
     info["already_running"] = True
     return VMInfo(**info)
@@ -461,7 +462,7 @@ def up(
         raise LabVMError(
             f"127.0.0.1:{ssh_port} is already in use",
             "lab VM ssh port",
-            "stop whatever listens there (`invoke lab-down`?) or choose another port",
+            f"stop whatever listens there (`{prog()} lab-down`?) or choose another port",
         )
     client_key, host_key = ensure_keys(state_dir, ssh_port)
     vm = state_dir / "vm"

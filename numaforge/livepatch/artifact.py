@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import yamlsrc
 from ..paths import find_data
+from ..program import prog
 from .errors import ArtifactError, LivepatchError
 
 SIG_MARK = b"~Module signature appended~\n"
@@ -66,7 +67,7 @@ def load_artifact(
     ko = Path(ko)
     if not ko.is_file():
         raise ArtifactError(
-            f"module file {ko} does not exist", "--module", "build it first (`invoke build-kpatch`) or fix the path"
+            f"module file {ko} does not exist", "--module", f"build it first (`{prog()} build-kpatch`) or fix the path"
         )
     data = ko.read_bytes()
     info = modinfo(data)

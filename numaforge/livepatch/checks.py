@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..errors import NumaforgeError
+from ..program import prog
 from . import hostops
 from .artifact import Artifact
 from .errors import HostPreflightError
@@ -109,7 +110,7 @@ def _signature_problems(facts: dict, where: str) -> list[NumaforgeError]:
             HostPreflightError(
                 "the host only loads signed modules (module.sig_enforce=Y) and this module is unsigned",
                 f"{where} /sys/module/module/parameters/sig_enforce",
-                SIGN_FIX,
+                sign_fix(),
             )
         )
     lock = re.search(r"\[(\w+)\]", facts.get("lockdown", ""))
@@ -118,7 +119,7 @@ def _signature_problems(facts: dict, where: str) -> list[NumaforgeError]:
             HostPreflightError(
                 f"kernel lockdown is '{lock.group(1)}': unsigned modules are refused",
                 f"{where} /sys/kernel/security/lockdown",
-                SIGN_FIX,
+                sign_fix(),
             )
         )
     return probs
@@ -140,11 +141,13 @@ def _clashes(facts: dict, art: Artifact, where: str) -> list[NumaforgeError]:
     ]
 
 
-SIGN_FIX = (
-    "sign the module with a key the host trusts: `invoke build-kpatch --sign-key KEY.pem --sign-cert CERT.pem` "
-    "(the kernel tree's scripts/sign-file), and enroll that certificate on the host with `mokutil --import "
-    "CERT.der` + a reboot to confirm in MokManager (docs/kpatch.md, 'Signing')"
-)
+def sign_fix() -> str:
+    """How to sign a module and enroll its certificate (names the running program: numaforge.program)."""
+    return (
+        f"sign the module with a key the host trusts: `{prog()} build-kpatch --sign-key KEY.pem --sign-cert CERT.pem` "
+        "(the kernel tree's scripts/sign-file), and enroll that certificate on the host with `mokutil --import "
+        "CERT.der` + a reboot to confirm in MokManager (docs/kpatch.md, 'Signing')"
+    )
 
 
 def superseded(facts: dict, art: Artifact) -> list[str]:

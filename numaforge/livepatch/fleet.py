@@ -17,6 +17,7 @@ from .. import journal
 from ..errors import NumaforgeError
 from ..fleet import FleetOptionError, Rollout, run_fleet
 from ..paths import kpatch_build_dir
+from ..program import prog
 from ..remote.ssh import connect
 from ..report import HostResult, Report, junit_xml  # noqa: F401 (junit_xml re-exported)
 from . import lifecycle
@@ -54,13 +55,13 @@ def resolve_module(module: str | None, target: str | None, check: str | None, ho
         raise ArtifactError(
             f"target '{t}' has no built module ({manifest} missing)",
             "--target",
-            f"build it with `invoke build-kpatch --target {t}`",
+            f"build it with `{prog()} build-kpatch --target {t}`",
         )
     try:
         man = _json.loads(manifest.read_text())
     except ValueError as exc:
         raise ArtifactError(
-            f"{manifest} is not JSON: {exc}", str(manifest), f"rebuild: invoke build-kpatch --target {t}"
+            f"{manifest} is not JSON: {exc}", str(manifest), f"rebuild: {prog()} build-kpatch --target {t}"
         ) from None
     return load_artifact(manifest.parent / man["module_file"], check_script=check, manifest=manifest)
 

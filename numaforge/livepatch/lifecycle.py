@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import NumaforgeError
+from ..program import prog
 from ..report import HostResult
 from . import hostops
 from .artifact import Artifact
@@ -241,7 +242,7 @@ def install_host(remote, art: Artifact, opts: Options, result: HostResult, log=l
         result.status = "failed"
         result.message = (
             f"{art.name} is loaded but is not this module (sha256 {str(mine.get('sha256'))[:12]} vs "
-            f"{art.sha256[:12]})\n  fix: unload it first (`invoke livepatch-unload`)"
+            f"{art.sha256[:12]})\n  fix: unload it first (`{prog()} livepatch-unload`)"
         )
         return result
     if not loaded:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from ...program import prog
 from ..errors import RedfishConflictError, RedfishError
 from ..exchange import Response, path_of
 from ..redfish import RedfishClient
@@ -105,7 +106,7 @@ class Job(Resource):
             raise RedfishConflictError(
                 f"BIOS job {self.identity} is {self.state}: a running job is not deleted",
                 self.where,
-                "wait for it to finish (the host is applying BIOS settings); list it again with `invoke bios-jobs`",
+                f"wait for it to finish (the host is applying BIOS settings); list it again with `{prog()} bios-jobs`",
                 status=409,
             )
         return check(
