@@ -120,6 +120,20 @@ def data_names(*parts: str, suffix: str = "", dirs: bool = False) -> list[str]:
     return sorted(names)
 
 
+def editable(path: str | os.PathLike) -> str:
+    """Where the user edits data file ``path``, for a fix text: the file itself when it is the project's (or a
+    checkout's); for a built-in file of an installed wheel, the same name in the project directory, where a copy
+    overrides the built-in one -- never a path into site-packages."""
+    p = Path(path)
+    if CHECKOUT is not None and BUILTIN == CHECKOUT:
+        return str(p)
+    try:
+        rel = p.resolve().relative_to(BUILTIN.resolve())
+    except ValueError:
+        return str(p)
+    return f"{project_dir() / rel} (a copy of the built-in {rel}, which then overrides it; docs/operating.md)"
+
+
 def project_key() -> str:
     """<name>-<hash of the path> of the project directory: a per-project folder name for outputs."""
     p = project_dir()

@@ -109,7 +109,7 @@ class VendorMap:
             f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models};"
             f" system model: {system_model or 'not read'})",
             self.path,
-            f"add a generation for it to {self.path} (known: {rules}), or set bmc.vendor: generic",
+            f"add a generation for it to {paths.editable(self.path)} (known: {rules}), or set bmc.vendor: generic",
         )
 
     def source_text(self, ids) -> str:

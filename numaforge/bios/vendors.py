@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import paths
 from .errors import VendorMapError
 from .presets import UNVERIFIED, preset_value
 from .registry import Registry
@@ -176,7 +177,7 @@ class _Resolver:
         if entry is None:
             raise _Miss(
                 f"{setting}: the {self.vmap.vendor} map ({self.gen.title}) has no mapping for it",
-                f"add `{setting}` to generation {self.gen.id} in {self.vmap.path}, or set the attribute "
+                f"add `{setting}` to generation {self.gen.id} in {paths.editable(self.vmap.path)}, or set the attribute "
                 f"under raw.{self.vmap.vendor}",
             )
         values = entry.get("values") or {}
@@ -189,7 +190,7 @@ class _Resolver:
             raise _Miss(
                 f"{setting}={_fmt(value)}: the {self.vmap.vendor} map ({self.gen.title}) has no value for "
                 f"it (mapped: {', '.join(_fmt(k) for k in values)})",
-                f"add it under settings.{setting}.values in {self.vmap.path}",
+                f"add it under settings.{setting}.values in {paths.editable(self.vmap.path)}",
                 names_hint,
             )
         if isinstance(target, dict) and "unsupported" in target:

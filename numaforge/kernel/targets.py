@@ -230,7 +230,7 @@ def resolve_wrapper(t, override: str | None) -> str | None:
     wrapper = override or t.cc_wrapper
     if wrapper and not shutil.which(wrapper):
         where = "--cc-wrapper" if override else f"{t.path}: cc_wrapper"
-        drop = "drop --cc-wrapper" if override else f"remove `cc_wrapper: {wrapper}` from {t.path}"
+        drop = "drop --cc-wrapper" if override else f"remove `cc_wrapper: {wrapper}` from {paths.editable(t.path)}"
         raise ToolMissingError(
             f"compiler wrapper {wrapper} is not installed (target {t.name} builds through it)",
             where,
