@@ -54,7 +54,8 @@ def test_no_string_in_the_package_names_a_task_as_invoke_task():
 @pytest.mark.parametrize("name", TASKS)
 def test_no_task_help_names_invoke(name):
     t = namespace()[name]
-    texts = [t.__doc__ or ""] + [a.help or "" for a in t.get_arguments()]
+    # the help dict itself: Task.get_arguments() pops its entries (invoke), which would strip later callers' help
+    texts = [t.__doc__ or ""] + [str(h) for h in (t.help or {}).values()]
     assert not [x for x in texts if re.search(r"\binvoke\s+[a-z]", x)], texts
 
 

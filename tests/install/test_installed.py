@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -48,11 +49,11 @@ class Installed:
         )
 
     def numaforge(self, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-        return self.run([str(self.exe), *args], cwd=cwd, **env)
+        return self.run([str(self.exe), *args], cwd, 300, **env)
 
 
 @pytest.fixture(scope="session")
-def installed() -> Installed:
+def installed() -> Iterator[Installed]:
     assert CHECKOUT is not None, "tests/install builds the wheel from a checkout"
     work = Path(tempfile.mkdtemp(prefix="numaforge-installed-", dir="/tmp"))  # outside the checkout
     assert CHECKOUT not in work.parents
