@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..errors import InventoryError
+from .hostranges import too_long
 from .yamlsrc import LMap, LSeq
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -126,6 +127,7 @@ def kind_of(v) -> str:
 
 
 def check_name(ctx, name, line, kind):
+    too_long(name, ctx.at(line), kind)
     if not isinstance(name, str) or not NAME_RE.match(name):
         ctx.fail(
             line,

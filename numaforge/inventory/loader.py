@@ -51,7 +51,7 @@ def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> I
 def _build(doc: LMap, ctx: Ctx) -> Inventory:
     """The native format: hosts, then groups, then every reference checked, then each host's layers resolved."""
     ctx.check_keys(doc, TOP_KEYS, "the inventory top level")
-    if "version" in doc and doc["version"] != 1:
+    if "version" in doc and (type(doc["version"]) is not int or doc["version"] != 1):  # `true == 1` in Python
         ctx.fail(doc.line_of("version"), f"unsupported inventory version {doc['version']!r}", "use `version: 1`")
     if "hosts" not in doc:
         ctx.fail(doc.line, "the inventory has no `hosts:` mapping", "add `hosts:` with at least one host")

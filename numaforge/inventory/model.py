@@ -78,6 +78,7 @@ class Host:
     hardware: HardwareSpec = field(default_factory=HardwareSpec)
     bios_profile: str | None = None
     connection: str = "ssh"  # ssh | local | another ansible_connection (no SSH side)
+    sources: dict[str, str] = field(default_factory=dict)  # "bmc.ca_bundle" -> file:line it was set on
 
 
 @dataclass
