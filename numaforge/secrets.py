@@ -95,8 +95,18 @@ class SecretRef:
             secret = _read_secret_file(Path(self.value).expanduser(), self.where)
         else:
             secret = self.value
-        if secret:
-            _RESOLVED.add(secret)
+        if not secret:  # sent, an empty password came back as "the BMC refused the credentials" (issue 40)
+            raise SecretError(
+                f"environment variable {self.value} is empty"
+                if self.kind == "env"
+                else (
+                    f"secret file {Path(self.value).expanduser()} is empty" if self.kind == "file" else "empty secret"
+                ),
+                self.where,
+                (f"export {self.value}=... with the password" if self.kind == "env" else "put the secret there")
+                + " (an empty password is never sent; its value is never printed)",
+            )
+        _RESOLVED.add(secret)
         return secret
 
     def __str__(self) -> str:  # what gets printed: the reference, never the value

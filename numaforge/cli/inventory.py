@@ -166,11 +166,14 @@ def _preflight(report: Report, inv, hosts) -> None:
         return
     common.console.print(f"\npreflight: {len(problems)} problem(s)", markup=False)
     for p in problems:
-        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False, soft_wrap=True)
+        at = f"\n    set at: {p.where}" if p.where else ""
+        common.console.print(f"  {p.host}: {p.attribute}: {p.what}{at}\n    fix: {p.fix}", markup=False, soft_wrap=True)
         hr = report.host(p.host)
         hr.status = "failed"
         hr.message = f"{p.attribute}: {p.what}" if not hr.message else f"{hr.message}; {p.attribute}: {p.what}"
-        hr.data.setdefault("problems", []).append({"attribute": p.attribute, "what": p.what, "fix": p.fix})
+        hr.data.setdefault("problems", []).append(
+            {"attribute": p.attribute, "what": p.what, "fix": p.fix, "where": p.where}
+        )
     raise InventoryError(
         f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
         f"(on {len({p.host for p in problems})} host(s), listed above)",
