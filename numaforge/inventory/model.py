@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import SelectionError
 from ..secrets import SecretRef
 from .graph import members
-from .patterns import did_you_mean, limit_hosts
+from .patterns import did_you_mean, limit_hosts, suggest_for
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,12 @@ class Inventory:
         """
         names: list[str] = []
         for h in hosts or []:
+            if h not in self.hosts and any(ch in h for ch in "[*?,"):  # a pattern given as one name
+                raise SelectionError(
+                    f"unknown host '{h}': --host takes one exact host name, and no host is called that",
+                    self.path,
+                    "for the hosts you meant, " + suggest_for(h, list(self.hosts)),
+                )
             if h not in self.hosts:
                 raise SelectionError(
                     f"unknown host '{h}'",
