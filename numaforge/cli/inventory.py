@@ -12,7 +12,7 @@ from rich.text import Text
 from ..errors import InventoryError
 from ..lazy import lazy_module
 from ..report import Report
-from ..secrets import SecretRef
+from ..secrets import MASK, SecretRef, SecretText, redact
 from . import common
 from .optionsets import task
 
@@ -26,8 +26,10 @@ def host_summary(host) -> dict:
     """JSON-safe view of a resolved host; secrets appear only as their reference."""
 
     def clean(obj):
-        if isinstance(obj, SecretRef):
-            return str(obj)
+        if isinstance(obj, SecretText):  # a decrypted Ansible Vault value
+            return MASK
+        if isinstance(obj, SecretRef) or not isinstance(obj, (str, int, float, bool, dict, list, tuple, type(None))):
+            return str(obj)  # a reference, or a `!vault` value left encrypted: never a value
         if isinstance(obj, dict):
             return {k: clean(v) for k, v in obj.items() if v not in (None, [], {})}
         if isinstance(obj, list):
@@ -92,7 +94,8 @@ def _print_host(h) -> None:
     )
     for key, text in _host_rows(h):  # inventory text is data: no markup, no emoji codes
         style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
-        common.console.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
+        line = redact(f"  {key:<9} {text}")  # a decrypted vault value (bmc.username...) shows as the mask
+        common.console.print(line, soft_wrap=True, markup=False, emoji=False, style=style)
 
 
 def _host_rows(h) -> list[tuple[str, str]]:

@@ -9,10 +9,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
-from ..secrets import SecretRef
+from ..secrets import SecretRef, SecretText
 from ..textsafe import has_control, printable
 from .context import BMC_AUTH, PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
 from .model import BMCSpec, HardwareSpec, Host, KernelSpec, SSHSpec
+from .vault import Vaulted, require
 from .yamlsrc import LMap, LSeq
 
 
@@ -65,6 +66,7 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
             ctx.fail(line, f"host '{host}': {section}.{key} is required", f"add `{key}:` under `{section}:`")
         return default
     value, vline = fields[key]
+    value = reveal(ctx, value, vline, f"host '{host}': {section}.{key}")
     tnames = {str: "a string", int: "an integer", bool: "true or false", list: "a list"}
     ok = isinstance(value, types) and not (types in (int, (int,)) and isinstance(value, bool))
     if types is int and isinstance(value, bool):
@@ -86,6 +88,13 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
     return value
 
 
+def reveal(ctx: Ctx, value, line, what: str):
+    """A `!vault` value decrypted with the run's vault password (an error naming it when none was given)."""
+    if isinstance(value, Vaulted):
+        return require(ctx.vault, ctx.at(line), what).decrypt(value.ciphertext, value.where)
+    return value
+
+
 def _path(ctx: Ctx, value: str | None) -> str | None:
     if value is None:
         return None
@@ -98,6 +107,9 @@ def _secret(ctx, fields, key, host, section):
     if key not in fields or fields[key][0] is None:
         return None
     value, line = fields[key]
+    value = reveal(ctx, value, line, f"host '{host}': {section}.{key}")
+    if isinstance(value, SecretText):  # an Ansible Vault value: a secret in hand, never printed
+        return SecretRef("vault", str(value), value.where or ctx.at(line))
     if not isinstance(value, str):
         ctx.fail(
             line,

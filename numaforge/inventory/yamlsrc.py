@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 from .. import yamlsrc
 from ..errors import InventoryError
 from ..yamlsrc import LMap, LSeq
 from .hostranges import too_long
+from .vault import Vaulted
+
+TAGS: dict[str, Callable[[str, str], Any]] = {"!vault": Vaulted}  # an inventory's `!vault |` value stays encrypted until a host's value needs it
 
 YAML_MAX_KEY = 1024  # PyYAML refuses a plain key longer than this as a syntax error ("could not find ':'")
 
@@ -41,7 +45,7 @@ def long_key(text: str, where: str) -> None:
 def parse_yaml(text: str, where: str, **kw):
     """Parse YAML text already read from `where` (a file name, for messages)."""
     try:
-        doc = yamlsrc.parse(text, where, error=InventoryError, **kw)
+        doc = yamlsrc.parse(text, where, error=InventoryError, tags=TAGS, **kw)
     except InventoryError as exc:
         if exc.what.startswith("YAML syntax error"):
             long_key(text, where)
