@@ -47,12 +47,16 @@ def check_host(h: Host) -> list[Problem]:
 
 
 def ca_bundle_problem(path: str | Path) -> str | None:
-    """What is wrong with a CA bundle that passed the file checks (None: it holds at least one certificate).
+    """What is wrong with the content of a CA bundle (None: it holds at least one certificate, or it is no
+    small regular file at all, which the caller's file check reports).
     An empty or non-PEM bundle verifies nothing; the TLS error it caused said "set bmc.ca_bundle" (issue 40)."""
-    try:
-        data = Path(path).expanduser().read_bytes()
-    except OSError as exc:
-        return f"CA bundle {path} is not readable: {exc.strerror}"
+    max_bytes, _private = _LIMITS["bmc.ca_bundle"]
+    try:  # the checked reader: a FIFO never blocks, /dev/zero is never read
+        data = safeio.read_input(
+            Path(path).expanduser(), what="CA bundle", where="-", error=NumaforgeError, max_bytes=max_bytes
+        )
+    except NumaforgeError:
+        return None  # not a small regular file: the caller's own file check says so, with its own fix
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError:

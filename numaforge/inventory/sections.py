@@ -81,7 +81,7 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
     if isinstance(value, str) and has_control(value):  # a NUL in a user name, an escape sequence in an address
         ctx.fail(
             vline,
-            f"host '{host}': {section}.{key} contains a control character ({printable(value)!r})",
+            f"host '{host}': {section}.{key} contains a control character ('{printable(value)}')",
             f"write {section}.{key} without control characters (NUL, escape, newline...): "
             "check how the value was generated",
         )

@@ -11,7 +11,9 @@ from ..yamlsrc import LMap, LSeq
 from .hostranges import too_long
 from .vault import Vaulted
 
-TAGS: dict[str, Callable[[str, str], Any]] = {"!vault": Vaulted}  # an inventory's `!vault |` value stays encrypted until a host's value needs it
+TAGS: dict[str, Callable[[str, str], Any]] = {
+    "!vault": Vaulted
+}  # an inventory's `!vault |` value stays encrypted until a host's value needs it
 
 YAML_MAX_KEY = 1024  # PyYAML refuses a plain key longer than this as a syntax error ("could not find ':'")
 

@@ -4,12 +4,14 @@ was set, before any request reaches a BMC."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from numaforge.bios.hostsession import HostOptions, connect
 from numaforge.errors import NumaforgeError, SecretError
 from numaforge.inventory.loader import load_inventory
-from numaforge.inventory.preflight import check_hosts
+from numaforge.inventory.preflight import ca_bundle_problem, check_hosts
 from numaforge.lab.bmc.tls import ensure_certificates
 from numaforge.secrets import SecretRef
 
@@ -88,3 +90,11 @@ def test_no_reference_resolves_to_an_empty_secret(tmp_path, monkeypatch, kind):
     with pytest.raises(SecretError, match="is empty") as info:
         ref.resolve()
     assert info.value.where == "inv.yaml:3" and "never sent" in info.value.fix
+
+
+def test_the_ca_bundle_check_never_blocks_on_a_fifo_or_reads_a_device(tmp_path, monkeypatch):
+    """connect() checks the bundle's content before the client's own file checks (which report a FIFO or a
+    device with their own fix): the content check must use the checked reader and leave those to them."""
+    os.mkfifo(tmp_path / "fifo.pem")
+    assert ca_bundle_problem(tmp_path / "fifo.pem") is None
+    assert ca_bundle_problem("/dev/zero") is None
