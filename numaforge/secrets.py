@@ -46,9 +46,26 @@ def _read_secret_file(path: Path, where: str) -> str:
         raise SecretError(f"secret file {path} is not UTF-8 text", where, "store the secret as text") from None
 
 
+class SecretText(str):
+    """A secret value in hand (an Ansible Vault value, decrypted): a str that joins the redaction set when made,
+    shows only the mask as its repr, and is masked by redact() whatever its length; ``where`` is its file:line."""
+
+    where: str
+
+    def __new__(cls, value: str, where: str = "") -> "SecretText":
+        obj = super().__new__(cls, value)
+        obj.where = where
+        register(value)
+        return obj
+
+    def __repr__(self) -> str:
+        return MASK
+
+
 @dataclass(frozen=True)
 class SecretRef:
-    """A reference to a secret. ``kind`` is ``env``, ``file`` or ``plain`` (a literal, only if allowed)."""
+    """A reference to a secret. ``kind`` is ``env``, ``file``, ``plain`` (a literal, only if allowed) or ``vault``
+    (a decrypted Ansible Vault value: ``value`` holds it, ``where`` the file:line it was written on)."""
 
     kind: str
     value: str
@@ -95,11 +112,23 @@ class SecretRef:
             secret = _read_secret_file(Path(self.value).expanduser(), self.where)
         else:
             secret = self.value
-        if secret:
-            _RESOLVED.add(secret)
+        if not secret:  # sent, an empty password came back as "the BMC refused the credentials" (issue 40)
+            raise SecretError(
+                f"environment variable {self.value} is empty"
+                if self.kind == "env"
+                else (
+                    f"secret file {Path(self.value).expanduser()} is empty" if self.kind == "file" else "empty secret"
+                ),
+                self.where,
+                (f"export {self.value}=... with the password" if self.kind == "env" else "put the secret there")
+                + " (an empty password is never sent; its value is never printed)",
+            )
+        _RESOLVED.add(secret)
         return secret
 
     def __str__(self) -> str:  # what gets printed: the reference, never the value
+        if self.kind == "vault":
+            return f"!vault ({self.where})" if self.where else "!vault"
         return MASK if self.kind == "plain" else f"{self.kind}:{self.value}"
 
     def __repr__(self) -> str:
@@ -110,6 +139,8 @@ def redact(obj):
     """Return a copy of obj (str/list/dict tree) with every resolved secret and SecretRef masked."""
     if isinstance(obj, SecretRef):
         return str(obj)
+    if isinstance(obj, SecretText):
+        return MASK
     if isinstance(obj, str):
         for secret in sorted(_RESOLVED, key=len, reverse=True):
             if secret and secret in obj:
@@ -134,4 +165,4 @@ def _credential_key(key) -> bool:
 
 
 def _is_reference(value: str) -> bool:
-    return value.startswith(("env:", "file:")) or value == MASK
+    return value.startswith(("env:", "file:", "!vault")) or value == MASK

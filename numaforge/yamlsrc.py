@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -59,7 +59,14 @@ _COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.
 class _Builder:
     """Node tree -> LMap/LSeq/scalars, counting every value built (aliases expand to copies)."""
 
-    def __init__(self, error: type[NumaforgeError], locate: Callable[[int], str], max_nodes: int):
+    def __init__(
+        self,
+        error: type[NumaforgeError],
+        locate: Callable[[int], str],
+        max_nodes: int,
+        tags: dict[str, Callable[[str, str], Any]] | None = None,
+    ):
+        self.tags = tags or {}
         self.error = error
         self.locate = locate
         self.max_nodes = max_nodes
@@ -123,6 +130,8 @@ class _Builder:
                 self.locate(line),
                 "use plain strings, numbers, booleans, lists and mappings",
             )
+        if tag in self.tags:  # a caller's own scalar tag (the inventory's !vault): built from the text and where
+            return self.tags[tag](node.value, self.locate(line))
         if tag == "!vault":
             raise self.error(
                 "Ansible Vault values cannot be read by numaforge",
@@ -168,8 +177,10 @@ def parse(
     max_nodes: int = MAX_NODES,
     empty=None,
     syntax: str = "YAML syntax error",
+    tags: dict[str, Callable[[str, str], Any]] | None = None,
 ):
     """Parse one YAML document (a string) into LMap/LSeq/scalars; every failure is ``error``.
+    ``tags`` maps a scalar tag (``!vault``) to what builds its value from (text, where); other tags are refused.
 
     ``locate(line)`` turns a 1-based line into the "where" of a message (default ``where:line``).
     An empty document returns ``empty``; more than one document is an error.
@@ -206,7 +217,7 @@ def parse(
             "keep one document per file (remove '---')",
         )
     try:
-        return _Builder(error, locate, max_nodes).build(nodes[0])
+        return _Builder(error, locate, max_nodes, tags).build(nodes[0])
     except RecursionError:
         raise error("YAML nesting is too deep (or a recursive alias)", where, "flatten the structure") from None
     except yaml.YAMLError as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from numaforge.lab.bmc.tls import ensure_certificates
 from numaforge.report import load_schema
 
 ROOT = Path(__file__).parents[1]
@@ -120,7 +121,7 @@ def test_inventory_check_preflight_lists_every_missing_reference(tmp_path):
     (tmp_path / "missing_key").chmod(0o600)
     (tmp_path / "empty.pass").write_text("An0therSecret\n")
     (tmp_path / "bmc.pass").chmod(0o600)
-    (tmp_path / "ca.pem").write_text("pem\n")
+    (tmp_path / "ca.pem").write_bytes(ensure_certificates(tmp_path / "tls", "bmc1")[0].read_bytes())  # a real CA
     (tmp_path / "known_hosts").write_text("")
     inv.write_text(
         inv.read_text()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import NumaforgeError
+from ..inventory.preflight import CA_BUNDLE_FIX, ca_bundle_problem
 from ..report import HostResult
 from .discovery import RegistryCache, Shape, shape_key
 from .exchange import RetryPolicy
@@ -58,6 +59,9 @@ def connect(host, opts: HostOptions) -> RedfishClient:
             where,
             "point bmc.ca_bundle at the PEM file of the CA that signed the BMC certificate",
         )
+    ca_problem = ca_bundle_problem(bmc.ca_bundle) if bmc.ca_bundle and not insecure else None
+    if ca_problem:  # it is set: "set bmc.ca_bundle" (the TLS error's fix) would send the operator in circles
+        raise NumaforgeError(ca_problem, host.sources.get("bmc.ca_bundle", where), CA_BUNDLE_FIX)
     if not bmc.url.startswith("https://") and not insecure:
         raise NumaforgeError(
             f"bmc.url {bmc.url} is not https", where, "use https://; plain http only with --insecure on a lab network"

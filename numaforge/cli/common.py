@@ -216,7 +216,9 @@ def load_selected(c, report: Report, select: Selection):
     """
     path = inventory_path(c, select.inventory)
     report.inventory = path
-    inv = inventory_loader.load_inventory(path, allow_plaintext_secrets=select.allow_plaintext_secrets)
+    inv = inventory_loader.load_inventory(
+        path, allow_plaintext_secrets=select.allow_plaintext_secrets, vault_password_file=select.vault_password_file
+    )
     if RUN.write and not (select.narrowed or select.all) and len(inv.hosts) > 1:
         raise SelectionError(
             f"{RUN.task} changes hosts and no host was selected; {path} has {len(inv.hosts)} hosts",

@@ -12,7 +12,7 @@ from rich.text import Text
 from ..errors import InventoryError
 from ..lazy import lazy_module
 from ..report import Report
-from ..secrets import SecretRef
+from ..secrets import MASK, SecretRef, SecretText, redact
 from . import common
 from .optionsets import task
 
@@ -26,8 +26,10 @@ def host_summary(host) -> dict:
     """JSON-safe view of a resolved host; secrets appear only as their reference."""
 
     def clean(obj):
-        if isinstance(obj, SecretRef):
-            return str(obj)
+        if isinstance(obj, SecretText):  # a decrypted Ansible Vault value
+            return MASK
+        if isinstance(obj, SecretRef) or not isinstance(obj, (str, int, float, bool, dict, list, tuple, type(None))):
+            return str(obj)  # a reference, or a `!vault` value left encrypted: never a value
         if isinstance(obj, dict):
             return {k: clean(v) for k, v in obj.items() if v not in (None, [], {})}
         if isinstance(obj, list):
@@ -92,7 +94,8 @@ def _print_host(h) -> None:
     )
     for key, text in _host_rows(h):  # inventory text is data: no markup, no emoji codes
         style = "red" if key == "bmc" and h.bmc is not None and h.bmc.insecure else None
-        common.console.print(f"  {key:<9} {text}", soft_wrap=True, markup=False, emoji=False, style=style)
+        line = redact(f"  {key:<9} {text}")  # a decrypted vault value (bmc.username...) shows as the mask
+        common.console.print(line, soft_wrap=True, markup=False, emoji=False, style=style)
 
 
 def _host_rows(h) -> list[tuple[str, str]]:
@@ -166,11 +169,14 @@ def _preflight(report: Report, inv, hosts) -> None:
         return
     common.console.print(f"\npreflight: {len(problems)} problem(s)", markup=False)
     for p in problems:
-        common.console.print(f"  {p.host}: {p.attribute}: {p.what}\n    fix: {p.fix}", markup=False, soft_wrap=True)
+        at = f"\n    set at: {p.where}" if p.where else ""
+        common.console.print(f"  {p.host}: {p.attribute}: {p.what}{at}\n    fix: {p.fix}", markup=False, soft_wrap=True)
         hr = report.host(p.host)
         hr.status = "failed"
         hr.message = f"{p.attribute}: {p.what}" if not hr.message else f"{hr.message}; {p.attribute}: {p.what}"
-        hr.data.setdefault("problems", []).append({"attribute": p.attribute, "what": p.what, "fix": p.fix})
+        hr.data.setdefault("problems", []).append(
+            {"attribute": p.attribute, "what": p.what, "fix": p.fix, "where": p.where}
+        )
     raise InventoryError(
         f"{len(problems)} problem(s) with files or environment variables the inventory refers to "
         f"(on {len({p.host for p in problems})} host(s), listed above)",

@@ -8,7 +8,7 @@
 - a parameter named like a shared option (``SHARED_HELP``) gets that option's help text, with the task's own
   default appended; a task's ``help=`` adds or overrides only its own options.
 - host tasks (``hosts=True``) take the host selection (``--inventory --host --group --limit --all
-  --allow-plaintext-secrets``) plus ``--output plain|table|json`` and ``--junit PATH`` without declaring them:
+  --allow-plaintext-secrets --vault-password-file``) plus ``--output plain|table|json`` and ``--junit PATH`` without declaring them:
   the body gets one ``select`` value (numaforge.cli.values.Selection); output and junit go to
   numaforge.cli.common (``RUN``), which prints and writes reports. ``write=True`` marks a task that changes
   hosts (numaforge.cli.common.load_selected refuses to guess its hosts on a multi-host inventory).
@@ -61,6 +61,8 @@ SHARED_HELP = {
     "wait_lock": "seconds to wait for another numaforge run that is writing the same host (default 0: that host "
     "fails at once, naming the run that holds it)",
     "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
+    "vault_password_file": "file holding the Ansible Vault password that decrypts the inventory's !vault values "
+    "and vault-encrypted vars files (readable only by you; default: $ANSIBLE_VAULT_PASSWORD_FILE)",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
 }
 
@@ -69,7 +71,7 @@ SHORT = {"inventory": "i", "limit": "l", "forks": "f", "group": "g", "output": "
 
 # options the wrapper adds to host tasks (name -> default): the selection becomes the body's ``select``
 SELECT: dict[str, Any] = {"inventory": None, "host": None, "group": None, "limit": None, "all": False}
-SELECT_SECRETS: dict[str, Any] = {"allow_plaintext_secrets": False}
+SELECT_SECRETS: dict[str, Any] = {"allow_plaintext_secrets": False, "vault_password_file": None}
 HOST_EXTRAS: dict[str, Any] = {"output": None, "junit": None}
 INJECTED = ("select", "rollout")  # body parameters the wrapper fills
 

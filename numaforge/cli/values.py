@@ -144,6 +144,7 @@ class Selection:
     limit: str | None = None
     all: bool = False
     allow_plaintext_secrets: bool = False
+    vault_password_file: str | None = None  # else $ANSIBLE_VAULT_PASSWORD_FILE (numaforge.inventory.vault)
 
     @property
     def narrowed(self) -> bool:
@@ -159,6 +160,7 @@ def selection(raw: dict) -> Selection:
         limit=raw.get("limit"),
         all=bool(raw.get("all")),
         allow_plaintext_secrets=bool(raw.get("allow_plaintext_secrets")),
+        vault_password_file=raw.get("vault_password_file"),
     )
 
 

@@ -26,10 +26,12 @@ from pathlib import Path
 
 from .. import yamlsrc
 from ..errors import InventoryError
+from ..secrets import SecretText
 from .ansible_ini import SECTION_RE, parse_ini
 from .ansible_model import AnsibleInventory
 from .hostranges import check_name, expand_host_pattern
-from .yamlsrc import LMap, LSeq, parse_yaml
+from .vault import Vault, is_vault_text, require
+from .yamlsrc import TAGS, LMap, LSeq, parse_yaml
 
 MAX_INVENTORY_BYTES = yamlsrc.MAX_BYTES  # one inventory or vars file (the YAML reader's own limit)
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -80,8 +82,10 @@ def is_ini(path: str, text: str) -> bool:
     return False
 
 
-def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
-    """Build the Ansible view of an inventory file (YAML document already parsed, or INI text)."""
+def load(path: str, text: str, yaml_doc: LMap | None, vault: Vault | None = None) -> AnsibleInventory:
+    """Build the Ansible view of an inventory file (YAML document already parsed, or INI text); ``vault``
+    decrypts vault-encrypted group_vars/host_vars files (a `!vault` value stays encrypted: numaforge.inventory.
+    from_ansible decrypts what a host's values need)."""
     inv = AnsibleInventory(path=path)
     inv.add_group("all", path)  # both exist before parsing, as in Ansible: [all:vars] is valid
     inv.add_group("ungrouped", path)
@@ -90,7 +94,7 @@ def load(path: str, text: str, yaml_doc: LMap | None) -> AnsibleInventory:
     else:
         _parse_yaml(inv, path, yaml_doc)
     inv.reconcile()
-    _load_vars_dirs(inv, Path(path).resolve().parent)
+    _load_vars_dirs(inv, Path(path).resolve().parent, vault)
     return inv
 
 
@@ -183,7 +187,7 @@ def _kind(v) -> str:
 # ---------------------------------------------------------------------------------------------- vars dirs
 
 
-def _load_vars_dirs(inv: AnsibleInventory, base: Path) -> None:
+def _load_vars_dirs(inv: AnsibleInventory, base: Path, vault: Vault | None) -> None:
     for sub, names, target in (
         ("group_vars", list(inv.groups), inv.group_files),
         ("host_vars", list(inv.hosts), inv.host_files),
@@ -195,7 +199,7 @@ def _load_vars_dirs(inv: AnsibleInventory, base: Path) -> None:
             files = vars_files(d, name)
             loaded = []
             for f in files:
-                data = _load_vars_file(f)
+                data = _load_vars_file(f, vault)
                 if data:
                     loaded.append((data, str(f)))
             if loaded:
@@ -225,15 +229,15 @@ def _dir_files(d: Path) -> list[Path]:
     return out
 
 
-def _load_vars_file(path: Path) -> LMap | None:
+def _load_vars_file(path: Path, vault: Vault | None) -> LMap | None:
     text = read_regular(path, "vars file")
-    if text.startswith("$ANSIBLE_VAULT"):
-        raise InventoryError(
-            "Ansible Vault files cannot be read by numaforge",
-            str(path),
-            "reference secrets instead: env:VARIABLE or file:/path/to/secret",
-        )
-    doc = yamlsrc.parse(text, str(path), error=InventoryError)
+    encrypted = is_vault_text(text)
+    if encrypted:  # a whole vault-encrypted vars file: every string in it is a secret
+        text = require(vault, str(path), "this vars file").decrypt(text, str(path))
+    doc = yamlsrc.parse(text, str(path), error=InventoryError, tags=TAGS)
+    if encrypted and isinstance(doc, LMap):
+        for k in doc:
+            doc[k] = secret_strings(doc[k], f"{path}:{doc.line_of(k)}")
     if doc is None:
         return None  # Ansible ignores an empty vars file
     if not isinstance(doc, LMap):
@@ -248,10 +252,30 @@ def _load_vars_file(path: Path) -> LMap | None:
     return doc
 
 
-def read(path: str | Path) -> AnsibleInventory:
+def secret_strings(value, where: str):
+    """Every string in ``value`` (from a vault-encrypted file) as a SecretText, the structure kept."""
+    if isinstance(value, str):
+        return SecretText(value, where)
+    if isinstance(value, LMap):
+        for k in value:
+            value[k] = secret_strings(value[k], where)
+    elif isinstance(value, LSeq):
+        value[:] = [secret_strings(v, where) for v in value]
+    return value
+
+
+def read_text(path: str, vault: Vault | None) -> str:
+    """An inventory file's text; a vault-encrypted inventory file is decrypted (lines count in its plaintext)."""
+    text = read_regular(path)
+    if is_vault_text(text):
+        text = require(vault, path, "this inventory file").decrypt(text, path)
+    return text
+
+
+def read(path: str | Path, vault: Vault | None = None) -> AnsibleInventory:
     """Read an Ansible inventory file (YAML, JSON or INI, told apart as load_inventory does)."""
     path = str(path)
-    text = read_regular(path)
+    text = read_text(path, vault)
     if is_ini(path, text):
         return load(path, text, None)
     doc = parse_yaml(text, path)
@@ -261,4 +285,4 @@ def read(path: str | Path) -> AnsibleInventory:
             f"{path}:{getattr(doc, 'line', 1)}",
             "start with `all:`",
         )
-    return load(path, text, doc)
+    return load(path, text, doc, vault)

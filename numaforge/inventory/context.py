@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..errors import InventoryError
+from .hostranges import too_long
+from .vault import Vault, Vaulted
 from .yamlsrc import LMap, LSeq
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -80,7 +82,8 @@ def hint(word: str, choices) -> str:
 class Ctx:
     """Per-load context: the file name (for errors) and options."""
 
-    def __init__(self, path: str, allow_plaintext: bool):
+    def __init__(self, path: str, allow_plaintext: bool, vault: Vault | None = None):
+        self.vault = vault  # the run's Ansible Vault password (numaforge.inventory.vault), if one was given
         self.path = path
         self.base = Path(path).resolve().parent
         self.allow_plaintext = allow_plaintext
@@ -113,6 +116,8 @@ class Ctx:
 def kind_of(v) -> str:
     if v is None:
         return "nothing (empty value)"
+    if isinstance(v, Vaulted):
+        return "an Ansible Vault value"
     return {
         LMap: "a mapping",
         LSeq: "a list",
@@ -126,6 +131,7 @@ def kind_of(v) -> str:
 
 
 def check_name(ctx, name, line, kind):
+    too_long(name, ctx.at(line), kind)
     if not isinstance(name, str) or not NAME_RE.match(name):
         ctx.fail(
             line,

@@ -3,25 +3,29 @@ the model: ansible_* connection variables and numaforge_* section variables beco
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import Any
 
+from ..errors import InventoryError
 from .ansible_model import AnsibleInventory
 from .context import ANSIBLE_SSH_VARS, SECTION_FIELDS, SECTION_KEYS, Ctx, hint, kind_of
+from .jinja import MISSING, HostTemplar, has_template
 from .model import Group, Host, Inventory, Location
 from .sections import resolve_sections
+from .vault import Vaulted, require
 from .yamlsrc import LMap
 
 CONNECTIONS_SSH = ("ssh", "smart", "paramiko", "paramiko_ssh")
-TEMPLATE_RE = re.compile(r"\{\{|\{%")
 
 
 def from_ansible(ainv: AnsibleInventory, ctx: Ctx) -> Inventory:
     """The numaforge model of an Ansible inventory: every host's variables resolved as Ansible resolves them,
     then read as numaforge sections (ansible_* SSH variables, numaforge_* sections)."""
     inv = Inventory(path=ctx.path, format="ansible")
+    magic = _Magic(ainv, ctx)
     for name, h in ainv.hosts.items():
         values, where = ainv.resolve(name)
+        values = _rendered(ctx, ainv, name, values, where, magic)
         host = Host(name=name, location=_location(h.where, ctx))
         host.groups = [g for g in ainv.host_groups(name) if g != "all"]
         layer, plain = _host_layer(ctx, name, h.where, values, where)
@@ -50,6 +54,81 @@ def from_ansible(ainv: AnsibleInventory, ctx: Ctx) -> Inventory:
             name=name, location=_location(g.where, ctx), hosts=list(g.hosts), children=list(g.children), vars=group_vars
         )
     return inv
+
+
+def read_by_numaforge(key: str) -> bool:
+    """The variables numaforge reads (rendered strictly: an error there stops the load)."""
+    return key in ANSIBLE_SSH_VARS or key == "ansible_connection" or key.startswith("numaforge_")
+
+
+def _rendered(ctx: Ctx, ainv: AnsibleInventory, host: str, values: dict, where: dict, magic: _Magic) -> dict:
+    """The host's variables with Jinja2 templates rendered (numaforge.inventory.jinja) and `!vault` values
+    decrypted. What numaforge reads must render; another variable that cannot (Ansible would only fail when a
+    play uses it) keeps its text, and an encrypted one stays encrypted when no vault password was given."""
+
+    templar = _templar(ctx, host, values, where, magic)
+    out: dict = {}
+    for key, value in values.items():
+        if not has_template(value) and not _has_vaulted(value):
+            out[key] = value
+        elif read_by_numaforge(key):
+            out[key] = templar.get(key)
+        else:
+            try:
+                out[key] = templar.get(key)
+            except InventoryError:
+                out[key] = value
+    return out
+
+
+def _templar(ctx: Ctx, host: str, values: dict, where: dict, magic: _Magic) -> HostTemplar:
+    def reveal(value: Vaulted, vwhere: str, var: str):
+        return require(ctx.vault, vwhere, f"host '{host}': variable {var}").decrypt(value.ciphertext, value.where)
+
+    return HostTemplar(host, values, where, lambda name: magic.get(host, name), reveal)
+
+
+def rendered_values(ainv: AnsibleInventory, ctx: Ctx, host: str, names) -> dict:
+    """The named variables of a host, rendered as a run renders what it reads (strictly: errors raise)."""
+    values, where = ainv.resolve(host)
+    templar = _templar(ctx, host, values, where, _Magic(ainv, ctx))
+    return {n: templar.get(n) for n in names}
+
+
+def _has_vaulted(value) -> bool:
+    if isinstance(value, Vaulted):
+        return True
+    if isinstance(value, dict):
+        return any(_has_vaulted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_vaulted(v) for v in value)
+    return False
+
+
+class _Magic:
+    """Ansible's magic variables a template may read (computed once per inventory, `groups` only if used)."""
+
+    def __init__(self, ainv: AnsibleInventory, ctx: Ctx):
+        self.ainv = ainv
+        self.inventory_file = str(Path(ctx.path).resolve())
+        self._groups: dict[str, list[str]] | None = None
+
+    def get(self, host: str, name: str):
+        if name == "inventory_hostname":
+            return host
+        if name == "inventory_hostname_short":
+            return host.split(".")[0]
+        if name == "group_names":
+            return sorted(g for g in self.ainv.host_groups(host) if g != "all")
+        if name == "groups":
+            if self._groups is None:
+                self._groups = {g: self.ainv.group_hosts(g) for g in self.ainv.groups}
+            return self._groups
+        if name == "inventory_file":
+            return self.inventory_file
+        if name == "inventory_dir":
+            return str(Path(self.inventory_file).parent)
+        return MISSING
 
 
 def _location(where: str, ctx: Ctx) -> Location:
@@ -105,13 +184,6 @@ def _host_layer(ctx: Ctx, host: str, host_where: str, values: dict, where: dict)
             continue
         done.add(fld)
         value, vline = values[var], where.get(var)
-        if isinstance(value, str) and TEMPLATE_RE.search(value):
-            ctx.fail(
-                vline,
-                f"host '{host}': {var} is a Jinja2 template ({value!r}); numaforge does not evaluate "
-                "inventory templates",
-                f"write the value itself, e.g. {var}: 10.0.0.5",
-            )
         if fld == "port" and isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if (

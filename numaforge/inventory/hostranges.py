@@ -105,9 +105,22 @@ def _expand_ranges(name: str, where: str) -> list[str]:
 
 
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+MAX_NAME_CHARS = 253  # a DNS name's limit; names also become lock and journal file names (255 bytes at most)
+
+
+def too_long(name: str, where: str, kind: str) -> None:
+    """A host or group name longer than MAX_NAME_CHARS is an InventoryError that gives the length and the limit."""
+    if isinstance(name, str) and len(name) > MAX_NAME_CHARS:
+        raise InventoryError(
+            f"{kind} name too long ({len(name)} characters; the limit is {MAX_NAME_CHARS})",
+            where,
+            f"use a shorter {kind} name: a DNS name is at most {MAX_NAME_CHARS} characters "
+            "(set the address with ansible_host / ssh.address and keep the inventory name short)",
+        )
 
 
 def check_name(name: str, where: str, kind: str) -> None:
+    too_long(name, where, kind)
     if not isinstance(name, str) or not HOST_NAME_RE.match(name):
         raise InventoryError(
             f"{kind} name {name!r} is not valid",

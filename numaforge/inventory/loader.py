@@ -17,20 +17,27 @@ from .from_ansible import from_ansible
 from .graph import nesting_depths
 from .model import Group, Host, Inventory, Location
 from .sections import resolve_sections
+from .vault import Vault
 from .yamlsrc import LMap, LSeq, parse_yaml
 
 
-def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> Inventory:
+def load_inventory(
+    path: str | Path, allow_plaintext_secrets: bool = False, vault_password_file: str | None = None
+) -> Inventory:
     """Load and validate an inventory; raises InventoryError (file:line, what, fix) on any problem.
+
+    ``vault_password_file`` (else ANSIBLE_VAULT_PASSWORD_FILE) names the Ansible Vault password file that
+    decrypts `!vault` values and vault-encrypted files (numaforge.inventory.vault).
 
     The file must be a regular file (no device, FIFO or directory) of at most yamlsrc.MAX_BYTES (4 MiB). Native YAML (`hosts:` at
     the top), Ansible YAML (groups at the top, usually `all:`) and Ansible INI are told apart by their shape.
     """
     path = str(path)
-    text = ansible.read_regular(path)
-    ctx = Ctx(path, allow_plaintext_secrets)
+    vault = Vault.from_option(vault_password_file)  # checked first, whether or not the inventory needs it
+    text = ansible.read_text(path, vault)
+    ctx = Ctx(path, allow_plaintext_secrets, vault)
     if ansible.is_ini(path, text):
-        return from_ansible(ansible.load(path, text, None), ctx)
+        return from_ansible(ansible.load(path, text, None, vault), ctx)
     doc = parse_yaml(text, path)
     if not isinstance(doc, LMap):
         ctx.fail(
@@ -39,7 +46,7 @@ def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> I
             "start with `hosts:` (native) or `all:` (Ansible YAML); see docs/inventory.md",
         )
     if "all" in doc or not any(k in doc for k in TOP_KEYS):
-        return from_ansible(ansible.load(path, text, doc), ctx)
+        return from_ansible(ansible.load(path, text, doc, vault), ctx)
     inv = _build(doc, ctx)
     inv.format = "native"
     return inv
@@ -51,7 +58,7 @@ def load_inventory(path: str | Path, allow_plaintext_secrets: bool = False) -> I
 def _build(doc: LMap, ctx: Ctx) -> Inventory:
     """The native format: hosts, then groups, then every reference checked, then each host's layers resolved."""
     ctx.check_keys(doc, TOP_KEYS, "the inventory top level")
-    if "version" in doc and doc["version"] != 1:
+    if "version" in doc and (type(doc["version"]) is not int or doc["version"] != 1):  # `true == 1` in Python
         ctx.fail(doc.line_of("version"), f"unsupported inventory version {doc['version']!r}", "use `version: 1`")
     if "hosts" not in doc:
         ctx.fail(doc.line, "the inventory has no `hosts:` mapping", "add `hosts:` with at least one host")

@@ -14,7 +14,7 @@ from ..errors import SelectionError
 from ..program import prog
 from ..secrets import SecretRef
 from .graph import members
-from .patterns import did_you_mean, limit_hosts
+from .patterns import did_you_mean, limit_hosts, suggest_for
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ class Host:
     hardware: HardwareSpec = field(default_factory=HardwareSpec)
     bios_profile: str | None = None
     connection: str = "ssh"  # ssh | local | another ansible_connection (no SSH side)
+    sources: dict[str, str] = field(default_factory=dict)  # "bmc.ca_bundle" -> file:line it was set on
 
 
 @dataclass
@@ -121,6 +122,12 @@ class Inventory:
         """
         names: list[str] = []
         for h in hosts or []:
+            if h not in self.hosts and any(ch in h for ch in "[*?,"):  # a pattern given as one name
+                raise SelectionError(
+                    f"unknown host '{h}': --host takes one exact host name, and no host is called that",
+                    self.path,
+                    "for the hosts you meant, " + suggest_for(h, list(self.hosts)),
+                )
             if h not in self.hosts:
                 raise SelectionError(
                     f"unknown host '{h}'",

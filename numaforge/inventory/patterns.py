@@ -21,12 +21,14 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import SelectionError
+from ..errors import InventoryError, SelectionError
 from ..program import prog
+from .hostranges import expand_host_pattern
 
 _SUBSCRIPT_RE = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 _LEGACY_SPLIT_RE = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 _SINGLE_RE = re.compile(r"^(?:(?:[^:\[\]]|\[[^\]]*\])+(?::\d+)?|\[[0-9a-fA-F:.]+\](?::\d+)?|[0-9a-fA-F:.]+)$")
+_RANGE_DASH_RE = re.compile(r"\[([0-9]+)[-:]([0-9]+)\]")
 MAX_LIMIT_FILE_BYTES = 1024 * 1024
 
 
@@ -99,6 +101,8 @@ def limit_hosts(
             selected[p] = None
             continue
         matched = match_one(hosts, groups, body)
+        if strict and not matched and p[0] != "!" and _split_subscript(body)[1] is not None:
+            raise _empty_subscript(body, hosts, groups, str(pattern))
         if strict and not matched and p[0] != "!" and _plain_word(body) and body not in groups:
             raise SelectionError(
                 f"'{body}' in the limit names no host or group",
@@ -161,6 +165,66 @@ def _split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:
     if idx:
         return expr, (int(idx), None)
     return expr, (int(start), int(end) if end else -1)
+
+
+def _empty_subscript(body: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern: str):
+    """Why `gpu0[1-3]` selected nothing: Ansible reads the brackets as a subscript of what `gpu0` matches (an
+    inventory range like `gpu[01:03]` is not a limit pattern); the error says so and suggests the likely form."""
+    expr, (start, end) = _split_subscript(body)  # type: ignore[misc]
+    base = match_one(hosts, groups, expr)
+    sub = body[len(expr) :]
+    if not base:
+        reading = f"and '{expr}' names no host or group"
+    else:
+        last = start if not end else (len(base) - 1 if end == -1 else end)
+        reading = f"and '{expr}' matches {len(base)} host(s), none at position(s) {start} to {last}"
+    what = (
+        f"'{body}' in the limit selects no host: Ansible reads '{sub}' as a subscript (the hosts at those "
+        f"positions, counting from 0, of whatever '{expr}' matches), {reading}"
+    )
+    return SelectionError(what, pattern, "if you meant " + suggest_for(body, hosts))
+
+
+def intended_hosts(pattern: str, hosts: Sequence[str]) -> list[str]:
+    """The hosts someone writing `gpu0[1-3]` or `gpu[01:03]` most likely meant: the brackets read as a glob's
+    character class or as an inventory range (`[1-3]` like `[1:3]`), kept in inventory order."""
+    want: set[str] = {h for h in hosts if fnmatch.fnmatchcase(h, pattern)}
+    try:
+        want.update(expand_host_pattern(_RANGE_DASH_RE.sub(r"[\1:\2]", pattern), pattern)[0])
+    except InventoryError:  # not an inventory range either: the glob reading is all there is
+        pass
+    return [h for h in hosts if h in want]
+
+
+def _as_regex(pattern: str) -> str | None:
+    """`gpu0[1-3]` -> `~gpu0[1-3]$` when every bracket is a one-digit range (a regex character class)."""
+    parts = _RANGE_DASH_RE.split(pattern)  # text, begin, end, text, ...
+    if len(parts) == 1 or any(len(d) != 1 for d in parts[1::3] + parts[2::3]):
+        return None
+    out = "".join(
+        part.replace(".", "\\.") if i % 3 == 0 else (f"[{part}-" if i % 3 == 1 else f"{part}]")
+        for i, part in enumerate(parts)
+    )
+    return f"~{out}$"
+
+
+def suggest_for(pattern: str, hosts: Sequence[str]) -> str:
+    """How to write what `pattern` probably meant, as a --limit value (a comma list, else a ~regex)."""
+    meant = intended_hosts(pattern, hosts)
+    regex = _as_regex(pattern)
+    also = f" (or the regex --limit '{regex}')" if regex else ""
+    if meant and len(meant) <= 8:
+        return f"{', '.join(meant)}: write --limit '{','.join(meant)}'{also}"
+    if meant:
+        return (
+            f"{meant[0]} ... {meant[-1]} ({len(meant)} hosts): "
+            + (f"write the regex --limit '{regex}'" if regex else "list them in a file, one a line")
+            + " or pass --limit @FILE with one name a line"
+        )
+    return (
+        "several hosts by number: list them with commas (--limit 'gpu01,gpu02'), use a glob without brackets "
+        "(--limit 'gpu0*') or a regex (--limit '~gpu0[1-3]$'); an inventory range like gpu[01:03] is not a pattern"
+    )
 
 
 def _plain_word(p: str) -> bool:

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+
 from .. import safeio
 from ..errors import NumaforgeError, SecretError
 from ..secrets import SecretRef
@@ -24,9 +26,11 @@ class Problem:
     attribute: str  # e.g. ssh.key_file, bmc.password
     what: str
     fix: str
+    where: str = ""  # file:line the attribute was set on
 
     def render(self) -> str:
-        return f"{self.host}: {self.attribute}: {self.what}\n  fix: {self.fix}"
+        at = f"\n  set at: {self.where}" if self.where else ""
+        return f"{self.host}: {self.attribute}: {self.what}{at}\n  fix: {self.fix}"
 
 
 def check_hosts(hosts: list[Host]) -> list[Problem]:
@@ -38,6 +42,37 @@ def check_hosts(hosts: list[Host]) -> list[Problem]:
 
 
 def check_host(h: Host) -> list[Problem]:
+    found = _check_host(h)
+    return [Problem(p.host, p.attribute, p.what, p.fix, h.sources.get(p.attribute, "")) for p in found]
+
+
+def ca_bundle_problem(path: str | Path) -> str | None:
+    """What is wrong with the content of a CA bundle (None: it holds at least one certificate, or it is no
+    small regular file at all, which the caller's file check reports).
+    An empty or non-PEM bundle verifies nothing; the TLS error it caused said "set bmc.ca_bundle" (issue 40)."""
+    max_bytes, _private = _LIMITS["bmc.ca_bundle"]
+    try:  # the checked reader: a FIFO never blocks, /dev/zero is never read
+        data = safeio.read_input(
+            Path(path).expanduser(), what="CA bundle", where="-", error=NumaforgeError, max_bytes=max_bytes
+        )
+    except NumaforgeError:
+        return None  # not a small regular file: the caller's own file check says so, with its own fix
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        certs = []
+    if not certs:
+        return f"CA bundle {path} holds no PEM certificate (no valid -----BEGIN CERTIFICATE----- block)"
+    return None
+
+
+CA_BUNDLE_FIX = (
+    "put the PEM certificate of the CA that signed the BMC's certificate into that file "
+    "(e.g. `openssl s_client -showcerts` shows the chain), or point bmc.ca_bundle at the right file"
+)
+
+
+def _check_host(h: Host) -> list[Problem]:
     out: list[Problem] = []
     if h.ssh is not None:
         _file(
@@ -67,6 +102,10 @@ def check_host(h: Host) -> list[Problem]:
             "CA bundle",
             "point bmc.ca_bundle at the PEM file that signed the BMC's certificate",
         )
+        if h.bmc.ca_bundle and not any(p.attribute == "bmc.ca_bundle" for p in out):
+            problem = ca_bundle_problem(h.bmc.ca_bundle)
+            if problem:
+                out.append(Problem(h.name, "bmc.ca_bundle", problem, CA_BUNDLE_FIX))
         _secret(out, h.name, "bmc.password", h.bmc.password)
     return out
 

@@ -9,10 +9,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
-from ..secrets import SecretRef
-from ..textsafe import has_control
+from ..secrets import SecretRef, SecretText
+from ..textsafe import has_control, printable
 from .context import BMC_AUTH, PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
 from .model import BMCSpec, HardwareSpec, Host, KernelSpec, SSHSpec
+from .vault import Vaulted, require
 from .yamlsrc import LMap, LSeq
 
 
@@ -32,6 +33,7 @@ def resolve_sections(ctx: Ctx, host: Host, layers: list[LMap]) -> None:
         if "bios_profile" in layer:
             profile = (layer["bios_profile"], layer.line_of("bios_profile"))
 
+    host.sources = {f"{sec}.{k}": ctx.at(line) for sec, fs in merged.items() for k, (_v, line) in fs.items()}
     # Inherited defaults alone (a group's `bmc: {username: ...}`) do not give a host a BMC or an SSH side:
     # only a host whose layers provide the address/url has one; a host's own section must be complete.
     own = layers[-1]
@@ -64,6 +66,7 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
             ctx.fail(line, f"host '{host}': {section}.{key} is required", f"add `{key}:` under `{section}:`")
         return default
     value, vline = fields[key]
+    value = reveal(ctx, value, vline, f"host '{host}': {section}.{key}")
     tnames = {str: "a string", int: "an integer", bool: "true or false", list: "a list"}
     ok = isinstance(value, types) and not (types in (int, (int,)) and isinstance(value, bool))
     if types is int and isinstance(value, bool):
@@ -75,6 +78,20 @@ def _get(ctx, fields, key, types, host, section, default=None, required=False, l
             f"host '{host}': {section}.{key} must be {want}, got {kind_of(value)} ({value!r})",
             f"set {section}.{key} to {want}",
         )
+    if isinstance(value, str) and has_control(value):  # a NUL in a user name, an escape sequence in an address
+        ctx.fail(
+            vline,
+            f"host '{host}': {section}.{key} contains a control character ('{printable(value)}')",
+            f"write {section}.{key} without control characters (NUL, escape, newline...): "
+            "check how the value was generated",
+        )
+    return value
+
+
+def reveal(ctx: Ctx, value, line, what: str):
+    """A `!vault` value decrypted with the run's vault password (an error naming it when none was given)."""
+    if isinstance(value, Vaulted):
+        return require(ctx.vault, ctx.at(line), what).decrypt(value.ciphertext, value.where)
     return value
 
 
@@ -90,6 +107,9 @@ def _secret(ctx, fields, key, host, section):
     if key not in fields or fields[key][0] is None:
         return None
     value, line = fields[key]
+    value = reveal(ctx, value, line, f"host '{host}': {section}.{key}")
+    if isinstance(value, SecretText):  # an Ansible Vault value: a secret in hand, never printed
+        return SecretRef("vault", str(value), value.where or ctx.at(line))
     if not isinstance(value, str):
         ctx.fail(
             line,
@@ -107,7 +127,7 @@ def _secret(ctx, fields, key, host, section):
 
 def _ssh(ctx, host, f, line) -> SSHSpec:
     address = _get(ctx, f, "address", str, host, "ssh", required=True, line=line)
-    if not address.strip() or " " in address:
+    if not address.strip() or any(c.isspace() for c in address):
         ctx.fail(
             f["address"][1],
             f"host '{host}': ssh.address {address!r} is not a host name or IP address",
@@ -167,6 +187,14 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
             uline,
             f"host '{host}': bmc.url {url!r} is not a URL like https://bmc-host[:port]",
             "write the BMC's base URL, e.g. https://10.0.0.5 or https://bmc01.example.com:443",
+        )
+    if parsed.query or parsed.fragment or parsed.params:
+        tail = ";" + parsed.params if parsed.params else ("?" + parsed.query if parsed.query else "")
+        tail += "#" + parsed.fragment if parsed.fragment else ""
+        ctx.fail(
+            uline,
+            f"host '{host}': bmc.url must not carry a query or fragment ({tail})",
+            "give only scheme://host[:port]; numaforge builds every Redfish request path itself",
         )
     if parsed.path not in ("", "/"):
         ctx.fail(

@@ -2,7 +2,7 @@
 
 For each case {"path": inventory file, "limits": [patterns]} it prints, as JSON, what `ansible-inventory -i PATH
 --list` computes (the same library calls that command makes: InventoryManager, VariableManager.get_vars with
-stage "all", internal variables removed) and, for each limit, the hosts `--limit PATTERN` keeps. One process
+stage "all", internal variables removed), every templated variable as Ansible's Templar renders it, and, for each limit, the hosts `--limit PATTERN` keeps. One process
 for every case keeps the conformance test fast; test_oracle_matches_the_ansible_inventory_command checks that
 this equals the real command's output. A case Ansible refuses is reported as {"error": message}.
 """
@@ -31,6 +31,30 @@ def plain(value):
     return str(value)
 
 
+def has_template(value) -> bool:
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return isinstance(value, str) and any(m in value for m in ("{{", "{%", "{#"))
+
+
+def render_templates(loader, hv: dict, shown: dict) -> dict:
+    """Every variable whose value is a template, as Ansible's Templar renders it with the host's variables (the
+    values a play would see); one that Ansible cannot render is {"error": message}."""
+    from ansible.template import Templar
+
+    templar = Templar(loader=loader, variables=hv)
+    out = {}
+    for name, value in shown.items():
+        if has_template(value):
+            try:
+                out[name] = plain(templar.template(hv[name]))
+            except Exception as exc:
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
 def main() -> None:
     from ansible import constants as C
     from ansible.inventory.manager import InventoryManager
@@ -49,9 +73,11 @@ def main() -> None:
                 raise RuntimeError("Ansible parsed no inventory from this source")
             vm = VariableManager(loader=loader, inventory=inv)
             hostvars = {}
+            rendered = {}
             for host in inv.get_hosts("all"):
                 hv = vm.get_vars(host=host, include_hostvars=False, stage="all")
                 hostvars[host.name] = plain({k: v for k, v in hv.items() if k not in C.INTERNAL_STATIC_VARS})
+                rendered[host.name] = render_templates(loader, hv, hostvars[host.name])
             groups = {
                 name: {"hosts": sorted(h.name for h in g.hosts), "children": sorted(c.name for c in g.child_groups)}
                 for name, g in inv.groups.items()
@@ -61,7 +87,7 @@ def main() -> None:
                 inv.subset(pattern)
                 limits[pattern] = sorted(h.name for h in inv.get_hosts("all"))
                 inv.subset(None)
-            out[case["name"]] = {"hostvars": hostvars, "groups": groups, "limits": limits}
+            out[case["name"]] = {"hostvars": hostvars, "groups": groups, "limits": limits, "rendered": rendered}
         except Exception as exc:
             out[case["name"]] = {"error": f"{type(exc).__name__}: {exc}"}
     json.dump(out, sys.stdout, sort_keys=True)

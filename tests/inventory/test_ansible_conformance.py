@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from numaforge.errors import InventoryError
 from numaforge.inventory import ansible
+from numaforge.inventory.context import Ctx
+from numaforge.inventory.from_ansible import rendered_values
 from numaforge.inventory.loader import load_inventory
 from numaforge.inventory.patterns import limit_hosts
 
@@ -113,8 +116,10 @@ def test_limit_patterns_match_ansible(case, oracle):
 def test_numaforge_model_reads_the_resolved_ansible_vars(case, oracle):
     """The SSH side numaforge uses is the one Ansible would use: ansible_host (else the name), port, user."""
     model = load_inventory(inventory_file(case))
-    for name, hv in oracle[case.name]["hostvars"].items():
+    for name, raw in oracle[case.name]["hostvars"].items():
         host = model.hosts[name]
+        rendered = oracle[case.name]["rendered"][name]  # the values a play sees (templates rendered)
+        hv = {**raw, **rendered}
         if hv.get("ansible_connection", "ssh") not in ("ssh", "smart", "paramiko"):
             assert host.ssh is None and host.connection == hv["ansible_connection"]
             continue
@@ -124,9 +129,42 @@ def test_numaforge_model_reads_the_resolved_ansible_vars(case, oracle):
         assert host.ssh.key_file == (None if "ansible_ssh_private_key_file" not in hv else host.ssh.key_file) and (
             host.ssh.key_file is None
         ) == ("ansible_ssh_private_key_file" not in hv)
-        assert {k: v for k, v in hv.items() if not k.startswith(("ansible_", "numaforge_"))} == {
-            k: v for k, v in plain(host.vars).items() if not k.startswith("ansible_")
-        }
+        assert {
+            k: typeless(v, k in rendered) for k, v in hv.items() if not k.startswith(("ansible_", "numaforge_"))
+        } == {k: typeless(v, k in rendered) for k, v in plain(host.vars).items() if not k.startswith("ansible_")}
+
+
+def typeless(value, templated: bool = True):
+    """A rendered value compared as text: ansible-core 2.18 renders `{{ 2200 + slot }}` to "2211", 2.19 (and
+    numaforge) to 2211; the text is the same. Values that were not templates keep their types."""
+    if not templated:
+        return value
+    if isinstance(value, dict):
+        return {k: typeless(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typeless(v) for v in value]
+    return str(value)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_templated_variables_render_as_ansible_renders_them(case, oracle):
+    """Issue 39 item 10: every templated variable of every host (the list comes from Ansible's own reading of
+    the data) renders in numaforge to what Ansible's Templar renders; one Ansible cannot render fails here too."""
+    ainv = ansible.read(inventory_file(case))
+    ctx = Ctx(str(inventory_file(case)), allow_plaintext=False)
+    for host, want in oracle[case.name]["rendered"].items():
+        for var, value in want.items():
+            if isinstance(value, dict) and set(value) == {"error"}:
+                with pytest.raises(InventoryError):
+                    rendered_values(ainv, ctx, host, [var])
+                continue
+            got = rendered_values(ainv, ctx, host, [var])[var]
+            assert typeless(plain(got)) == typeless(value), f"{case.name}: {host}: {var}"
+
+
+def test_the_corpus_has_templated_variables(oracle):
+    found = {(c, h, v) for c, o in oracle.items() for h, vs in o["rendered"].items() for v in vs}
+    assert len(found) >= 20 and len({c for c, _h, _v in found}) >= 1
 
 
 def test_oracle_matches_the_ansible_inventory_command(oracle, tmp_path):
@@ -156,3 +194,38 @@ def test_oracle_matches_the_ansible_inventory_command(oracle, tmp_path):
             timeout=120,
         )
         assert sorted(json.loads(r.stdout)["_meta"]["hostvars"]) == oracle[name]["limits"][pat]
+
+
+def test_oracle_renders_as_the_ansible_command(oracle, tmp_path):
+    """The oracle's rendered values are what `ansible HOST -m debug -a var=NAME` prints, for every templated
+    variable of every case that has one (derived from the oracle's reading of the data)."""
+    cmd = shutil.which("ansible", path=str(Path(sys.executable).parent))
+    assert cmd, "ansible missing: run scripts/setup.sh (60-bench.sh installs Ansible)"
+    cases = [c for c in CASES if any(oracle[c.name]["rendered"].values())]
+    assert cases, "the corpus has no templated variable"
+    for case in cases:
+        rendered = oracle[case.name]["rendered"]
+        for var in sorted({v for vs in rendered.values() for v in vs}):
+            r = subprocess.run(
+                [cmd, "all", "-i", str(inventory_file(case)), "-c", "local", "-o", "-m", "debug", "-a", f"var={var}"],
+                cwd=tmp_path,
+                env=ansible_env(tmp_path),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            seen = set()
+            for line in r.stdout.splitlines():
+                host, _, rest = line.partition(" | ")
+                if "=>" not in rest or var not in rendered.get(host, {}):
+                    continue
+                want = rendered[host][var]
+                if isinstance(want, dict) and set(want) == {"error"}:
+                    continue
+                shown = json.loads(rest.split("=>", 1)[1])[var]
+                assert typeless(shown) == typeless(want), f"{case.name}: {host}: {var}: {r.stderr[-500:]}"
+                seen.add(host)
+            wanted = {
+                h for h, vs in rendered.items() if var in vs and not (isinstance(vs[var], dict) and "error" in vs[var])
+            }
+            assert seen == wanted, f"{case.name}: {var}: ansible printed {sorted(seen)}\n{r.stdout[-2000:]}"

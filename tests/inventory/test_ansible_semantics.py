@@ -8,6 +8,7 @@ MemoryError, credentials in bmc.url accepted, `!dead*` matching nothing).
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -154,16 +155,18 @@ def test_group_vars_error_points_at_the_vars_file(tmp_path):
     assert info.value.where == f"{tmp_path / 'group_vars' / 'gpu.yml'}:2"
 
 
-def test_vault_vars_file_and_templates_refused_with_fix(tmp_path):
+def test_vault_vars_file_needs_a_password_and_templates_render(tmp_path, monkeypatch):
+    """Issue 39 item 10: these were refused ("numaforge does not evaluate inventory templates", "Vault files
+    cannot be read"); a vault file now asks for the vault password and a template is rendered."""
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
     (tmp_path / "host_vars").mkdir()
     (tmp_path / "host_vars" / "g1.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
     p = write(tmp_path, "[gpu]\ng1\n", "hosts.ini")
-    with pytest.raises(InventoryError, match="Vault") as info:
+    with pytest.raises(InventoryError, match="encrypted with Ansible Vault and no vault password") as info:
         load_inventory(p)
-    assert "env:" in info.value.fix
+    assert "--vault-password-file" in info.value.fix and info.value.where == str(tmp_path / "host_vars" / "g1.yml")
     q = write(tmp_path, "[gpu]\ng2 ansible_host='{{ inventory_hostname }}.example'\n", "t.ini")
-    with pytest.raises(InventoryError, match="Jinja2 template"):
-        load_inventory(q)
+    assert load_inventory(q).hosts["g2"].ssh.address == "g2.example"
 
 
 @pytest.mark.parametrize(
@@ -228,3 +231,42 @@ def test_limit_at_file_and_typos(tmp_path):
         inv.select(limit="@/nonexistent/list")
     with pytest.raises(SelectionError, match="invalid pattern"):
         inv.select(limit="~(unclosed")
+
+
+def _fleet_ranges() -> list[tuple[str, str, int, int]]:
+    """(group-ish prefix, zero-padded prefix, first, last) of every range in FLEET (derived from the data)."""
+    return [
+        (m.group(1), m.group(1) + m.group(2)[:-1], int(m.group(2)), int(m.group(3)))
+        for m in re.finditer(r"^([a-z-]+)\[(\d+):(\d+)\]$", FLEET, re.M)
+    ]
+
+
+@pytest.mark.parametrize("prefix,padded,first,last", _fleet_ranges())
+def test_a_subscript_that_matches_nothing_says_how_ansible_reads_it(tmp_path, prefix, padded, first, last):
+    """Issue 39 item 10: `gpu0[1-3]` is a subscript in Ansible (hosts 1..3 of what `gpu0` matches), so it selects
+    nothing; the error says so and suggests what was meant (was: "the host selection matched no host")."""
+    inv = load_inventory(write(tmp_path, FLEET, "hosts.ini"))
+    meant = [f"{padded}{i}" for i in range(first, last + 1)]
+    for written in (f"{padded}[{first}-{last}]", f"{prefix}[{first:02d}:{last:02d}]"):
+        with pytest.raises(SelectionError) as info:
+            inv.select(limit=written)
+        err = info.value
+        assert "subscript" in err.what and "counting from 0" in err.what, err.render()
+        assert "names no host or group" in err.what, err.render()
+        assert f"--limit '{','.join(meant)}'" in err.fix, err.render()
+        assert [h.name for h in inv.select(limit=",".join(meant))] == meant
+        with pytest.raises(SelectionError) as by_host:
+            inv.select(hosts=[written])
+        assert "one exact host name" in by_host.value.what and ",".join(meant) in by_host.value.fix
+    regex = f"~{padded}[{first}-{last}]$"
+    with pytest.raises(SelectionError) as info:
+        inv.select(limit=f"{padded}[{first}-{last}]")
+    assert regex in info.value.fix
+    assert [h.name for h in inv.select(limit=regex)] == meant
+
+
+def test_a_subscript_past_the_end_says_how_many_hosts_there_are(tmp_path):
+    inv = load_inventory(write(tmp_path, FLEET, "hosts.ini"))
+    with pytest.raises(SelectionError) as info:
+        inv.select(limit="ams_gpu[5:6]")
+    assert "'ams_gpu' matches 2 host(s), none at position(s) 5 to 6" in info.value.what
