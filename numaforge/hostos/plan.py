@@ -324,7 +324,7 @@ KNOWN_SYSCTLS: dict[str, tuple[int, int]] = {
 }
 # a sysctl number is at most an unsigned long; anything wider is not a value the kernel can hold
 SYSCTL_MIN, SYSCTL_MAX = -(2**63), 2**64 - 1
-_NUMBERS = re.compile(r"^-?[0-9]+(\s+-?[0-9]+)*$")
+_NUMBERS = re.compile(r"^-?[0-9]{1,20}(\s+-?[0-9]{1,20})*$")  # 20 digits: 2**64 - 1; longer is never a value
 _SHOWN = 80  # characters of a host's or profile's value shown in a problem
 
 
