@@ -58,8 +58,7 @@ class Captures:
     # ------------------------------------------------------------------ corpus on disk
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the capture set as a corpus directory (files + capture.yaml), each file atomically."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        d = safeio.ensure_dir(directory, what="capture directory (--save)", error=CaptureError, mode=0o777)
         for name, text in self.files.items():
             _check_name(name, d)
             atomic_write_text(d / name, redact(text))

@@ -276,3 +276,17 @@ def test_every_raw_file_writer_is_listed():
     )
     assert not stale, f"listed writers no longer in the code (remove them from the list): {stale}"
     print(f"{len(found)} raw writers outside safeio, all listed")
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "file"])
+def test_facts_save_into_a_path_that_is_not_a_directory_is_a_clear_error(tmp_path, kind):
+    from numaforge.facts.captures import CaptureError, Captures
+
+    d = tmp_path / "caps"
+    if kind == "file":
+        d.write_text("x")
+    else:
+        d.symlink_to(tmp_path / "gone")
+    with pytest.raises(CaptureError) as exc:
+        Captures(source="h", files={"uname_-r.txt": "5.10.0\n"}).save(d)
+    assert str(d) in exc.value.render() and exc.value.exit_code == 2 and not (tmp_path / "gone").exists()
