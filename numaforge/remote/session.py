@@ -38,6 +38,7 @@ _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child 
 # and issue 40 found a 300 MB /proc/interrupts read whole into memory. 64 MiB is ~20x the largest snapshot of a
 # 384-CPU host with a few thousand IRQs (its /proc/interrupts is ~8 MiB); pass max_output to change it.
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+MAX_READ_BYTES = 4 * 1024 * 1024  # Remote.read_text: one small remote file
 
 
 # --------------------------------------------------------------------------------------------- data
@@ -404,9 +405,22 @@ class Remote:
             except Exception:
                 pass
 
-    def read_text(self, path: str, timeout: float | None = 30, sudo: bool = False) -> str:
-        """Contents of a small remote file (sysfs, /proc, configs). Raises CommandFailed if unreadable."""
-        r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
+    def read_text(
+        self, path: str, timeout: float | None = 30, sudo: bool = False, max_bytes: int = MAX_READ_BYTES
+    ) -> str:
+        """Contents of a small remote file (sysfs, /proc, configs). Raises CommandFailed if unreadable,
+        OutputTooLarge (naming the file and the cap) past ``max_bytes``."""
+        try:
+            r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False, max_output=max_bytes)
+        except OutputTooLarge as exc:
+            raise OutputTooLarge(
+                f"{path} on the host is more than {max_bytes} bytes (the cap for a file read with read_text); "
+                "it was not read",
+                self.where,
+                "check the file on the host (a small sysfs/proc/config file is expected here)",
+                command=exc.command,
+                cap=max_bytes,
+            ) from None
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"cat exited {r.rc}"
             raise CommandFailed.of(

@@ -130,3 +130,15 @@ def test_an_encrypted_key_without_an_agent_names_ssh_agent_the_real_key(sshd_hos
     assert "use_agent" not in text and "ssh.agent" in text and "passphrase" in text and str(key) in text
     assert ("ssh.agent is false" in text) if not agent else ("SSH_AUTH_SOCK is not set" in text)
     assert "secret-pass" not in text
+
+
+def test_read_text_of_a_huge_remote_file_is_refused_naming_file_and_cap(sshd_host, tmp_path):
+    huge = tmp_path / "interrupts"
+    with open(huge, "wb") as fh:
+        fh.truncate(300 * 1024 * 1024)  # sparse: 300 MB to read, nothing on disk
+    with connect(sshd_host.spec(), "loop") as r:
+        with pytest.raises(OutputTooLarge) as exc:
+            r.read_text(str(huge), max_bytes=1 << 20)
+        assert f"{huge} on the host is more than {1 << 20} bytes" in exc.value.what
+        (tmp_path / "small").write_text("1\n")
+        assert r.read_text(str(tmp_path / "small")) == "1\n"
