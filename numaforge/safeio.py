@@ -47,7 +47,6 @@ def _target(path: str | os.PathLike, option: str) -> Path:
     raw = str(path)
     if not raw:
         raise OutputPathError("empty output path", option, f"pass {option} FILE, or {option} - for standard output")
-    _refuse_link(raw, option)
     p = Path(raw)
     try:
         resolved = p.resolve(strict=False)
@@ -63,6 +62,7 @@ def _target(path: str | os.PathLike, option: str) -> Path:
                     option,
                     fix,
                 )
+    _refuse_link(raw, option)  # after the special trees: /dev/stdout is a link too, and is never to be removed
     try:
         st = os.stat(resolved)
     except FileNotFoundError:
