@@ -290,3 +290,47 @@ def test_facts_save_into_a_path_that_is_not_a_directory_is_a_clear_error(tmp_pat
     with pytest.raises(CaptureError) as exc:
         Captures(source="h", files={"uname_-r.txt": "5.10.0\n"}).save(d)
     assert str(d) in exc.value.render() and exc.value.exit_code == 2 and not (tmp_path / "gone").exists()
+
+
+@pytest.mark.bmc
+def test_bios_apply_with_a_symlink_at_the_host_lock_writes_nothing_and_keeps_the_target(tmp_path, monkeypatch):
+    """The reported case end to end: a real `invoke bios-apply --reboot` against the BMC simulator (TLS) with a
+    link planted at the host's lock file. It truncated the link's target to 0 bytes; now the host fails naming
+    the link, no PATCH or reset reaches the BMC, and the target keeps its content."""
+    from types import SimpleNamespace
+
+    from numaforge.lab.bmc import BMCSimulator
+
+    password = "Lab-" + os.urandom(4).hex()
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=password, power_delay=1.0).start()
+    try:
+        inv = tmp_path / "inv.yaml"
+        inv.write_text(
+            "hosts:\n  gpu-01:\n"
+            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_LINK_PW', ca_bundle: '{sim.ca_file}'}}\n"
+            "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+        )
+        state = tmp_path / "state"
+        monkeypatch.setenv("NUMAFORGE_STATE", str(state))
+        (key,) = hostlock.machine_keys(SimpleNamespace(bmc=SimpleNamespace(url=sim.url)))
+        victim = tmp_path / "precious.txt"
+        victim.write_text("keep me\n")
+        lock = hostlock.lock_path(key)
+        lock.symlink_to(victim)
+        r = subprocess.run(
+            [sys.executable, "-m", "invoke", "-r", str(ROOT), "bios-apply", "-i", str(inv), "--reboot"]
+            + ["--json", str(tmp_path / "r.json")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "NF_LINK_PW": password, "NUMAFORGE_STATE": str(state), "COLUMNS": "300"},
+        )
+        out = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode != 0, out
+        assert victim.read_text() == "keep me\n" and lock.is_symlink()
+        assert sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0
+        (host,) = json.loads((tmp_path / "r.json").read_text())["hosts"]
+        assert host["status"] == "failed" and "symbolic link" in host["message"] and "a bug" not in host["message"]
+    finally:
+        sim.stop()
