@@ -32,10 +32,16 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from . import budget
+from . import budget, safeio
 from .errors import NumaforgeError
 from .paths import state_dir
+from .textsafe import printable
 
+# A holder record is ~150 bytes of JSON; more is not a numaforge holder's (issue 40: a 100 MB record was read
+# and printed whole). Read at most this much, show at most MAX_SHOWN characters of each field, escaped.
+MAX_RECORD_BYTES = 4096
+MAX_SHOWN = 120
+UNREADABLE = "unreadable"
 POLL = 0.2  # seconds between tries while waiting for a held lock
 # A holder writes its name right after its flock succeeds; a run refused in that window reads an empty file.
 # It looks again for up to this long, so its error can name the holder (the holder's pid, task, start).
@@ -48,10 +54,20 @@ class HostLocked(NumaforgeError):
     exit_code = 1
 
 
+class LockFileError(NumaforgeError):
+    """The lock directory or a lock file cannot be used (a file or dangling link where the directory belongs, a
+    symbolic link planted at a lock file): a setup problem to fix, not a bug."""
+
+    exit_code = 2
+
+
 def lock_dir() -> Path:
-    d = state_dir() / "locks"
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return d
+    try:
+        state = state_dir()
+    except OSError:  # NUMAFORGE_STATE (or a parent) is a file or a dangling link: ensure_dir says which
+        state = Path(os.environ.get("NUMAFORGE_STATE") or "")
+        safeio.ensure_dir(state, what="numaforge state directory", error=LockFileError)
+    return safeio.ensure_dir(state / "locks", what="lock directory", error=LockFileError)
 
 
 def lock_path(host: str) -> Path:
@@ -67,22 +83,52 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def holder(path: Path) -> dict:
-    """What the holder wrote into the lock file ({} while it is still writing it, or if unreadable)."""
+def read_record(path: Path) -> bytes:
+    """The first MAX_RECORD_BYTES (+1, to tell a longer one) of a lock file, read without following a link or
+    blocking on a FIFO; b"" if it cannot be read."""
     try:
-        doc = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.pread(fd, MAX_RECORD_BYTES + 1, 0)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def holder(path: Path) -> dict:
+    """What the holder wrote into the lock file: {} while it is still writing it (or if unreadable); a record
+    that is not a numaforge holder's (too long, not JSON) is ``{UNREADABLE: <escaped excerpt>}``."""
+    raw = read_record(path)
+    if not raw.strip():
         return {}
-    return doc if isinstance(doc, dict) else {}
+    if len(raw) > MAX_RECORD_BYTES:
+        return {UNREADABLE: f"over {MAX_RECORD_BYTES} bytes, begins {_excerpt(raw)}"}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return {UNREADABLE: f"not a numaforge holder record: {_excerpt(raw)}"}
+    return doc if isinstance(doc, dict) else {UNREADABLE: f"not a numaforge holder record: {_excerpt(raw)}"}
+
+
+def _excerpt(value: Any) -> str:
+    """At most MAX_SHOWN characters of a holder's field, escaped for the terminal."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    cut = text[:MAX_SHOWN]
+    return printable(cut).replace("\n", "\\n") + ("..." if len(text) > MAX_SHOWN else "")
 
 
 def describe(who: dict) -> str:
     if not who:
         return "another numaforge run (it has not written its name yet)"
-    return (
-        f"{who.get('task', '?')} (pid {who.get('pid', '?')}, user {who.get('user', '?')}, "
-        f"started {who.get('started', '?')})"
-    )
+    if UNREADABLE in who:
+        return f"another process (its lock record is {who[UNREADABLE]})"
+    f = {k: _excerpt(who.get(k, "?")) for k in ("task", "pid", "user", "started")}
+    return f"{f['task']} (pid {f['pid']}, user {f['user']}, started {f['started']})"
 
 
 def _locked(host: str, path: Path, waited: float, doing: str) -> HostLocked:
@@ -107,7 +153,7 @@ def held(host: str, task: str, wait: float = 0.0, doing: str = WRITING, label: s
     ``host`` may name another resource (a run's resume journal); ``doing`` says what its holder does; ``label``
     names it in messages (default: ``host``)."""
     path = lock_path(host)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = safeio.open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600, what="lock file", error=LockFileError)
     try:
         deadline = time.monotonic() + max(0.0, wait)
         while True:

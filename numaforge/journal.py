@@ -22,7 +22,8 @@ File format (``numaforge-journal/1``), JSON lines, mode 0600::
     {"host": "gpu-01", "phase": "reboot-requested", "time": 1764680002.0}
 
 The header is created atomically (temp file in the same directory, fsync, rename, fsync of the directory); each
-record is one appended line, fsync'd before ``record`` returns (O(1) per record: a few ms, not a rewrite of the
+record is one appended line (opened with O_NOFOLLOW: a link planted at the journal is refused, never written
+through; the rename replaces a link), fsync'd before ``record`` returns (O(1) per record: a few ms, not a rewrite of the
 fleet's state). A crash can only tear the last line; it is ignored on load and the file is compacted atomically
 before anything is appended after it. A bad line anywhere else is an error naming file:line. Data attached to
 a phase goes through numaforge.secrets.redact before it is written. Thread-safe: fleet workers record
@@ -245,7 +246,7 @@ class Journal:
 
     def _append(self, data: bytes) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            fd = safeio.open_nofollow(self.path, os.O_WRONLY | os.O_APPEND, what="resume journal", error=JournalError)
             try:
                 _write_synced(fd, data)
             finally:
@@ -269,7 +270,7 @@ class Journal:
         where = str(self.path)
         tmp = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            safeio.ensure_dir(self.path.parent, what="journal directory", error=JournalError)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             try:
                 os.fchmod(fd, 0o600)

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from .errors import NumaforgeError
+from .textsafe import printable
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _PARENT = PACKAGE_DIR.parent
@@ -55,13 +56,17 @@ def set_project_dir(path: str | os.PathLike | None) -> Path | None:
     if path is None:
         _project = None
         return None
-    p = Path(path).expanduser().resolve()
-    if not p.is_dir():
-        raise ProjectError(
-            f"project directory {path} does not exist or is not a directory",
-            "--root",
-            "pass a directory holding your bios/, inventory/, patches/ or kpatch/targets/",
-        )
+    fix = "pass a directory holding your bios/, inventory/, patches/ or kpatch/targets/"
+    shown = printable(str(path))
+    try:
+        p = Path(path).expanduser().resolve()
+        is_dir = p.is_dir()
+        exists = p.exists()
+    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a NUL, a name too long
+        raise ProjectError(f"project directory {shown} cannot be used: {exc}", "--root", fix) from None
+    if not is_dir:
+        what = "is not a directory (it is a file)" if exists else "does not exist"
+        raise ProjectError(f"project directory {shown} {what}", "--root", fix)
     _project = p
     return p
 

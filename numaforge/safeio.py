@@ -5,8 +5,16 @@
   /sys or /dev is refused -- and so is any path that resolves to one (``/dev/stdout`` is a symlink to
   ``/proc/self/fd/1``: replacing it with a regular file broke the machine's /dev/stdout once);
 * the parent directory must exist (no silent ``mkdir -p`` of a mistyped path);
+* the file itself must not be a symbolic link, dangling or not (issue 40 item 4: a link planted at a report
+  path made numaforge overwrite the link's target); a linked parent directory is followed;
 * the file is written atomically: a temporary file in the same directory, fsync'd, then renamed over the
-  target (a symlink to a regular file keeps pointing at it: the target is replaced, not the link).
+  target.
+
+Files numaforge creates for itself (locks, journals, state) go through :func:`open_nofollow` (O_NOFOLLOW: a
+link planted at the path is refused, never followed), :func:`ensure_dir` (a directory that is a dangling link or
+a file is a clear error) and :func:`atomic_write` (temp file + rename, which replaces a link, never writes
+through it). tests/hostile/test_links_and_caps.py lists every other raw writer in numaforge/ and why it may
+bypass these.
 
 ``check_output(path, option)`` runs the same checks without writing, so a task refuses a bad path before it
 does any work.
@@ -14,6 +22,7 @@ does any work.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -21,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import NumaforgeError
+from .textsafe import printable
 
 STDOUT = "-"
 _SPECIAL_TREES = ("/proc", "/sys", "/dev")
@@ -33,7 +43,7 @@ class OutputPathError(NumaforgeError):
 
 
 def _target(path: str | os.PathLike, option: str) -> Path:
-    """The file that would be replaced, after the checks (symlinks followed)."""
+    """The file that would be replaced, after the checks (the file itself is never a link; parents followed)."""
     raw = str(path)
     if not raw:
         raise OutputPathError("empty output path", option, f"pass {option} FILE, or {option} - for standard output")
@@ -52,6 +62,7 @@ def _target(path: str | os.PathLike, option: str) -> Path:
                     option,
                     fix,
                 )
+    _refuse_link(raw, option)  # after the special trees: /dev/stdout is a link too, and is never to be removed
     try:
         st = os.stat(resolved)
     except FileNotFoundError:
@@ -79,6 +90,21 @@ def _target(path: str | os.PathLike, option: str) -> Path:
     if not os.access(parent, os.W_OK):
         raise OutputPathError(f"the directory {parent} is not writable", option, "choose a writable directory")
     return resolved
+
+
+def _refuse_link(raw: str, option: str) -> None:
+    """The named file itself must not be a symbolic link (dangling or not): a report is never written through
+    one to a file the link's owner chose (issue 40 item 4). A linked parent directory is fine."""
+    if os.path.islink(raw):
+        try:
+            points = os.readlink(raw)
+        except OSError:
+            points = "?"
+        raise OutputPathError(
+            f"{printable(raw)} is a symbolic link (to {printable(points)}); a report is never written through a link",
+            option,
+            f"name the file itself ({option} {printable(os.path.realpath(raw))}), or remove the link (rm {printable(raw)})",
+        )
 
 
 def check_output(path: str | os.PathLike | None, option: str = "--json") -> None:
@@ -115,6 +141,125 @@ def write_output(path: str | os.PathLike, text: str, option: str = "--json") -> 
             pass
         raise
     return str(path)
+
+
+# ------------------------------------------------------------------------------------------------ own files
+def open_nofollow(
+    path: str | os.PathLike,
+    flags: int,
+    mode: int = 0o600,
+    *,
+    what: str = "file",
+    error: type[NumaforgeError] = NumaforgeError,
+) -> int:
+    """``os.open`` of a file numaforge creates or writes for itself, never through a symbolic link (O_NOFOLLOW)
+    and never blocking on a FIFO: a link planted at ``path`` (or a FIFO, a device, a directory) is
+    ``error(what, path, fix)``, the file it points to is left alone. Returns the descriptor (close-on-exec)."""
+    shown = printable(str(path))
+    fix = f"remove it (rm {shown}); numaforge creates the file itself"
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"the {what} is a symbolic link; numaforge never writes through a link", shown, fix) from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO):
+            raise error(f"the {what} is not a regular file", shown, fix) from None
+        raise error(f"cannot open the {what}: {exc.strerror}", shown, "check the path and its permissions") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"the {what} is not a regular file (a FIFO, device or socket)", shown, fix)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def ensure_dir(
+    path: str | os.PathLike,
+    *,
+    what: str = "directory",
+    error: type[NumaforgeError] = NumaforgeError,
+    mode: int = 0o700,
+) -> Path:
+    """``mkdir -p`` of a directory numaforge keeps its own files in; one that exists as a file, or as a link to
+    nowhere or to a file, is ``error`` naming it (not a raw FileExistsError / NotADirectoryError)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True, mode=mode)
+        if p.is_dir():
+            return p
+    except (FileExistsError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        raise error(
+            f"cannot create the {what}: {exc.strerror}", printable(str(p)), "check the path and its permissions"
+        ) from None
+    # something in the way: say what it is
+    shown = printable(str(p))
+    bad = p
+    for parent in [p, *p.parents]:
+        if os.path.lexists(parent) and not parent.is_dir():
+            bad = parent
+            break
+    bshown = printable(str(bad))
+    if bad.is_symlink():
+        target = printable(os.readlink(bad))
+        kind = (
+            f"{bshown} is a symbolic link to {target}, which does not exist"
+            if not bad.exists()
+            else f"{bshown} is a symbolic link to {target}, which is not a directory"
+        )
+    else:
+        kind = f"{bshown} is a file, not a directory"
+    raise error(
+        f"cannot use the {what}: {kind}",
+        shown,
+        f"remove it (rm {bshown}) and numaforge creates the directory, or point NUMAFORGE_STATE at another directory",
+    )
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    data: str | bytes,
+    *,
+    mode: int = 0o644,
+    what: str = "file",
+    error: type[NumaforgeError] = NumaforgeError,
+) -> Path:
+    """Write a file numaforge keeps for itself so readers see the old or the new content: a temporary file in
+    the same directory (O_EXCL), fsync'd, renamed over ``path`` -- a link at ``path`` is replaced, never
+    written through. The parent must exist (:func:`ensure_dir`)."""
+    p = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise error(
+            f"cannot write the {what}: {exc.strerror}", printable(str(p)), "check the directory and its permissions"
+        ) from None
+    try:
+        try:
+            os.fchmod(fd, mode & ~_umask())
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, p)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise error(
+                f"cannot write the {what}: {exc.strerror}", printable(str(p)), "free disk space or fix permissions"
+            ) from None
+        raise
+    return p
 
 
 def _umask() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -138,6 +139,8 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
         raise ProfileError(f"cannot read {kind}", str(path), "check the file and its permissions")
     try:
         template = env.get_template(path.name)
+    except UnicodeDecodeError as exc:
+        raise not_utf8(exc, path, kind) from None
     except jinja2.TemplateSyntaxError as exc:
         raise ProfileError(
             f"template syntax error: {exc.message}", f"{path}:{exc.lineno}", "fix the Jinja2 syntax at that line"
@@ -146,6 +149,12 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
         raise ProfileError(f"cannot read {kind}", str(path), "check the file and its permissions") from None
     try:
         return budgeted.render(template, facts)
+    except UnicodeDecodeError as exc:  # an {% include %}d or {% import %}ed template that is not UTF-8
+        raise ProfileError(
+            f"a template this {kind} includes is not UTF-8 text: {exc.reason} at byte offset {exc.start}",
+            _at(path, template_line(exc, template.filename)),
+            "save every profile template as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE)",
+        ) from None
     except budgeted.RenderBudgetExceeded as exc:
         raise ProfileError(
             f"profile went past its render budget: {exc}",
@@ -170,6 +179,45 @@ def render_file(path: Path, facts: dict[str, Any], kind: str = "profile") -> str
         raise ProfileError(
             f"template failed: {exc}", _at(path, template_line(exc, template.filename)), "fix the template expression"
         ) from None
+
+
+def not_utf8(exc: UnicodeDecodeError, path: Path, kind: str = "profile") -> ProfileError:
+    """A template file that is not UTF-8: the file, its line and the byte offset of the first bad byte."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(exc.start)
+    except OSError:
+        head = b""
+    line = head.count(b"\n") + 1 if len(head) == exc.start else None
+    bad = exc.object[exc.start : exc.start + 1].hex() if isinstance(exc.object, bytes) else "?"
+    return ProfileError(
+        f"{kind} is not UTF-8 text: byte 0x{bad} at byte offset {exc.start} ({exc.reason})",
+        _at(path, line),
+        f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 {path} > {path.name}.new, then check and rename it)",
+    )
+
+
+def extends_error(exc: ProfileError, parent: str, child: Path, doc, kind: str = "profile") -> ProfileError:
+    """The error for a parent profile that cannot be found: at the child's ``extends:`` line (file:line), not
+    at the directory that was searched (that goes into the message)."""
+    try:
+        source = child.read_text(errors="replace").splitlines()
+    except OSError:
+        source = []
+    # the template's own line when one line says `extends:` (rendering moves lines: a {# comment #} line, blocks)
+    at = [n for n, text in enumerate(source, 1) if re.match(r"\s*extends\s*:", text)]
+    named = [n for n in at if parent in source[n - 1]]
+    line = doc.line_of("extends") if isinstance(doc, yamlsrc.LMap) else None
+    if len(named) == 1 or len(at) == 1:
+        where = f"{child}:{(named or at)[0]}"
+    else:
+        where = f"{child} (rendered line {line})" if line else str(child)
+    looked = f" (looked in {exc.where})" if exc.where else ""
+    return ProfileError(
+        f"`extends: {parent}` names an unknown {kind}{looked}",
+        where,
+        f"{exc.fix}; or fix the `extends:` line" if exc.fix else "fix the `extends:` line",
+    )
 
 
 # what a template expression can raise from Python itself ({{ 4 // 0 }}, {{ 'a' + 1 }}, a macro calling itself):

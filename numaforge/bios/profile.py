@@ -203,7 +203,10 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         current = doc.get("extends")
         if current is None:
             break
-        path = _find_parent(current, path, seen)
+        try:
+            path = _find_parent(current, path, seen)
+        except ProfileError as exc:
+            raise templating.extends_error(exc, current, path, doc, "BIOS profile") from None
     settings: dict[str, Any] = {}
     origin: dict[str, str] = {}
     optional: set[str] = set()

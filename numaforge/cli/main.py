@@ -56,8 +56,12 @@ class NumaforgeProgram(Program):
         except values.OptionValueError as exc:
             print(f"error: {exc.render()}", file=sys.stderr)
             raise SystemExit(exc.exit_code) from None
-        if root:
-            paths.set_project_dir(root)
+        try:
+            if root:
+                paths.set_project_dir(root)
+        except paths.ProjectError as exc:  # a missing directory or a file: a usage error, not a traceback
+            print(f"error: {exc.render()}", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
         self.config.set_project_location(str(paths.project_dir()))
         self.config.load_project()
 

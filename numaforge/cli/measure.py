@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from .. import hostlock
+from .. import hostlock, safeio
 from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
 from ..lazy import lazy_module
@@ -274,11 +274,8 @@ def _print_table(title: str, first: str, arms, rows) -> None:
 def _write(out, host: str, doc: dict) -> Path:
     """The measurement JSON at --out or reports/numa-effect-<host>-<UTC time>.json (written atomically)."""
     path = _out_path(out, host)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(_json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    safeio.ensure_dir(path.parent, what="--out directory", mode=0o777)
+    return safeio.atomic_write(path, _json.dumps(doc, indent=1) + "\n", what="measurement (--out)")
 
 
 @dataclass

@@ -10,7 +10,7 @@ numaforge.bios.os_verify turns into "cannot tell, because ...".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .captures import Captures
 from .cpu import CpuFacts, cpu_facts
@@ -18,6 +18,7 @@ from .iommu import IommuFacts, iommu_facts
 from .kernel import KernelFacts, kernel_facts
 from .numa import NumaFacts, numa_facts
 from .pci import PciFacts, pci_facts
+from .sanity import unreadable
 
 __all__ = ["HostFacts", "parse_facts", "template_facts", "Captures"]
 
@@ -31,6 +32,8 @@ class HostFacts:
     iommu: IommuFacts
     kernel: KernelFacts
     absent: dict[str, str] = field(default_factory=dict)  # capture -> why it is missing
+    # capture -> why it is not what its command prints (numaforge.facts.sanity): not parsed, "cannot tell"
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -41,20 +44,30 @@ class HostFacts:
             "iommu": self.iommu.as_dict(),
             "kernel": self.kernel.as_dict(),
             "absent": dict(self.absent),
+            "unreadable": dict(self.unreadable),
         }
 
 
 def parse_facts(cap: Captures, host: str | None = None) -> HostFacts:
-    """All facts from one capture set (pure)."""
+    """All facts from one capture set (pure). A capture that is not what its command prints (sanity.unreadable)
+    is not parsed: it counts as absent ("cannot tell: ..."), and HostFacts.unreadable names it."""
+    name = host or cap.source
+    bad = unreadable(cap)
+    if bad:
+        absent = dict(cap.absent)
+        for capture, why in bad.items():
+            absent[capture] = f"cannot tell: what {name} sent for {capture} is not what its command prints: {why}"
+        cap = replace(cap, files={k: v for k, v in cap.files.items() if k not in bad}, absent=absent)
     kernel = kernel_facts(cap)
     return HostFacts(
-        host or cap.source,
+        name,
         numa_facts(cap),
         cpu_facts(cap),
         pci_facts(cap),
         iommu_facts(cap, kernel),
         kernel,
         dict(cap.absent),
+        bad,
     )
 
 

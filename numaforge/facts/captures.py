@@ -59,8 +59,7 @@ class Captures:
     # ------------------------------------------------------------------ corpus on disk
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the capture set as a corpus directory (files + capture.yaml), each file atomically."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        d = safeio.ensure_dir(directory, what="capture directory (--save)", error=CaptureError, mode=0o777)
         for name, text in self.files.items():
             _check_name(name, d)
             atomic_write_text(d / name, redact(text))
@@ -148,8 +147,14 @@ def _strip_sep(lines: list[str]) -> str:
     return "\n".join(lines)
 
 
+# The largest CPU number a cpulist may name (x86_64's NR_CPUS is at most 8192): a host's "0-4000000000" is
+# garbage, not four billion CPUs to put in a set.
+MAX_CPU = 8191
+
+
 def parse_cpulist(text: str) -> list[int]:
-    """Kernel cpulist format ("0-3,8,10-11") -> sorted CPU numbers. Raises ValueError on garbage."""
+    """Kernel cpulist format ("0-3,8,10-11") -> sorted CPU numbers. Raises ValueError on garbage, including a
+    CPU number past MAX_CPU."""
     cpus: set[int] = set()
     text = text.strip()
     if not text:
@@ -159,11 +164,16 @@ def parse_cpulist(text: str) -> list[int]:
         if "-" in part:
             a, b = part.split("-", 1)
             lo, hi = int(a), int(b)
-            if hi < lo:
+            if hi < lo or lo < 0:
                 raise ValueError(f"bad cpu range {part!r}")
+            if hi > MAX_CPU:
+                raise ValueError(f"cpu {hi} is past the limit ({MAX_CPU})")
             cpus.update(range(lo, hi + 1))
         else:
-            cpus.add(int(part))
+            n = int(part)
+            if not 0 <= n <= MAX_CPU:
+                raise ValueError(f"cpu {n} is out of range (0..{MAX_CPU})")
+            cpus.add(n)
     return sorted(cpus)
 
 

@@ -53,6 +53,11 @@ def _finish(result: HostResult, caps: Captures, opts: FactsOptions, host=None) -
         facts = parse_facts(caps, result.host)
     result.data = {"facts": facts.as_dict(), "template_facts": template_facts(facts)}
     result.message = summary_line(facts)
+    if facts.unreadable:  # garbage from the host: never facts, never ok
+        result.status = "failed"
+        result.message = f"cannot tell: {len(facts.unreadable)} capture(s) from {result.host} are not what their "
+        result.message += "commands print: " + "; ".join(f"{k}: {v}" for k, v in facts.unreadable.items())
+        result.message += f" (the rest: {summary_line(facts) or 'nothing'})"
     if opts.check is not None:
         with result.step("os-verify"):
             try:

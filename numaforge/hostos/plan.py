@@ -10,11 +10,13 @@ the BIOS NPS gives) are not settings: they are reported as ``checks`` with a ver
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NumaforgeError
 from ..facts.captures import cpulist, parse_cpulist
+from ..textsafe import has_control, printable
 from .profile import HostProfile
 from .read import THP_DIR, HostState, sysctl_path
 
@@ -312,6 +314,53 @@ def make_plan(
     return plan
 
 
+# Sysctls whose kind and range the kernel documents (Documentation/admin-guide/sysctl/, Linux 5.10): a value out
+# of range is refused before any write, and a current value that is not a number is "cannot tell". Every other
+# sysctl takes its kind from the host's current value: numbers stay numbers, with as many fields.
+KNOWN_SYSCTLS: dict[str, tuple[int, int]] = {
+    "vm.zone_reclaim_mode": (0, 7),  # a bit mask: 1 reclaim, 2 write dirty pages, 4 swap
+    "kernel.numa_balancing": (0, 1),  # 5.10: off / on (2 and 3 came with memory tiering in 5.18)
+    "vm.swappiness": (0, 200),
+}
+# a sysctl number is at most an unsigned long; anything wider is not a value the kernel can hold
+SYSCTL_MIN, SYSCTL_MAX = -(2**63), 2**64 - 1
+_NUMBERS = re.compile(r"^-?[0-9]{1,20}(\s+-?[0-9]{1,20})*$")  # 20 digits: 2**64 - 1; longer is never a value
+_SHOWN = 80  # characters of a host's or profile's value shown in a problem
+
+
+def _shown(value: str) -> str:
+    text = printable(value[:_SHOWN]) + ("..." if len(value) > _SHOWN else "")
+    return repr(text)
+
+
+def sysctl_problem(key: str, want: str, cur: str) -> str | None:
+    """Why ``want`` cannot be written to sysctl ``key`` whose current value on the host is ``cur`` (None: it
+    can). Numeric sysctls (known ones, or a current value of numbers) take integers only, as many fields as the
+    host shows, each within the kernel's range; other sysctls take one line of printable text."""
+    known = KNOWN_SYSCTLS.get(key)
+    numeric = known is not None or bool(_NUMBERS.match(cur))
+    if not numeric:
+        if has_control(want):
+            return f"the value {_shown(want)} holds control characters"
+        return None
+    if not _NUMBERS.match(cur):
+        return (
+            f"cannot tell: the host reports {_shown(cur)}, not a number, for a numeric sysctl; nothing is "
+            "written over a value numaforge cannot read"
+        )
+    if not _NUMBERS.match(want):
+        return f"the value {_shown(want)} is not a number (the host's current value is {cur})"
+    fields, cur_fields = want.split(), cur.split()
+    if len(fields) != len(cur_fields):
+        return f"the value {_shown(want)} has {len(fields)} field(s), the kernel's has {len(cur_fields)} ({cur})"
+    lo, hi = known if known is not None else (SYSCTL_MIN, SYSCTL_MAX)
+    if any(not lo <= int(t) <= hi for t in cur_fields):
+        return f"cannot tell: the host reports {_shown(cur)}, outside the kernel's range {lo}..{hi}"
+    if any(not lo <= int(t) <= hi for t in fields):
+        return f"the value {_shown(want)} is outside the kernel's range {lo}..{hi}"
+    return None
+
+
 def _plan_sysctls(profile: HostProfile, state: HostState, plan: OsPlan, problems: list[str], host: str) -> None:
     for key, want in profile.sysctl.items():
         cur = state.sysctls.get(key)
@@ -320,6 +369,10 @@ def _plan_sysctls(profile: HostProfile, state: HostState, plan: OsPlan, problems
                 f"{host}/sysctl {key}: unknown on this kernel, {sysctl_path(key)} does not exist"
                 f"{_did_you_mean(key, state)}"
             )
+            continue
+        bad = sysctl_problem(key, want, cur)
+        if bad is not None:
+            problems.append(f"{host}/sysctl {key}: {bad}")
             continue
         plan.items.append(
             Item("sysctl", key, sysctl_path(key), cur, want, "ok" if " ".join(want.split()) == cur else "change")

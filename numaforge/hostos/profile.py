@@ -189,7 +189,12 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
     seen: list[str] = []
     current: str | None = name
     while current is not None:
-        path = find_profile(current, profiles_dir)
+        try:
+            path = find_profile(current, profiles_dir)
+        except ProfileError as exc:
+            if not chain:
+                raise
+            raise templating.extends_error(exc, current, chain[-1][0], chain[-1][1], "host profile") from None
         key = str(path.resolve())
         if key in seen:
             raise ProfileError(

@@ -213,7 +213,10 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
         with res.step("read"):
             text = take_snapshot(remote, root, [], [], MANAGED_FILES)
-            state = host_state(parse_snapshot(text), [], [], MANAGED_FILES)
+            try:
+                state = host_state(parse_snapshot(text), [], [], MANAGED_FILES)
+            except ValueError as exc:
+                raise unexpected_content(exc, host.name) from None
         try:
             script, saved = rollback_script(state, root, real_root=root == "/")
         except NothingToRollBack:
@@ -227,7 +230,12 @@ def _rollback_host(host, opts, res: HostResult, root: str, sudo: bool) -> HostRe
             remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
         with res.step("verify"):
             paths = sorted(p for p, v in saved.get("values", {}).items() if v is not None)
-            check = parse_snapshot(remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout)
+            try:
+                check = parse_snapshot(
+                    remote.run("sh -s", stdin=_cat_script(root, paths), timeout=60, check=False).stdout
+                )
+            except ValueError as exc:
+                raise unexpected_content(exc, host.name) from None
     wrong = [
         f"{p}: {'gone' if p not in check.files else repr(check.files[p])} (want {v!r})"
         for p, v in saved["values"].items()
@@ -279,7 +287,10 @@ def locality_share(a: dict[str, int], b: dict[str, int]) -> dict[str, Any]:
 
 def measure_locality(remote, root: str, seconds: float) -> dict[str, Any]:
     def sample():
-        return locality_counters(host_state(parse_snapshot(take_snapshot(remote, root, [], []))))
+        try:
+            return locality_counters(host_state(parse_snapshot(take_snapshot(remote, root, [], []))))
+        except ValueError as exc:
+            raise unexpected_content(exc, remote.host) from None
 
     a = sample()
     time.sleep(seconds)

@@ -3,6 +3,7 @@ the handshake (banner, key exchange, authentication) under one total deadline cu
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -27,6 +28,12 @@ from .session import Remote
 from .target import SSHTarget, fingerprint, resolve_target
 
 CONNECT_PHASES = 3  # the handshake's total deadline: banner + key exchange + authentication, connect_timeout each
+
+# paramiko logs a failed transport thread ("Exception (client): Error reading SSH protocol banner" and two
+# tracebacks) at ERROR; with no handler configured Python's last-resort handler printed them on the terminal
+# under numaforge's own message (issue 40). numaforge reports every failure itself (an SSHError naming the host):
+# paramiko's log goes nowhere unless the application configures logging for it.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def connect(
@@ -67,10 +74,11 @@ def connect(
         client.close()
         raise
     except (paramiko.SSHException, OSError, EOFError) as exc:
+        cause = _transport_exception(client)  # what ended the transport thread (e.g. no banner), before close
         client.close()
         if not isinstance(exc, paramiko.SSHException) and isinstance(sock, socket.socket):
             sock.close()
-        raise _handshake_error(exc, target, spec, password, connect_timeout, watch) from None
+        raise _handshake_error(exc, target, spec, password, connect_timeout, watch, cause) from None
     transport = client.get_transport()
     assert transport is not None  # connect() succeeded
     try:
@@ -104,23 +112,62 @@ def _handshake_error(
     password: str | None,
     connect_timeout: float,
     watch: _HandshakeWatch,
+    cause: Exception | None = None,
 ) -> NumaforgeError:
-    """What a failed handshake reports: ``exc`` is what paramiko or the socket raised."""
+    """What a failed handshake reports: ``exc`` is what paramiko or the socket raised, ``cause`` what ended
+    paramiko's transport thread (paramiko then raises a vaguer "No existing session" from the next step)."""
     if isinstance(exc, paramiko.BadHostKeyException):
         return _mismatch_error(exc, target)
     if isinstance(exc, paramiko.PasswordRequiredException):
+        agent = (
+            "ssh.agent is false in the inventory: set it to true"
+            if not spec.use_agent
+            else "SSH_AUTH_SOCK is not set: start ssh-agent"
+            if not os.environ.get("SSH_AUTH_SOCK")
+            else "ssh-agent holds no key that the host accepts"
+        )
         return AuthError(
-            f"private key {', '.join(target.key_files) or '(default)'} is encrypted",
+            f"private key {', '.join(target.key_files) or '(default)'} is encrypted (has a passphrase), and "
+            f"numaforge never asks for one; {agent}",
             target.where,
-            "load it into ssh-agent (ssh-add KEY) and keep ssh.use_agent true",
+            "load the key into ssh-agent (ssh-add KEY) and keep ssh.agent true in the inventory "
+            "(the default), or use a key without a passphrase",
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return _auth_error(exc, target, spec, password)
     if watch.cut:
         return watch.error(target, connect_timeout)
+    if _no_banner(exc, cause):
+        return ConnectError(
+            f"no SSH banner from {target.hostname}:{target.port} within {connect_timeout:g} s: something accepted "
+            "the connection but did not speak SSH",
+            target.where,
+            "check that sshd (not another service) listens on that port and is not overloaded "
+            "(ssh.port in the inventory or Port in ssh_config; sshd's MaxStartups)",
+        )
     if isinstance(exc, paramiko.SSHException):
         return _ssh_error(exc, target, spec, connect_timeout)
     return _connect_error(exc, target, connect_timeout)
+
+
+def _transport_exception(client: paramiko.SSHClient) -> Exception | None:
+    """What ended the transport thread -- or, when the peer never sent its identification line (the thread
+    may still be waiting for it: start_client's timeout can end first), an SSHException saying so."""
+    transport = client.get_transport()
+    if transport is None:
+        return None
+    saved = transport.get_exception()
+    if saved is None and not transport.remote_version:
+        return paramiko.SSHException("Error reading SSH protocol banner (none received)")
+    return saved
+
+
+def _no_banner(exc: Exception, cause: Exception | None) -> bool:
+    """paramiko's transport gave up reading the peer's SSH-2.0 identification line (``exc`` says so, or is
+    paramiko's plain follow-up error -- "No existing session" -- while ``cause`` says so)."""
+    if isinstance(exc, paramiko.SSHException) and "protocol banner" in str(exc):
+        return True
+    return type(exc) is paramiko.SSHException and cause is not None and "protocol banner" in str(cause)
 
 
 def _mismatch_error(exc: paramiko.BadHostKeyException, target: SSHTarget) -> HostKeyError:
@@ -145,6 +192,8 @@ def _auth_error(
         how.append("key " + ", ".join(target.key_files))
     if spec.use_agent:
         how.append("ssh-agent" + ("" if os.environ.get("SSH_AUTH_SOCK") else " (SSH_AUTH_SOCK not set)"))
+    else:
+        how.append("no ssh-agent (ssh.agent is false)")
     if password is not None:
         how.append(f"password {spec.password}")
     if not target.key_files:

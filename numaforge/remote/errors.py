@@ -34,6 +34,14 @@ class CommandTimeout(SSHError):
         super().__init__(what, where, fix)
 
 
+class OutputTooLarge(SSHError):
+    """A command printed more than its output cap (Remote.run's ``max_output``); it was stopped."""
+
+    def __init__(self, what, where=None, fix=None, *, command="", cap=0):
+        self.command, self.cap = command, cap
+        super().__init__(what, where, fix)
+
+
 class CommandFailed(SSHError):
     """A command exited non-zero (with check=True). Carries rc, stdout and stderr."""
 

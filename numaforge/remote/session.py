@@ -22,6 +22,7 @@ from .errors import (
     CommandFailed,
     CommandTimeout,
     ConnectionLost,
+    OutputTooLarge,
     SudoError,
     UploadError,
 )
@@ -30,8 +31,14 @@ from .upload import DEFAULT_UPLOAD, check_put_args, check_sha, put_script, scrip
 
 _PID_MARK = b"__numaforge_pid="  # first stdout line of every command: the remote session leader's pid
 _CHUNK = 32768
+_DRAIN_BLOCK = 1 << 20  # the most _drain takes from one stream per call
 _FEED_BLOCK = 1 << 20  # stdin goes out in 1 MiB sendall() calls (paramiko splits them into SSH packets)
 _EOF_GRACE = 2.0  # s to wait for EOF after the exit status (a background child may hold it)
+# The most one command may print on stdout (and, separately, on stderr) before it is stopped: a host is a peer,
+# and issue 40 found a 300 MB /proc/interrupts read whole into memory. 64 MiB is ~20x the largest snapshot of a
+# 384-CPU host with a few thousand IRQs (its /proc/interrupts is ~8 MiB); pass max_output to change it.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+MAX_READ_BYTES = 4 * 1024 * 1024  # Remote.read_text: one small remote file
 
 
 # --------------------------------------------------------------------------------------------- data
@@ -56,6 +63,7 @@ class _Running:
     timeout: float | None
     where: str
     sudo: bool
+    max_output: int | None = MAX_OUTPUT_BYTES
 
     def timed_out(
         self, what: str, fix: str, out: bytes | bytearray = b"", err: bytes | bytearray = b""
@@ -145,6 +153,7 @@ class Remote:
         check: bool = True,
         stdin: str | bytes | BinaryIO | None = None,
         progress: Callable[[int, int | None], None] | None = None,
+        max_output: int | None = MAX_OUTPUT_BYTES,
     ) -> CommandResult:
         """Run a shell command; sudo=True runs it as root (through ``sudo -n`` unless we log in as root).
 
@@ -152,11 +161,12 @@ class Remote:
         ``progress(sent, total)`` is called after each block (total None for a file of unknown size). A command
         that exits before reading all of its input just ends the feeding: its result says why.
         Raises CommandTimeout after ``timeout`` seconds (the remote process group gets SIGTERM then SIGKILL),
-        CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password.
+        CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password,
+        OutputTooLarge (the command stopped) when stdout or stderr passes ``max_output`` bytes (None: no cap).
         """
         where = f"{self.where}: `{redact(command)}`"
         budget.check(f"`{redact(command)}`")
-        cmd = _Running(command, timeout, where, sudo)
+        cmd = _Running(command, timeout, where, sudo, max_output)
         t0 = time.monotonic()
         chan = self._channel(timeout)
         try:
@@ -206,6 +216,18 @@ class Remote:
             got = _drain(chan, out, err)
             if header:
                 header, pid = _strip_marker(out, give_up=chan.exit_status_ready() or len(out) > 65536)
+            if cmd.max_output is not None and max(len(out), len(err)) > cmd.max_output:
+                self._kill(pid, cmd.sudo)
+                stream, size = ("stdout", len(out)) if len(out) > cmd.max_output else ("stderr", len(err))
+                raise OutputTooLarge(
+                    f"the command printed more than {cmd.max_output} bytes on {stream} (the cap for one command's "
+                    f"output; {size} bytes read); stopped it",
+                    cmd.where,
+                    "the host sent far more than this command prints on a sane host: check what it reads there "
+                    "(a huge or endless file, a runaway tool)",
+                    command=cmd.command,
+                    cap=cmd.max_output,
+                )
             now = time.monotonic()
             if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                 # the exit status can come before the last output: done at EOF (or close), or when a
@@ -383,9 +405,22 @@ class Remote:
             except Exception:
                 pass
 
-    def read_text(self, path: str, timeout: float | None = 30, sudo: bool = False) -> str:
-        """Contents of a small remote file (sysfs, /proc, configs). Raises CommandFailed if unreadable."""
-        r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False)
+    def read_text(
+        self, path: str, timeout: float | None = 30, sudo: bool = False, max_bytes: int = MAX_READ_BYTES
+    ) -> str:
+        """Contents of a small remote file (sysfs, /proc, configs). Raises CommandFailed if unreadable,
+        OutputTooLarge (naming the file and the cap) past ``max_bytes``."""
+        try:
+            r = self.run(f"cat -- {shlex.quote(path)}", timeout=timeout, sudo=sudo, check=False, max_output=max_bytes)
+        except OutputTooLarge as exc:
+            raise OutputTooLarge(
+                f"{path} on the host is more than {max_bytes} bytes (the cap for a file read with read_text); "
+                "it was not read",
+                self.where,
+                "check the file on the host (a small sysfs/proc/config file is expected here)",
+                command=exc.command,
+                cap=max_bytes,
+            ) from None
         if r.rc != 0:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"cat exited {r.rc}"
             raise CommandFailed.of(
@@ -489,12 +524,15 @@ def _failed(result: CommandResult, where: str) -> CommandFailed:
 
 
 def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
-    """Append what the channel holds now to ``out`` and ``err``; whether there was anything."""
+    """Append what the channel holds now to ``out`` and ``err`` (at most _DRAIN_BLOCK of each per call, so a
+    host that sends as fast as we read still returns to the deadline and size checks); whether there was any."""
     got = False
-    while chan.recv_ready():
+    limit = len(out) + _DRAIN_BLOCK
+    while chan.recv_ready() and len(out) < limit:
         out += chan.recv(_CHUNK)
         got = True
-    while chan.recv_stderr_ready():
+    limit = len(err) + _DRAIN_BLOCK
+    while chan.recv_stderr_ready() and len(err) < limit:
         err += chan.recv_stderr(_CHUNK)
         got = True
     return got

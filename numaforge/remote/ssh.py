@@ -34,12 +34,13 @@ from .errors import (
     ConnectError,
     ConnectionLost,
     HostKeyError,
+    OutputTooLarge,
     SSHError,
     SudoError,
     UploadError,
 )
 from .hostkeys import load_known_hosts
-from .session import CommandResult, Remote, check_sudo
+from .session import MAX_OUTPUT_BYTES, CommandResult, Remote, check_sudo
 from .target import MAX_KEY_BYTES, MAX_TEXT_BYTES, SSHTarget, fingerprint, resolve_target
 from .upload import (
     DEFAULT_UPLOAD,
@@ -71,6 +72,8 @@ __all__ = [
     "CommandFailed",
     "SudoError",
     "ConnectionLost",
+    "OutputTooLarge",
+    "MAX_OUTPUT_BYTES",
     "UploadError",
     "CONNECT_PHASES",
     "DEFAULT_UPLOAD",

@@ -162,7 +162,9 @@ def test_unwritable_location_is_a_clear_error(tmp_path):
     j = journal.open(KEY, blocker / "journal")
     with pytest.raises(JournalError) as exc:
         j.record("gpu-01", PATCHED)
-    assert "cannot write the resume journal" in exc.value.what and "permissions" in exc.value.fix
+    # issue 40: the message says what is in the way (safeio.ensure_dir), not only "cannot write"
+    assert "cannot use the journal directory" in exc.value.what and "is a file, not a directory" in exc.value.what
+    assert f"rm {blocker}" in exc.value.fix
 
 
 def test_a_process_killed_while_recording_leaves_a_readable_prefix(tmp_path):

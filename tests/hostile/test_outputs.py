@@ -1,5 +1,5 @@
-"""Output paths and option values (issue 12, item 9): `--json -` is standard output, symlinks to regular files
-are followed (the link survives), option values parse with clear errors. Run as users run it where standard
+"""Output paths and option values (issue 12, item 9): `--json -` is standard output, a symlink at the path is
+refused (issue 40), option values parse with clear errors. Run as users run it where standard
 output matters (a subprocess), in-process elsewhere."""
 
 from __future__ import annotations
@@ -39,13 +39,16 @@ def test_json_dash_is_standard_output_and_creates_no_file(tmp_path):
     assert not (tmp_path / "-").exists()
 
 
-def test_symlink_to_a_regular_file_is_followed_and_kept(tmp_path):
+def test_symlink_to_a_regular_file_is_refused_and_both_kept(tmp_path):
+    """Issue 40 item 4 reversed issue 12's "followed": a link planted at a report path made numaforge overwrite
+    the link's target (tests/hostile/test_links_and_caps.py has the dangling case and --junit)."""
     real = tmp_path / "real.json"
     real.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    safeio.write_output(link, "new\n")
-    assert link.is_symlink() and real.read_text() == "new\n"
+    with pytest.raises(safeio.OutputPathError, match="symbolic link"):
+        safeio.write_output(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "old"
 
 
 def test_symlink_to_a_device_is_refused_and_left_alone(tmp_path):
