@@ -21,7 +21,7 @@ from rich.console import Console
 import tasks as tasks_module
 from numaforge.cli import common, values
 from numaforge.cli.optionsets import NumaforgeTask
-from numaforge.fleet import batch_size, plan_phases, run_fleet
+from numaforge.fleet import Interrupted, Rollout, batch_size, plan_phases, run_fleet
 from numaforge.report import HostResult, Report
 
 
@@ -172,3 +172,56 @@ def test_failed_on_lists_only_hosts_that_ran_and_failed():
     assert failed == "failed on: fail-2", text
     skipped = next(line for line in text.splitlines() if line.startswith("not run"))
     assert "ok-3, ok-4" in skipped and "--max-fail 0%" in skipped, text
+
+
+# ---------------------------------------------------------------- what the progress display says (issue 39 item 9)
+def _run_shown(hosts, fn, rollout, gate=None) -> tuple[str, object]:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=False, width=80)
+    try:
+        out = run_fleet(hosts, fn, rollout, progress=True, console=console, gate=gate)
+    except Interrupted as exc:
+        out = exc.outcome
+    return buf.getvalue(), out
+
+
+def test_host_lines_are_not_wrapped_off_a_terminal():
+    """Plain mode promises no wrapping: a CI log (stderr not a terminal, 80 columns) got each long host line
+    cut in two."""
+    long = "x" * 150
+    text, _ = _run_shown(["ok-1"], lambda h: HostResult(h, "changed", long), Rollout())
+    assert f"ok-1: changed {long}" in text, text
+
+
+def test_after_ctrl_c_the_display_says_interrupted_not_failed():
+    """After Ctrl-C the progress bar said "failed 1" while the table said interrupted."""
+    import _thread
+    import time
+
+    from numaforge import budget
+
+    def fn(host):
+        for i in range(200):
+            budget.check(f"step {i}")
+            if i == 3:
+                _thread.interrupt_main()
+            time.sleep(0.01)
+        return HostResult(host, "changed")
+
+    text, out = _run_shown(["h1", "h2"], fn, Rollout(forks=1))
+    assert [r.status for r in out.results] == ["interrupted", "not-run"]
+    assert "h1: interrupted" in text and "failed 1" not in text, text
+    assert "1 interrupted, 1 not run" in text, text
+
+
+def test_after_a_gate_rollback_the_display_counts_the_rolled_back_canary():
+    """After a gate rollback the bar said "1/2 failed 0"."""
+
+    def gate(canaries, canary_hosts, later):
+        canaries[0].status, canaries[0].message = "failed", "rolled back by the slo gate"
+        return "slo gate: rollback"
+
+    text, out = _run_shown(["c1", "a"], lambda h: HostResult(h, "changed"), Rollout(canary=1), gate=gate)
+    assert out.not_run == ["a"]
+    last = [line for line in text.splitlines() if "fleet" in line][-1]
+    assert "1 failed, 1 not run" in last and "failed 0" not in last, text
