@@ -34,12 +34,12 @@ STEPS = {
 }
 
 
-def _setup(tmp_path: Path, sim: BMCSimulator):
+def _setup(tmp_path: Path, sim: BMCSimulator, profile: str = "epyc-gpudirect"):
     inv = tmp_path / "inv.yaml"
     inv.write_text(
         "hosts:\n  gpu-01:\n"
         f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_SIG_PW', ca_bundle: '{sim.ca_file}'}}\n"
-        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+        f"    hardware: {{sockets: 2, gpus: ['0000:41:00.0']}}\n    bios_profile: {profile}\n"
     )
     env = {**os.environ, "NF_SIG_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
     report = tmp_path / "r.json"
@@ -92,6 +92,39 @@ def test_a_signal_at_each_step_stops_reports_and_exits_with_its_code(tmp_path, s
         proc = _start(cmd, env, sim)
         os.kill(proc.pid, sig)
         _judge(proc, sig, report, written, sim)
+    finally:
+        sim.stop()
+
+
+SLOW_PROFILE = """{% set ns = namespace(n=0) %}{% for i in range(1500) %}{% for j in range(1000) %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}
+description: a profile that takes a few seconds to render ({{ ns.n }} steps)
+extends: epyc-baseline
+settings: {}
+"""
+
+
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_mid_render_reports_the_host_interrupted(tmp_path, sig):
+    """Issue 40: SIGTERM while the host's profile rendered reported the host "unchanged" and done; after the
+    render budget learnt to stop, the host was "failed" with "profile went past its render budget" and a fix
+    telling the operator to remove a loop. It is interrupted, nothing is written, and the exit code is the
+    signal's."""
+    project = tmp_path / "project"
+    (project / "bios" / "profiles").mkdir(parents=True)
+    (project / "bios" / "profiles" / "slow.yaml.j2").write_text(SLOW_PROFILE)
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=1.0).start()
+    try:
+        env, cmd, report = _setup(tmp_path, sim, profile="slow")
+        env["NUMAFORGE_ROOT"] = str(project)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while sim.count("GET", r"/Bios$") == 0:  # the reads are done: the render comes next
+            assert proc.poll() is None, "".join(proc.communicate())
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os.kill(proc.pid, sig)
+        _judge(proc, sig, report, False, sim)
+        host = json.loads(report.read_text())["hosts"][0]
+        assert "profile render" in host["message"] and "render budget" not in host["message"], host
     finally:
         sim.stop()
 
