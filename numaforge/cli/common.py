@@ -261,8 +261,7 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
     if to_stdout:
         console.configure(console.mode, to_stderr=True)
     with Signals() as signals:
-        exit_code = _run_body(task, body, report)
-        signals.defer()  # from here a signal is noted, not raised: the summary and the reports are written whole
+        exit_code = _run_body(task, body, report, signals)
         _write_outputs(report, task, json, junit, to_stdout)
         _exit_unless_ok(report, exit_code, json, signals.late)
     return report
@@ -310,16 +309,20 @@ class Signals:
         raise exc
 
 
-def _run_body(task: str, body: Callable[[Report], None], report: Report) -> int | None:
-    """body(report), its errors recorded in the report; the exit code of an interruption (None otherwise)."""
+def _run_body(task: str, body: Callable[[Report], None], report: Report, signals: "Signals") -> int | None:
+    """body(report), its errors recorded in the report; the exit code of an interruption (None otherwise). Once
+    the body has ended, however it ended, a signal is noted, not raised (``signals.defer``): the summary and the
+    reports are written whole."""
     try:
         body(report)
+        signals.defer()
     except NumaforgeError as exc:
+        signals.defer()
         report.error = exc
         _unfinished(report, "failed", exc.what)
-    except (
-        KeyboardInterrupt
-    ) as exc:  # Ctrl-C, SIGTERM, SIGHUP (fleet.Terminated/Hangup); fleet.Interrupted has the results
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM, SIGHUP (fleet.Terminated/Hangup); fleet.Interrupted has the results
+        signals.defer()
         report.interrupted = getattr(exc, "signal_name", "SIGINT")
         outcome = getattr(exc, "outcome", None)
         if outcome is not None:
@@ -329,6 +332,7 @@ def _run_body(task: str, body: Callable[[Report], None], report: Report) -> int 
         _unfinished(report, "interrupted", f"interrupted ({report.interrupted})")
         return getattr(exc, "exit_code", 130)
     except Exception as exc:  # a bug: no traceback for the user, a non-zero exit and a report that says so
+        signals.defer()
         report.error = InternalError(
             f"internal error (a bug; please report it): {type(exc).__name__}: {exc}",
             task,
@@ -375,11 +379,30 @@ def _write_outputs(report: Report, task: str, json: str | None, junit: str | Non
 
 
 def _quietly(show: Callable[[], Any]) -> None:
-    """Print, unless the terminal is gone (SIGHUP, a closed pipe): the run's reports and exit code still count."""
+    """Print, unless the terminal is gone (SIGHUP: EIO; a closed pipe: EPIPE, which rich answers with
+    SystemExit(1)): the run's reports and exit code still count, and what could not be shown goes to /dev/null
+    (else Python's last flush fails and turns the exit code into 120)."""
     try:
         show()
-    except OSError:
-        pass
+    except (OSError, SystemExit):
+        _output_gone()
+
+
+def _output_gone() -> None:
+    """Point each standard stream that can no longer be written (its flush fails) at /dev/null."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+            continue
+        except (OSError, ValueError):
+            pass
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (captured in tests)
+            pass
+        finally:
+            os.close(devnull)
 
 
 def _exit_unless_ok(

@@ -168,3 +168,23 @@ def test_sighup_under_nohup_is_left_ignored(tmp_path):
         assert json.loads(report.read_text())["ok"] is True
     finally:
         sim.stop()
+
+
+def test_sighup_after_the_terminal_went_away_still_writes_the_report(tmp_path):
+    """A real hangup: the terminal is gone, so every print fails (EIO/EPIPE; here: both pipes closed before the
+    signal). The --json report is still written and the exit code is still 129, not a traceback or Python's 120
+    for an output it could not flush."""
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=5.0).start()
+    try:
+        env, cmd, report = _setup(tmp_path, sim)
+        sim.inject(**STEPS["read"][0])
+        proc = _start(cmd, env, sim)
+        proc.stdout.close()
+        proc.stderr.close()
+        os.kill(proc.pid, signal.SIGHUP)
+        assert proc.wait(timeout=120) == 129
+        doc = json.loads(report.read_text())
+        assert doc["status"] == "interrupted" and doc["hosts"][0]["status"] == "interrupted", doc
+        assert sim.count("PATCH") == 0
+    finally:
+        sim.stop()
