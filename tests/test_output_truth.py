@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,25 @@ def test_a_host_that_finished_before_the_error_keeps_its_status(tmp_path):
         common.execute("numa-effect", body, json=str(tmp_path / "r.json"))
     (host,) = json.loads((tmp_path / "r.json").read_text())["hosts"]
     assert host["status"] == "changed"
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_while_the_summary_prints_waits_for_the_report(tmp_path, monkeypatch, capsys, sig, code):
+    """SIGTERM's handler used to be put back to the default before the summary and --json were written: a
+    SIGTERM then killed the process with no report. A real signal, sent to this process while the summary
+    prints: the report is written whole, then the run exits with the signal's code."""
+
+    def body(report: Report) -> None:
+        report.host("h1").status = "changed"
+
+    def summary(self, console=None) -> None:
+        os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(Report, "print_summary", summary)
+    with pytest.raises(invoke.Exit) as ei:
+        common.execute("os-apply", body, json=str(tmp_path / "r.json"))
+    assert ei.value.code == code
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["hosts"][0]["status"] == "changed"
+    assert f"interrupted ({sig.name}) after the run had finished" in " ".join(capsys.readouterr().err.split())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handlers are put back"
