@@ -223,14 +223,14 @@ def _batch_item(item: Any, whole: Any) -> int | str:
     text = str(item).strip()
     if text.endswith("%"):
         digits = text[:-1].strip()
-        if not digits.isdigit() or not 0 < int(digits) <= 100:
+        if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) <= 100:
             raise FleetOptionError(
                 f"--batch {_shown(whole)!r}: a percentage must be a whole number from 1% to 100%, got {text!r}",
                 "--batch",
                 "pass e.g. --batch 25%",
             )
         return f"{int(digits)}%"
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit, not to int()
         raise bad
     return int(text)
 

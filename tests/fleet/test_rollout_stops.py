@@ -136,7 +136,9 @@ def test_batch_size_rounds_as_ansible_pct_to_int():
     assert [batch_size("33%", n) for n in (1, 2, 3, 4, 10, 100)] == [1, 1, 1, 1, 3, 33]
 
 
-@pytest.mark.parametrize("bad", ["abc", "-1", "0%", "150%", "1,,2", "1.5", "25%%", "1,0", "x%"])
+@pytest.mark.parametrize(
+    "bad", ["abc", "-1", "0%", "150%", "1,,2", "1.5", "25%%", "1,0", "x%", "\u00b2", "\u00b2%", ""]
+)
 def test_bad_batch_values_are_refused_naming_the_option(bad):
     with pytest.raises(values.OptionValueError) as exc:
         values.batch(bad)
