@@ -7,7 +7,9 @@ every ``range`` step, every output chunk and every ``*``/``**``:
 
 * wall time: at most :data:`RENDER_SECONDS` per render;
 * output: at most :data:`MAX_OUTPUT` characters, and no ``*``/``**`` result past that size;
-* a stop request (Ctrl-C / SIGTERM through numaforge.budget): the render ends at its next step.
+* a stop request (Ctrl-C / SIGTERM / SIGHUP through numaforge.budget): the render ends at its next step with
+  numaforge.budget.Stopped, so the host is reported interrupted (it was "failed" with a render-budget message
+  that told the operator to remove a loop).
 
 Over budget is :class:`RenderBudgetExceeded` (a jinja2 SecurityError); the caller names the profile file:line.
 """
@@ -29,12 +31,12 @@ _local = threading.local()
 
 
 class RenderBudgetExceeded(SecurityError):
-    """The template went past its render budget (time, size) or the run was stopped."""
+    """The template went past its render budget (time, size)."""
 
 
 def _check(doing: str) -> None:
-    if budget.stop_requested():
-        raise RenderBudgetExceeded(f"the run was stopped ({doing})")
+    if budget.stop_requested():  # Ctrl-C/SIGTERM/SIGHUP: budget.Stopped, so the host is interrupted, not failed
+        budget.check(f"the rest of the profile render ({doing})")
     deadline = getattr(_local, "deadline", None)
     if deadline is not None and time.monotonic() > deadline:
         raise RenderBudgetExceeded(

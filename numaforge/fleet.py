@@ -10,10 +10,16 @@ Order of a run:
 
 1. **Canary**: the first ``canary`` hosts run one after another. Every canary must pass; the first failing
    canary stops the rollout.
-2. **Batches**: the remaining hosts run in batches of ``batch`` hosts (0 = all remaining hosts in one batch),
-   at most ``forks`` at a time. After each batch, if ``failed / attempted * 100 > max_fail`` (counted over
-   every host attempted so far, canaries included) and hosts remain, the rollout stops.
-3. Hosts never started get status ``not-run`` and are listed in ``FleetOutcome.not_run``. Hosts already done
+2. **Batches**: the remaining hosts run in batches, at most ``forks`` at a time. ``batch`` is Ansible's
+   ``serial``: a size (``2``), a percentage of the selected hosts (``"25%"``: rounded down as Ansible's
+   pct_to_int does, at least 1) or a list of them (``(1, 5, "25%")``: successive batch sizes, the last one
+   repeating); none (``()``) = all remaining hosts in one batch, or waves of ``forks`` hosts when a failure
+   budget is set (:func:`rolling_batch`: with one batch, --max-fail could never stop anything). After each
+   batch, if ``failed / attempted * 100 > max_fail`` (counted over every host attempted so far, canaries
+   included) and hosts remain, the rollout stops: a staged rollout of a writing task has --max-fail 0 unless
+   the operator raised it (numaforge.cli.values.rollout), so it stops before the next batch after a failure.
+3. Hosts never started get status ``not-run`` (message: why) and are listed in ``FleetOutcome.not_run``; they
+   are never counted as failed. Hosts already done
    stay as they are (``fn`` is never undone by the runner) and the outcome's ``reason`` says so.
 
 ``fn(host)`` returns a :class:`numaforge.report.HostResult`; only status ``failed`` counts as a failure. A
@@ -65,6 +71,7 @@ from .secrets import redact
 FAILED = "failed"
 NOT_RUN = "not-run"
 INTERRUPTED = "interrupted"
+BatchSpec = tuple  # of int (hosts) and str ("25%"): Ansible's serial as a list (batch_spec)
 
 
 class Terminated(KeyboardInterrupt):
@@ -72,6 +79,13 @@ class Terminated(KeyboardInterrupt):
 
     signal_name = "SIGTERM"
     exit_code = 143
+
+
+class Hangup(KeyboardInterrupt):
+    """SIGHUP (the terminal went away), raised in the main thread like Ctrl-C; exit code 129."""
+
+    signal_name = "SIGHUP"
+    exit_code = 129
 
 
 class Interrupted(KeyboardInterrupt):
@@ -96,7 +110,7 @@ class Rollout:
 
     forks: int = 8
     canary: int = 0
-    batch: int = 0  # 0: all remaining hosts in one batch
+    batch: BatchSpec = ()  # Ansible's serial: sizes and "N%" (module docstring); (): all remaining at once
     max_fail: float = 100.0  # percentage of attempted hosts
     host_timeout: float | None = None  # seconds per host; None: no budget
     gate: str | None = None  # a canary gate the pipeline interprets (e.g. os-apply's "locality")
@@ -106,6 +120,7 @@ class Rollout:
     wait_lock: float = 0.0  # seconds to wait for a host another run holds
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "batch", batch_spec(self.batch))
         check_options(self.forks, self.canary, self.batch, self.max_fail, self.host_timeout)
         if not isinstance(self.wait_lock, (int, float)) or not self.wait_lock >= 0:
             raise FleetOptionError(
@@ -168,14 +183,82 @@ def host_name(host: Any) -> str:
     return host if isinstance(host, str) else str(getattr(host, "name", host))
 
 
-def plan_phases(names: Sequence[str], canary: int, batch: int) -> list[list[str]]:
-    """The rollout order as phases: one phase per canary host, then batches of ``batch`` (0 = one batch)."""
+def batch_spec(value: Any) -> BatchSpec:
+    """``batch`` as given (an int, "25%", "1,5,25%", or a list of those) -> a tuple of sizes and "N%" strings;
+    0 or () -> () (all remaining hosts at once). Raises FleetOptionError naming --batch."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if isinstance(value, str):
+        items = value.split(",")
+    out: list[int | str] = []
+    for item in items:
+        out.append(_batch_item(item, value))
+    if out == [0]:
+        return ()
+    if 0 in out:
+        raise FleetOptionError(
+            f"--batch {_shown(value)}: a batch size of 0 is only allowed alone (0 = all remaining hosts at once)",
+            "--batch",
+            "pass sizes of at least 1 or percentages, e.g. --batch 1,5,25%",
+        )
+    return tuple(out)
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _batch_item(item: Any, whole: Any) -> int | str:
+    bad = FleetOptionError(
+        f"--batch must be a number of hosts, a percentage of the selected hosts or a list of them "
+        f"(Ansible's serial), got {_shown(whole)!r}",
+        "--batch",
+        "pass e.g. --batch 2, --batch 25% or --batch 1,5,25% (the last size repeats)",
+    )
+    if isinstance(item, bool):
+        raise bad
+    if isinstance(item, int):
+        if item < 0:
+            raise bad
+        return item
+    text = str(item).strip()
+    if text.endswith("%"):
+        digits = text[:-1].strip()
+        if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) <= 100:
+            raise FleetOptionError(
+                f"--batch {_shown(whole)!r}: a percentage must be a whole number from 1% to 100%, got {text!r}",
+                "--batch",
+                "pass e.g. --batch 25%",
+            )
+        return f"{int(digits)}%"
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit, not to int()
+        raise bad
+    return int(text)
+
+
+def batch_size(item: int | str, selected: int) -> int:
+    """One batch size in hosts, as Ansible's pct_to_int computes serial: "N%" of ``selected`` rounded down, at
+    least 1; a number as it is."""
+    if isinstance(item, str) and item.endswith("%"):
+        return int(int(item[:-1]) / 100.0 * selected) or 1
+    return int(item)
+
+
+def plan_phases(names: Sequence[str], canary: int, batch: BatchSpec | int) -> list[list[str]]:
+    """The rollout order as phases: one phase per canary host, then the batches of ``batch`` (batch_spec: sizes
+    and percentages of all selected hosts, the last repeating; none = one batch)."""
     names = list(names)
+    spec = batch_spec(batch)
     c = min(canary, len(names))
     phases = [[n] for n in names[:c]]
     rest = names[c:]
-    size = batch if batch > 0 else max(1, len(rest))
-    phases += [rest[i : i + size] for i in range(0, len(rest), size)]
+    if not spec:
+        return phases + ([rest] if rest else [])
+    sizes = [batch_size(item, len(names)) for item in spec]
+    i = 0
+    while i < len(rest):
+        size = sizes[min(len(phases) - c, len(sizes) - 1)]
+        phases.append(rest[i : i + size])
+        i += size
     return phases
 
 
@@ -196,16 +279,17 @@ def host_timeout_seconds(value) -> float | None:
     return v or None
 
 
-def rolling_batch(batch: int, forks: int, max_fail: float) -> int:
-    """The batch size a rollout with a failure budget uses: ``batch`` when given; else, when --max-fail is below
-    100, ``forks`` (so the budget is checked after every wave of hosts instead of once after all of them: with
-    one batch, max-fail could never stop anything); else 0 (all at once)."""
-    if batch or float(max_fail) >= 100:
-        return batch
-    return max(1, int(forks))
+def rolling_batch(batch: BatchSpec | int, forks: int, max_fail: float) -> BatchSpec:
+    """The batches a rollout with a failure budget uses: ``batch`` when given; else, when --max-fail is below
+    100, waves of ``forks`` (so the budget is checked after every wave of hosts instead of once after all of
+    them: with one batch, max-fail could never stop anything); else () (all at once)."""
+    spec = batch_spec(batch)
+    if spec or float(max_fail) >= 100:
+        return spec
+    return (max(1, int(forks)),)
 
 
-def check_options(forks: int, canary: int, batch: int, max_fail: float, host_timeout=None) -> None:
+def check_options(forks: int, canary: int, batch: BatchSpec, max_fail: float, host_timeout=None) -> None:
     host_timeout_seconds(host_timeout)
     if not isinstance(forks, int) or forks < 1:
         raise FleetOptionError(f"--forks must be at least 1, got {forks}", "--forks", "pass --forks 8 (or any N >= 1)")
@@ -213,10 +297,7 @@ def check_options(forks: int, canary: int, batch: int, max_fail: float, host_tim
         raise FleetOptionError(
             f"--canary must be 0 or more, got {canary}", "--canary", "pass --canary 1 or leave it out"
         )
-    if not isinstance(batch, int) or batch < 0:
-        raise FleetOptionError(
-            f"--batch must be 0 (all at once) or more, got {batch}", "--batch", "pass --batch N or leave it out"
-        )
+    batch_spec(batch)
     if not 0 <= float(max_fail) <= 100:
         raise FleetOptionError(
             f"--max-fail must be a percentage from 0 to 100, got {max_fail}",
@@ -261,30 +342,40 @@ def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
 
 
 class _Display:
+    """The progress bar and one line per finished host, on stderr. Off a terminal (CI logs) the lines are never
+    wrapped. What it counts is what the report says: an interrupted host is "interrupted", not failed, and
+    :meth:`finish` shows the final counts (after a gate's rollback, with the hosts not run)."""
+
     def __init__(self, total: int, enabled: bool, console: Console | None):
         self.enabled = enabled
         self.failed = 0
         self._lock = threading.Lock()
         if enabled:
+            self.console = console or make_console(stderr=True)
             self.progress = Progress(
                 TextColumn("[bold]fleet[/]"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
-                console=console or make_console(stderr=True),
+                console=self.console,
                 transient=False,
             )
             self.task = self.progress.add_task("", total=total)
 
-    def __enter__(self):
+    def start(self) -> None:
         if self.enabled:
-            self.progress.start()
-        return self
+            try:
+                self.progress.start()
+            except Exception as exc:
+                self._off(exc)
 
-    def __exit__(self, *exc):
+    def stop(self) -> None:
         if self.enabled:
-            self.progress.stop()
+            try:
+                self.progress.stop()
+            except Exception as exc:
+                self._off(exc)
 
     def _off(self, exc: BaseException) -> None:
         """A display failure must never stop or skew the run: switch the display off, keep going."""
@@ -318,9 +409,29 @@ class _Display:
                 self.failed += 1
             if self.enabled:
                 self.progress.advance(self.task)
-                mark = f"[red]{status}[/]" if status == FAILED else f"[green]{esc(status)}[/]"
-                self.progress.console.print(f"  {esc(result.host)}: {mark} {esc(result.message)}".rstrip())
+                colour = "red" if status in (FAILED, INTERRUPTED) else "green"
+                self.progress.console.print(
+                    f"  {esc(result.host)}: [{colour}]{esc(status)}[/] {esc(result.message)}".rstrip(),
+                    soft_wrap=not self.console.is_terminal,
+                )
                 self.progress.update(self.task, description=f"failed {self.failed}")
+
+    def finish(self, outcome: "FleetOutcome") -> None:
+        try:
+            if self.enabled:
+                self.progress.update(self.task, description=esc(final_counts(outcome.results)))
+        except Exception as exc:
+            self._off(exc)
+
+
+def final_counts(results: Sequence[HostResult]) -> str:
+    """ "1 changed, 1 failed, 2 not run": each report status with hosts, in the report's order."""
+    counts = {s: 0 for s in ("changed", "unchanged", FAILED, INTERRUPTED, NOT_RUN)}
+    for r in results:
+        status = host_status(r.status)
+        counts[status] = counts.get(status, 0) + 1
+    text = ", ".join(f"{n} {s.replace('-', ' ')}" for s, n in counts.items() if n)
+    return text or "no hosts"
 
 
 def run_fleet(
@@ -338,7 +449,7 @@ def run_fleet(
     ``gate(canary_results, canary_hosts, later_hosts)`` (e.g. numaforge.canary.gate.SloGate) runs once every
     canary passed and before the first batch: a reason stops the rollout (the gate may have marked canaries
     failed, e.g. rolled back); None widens it. A NumaforgeError from the gate stops the rollout too."""
-    rollout = rollout or Rollout()
+    rollout = (rollout or Rollout()).rolling()
     forks, canary, batch = rollout.forks, rollout.canary, rollout.batch
     fn = _per_host(fn, rollout)
     by_name = _by_name(hosts)
@@ -352,35 +463,40 @@ def run_fleet(
     interrupt: KeyboardInterrupt | None = None
     running: dict = {}  # future -> host name, of every host started
     cut: list[str] = []  # hosts running when an interrupt came
+    display.start()
     try:
-        with display, ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
-            try:
-                _run_phases(
-                    pool,
-                    fn,
-                    phases,
-                    n_canary,
-                    rollout.max_fail,
-                    by_name,
-                    done,
-                    display,
-                    outcome,
-                    forks,
-                    (running, cut),
-                    gate,
-                )
-            except KeyboardInterrupt as exc:
-                interrupt = _stopped_by(outcome, exc)
-            except Exception as exc:  # the runner itself failed: contain it like a host's bug
-                _stopped_by_bug(outcome, exc)
-    except KeyboardInterrupt as exc:  # one more Ctrl-C while the pool waited for the running hosts to end
-        interrupt = interrupt or _stopped_by(outcome, exc)
-        cut.extend(n for f, n in running.items() if not f.done() and n not in cut)
-    if all(f.done() for f in running):  # a host still running keeps its stop request: it must not go on
-        budget.clear_stop()
-    if interrupt is not None:
-        _collect_cut(running, cut, done)
-    _gather(outcome, names, done)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="fleet") as pool:
+                try:
+                    _run_phases(
+                        pool,
+                        fn,
+                        phases,
+                        n_canary,
+                        rollout.max_fail,
+                        by_name,
+                        done,
+                        display,
+                        outcome,
+                        forks,
+                        (running, cut),
+                        gate,
+                    )
+                except KeyboardInterrupt as exc:
+                    interrupt = _stopped_by(outcome, exc)
+                except Exception as exc:  # the runner itself failed: contain it like a host's bug
+                    _stopped_by_bug(outcome, exc)
+        except KeyboardInterrupt as exc:  # one more Ctrl-C while the pool waited for the running hosts to end
+            interrupt = interrupt or _stopped_by(outcome, exc)
+            cut.extend(n for f, n in running.items() if not f.done() and n not in cut)
+        if all(f.done() for f in running):  # a host still running keeps its stop request: it must not go on
+            budget.clear_stop()
+        if interrupt is not None:
+            _collect_cut(running, cut, done)
+        _gather(outcome, names, done)
+        display.finish(outcome)
+    finally:
+        display.stop()
     if interrupt is not None:
         raise Interrupted(
             outcome, getattr(interrupt, "signal_name", "SIGINT"), getattr(interrupt, "exit_code", 130)
@@ -454,10 +570,17 @@ def _collect_cut(running: dict, cut: list[str], done: dict) -> None:
             done[name] = HostResult(
                 name, INTERRUPTED, "interrupted while running; its result could not be collected (see the BMC/host)"
             )
-        elif r.status == FAILED and isinstance(r.data.get("error"), dict) and r.data["error"].get("kind") == "Stopped":
-            r.status = INTERRUPTED
-        elif r.status == FAILED and "interrupted (" in r.message:
-            r.status = INTERRUPTED
+        else:
+            _mark_interrupted(r)
+
+
+def _mark_interrupted(r: HostResult) -> HostResult:
+    """A host running when the interrupt came that failed because of it (its next step was refused) is
+    ``interrupted``, not failed."""
+    stopped = isinstance(r.data.get("error"), dict) and r.data["error"].get("kind") == "Stopped"
+    if r.status == FAILED and (stopped or "interrupted (" in r.message):
+        r.status = INTERRUPTED
+    return r
 
 
 def _run_phases(pool, fn, phases, n_canary, max_fail, by_name, done, display, outcome, forks, track, gate=None) -> None:
@@ -550,6 +673,6 @@ def _run_phase(
         for f in pending:
             if not f.cancelled():
                 r = f.result()
-                done[futures[f]] = r
+                done[futures[f]] = _mark_interrupted(r) if isinstance(exc, KeyboardInterrupt) else r
                 display.done(r)
         raise

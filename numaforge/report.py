@@ -105,7 +105,13 @@ class _StepTimer:
         self.step.seconds = time.monotonic() - self._t0
         if exc is not None:
             self.step.status = "failed"
-            if self.step.detail is None:
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C/SIGTERM/SIGHUP cut this step: the host did not finish
+                sig = getattr(exc, "signal_name", "SIGINT")
+                self.step.detail = self.step.detail if self.step.detail is not None else f"interrupted ({sig})"
+                if host_status(self.result.status) != "failed":
+                    self.result.status = "interrupted"
+                    self.result.message = self.result.message or f"interrupted ({sig}) during {self.step.name}"
+            elif self.step.detail is None:
                 self.step.detail = str(exc)
         return False
 

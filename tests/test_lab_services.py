@@ -42,3 +42,35 @@ def test_bmc_daemon_reports_busy_port(tmp_path):
             services.bmc_up(flavour="generic", port=port, state_dir=tmp_path / "b")
     finally:
         services.bmc_down(tmp_path / "a")
+
+
+def test_lab_up_and_down_say_changed_when_they_start_or_stop_something(tmp_path):
+    """Issue 39 item 9: lab-up and lab-down said "unchanged" when they started or stopped the lab. The real
+    tasks (BMC half only: --no-vm), twice each: the second run finds it running / stopped and changes nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sshd_fixture import free_port
+
+    root, env = Path(__file__).parents[1], {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state")}
+
+    def run(*args: str) -> dict:
+        out = tmp_path / "r.json"
+        cmd = [sys.executable, "-m", "invoke", *args, "--json", str(out)]
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (host,) = json.loads(out.read_text())["hosts"]
+        return host
+
+    port = str(free_port())
+    try:
+        up = run("lab-up", "--no-vm", "--bmc-port", port)
+        assert up["status"] == "changed" and "started the BMC simulator" in up["message"], up
+        again = run("lab-up", "--no-vm", "--bmc-port", port)
+        assert again["status"] == "unchanged" and "already running" in again["message"], again
+    finally:
+        down = run("lab-down")
+    assert down["status"] == "changed" and "stopped the BMC simulator" in down["message"], down
+    assert run("lab-down")["status"] == "unchanged"

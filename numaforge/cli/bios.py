@@ -30,10 +30,6 @@ else:  # imported by the task that uses them (numaforge.lazy)
     bprofile = lazy_module("numaforge.bios.profile")
     bverify = lazy_module("numaforge.bios.verify")
 
-BATCH_HELP = {
-    "batch": "after the canaries, run the hosts in batches of this many (default 0: all at once; with "
-    "--max-fail below 100, batches of --forks so the failure budget is checked after every wave)"
-}
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
     "insecure": "DO NOT verify the BMC's TLS certificate (lab networks only; loudly reported)",
@@ -183,7 +179,6 @@ def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=
     rollout=BMC_ROLLING,
     help={
         **BIOS_HELP,
-        **BATCH_HELP,
         **{
             "reboot": "after writing, restart the host (GracefulRestart; ForceRestart after --graceful-timeout only "
             "if the BMC shows the OS still running, never in POST), wait for the OS and verify every value",
@@ -357,7 +352,7 @@ def _print_operation(report: Report, name: str) -> None:
 
 
 def _ops_help(*extra: dict) -> dict:
-    out = {"insecure": BIOS_HELP["insecure"], **BATCH_HELP}
+    out = {"insecure": BIOS_HELP["insecure"]}
     for e in extra:
         out.update(e)
     return out

@@ -23,7 +23,7 @@ from rich.text import Text
 from .. import journal, paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
-from ..fleet import Rollout, Terminated
+from ..fleet import Hangup, Rollout, Terminated
 from ..lazy import lazy_module
 from ..report import DONE, Report, host_status, junit_xml
 from ..secrets import redact
@@ -257,8 +257,9 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
     """Run body(report); print the summary; write --json / --junit; map errors to a message and exit code.
 
     The report records every option the task was called with (``RUN.options``; ``options`` adds to them).
-    Ctrl-C / SIGTERM: the summary says "interrupted", exit 130 / 143; an unexpected exception is a bug: no
-    traceback for the user (``NUMAFORGE_DEBUG=1`` shows it), exit 70, and the report says so."""
+    Ctrl-C / SIGTERM / SIGHUP: the summary says "interrupted", the --json report is written, exit 130 / 143 /
+    129 (:class:`Signals`); an unexpected exception is a bug: no traceback for the user (``NUMAFORGE_DEBUG=1``
+    shows it), exit 70, and the report says so."""
     opts = dict(RUN.options) if RUN.task == task else {}
     opts.update({k: v for k, v in (options or {}).items() if k not in opts})
     report = Report(task, options=opts)
@@ -273,45 +274,103 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
         raise Exit(code=exc.exit_code) from None
     if to_stdout:
         console.configure(console.mode, to_stderr=True)
-    previous_term = _on_sigterm()
-    try:
-        exit_code = _run_body(task, body, report)
-    finally:
-        _restore_sigterm(previous_term)
+    with Signals() as signals:
+        exit_code = _run_body(task, body, report, signals)
         _write_outputs(report, task, json, junit, to_stdout)
-    _exit_unless_ok(report, exit_code, json)
+        _exit_unless_ok(report, exit_code, json, signals.late)
     return report
 
 
-def _run_body(task: str, body: Callable[[Report], None], report: Report) -> int | None:
-    """body(report), its errors recorded in the report; the exit code of an interruption (None otherwise)."""
+class Signals:
+    """The run's signal handlers, installed for the task's whole run in the main thread and restored after it:
+    SIGINT (Ctrl-C) raises KeyboardInterrupt (exit 130) even when the process was started with SIGINT
+    ignored (a job started with `&` from a script inherits that: its Ctrl-C/`kill -INT` was lost and the run
+    went on to the end, exit 0); SIGTERM raises fleet.Terminated (143); SIGHUP raises fleet.Hangup (129),
+    unless SIGHUP was ignored at start (`nohup` asks the run to outlive the terminal). After :meth:`defer`
+    (the summary and reports are being written) a signal is only noted in ``late``."""
+
+    RAISES: dict[int, type[KeyboardInterrupt]] = {
+        signal.SIGINT: KeyboardInterrupt,
+        signal.SIGTERM: Terminated,
+        signal.SIGHUP: Hangup,
+    }
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+        self.deferred = False
+        self.late: KeyboardInterrupt | None = None
+
+    def __enter__(self) -> "Signals":
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.RAISES:
+                if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+                    continue  # nohup
+                self.previous[signum] = signal.signal(signum, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+
+    def defer(self) -> None:
+        self.deferred = True
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        exc = self.RAISES[signum]()
+        if self.deferred:
+            self.late = self.late or exc
+            return
+        raise exc
+
+
+def _run_body(task: str, body: Callable[[Report], None], report: Report, signals: "Signals") -> int | None:
+    """body(report), its errors recorded in the report; the exit code of an interruption (None otherwise). Once
+    the body has ended, however it ended, a signal is noted, not raised (``signals.defer``): the summary and the
+    reports are written whole."""
     try:
         body(report)
+        signals.defer()
     except NumaforgeError as exc:
+        signals.defer()
         report.error = exc
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (fleet.Terminated); fleet.Interrupted has the results
+        _unfinished(report, "failed", exc.what)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM, SIGHUP (fleet.Terminated/Hangup); fleet.Interrupted has the results
+        signals.defer()
         report.interrupted = getattr(exc, "signal_name", "SIGINT")
         outcome = getattr(exc, "outcome", None)
         if outcome is not None:
             have = {h.host for h in report.hosts}
             report.hosts.extend(r for r in outcome.results if r.host not in have)
             report.data["fleet"] = outcome.as_dict()
+        _unfinished(report, "interrupted", f"interrupted ({report.interrupted})")
         return getattr(exc, "exit_code", 130)
     except Exception as exc:  # a bug: no traceback for the user, a non-zero exit and a report that says so
+        signals.defer()
         report.error = InternalError(
             f"internal error (a bug; please report it): {type(exc).__name__}: {exc}",
             task,
             f"re-run with {DEBUG_ENV}=1 for the traceback",
         )
+        _unfinished(report, "failed", report.error.what)
         if os.environ.get(DEBUG_ENV) == "1":
             traceback.print_exc()
     return None
 
 
+def _unfinished(report: Report, status: str, why: str) -> None:
+    """The run ended early (an error or an interrupt): a host whose last step did not end well is not done,
+    whatever its status said before that step (e.g. an unreachable host: its connection step failed)."""
+    for h in report.hosts:
+        if host_status(h.status) in DONE and h.steps and h.steps[-1].status == "failed":
+            h.status = status
+            h.message = f"{h.message}; {why}" if h.message else why
+
+
 def _write_outputs(report: Report, task: str, json: str | None, junit: str | None, to_stdout: bool) -> None:
     """The summary, then --json, --junit and the JSON of --output json; a report that cannot be written keeps
-    the run's own error first."""
-    report.print_summary(console)
+    the run's own error first. A terminal that went away (SIGHUP) never stops the reports from being written."""
+    _quietly(lambda: report.print_summary(console))
     if json:
         try:
             written = report.write(json)
@@ -319,43 +378,100 @@ def _write_outputs(report: Report, task: str, json: str | None, junit: str | Non
             report.error = report.error or exc
         else:
             if not to_stdout:
-                console.print(f"report: {esc(written)}")
+                _quietly(lambda: console.print(f"report: {esc(written)}"))
     if junit:
         try:
             junit_file = safeio.write_output(junit, junit_xml(report, f"numaforge.{task}"), "--junit")
         except NumaforgeError as exc:
             report.error = report.error or exc
         else:
-            console.print(f"junit: {esc(junit_file)}")
+            _quietly(lambda: console.print(f"junit: {esc(junit_file)}"))
     if console.mode == "json" and not to_stdout:
-        print(_json.dumps(redact(report.as_dict()), indent=2, default=str))
+        _quietly(lambda: print(_json.dumps(redact(report.as_dict()), indent=2, default=str)))
     if to_stdout:
         console.configure(console.mode)
 
 
-def _exit_unless_ok(report: Report, exit_code: int | None, json: str | None) -> None:
-    """Exit 130/143 for an interrupted run, the error's code for a failed one, 1 when a host failed."""
+def _quietly(show: Callable[[], Any]) -> None:
+    """Print, unless the terminal is gone (SIGHUP: EIO; a closed pipe: EPIPE, which rich answers with
+    SystemExit(1)): the run's reports and exit code still count, and what could not be shown goes to /dev/null
+    (else Python's last flush fails and turns the exit code into 120)."""
+    try:
+        show()
+    except (OSError, SystemExit):
+        _output_gone()
+
+
+def _output_gone() -> None:
+    """Point each standard stream that can no longer be written (its flush fails) at /dev/null."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+            continue
+        except (OSError, ValueError):
+            pass
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (captured in tests)
+            pass
+        finally:
+            os.close(devnull)
+
+
+def _exit_unless_ok(
+    report: Report, exit_code: int | None, json: str | None, late: KeyboardInterrupt | None = None
+) -> None:
+    """Exit 130/143/129 for an interrupted run, the error's code for a failed one, 1 when a host failed. A signal
+    that came while the summary and reports were written (``late``) still ends the run with its code."""
     if report.interrupted:
         fleet = report.data.get("fleet") or {}
         counts = Counter(host_status(h.status) for h in report.hosts)
-        err_console.print(
-            f"[bold red]interrupted[/] ({report.interrupted}): {counts['changed'] + counts['unchanged']} host(s) "
-            f"done, {counts['interrupted']} interrupted, {counts['failed']} failed, "
-            f"{len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
-            "summary above" + (" and the --json report" if json else "") + "; re-run the same command to resume"
+        _quietly(
+            lambda: err_console.print(
+                f"[bold red]interrupted[/] ({report.interrupted}): {counts['changed'] + counts['unchanged']} "
+                f"host(s) done, {counts['interrupted']} interrupted, {counts['failed']} failed, "
+                f"{counts['not-run'] or len(fleet.get('not_run') or [])} not run; what each host wrote is in the "
+                "summary above" + (" and the --json report" if json else "") + "; re-run the same command to resume"
+            )
         )
         raise Exit(code=exit_code or 130)
     if report.error is not None:
         err = report.error
-        err_console.print(f"[bold red]error[/]: {esc(err.render())}")
+        _quietly(lambda: err_console.print(f"[bold red]error[/]: {esc(err.render())}"))
         raise Exit(code=getattr(err, "exit_code", 1))
     if not report.ok:
-        failed = [h.host for h in report.hosts if host_status(h.status) not in DONE] + report.missing_hosts()
-        reason = (report.data.get("fleet") or {}).get("reason")
-        err_console.print(
-            f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}" + (f" ({esc(reason)})" if reason else "")
-        )
+        _quietly(lambda: _print_not_ok(report))
         raise Exit(code=1)
+    if late is not None:
+        sig = getattr(late, "signal_name", "SIGINT")
+        _quietly(
+            lambda: err_console.print(
+                f"[bold red]interrupted[/] ({sig}) after the run had finished, while its summary and reports "
+                "were written: they are complete"
+            )
+        )
+        raise Exit(code=getattr(late, "exit_code", 130))
+
+
+def _print_not_ok(report: Report) -> None:
+    """Why the run is not ok: the hosts that ran and failed ("failed on"), then the hosts never reached ("not
+    run") with why, then selected hosts with no result."""
+    reason = (report.data.get("fleet") or {}).get("reason")
+    failed = [h.host for h in report.hosts if host_status(h.status) in ("failed", "interrupted")]
+    not_run = [h.host for h in report.hosts if host_status(h.status) == "not-run"]
+    missing = report.missing_hosts()
+    if failed or not (not_run or missing):
+        err_console.print(
+            f"[bold red]failed[/] on: {esc(', '.join(failed) or '-')}"
+            + (f" ({esc(reason)})" if reason and not not_run else "")
+        )
+    if not_run:
+        err_console.print(
+            f"[bold yellow]not run[/] (skipped): {esc(', '.join(not_run))}" + (f" ({esc(reason)})" if reason else "")
+        )
+    if missing:
+        err_console.print(f"[bold red]no result[/] for: {esc(', '.join(missing))}")
 
 
 class InternalError(NumaforgeError):
@@ -364,20 +480,16 @@ class InternalError(NumaforgeError):
     exit_code = 70  # EX_SOFTWARE
 
 
-def _on_sigterm():
-    """SIGTERM behaves like Ctrl-C (raised in the main thread as fleet.Terminated, exit 143)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise Terminated()
-
-    return signal.signal(signal.SIGTERM, handler)
+def honour_sigint() -> None:
+    """Ctrl-C / `kill -INT` stops a run even when this process was started with SIGINT ignored: a command started
+    with `&` from a script (no job control) inherits SIG_IGN, and Python then never turns SIGINT into
+    KeyboardInterrupt -- the interrupt was lost and the run applied everything and exited 0. Called when the CLI
+    loads (before any option is read); :class:`Signals` covers the task's run itself."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _restore_sigterm(previous) -> None:
-    if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
+honour_sigint()
 
 
 def eprint(msg: str) -> None:

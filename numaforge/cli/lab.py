@@ -56,6 +56,8 @@ def lab_up(
 
     def body(report: Report):
         host = report.host("lab-vm")
+        host.status = "unchanged"  # "changed" once this run started something (the report's vocabulary)
+        started: list[str] = []
         url = vport = vendor = None
         if bmc:
             with host.step("bmc-up") as s:
@@ -65,6 +67,8 @@ def lab_up(
                 url = info.url
                 # the running BMC's flavour (an already running one may differ from --bmc-flavour)
                 vendor = services.flavour_vendor(info.flavour)
+                if not info.already_running:
+                    started.append("BMC simulator")
             common.console.print(
                 f"bmc: {info.flavour} simulator at {info.url} (pid {info.pid}"
                 f"{', already running' if info.already_running else ''})"
@@ -76,6 +80,8 @@ def lab_up(
                 vinfo = labvm.up(kernel=kernel, topo=topology, persist=persist, numa_nic=numa_nic, ssh_port=port)
                 s.detail = asdict(vinfo)
                 vport = vinfo.ssh_port
+                if not vinfo.already_running:
+                    started.append("VM")
             common.console.print(
                 f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                 f" (ready after {vinfo.ssh_seconds} s)"
@@ -83,7 +89,10 @@ def lab_up(
         inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url, vendor=vendor)
         report.data["inventory"] = str(inv)
         common.console.print(f"inventory: {inv} (--inventory lab)")
-        host.message = "lab is up"
+        if started:
+            host.status, host.message = "changed", f"lab is up: started the {' and the '.join(started)}"
+        else:
+            host.message = "lab is up: it was already running"
 
     common.execute("lab-up", body, json=json)
 
@@ -94,11 +103,17 @@ def lab_down(c, json=None):
 
     def body(report: Report):
         host = report.host("lab-vm")
+        stopped = []
         with host.step("vm-down") as s:
             s.detail = {"was_running": labvm.down()}
+            stopped += ["VM"] if s.detail["was_running"] else []
         with host.step("bmc-down") as s:
             s.detail = {"was_running": services.bmc_down()}
-        host.message = "lab is down"
+            stopped += ["BMC simulator"] if s.detail["was_running"] else []
+        if stopped:  # the report's vocabulary: this run stopped something
+            host.status, host.message = "changed", f"lab is down: stopped the {' and the '.join(stopped)}"
+        else:
+            host.status, host.message = "unchanged", "lab is down: nothing was running"
 
     common.execute("lab-down", body, json=json)
 

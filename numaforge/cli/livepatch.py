@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
 from ..lazy import lazy_module
-from ..report import Report
+from ..report import HostResult, Report
 from . import common, gateopts
 from .optionsets import RolloutSpec, task
 from .validate import HELP as VALIDATE_HELP
@@ -49,6 +49,35 @@ def _run_key(name: str, report: Report, hosts, what: str) -> str:
     return f"{name} {what} inventory={common.selected_inventory(report)} hosts={','.join(h.name for h in hosts)}"
 
 
+def status_lines(h: HostResult) -> list[str]:
+    """livepatch-status's lines for one host's result: each live patch, then the taint and what loads at boot,
+    in words (the boot summary is a dict in the report; printed, it was a Python dict)."""
+    lines = []
+    for n, lp in sorted((h.data.get("livepatches") or {}).items()):
+        fns = ", ".join(lp["functions"]) or "-"
+        lines.append(
+            f"{h.host}: {n} enabled={lp['enabled']} transition={lp['transition']} "
+            f"refcnt={lp.get('refcnt')} owner={lp['owner']} functions: {fns}"
+        )
+    if h.data.get("taint"):
+        t = h.data["taint"]
+        lines.append(f"{h.host}: taint {t['value']} {' '.join(t['flags']) or '-'}; at boot: {boot_text(h.data)}")
+    return lines
+
+
+def boot_text(data: dict) -> str:
+    """What loads at the next boot, from lifecycle.boot_summary's dict: 'kpatch: a, b; numaforge unit: c'."""
+    boot = data.get("boot") or {}
+    parts = []
+    if boot.get("kpatch"):
+        parts.append("kpatch: " + ", ".join(boot["kpatch"]))
+    if boot.get("numaforge"):
+        parts.append("numaforge unit: " + ", ".join(boot["numaforge"]))
+    elif boot.get("numaforge_unit_enabled"):
+        parts.append("numaforge unit enabled, no module for this kernel")
+    return "; ".join(parts) or "no live patch"
+
+
 # changes: one canary first, no failure allowed (validate's rules)
 CHANGE = RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0)
 
@@ -60,19 +89,8 @@ def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
     def run(hosts, report, fleet):
         out = lpfleet.status_hosts(hosts, **fleet)
         for h in out.results:
-            for n, lp in sorted((h.data.get("livepatches") or {}).items()):
-                fns = ", ".join(lp["functions"]) or "-"
-                common.console.print(
-                    esc(
-                        f"{h.host}: {n} enabled={lp['enabled']} transition={lp['transition']} "
-                        f"refcnt={lp.get('refcnt')} owner={lp['owner']} functions: {fns}"
-                    )
-                )
-            if h.data.get("taint"):
-                t = h.data["taint"]
-                common.console.print(
-                    esc(f"{h.host}: taint {t['value']} {' '.join(t['flags']) or '-'}; at boot: {h.data['boot']}")
-                )
+            for line in status_lines(h):
+                common.console.print(esc(line))
         return out
 
     _run(c, "livepatch-status", run, select, rollout, accept_new_host_key, {}, json)

@@ -29,7 +29,6 @@ from typing import Any, Callable
 
 import invoke
 
-from ..defaults import FORKS_BMC, FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
 from ..errors import NumaforgeError
 from . import common, values
@@ -46,13 +45,14 @@ SHARED_HELP = {
     "output": "how results print: plain (no boxes or wrapping, one row per line; the default when stdout is "
     "not a terminal), table (the default on a terminal) or json (the report on stdout)",
     "junit": "also write a JUnit XML file (one testcase per host) for CI systems",
-    "forks": f"how many hosts to work on at once (default: {FORKS_BMC} for BMC/Redfish tasks, which wait on the "
-    f"BMCs; {FORKS_SSH} over SSH; {FORKS_LIVEPATCH} for validate and live-patch changes)",
+    "forks": "how many hosts to work on at once (each task's default suits its peers: BMCs wait on Redfish, "
+    "SSH hosts run commands)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
     "command or Redfish request (rolling back what it started) and fails; the others go on",
     "canary": "run this many hosts first, one by one; any failure stops the rollout",
-    "batch": "then run the rest in batches of this many hosts (0 = all at once)",
-    "max_fail": "stop the rollout once more than this percentage of attempted hosts failed",
+    "batch": "then run the rest in batches, as Ansible's serial: N hosts, N% of the selected hosts (rounded "
+    "down, at least 1) or a list such as 1,5,25% (successive sizes, the last repeating); 0 = the rest at once",
+    "max_fail": "stop the rollout before the next batch once more than this percentage of attempted hosts failed",
     "gate": "judge each canary host before the rollout widens (the task says which gates it knows)",
     "prometheus": "--gate slo: Prometheus base URL whose HTTP API gives the service's latency histogram",
     "slo": "--gate slo: a gate setting KEY=VALUE (repeatable; also inventory var slo_gate): metric, label, window "
@@ -167,17 +167,36 @@ class NumaforgeTask(invoke.Task):
             raise invoke.Exit(code=exc.exit_code) from None
 
 
-def _with_shared_help(body: Callable, own: dict[str, str], extra: dict[str, Any], spec: RolloutSpec | None) -> dict:
+def rolling_defaults(spec: RolloutSpec, write: bool) -> dict[str, str]:
+    """Each rolling option's default as -h shows it, for one task (its RolloutSpec; ``write``: a writing task,
+    whose staged rollout stops at the first failed batch: numaforge.cli.values.staged_max_fail)."""
+    out = {
+        "forks": f"default {spec.forks}",
+        "canary": f"default {spec.canary}",
+        "batch": "default: the rest at once, or waves of --forks hosts when --max-fail is below 100",
+    }
+    if write and spec.max_fail >= 100:
+        staged = values.staged_max_fail(1, (), True, spec.max_fail)
+        out["max_fail"] = (
+            f"default {staged:g} when --canary or --batch stages the rollout (it stops before the next batch once "
+            f"a batch has a failure), else {spec.max_fail:g}"
+        )
+    else:
+        out["max_fail"] = f"default {spec.max_fail:g}"
+    return out
+
+
+def _with_shared_help(
+    body: Callable, own: dict[str, str], extra: dict[str, Any], spec: RolloutSpec | None, write: bool = False
+) -> dict:
     out = dict(own)
     defaults = {n: p.default for n, p in inspect.signature(body).parameters.items() if n not in INJECTED}
     defaults.update(extra)
     if spec is not None:  # the task's own rolling defaults (the options default to None: parsed later)
-        rolling: dict[str, Any] = {
-            "forks": spec.forks,
-            "canary": spec.canary or None,
-            "max_fail": None if spec.max_fail == 100 else spec.max_fail,
-        }
-        defaults.update({n: d for n, d in rolling.items() if n in extra})
+        for name, text in rolling_defaults(spec, write).items():
+            if name in extra:
+                base = own.get(name, SHARED_HELP[name])
+                out[name] = f"{base} ({text})"
     for name, default in defaults.items():
         if name in out or name not in SHARED_HELP:
             continue
@@ -199,7 +218,7 @@ def task(
         iterable.append("slo")
 
     def wrap(body: Callable) -> Any:
-        help_ = _with_shared_help(body, kwargs.pop("help", {}), injected(hosts, write, rollout), rollout)
+        help_ = _with_shared_help(body, kwargs.pop("help", {}), injected(hosts, write, rollout), rollout, write)
         return invoke.task(
             body,
             klass=NumaforgeTask,

@@ -33,10 +33,6 @@ HELP = {
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
-    "canary": "validate this many hosts first, one by one; any failure stops the rollout (default 1)",
-    "batch": "then validate the rest in batches of this many hosts (0 = all at once; default 0)",
-    "max_fail": "stop the rollout when more than this percentage of attempted hosts failed (default 0)",
-    "forks": "hosts validated at the same time within a batch (default 4)",
     "host_timeout": "seconds of budget per host (default: none); a host past it stops before its next SSH "
     "command, rolls back (unload/revert) and fails",
     "measure": "run the A/B NUMA effect step (A/B outcomes and tracepoint counts, numaforge.measure; CPU-burning "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from ..errors import NumaforgeError
-from ..fleet import Rollout, host_timeout_seconds
+from ..fleet import BatchSpec, FleetOptionError, Rollout, batch_spec, host_timeout_seconds
 
 
 class OptionValueError(NumaforgeError):
@@ -112,6 +112,25 @@ def max_fail(value, option: str = "--max-fail", default: float = 100.0) -> float
     return x
 
 
+def batch(value, option: str = "--batch") -> BatchSpec:
+    """--batch as Ansible's serial: a number of hosts (``2``), a percentage of the selected hosts (``25%``) or a
+    comma-separated list of them (``1,5,25%``: successive batch sizes, the last repeating); 0 or not given: all
+    remaining hosts at once. Parsed by numaforge.fleet.batch_spec; an error names the option (exit 2)."""
+    if value is None:
+        return ()
+    try:
+        return batch_spec(value)
+    except FleetOptionError as exc:
+        raise OptionValueError(exc.what, option, exc.fix) from None
+
+
+def staged_max_fail(canary: int, batches: BatchSpec, write: bool, default: float) -> float:
+    """The --max-fail a rollout uses when the operator did not give one: 0 for a writing task run as a staged
+    rollout (--canary N > 0 or --batch given), so it stops before the next batch once a batch has a failure;
+    else the task's own default."""
+    return 0.0 if write and (canary > 0 or batches) else default
+
+
 def option_flag(name: str) -> str:
     """The command-line spelling of a task parameter: ``max_fail`` -> ``--max-fail``."""
     return "--" + name.replace("_", "-")
@@ -168,12 +187,16 @@ def rollout(
     raw: dict, *, forks: int, canary: int = 0, max_fail_default: float = 100.0, lock: str | None = None
 ) -> Rollout:
     """The rolling options as given (None: not given) -> one Rollout; ``forks``/``canary``/``max_fail_default``
-    are the task's defaults, ``lock`` the name of a writing task (its hosts' write lock)."""
+    are the task's defaults, ``lock`` the name of a writing task (its hosts' write lock). A writing task's
+    staged rollout stops at the first failed batch unless --max-fail is given (staged_max_fail)."""
+    n_canary = non_negative_int(raw.get("canary"), "--canary", canary)
+    batches = batch(raw.get("batch"))
+    budget = staged_max_fail(n_canary, batches, lock is not None, max_fail_default)
     return Rollout(
         forks=positive_int(raw.get("forks"), "--forks", forks),
-        canary=non_negative_int(raw.get("canary"), "--canary", canary),
-        batch=non_negative_int(raw.get("batch"), "--batch", 0),
-        max_fail=max_fail(raw.get("max_fail"), "--max-fail", max_fail_default),
+        canary=n_canary,
+        batch=batches,
+        max_fail=max_fail(raw.get("max_fail"), "--max-fail", budget),
         host_timeout=host_timeout_seconds(raw.get("host_timeout")),
         gate=raw.get("gate"),
         prometheus=raw.get("prometheus"),

@@ -188,12 +188,16 @@ def apply_host(host, opts: OsOptions) -> HostResult:
                 after = measure_locality(remote, root, opts.gate_seconds)
     _record(res, profile, after_plan)
     res.data["changed"] = changed
+    # "changes" counts what this run wrote (the items beside it); what still differs after the verify read is
+    # "remaining" (the after-plan's own count was 0 beside two changed items: issue 39 item 9)
+    res.data["changes"], res.data["remaining"] = len(changed), len(after_plan.changes)
     _verdict(res, after_plan)
     if res.status != "failed":
-        # one vocabulary with bios-apply: a host whose settings were written is "changed", not "ok"
+        # one vocabulary with bios-apply: a host whose settings were written is "changed", not "ok"; the
+        # message does not repeat the status ("changed changed 2")
         res.status = "changed" if changed else "unchanged"
         res.message = (
-            f"changed {len(changed)}: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed)
+            f"{len(changed)} written: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed)
             if changed
             else "nothing to change"
         ) + "; verified"

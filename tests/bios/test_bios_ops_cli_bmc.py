@@ -97,6 +97,28 @@ def test_bios_apply_batch_and_max_fail(sims, tmp_path):
     assert "1 of 2 hosts failed (50% > --max-fail 49%)" in doc["data"]["fleet"]["reason"]
 
 
+def test_a_staged_reboot_rollout_stops_before_the_next_batch_after_a_failure(sims, tmp_path):
+    """Issue 39 item 6, as reported: `bios-apply --reboot --canary 1 --batch 2` went on rebooting the next batch
+    after a host of batch 2 failed (--max-fail defaulted to 100). The hosts never reached are "not run", not
+    "failed on"."""
+    live = sims("generic", 4)
+    hosts = [("c-0", live[0]), ("b-1", live[1]), ("b-2", None), ("b-3", live[2]), ("b-4", live[3])]
+    inv = inventory(tmp_path, [(n, s.url, str(s.ca_file)) if s else (n, dead_url(), None) for n, s in hosts])
+    r = invoke(
+        "bios-apply", "-i", str(inv), "--all", "--reboot", "--canary", "1", "--batch", "2",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = report(tmp_path / "r.json")
+    assert [h["status"] for h in doc["hosts"]] == ["changed", "changed", "failed", "not-run", "not-run"]
+    assert doc["data"]["fleet"]["batches"] == [["c-0"], ["b-1", "b-2"]]
+    assert [s.count("POST", "Reset") for s in live] == [1, 1, 0, 0], "the next batch must not be rebooted"
+    assert [s.count("PATCH") for s in live[2:]] == [0, 0]
+    lines = r.stderr.splitlines()
+    assert "failed on: b-2" in lines, r.stderr
+    assert any(line.startswith("not run (skipped): b-3, b-4 (1 of 3 hosts failed") for line in lines), r.stderr
+
+
 def test_jobs_delete_clear_and_reset_through_invoke(sims, tmp_path):
     (dell,) = sims("dell")
     inv = inventory(tmp_path, [("gpu-dell", dell.url, str(dell.ca_file))])

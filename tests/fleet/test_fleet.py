@@ -407,10 +407,11 @@ def test_report_is_never_ok_when_anything_did_not_happen():
 def test_rolling_batch_makes_max_fail_effective_without_batch():
     from numaforge.fleet import rolling_batch
 
-    assert rolling_batch(0, 8, 100) == 0  # no failure budget: all at once
-    assert rolling_batch(0, 1, 0) == 1  # budget: waves of --forks, checked after each
-    assert rolling_batch(0, 8, 25.0) == 8
-    assert rolling_batch(3, 8, 0) == 3  # an explicit --batch wins
+    assert rolling_batch(0, 8, 100) == ()  # no failure budget: all at once
+    assert rolling_batch(0, 1, 0) == (1,)  # budget: waves of --forks, checked after each
+    assert rolling_batch(0, 8, 25.0) == (8,)
+    assert rolling_batch(3, 8, 0) == (3,)  # an explicit --batch wins
+    assert rolling_batch("1,25%", 8, 0) == (1, "25%")
 
 
 def test_a_writing_rollout_holds_each_hosts_lock_and_a_held_host_fails_naming_the_holder(tmp_path, monkeypatch):

@@ -220,6 +220,9 @@ def test_sudo_user_applies_and_a_user_without_sudo_writes_nothing(sshd_host, tes
         res = run_os([host], "apply", OsOptions(), progress=False).results[0]
         if ok:
             assert res.status == "changed", res.message
+            # issue 39 item 9: JSON "changes: 0" beside the changed items; "changed changed 2" on the host line
+            assert res.data["changes"] == len(res.data["changed"]) > 0 and res.data["remaining"] == 0, res.data
+            assert res.message.startswith(f"{len(res.data['changed'])} written: "), res.message
             assert (root / "proc/sys/vm/swappiness").read_text() == "10"
             assert (root / "var/lib/numaforge/hostos/previous.json").stat().st_uid == 0
         else:
@@ -246,4 +249,4 @@ def test_interrupted_apply_resumes_from_the_journal(sshd_host, tmp_path):
         first.status == "unchanged" and first.message.startswith("resumed from") and first.data.get("changed") is None
     )
     assert [s.name for s in first.steps] == ["read"]
-    assert second.status == "changed" and "changed" in second.message
+    assert second.status == "changed" and "written" in second.message

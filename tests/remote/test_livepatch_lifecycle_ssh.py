@@ -54,3 +54,15 @@ def test_a_failing_canary_stops_the_rollout(sshd_host):
         [gone, sshd_host.inventory_host()], rollout=Rollout(canary=1, max_fail=0), progress=False
     )
     assert [r.status for r in out.results] == ["failed", "not-run"] and out.stopped
+
+
+def test_status_lines_say_what_loads_at_boot_in_words(sshd_host):
+    """Issue 39 item 9: livepatch-status printed a Python dict ("at boot: {'kpatch': [], ...}")."""
+    from numaforge.cli.livepatch import status_lines
+
+    (h,) = lpfleet.status_hosts([sshd_host.inventory_host()], progress=False).results
+    (line,) = status_lines(h)
+    assert line.endswith("at boot: no live patch"), line
+    assert "{" not in line and "[" not in line, line
+    h.data["boot"] = {"kpatch": ["kpatch_a"], "numaforge": ["nf_b"], "numaforge_unit_enabled": True}
+    assert status_lines(h)[0].endswith("at boot: kpatch: kpatch_a; numaforge unit: nf_b")
