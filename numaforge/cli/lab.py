@@ -29,8 +29,8 @@ else:  # imported by the task that uses them (numaforge.lazy)
         "topology": "NUMA shape of the VM: backplane4 (default: 4 nodes, SLIT 16/32), nps2 (EPYC-like 2-socket NPS2: "
         "10/12/32), cpuless4 (node 3 memory-only) or 2node (control)",
         "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic, or a "
-        "vendor generation (hpe-gen11, dell-16g, smc-h13, ...: python -m numaforge.lab.bmc -h); the lab inventory "
-        "gets its vendor",
+        "vendor generation (hpe-gen11, dell-16g, smc-h13, ...; docs/bmc-simulator.md lists them); the lab "
+        "inventory gets its vendor",
         "vm": "start the VM (--no-vm to start only the BMC simulator)",
         "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
         "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
