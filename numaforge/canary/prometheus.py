@@ -14,11 +14,12 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 import requests
 
 from ..errors import NumaforgeError
-from ..secrets import redact
+from ..secrets import redact, url_has_credentials
 
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -30,20 +31,54 @@ class PrometheusError(NumaforgeError):
     exit_code = 1
 
 
+def metric_problem(metric: str) -> str | None:
+    return None if isinstance(metric, str) and _METRIC.match(metric) else f"not a Prometheus metric name: {metric!r}"
+
+
+def label_problem(label: str) -> str | None:
+    return None if isinstance(label, str) and _LABEL.match(label) else f"not a Prometheus label name: {label!r}"
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a Prometheus base URL (http/https, a host, no credentials, query or fragment), or None.
+    The URL itself is never in the text: it may hold a password."""
+    if not isinstance(url, str) or not url:
+        return "the Prometheus URL is empty"
+    if any(ord(c) < 32 or ord(c) == 127 or c.isspace() for c in url):
+        return "the Prometheus URL contains a control character or white space"
+    if url_has_credentials(url):
+        return (
+            "the Prometheus URL carries credentials (user:password@ before the host name); they would be "
+            "written into reports and sent in clear"
+        )
+    try:
+        u = urlsplit(url)
+        port_ok = u.port is None or 0 < u.port < 65536
+    except ValueError:
+        return "the Prometheus URL is not a URL like http(s)://host[:port][/path]"
+    if u.scheme not in ("http", "https"):
+        return f"the Prometheus URL's scheme is {u.scheme or 'missing'!r}; Prometheus's API is http or https"
+    if not u.hostname or not port_ok:
+        return "the Prometheus URL is not a URL like http(s)://host[:port][/path]"
+    if u.query or u.fragment or url.endswith(("?", "#")):
+        return "the Prometheus URL must not carry a ?query or #fragment"
+    return None
+
+
 def _quote_regex_alternative(value: str) -> str:
     """One exact value inside a PromQL =~ regex in a double-quoted string: regex-escaped, then string-escaped."""
     return re.escape(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def p99_query(metric: str, label: str, values: Sequence[str], range_s: float, quantile: float = 0.99) -> str:
-    if not _METRIC.match(metric):
+    if problem := metric_problem(metric):
         raise NumaforgeError(
-            f"not a Prometheus metric name: {metric!r}",
+            problem,
             "--slo metric",
             "pass the histogram's base name, e.g. http_request_duration_seconds (without _bucket)",
         )
-    if not _LABEL.match(label):
-        raise NumaforgeError(f"not a Prometheus label name: {label!r}", "--slo label", "pass e.g. --slo label=instance")
+    if problem := label_problem(label):
+        raise NumaforgeError(problem, "--slo label", "pass e.g. --slo label=instance")
     if not values:
         raise ValueError("p99_query needs at least one host")
     sel = "|".join(_quote_regex_alternative(v) for v in values)
