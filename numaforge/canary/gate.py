@@ -39,7 +39,7 @@ from ..remote.ssh import connect
 from ..report import HostResult
 from ..secrets import SecretRef, register
 from . import decide
-from .prometheus import Prometheus, label_problem, metric_problem, url_problem
+from .prometheus import CannotTell, Prometheus, label_problem, metric_problem, url_problem
 
 MAX_CA_BYTES = 16 * 1024 * 1024  # a CA bundle (the system one is ~200 KiB)
 MIN_ALLOCATIONS = 100  # a host's local share over fewer page allocations in a minute is noise: left out
@@ -198,7 +198,11 @@ def instance_of(host: Any) -> str:
 
 # ------------------------------------------------------------------ locality over SSH
 def local_share(a: dict[str, int], b: dict[str, int]) -> float | None:
+    """The minute's local share of page allocations; None below MIN_ALLOCATIONS or when a counter went
+    backwards (a reset, or a host's garbage): left out, never a number made up."""
     local, other = b["local_node"] - a["local_node"], b["other_node"] - a["other_node"]
+    if local < 0 or other < 0:
+        return None
     return local / (local + other) if local + other >= MIN_ALLOCATIONS else None
 
 
@@ -315,12 +319,13 @@ class SloGate:
     def _minute(self, prom, canary_hosts, baseline_hosts, prev, now, index: int) -> dict:
         s = self.settings
         at, rng = time.time(), s.range or s.minute
-        c = prom.p99_ms(s.metric, s.label, [instance_of(h) for h in canary_hosts], at, rng)
-        b = prom.p99_ms(s.metric, s.label, [instance_of(h) for h in baseline_hosts], at, rng)
+        unsure: list[str] = []
+        c = self._p99(prom, canary_hosts, at, rng, "canaries'", unsure)
+        b = self._p99(prom, baseline_hosts, at, rng, "baselines'", unsure)
         delta = c - b if c is not None and b is not None else None
         shares = {name: local_share(prev[name], now[name]) for name in now}
         skew = decide.skewness([v for v in shares.values() if v is not None])
-        decision, why = decide.decide_minute(delta, skew, s.thresholds)
+        decision, why = decide.decide_minute(delta, skew, s.thresholds, "; ".join(unsure) or None)
         return {
             "minute": index,
             "time": round(at, 3),
@@ -332,6 +337,16 @@ class SloGate:
             "decision": decision,
             "why": why,
         }
+
+    def _p99(self, prom, hosts, at: float, rng: float, whose: str, unsure: list[str]) -> float | None:
+        """One side's P99 in ms; a value Prometheus's client refused (CannotTell) is None with the reason
+        in ``unsure``: the minute cannot tell, so it never widens (numaforge.canary.decide)."""
+        s = self.settings
+        try:
+            return prom.p99_ms(s.metric, s.label, [instance_of(h) for h in hosts], at, rng)
+        except CannotTell as exc:
+            unsure.append(f"cannot tell the {whose} P99: {exc.what}")
+            return None
 
     def _correlation(self) -> dict:
         ms = self.record["minutes"]
