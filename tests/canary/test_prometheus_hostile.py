@@ -24,6 +24,7 @@ import pytest
 from numaforge.canary import decide
 from numaforge.canary.gate import SloGate, SloSettings
 from numaforge.canary.prometheus import MAX_ANSWER_BYTES, CannotTell, Prometheus, PrometheusError
+from numaforge.report import HostResult
 
 
 class Peer:
@@ -191,7 +192,9 @@ def test_an_answer_that_is_not_prometheus_names_what_it_is():
 
 def _gate_minute(url: str) -> dict:
     """One minute of the real gate (SloGate._minute) against the peer; locality numbers for 3 hosts."""
-    gate = SloGate(SloSettings(prometheus=url, metric="svc_seconds"), rollback=lambda h: None, log=lambda m: None)
+    gate = SloGate(
+        SloSettings(prometheus=url, metric="svc_seconds"), rollback=lambda h: HostResult(h.name), log=lambda m: None
+    )
     hosts = [SimpleNamespace(name=n, vars={}) for n in ("c1", "b1", "b2")]
     prev = {h.name: {"local_node": 0, "other_node": 0} for h in hosts}
     now = {h.name: {"local_node": 1000, "other_node": 10} for h in hosts}
