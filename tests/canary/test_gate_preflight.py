@@ -190,3 +190,33 @@ def test_one_credentials_check_for_every_url_and_reports_mask_url_passwords(url,
     assert (problem is not None and "carries credentials" in problem) is has
     assert "pw" not in redact({"options": {"prometheus": "http://user:pw@host/"}})["options"]["prometheus"]
     assert redact("see http://user:pw@host/ now") == f"see http://{MASK}@host/ now"
+
+
+def test_gateopts_check_is_callable_from_a_preflight_before_the_inventory():
+    """gateopts.check(rollout) with no hosts: what the options give is checked (exit 2 naming it); a setting the
+    inventory may still give (the metric) is not demanded yet; with the hosts, everything is."""
+    from types import SimpleNamespace
+
+    from numaforge.canary.gate import GateSettingError
+    from numaforge.cli import gateopts
+    from numaforge.fleet import Rollout
+
+    for bad, where in (
+        ("ftp://p", "--prometheus"),
+        ("http://u:pw@p", "--prometheus"),
+        ("http://p\x1b", "--prometheus"),
+    ):
+        with pytest.raises(GateSettingError) as e:
+            gateopts.check(Rollout(canary=1, gate="slo", prometheus=bad))
+        assert e.value.exit_code == 2 and where in e.value.where and "pw" not in e.value.render()
+    with pytest.raises(GateSettingError, match="not a Prometheus metric name"):
+        gateopts.check(Rollout(canary=1, gate="slo", prometheus="http://p", slo=("metric=a-b",)))
+    partial = gateopts.check(Rollout(canary=1, gate="slo", prometheus="http://p"))
+    assert partial is not None and partial.metric == ""
+    hosts = [SimpleNamespace(name=n, vars={}) for n in ("a", "b")]
+    with pytest.raises(GateSettingError, match="needs the metric setting"):
+        gateopts.check(Rollout(canary=1, gate="slo", prometheus="http://p"), hosts)
+    hosts[0].vars = {"slo_gate": {"metric": "svc_seconds"}}
+    full = gateopts.check(Rollout(canary=1, gate="slo", prometheus="http://p"), hosts)
+    assert full is not None and full.metric == "svc_seconds"
+    assert gateopts.check(Rollout(canary=1)) is None
