@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3 import ProxyManager
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import budget
@@ -141,6 +142,13 @@ class _Adapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def proxy_manager_for(self, proxy, **proxy_kwargs):
+        """An HTTP(S) proxy from the environment (requests honours HTTPS_PROXY): its pools are watched too."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, ProxyManager):
+            manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        return manager
 
 
 def _watch(box: dict, done: threading.Event, deadline: float) -> None:

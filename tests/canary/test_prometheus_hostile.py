@@ -114,6 +114,19 @@ def test_a_dripping_answer_ends_at_the_request_deadline(mode):
     assert e.value.exit_code == 1 and "overloaded or stalling" in e.value.fix
 
 
+def test_a_dripping_proxy_from_the_environment_ends_at_the_deadline_too(monkeypatch):
+    """requests honours HTTP_PROXY: a proxy that drips is bounded like Prometheus itself."""
+    with Peer("drip-body") as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        t0 = time.monotonic()
+        with pytest.raises(PrometheusError, match=r"did not answer within 2 s"):
+            Prometheus("http://prometheus.invalid:9090", timeout=2).query("up", time.time())
+        assert proxy.requests and proxy.requests[0]["path"].startswith("http://prometheus.invalid:9090/api/v1/query")
+    assert time.monotonic() - t0 < 5
+
+
 @pytest.mark.parametrize("mode", ["huge-declared", "huge-chunked"])
 def test_a_100_mb_answer_is_refused_with_the_cap_named(mode):
     with Peer(mode) as peer:
