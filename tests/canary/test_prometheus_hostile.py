@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +27,8 @@ from numaforge.canary import decide
 from numaforge.canary.gate import SloGate, SloSettings
 from numaforge.canary.prometheus import MAX_ANSWER_BYTES, CannotTell, Prometheus, PrometheusError
 from numaforge.report import HostResult
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Peer:
@@ -154,14 +158,28 @@ def test_a_redirect_is_never_followed_and_its_location_is_named(monkeypatch):
 
 
 def test_a_signal_is_honoured_while_waiting_on_a_drip():
-    """SIGINT (the CLI turns SIGTERM into the same) raised in the waiting main thread ends the wait at once."""
+    """SIGINT (the CLI turns SIGTERM into the same) to a process waiting on a drip ends the wait at once. In a
+    child process: the test's own may be an xdist worker whose signals belong to its runner."""
+    code = (
+        "import sys, time\n"
+        "from numaforge.canary.prometheus import Prometheus\n"
+        "print('asking', flush=True)\n"
+        "try:\n"
+        "    Prometheus(sys.argv[1], timeout=30).query('up', time.time())\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True); sys.exit(130)\n"
+    )
     with Peer("drip-body") as peer:
-        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        proc = subprocess.Popen([sys.executable, "-c", code, peer.url], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "asking\n"
+        deadline = time.monotonic() + 10
+        while not peer.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # in the drip
         t0 = time.monotonic()
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            Prometheus(peer.url, timeout=30).query("up", time.time())
-        timer.join()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "interrupted" in out
     assert time.monotonic() - t0 < 3
 
 
