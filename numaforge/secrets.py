@@ -7,6 +7,7 @@ scrub it (``redact``); the reference itself (``env:BMC_PASS``) is what gets prin
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,8 +136,20 @@ class SecretRef:
         return f"SecretRef({self})"
 
 
+# scheme://user:password@ -- the userinfo of a URL with a password (RFC 3986 3.2.1; '/', '?', '#' end the authority)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*:[^/?#@\s]*@")
+
+
+def url_has_credentials(url: str) -> bool:
+    """True when ``url``'s authority carries userinfo (``user@`` or ``user:password@``): the one check for every
+    URL numaforge is given (bmc.url, --prometheus). Never print such a URL."""
+    authority = url.split("://", 1)[1] if "://" in url else url
+    return "@" in re.split(r"[/?#]", authority, maxsplit=1)[0]
+
+
 def redact(obj):
-    """Return a copy of obj (str/list/dict tree) with every resolved secret and SecretRef masked."""
+    """Return a copy of obj (str/list/dict tree) with every resolved secret and SecretRef masked, and the
+    password of any ``scheme://user:password@`` URL in a string."""
     if isinstance(obj, SecretRef):
         return str(obj)
     if isinstance(obj, SecretText):
@@ -145,6 +158,8 @@ def redact(obj):
         for secret in sorted(_RESOLVED, key=len, reverse=True):
             if secret and secret in obj:
                 obj = obj.replace(secret, MASK)
+        if "@" in obj:
+            obj = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", obj)
         return obj
     if isinstance(obj, dict):
         # belt and braces: a credential-named key only ever shows a reference

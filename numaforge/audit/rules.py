@@ -387,10 +387,35 @@ def nic_counters(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]], win
 
 
 # --------------------------------------------------------------------------------------------- 2.5, 4.3, THP, governor
+_ZONE_RECLAIM = re.compile(r"[0-9]{1,10}")
+
+
+def zone_reclaim_mode(text: str | None) -> int | None:
+    """/proc/sys/vm/zone_reclaim_mode as the kernel prints it (a non-negative int, a bit mask: 1 reclaim, 2 write,
+    4 unmap); None for an absent file or anything else (cannot tell)."""
+    value = (text or "").strip()
+    if not _ZONE_RECLAIM.fullmatch(value) or int(value) > 2**31 - 1:
+        return None
+    return int(value)
+
+
 def host_os(state: HostState, nodes: dict[int, list[int]], pci_nodes: dict[str, int | None]) -> list[Finding]:
     out = []
     zr = state.sysctls.get("vm.zone_reclaim_mode")
-    if zr is not None and zr.strip() not in ("0", ""):
+    mode = zone_reclaim_mode(zr)
+    if zr is not None and mode is None:  # peer data the kernel never prints: cannot tell, never a default
+        out.append(
+            Finding(
+                "zone-reclaim",
+                "warn",
+                f"cannot tell whether zone reclaim is on: vm.zone_reclaim_mode reads {zr[:40]!r}, not the "
+                "non-negative number the kernel prints",
+                [f"/proc/sys/vm/zone_reclaim_mode: {zr[:40]!r}"],
+                "read /proc/sys/vm/zone_reclaim_mode on the host (hostos_root, if set, points at the wrong tree?); "
+                "os-apply sysctl vm.zone_reclaim_mode: 0 sets it",
+            )
+        )
+    elif mode:
         out.append(
             Finding(
                 "zone-reclaim",

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 
+from .. import budget
 from ..defaults import AUDIT_WINDOW
 from ..errors import NumaforgeError
 from ..facts.captures import parse_cpulist
@@ -32,6 +33,7 @@ from ..hostos.read import (
     unexpected_content,
 )
 from ..hostos.run import bios_nps, host_root
+from ..remote.errors import CommandTimeout
 from ..remote.ssh import connect
 from ..report import HostResult
 from . import rules
@@ -271,18 +273,45 @@ def findings_of(
     return out, facts
 
 
+READ_MARGIN = 120.0  # seconds the audit read may take beyond its --window sleep (the /proc and /sys reads)
+
+
+def _read(remote, host, opts: AuditOptions):
+    """The audit script's one SSH command, bounded by --window + READ_MARGIN and by what is left of the host's
+    --host-timeout; a stop names the option that sets the bound that fired."""
+    limit = opts.window + READ_MARGIN
+    left = budget.remaining()
+    timeout = limit if left is None else max(0.1, min(limit, left))
+    try:
+        return remote.run(
+            "sh -s",
+            stdin=audit_script(host_root(host), opts.window),
+            timeout=timeout,
+            sudo=bool(host.ssh.sudo),
+            check=False,
+        )
+    except CommandTimeout:
+        if left is not None and left < limit:
+            raise budget.HostTimeout(
+                f"the audit read (a --window {opts.window:g} s sleep between two samples) was stopped when the "
+                f"host's --host-timeout ran out ({max(0.0, left):.0f} s were left when it started)",
+                f"host {host.name}",
+                f"raise --host-timeout above --window {opts.window:g} plus the reads (a few seconds), or lower --window",
+            ) from None
+        raise NumaforgeError(
+            f"the audit read did not finish within {limit:g} s (--window {opts.window:g} s + {READ_MARGIN:g} s for "
+            "the reads); it was stopped",
+            f"host {host.name}",
+            "find what blocks on the host (a /proc or /sys read, or sudo); --host-timeout bounds the read sooner",
+        ) from None
+
+
 def audit_host(host, opts: AuditOptions) -> HostResult:
     res = HostResult(host.name)
     with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
         with res.step("read") as s:
-            r = remote.run(
-                "sh -s",
-                stdin=audit_script(host_root(host), opts.window),
-                timeout=opts.window + 120,
-                sudo=bool(host.ssh.sudo),
-                check=False,
-            )
             s.detail = {"window_seconds": opts.window}
+            r = _read(remote, host, opts)
     if r.rc != 0:
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise NumaforgeError(

@@ -101,7 +101,7 @@ class RedfishClient:
         # "auto": HTTP Basic over verified TLS (no session round trips), a session otherwise (module docstring)
         self.auth = ("session" if insecure else "basic") if auth == "auto" else auth
         self._basic_may_fall_back = auth == "auto"  # a 401 to Basic: one session login instead (once)
-        if "@" in urlparse(base_url).netloc:
+        if secrets.url_has_credentials(base_url):
             raise RedfishError(
                 "the BMC URL carries credentials (user:password@)",
                 self.host,

@@ -8,7 +8,8 @@ Pearson correlation of the two series with its exact p-value.
 Matrix (the talk, 3.3): P99 delta < 15 ms and skew > -0.3 widens; P99 delta > 25 ms and skew < -0.8 rolls back
 and captures a trace; anything between holds and extends the window. numaforge rolls back when *either* number
 crosses its rollback threshold (the talk's literal "and" would leave a canary 40 ms slower with a healthy skew
-holding forever); a number that could not be measured never widens.
+holding forever); a number that could not be measured, or that is not a number (NaN, infinite, a P99 the
+Prometheus client refused as "cannot tell"), never widens: the minute holds, or rolls back on the other number.
 
 The p-value is exact: t = r sqrt((n-2)/(1-r^2)) has Student's t distribution with n-2 degrees of freedom under
 no correlation, and its two-sided tail is the regularized incomplete beta function I_x(df/2, 1/2) at
@@ -52,9 +53,20 @@ class Thresholds:
             raise ThresholdError(f"alert r {self.alert_r:g} and alert p {self.alert_p:g} must be between 0 and 1")
 
 
-def decide_minute(p99_delta_ms: float | None, skew: float | None, t: Thresholds) -> tuple[str, str]:
+def decide_minute(
+    p99_delta_ms: float | None, skew: float | None, t: Thresholds, cannot_tell: str | None = None
+) -> tuple[str, str]:
     """(decision, why) for one minute. skew None (fewer than 3 hosts with locality numbers) is judged on the
-    P99 delta alone; p99 None (no latency data) can only hold or roll back on the skew."""
+    P99 delta alone; p99 None (no latency data) can only hold or roll back on the skew. A number that is not
+    finite, or ``cannot_tell`` (why a measured value was refused, e.g. a negative P99), can only hold or roll
+    back: a minute that cannot tell never widens."""
+    unsure = [cannot_tell] if cannot_tell else []
+    if p99_delta_ms is not None and not math.isfinite(p99_delta_ms):
+        unsure.append(f"cannot tell: the P99 delta is {p99_delta_ms}")
+        p99_delta_ms = None
+    if skew is not None and not math.isfinite(skew):
+        unsure.append(f"cannot tell: the skew is {skew}")
+        skew = None
     bad, good = [], []
     if p99_delta_ms is not None:
         if p99_delta_ms > t.rollback_p99_ms:
@@ -67,7 +79,9 @@ def decide_minute(p99_delta_ms: float | None, skew: float | None, t: Thresholds)
         elif skew > t.widen_skew:
             good.append(f"skew {skew:.2f} > {t.widen_skew:g}")
     if bad:
-        return ROLLBACK, "; ".join(bad)
+        return ROLLBACK, "; ".join(bad + unsure)
+    if unsure:
+        return HOLD, "; ".join(unsure) + (f" ({'; '.join(good)})" if good else "")
     if p99_delta_ms is None:
         return HOLD, "no P99 data for this minute" + (f" ({'; '.join(good)})" if good else "")
     needed = 1 if skew is None else 2

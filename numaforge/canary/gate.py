@@ -29,6 +29,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Sequence
 
+from .. import safeio
 from ..audit.run import AuditOptions, audit_host
 from ..errors import NumaforgeError
 from ..fleet import FAILED, host_name
@@ -38,8 +39,9 @@ from ..remote.ssh import connect
 from ..report import HostResult
 from ..secrets import SecretRef, register
 from . import decide
-from .prometheus import Prometheus
+from .prometheus import CannotTell, Prometheus, label_problem, metric_problem, url_problem
 
+MAX_CA_BYTES = 16 * 1024 * 1024  # a CA bundle (the system one is ~200 KiB)
 MIN_ALLOCATIONS = 100  # a host's local share over fewer page allocations in a minute is noise: left out
 
 SETTING_HELP = {
@@ -104,8 +106,14 @@ def _convert(key: str, raw: Any, where: str) -> Any:
     return value
 
 
-def settings_from(host_vars: dict, pairs: Sequence[str] | None, prometheus: str | None) -> SloSettings:
-    """Settings from the first canary's ``slo_gate`` var, then ``--slo KEY=VALUE``, then ``--prometheus``."""
+def settings_from(
+    host_vars: dict, pairs: Sequence[str] | None, prometheus: str | None, complete: bool = True
+) -> SloSettings:
+    """Settings from the first canary's ``slo_gate`` var, then ``--slo KEY=VALUE``, then ``--prometheus``: every
+    one parsed and checked here, before any host is touched (issue 40) -- the URL (http/https, no credentials),
+    the metric and label names, the token reference (resolved: a set variable, a private file) and the CA file.
+    Each error is a GateSettingError (exit 2) naming where the setting came from. ``complete`` False: the
+    options alone, before the inventory (whose slo_gate may give the metric or URL) is read."""
     given: dict[str, tuple[Any, str]] = {}
     base = host_vars.get("slo_gate") or {}
     if not isinstance(base, dict):
@@ -120,6 +128,10 @@ def settings_from(host_vars: dict, pairs: Sequence[str] | None, prometheus: str 
         given["prometheus"] = (prometheus, "--prometheus")
     plain: dict[str, Any] = {}
     thresholds: dict[str, Any] = {}
+    if isinstance(given.get("prometheus_token", (None,))[0], str):
+        token = given["prometheus_token"][0]
+        if not token.startswith(("env:", "file:")):
+            register(token)  # a literal given by mistake: masked in every message and report
     for key, (raw, where) in given.items():
         if key not in SETTING_HELP:
             raise GateSettingError(
@@ -135,12 +147,48 @@ def settings_from(host_vars: dict, pairs: Sequence[str] | None, prometheus: str 
             str(exc), "slo gate thresholds", "make widen thresholds stricter than rollback ones"
         ) from None
     for key, example in (("prometheus", "--prometheus http://prometheus:9090"), ("metric", "--slo metric=NAME")):
-        if not getattr(s, key):
+        if complete and not getattr(s, key):
             raise GateSettingError(f"--gate slo needs the {key} setting", "--gate slo", f"pass {example}")
+    src = {k: w for k, (_v, w) in given.items()}
+    if s.prometheus and (problem := url_problem(s.prometheus)):
+        raise GateSettingError(
+            problem,
+            f"{src['prometheus']} (slo gate setting prometheus)",
+            "give Prometheus's base URL, e.g. https://prometheus.example:9090; a bearer token goes in "
+            "prometheus_token (env:VAR or file:PATH), never in the URL",
+        )
+    if s.metric and (problem := metric_problem(s.metric)):
+        raise GateSettingError(
+            problem,
+            f"{src['metric']} (slo gate setting metric)",
+            "name the latency histogram's base name, e.g. --slo metric=http_request_duration_seconds (no _bucket)",
+        )
+    if problem := label_problem(s.label):
+        raise GateSettingError(problem, f"{src['label']} (slo gate setting label)", "e.g. --slo label=instance")
     if s.prometheus_token:
-        if not s.prometheus_token.startswith(("env:", "file:")):
-            register(s.prometheus_token)  # a literal given by mistake: masked in every message and report
-        SecretRef.parse(s.prometheus_token, "slo gate prometheus_token")
+        where = f"{src['prometheus_token']} (slo gate setting prometheus_token)"
+        try:
+            SecretRef.parse(s.prometheus_token, where).resolve()  # unset variable, unsafe file: now, not after writes
+        except NumaforgeError as exc:
+            raise GateSettingError(exc.what, exc.where, exc.fix) from None
+    if s.prometheus_ca:
+        where = f"{src['prometheus_ca']} (slo gate setting prometheus_ca)"
+        pem = safeio.read_input(
+            s.prometheus_ca,
+            what="CA bundle",
+            where=where,
+            error=GateSettingError,
+            max_bytes=MAX_CA_BYTES,
+            fix_kind="point prometheus_ca at the PEM file of the CA that signed Prometheus's certificate",
+            fix_size="point prometheus_ca at a PEM CA file (a system bundle is ~200 KiB), not another file",
+        )
+        if b"-----BEGIN CERTIFICATE-----" not in pem:
+            raise GateSettingError(
+                f"CA bundle {s.prometheus_ca} holds no PEM certificate",
+                where,
+                "point prometheus_ca at the PEM file (-----BEGIN CERTIFICATE-----) of the CA that signed "
+                "Prometheus's certificate",
+            )
     return s
 
 
@@ -150,7 +198,11 @@ def instance_of(host: Any) -> str:
 
 # ------------------------------------------------------------------ locality over SSH
 def local_share(a: dict[str, int], b: dict[str, int]) -> float | None:
+    """The minute's local share of page allocations; None below MIN_ALLOCATIONS or when a counter went
+    backwards (a reset, or a host's garbage): left out, never a number made up."""
     local, other = b["local_node"] - a["local_node"], b["other_node"] - a["other_node"]
+    if local < 0 or other < 0:
+        return None
     return local / (local + other) if local + other >= MIN_ALLOCATIONS else None
 
 
@@ -267,12 +319,13 @@ class SloGate:
     def _minute(self, prom, canary_hosts, baseline_hosts, prev, now, index: int) -> dict:
         s = self.settings
         at, rng = time.time(), s.range or s.minute
-        c = prom.p99_ms(s.metric, s.label, [instance_of(h) for h in canary_hosts], at, rng)
-        b = prom.p99_ms(s.metric, s.label, [instance_of(h) for h in baseline_hosts], at, rng)
+        unsure: list[str] = []
+        c = self._p99(prom, canary_hosts, at, rng, "canaries'", unsure)
+        b = self._p99(prom, baseline_hosts, at, rng, "baselines'", unsure)
         delta = c - b if c is not None and b is not None else None
         shares = {name: local_share(prev[name], now[name]) for name in now}
         skew = decide.skewness([v for v in shares.values() if v is not None])
-        decision, why = decide.decide_minute(delta, skew, s.thresholds)
+        decision, why = decide.decide_minute(delta, skew, s.thresholds, "; ".join(unsure) or None)
         return {
             "minute": index,
             "time": round(at, 3),
@@ -284,6 +337,16 @@ class SloGate:
             "decision": decision,
             "why": why,
         }
+
+    def _p99(self, prom, hosts, at: float, rng: float, whose: str, unsure: list[str]) -> float | None:
+        """One side's P99 in ms; a value Prometheus's client refused (CannotTell) is None with the reason
+        in ``unsure``: the minute cannot tell, so it never widens (numaforge.canary.decide)."""
+        s = self.settings
+        try:
+            return prom.p99_ms(s.metric, s.label, [instance_of(h) for h in hosts], at, rng)
+        except CannotTell as exc:
+            unsure.append(f"cannot tell the {whose} P99: {exc.what}")
+            return None
 
     def _correlation(self) -> dict:
         ms = self.record["minutes"]

@@ -25,15 +25,13 @@ GATE_HELP = (
 )
 
 
-def slo_gate(
-    rollout: Rollout,
-    hosts: list,
-    rollback: Callable[[Any], Any],
-    accept_new_host_key: bool = False,
-    other_gates: tuple[str, ...] = (),
-) -> Any:
-    """The SloGate for `--gate slo` (None without a gate or for one of the task's ``other_gates``) from the
-    rollout's gate options; an unknown gate or bad settings stop with exit 2 before any host."""
+def check(rollout: Rollout, hosts: list | None = None, other_gates: tuple[str, ...] = ()) -> cgate.SloSettings | None:
+    """Every gate setting parsed and checked, no host touched: --gate (one this task knows), --canary against the
+    selected hosts, and for --gate slo the settings (inventory var slo_gate of the first host, --slo,
+    --prometheus; numaforge.canary.gate.settings_from checks the URL, names, token reference and CA file).
+    A GateSettingError (exit 2) names the setting. ``hosts`` None: the options alone (a preflight that runs
+    before the inventory is read: what the options give, incomplete); the task body calls it again with the
+    hosts. Returns the slo settings, or None when the gate is not slo."""
     gate, canary, prometheus, slo = rollout.gate, rollout.canary, rollout.prometheus, list(rollout.slo)
     if gate is not None and gate != "slo" and gate not in other_gates:
         raise cgate.GateSettingError(
@@ -45,13 +43,29 @@ def slo_gate(
                 "--prometheus and --slo are settings of --gate slo", "--prometheus/--slo", "add --gate slo"
             )
         return None
-    if canary < 1 or len(hosts) <= canary:
+    if hosts is not None and (canary < 1 or len(hosts) <= canary):
         raise cgate.GateSettingError(
             f"--gate slo compares canary hosts with baseline hosts: {len(hosts)} host(s) selected, --canary {canary}",
             "--gate slo",
             "select more hosts than --canary N (N >= 1): the hosts after the canaries are the baseline",
         )
-    settings = cgate.settings_from(hosts[0].vars or {}, slo, prometheus)
+    if hosts is None:  # the inventory's slo_gate var may still give the metric or the URL
+        return cgate.settings_from({}, slo, prometheus, complete=False)
+    return cgate.settings_from(hosts[0].vars or {}, slo, prometheus)
+
+
+def slo_gate(
+    rollout: Rollout,
+    hosts: list,
+    rollback: Callable[[Any], Any],
+    accept_new_host_key: bool = False,
+    other_gates: tuple[str, ...] = (),
+) -> Any:
+    """The SloGate for `--gate slo` (None without a gate or for one of the task's ``other_gates``) from the
+    rollout's gate options; an unknown gate or bad settings stop with exit 2 before any host (check())."""
+    settings = check(rollout, hosts, other_gates)
+    if settings is None:
+        return None
     return cgate.SloGate(
         settings,
         rollback=rollback,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json as _json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from rich.markup import escape
 from rich.table import Table
@@ -20,8 +21,9 @@ from rich.table import Table
 from .. import hostlock, safeio
 from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
+from ..fleet import FAILED
 from ..lazy import lazy_module
-from ..report import Report
+from ..report import HostResult, Report
 from . import common, values
 from .optionsets import task
 
@@ -230,11 +232,29 @@ class _Rounds:
     accept_new_host_key: bool
 
 
+@contextmanager
+def _failed_on_error(result: HostResult) -> Iterator[None]:
+    """A host whose measurement stopped (unreachable, locked, a failed step, Ctrl-C) is failed, with the reason,
+    in the table and the report -- never left "unchanged" (issue 40)."""
+    try:
+        yield
+    except NumaforgeError as exc:
+        result.status, result.message = FAILED, exc.render()
+        raise
+    except KeyboardInterrupt:
+        result.status, result.message = FAILED, "interrupted before the measurement finished"
+        raise
+    except Exception as exc:
+        result.status, result.message = FAILED, f"stopped by an unexpected {type(exc).__name__}"
+        raise
+
+
 def _measure_workload(report: Report, h, arts: dict, name: str, params, run: _Rounds, out) -> None:
     """The workload scenario on one host: interleaved rounds of every arm, JSON + PNG, the table and verdicts."""
     result = report.host(h.name)
     # it loads and unloads live patches: the host's write lock, like every task that changes hosts
     with (
+        _failed_on_error(result),
         hostlock.held_host(h, h.name, "numa-effect"),
         result.step("measure") as s,
         ssh.connect(h.ssh, h.name, accept_new_host_key=run.accept_new_host_key) as r,
@@ -312,6 +332,7 @@ def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
     """The probe scenario on one host: nodes from the options or the host's SLIT, blocks, JSON, tables."""
     result = report.host(h.name)
     with (
+        _failed_on_error(result),
         hostlock.held_host(h, h.name, "numa-effect"),
         result.step("measure") as s,
         ssh.connect(h.ssh, h.name, accept_new_host_key=False) as r,

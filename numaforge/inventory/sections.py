@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import InventoryError, SecretError
-from ..secrets import SecretRef, SecretText
+from ..secrets import SecretRef, SecretText, url_has_credentials
 from ..textsafe import has_control, printable
 from .context import BMC_AUTH, PCI_RE, PROFILE_RE, RELEASE_RE, SECTION_FIELDS, TARGET_RE, VENDORS, Ctx, hint, kind_of
 from .model import BMCSpec, HardwareSpec, Host, KernelSpec, SSHSpec
@@ -169,7 +169,7 @@ def _bmc(ctx, host, f, line) -> BMCSpec:
             f"host '{host}': bmc.url {url!r} is not a URL like https://bmc-host[:port] ({exc})",
             "write the BMC's base URL, e.g. https://10.0.0.5, https://[fd00::5] or https://bmc01.example.com:443",
         )
-    if "@" in parsed.netloc:
+    if url_has_credentials(url):
         # never echo the URL: it holds a password. Say where, and how to move it out.
         ctx.fail(
             uline,

@@ -348,3 +348,26 @@ def test_legacy_isa_irqs_on_one_cpu_are_a_note_virtio_queues_a_warning():
     assert "/proc/irq/25/smp_affinity_list: 3" in by["virtio0"].evidence
     clean = rules.irq_placement(ints, ints, 10, {}, 4, affinity={**pinned, "24": [1], "25": [0, 1, 2, 3], "26": [1, 2]})
     assert [f.severity for f in clean] == ["info"]
+
+
+@pytest.mark.parametrize("value", ["on", "1garbage", "-1", "0x1", "1.0", "", " ", "\x1b[2J", "9" * 40, "١"])
+def test_a_zone_reclaim_mode_that_is_not_a_number_is_cannot_tell_never_reclaim_on(value):
+    """Peer data is validated (issue 40 item 5): the kernel prints a non-negative int; anything else is
+    "cannot tell" (a warn: the host is not ok), never read as zone reclaim on or off."""
+    data = scenario("clean")
+    data.once.files["/proc/sys/vm/zone_reclaim_mode"] = value
+    findings, _facts = findings_of(data, window=10)
+    zr = by_check(findings, "zone-reclaim")
+    assert len(zr) == 1 and zr[0].severity == "warn", findings
+    assert zr[0].what.startswith("cannot tell whether zone reclaim is on"), zr[0].what
+    assert "drops page cache" not in zr[0].what and "\x1b" not in zr[0].what + "".join(zr[0].evidence)
+    assert rules.status(findings)[0] == "failed"
+
+
+@pytest.mark.parametrize(("value", "on"), [("0", False), ("1", True), ("4", True), ("7", True)])
+def test_a_zone_reclaim_mode_number_is_judged(value, on):
+    data = scenario("clean")
+    data.once.files["/proc/sys/vm/zone_reclaim_mode"] = value
+    findings, _facts = findings_of(data, window=10)
+    zr = by_check(findings, "zone-reclaim")
+    assert bool(zr) == on and all("drops page cache" in f.what for f in zr)

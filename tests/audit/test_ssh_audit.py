@@ -9,9 +9,11 @@ so only the findings that need no growth between them can show.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,45 @@ def test_cli_audits_a_faulty_and_a_clean_host(netns_lab, tmp_path: Path) -> None
     assert "numactl --cpunodebind=0 --membind=0" in r.stdout
     assert "fleet summary" in r.stdout and "clean: no findings" in r.stdout
     assert 'name="faulty"' in (tmp_path / "r.xml").read_text()
+
+
+def test_host_timeout_bounds_the_audit_read_and_names_the_option(netns_lab, tmp_path: Path) -> None:
+    """--host-timeout bounds the audit's one long SSH read (issue 40 item 2): with --window 30 the read sleeps
+    30 s between its samples; --host-timeout 4 stops it after about 4 s, and the message names --host-timeout
+    (an option that exists), not "raise the timeout". It used to run the whole read (window + 120 s cap)."""
+    h = netns_lab.add_host("slow")
+    doc = {
+        "version": 1,
+        "hosts": {
+            h.name: {
+                "ssh": {
+                    "address": h.address,
+                    "port": h.port,
+                    "user": "root",
+                    "key_file": str(h.client_key),
+                    "known_hosts": str(h.known_hosts),
+                    "agent": False,
+                },
+                "vars": {"hostos_root": str(_tree("clean", tmp_path / "clean"))},
+            }
+        },
+    }
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("invoke")), "numa-audit", "-i", str(inv), "--window", "30"]
+        + ["--host-timeout", "4", "--output", "plain", "--json", str(tmp_path / "r.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    took = time.monotonic() - t0
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 1, out
+    assert took < 25, f"took {took:.0f} s: {out}"
+    (host,) = json.loads((tmp_path / "r.json").read_text())["hosts"]
+    assert host["status"] == "failed" and "--host-timeout" in host["message"], host
+    assert "raise the timeout" not in out

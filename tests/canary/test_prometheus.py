@@ -63,3 +63,69 @@ def test_tls_is_verified_against_the_system_cas_or_the_given_ca(tmp_path):
             Prometheus(prom.url).query("up", time.time())
         up = Prometheus(prom.url, ca_file=str(tls[0])).query("up", time.time())
         assert up and up[0]["metric"]["instance"] == svc.instance and up[0]["value"][1] == "1"
+
+
+class _NegativeBuckets:
+    """An exporter whose histogram has one bucket with a negative upper bound (le="-0.5") holding every
+    observation: a real Prometheus's histogram_quantile answers that bound, a P99 of -500 ms."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        t0 = time.monotonic()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                n = int((time.monotonic() - t0) * 50) + 1
+                body = (
+                    f"# TYPE {METRIC} histogram\n"
+                    f'{METRIC}_bucket{{le="-0.5"}} {n}\n{METRIC}_bucket{{le="0.1"}} {n}\n'
+                    f'{METRIC}_bucket{{le="+Inf"}} {n}\n{METRIC}_sum {-0.6 * n}\n{METRIC}_count {n}\n'
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.instance = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_negative_p99_from_a_real_prometheus_is_cannot_tell_and_the_gate_holds(tmp_path):
+    """Issue 40 item 5: a P99 of -500 ms widened the rollout to every host. Here a real Prometheus computes it
+    from an exporter's negative bucket; the client refuses it (CannotTell) and the gate's minute holds."""
+    from types import SimpleNamespace
+
+    from numaforge.canary import decide
+    from numaforge.canary.gate import SloGate, SloSettings
+    from numaforge.canary.prometheus import CannotTell
+
+    with _NegativeBuckets() as bad, Service() as good:
+        with PrometheusServer(tmp_path, [bad.instance, good.instance], free_port()) as prom:
+            prom.wait_for_samples(METRIC, 2)
+            client = Prometheus(prom.url)
+            with pytest.raises(CannotTell, match=r"P99 of '-0.5' s: not a latency"):
+                client.p99_ms(METRIC, "instance", [bad.instance], time.time(), 5)
+            gate = SloGate(SloSettings(prometheus=prom.url, metric=METRIC, minute=5), rollback=lambda h: None)
+            hosts = [
+                SimpleNamespace(name=n, vars={"slo_instance": i})
+                for n, i in (("c", bad.instance), ("b1", good.instance), ("b2", good.instance))
+            ]
+            counters = {h.name: {"local_node": 1000, "other_node": 10} for h in hosts}
+            zero = {h.name: {"local_node": 0, "other_node": 0} for h in hosts}
+            m = gate._minute(client, hosts[:1], hosts[1:], zero, counters, 1)
+            assert m["decision"] == decide.HOLD and "cannot tell the canaries' P99" in m["why"], m
