@@ -16,8 +16,9 @@ from .vendormap import Desired
 from .vendors import translate
 
 
-def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired]]:
-    """The host's profile (--profile, else the inventory's bios_profile) and its vendor attribute values."""
+def render_for(host, vendor: str, opts: HostOptions) -> Profile:
+    """The host's profile (--profile, else the inventory's bios_profile) rendered over its inventory facts as
+    ``vendor``: what bios-plan, bios-apply and bios-verify all judge against."""
     name = opts.profile or host.bios_profile
     if not name:
         raise ProfileError(
@@ -26,8 +27,13 @@ def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, lis
             "set bios_profile in the inventory or pass --profile NAME",
         )
     facts = host_facts(host)
-    facts["vendor"] = state.vendor
-    profile = render_profile(name, facts, opts.profiles_path)
+    facts["vendor"] = vendor
+    return render_profile(name, facts, opts.profiles_path)
+
+
+def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired]]:
+    """The host's profile (--profile, else the inventory's bios_profile) and its vendor attribute values."""
+    profile = render_for(host, state.vendor, opts)
     vmap = opts.vendor_map(state.vendor)
     raw = profile.raw_for(state.vendor)
     return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
