@@ -342,6 +342,7 @@ def _print_operation(report: Report, name: str) -> None:
         "job-delete": ("delete", ("id", "state", "why")),
         "clear-pending": ("clear", ("attribute", "current", "pending")),
         "reset-defaults": ("to_default", ("attribute", "current", "default")),
+        "power": ("power", ("action", "reset", "before", "after")),
     }[name]
     for h in report.hosts:
         op = h.data.get("operation") or {}
@@ -409,6 +410,31 @@ def bios_reset_defaults(c, select, rollout, dry_run=False, insecure=False, json=
     _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, insecure, json, {})
 
 
+POWER_ACTIONS = ("status", "on", "off", "graceful-restart", "force-restart")  # numaforge.bios.power.POWER_ACTIONS
+POWER_HELP = {
+    "action": f"one of {', '.join(POWER_ACTIONS)}: status reads PowerState and BootProgress; on, off "
+    "(GracefulShutdown, else ForceOff), graceful-restart and force-restart send ComputerSystem.Reset with a type "
+    "the BMC allows. Nothing is sent to a host in POST or applying a config job; a forced reset only while the BMC "
+    "shows the OS running",
+}
+
+
+@task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP, POWER_HELP), positional=["action"])
+def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, json=None):
+    """Power a host on or off, restart it, or show its power and boot state: ComputerSystem.Reset through its BMC
+    (plan first: --dry-run says what would be sent), with bios-apply's POST safety -- nothing is sent to a host
+    that is booting, and a forced reset only while the BMC shows its OS running. A restart applies pending BIOS
+    values (after bios-reset-defaults, or a queued Dell config job) without writing any."""
+    if action not in POWER_ACTIONS:
+        raise values.OptionValueError(
+            "no action given" if action is None else f"unknown action {action!r}",
+            "bmc-power ACTION",
+            f"give one of: {', '.join(POWER_ACTIONS)} (e.g. `invoke bmc-power --host H status`)",
+        )
+    oopts = bops.OpOptions(dry_run=dry_run, power=action)
+    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
+
+
 TASKS = [
     bios_render,
     bios_plan,
@@ -418,4 +444,5 @@ TASKS = [
     bios_job_delete,
     bios_clear_pending,
     bios_reset_defaults,
+    bmc_power,
 ]
