@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InventoryError, NumaforgeError
 from ..report import HostResult
 from .errors import ProfileError
 from .hostsession import HostOptions
 from .hoststate import BiosState
-from .plan import Plan, make_plan
+from .plan import Plan, UnverifiedCheck, check_unverified, make_plan, unverified_policy
+from .presets import UNVERIFIED_POLICIES, UNVERIFIED_VAR
 from .profile import Profile, host_facts, render_profile
 from .vendormap import Desired
 from .vendors import translate
@@ -70,4 +72,37 @@ def record_plan(result: HostResult, state: BiosState, profile: Profile, plan: Pl
             ],
             "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if i.unverified],
         }
+    )
+
+
+class UnverifiedRefusedError(NumaforgeError):
+    """The plan would write values no public source shows and the --unverified policy is refuse."""
+
+
+def unverified_check(host, opts: HostOptions, profile: Profile, plan: Plan, action: str) -> UnverifiedCheck:
+    """The --unverified policy for this host (option > inventory var > profile key > the action's default) over
+    its plan's unverified values to write. An inventory value that is no policy is an error naming the host."""
+    raw = host.vars.get(UNVERIFIED_VAR)
+    if raw is not None and raw not in UNVERIFIED_POLICIES:
+        raise InventoryError(
+            f"{UNVERIFIED_VAR}: {raw!r} is not a policy",
+            f"{host.location} (host {host.name})",
+            f"write {UNVERIFIED_VAR}: {' | '.join(UNVERIFIED_POLICIES)}",
+        )
+    policy, source = unverified_policy(action, opts.unverified, raw, profile.unverified)
+    return check_unverified(plan, policy, source)
+
+
+def enforce_unverified(check: UnverifiedCheck, host, result: HostResult, action: str) -> None:
+    """Record the policy's verdict; raise (before any write) when it refuses the plan's unverified values."""
+    result.data["unverified_policy"] = check.as_dict()
+    if not check.refused:
+        return
+    head = "refused before any write" if action == "apply" else "bios-apply would refuse this plan"
+    raise UnverifiedRefusedError(
+        f"{head}: {check.text()}",
+        f"{host.name} ({host.location})",
+        "check these values against this BMC's documentation (the plan's resolved column says what no source "
+        "shows), then let them be written with --unverified warn or allow (or the inventory var "
+        f"{UNVERIFIED_VAR}, or the profile's unverified: key)",
     )

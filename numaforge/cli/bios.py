@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..bios.errors import ProfileError
+from ..bios.presets import UNVERIFIED_POLICIES
 from ..defaults import FORKS_BMC
 from ..display import esc
 from ..lazy import lazy_module
@@ -42,6 +43,12 @@ BIOS_HELP = {
     "keeps nothing",
 }
 
+UNVERIFIED_HELP = {
+    "unverified": "values to write that no public source shows for this BMC (the plan marks them UNVERIFIED): "
+    "refuse (the host fails before any write, naming them), warn, or allow; default: the inventory var "
+    "bios_unverified, else the profile's unverified: key, else refuse for bios-apply and warn for bios-plan",
+}
+
 
 def _warn_insecure(insecure: bool) -> None:
     if insecure:
@@ -64,9 +71,9 @@ def _print_plans(report: Report) -> None:
             (
                 str(i["attribute"]),
                 str(i["setting"]),
-                _s(i["current"]),
-                _s(i["pending"]),
-                _s(i["desired"]),
+                _shown(i, "current"),
+                _shown(i, "pending"),
+                _shown(i, "desired"),
                 str(i["action"]),
                 str(i["resolved"]),
             )
@@ -95,6 +102,20 @@ def _print_plans(report: Report) -> None:
         if h.data.get("plan"):
             for w in h.data.get("warnings") or []:
                 common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
+            policy = h.data.get("unverified_policy") or {}
+            if policy.get("values") and policy.get("policy") == "warn":
+                names = ", ".join(f"{k}={v!r}" for k, v in policy["values"].items())
+                common.err_console.print(
+                    f"[yellow]{escape(h.host)}: UNVERIFIED values to write (no public source shows them for this "
+                    f"BMC): {escape(names)}; --unverified warn (from {escape(str(policy.get('from')))}); "
+                    "bios-apply refuses them unless --unverified warn or allow[/]"
+                )
+
+
+def _shown(item: dict, key: str) -> str:
+    """A plan value with the registry's display name beside a code: ``3 (NPS4)``."""
+    shown = (item.get("display") or {}).get(key)
+    return f"{_s(item[key])} ({shown})" if shown else _s(item[key])
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -169,12 +190,26 @@ BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
 BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
 
 
-@task(hosts=True, rollout=BMC_READ, help=BIOS_HELP)
-def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=True, json=None):
+@task(hosts=True, rollout=BMC_READ, help={**BIOS_HELP, **UNVERIFIED_HELP})
+def bios_plan(c, select, rollout, profile=None, insecure=False, unverified=None, discovery_cache=True, json=None):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
-    _run(c, "bios-plan", "plan", select, rollout, opts, {"profile": profile, "insecure": insecure}, json)
+    opts = bapply.HostOptions(
+        profile=profile, insecure=insecure, discovery_cache=discovery_cache, unverified=_policy(unverified)
+    )
+    options = {"profile": profile, "insecure": insecure, "unverified": unverified}
+    _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
+
+
+def _policy(value: str | None) -> str | None:
+    """--unverified: one of the policies (exit 2 naming the option otherwise)."""
+    if value is not None and value not in UNVERIFIED_POLICIES:
+        raise values.OptionValueError(
+            f"--unverified must be one of {', '.join(UNVERIFIED_POLICIES)}, got {value!r}",
+            "--unverified",
+            "pass --unverified refuse, --unverified warn or --unverified allow",
+        )
+    return value
 
 
 @task(
@@ -184,6 +219,7 @@ def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=
     help={
         **BIOS_HELP,
         **BATCH_HELP,
+        **UNVERIFIED_HELP,
         **{
             "reboot": "after writing, restart the host (GracefulRestart; ForceRestart after --graceful-timeout only "
             "if the BMC shows the OS still running, never in POST), wait for the OS and verify every value",
@@ -203,6 +239,7 @@ def bios_apply(
     insecure=False,
     graceful_timeout=None,
     power_timeout=None,
+    unverified=None,
     discovery_cache=True,
     json=None,
 ):
@@ -215,8 +252,14 @@ def bios_apply(
             power_on=values.positive_float(power_timeout, "--power-timeout", None),
         )
 
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, reboot=reboot, discovery_cache=discovery_cache)
-    options = {"profile": profile, "reboot": reboot, "insecure": insecure}
+    opts = bapply.HostOptions(
+        profile=profile,
+        insecure=insecure,
+        reboot=reboot,
+        discovery_cache=discovery_cache,
+        unverified=_policy(unverified),
+    )
+    options = {"profile": profile, "reboot": reboot, "insecure": insecure, "unverified": unverified}
     _run(c, "bios-apply", "apply", select, rollout, opts, options, json, timeouts=timeouts)
 
 
