@@ -257,6 +257,18 @@ def reboot(
 
 def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
     ph = phase(now)
+    os_up = now.power == "On" and (
+        now.last_state == "OSRunning" or (not now.last_state and now.post_state == "FinishedPost")
+    )
+    if seen_restart and os_up and now.job in JOB_BOOTING:  # the host is back; only the job says otherwise
+        return RedfishError(
+            f"the host restarted and its OS runs again ({now.text()}), but the BIOS config job is still "
+            f"{now.job} after {elapsed:.0f} s: the job is stuck, not the host (its values are not applied); "
+            "the host was not reset again",
+            f"{client.host} ({client.base_url})",
+            f"see the job and its message on the iDRAC (`invoke bios-jobs --host {client.host}`); a job stuck "
+            "Running is cleared on the iDRAC itself (its job queue), then the values can be applied anew",
+        )
     what = (
         f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
         if ph in ("booting", "off") or seen_restart
