@@ -255,7 +255,7 @@ def op_power(client, host, view: View, oopts: OpOptions, cache, result: HostResu
     before = power.boot_view(system, view.bios.body, running)
     op: dict[str, Any] = {"action": action, "phase": power.phase(before), "before": before.text()}
     result.data["operation"] = op
-    target, allowed = "", []
+    target, allowed = "", list[str]()
     if action != "status":
         target, allowed, op["allowed_from"] = power.reset_types(client, system, view.system.path)
         op["allowed"] = allowed

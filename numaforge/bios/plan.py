@@ -234,7 +234,8 @@ def make_plan(
         else:
             action = "change"
         attr = registry.attributes.get(d.attribute)
-        shown = {k: attr.display(v) for k, v in (("current", cur), ("pending", pend), ("desired", d.value))}
+        values = (("current", cur), ("pending", pend), ("desired", d.value))
+        shown = {k: attr.display(v) for k, v in values} if attr is not None else {}
         plan.items.append(
             PlanItem(
                 d.attribute,
@@ -246,7 +247,7 @@ def make_plan(
                 d.resolved,
                 d.unverified,
                 d.by_display_name,
-                {k: v for k, v in shown.items() if v} if attr is not None else {},
+                {k: v for k, v in shown.items() if v},
             )
         )
     return plan

@@ -104,10 +104,10 @@ def _print_plans(report: Report) -> None:
                 common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
             policy = h.data.get("unverified_policy") or {}
             if policy.get("values") and policy.get("policy") == "warn":
-                names = ", ".join(f"{k}={v!r}" for k, v in policy["values"].items())
+                listed = ", ".join(f"{k}={v!r}" for k, v in policy["values"].items())
                 common.err_console.print(
                     f"[yellow]{escape(h.host)}: UNVERIFIED values to write (no public source shows them for this "
-                    f"BMC): {escape(names)}; --unverified warn (from {escape(str(policy.get('from')))}); "
+                    f"BMC): {escape(listed)}; --unverified warn (from {escape(str(policy.get('from')))}); "
                     "bios-apply refuses them unless --unverified warn or allow[/]"
                 )
 
