@@ -304,9 +304,10 @@ def bios_verify(
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
+                wanted = ", ".join(f"{k}={v}" for k, v in (r.get("bmc_desired") or {}).items())
                 t.add_row(
                     esc(r["setting"]),
-                    esc(_s(r["desired"])),
+                    esc(_s(r["desired"]) + (f" ({wanted})" if wanted else "")),
                     esc(r["bmc_value"]),
                     esc(r["os_evidence"] or "-"),
                     f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]",

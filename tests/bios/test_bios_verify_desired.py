@@ -7,6 +7,8 @@ build server (its facts differ from the inventories below: no GPU, one NIC)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from numaforge import paths
@@ -14,9 +16,12 @@ from numaforge.bios.apply import plan_host
 from numaforge.bios.profile import host_facts, render_profile
 from numaforge.bios.verify import VerifyOptions, run_verify
 from numaforge.fleet import Rollout
+from numaforge.lab.bmc import BMCSimulator
 from numaforge.lab.bmc.flavours import ALL_FLAVOURS
 
 from .test_bios_apply_bmc import PASSWORD, host_for, opts, run, sim_factory  # noqa: F401 (fixture)
+from .test_bios_cli_bmc import PASSWORD as CLI_PASSWORD
+from .test_bios_cli_bmc import invoke
 
 pytestmark = pytest.mark.bmc
 
@@ -81,3 +86,23 @@ def test_lab_vm_case_pcie_acs_desired_is_the_plans_and_the_render_difference_is_
     assert row["desired"] is True, row
     assert row["bmc_desired"] == {"PcieAcsCtl": "Enabled"} or list(row["bmc_desired"].values()) == ["Enabled"], row
     assert "inventory" in row["why"] and "pcie_acs=False" in row["why"], row
+
+
+def test_the_verify_table_shows_the_setting_and_the_attribute_values_desired(tmp_path):
+    """The printed row: `pcie_acs | True (PcieAcsCtl=Enabled) | PcieAcsCtl=...` (issue 39 item 3's lab-vm case)."""
+    sim = BMCSimulator(flavour="dell", tls=True, username="admin", password=CLI_PASSWORD, power_delay=0.3).start()
+    try:
+        inv = tmp_path / "inv.yaml"
+        inv.write_text(
+            "version: 1\nhosts:\n  lab-vm:\n"
+            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_CLI_BMC_PW', ca_bundle: '{sim.ca_file}'}}\n"
+            "    hardware: {sockets: 4}\n    bios_profile: epyc-gpudirect\n"
+        )
+        r = invoke("bios-verify", "-i", str(inv), "--no-os", "--json", str(tmp_path / "v.json"))
+        row = next(line for line in r.stdout.splitlines() if line.startswith("pcie_acs "))
+        assert "True (PcieAcsCtl=Enabled)" in row, r.stdout
+        doc = json.loads((tmp_path / "v.json").read_text())
+        acs = next(x for x in doc["hosts"][0]["data"]["verify_rows"] if x["setting"] == "pcie_acs")
+        assert acs["desired"] is True and acs["bmc_desired"] == {"PcieAcsCtl": "Enabled"}
+    finally:
+        sim.stop()
