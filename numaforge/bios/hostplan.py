@@ -79,9 +79,9 @@ class UnverifiedRefusedError(NumaforgeError):
     """The plan would write values no public source shows and the --unverified policy is refuse."""
 
 
-def unverified_check(host, opts: HostOptions, profile: Profile, plan: Plan, action: str) -> UnverifiedCheck:
-    """The --unverified policy for this host (option > inventory var > profile key > the action's default) over
-    its plan's unverified values to write. An inventory value that is no policy is an error naming the host."""
+def unverified_var(host) -> str | None:
+    """The host's inventory var bios_unverified (None unset); a value that is no policy is an error naming the
+    host and its inventory line (the tasks check every selected host before the first is touched)."""
     raw = host.vars.get(UNVERIFIED_VAR)
     if raw is not None and raw not in UNVERIFIED_POLICIES:
         raise InventoryError(
@@ -89,7 +89,13 @@ def unverified_check(host, opts: HostOptions, profile: Profile, plan: Plan, acti
             f"{host.location} (host {host.name})",
             f"write {UNVERIFIED_VAR}: {' | '.join(UNVERIFIED_POLICIES)}",
         )
-    policy, source = unverified_policy(action, opts.unverified, raw, profile.unverified)
+    return raw
+
+
+def unverified_check(host, opts: HostOptions, profile: Profile, plan: Plan, action: str) -> UnverifiedCheck:
+    """The --unverified policy for this host (option > inventory var > profile key > the action's default) over
+    its plan's unverified values to write."""
+    policy, source = unverified_policy(action, opts.unverified, unverified_var(host), profile.unverified)
     return check_unverified(plan, policy, source)
 
 

@@ -22,11 +22,13 @@ from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
+    from ..bios import hostplan as bhostplan
     from ..bios import operations as bops
     from ..bios import profile as bprofile
     from ..bios import verify as bverify
 else:  # imported by the task that uses them (numaforge.lazy)
     bapply = lazy_module("numaforge.bios.apply")
+    bhostplan = lazy_module("numaforge.bios.hostplan")
     bops = lazy_module("numaforge.bios.operations")
     bprofile = lazy_module("numaforge.bios.profile")
     bverify = lazy_module("numaforge.bios.verify")
@@ -160,6 +162,8 @@ def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptio
         if timeouts is not None:
             opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, select)
+        for h in hosts:  # before the first host is touched: a bad inventory value is exit 2, nothing read
+            bhostplan.unverified_var(h)
         report.expect_hosts(h.name for h in hosts)
         if not journaled:
             outcome = bapply.run_hosts(hosts, action, opts, rollout, progress=len(hosts) > 1)

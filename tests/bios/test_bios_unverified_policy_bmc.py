@@ -158,6 +158,13 @@ def test_cli_option_is_checked_and_the_report_says_what_was_refused(tmp_path):
         doc = json.loads((tmp_path / "r.json").read_text())
         assert doc["hosts"][0]["data"]["unverified_policy"]["refused"] is True
         assert sim.count("PATCH") == 0
+        bad_var = tmp_path / "bad.yaml"
+        bad_var.write_text(inv.read_text() + f"    vars: {{{UNVERIFIED_VAR}: sometimes}}\n")
+        sim.reset_counts()
+        refused = invoke("bios-plan", "-i", str(bad_var))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"{UNVERIFIED_VAR}: 'sometimes' is not a policy" in refused.stdout + refused.stderr
+        assert sim.count() == 0, "checked before the first host is touched"
         ok = invoke("bios-apply", "-i", str(inv), "--unverified", "allow")
         assert ok.returncode == 0, ok.stdout + ok.stderr
         assert sim.count("PATCH") == 1
