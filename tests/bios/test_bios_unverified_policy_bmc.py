@@ -170,3 +170,20 @@ def test_cli_option_is_checked_and_the_report_says_what_was_refused(tmp_path):
         assert sim.count("PATCH") == 1
     finally:
         sim.stop()
+
+
+def test_the_profile_key_is_checked_and_a_child_overrides_its_parent(tmp_path):
+    from numaforge.bios.errors import ProfileError
+    from numaforge.bios.profile import render_profile
+
+    from .helpers import facts
+
+    (tmp_path / "parent.yaml.j2").write_text("unverified: allow\nsettings:\n  iommu: true\n")
+    (tmp_path / "child.yaml.j2").write_text("extends: parent\nunverified: warn\n")
+    (tmp_path / "plain.yaml.j2").write_text("extends: parent\n")
+    (tmp_path / "bad.yaml.j2").write_text("unverified: sometimes\n")
+    assert render_profile("child", facts(), tmp_path).unverified == "warn"
+    assert render_profile("plain", facts(), tmp_path).unverified == "allow"
+    with pytest.raises(ProfileError) as exc:
+        render_profile("bad", facts(), tmp_path)
+    assert "unverified" in exc.value.render() and "bad.yaml.j2" in exc.value.render()
