@@ -26,7 +26,7 @@ from numaforge.bios.power import (
     power_decision,
 )
 from numaforge.cli import bios as cli_bios
-from numaforge.lab.bmc import BMCSimulator
+from numaforge.lab.bmc import BMCSimulator, flavours
 from numaforge.lab.bmc.flavours import ALL_FLAVOURS, load_flavour
 from numaforge.report import HostResult
 
@@ -53,6 +53,11 @@ def power(h, action, **kw) -> HostResult:
     r = HostResult(h.name)
     operate_host("power", h, opts(), OpOptions(power=action, **kw), RegistryCache(), r)
     return r
+
+
+def test_every_flavour_the_simulator_has_data_for_is_walked():
+    """ALL_FLAVOURS (what the tests below walk) is every flavour file of the simulator."""
+    assert set(ALL_FLAVOURS) == {p.name.removesuffix(".yaml") for p in flavours.HERE.glob("*.yaml")}
 
 
 def test_the_cli_names_every_power_action():
