@@ -167,6 +167,8 @@ def numaforge_apply(work: Path, tag: str, inv: Path, forks: int, env: dict) -> d
             "bios-apply",
             "-i",
             str(inv),
+            "--unverified",  # the simulator's registries carry values no public source shows (issue 39 item 5)
+            "allow",
             "--all",
             "--forks",
             str(forks),

@@ -135,6 +135,7 @@ def bmc_inventory(tmp_path):
         f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_STARTUP_PW', ca_bundle: '{sim.ca_file}'}}\n"
         "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
         "    bios_profile: epyc-gpudirect\n"
+        "    vars: {bios_unverified: allow}\n"  # it writes: unverified values are refused by default (issue 39)
     )
     yield inv
     sim.stop()

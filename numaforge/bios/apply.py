@@ -19,7 +19,7 @@ from ..report import UNEXPECTED_ERROR, HostResult
 from .applysteps import next_state
 from .discovery import RegistryCache, discovery_dir
 from .hostapply import HostApply
-from .hostplan import plan_for, record_plan
+from .hostplan import enforce_unverified, plan_for, record_plan, unverified_check
 from .hostsession import HostOptions, bmc_session, fail
 from .plan import Plan, PlanItem
 from .power import Timeouts
@@ -34,6 +34,7 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
             with result.step("plan"):
                 profile, desired, plan = plan_for(host, state, opts)
         record_plan(result, state, profile, plan)
+        enforce_unverified(unverified_check(host, opts, profile, plan, "plan"), host, result, "plan")
         result.data.update(
             {
                 "would_change": sorted(plan.changes),
@@ -61,6 +62,7 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
         with bmc_session(host, opts, cache, result) as (client, state):
             with result.step("plan"):
                 h = HostApply(host, opts, cache, result, client, state)
+                enforce_unverified(unverified_check(host, opts, h.profile, h.plan, "apply"), host, result, "apply")
             if h.resuming():
                 with result.step("resume") as s:
                     s.detail = h.do_resume()

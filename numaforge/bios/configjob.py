@@ -57,9 +57,9 @@ class ConfigJob:
             raise JobConflictError(
                 f"a BIOS configuration job is already queued: {ids}; nothing was written",
                 f"{self.host_name} ({self.client.base_url}{jobs.path})",
-                f"let it run (reboot the host, e.g. `{prog()} bios-apply --reboot` after it "
-                f"completes) or remove it with `{prog()} bios-job-delete` if it is stale, then "
-                "re-run",
+                f"let it run: restart the host (`{prog()} bmc-power --host {self.host_name} graceful-restart`) and "
+                f"the BMC applies it; or, if it is stale, remove it (`{prog()} bios-job-delete --host "
+                f"{self.host_name}`). Once no BIOS job is queued, this apply can run",
             )
         return {"queue": jobs.path if jobs else None, "active": 0}
 

@@ -533,7 +533,17 @@ class _RegistryLookup:
 
     def scan(self) -> Registry | None:
         """Every other member: a file naming exactly the registry is read at once, the others ranked after."""
-        self.members = Collection.load(self.client, self.coll).member_paths
+        r = self.client.request("GET", self.coll)
+        if r.status >= 400:
+            raise RedfishError(
+                f"the Registries collection {self.coll} the service root names answered {r.status} "
+                f"({r.error_text()}), and {self.guess} does not serve registry {self.registry_id}: the BMC does "
+                "not publish the BIOS attribute registry its Bios names, so no value can be validated",
+                f"{self.client.host} ({self.client.base_url})",
+                "check the BMC (a firmware update or a reset of its Redfish service restores the registry store); "
+                "nothing is written without the registry",
+            )
+        self.members = Collection(self.client, self.coll, r.body, r.etag).member_paths
         ranked: list[tuple[int, str, dict]] = []  # files naming the registry in another spelling or version
         for uri in self.members:
             if uri.rstrip("/") == self.guess.rstrip("/"):

@@ -14,6 +14,12 @@ class VendorMapError(NumaforgeError):
     exit_code = 2
 
 
+class VendorMismatchError(NumaforgeError):
+    """The BMC is not of the vendor the inventory says (its service root or system names another maker)."""
+
+    exit_code = 2
+
+
 class BiosValidationError(NumaforgeError):
     """A desired value does not pass the BMC's attribute registry (nothing was written)."""
 
@@ -165,7 +171,8 @@ def password_change_uri(body: dict) -> str | None:
 FIX_FOR_STATUS = {
     401: "check the BMC credentials in the inventory",
     403: "the BMC account needs the ConfigureComponents privilege (Administrator/Operator role)",
-    404: "the BMC does not offer this resource: check bmc.system_id / vendor in the inventory",
+    404: "the BMC does not serve a resource its own links (or an earlier run's discovery cache) named: check its "
+    "firmware; --no-discovery-cache discovers its paths afresh",
     405: "the BMC does not allow this method on the resource",
     412: "the resource changed since it was read: re-read and re-plan",
     503: "the BMC is busy; re-run later",

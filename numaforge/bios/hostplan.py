@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InventoryError, NumaforgeError
 from ..report import HostResult
 from .errors import ProfileError
 from .hostsession import HostOptions
 from .hoststate import BiosState
-from .plan import Plan, make_plan
+from .plan import Plan, UnverifiedCheck, check_unverified, make_plan, unverified_policy
+from .presets import UNVERIFIED_POLICIES, UNVERIFIED_VAR
 from .profile import Profile, host_facts, render_profile
 from .vendormap import Desired
 from .vendors import translate
 
 
-def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired]]:
-    """The host's profile (--profile, else the inventory's bios_profile) and its vendor attribute values."""
+def render_for(host, vendor: str, opts: HostOptions) -> Profile:
+    """The host's profile (--profile, else the inventory's bios_profile) rendered over its inventory facts as
+    ``vendor``: what bios-plan, bios-apply and bios-verify all judge against."""
     name = opts.profile or host.bios_profile
     if not name:
         raise ProfileError(
@@ -26,8 +29,13 @@ def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, lis
             "set bios_profile in the inventory or pass --profile NAME",
         )
     facts = host_facts(host)
-    facts["vendor"] = state.vendor
-    profile = render_profile(name, facts, opts.profiles_path)
+    facts["vendor"] = vendor
+    return render_profile(name, facts, opts.profiles_path)
+
+
+def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, list[Desired]]:
+    """The host's profile (--profile, else the inventory's bios_profile) and its vendor attribute values."""
+    profile = render_for(host, state.vendor, opts)
     vmap = opts.vendor_map(state.vendor)
     raw = profile.raw_for(state.vendor)
     return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
@@ -64,4 +72,43 @@ def record_plan(result: HostResult, state: BiosState, profile: Profile, plan: Pl
             ],
             "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if i.unverified],
         }
+    )
+
+
+class UnverifiedRefusedError(NumaforgeError):
+    """The plan would write values no public source shows and the --unverified policy is refuse."""
+
+
+def unverified_var(host) -> str | None:
+    """The host's inventory var bios_unverified (None unset); a value that is no policy is an error naming the
+    host and its inventory line (the tasks check every selected host before the first is touched)."""
+    raw = host.vars.get(UNVERIFIED_VAR)
+    if raw is not None and raw not in UNVERIFIED_POLICIES:
+        raise InventoryError(
+            f"{UNVERIFIED_VAR}: {raw!r} is not a policy",
+            f"{host.location} (host {host.name})",
+            f"write {UNVERIFIED_VAR}: {' | '.join(UNVERIFIED_POLICIES)}",
+        )
+    return raw
+
+
+def unverified_check(host, opts: HostOptions, profile: Profile, plan: Plan, action: str) -> UnverifiedCheck:
+    """The --unverified policy for this host (option > inventory var > profile key > the action's default) over
+    its plan's unverified values to write."""
+    policy, source = unverified_policy(action, opts.unverified, unverified_var(host), profile.unverified)
+    return check_unverified(plan, policy, source)
+
+
+def enforce_unverified(check: UnverifiedCheck, host, result: HostResult, action: str) -> None:
+    """Record the policy's verdict; raise (before any write) when it refuses the plan's unverified values."""
+    result.data["unverified_policy"] = check.as_dict()
+    if not check.refused:
+        return
+    head = "refused before any write" if action == "apply" else "bios-apply would refuse this plan"
+    raise UnverifiedRefusedError(
+        f"{head}: {check.text()}",
+        f"{host.name} ({host.location})",
+        "check these values against this BMC's documentation (the plan's resolved column says what no source "
+        "shows), then let them be written with --unverified warn or allow (or the inventory var "
+        f"{UNVERIFIED_VAR}, or the profile's unverified: key)",
     )

@@ -33,6 +33,7 @@ class HostOptions:
     vendors_dir: str | None = None
     journal: Any = None  # numaforge.journal.Journal of a --reboot run (resume after a crash)
     discovery_cache: bool = True  # keep registries and per-model paths on disk (numaforge.bios.discovery)
+    unverified: str | None = None  # --unverified refuse|warn|allow (None: inventory var, profile key, default)
 
     @property
     def profiles_path(self) -> Path | None:

@@ -13,11 +13,11 @@ from typing import Any
 
 from . import discovery
 from .discovery import RegistryCache, Shape, shape_key
-from .errors import RedfishError
+from .errors import RedfishError, VendorMismatchError
 from .redfish import RedfishClient
 from .registry import Registry
 from .resources import Bios, Collection, ServiceRoot, SettingsObject, System, etag_of
-from .vendors import detect_vendor
+from .vendors import detect_vendor, vendor_evidence
 
 
 @dataclass
@@ -147,13 +147,27 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
 
 
 def _vendor_of(client: RedfishClient, host, system: dict | None) -> tuple[str, str]:
-    """(vendor, how it is known): the inventory's bmc.vendor, its hardware.vendor, else the service root's."""
+    """(vendor, how it is known): the inventory's bmc.vendor, its hardware.vendor, else the service root's. An
+    inventory vendor the BMC contradicts (its service root or system, where this run read them, names another
+    maker) is an error naming both, before anything is planned."""
     cfg = host.bmc.vendor if host.bmc.vendor and host.bmc.vendor != "auto" else None
     if cfg:
-        return cfg, "inventory bmc.vendor"
-    if host.hardware.vendor:
-        return host.hardware.vendor, "inventory hardware.vendor"
-    return detect_vendor(client.ensure_root(), system), "detected from the service root"
+        how = "inventory bmc.vendor"
+    elif host.hardware.vendor:
+        cfg, how = host.hardware.vendor, "inventory hardware.vendor"
+    else:
+        return detect_vendor(client.ensure_root(), system), "detected from the service root"
+    if (client.root or system) and cfg != "generic":
+        seen = detect_vendor(client.root or {}, system)
+        if seen not in ("generic", cfg):
+            key = "bmc.vendor" if how.endswith("bmc.vendor") else "hardware.vendor"
+            raise VendorMismatchError(
+                f"inventory says {cfg} ({key}), BMC says {seen} ({vendor_evidence(client.root or {}, system)})",
+                f"{host.name} ({host.location}; {client.base_url})",
+                f"set {key}: {seen} (or leave the vendor out: the BMC's own word is then used), or check that "
+                "bmc.url is this host's BMC",
+            )
+    return cfg, how
 
 
 def system_of(client: RedfishClient, state: BiosState) -> System:

@@ -17,8 +17,9 @@ from ..errors import NumaforgeError
 from ..fleet import Rollout, run_fleet
 from ..program import prog
 from ..report import HostResult
+from . import power
 from .discovery import RegistryCache, discovery_dir, fetch_registry
-from .errors import RedfishConflictError, RedfishNotFoundError
+from .errors import RedfishConflictError, RedfishError, RedfishNotFoundError
 from .hostsession import HostOptions, connect, record_session
 from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System, find_jobs
 
@@ -28,6 +29,7 @@ class OpOptions:
     dry_run: bool = False  # plan only: read, decide, write nothing
     job_id: str | None = None  # bios-job-delete: only this BIOS config job (default: every queued one)
     all_jobs: bool = False  # bios-jobs: every job in the queue, not only BIOS configuration jobs
+    power: str = "status"  # bmc-power: a key of numaforge.bios.power.POWER_ACTIONS
 
 
 @dataclass
@@ -39,6 +41,7 @@ class View:
     bios: Bios
     settings: SettingsObject
     jobs: JobCollection | None
+    host: str = "H"  # the inventory name (the fixes name the command to run for it)
 
     def bios_jobs(self) -> list:
         return self.jobs.bios_jobs(self.settings.path) if self.jobs is not None else []
@@ -52,18 +55,24 @@ def read_view(client, host) -> View:
     system = root.system(host.bmc.system_id)
     bios = system.bios()
     settings = bios.settings()
-    return View(root, system, bios, settings, find_jobs(client, root, system.manager_paths))
+    return View(root, system, bios, settings, find_jobs(client, root, system.manager_paths), host.name)
 
 
-def _blocking_jobs(view: View, what: str) -> None:
-    """Refuse an operation on the pending values while a BIOS config job would apply them."""
+def _blocking_jobs(view: View, what: str, let_run: bool) -> None:
+    """Refuse an operation on the pending values while a BIOS config job would apply them. ``let_run``: letting
+    the job run (a host reset) is a way on for this operation (not for clearing those very values)."""
     active = [j for j in view.bios_jobs() if j.active]
     if view.jobs is not None and active:
         ids = ", ".join(f"{j.identity} ({j.state})" for j in active)
+        fix = f"delete the job first (`{prog()} bios-job-delete --host {view.host}`)"
+        if any(j.running for j in active):
+            fix = f"the host is applying it now: wait until the job has finished (`{prog()} bios-jobs`)"
+        elif let_run:
+            fix += f", or let it run (a host reset applies it: `{prog()} bmc-power --host {view.host} graceful-restart`)"
         raise RedfishConflictError(
             f"BIOS config job {ids} is queued to apply the pending values; {what} refused, nothing was changed",
             view.jobs.where,
-            f"delete the job first (`{prog()} bios-job-delete`), or let it run",
+            fix,
             status=409,
         )
 
@@ -178,7 +187,7 @@ def op_clear_pending(client, host, view: View, oopts: OpOptions, cache, result: 
     }
     if not pending:
         return "unchanged", "nothing pending"
-    _blocking_jobs(view, "clearing the pending values")
+    _blocking_jobs(view, "clearing the pending values", let_run=False)
     with result.step("act") as s:
         if oopts.dry_run:
             s.detail = "dry run: nothing cleared"
@@ -218,7 +227,7 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         "to_default": changes,
         "pending_before": sorted(view.pending()),
     }
-    _blocking_jobs(view, "resetting the BIOS to defaults")
+    _blocking_jobs(view, "resetting the BIOS to defaults", let_run=True)
     with result.step("act") as s:
         if oopts.dry_run:
             s.detail = "dry run: not reset"
@@ -232,16 +241,80 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         view.settings = view.bios.settings()
         result.data["operation"]["pending_after"] = sorted(view.pending())
     return "changed", (
-        f"reset to defaults requested ({len(changes)} attributes differ from their default); it "
-        f"applies at the next host reset (reboot the host, e.g. `{prog()} bios-apply --reboot` later)"
+        f"reset to defaults requested ({len(changes)} attributes differ from their default); it applies at the "
+        f"next host reset: restart the host with `{prog()} bmc-power --host {host.name} graceful-restart` (a "
+        "profile apply before that reset would stage the profile's values over the defaults)"
     )
 
+
+def op_power(client, host, view: View, oopts: OpOptions, cache, result: HostResult) -> tuple[str, str]:
+    """bmc-power: status, or one ComputerSystem.Reset of the types the BMC allows, under bios-apply's POST
+    safety (numaforge.bios.power.power_decision); after a request the system is read again."""
+    action = oopts.power
+    system = view.system.body
+    running = next((j.state for j in view.bios_jobs() if j.running), "")
+    before = power.boot_view(system, view.bios.body, running)
+    op: dict[str, Any] = {"action": action, "phase": power.phase(before), "before": before.text()}
+    result.data["operation"] = op
+    target, allowed = "", list[str]()
+    if action != "status":
+        target, allowed, op["allowed_from"] = power.reset_types(client, system, view.system.path)
+        op["allowed"] = allowed
+    decision = power.power_decision(action, before, allowed, host.name)
+    op["reset"] = decision.reset
+    op["power"] = [{"action": action, "reset": decision.reset or "-", "before": before.text(), "after": "-"}]
+    if decision.status == "failed":
+        raise NumaforgeError(decision.why, f"{host.name} ({client.base_url}{view.system.path})", decision.fix)
+    if not decision.reset:
+        return decision.status, decision.why
+    with result.step("act") as s:
+        if oopts.dry_run:
+            s.detail = f"dry run: {decision.reset} not sent"
+            return "ok", f"would send {decision.reset} ({before.text()} now; dry run)"
+        error = power.send_reset(client, target, decision.reset, result.data)
+        s.detail = {"reset": decision.reset, "error": error} if error else {"reset": decision.reset}
+    with result.step("check"):
+        after = power.boot_view(System.load(client, view.system.path).body)
+    op["after"] = op["power"][0]["after"] = after.text()
+    acted = after.power in ("On", "PoweringOn") if decision.reset == "On" else power.restarted(before, after)
+    if error and not acted:
+        raise RedfishError(
+            f"{error}; re-read: nothing changed ({after.text()}); it was not sent again",
+            f"{host.name} ({client.base_url}{view.system.path})",
+            "check the BMC's log: it may still carry the request out (status shows the host's power and boot)",
+        )
+    note = "; the BMC answered with an error but acted on it" if error else ""
+    return "changed", f"{decision.reset} sent: {after.text()} now{note}"
+
+
+# the commands whose run would undo what each operation did or was asked to do: no advice of an operation's
+# outcome names one (nor, when it refused, the refused command itself); "task" is any run of it, "task action"
+# one action (tests/bios/test_bios_hints_bmc.py walks every operation's outcomes)
+UNDONE_BY: dict[str, tuple[str, ...]] = {
+    "jobs": (),
+    "job-delete": (),
+    # a restart applies the pending values that were to be discarded; an apply stages the profile again
+    "clear-pending": ("bios-apply", "bmc-power graceful-restart", "bmc-power force-restart", "bmc-power on"),
+    # an apply before the reset stages the profile's values over the defaults; clearing drops the defaults
+    "reset-defaults": ("bios-apply", "bios-clear-pending"),
+    "power": (),
+    "apply": ("bios-clear-pending", "bios-reset-defaults"),
+}
+TASK_OF = {
+    "jobs": "bios-jobs",
+    "job-delete": "bios-job-delete",
+    "clear-pending": "bios-clear-pending",
+    "reset-defaults": "bios-reset-defaults",
+    "power": "bmc-power",
+    "apply": "bios-apply",
+}
 
 OPERATIONS: dict[str, Callable] = {
     "jobs": op_jobs,
     "job-delete": op_job_delete,
     "clear-pending": op_clear_pending,
     "reset-defaults": op_reset_defaults,
+    "power": op_power,
 }
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import BiosValidationError
+from .presets import UNVERIFIED_POLICIES, UNVERIFIED_VAR
 from .registry import Registry
 from .vendors import Desired
 
@@ -39,9 +40,11 @@ class PlanItem:
     resolved: str = ""
     unverified: str = ""  # the vendor map's reason when no public source shows this entry (Desired.unverified)
     by_display_name: bool = False
+    # the registry's ValueDisplayName of each value where it says more than the code ("3" is "NPS4"), else ""
+    display: dict[str, str] = field(default_factory=dict)  # "current" / "pending" / "desired" -> display name
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "attribute": self.attribute,
             "setting": self.setting,
             "current": self.current,
@@ -50,6 +53,11 @@ class PlanItem:
             "action": self.action,
             "resolved": self.resolved,
         }
+        if self.display:
+            out["display"] = dict(self.display)
+        if self.unverified:
+            out["unverified"] = self.unverified
+        return out
 
 
 @dataclass
@@ -225,7 +233,86 @@ def make_plan(
             action = "ok" if cur == d.value else "pending"
         else:
             action = "change"
+        attr = registry.attributes.get(d.attribute)
+        values = (("current", cur), ("pending", pend), ("desired", d.value))
+        shown = {k: attr.display(v) for k, v in values} if attr is not None else {}
         plan.items.append(
-            PlanItem(d.attribute, d.setting, d.value, cur, pend, action, d.resolved, d.unverified, d.by_display_name)
+            PlanItem(
+                d.attribute,
+                d.setting,
+                d.value,
+                cur,
+                pend,
+                action,
+                d.resolved,
+                d.unverified,
+                d.by_display_name,
+                {k: v for k, v in shown.items() if v},
+            )
         )
     return plan
+
+
+# -- unverified values: refuse / warn / allow (issue 39 item 5) -------------------------------------------------
+DEFAULT_UNVERIFIED = {"plan": "warn", "apply": "refuse"}
+
+
+def unverified_policy(
+    action: str, option: str | None = None, inventory: str | None = None, profile: str | None = None
+) -> tuple[str, str]:
+    """(policy, where it came from): --unverified, else the inventory var, else the profile's key, else the
+    action's default (bios-plan warn, bios-apply refuse). Pure; the values were checked where they were read."""
+    for value, source in (
+        (option, "--unverified"),
+        (inventory, f"inventory var {UNVERIFIED_VAR}"),
+        (profile, "the profile's unverified: key"),
+    ):
+        if value is not None:
+            return value, source
+    return DEFAULT_UNVERIFIED[action], f"the bios-{action} default"
+
+
+@dataclass(frozen=True)
+class UnverifiedCheck:
+    """What the policy says of a plan's unverified values to write (items whose vendor-map entry no public
+    source shows and whose action is ``change``)."""
+
+    policy: str
+    source: str
+    items: tuple[PlanItem, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        return self.policy == "refuse" and bool(self.items)
+
+    @property
+    def warned(self) -> bool:
+        return self.policy == "warn" and bool(self.items)
+
+    def names(self) -> list[str]:
+        return [f"{i.attribute}={_shown(i.desired, i.display.get('desired'))} ({i.setting})" for i in self.items]
+
+    def text(self) -> str:
+        n = len(self.items)
+        head = f"{n} value{'s' if n != 1 else ''} no public source shows for this BMC"
+        return f"{head}: {', '.join(self.names())} (--unverified {self.policy}, from {self.source})"
+
+    def as_dict(self) -> dict:
+        return {
+            "policy": self.policy,
+            "from": self.source,
+            "values": {i.attribute: i.desired for i in self.items},
+            "why": {i.attribute: i.unverified for i in self.items},
+            "refused": self.refused,
+        }
+
+
+def check_unverified(plan: Plan, policy: str, source: str) -> UnverifiedCheck:
+    """The plan's unverified values to write under ``policy``. Pure."""
+    if policy not in UNVERIFIED_POLICIES:
+        raise ValueError(policy)
+    return UnverifiedCheck(policy, source, tuple(i for i in plan.items if i.unverified and i.action == "change"))
+
+
+def _shown(value: Any, display: str | None) -> str:
+    return f"{value!r} ({display})" if display else repr(value)

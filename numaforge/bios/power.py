@@ -258,6 +258,18 @@ def reboot(
 
 def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
     ph = phase(now)
+    os_up = now.power == "On" and (
+        now.last_state == "OSRunning" or (not now.last_state and now.post_state == "FinishedPost")
+    )
+    if seen_restart and os_up and now.job in JOB_BOOTING:  # the host is back; only the job says otherwise
+        return RedfishError(
+            f"the host restarted and its OS runs again ({now.text()}), but the BIOS config job is still "
+            f"{now.job} after {elapsed:.0f} s: the job is stuck, not the host (its values are not applied); "
+            "the host was not reset again",
+            f"{client.host} ({client.base_url})",
+            f"see the job and its message on the iDRAC (`{prog()} bios-jobs --host {client.host}`); a job stuck "
+            "Running is cleared on the iDRAC itself (its job queue), then the values can be applied anew",
+        )
     what = (
         f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
         if ph in ("booting", "off") or seen_restart
@@ -288,3 +300,123 @@ def wait_back(
             break
         time.sleep(t.poll)
     return {"seconds": round(time.monotonic() - start, 1), "power": now.power, "boot": now.text()}
+
+
+# -- bmc-power: one reset request the operator asks for, with bios-apply's POST safety -------------------------
+# the operator's word -> the ResetTypes that carry it out, first offered wins (DSP8010 ResetType)
+POWER_ACTIONS: dict[str, tuple[str, ...]] = {
+    "status": (),
+    "on": ("On",),
+    "off": ("GracefulShutdown", "ForceOff"),
+    "graceful-restart": ("GracefulRestart",),
+    "force-restart": ("ForceRestart",),
+}
+FORCED = {"ForceOff", "ForceRestart", "PowerCycle"}
+
+
+@dataclass(frozen=True)
+class PowerDecision:
+    """What bmc-power does on one host: ``reset`` ("" = nothing to send), ``status`` (unchanged when the host is
+    already where the operator wants it, failed when refused) and why / how to go on."""
+
+    reset: str
+    status: str
+    why: str
+    fix: str = ""
+
+
+def reset_types(client: RedfishClient, system: dict, system_path: str) -> tuple[str, list[str], str]:
+    """(target, the ResetTypes the BMC allows, where that list came from): the action's
+    ``ResetType@Redfish.AllowableValues``, else its ``@Redfish.ActionInfo`` document's ResetType parameter
+    (DSP0266 ActionInfo), else [] ("not stated": every type may be tried, the BMC refuses what it lacks)."""
+    target, allowed = reset_action(system, system_path)
+    if allowed:
+        return target, allowed, "ResetType@Redfish.AllowableValues"
+    action = (system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+    info = action.get("@Redfish.ActionInfo")
+    if isinstance(info, str) and info:
+        listed = action_info_reset_types(client.get(path_of(info)).body)
+        if listed:
+            return target, listed, f"ActionInfo {path_of(info)}"
+    return target, [], "not stated by the BMC"
+
+
+def action_info_reset_types(doc: Any) -> list[str]:
+    """The ResetType parameter's AllowableValues in an ActionInfo document ([] when it lists none). Pure."""
+    for p in (doc.get("Parameters") or []) if isinstance(doc, dict) else []:
+        if isinstance(p, dict) and p.get("Name") == "ResetType" and isinstance(p.get("AllowableValues"), list):
+            return [str(v) for v in p["AllowableValues"]]
+    return []
+
+
+def power_decision(action: str, now: BootView, allowed: list[str], host: str = "H") -> PowerDecision:
+    """bmc-power ``action`` for a host whose boot the BMC shows as ``now``. Pure. The POST safety is
+    bios-apply's (``phase``, ``force_verdict``): nothing but "On" is sent to a host that is booting (POST, a
+    config job running: a reset then can corrupt the BIOS settings being applied), and a forced reset only
+    with positive evidence that the OS runs. No refusal's fix names the refused request again."""
+    if action not in POWER_ACTIONS:
+        raise ValueError(action)
+    ph = phase(now)
+    status = f"`{prog()} bmc-power --host {host} status`"
+    if action == "status":
+        return PowerDecision("", "unchanged", now.text())
+    if action == "on":
+        if now.power in ("On", "PoweringOn"):
+            return PowerDecision("", "unchanged", f"already on ({now.text()})")
+        return _offered(("On",), allowed, now)
+    if ph == "off":
+        if action == "off":
+            return PowerDecision("", "unchanged", f"already off ({now.text()})")
+        return PowerDecision(
+            "",
+            "failed",
+            f"the host is off ({now.text()}): there is nothing to restart",
+            f"power it on: `{prog()} bmc-power --host {host} on`",
+        )
+    if in_post(now):
+        return PowerDecision(
+            "",
+            "failed",
+            f"the host is in POST ({now.text()}): a reset now can corrupt the BIOS settings being applied; "
+            "nothing was sent",
+            f"wait until POST ends (watch the host console, or {status} until BootProgress says OSRunning)",
+        )
+    want = POWER_ACTIONS[action]
+    decided = _offered(want, allowed, now)
+    if decided.reset in FORCED and ph != "os":
+        return PowerDecision(
+            "",
+            "failed",
+            f"the BMC does not say the OS is running ({now.text()}): the host may be in POST, so no forced "
+            f"{decided.reset} was sent",
+            f"watch the host console; once {status} shows the OS running (BootProgress OSRunning or "
+            "PostState FinishedPost), a forced reset is safe",
+        )
+    return decided
+
+
+def in_post(v: BootView) -> bool:
+    """Positive evidence that POST runs (powering on, a config job running, BootProgress before OSBootStarted,
+    HPE PostState InPost...): no reset of any kind then. OSBootStarted alone (an iDRAC without its OS agent
+    stays there) is not POST: a graceful request goes to the OS, a forced one still needs OSRunning. Pure."""
+    if v.power == "PoweringOn" or v.job in JOB_BOOTING or v.post_state in HPE_BOOTING:
+        return True
+    return v.power == "On" and v.last_state in BOOTING and v.last_state != "OSBootStarted"
+
+
+def _offered(want: tuple[str, ...], allowed: list[str], now: BootView) -> PowerDecision:
+    for kind in want:
+        if not allowed or kind in allowed:
+            return PowerDecision(kind, "changed", f"{kind} requested ({now.text()} before)")
+    return PowerDecision(
+        "",
+        "failed",
+        f"the BMC does not offer {' or '.join(want)} (it offers: {', '.join(allowed)}); nothing was sent",
+        "use the BMC's own interface for this request",
+    )
+
+
+def send_reset(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:
+    """One reset request (noted in ``result_data["resets"]`` before it is sent): "" when the BMC accepted it,
+    else what went wrong."""
+    return _send(client, target, kind, result_data)

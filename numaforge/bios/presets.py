@@ -10,6 +10,10 @@ from .errors import VendorMapError
 from .registry import Registry
 
 UNVERIFIED = "UNVERIFIED"  # what the plan says of an entry no public source shows (`unverified: why`)
+# what bios-apply does with values to write that no public source shows (numaforge.bios.plan.unverified_policy):
+# --unverified, else the inventory var, else the profile's `unverified:` key, else the action's default
+UNVERIFIED_POLICIES = ("refuse", "warn", "allow")
+UNVERIFIED_VAR = "bios_unverified"
 REBOOT_KEYS = ("graceful", "power_on")
 
 

@@ -30,6 +30,7 @@ import jsonschema
 from .. import paths, templating
 from ..errors import ProfileError
 from ..templating import host_facts as host_facts  # re-exported: bios callers take facts from here
+from .presets import UNVERIFIED_POLICIES
 
 VENDORS = ("dell", "hpe", "supermicro", "lenovo", "generic")
 
@@ -75,6 +76,8 @@ PROFILE_SCHEMA = {
         "name": {"type": "string"},
         "description": {"type": "string"},
         "extends": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        # bios-apply's policy for values no public source shows (numaforge.bios.plan.unverified_policy)
+        "unverified": {"enum": list(UNVERIFIED_POLICIES)},
         "settings": {
             "type": ["object", "null"],
             "additionalProperties": False,
@@ -110,6 +113,7 @@ class Profile:
     description: str = ""
     origin: dict[str, str] = field(default_factory=dict)  # setting -> profile name that set it
     optional: set[str] = field(default_factory=set)  # settings skipped where the platform lacks them
+    unverified: str | None = None  # the `unverified:` policy key (the child's, else its parent's), None unset
 
     def raw_for(self, vendor: str) -> dict[str, Any]:
         return dict(self.raw.get(vendor) or {})
@@ -211,7 +215,9 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
     origin: dict[str, str] = {}
     optional: set[str] = set()
     raw: dict[str, dict[str, Any]] = {}
+    unverified: str | None = None
     for pname, _path, doc in reversed(chain):  # parent first, child last wins
+        unverified = doc.get("unverified", unverified)
         for k, v in (doc.get("settings") or {}).items():
             if isinstance(v, dict):  # {value: ..., optional: true}
                 (optional.add if v.get("optional") else optional.discard)(k)
@@ -231,6 +237,7 @@ def render_profile(name: str, facts: dict[str, Any], profiles_dir: Path | None =
         description=str(head.get("description", "")),
         origin=origin,
         optional=optional,
+        unverified=unverified,
     )
 
 

@@ -205,6 +205,16 @@ class RedfishClient:
                 with _warnings.catch_warnings():
                     _warnings.simplefilter("ignore")
                     self._client.login(auth="session")
+                if not self._client.get_session_key():  # a 2xx without X-Auth-Token: no session to send
+                    self.requests.append(("POST", self._client.login_url, None))
+                    raise RedfishError(
+                        f"POST {self._client.login_url} (session login) was answered as a success but without an "
+                        "X-Auth-Token header: the BMC issued no session token, so no request could be authenticated "
+                        "(the credentials were accepted or not checked; nothing was read or written)",
+                        f"{self.host} ({self.base_url})",
+                        "check the BMC's session service (firmware, a proxy dropping headers); bmc.auth: basic sends "
+                        "the credentials with each request instead of a session",
+                    )
                 self.auth_method = "session"
                 secrets.register(self._client.get_session_key())
                 self.requests.append(("POST", self._client.login_url, None))

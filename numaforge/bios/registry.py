@@ -43,6 +43,14 @@ class Attribute:
                 return hits[0]
         return value
 
+    def display(self, value: Any) -> str:
+        """An enumeration value's ValueDisplayName when it says more than the value itself ("NPS4" beside the
+        ValueName "3" of a Supermicro H13), else ""."""
+        if self.type != "Enumeration" or not isinstance(value, str):
+            return ""
+        shown = self.value_display.get(value) or ""
+        return shown if shown and shown != value else ""
+
     def allowed_text(self) -> str:
         if self.type == "Enumeration":
             return "allowed: " + ", ".join(self.values)

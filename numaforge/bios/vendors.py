@@ -67,6 +67,26 @@ def detect_vendor(root: dict, system: dict | None = None) -> str:
     return "generic"
 
 
+def vendor_evidence(root: dict, system: dict | None = None) -> str:
+    """What a service root and system say of their maker, for messages: "Vendor 'HPE', Oem/Hpe in the service
+    root; Manufacturer 'HPE'" (each text cut at 60 characters)."""
+
+    def cut(v: Any) -> str:
+        text = str(v)
+        return repr(text if len(text) <= 60 else text[:60] + "...")
+
+    parts = []
+    if root.get("Vendor"):
+        parts.append(f"Vendor {cut(root['Vendor'])}")
+    oem = root.get("Oem")
+    if isinstance(oem, dict) and oem:
+        parts.append("Oem/" + ", Oem/".join(str(k)[:30] for k in list(oem)[:4]))
+    out = [f"{', '.join(parts)} in the service root"] if parts else []
+    if system and system.get("Manufacturer"):
+        out.append(f"the system's Manufacturer {cut(system['Manufacturer'])}")
+    return "; ".join(out)
+
+
 def _fmt(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 

@@ -12,20 +12,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..bios.errors import ProfileError
+from ..bios.presets import UNVERIFIED_POLICIES
 from ..defaults import FORKS_BMC
 from ..display import esc
 from ..lazy import lazy_module
 from ..report import Report
+from ..program import prog
 from . import common, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
+    from ..bios import hostplan as bhostplan
     from ..bios import operations as bops
     from ..bios import profile as bprofile
     from ..bios import verify as bverify
 else:  # imported by the task that uses them (numaforge.lazy)
     bapply = lazy_module("numaforge.bios.apply")
+    bhostplan = lazy_module("numaforge.bios.hostplan")
     bops = lazy_module("numaforge.bios.operations")
     bprofile = lazy_module("numaforge.bios.profile")
     bverify = lazy_module("numaforge.bios.verify")
@@ -36,6 +40,12 @@ BIOS_HELP = {
     "discovery_cache": "reuse the attribute registries and per-model Redfish paths earlier runs learnt "
     "(~/.cache/numaforge/redfish, checked on use); --no-discovery-cache discovers afresh and "
     "keeps nothing",
+}
+
+UNVERIFIED_HELP = {
+    "unverified": "values to write that no public source shows for this BMC (the plan marks them UNVERIFIED): "
+    "refuse (the host fails before any write, naming them), warn, or allow; default: the inventory var "
+    "bios_unverified, else the profile's unverified: key, else refuse for bios-apply and warn for bios-plan",
 }
 
 
@@ -60,9 +70,9 @@ def _print_plans(report: Report) -> None:
             (
                 str(i["attribute"]),
                 str(i["setting"]),
-                _s(i["current"]),
-                _s(i["pending"]),
-                _s(i["desired"]),
+                _shown(i, "current"),
+                _shown(i, "pending"),
+                _shown(i, "desired"),
                 str(i["action"]),
                 str(i["resolved"]),
             )
@@ -91,6 +101,20 @@ def _print_plans(report: Report) -> None:
         if h.data.get("plan"):
             for w in h.data.get("warnings") or []:
                 common.err_console.print(f"[red]{escape(h.host)}: {escape(str(w))}[/]")
+            policy = h.data.get("unverified_policy") or {}
+            if policy.get("values") and policy.get("policy") == "warn":
+                listed = ", ".join(f"{k}={v!r}" for k, v in policy["values"].items())
+                common.err_console.print(
+                    f"[yellow]{escape(h.host)}: UNVERIFIED values to write (no public source shows them for this "
+                    f"BMC): {escape(listed)}; --unverified warn (from {escape(str(policy.get('from')))}); "
+                    "bios-apply refuses them unless --unverified warn or allow[/]"
+                )
+
+
+def _shown(item: dict, key: str) -> str:
+    """A plan value with the registry's display name beside a code: ``3 (NPS4)``."""
+    shown = (item.get("display") or {}).get(key)
+    return f"{_s(item[key])} ({shown})" if shown else _s(item[key])
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -135,6 +159,8 @@ def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptio
         if timeouts is not None:
             opts.timeouts = timeouts()
         _inv, hosts = common.load_selected(c, report, select)
+        for h in hosts:  # before the first host is touched: a bad inventory value is exit 2, nothing read
+            bhostplan.unverified_var(h)
         report.expect_hosts(h.name for h in hosts)
         if not journaled:
             outcome = bapply.run_hosts(hosts, action, opts, rollout, progress=len(hosts) > 1)
@@ -165,12 +191,26 @@ BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
 BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
 
 
-@task(hosts=True, rollout=BMC_READ, help=BIOS_HELP)
-def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=True, json=None):
+@task(hosts=True, rollout=BMC_READ, help={**BIOS_HELP, **UNVERIFIED_HELP})
+def bios_plan(c, select, rollout, profile=None, insecure=False, unverified=None, discovery_cache=True, json=None):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
-    _run(c, "bios-plan", "plan", select, rollout, opts, {"profile": profile, "insecure": insecure}, json)
+    opts = bapply.HostOptions(
+        profile=profile, insecure=insecure, discovery_cache=discovery_cache, unverified=_policy(unverified)
+    )
+    options = {"profile": profile, "insecure": insecure, "unverified": unverified}
+    _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
+
+
+def _policy(value: str | None) -> str | None:
+    """--unverified: one of the policies (exit 2 naming the option otherwise)."""
+    if value is not None and value not in UNVERIFIED_POLICIES:
+        raise values.OptionValueError(
+            f"--unverified must be one of {', '.join(UNVERIFIED_POLICIES)}, got {value!r}",
+            "--unverified",
+            "pass --unverified refuse, --unverified warn or --unverified allow",
+        )
+    return value
 
 
 @task(
@@ -179,6 +219,7 @@ def bios_plan(c, select, rollout, profile=None, insecure=False, discovery_cache=
     rollout=BMC_ROLLING,
     help={
         **BIOS_HELP,
+        **UNVERIFIED_HELP,
         **{
             "reboot": "after writing, restart the host (GracefulRestart; ForceRestart after --graceful-timeout only "
             "if the BMC shows the OS still running, never in POST), wait for the OS and verify every value",
@@ -198,6 +239,7 @@ def bios_apply(
     insecure=False,
     graceful_timeout=None,
     power_timeout=None,
+    unverified=None,
     discovery_cache=True,
     json=None,
 ):
@@ -210,8 +252,14 @@ def bios_apply(
             power_on=values.positive_float(power_timeout, "--power-timeout", None),
         )
 
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, reboot=reboot, discovery_cache=discovery_cache)
-    options = {"profile": profile, "reboot": reboot, "insecure": insecure}
+    opts = bapply.HostOptions(
+        profile=profile,
+        insecure=insecure,
+        reboot=reboot,
+        discovery_cache=discovery_cache,
+        unverified=_policy(unverified),
+    )
+    options = {"profile": profile, "reboot": reboot, "insecure": insecure, "unverified": unverified}
     _run(c, "bios-apply", "apply", select, rollout, opts, options, json, timeouts=timeouts)
 
 
@@ -256,9 +304,10 @@ def bios_verify(
             for col in ("setting", "desired", "BMC value", "OS evidence", "verdict", "why"):
                 t.add_column(col, overflow="fold")
             for r in rows:
+                wanted = ", ".join(f"{k}={v}" for k, v in (r.get("bmc_desired") or {}).items())
                 t.add_row(
                     esc(r["setting"]),
-                    esc(_s(r["desired"])),
+                    esc(_s(r["desired"]) + (f" ({wanted})" if wanted else "")),
                     esc(r["bmc_value"]),
                     esc(r["os_evidence"] or "-"),
                     f"[{colour[r['verdict']]}]{esc(r['verdict'])}[/]",
@@ -337,6 +386,7 @@ def _print_operation(report: Report, name: str) -> None:
         "job-delete": ("delete", ("id", "state", "why")),
         "clear-pending": ("clear", ("attribute", "current", "pending")),
         "reset-defaults": ("to_default", ("attribute", "current", "default")),
+        "power": ("power", ("action", "reset", "before", "after")),
     }[name]
     for h in report.hosts:
         op = h.data.get("operation") or {}
@@ -404,6 +454,31 @@ def bios_reset_defaults(c, select, rollout, dry_run=False, insecure=False, json=
     _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, insecure, json, {})
 
 
+POWER_ACTIONS = ("status", "on", "off", "graceful-restart", "force-restart")  # numaforge.bios.power.POWER_ACTIONS
+POWER_HELP = {
+    "action": f"one of {', '.join(POWER_ACTIONS)}: status reads PowerState and BootProgress; on, off "
+    "(GracefulShutdown, else ForceOff), graceful-restart and force-restart send ComputerSystem.Reset with a type "
+    "the BMC allows. Nothing is sent to a host in POST or applying a config job; a forced reset only while the BMC "
+    "shows the OS running",
+}
+
+
+@task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP, POWER_HELP), positional=["action"])
+def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, json=None):
+    """Power a host on or off, restart it, or show its power and boot state: ComputerSystem.Reset through its BMC
+    (plan first: --dry-run says what would be sent), with bios-apply's POST safety -- nothing is sent to a host
+    that is booting, and a forced reset only while the BMC shows its OS running. A restart applies pending BIOS
+    values (after bios-reset-defaults, or a queued Dell config job) without writing any."""
+    if action not in POWER_ACTIONS:
+        raise values.OptionValueError(
+            "no action given" if action is None else f"unknown action {action!r}",
+            "bmc-power ACTION",
+            f"give one of: {', '.join(POWER_ACTIONS)} (e.g. `{prog()} bmc-power --host H status`)",
+        )
+    oopts = bops.OpOptions(dry_run=dry_run, power=action)
+    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
+
+
 TASKS = [
     bios_render,
     bios_plan,
@@ -413,4 +488,5 @@ TASKS = [
     bios_job_delete,
     bios_clear_pending,
     bios_reset_defaults,
+    bmc_power,
 ]

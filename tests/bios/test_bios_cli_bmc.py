@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from numaforge.bios.presets import UNVERIFIED_VAR
 from numaforge.lab.bmc import BMCSimulator
 from numaforge.report import load_schema
 
@@ -45,6 +46,7 @@ def fleet(tmp_path):
             f"ca_bundle: '{sim.ca_file}'}}",
             "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
             "    bios_profile: epyc-gpudirect",
+            f"    vars: {{{UNVERIFIED_VAR}: allow}}  # the write path under test; the policy: its own test",
         ]
     inv = tmp_path / "inv.yaml"
     inv.write_text("\n".join(lines) + "\n")

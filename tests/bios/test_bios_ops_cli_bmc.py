@@ -8,6 +8,7 @@ import socket
 
 import pytest
 
+from numaforge.bios.presets import UNVERIFIED_VAR
 from numaforge.lab.bmc import BMCSimulator
 
 from .test_bios_cli_bmc import PASSWORD, invoke, report
@@ -30,6 +31,7 @@ def inventory(tmp_path, hosts: list[tuple[str, str, str | None]]):
             f"    bmc: {{url: '{url}', username: admin, password: 'env:NF_CLI_BMC_PW'{ca_text}}}",
             "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}",
             "    bios_profile: epyc-gpudirect",
+            f"    vars: {{{UNVERIFIED_VAR}: allow}}  # the write path under test; the policy: its own test",
         ]
     inv = tmp_path / "inv.yaml"
     inv.write_text("\n".join(lines) + "\n")

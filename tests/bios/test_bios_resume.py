@@ -57,6 +57,7 @@ def _setup(tmp_path, sim):
         "hosts:\n  gpu-01:\n"
         f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_RESUME_PW', ca_bundle: '{sim.ca_file}'}}\n"
         "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+        "    vars: {bios_unverified: allow}\n"  # the write path under test (test_bios_unverified_policy_bmc.py)
     )
     env = {**os.environ, "NF_RESUME_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
     return inv, env, [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot"]

@@ -47,9 +47,10 @@ def _both(sim, action="apply"):
     """(result with the disk cache, result with --no-discovery-cache), BMC request counts reset in between."""
     host = _host(sim)
     sim.reset_counts()
-    cached = run_hosts([host], action, HostOptions()).results[0]
+    # the write path under test; unverified values are refused by default (test_bios_unverified_policy_bmc.py)
+    cached = run_hosts([host], action, HostOptions(unverified="allow")).results[0]
     patches = sim.count("PATCH")
-    fresh = run_hosts([host], action, HostOptions(discovery_cache=False)).results[0]
+    fresh = run_hosts([host], action, HostOptions(discovery_cache=False, unverified="allow")).results[0]
     return cached, patches, fresh
 
 
@@ -84,7 +85,7 @@ def test_a_settings_object_without_etag_is_re_read_before_the_patch_and_the_plan
     plan = run_hosts([_host(sim)], "plan", HostOptions()).results[0]
     assert any("no ETag" in w and "re-read right before the PATCH" in w for w in plan.data.get("warnings", []))
     sim.reset_counts()
-    res = run_hosts([_host(sim)], "apply", HostOptions()).results[0]
+    res = run_hosts([_host(sim)], "apply", HostOptions(unverified="allow")).results[0]
     assert res.status == "changed", res.message
     patch_at = next(i for i, (m, _) in enumerate(sim.requests) if m == "PATCH")
     before = [p for m, p in sim.requests[:patch_at] if m == "GET"]

@@ -36,6 +36,8 @@ def bmc_case(*args: str, setup=None, allowed_pending: bool = False, flavour: str
                 f"ca_bundle: '{ctx['ca']}', vendor: {flavour}, auth: session}}\n"
                 "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
                 "    bios_profile: epyc-gpudirect\n"
+                # the write path under attack; unverified values are refused by default (issue 39 item 5)
+                "    vars: {bios_unverified: allow}\n"
             )
             import os
 

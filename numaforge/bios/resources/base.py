@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from ..errors import fix_for_status, http_error
+from ..errors import RedfishError, fix_for_status, http_error
 from ..exchange import Response, path_of
 from ..redfish import RedfishClient
 
@@ -33,6 +33,25 @@ def check(client: RedfishClient, r: Response, method: str, fix: str | None = Non
     return r
 
 
+_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def document(client: RedfishClient, r: Response, method: str = "GET") -> dict:
+    """The JSON object a successful answer carries; an answer that is JSON but no object (a list, a string, null:
+    the client keeps it as {"value": ...}) is an error saying so -- never read as an empty resource."""
+    body = r.body
+    if set(body) == {"value"} and not isinstance(body["value"], dict):
+        kind = "null" if body["value"] is None else _JSON_KIND.get(type(body["value"]), "no object")
+        raise RedfishError(
+            f"{method} {r.path} answered JSON {kind} (HTTP {r.status}) where a Redfish resource, a JSON object, "
+            "belongs: this is not a Redfish answer",
+            f"{client.host} ({client.base_url})",
+            "check that bmc.url is the BMC's Redfish service (not a proxy or another web service) and the BMC's "
+            "firmware; nothing was written",
+        )
+    return body
+
+
 def etag_of(client: RedfishClient, path: str) -> str | None:
     """The ETag a HEAD of ``path`` answers now; None when the BMC refuses the HEAD or gives no ETag."""
     r = client.request("HEAD", path)
@@ -52,18 +71,18 @@ class Resource:
     def load(cls, client: RedfishClient, path: str) -> Self:
         """Read the resource; an error status raises its typed error (numaforge.bios.errors.http_error)."""
         r = check(client, client.request("GET", path_of(path)), "GET")
-        return cls(client, path, r.body, r.etag)
+        return cls(client, path, document(client, r), r.etag)
 
     @classmethod
     def load_or_none(cls, client: RedfishClient, path: str) -> Self | None:
         """Read the resource; None when the BMC answers an error status (the caller has another way: e.g. full
         discovery when a cached path is gone). A lost answer or refused credentials still raise."""
         r = client.request("GET", path_of(path))
-        return cls(client, path, r.body, r.etag) if r.status < 400 else None
+        return cls(client, path, document(client, r), r.etag) if r.status < 400 else None
 
     def refresh(self) -> Self:
         r = check(self.client, self.client.request("GET", self.path), "GET")
-        self.body, self._etag = r.body, r.etag
+        self.body, self._etag = document(self.client, r), r.etag
         return self
 
     @property

@@ -9,7 +9,9 @@ hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, 
 message repeats the request's X-Auth-Token and Authorization headers, as some firmware does; ``bad_json`` with
 ``echo=True`` puts those headers in its truncated body), "drip" (the whole answer, status line included, one
 byte every ``interval`` seconds, default 5: each read sees data, so only a total deadline ends it),
-"stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
+"body" (``status``, default 200, with ``json`` -- any JSON value, a list where an object belongs for one -- as the
+whole answer and ``headers``: a BMC answering something that is not what it should be, e.g. a login's 201 without
+its X-Auth-Token), "stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
 but every attribute is staged with another value than the one sent): BMCs that say yes and do something else.
 A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
@@ -23,7 +25,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip", "stage_nothing", "stage_other")
+KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip", "body", "stage_nothing", "stage_other")
 STAGING = ("stage_nothing", "stage_other")  # not an answer of their own: the handler serves the request with them
 
 
@@ -56,8 +58,8 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
-        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo", "drip"):
-            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow, echo and drip")
+        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo", "drip", "body"):
+            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow, echo, drip and body")
         allowed = {
             "5xx": {"status", "message"},
             "503": {"retry_after"},
@@ -67,6 +69,7 @@ class FaultPlan:
             "redirect": {"status", "location"},
             "echo": {"status"},
             "drip": {"interval"},
+            "body": {"status", "json", "headers"},
             "stage_nothing": set(),
             "stage_other": set(),
         }

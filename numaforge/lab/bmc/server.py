@@ -203,6 +203,12 @@ class _Handler(BaseHTTPRequestHandler):
             resp = error(int(fault.options.get("status", 400)), msg)
         elif fault.kind == "drip":
             return self._drip(float(fault.options.get("interval", 5.0)))
+        elif fault.kind == "body":
+            resp = SimResponse(
+                int(fault.options.get("status", 200)),
+                json.dumps(fault.options.get("json")).encode(),
+                headers={str(k): str(v) for k, v in (fault.options.get("headers") or {}).items()},
+            )
         elif fault.options.get("echo"):  # bad_json whose body repeats the credentials the client sent
             echoed = " ".join(
                 f"{k}={v}" for k, v in self.headers.items() if k.lower() in ("x-auth-token", "authorization")

@@ -65,6 +65,7 @@ class BMCState:
         self.boot_state_time = clock()
         self.resets: dict[str, int] = {}  # ComputerSystem.Reset requests received, by ResetType
         self.new_job_state = "Scheduled"  # the state a new config job starts in ("New": it is never scheduled)
+        self.stuck_jobs = False  # True: a running BIOS config job stays Running after POST (a stuck iDRAC job)
         if state_file is not None and state_file.exists():
             self._load()
 
@@ -158,7 +159,7 @@ class BMCState:
             job = self.active_job()
             if job is None and self.defaults_requested:
                 self._apply_pending()  # iDRAC: a ResetBios applies at the next boot without a job
-            if job is not None:
+            if job is not None and not self.stuck_jobs:
                 self._apply_pending()
                 job.update(
                     JobState="Completed",
