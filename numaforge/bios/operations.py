@@ -68,7 +68,9 @@ def _blocking_jobs(view: View, what: str, let_run: bool) -> None:
         if any(j.running for j in active):
             fix = f"the host is applying it now: wait until the job has finished (`{prog()} bios-jobs`)"
         elif let_run:
-            fix += f", or let it run (a host reset applies it: `{prog()} bmc-power --host {view.host} graceful-restart`)"
+            fix += (
+                f", or let it run (a host reset applies it: `{prog()} bmc-power --host {view.host} graceful-restart`)"
+            )
         raise RedfishConflictError(
             f"BIOS config job {ids} is queued to apply the pending values; {what} refused, nothing was changed",
             view.jobs.where,

@@ -16,8 +16,8 @@ from ..bios.presets import UNVERIFIED_POLICIES
 from ..defaults import FORKS_BMC
 from ..display import esc
 from ..lazy import lazy_module
-from ..report import Report
 from ..program import prog
+from ..report import Report
 from . import common, values
 from .optionsets import RolloutSpec, task
 
