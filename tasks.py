@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from invoke import main as invoke_main
 from invoke import task
 
-from numaforge.cli.main import namespace
+from numaforge.cli.main import adopt, namespace
 from numaforge.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -47,3 +48,6 @@ def lint(c, fix=False, format=False):  # invoke derives --format from the name
 
 ns = namespace()
 ns.add_task(lint)
+# `invoke` parses the task part of its command line after loading this file: with numaforge's rules (-h is help
+# wherever it stands and runs nothing; a usage error exits 2), as the `numaforge` command does
+adopt(invoke_main.program)

@@ -10,7 +10,7 @@ from ..defaults import FORKS_LIVEPATCH, FORKS_SSH
 from ..display import esc
 from ..lazy import lazy_module
 from ..report import HostResult, Report
-from . import common, gateopts
+from . import common, gateopts, values
 from .optionsets import RolloutSpec, task
 from .validate import HELP as VALIDATE_HELP
 
@@ -142,12 +142,18 @@ def livepatch_install(
     write=True,
     rollout=CHANGE,
     help={
-        "module": "live-patch module name (as in /sys/kernel/livepatch/)",
+        "module": "live-patch module name (as in /sys/kernel/livepatch/); required",
         "force": "also unload a live patch numaforge did not load or install",
     },
 )
-def livepatch_unload(c, select, rollout, module, force=False, accept_new_host_key=False, json=None):
+def livepatch_unload(c, select, rollout, module=None, force=False, accept_new_host_key=False, json=None):
     """Disable, wait for the transition and the module refcount, rmmod, and remove the boot persistence."""
+    if module is None:  # an option, not a positional: a positional one swallowed `-h` (issue 39)
+        raise values.OptionValueError(
+            "livepatch-unload needs the live-patch module to unload",
+            "--module",
+            "pass --module NAME (`livepatch-status` lists the loaded ones)",
+        )
 
     def run(hosts, report, fleet):
         key = _run_key("livepatch-unload", report, hosts, f"module={module} force={force}")

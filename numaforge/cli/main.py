@@ -14,11 +14,13 @@ import importlib
 import pkgutil
 import sys
 
-from invoke import Argument, Collection, Config, Program
+from invoke import Argument, Collection, Config, Exit, ParseError, Program
 
 from .. import __version__, paths
 from . import __path__ as _cli_path
 from . import values
+
+HELP_FLAGS = ("-h", "--help")
 
 
 def namespace() -> Collection:
@@ -38,7 +40,89 @@ class NumaforgeConfig(Config):
     env_prefix = "NUMAFORGE_CFG"  # type: ignore[assignment]
 
 
-class NumaforgeProgram(Program):
+def scan(tokens: list[str], parser_contexts) -> tuple[str | bool | None, tuple[str, str] | None]:
+    """What the task part of a command line (``tokens``, after the core options) asks before invoke parses it:
+
+    - help: the task whose help is asked -- a ``-h``/``--help`` anywhere before ``--`` is help for the task
+      named last before it, also where invoke would take it as a positional or option value
+      (``livepatch-unload -h``, ``--host -h``): asking for help never runs anything. True: help before any task
+      name (the program's help); None: no help asked for;
+    - missing: (task, option) of an option that takes a value given none (``facts --host`` at the end, ``--host --all``): invoke
+      accepts that silently for a repeatable option, and the empty selection would mean every host.
+    """
+    body = tokens[: tokens.index("--")] if "--" in tokens else tokens
+    current: str | None = None
+    missing: tuple[str, str] | None = None
+    pending: tuple[str, str] | None = None  # (task, option): an option that takes the next token as its value
+    for token in body:
+        if token in HELP_FLAGS or token.startswith("--help="):
+            return current or True, None
+        ctx = parser_contexts.get(current) if current else None
+        if pending is not None:
+            if ctx is not None and (token in ctx.flags or token in ctx.inverse_flags):
+                missing = missing or pending  # another option where the value should be
+            else:
+                pending = None
+                continue
+        pending = None
+        if token in parser_contexts:
+            current = token
+            continue
+        flag = ctx.flags.get(token) if ctx is not None and "=" not in token else None
+        if current is not None and flag is not None and flag.takes_value and not flag.optional:
+            pending = (current, token)
+    return None, missing or pending
+
+
+class TaskSurface(Program):
+    """The parse rules of both entry points (`numaforge`, and `invoke` over tasks.py through :func:`adopt`):
+
+    - ``TASK -h`` / ``TASK --help`` prints the task's help and exits 0 wherever it stands among the task's
+      options and values; nothing is loaded or contacted (:func:`help_request`);
+    - a usage error of the command line (an unknown option or task, an option without its value) exits 2 with
+      the fix, as every bad option value does (invoke's own parse errors exit 1).
+    """
+
+    def parse_tasks(self) -> None:
+        self.parser = self._make_parser()
+        asked, missing = scan(list(self.core.unparsed), self.parser.contexts)
+        if asked is True:
+            self.print_help()
+            raise Exit
+        if asked:
+            self.print_task_help(asked)
+            raise Exit
+        try:
+            if missing:
+                task, option = missing
+                raise ParseError(f"{option} needs a value and was given none", self.parser.contexts[task])
+            super().parse_tasks()
+        except ParseError as exc:
+            raise self._usage_error(exc) from None
+
+    def parse_cleanup(self) -> None:
+        try:
+            super().parse_cleanup()
+        except ParseError as exc:  # --help NAME of an unknown task
+            raise self._usage_error(exc) from None
+
+    def _usage_error(self, exc: ParseError) -> Exit:
+        ctx = getattr(exc, "context", None)
+        name = getattr(ctx, "name", None)
+        binary = self.binary.replace("[", "").replace("]", "")  # invoke's "inv[oke]"
+        fix = f"`{binary} {name} --help` lists its options" if name else f"`{binary} --list` lists the tasks"
+        return Exit(message=f"error: {exc}\n  fix: {fix}", code=values.OptionValueError.exit_code)
+
+
+def adopt(program: Program) -> None:
+    """Give a stock invoke Program the task surface's parse rules (:class:`TaskSurface`). tasks.py calls it on
+    the program the `invoke` command runs (``invoke.main.program``): invoke loads tasks.py before it parses the
+    task part of the command line, so the rules hold for `invoke TASK ...` as for `numaforge TASK ...`."""
+    if not isinstance(program, TaskSurface):
+        program.__class__ = type(f"TaskSurface{type(program).__name__}", (TaskSurface, type(program)), {})
+
+
+class NumaforgeProgram(TaskSurface):
     def core_args(self) -> list[Argument]:
         return super().core_args() + [
             Argument(

@@ -83,7 +83,11 @@ def _program():
         sys.path.pop(0)
     from invoke import Program
 
-    return Program(namespace=tasks.ns, name="invoke", binary="invoke"), tasks.ns
+    from numaforge.cli.main import adopt
+
+    program = Program(namespace=tasks.ns, name="invoke", binary="invoke")
+    adopt(program)  # the parse rules the `invoke` command gets from tasks.py
+    return program, tasks.ns
 
 
 def _task_help(ns) -> dict:
