@@ -15,9 +15,22 @@ from rich.markup import escape
 from .secrets import redact
 from .textsafe import printable
 
+_colour = True  # --no-color turns it off for the run (set_colour); NO_COLOR is rich's own (no-color.org)
+
+
+def set_colour(on: bool) -> None:
+    """Colour on (the default: rich decides from the terminal and $NO_COLOR) or off for every console made after."""
+    global _colour
+    _colour = on
+
+
+def no_color() -> bool | None:
+    """Console(no_color=...) for the run: True after --no-color, else None (rich: any non-empty $NO_COLOR)."""
+    return None if _colour else True
+
 
 def make_console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, emoji=False)
+    return Console(stderr=stderr, highlight=False, emoji=False, no_color=no_color())
 
 
 def esc(value) -> str:

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import journal, paths, safeio
+from .. import display, journal, paths, safeio
 from ..display import esc
 from ..errors import NumaforgeError, SelectionError
 from ..fleet import Hangup, Rollout, Terminated
@@ -38,7 +38,8 @@ else:  # every task imports this module; these only when a task loads an invento
     lab_services = lazy_module("numaforge.lab.services")
 
 DEFAULT_INVENTORY = "lab"
-DEBUG_ENV = "NUMAFORGE_DEBUG"
+DEBUG_ENV = "NUMAFORGE_DEBUG"  # =1: as -v/--verbose
+REDFISH_LOG_ENV = "NUMAFORGE_REDFISH_LOG"  # numaforge.bios.deadline.LOG_ENV: the redfish library's log, masked
 OUTPUTS = ("plain", "table", "json")
 
 
@@ -52,6 +53,7 @@ class Run:
     all: bool = False
     output: str | None = None
     junit: str | None = None
+    verbose: bool = False
 
 
 RUN = Run()
@@ -65,15 +67,15 @@ class Output:
     def __init__(self, stderr: bool = False):
         self.stderr = stderr
         self.mode = "table"
-        self._rich = Console(stderr=stderr, highlight=False, emoji=False)
-        self._plain = Console(stderr=stderr, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
-        self._err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+        self.configure(self.mode)
 
     def configure(self, mode: str, to_stderr: bool = False) -> None:
-        """``to_stderr``: stdout carries a report (``--json -``), so people's output goes to stderr."""
+        """``to_stderr``: stdout carries a report (``--json -``), so people's output goes to stderr. Colour: off
+        with --no-color (numaforge.display.set_colour) or a non-empty $NO_COLOR (rich reads it), and in plain
+        mode."""
         self.mode = mode
         err = self.stderr or mode == "json" or to_stderr
-        self._rich = Console(stderr=err, highlight=False, emoji=False)
+        self._rich = Console(stderr=err, highlight=False, emoji=False, no_color=display.no_color())
         self._plain = Console(stderr=err, highlight=False, emoji=False, no_color=True, soft_wrap=True, width=100000)
 
     @property
@@ -163,6 +165,18 @@ def begin_run(
         mode,
         junit,
     )
+
+
+def set_style(verbose: bool = False, no_color: bool = False) -> None:
+    """-v/--verbose and --no-color, first thing in every task (before its options are checked, so their errors
+    follow them too). ``verbose``: an internal error's traceback and the redfish library's log (masked);
+    ``no_color``: every console without colour (a non-empty $NO_COLOR does the same: rich reads it)."""
+    RUN.verbose = bool(verbose)
+    if verbose:
+        os.environ[REDFISH_LOG_ENV] = "1"
+    display.set_colour(not no_color)
+    console.configure(console.mode)
+    err_console.configure(err_console.mode)
 
 
 def _config(c: Any) -> dict:
@@ -258,8 +272,8 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
 
     The report records every option the task was called with (``RUN.options``; ``options`` adds to them).
     Ctrl-C / SIGTERM / SIGHUP: the summary says "interrupted", the --json report is written, exit 130 / 143 /
-    129 (:class:`Signals`); an unexpected exception is a bug: no traceback for the user (``NUMAFORGE_DEBUG=1``
-    shows it), exit 70, and the report says so."""
+    129 (:class:`Signals`); an unexpected exception is a bug: no traceback for the user (``-v`` or
+    ``NUMAFORGE_DEBUG=1`` shows it), exit 70, and the report says so."""
     opts = dict(RUN.options) if RUN.task == task else {}
     opts.update({k: v for k, v in (options or {}).items() if k not in opts})
     report = Report(task, options=opts)
@@ -350,10 +364,10 @@ def _run_body(task: str, body: Callable[[Report], None], report: Report, signals
         report.error = InternalError(
             f"internal error (a bug; please report it): {type(exc).__name__}: {exc}",
             task,
-            f"re-run with {DEBUG_ENV}=1 for the traceback",
+            f"re-run with -v (or {DEBUG_ENV}=1) for the traceback",
         )
         _unfinished(report, "failed", report.error.what)
-        if os.environ.get(DEBUG_ENV) == "1":
+        if RUN.verbose or os.environ.get(DEBUG_ENV) == "1":
             traceback.print_exc()
     return None
 

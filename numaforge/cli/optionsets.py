@@ -18,6 +18,7 @@
   by numaforge.cli.values.rollout, holding each host's write lock when the task writes) to hand to its
   pipeline's fleet entry point.
 - every option is checked before the body runs: an empty value or a bad number is a usage error (exit 2).
+- every task takes ``-v/--verbose`` and ``--no-color`` (numaforge.cli.common.set_style applies them first).
 - every task's options as called are recorded for its report (``RUN.options``).
 """
 
@@ -64,15 +65,20 @@ SHARED_HELP = {
     "vault_password_file": "file holding the Ansible Vault password that decrypts the inventory's !vault values "
     "and vault-encrypted vars files (readable only by you; default: $ANSIBLE_VAULT_PASSWORD_FILE)",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
+    "verbose": "more detail: an internal error's traceback and the redfish library's log (masked); as "
+    "NUMAFORGE_DEBUG=1",
+    "no_color": "no colour in the output (also: a non-empty NO_COLOR environment variable, no-color.org)",
 }
 
 # chosen short flags; none of them turns off a safety or reboots a host
-SHORT = {"inventory": "i", "limit": "l", "forks": "f", "group": "g", "output": "o"}
+SHORT = {"inventory": "i", "limit": "l", "forks": "f", "group": "g", "output": "o", "verbose": "v"}
 
 # options the wrapper adds to host tasks (name -> default): the selection becomes the body's ``select``
 SELECT: dict[str, Any] = {"inventory": None, "host": None, "group": None, "limit": None, "all": False}
 SELECT_SECRETS: dict[str, Any] = {"allow_plaintext_secrets": False, "vault_password_file": None}
 HOST_EXTRAS: dict[str, Any] = {"output": None, "junit": None}
+# options of every task (the conventions of command-line tools: -v/--verbose, --no-color)
+EVERY: dict[str, Any] = {"verbose": False, "no_color": False}
 INJECTED = ("select", "rollout")  # body parameters the wrapper fills
 
 
@@ -90,6 +96,7 @@ class RolloutSpec:
 def injected(hosts: bool, write: bool, spec: RolloutSpec | None) -> dict[str, Any]:
     """The options the wrapper adds to a task (name -> default)."""
     out: dict[str, Any] = {**SELECT, **SELECT_SECRETS, **HOST_EXTRAS} if hosts else {}
+    out.update(EVERY)
     if spec is not None:
         out.update(forks=None, host_timeout=None)
         if spec.rolling:
@@ -142,6 +149,7 @@ class NumaforgeTask(invoke.Task):
         bound = inspect.signature(self.body).bind_partial(c, *args, **kwargs)
         options = {k: v for k, v in bound.arguments.items() if k not in ("c", *INJECTED)}
         name = self.name.replace("_", "-")
+        common.set_style(verbose=raw["verbose"], no_color=raw["no_color"])
         try:  # one check for every task: an empty value or a bad number is a usage error, never a silent default
             values.reject_empty({**options, **raw})
             if self.hosts:
