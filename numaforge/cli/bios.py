@@ -19,7 +19,7 @@ from ..lazy import lazy_module
 from ..program import prog
 from ..report import Report
 from . import common, values
-from .optionsets import RolloutSpec, task
+from .optionsets import RolloutSpec, exit_on_changes, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
@@ -192,14 +192,26 @@ BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
 
 
 @task(hosts=True, rollout=BMC_READ, help={**BIOS_HELP, **UNVERIFIED_HELP})
-def bios_plan(c, select, rollout, profile=None, insecure=False, unverified=None, discovery_cache=True, json=None):
+def bios_plan(
+    c,
+    select,
+    rollout,
+    profile=None,
+    insecure=False,
+    unverified=None,
+    discovery_cache=True,
+    detailed_exitcode=False,
+    json=None,
+):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
     opts = bapply.HostOptions(
         profile=profile, insecure=insecure, discovery_cache=discovery_cache, unverified=_policy(unverified)
     )
     options = {"profile": profile, "insecure": insecure, "unverified": unverified}
-    _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
+    report = _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
+    # a change to write, or a value the BMC holds pending a reset: the host is not as the profile says yet
+    exit_on_changes(report, detailed_exitcode, lambda h: h.data.get("would_change") or h.data.get("pending"))
 
 
 def _policy(value: str | None) -> str | None:

@@ -15,7 +15,7 @@ from ..defaults import DEFAULT_GATE_THRESHOLD, FORKS_SSH
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, gateopts, values
-from .optionsets import RolloutSpec, task
+from .optionsets import RolloutSpec, exit_on_changes, task
 
 if TYPE_CHECKING:
     from ..hostos import run as hostos_run
@@ -96,7 +96,7 @@ def _run(
     rollout,
     json,
     options: dict,
-) -> None:
+) -> Report:
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
         gate = None
@@ -125,17 +125,20 @@ def _run(
         if gate is not None:
             gateopts.print_gate(gate.record)
 
-    common.execute(name, body, json=json, options=options)
+    return common.execute(name, body, json=json, options=options)
 
 
 SSH_READ = RolloutSpec(forks=FORKS_SSH, rolling=False)
 
 
 @task(hosts=True, rollout=SSH_READ, help=HELP)
-def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, json=None):
+def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, detailed_exitcode=False, json=None):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
     opts = hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key)
-    _run(c, "os-plan", "plan", opts, select, rollout, json, {"profile": profile})
+    report = _run(c, "os-plan", "plan", opts, select, rollout, json, {"profile": profile})
+    exit_on_changes(
+        report, detailed_exitcode, lambda h: [i for i in h.data.get("items") or () if i.get("action") == "change"]
+    )
 
 
 @task(

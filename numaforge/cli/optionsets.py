@@ -65,6 +65,9 @@ SHARED_HELP = {
     "vault_password_file": "file holding the Ansible Vault password that decrypts the inventory's !vault values "
     "and vault-encrypted vars files (readable only by you; default: $ANSIBLE_VAULT_PASSWORD_FILE)",
     "accept_new_host_key": "add an unknown SSH host key to known_hosts (a changed key is always refused)",
+    "detailed_exitcode": "exit 0 when no host needs a change, 2 when some host does (changes present), 1 on an "
+    "error: terraform's -detailed-exitcode, for CI that catches drift (2 is also a usage error's code, as in "
+    "terraform)",
     "verbose": "more detail: an internal error's traceback and the redfish library's log (masked); as "
     "NUMAFORGE_DEBUG=1",
     "no_color": "no colour in the output (also: a non-empty NO_COLOR environment variable, no-color.org)",
@@ -192,6 +195,22 @@ def rolling_defaults(spec: RolloutSpec, write: bool) -> dict[str, str]:
     else:
         out["max_fail"] = f"default {spec.max_fail:g}"
     return out
+
+
+def exit_on_changes(report: Any, detailed: bool, changes: Callable[[Any], Any]) -> None:
+    """--detailed-exitcode of a plan task, after its run succeeded (a failed run has exited 1 already): exit 2
+    naming the hosts for which ``changes(host_result)`` is non-empty, else return (exit 0)."""
+    if not detailed or report is None:
+        return
+    hosts = [h.host for h in report.hosts if changes(h)]
+    if hosts:
+        common.err_console.print(
+            esc(f"changes present on {len(hosts)} host(s): {', '.join(hosts)} (--detailed-exitcode: exit 2)")
+        )
+        raise invoke.Exit(code=DETAILED_CHANGES)
+
+
+DETAILED_CHANGES = 2  # terraform's "succeeded with a non-empty diff"
 
 
 def _with_shared_help(
