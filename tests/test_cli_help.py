@@ -214,3 +214,17 @@ def test_livepatch_unload_without_a_module_is_a_usage_error_naming_the_option(en
     assert "--module: livepatch-unload needs the live-patch module to unload" in err and "pass --module NAME" in err
     assert "positional" not in err
     _untouched(state, listener, "livepatch-unload")
+
+
+def test_help_before_and_after_the_task_name_print_the_same_help(world, monkeypatch, capsys):
+    """`--help TASK` (invoke's core form) and `TASK --help` print the same text, every option with its help: a
+    second parser would find the options' help texts gone (invoke's Task.get_arguments pops them)."""
+    monkeypatch.chdir(ROOT)
+    for entry, program in _programs().items():
+        ns = NAMESPACES[entry]
+        for task in sorted(ns.task_names):
+            _, before, _ = _run_in_process(program, [entry, "--help", task], capsys)
+            _, after, _ = _run_in_process(program, [entry, task, "--help"], capsys)
+            assert before == after, (entry, task)
+            if task != "lint":
+                assert "--verbose" in before and "more detail" in before, (entry, task, before)

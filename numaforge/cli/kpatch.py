@@ -14,7 +14,7 @@ from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
-from .optionsets import task
+from .optionsets import deprecated_help, renamed, task
 
 if TYPE_CHECKING:
     from ..kernel import kpatch as kp
@@ -29,7 +29,9 @@ HELP = {
     "jobs": "parallel make jobs for kpatch-build (default 2; raise it with --cc-wrapper for distcc/icecream)",
     "cc_wrapper": "compiler wrapper for distributed builds, e.g. distcc or icecc: the target gcc runs as "
     "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
-    "check": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before building",
+    "preflight_only": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before "
+    "building",
+    "check": deprecated_help("--preflight-only"),  # validate's --check meant a check script (issue 39)
     "sign_key": "PEM private key to sign the module with (scripts/sign-file; read only by sign-file, never copied)",
     "sign_cert": "X.509 certificate of --sign-key (enroll it on Secure Boot hosts: `mokutil --import`)",
     "force": "rebuild even when the artifact cache says the inputs are unchanged",
@@ -57,6 +59,7 @@ def build_kpatch(
     series=None,
     jobs=None,
     cc_wrapper=None,
+    preflight_only=False,
     check=False,
     force=False,
     sign_key=None,
@@ -64,6 +67,7 @@ def build_kpatch(
     json=None,
 ):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
+    preflight = renamed(preflight_only, check, "--preflight-only", "--check")
 
     def body(report: Report):
         n_jobs = values.positive_int(jobs, "--jobs", 2)
@@ -74,7 +78,7 @@ def build_kpatch(
                 jobs=n_jobs,
                 cc_wrapper=cc_wrapper,
                 host_releases={h: releases[h] for h in members if h in releases},
-                check_only=check,
+                check_only=preflight,
                 force=force,
                 sign_key=sign_key,
                 sign_cert=sign_cert,
@@ -93,7 +97,7 @@ def build_kpatch(
             "series": series,
             "jobs": jobs,
             "cc_wrapper": cc_wrapper,
-            "check": check,
+            "preflight_only": preflight,
             "force": force,
             "signed": bool(sign_key),
         },

@@ -84,6 +84,8 @@ class TaskSurface(Program):
     """
 
     def parse_tasks(self) -> None:
+        # invoke's Program.parse_tasks with the scan first, over one parser: making a second would lose the
+        # options' help texts (invoke's Task.get_arguments pops them)
         self.parser = self._make_parser()
         asked, missing = scan(list(self.core.unparsed), self.parser.contexts)
         if asked is True:
@@ -96,9 +98,12 @@ class TaskSurface(Program):
             if missing:
                 task, option = missing
                 raise ParseError(f"{option} needs a value and was given none", self.parser.contexts[task])
-            super().parse_tasks()
+            result = self.parser.parse_argv(self.core.unparsed)
         except ParseError as exc:
             raise self._usage_error(exc) from None
+        self.core_via_tasks = result.pop(0)
+        self._update_core_context(context=self.core[0], new_args=self.core_via_tasks.args)
+        self.tasks = result
 
     def parse_cleanup(self) -> None:
         try:

@@ -140,6 +140,13 @@ class NumaforgeTask(invoke.Task):
         ]
         return sig.replace(parameters=params)
 
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[invoke.Argument]:
+        helps = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:  # invoke pops each help text as it uses it: the next parser (a second run in one process) keeps
+            self.help = helps  # them
+
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
         short = SHORT.get(name)
@@ -211,6 +218,24 @@ def exit_on_changes(report: Any, detailed: bool, changes: Callable[[Any], Any]) 
 
 
 DETAILED_CHANGES = 2  # terraform's "succeeded with a non-empty diff"
+
+
+def renamed(new_value: Any, old_value: Any, new: str, old: str) -> Any:
+    """An option given a clearer name: the old spelling still works, with a deprecation note on stderr (its -h
+    says so too); both, with different values, are a usage error naming both."""
+    if old_value in (None, False):
+        return new_value
+    if new_value not in (None, False) and new_value != old_value:
+        raise values.OptionValueError(
+            f"{old} is the old name of {new} and they were given different values", f"{new}/{old}", f"pass {new} only"
+        )
+    common.err_console.print(esc(f"note: {old} is deprecated: use {new} (same meaning)"))
+    return old_value
+
+
+def deprecated_help(new: str) -> str:
+    """The -h line of an option's old spelling (see :func:`renamed`)."""
+    return f"deprecated: the old name of {new} (same meaning; use {new})"
 
 
 def _with_shared_help(

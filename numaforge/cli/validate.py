@@ -11,7 +11,7 @@ from ..fleet import FleetOptionError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, gateopts, values
-from .optionsets import RolloutSpec, task
+from .optionsets import RolloutSpec, deprecated_help, renamed, task
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -29,7 +29,8 @@ HELP = {
     "module": "live-patch .ko to validate (its manifest.json next to it is used when present)",
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
     "host's kernel.target from the inventory",
-    "check": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
+    "check_script": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
+    "check": deprecated_help("--check-script"),  # build-kpatch's --check meant something else (issue 39)
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
@@ -60,6 +61,7 @@ def validate(
     rollout,
     module=None,
     target=None,
+    check_script=None,
     check=None,
     keep=False,
     install=False,
@@ -74,6 +76,7 @@ def validate(
     json=None,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
+    script = renamed(check_script, check, "--check-script", "--check")
 
     def body(report: Report):
         try:
@@ -89,7 +92,7 @@ def validate(
                 hosts,
                 module=module,
                 target=target,
-                check=check,
+                check=script,
                 opts=opts,
                 accept_new_host_key=accept_new_host_key,
                 rollout=rollout,
@@ -110,6 +113,7 @@ def validate(
         options={
             "module": module,
             "target": target,
+            "check_script": script,
             "keep": keep,
             "effect_seconds": effect_seconds,
             "rounds": rounds,
