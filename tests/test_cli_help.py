@@ -120,7 +120,7 @@ def _run_in_process(program, argv: list[str], capsys) -> tuple[int, str, str]:
         program.run(argv)
     out, err = capsys.readouterr()
     code = exc.value.code
-    return (0 if code is None else code), out, err
+    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 def _programs():

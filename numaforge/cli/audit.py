@@ -73,7 +73,7 @@ def _window(value) -> float:
     return w
 
 
-@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH, rolling=False), help=HELP)
+@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH, rolling=False), help=HELP, checks={"window": _window})
 def numa_audit(c, select, rollout, window=None, process=None, accept_new_host_key=False, json=None):
     """Audit NUMA placement on hosts (read-only, over SSH): scheduler imbalance, cpuset without membind, IRQ and
     NIC contention, zone_reclaim_mode, device numa_node, THP, governor; each finding with evidence and fix."""

@@ -7,18 +7,35 @@ from typing import TYPE_CHECKING
 from ..defaults import DEFAULT_DEBIAN, DEFAULT_SERIES
 from ..display import esc
 from ..lazy import lazy_module
+from . import values
 from .common import console, execute
 from .optionsets import task
 
 if TYPE_CHECKING:
     from ..kernel import backport as kbackport
+    from ..kernel import series as kseries
+    from ..kernel import source as ksource
 else:  # imported by the task that uses it (numaforge.lazy)
     kbackport = lazy_module("numaforge.kernel.backport")
+    kseries = lazy_module("numaforge.kernel.series")
+    ksource = lazy_module("numaforge.kernel.source")
+
+
+def _source(value) -> None:
+    """--source: a spec numaforge.kernel.source understands; a git URL carries no password (by reference only)."""
+    spec = ksource.parse_spec(str(value))
+    if spec.kind == "git-url":
+        values.no_credentials("--source", "use a credential helper or an SSH key for git")(spec.location)
 
 
 @task(
     name="backport",
     iterable=["compiler"],
+    checks={  # run before any tree is fetched or touched (numaforge.cli.values.preflight)
+        "source": _source,
+        "series": lambda v: kseries.resolve_dir(str(v)),
+        "compiler": values.program("--compiler", "compiler"),
+    },
     help={
         "source": "5.10 tree: debian:linux-source-5.10[=VERSION] (default %s), URL@REF (git URL + ref), "
         "a local git tree PATH[@REF], or a tarball path" % DEFAULT_DEBIAN,

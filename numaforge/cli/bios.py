@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..bios import hostplan as bhostplan
     from ..bios import operations as bops
     from ..bios import profile as bprofile
+    from ..bios import vendormap as bvendormap
     from ..bios import verify as bverify
 else:  # imported by the task that uses them (numaforge.lazy)
     bapply = lazy_module("numaforge.bios.apply")
@@ -33,6 +34,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
     bops = lazy_module("numaforge.bios.operations")
     bprofile = lazy_module("numaforge.bios.profile")
     bverify = lazy_module("numaforge.bios.verify")
+    bvendormap = lazy_module("numaforge.bios.vendormap")
 
 BIOS_HELP = {
     "profile": "BIOS profile name (bios/profiles/NAME.yaml.j2) or path; default: each host's bios_profile",
@@ -47,6 +49,9 @@ UNVERIFIED_HELP = {
     "refuse (the host fails before any write, naming them), warn, or allow; default: the inventory var "
     "bios_unverified, else the profile's unverified: key, else refuse for bios-apply and warn for bios-plan",
 }
+# the option checks of the bios tasks, run before any BMC is asked (numaforge.cli.values.preflight)
+PROFILE_CHECK = {"profile": lambda v: bprofile.find_profile(str(v))}
+_VENDOR_NAME = values.name("--vendor", "vendor name")
 
 
 def _warn_insecure(insecure: bool) -> None:
@@ -191,7 +196,12 @@ BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
 BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
 
 
-@task(hosts=True, rollout=BMC_READ, help={**BIOS_HELP, **UNVERIFIED_HELP})
+@task(
+    hosts=True,
+    rollout=BMC_READ,
+    help={**BIOS_HELP, **UNVERIFIED_HELP},
+    checks={**PROFILE_CHECK, "unverified": lambda v: _policy(v)},
+)
 def bios_plan(
     c,
     select,
@@ -229,6 +239,11 @@ def _policy(value: str | None) -> str | None:
     hosts=True,
     write=True,
     rollout=BMC_ROLLING,
+    checks={
+        **PROFILE_CHECK,
+        "graceful_timeout": lambda v: values.positive_float(v, "--graceful-timeout"),
+        "power_timeout": lambda v: values.positive_float(v, "--power-timeout"),
+    },
     help={
         **BIOS_HELP,
         **UNVERIFIED_HELP,
@@ -278,6 +293,7 @@ def bios_apply(
 @task(
     hosts=True,
     rollout=BMC_READ,
+    checks=PROFILE_CHECK,
     help={
         **BIOS_HELP,
         "os": "also prove each setting from inside the OS over SSH (facts: NUMA nodes, L3 domains, ACS/ASPM bits, "
@@ -332,6 +348,7 @@ def bios_verify(
 
 @task(
     hosts=True,
+    checks={**PROFILE_CHECK, "vendor": lambda v: _VENDOR_NAME(v) or bvendormap.load_vendor_map(str(v))},
     help={
         "profile": BIOS_HELP["profile"],
         "vendor": "render as if the BMC were this vendor (default: the inventory's vendor, else generic)",
@@ -436,6 +453,7 @@ def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
     hosts=True,
     write=True,
     rollout=BMC_ROLLING,
+    checks={"job": values.name("--job", "job id (e.g. JID_123456789012)")},  # a segment of the job's URL
     help=_ops_help(
         OPS_HELP, {"job": "delete only this job id (default: every queued BIOS configuration job of each host)"}
     ),

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..display import esc
 from ..errors import ToolMissingError
 from ..lazy import lazy_module
-from . import common
+from . import common, values
 from .optionsets import task
 
 if TYPE_CHECKING:
@@ -21,12 +21,13 @@ else:  # imported by the task that uses it (numaforge.lazy)
 
 
 @task(
+    checks={"pipeline": values.choice("--pipeline", "all", "kernel", "firmware", "lab")},
     help={
         "pipeline": "which checks: all (default), kernel, firmware or lab",
         "strict": "also check that everything the test suite needs came from setup (scripts/packages.txt: each "
         "package installed, each command from its package, not a copy installed by hand), that the venv holds "
         "only numaforge[test]'s requirements, and that setup's caches are there; every check is then required",
-    }
+    },
 )
 def doctor(c, pipeline="all", strict=False, json=None):
     """Check tools (git, gcc versions, kpatch-build, qemu, lspci...), disk space and Python deps, with fixes."""

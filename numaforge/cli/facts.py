@@ -14,13 +14,15 @@ from ..display import esc
 from ..fleet import run_fleet
 from ..lazy import lazy_module
 from ..report import Report
-from . import common
+from . import common, values
 from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
+    from ..bios import profile as bprofile
     from ..bios import verify as bverify
     from ..facts import run as facts_run
 else:  # imported by the task that uses them (numaforge.lazy)
+    bprofile = lazy_module("numaforge.bios.profile")
     bverify = lazy_module("numaforge.bios.verify")
     facts_run = lazy_module("numaforge.facts.run")
 
@@ -99,7 +101,16 @@ def _chain(devs: dict, address: str) -> list[str]:
     return list(reversed(out))
 
 
-@task(hosts=True, rollout=RolloutSpec(forks=FORKS_SSH, rolling=False), help=HELP)
+@task(
+    hosts=True,
+    rollout=RolloutSpec(forks=FORKS_SSH, rolling=False),
+    help=HELP,
+    checks={  # run before any host is asked (numaforge.cli.values.preflight)
+        "save": values.new_dir("--save", "capture directory"),
+        "load": values.existing_dir("--load", "capture directory"),
+        "profile": lambda v: v == "auto" or bprofile.find_profile(str(v)),
+    },
+)
 def facts(c, select, rollout, save=None, load=None, local=False, profile=None, accept_new_host_key=False, json=None):
     """Collect and show host facts over SSH (read-only): NUMA, CPU/L3, GPUs/NICs with node, link, ACS, ASPM,
     IOMMU, SR-IOV, kernel and livepatches; --profile checks a BIOS profile from the OS side."""

@@ -18,8 +18,10 @@ from . import common, gateopts, values
 from .optionsets import RolloutSpec, exit_on_changes, task
 
 if TYPE_CHECKING:
+    from ..hostos import profile as hprofile
     from ..hostos import run as hostos_run
 else:  # imported by the task that uses it (numaforge.lazy)
+    hprofile = lazy_module("numaforge.hostos.profile")
     hostos_run = lazy_module("numaforge.hostos.run")
 
 HELP = {
@@ -87,6 +89,10 @@ def _overrides(given) -> dict[str, int]:
     return out
 
 
+# the option checks of the host OS tasks, run before any host is asked (numaforge.cli.values.preflight)
+PROFILE_CHECK = {"profile": lambda v: hprofile.find_profile(str(v))}
+
+
 def _run(
     c,
     name: str,
@@ -131,7 +137,7 @@ def _run(
 SSH_READ = RolloutSpec(forks=FORKS_SSH, rolling=False)
 
 
-@task(hosts=True, rollout=SSH_READ, help=HELP)
+@task(hosts=True, rollout=SSH_READ, help=HELP, checks=PROFILE_CHECK)
 def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, detailed_exitcode=False, json=None):
     """Show, per host, current / desired / action of every host OS setting and the device NUMA checks. Writes nothing."""
     opts = hostos_run.OsOptions(profile=profile, accept_new_host_key=accept_new_host_key)
@@ -146,6 +152,13 @@ def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, detaile
     write=True,
     rollout=RolloutSpec(forks=FORKS_SSH, gate=True),
     iterable=["numa_node_override"],
+    checks={
+        **PROFILE_CHECK,
+        "gate": values.choice("--gate", "slo", "locality"),
+        "gate_seconds": lambda v: _number(v, 10.0, "--gate-seconds", 0.1, 3600),
+        "gate_threshold": lambda v: _number(v, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
+        "numa_node_override": lambda v: _overrides([v]),
+    },
     help={
         **HELP,
         "rollback": "restore the values saved on each host by its first os-apply and remove numaforge's files",
@@ -192,7 +205,7 @@ def os_apply(
     )
 
 
-@task(hosts=True, rollout=SSH_READ, help=HELP)
+@task(hosts=True, rollout=SSH_READ, help=HELP, checks=PROFILE_CHECK)
 def os_verify(c, select, rollout, profile=None, accept_new_host_key=False, json=None):
     """Read every host OS setting back (sysctls, THP, governor, /proc/irq/*/smp_affinity_list, persisted files) and
     check each device's numa_node against the BIOS NPS; fails on any difference."""

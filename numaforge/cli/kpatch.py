@@ -14,13 +14,15 @@ from ..errors import NumaforgeError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, values
-from .optionsets import deprecated_help, renamed, task
+from .optionsets import task
 
 if TYPE_CHECKING:
     from ..kernel import kpatch as kp
+    from ..kernel import series as kseries
     from ..kernel import targets as tg
 else:  # imported by the task that uses them (numaforge.lazy)
     kp = lazy_module("numaforge.kernel.kpatch")
+    kseries = lazy_module("numaforge.kernel.series")
     tg = lazy_module("numaforge.kernel.targets")
 
 HELP = {
@@ -31,7 +33,6 @@ HELP = {
     "'WRAPPER /usr/bin/gcc-N' (same compiler, so the prebuilt tree is still reused)",
     "preflight_only": "preflight plus kpatch-build's own checks (compiler, config, patch applies), stop before "
     "building",
-    "check": deprecated_help("--preflight-only"),  # validate's --check meant a check script (issue 39)
     "sign_key": "PEM private key to sign the module with (scripts/sign-file; read only by sign-file, never copied)",
     "sign_cert": "X.509 certificate of --sign-key (enroll it on Secure Boot hosts: `mokutil --import`)",
     "force": "rebuild even when the artifact cache says the inputs are unchanged",
@@ -51,7 +52,22 @@ def _targets(c, report, target, select: values.Selection):
     return groups, releases
 
 
-@task(hosts=True, help=HELP)
+_TARGET_NAME = values.name("--target", "kpatch target name")
+
+
+@task(
+    hosts=True,
+    help=HELP,
+    renamed={"check": "preflight_only"},  # validate's --check meant a check script (issue 39)
+    checks={  # run before anything is read or built (numaforge.cli.values.preflight)
+        "target": lambda v: _TARGET_NAME(v) or tg.load_target(str(v)),
+        "series": lambda v: kseries.resolve_dir(str(v)),
+        "jobs": lambda v: values.positive_int(v, "--jobs"),
+        "cc_wrapper": values.program("--cc-wrapper", "compiler wrapper"),
+        "sign_key": values.existing_file("--sign-key", "signing key"),
+        "sign_cert": values.existing_file("--sign-cert", "signing certificate"),
+    },
+)
 def build_kpatch(
     c,
     select,
@@ -60,14 +76,12 @@ def build_kpatch(
     jobs=None,
     cc_wrapper=None,
     preflight_only=False,
-    check=False,
     force=False,
     sign_key=None,
     sign_cert=None,
     json=None,
 ):
     """Build livepatch modules of the backported series for the target kernels (real kpatch-build)."""
-    preflight = renamed(preflight_only, check, "--preflight-only", "--check")
 
     def body(report: Report):
         n_jobs = values.positive_int(jobs, "--jobs", 2)
@@ -78,7 +92,7 @@ def build_kpatch(
                 jobs=n_jobs,
                 cc_wrapper=cc_wrapper,
                 host_releases={h: releases[h] for h in members if h in releases},
-                check_only=preflight,
+                check_only=preflight_only,
                 force=force,
                 sign_key=sign_key,
                 sign_cert=sign_cert,
@@ -97,7 +111,7 @@ def build_kpatch(
             "series": series,
             "jobs": jobs,
             "cc_wrapper": cc_wrapper,
-            "preflight_only": preflight,
+            "preflight_only": preflight_only,
             "force": force,
             "signed": bool(sign_key),
         },

@@ -11,18 +11,27 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_module
 from ..report import Report
-from . import common
+from . import common, values
 from .optionsets import task
 
 if TYPE_CHECKING:
     from ..lab import services
     from ..lab import vm as labvm
+    from ..lab.bmc import flavours as bmc_flavours
 else:  # imported by the task that uses them (numaforge.lazy)
     services = lazy_module("numaforge.lab.services")
     labvm = lazy_module("numaforge.lab.vm")
+    bmc_flavours = lazy_module("numaforge.lab.bmc.flavours")
 
 
 @task(
+    checks={  # run before anything starts (numaforge.cli.values.preflight)
+        "kernel": values.choice("--kernel", "lab", "debian"),
+        "topology": lambda v: values.choice("--topology", *labvm.TOPOLOGIES)(v),
+        "bmc_flavour": lambda v: values.choice("--bmc-flavour", *bmc_flavours.ALL_FLAVOURS)(v),
+        "ssh_port": lambda v: values.port_number(v, "--ssh-port"),
+        "bmc_port": lambda v: values.port_number(v, "--bmc-port"),
+    },
     help={
         "kernel": "kernel the VM boots: lab (our 5.10.262 build, built and cached if needed) or debian "
         "(bullseye's 5.10.0-46-amd64)",
@@ -37,7 +46,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
         "numa_nic": "add a virtio-net NIC local to NUMA node 1 (PCI 0000:21:04.0) for the host OS pipeline",
         "ssh_port": "127.0.0.1 port for the VM's SSH (default 2222, or a free port when 2222 is busy)",
         "bmc_port": "127.0.0.1 port for the BMC simulator (default 8443, or a free port when 8443 is busy)",
-    }
+    },
 )
 def lab_up(
     c,

@@ -13,6 +13,7 @@ from ..report import HostResult, Report
 from . import common, gateopts, values
 from .optionsets import RolloutSpec, task
 from .validate import HELP as VALIDATE_HELP
+from .validate import MODULE_CHECKS
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -100,6 +101,7 @@ def livepatch_status(c, select, rollout, accept_new_host_key=False, json=None):
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
+    checks=MODULE_CHECKS,
     help={
         "module": VALIDATE_HELP["module"],
         "target": VALIDATE_HELP["target"],
@@ -141,6 +143,8 @@ def livepatch_install(
     hosts=True,
     write=True,
     rollout=CHANGE,
+    # a name the host's sysfs paths are made of: kernel module names are at most 55 characters (MODULE_NAME_LEN)
+    checks={"module": values.name("--module", "live-patch module name", max_chars=55)},
     help={
         "module": "live-patch module name (as in /sys/kernel/livepatch/); required",
         "force": "also unload a live patch numaforge did not load or install",

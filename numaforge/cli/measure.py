@@ -25,7 +25,7 @@ from ..fleet import FAILED
 from ..lazy import lazy_module
 from ..report import HostResult, Report
 from . import common, values
-from .optionsets import task
+from .optionsets import preflight_selection, task
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -96,7 +96,29 @@ def _out_path(out, host: str) -> Path:
     return common.project_root() / "reports" / f"numa-effect-{re.sub(r'[^A-Za-z0-9._-]', '_', host)}-{stamp}.json"
 
 
-@task(iterable=["host", "arm"], help=HELP)
+@task(
+    iterable=["host", "arm"],
+    help=HELP,
+    checks={  # every option checked before a host is touched (numaforge.cli.values.preflight)
+        "target": values.name("--target", "kpatch target name"),
+        "series": values.name("--series", "series name"),
+        "arm": values.name("--arm", "arm name"),
+        "rounds": lambda v: values.positive_int(v, "--rounds"),
+        "seconds": lambda v: values.positive_int(v, "--seconds"),
+        "order": values.choice("--order", "random", "abba"),
+        "seed": lambda v: values.non_negative_int(v, "--seed"),
+        "procs": lambda v: values.positive_int(v, "--procs"),
+        "mb": lambda v: values.positive_int(v, "--mb"),
+        "mem_node": lambda v: values.non_negative_int(v, "--mem-node"),
+        "out": values.output_path("--out"),
+        "scenario": values.choice("--scenario", "workload", "probe"),
+        "pref_node": lambda v: values.non_negative_int(v, "--pref-node"),
+        "src_node": lambda v: values.non_negative_int(v, "--src-node"),
+        "probe_threads": lambda v: _threads(v),
+        "second_probe": lambda v: _second(v),
+        values.ALL_OPTIONS: lambda o, c: _preflight(o, c),
+    },
+)
 def numa_effect(
     c,
     host=None,
@@ -176,6 +198,27 @@ def numa_effect(
             "scenario": scenario,
         },
     )
+
+
+def _preflight(options: dict, c) -> None:
+    """numa-effect's options together, before a host is touched: --host against the inventory, then the arms the
+    run would load, built for --target (numaforge.measure.arms.built_arms: every --arm known); the knob control
+    loads none."""
+    preflight_selection(
+        c,
+        values.Selection(
+            inventory=options.get("inventory"),
+            host=tuple(options.get("host") or ()),
+            allow_plaintext_secrets=bool(options.get("allow_plaintext_secrets")),
+        ),
+    )
+    if options.get("scenario") == "probe" and options.get("knob"):
+        return
+    try:
+        marms.built_arms(options.get("series") or DEFAULT_SERIES, options.get("target") or "lab", options.get("arm"))
+    except NumaforgeError as exc:
+        where = f" ({exc.where})" if exc.where else ""
+        raise values.OptionValueError(exc.what + where, "--series/--target/--arm", exc.fix) from None
 
 
 def _check_scenario(scenario: str, pref_node, src_node) -> None:

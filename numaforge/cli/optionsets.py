@@ -17,7 +17,9 @@
   ``--wait-lock``) without declaring them: the body gets one ``rollout`` value (numaforge.fleet.Rollout, built
   by numaforge.cli.values.rollout, holding each host's write lock when the task writes) to hand to its
   pipeline's fleet entry point.
-- every option is checked before the body runs: an empty value or a bad number is a usage error (exit 2).
+- every option is checked before the body runs, by one function for every task (numaforge.cli.values.preflight:
+  empty values, control characters, sizes, then each option's check -- the task's ``checks=``, else the shared
+  one by name): a bad value is a usage error (exit 2) naming the option, before any host is touched.
 - every task takes ``-v/--verbose`` and ``--no-color`` (numaforge.cli.common.set_style applies them first).
 - every task's options as called are recorded for its report (``RUN.options``).
 """
@@ -26,13 +28,14 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import invoke
 
 from ..display import esc
 from ..errors import NumaforgeError
 from . import common, values
+from .values import option_flag
 
 SHARED_HELP = {
     "inventory": "inventory: a file (native YAML, or Ansible YAML/INI) or `lab` for the lab lab-up started; "
@@ -121,18 +124,23 @@ class NumaforgeTask(invoke.Task):
         hosts: bool = False,
         write: bool = False,
         rollout: RolloutSpec | None = None,
+        checks: Mapping[str, values.Check] | None = None,
+        renamed: Mapping[str, str] | None = None,
         **kwargs: Any,
     ):
         self.hosts = hosts
         self.write = write
         self.rollout = rollout
-        self.extra = injected(hosts, write, rollout)
+        self.checks = dict(checks or {})
+        self.renamed = dict(renamed or {})
+        self.extra = {**injected(hosts, write, rollout), **_old_names(body, self.renamed)}
         kwargs["auto_shortflags"] = False
         super().__init__(body, *args, **kwargs)
 
     def argspec(self, body: Callable) -> inspect.Signature:
         sig = super().argspec(body)
         extra = injected(getattr(self, "hosts", False), getattr(self, "write", False), getattr(self, "rollout", None))
+        extra.update(_old_names(body, getattr(self, "renamed", {})))
         params = [p for p in sig.parameters.values() if p.name not in INJECTED]
         have = {p.name for p in params}
         params += [
@@ -160,10 +168,19 @@ class NumaforgeTask(invoke.Task):
         options = {k: v for k, v in bound.arguments.items() if k not in ("c", *INJECTED)}
         name = self.name.replace("_", "-")
         common.set_style(verbose=raw["verbose"], no_color=raw["no_color"])
-        try:  # one check for every task: an empty value or a bad number is a usage error, never a silent default
-            values.reject_empty({**options, **raw})
+        extras = {n: raw[n] for n in ("all", "output", "junit") if n in raw}
+        try:  # the one preflight of every task, before its body: a bad value is a usage error, never a default
+            values.reject_empty({**options, **raw})  # as given, before an old spelling becomes the new one
+            values.check_text({**options, **raw})
+            for old, new in self.renamed.items():  # an old spelling still works, with a note
+                if raw.get(old) not in (None, False):
+                    kwargs[new] = options[new] = renamed(kwargs.get(new), raw[old], option_flag(new), option_flag(old))
+            # the project directory (a relative inventory or a profile name is looked up there), the output mode
+            common.begin_run(c, name, options={**options, **raw}, write=self.write, **extras)
+            values.preflight({**options, **raw}, self.checks, c)
             if self.hosts:
                 kwargs["select"] = values.selection(raw)
+                preflight_selection(c, kwargs["select"])
             if self.rollout is not None:
                 spec = self.rollout
                 kwargs["rollout"] = values.rollout(
@@ -176,8 +193,6 @@ class NumaforgeTask(invoke.Task):
         except NumaforgeError as exc:
             common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
             raise invoke.Exit(code=exc.exit_code) from None
-        extras = {n: raw[n] for n in ("all", "output", "junit") if n in raw}
-        common.begin_run(c, name, options={**options, **raw}, write=self.write, **extras)
         try:
             return super().__call__(c, *args, **kwargs)
         except NumaforgeError as exc:  # raised before the task's execute(): a message and its exit code, no traceback
@@ -204,6 +219,25 @@ def rolling_defaults(spec: RolloutSpec, write: bool) -> dict[str, str]:
     return out
 
 
+def preflight_selection(c: Any, select: values.Selection) -> None:
+    """--host, --group and --limit, each value resolved against the inventory before the body runs (the body's
+    numaforge.cli.common.load_selected reads the same file): one that names nothing is a usage error naming its
+    option. Without them nothing is loaded here (some tasks run without an inventory)."""
+    if not select.narrowed:
+        return
+    inv = common.inventory_loader.load_inventory(
+        common.inventory_path(c, select.inventory),
+        allow_plaintext_secrets=select.allow_plaintext_secrets,
+        vault_password_file=select.vault_password_file,
+    )
+    given: list[tuple[str, str, tuple[list[str], list[str], str | None]]]
+    given = [("--host", h, ([h], [], None)) for h in select.host]
+    given += [("--group", g, ([], [g], None)) for g in select.group]
+    given += [("--limit", select.limit, ([], [], select.limit))] if select.limit else []
+    for flag, value, (hosts, groups, limit) in given:
+        values.check_with(lambda _v, h=hosts, g=groups, lim=limit: inv.select(h, g, lim), value, flag)
+
+
 def exit_on_changes(report: Any, detailed: bool, changes: Callable[[Any], Any]) -> None:
     """--detailed-exitcode of a plan task, after its run succeeded (a failed run has exited 1 already): exit 2
     naming the hosts for which ``changes(host_result)`` is non-empty, else return (exit 0)."""
@@ -220,6 +254,12 @@ def exit_on_changes(report: Any, detailed: bool, changes: Callable[[Any], Any]) 
 DETAILED_CHANGES = 2  # terraform's "succeeded with a non-empty diff"
 
 
+def _old_names(body: Callable, renamed: dict[str, str]) -> dict[str, Any]:
+    """The old spellings of renamed options (old -> new) as injected options, each with its new name's default."""
+    params = inspect.signature(body).parameters
+    return {old: params[new].default for old, new in renamed.items()}
+
+
 def renamed(new_value: Any, old_value: Any, new: str, old: str) -> Any:
     """An option given a clearer name: the old spelling still works, with a deprecation note on stderr (its -h
     says so too); both, with different values, are a usage error naming both."""
@@ -234,7 +274,7 @@ def renamed(new_value: Any, old_value: Any, new: str, old: str) -> Any:
 
 
 def deprecated_help(new: str) -> str:
-    """The -h line of an option's old spelling (see :func:`renamed`)."""
+    """The -h line of an option's old spelling (``@task(renamed={old: new})``, :func:`renamed`)."""
     return f"deprecated: the old name of {new} (same meaning; use {new})"
 
 
@@ -260,9 +300,19 @@ def _with_shared_help(
 
 
 def task(
-    *args: Any, hosts: bool = False, write: bool = False, rollout: RolloutSpec | None = None, **kwargs: Any
+    *args: Any,
+    hosts: bool = False,
+    write: bool = False,
+    rollout: RolloutSpec | None = None,
+    checks: Mapping[str, values.Check] | None = None,
+    renamed: Mapping[str, str] | None = None,
+    **kwargs: Any,
 ) -> Any:
-    """``invoke.task`` with the shared options (module docstring). Use as ``@task(...)``."""
+    """``invoke.task`` with the shared options (module docstring). Use as ``@task(...)``. ``checks``: the task's
+    own option checks (option name -> a function of the value that raises exit 2), run by numaforge.cli.values'
+    preflight with the shared ones before the body. ``renamed``: old option name -> new one; the old spelling
+    stays an option (a deprecation note in -h and on stderr) and reaches the body as the new one."""
+    renamed_ = dict(renamed or {})
     iterable = list(kwargs.pop("iterable", []))
     if hosts:
         iterable += [n for n in ("host", "group") if n not in iterable]
@@ -271,12 +321,15 @@ def task(
 
     def wrap(body: Callable) -> Any:
         help_ = _with_shared_help(body, kwargs.pop("help", {}), injected(hosts, write, rollout), rollout, write)
+        help_.update({old: deprecated_help(option_flag(new)) for old, new in renamed_.items()})
         return invoke.task(
             body,
             klass=NumaforgeTask,
             hosts=hosts,
             write=write,
             rollout=rollout,
+            checks=checks,
+            renamed=renamed_,
             iterable=iterable,
             help=help_,
             **kwargs,

@@ -11,7 +11,7 @@ from ..fleet import FleetOptionError
 from ..lazy import lazy_module
 from ..report import Report
 from . import common, gateopts, values
-from .optionsets import RolloutSpec, deprecated_help, renamed, task
+from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from .. import livepatch
@@ -30,7 +30,6 @@ HELP = {
     "target": "kpatch target whose built module to use (its build-kpatch manifest); default: each "
     "host's kernel.target from the inventory",
     "check_script": "LOADED check script run on the host after loading (default: the series' *-LOADED.test)",
-    "check": deprecated_help("--check-script"),  # build-kpatch's --check meant something else (issue 39)
     "keep": "leave the patch loaded after validation (default: unload it)",
     "install": "with --keep: also persist it across reboots like livepatch-install (kpatch install, else module dir + unit)",
     "accept_new_host_key": "trust and record an unknown host key (a changed key is always refused)",
@@ -49,11 +48,28 @@ HELP = {
 }
 
 
+# the live-patch options every task that loads one takes, checked before any host is asked
+# (numaforge.cli.values.preflight)
+MODULE_CHECKS: dict[str, values.Check] = {
+    "module": values.existing_file("--module", "live-patch module (.ko)"),
+    "target": values.name("--target", "kpatch target name"),
+}
+
+
 @task(
     hosts=True,
     write=True,
     rollout=RolloutSpec(forks=FORKS_LIVEPATCH, canary=1, max_fail=0.0, gate=True),
     help=HELP,
+    renamed={"check": "check_script"},  # build-kpatch's --check meant something else (issue 39)
+    checks={
+        **MODULE_CHECKS,
+        "check_script": values.existing_file("--check-script", "LOADED check script"),
+        "effect_seconds": lambda v: values.positive_int(v, "--effect-seconds"),
+        "rounds": lambda v: values.positive_int(v, "--rounds"),
+        "signal_after": lambda v: values.positive_float(v, "--signal-after"),
+        "revert_after": lambda v: values.positive_float(v, "--revert-after"),
+    },
 )
 def validate(
     c,
@@ -62,7 +78,6 @@ def validate(
     module=None,
     target=None,
     check_script=None,
-    check=None,
     keep=False,
     install=False,
     accept_new_host_key=False,
@@ -76,7 +91,6 @@ def validate(
     json=None,
 ):
     """Validate a built live patch on hosts: preflight, load, transition, verify, NUMA A/B effect, unload/keep."""
-    script = renamed(check_script, check, "--check-script", "--check")
 
     def body(report: Report):
         try:
@@ -92,7 +106,7 @@ def validate(
                 hosts,
                 module=module,
                 target=target,
-                check=script,
+                check=check_script,
                 opts=opts,
                 accept_new_host_key=accept_new_host_key,
                 rollout=rollout,
@@ -113,7 +127,7 @@ def validate(
         options={
             "module": module,
             "target": target,
-            "check_script": script,
+            "check_script": check_script,
             "keep": keep,
             "effect_seconds": effect_seconds,
             "rounds": rounds,

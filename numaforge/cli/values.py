@@ -4,16 +4,26 @@ does not cast them itself and crash with a ValueError traceback) and parse them 
 
 The shared option sets become one value each here (numaforge.cli.optionsets injects them into the tasks):
 :class:`Selection` (--inventory/--host/--group/--limit/--all) and numaforge.fleet.Rollout (:func:`rollout`).
+
+:func:`preflight` is the one check every task's options go through before its body runs (numaforge.cli.optionsets):
+no empty value, no control character, no value longer than MAX_OPTION_CHARS, then each option's own check --
+the task's (``@task(checks=...)``), else the shared one of :data:`CHECKS` by option name.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import shutil
 from dataclasses import dataclass
-from typing import overload
+from pathlib import Path
+from typing import Any, Callable, Mapping, overload
+from urllib.parse import urlsplit
 
+from .. import paths, safeio
 from ..errors import NumaforgeError
 from ..fleet import BatchSpec, FleetOptionError, Rollout, batch_spec, host_timeout_seconds
+from ..textsafe import has_control, printable
 
 
 class OptionValueError(NumaforgeError):
@@ -204,3 +214,287 @@ def rollout(
         lock=lock,
         wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
     )
+
+
+# ---------------------------------------------------------------------------------------------- preflight
+MAX_OPTION_CHARS = 4096  # PATH_MAX: no option value of numaforge is longer (a URL, a path, a pattern)
+NAME_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a name that becomes a file name or a URL segment
+
+# raises a NumaforgeError (exit 2) for a value that cannot be used: a function of the value (of the options and
+# invoke's context for a task's ALL_OPTIONS check)
+Check = Callable[..., object]
+
+
+def check_text(options: Mapping[str, Any]) -> None:
+    """Every string value (each value of a repeatable option): no terminal control character (a newline or a tab
+    included: no option value has one) and at most MAX_OPTION_CHARS characters."""
+    for name, value in options.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(v, str):
+                continue
+            flag = option_flag(name)
+            if has_control(v) or "\n" in v or "\t" in v:
+                raise OptionValueError(
+                    f"the value {printable(v[:80])!r} contains control characters",
+                    flag,
+                    f"pass {flag} a value of printable characters",
+                )
+            if len(v) > MAX_OPTION_CHARS:
+                raise OptionValueError(
+                    f"the value is {len(v)} characters long; the limit is {MAX_OPTION_CHARS}",
+                    flag,
+                    f"pass {flag} a shorter value",
+                )
+
+
+def preflight(options: Mapping[str, Any], checks: Mapping[str, Check] | None = None, context: Any = None) -> None:
+    """The one check of a task's options before its body runs, the same for every task: empty values, control
+    characters and sizes (every option), then each given option's own check -- ``checks`` (the task's), else
+    :data:`CHECKS` (shared, by option name) -- and the task's check of its options together (``checks[ALL_OPTIONS]``,
+    given ``context``, invoke's Context, for the config).
+    A value that cannot be used raises a NumaforgeError naming the option (exit 2, whatever the check raised).
+    Options left at their default (None/False) are not checked one by one."""
+    reject_empty(dict(options))
+    check_text(options)
+    own = dict(checks or {})
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        check = own.get(name, CHECKS.get(name))
+        if check is None:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            _usage(check, v, option_flag(name))
+    across = own.get(ALL_OPTIONS)
+    if across is not None:  # the task's check of options together (e.g. an --arm of the --series given)
+        _usage(lambda o: across(o, context), dict(options), "")
+
+
+# a task's ``checks`` key for a check of all its options together: a function of (the options, invoke's context)
+ALL_OPTIONS = "*"
+
+
+def check_with(check: Check, value: Any, flag: str) -> None:
+    """Run one check as :func:`preflight` runs it (for a check it cannot run alone, e.g. one that needs the
+    inventory): whatever it refuses is a usage error naming ``flag``."""
+    _usage(check, value, flag)
+
+
+def _usage(check: Check, value: Any, flag: str) -> None:
+    """``check(value)``; whatever it refuses is a usage error (exit 2) that names the option, whichever error
+    class said so."""
+    try:
+        check(value)
+    except NumaforgeError as exc:
+        if exc.exit_code == OptionValueError.exit_code and (not flag or flag in exc.render()):
+            raise
+        # the option first, then the error as it was (where the check looked -- a profile directory, an inventory
+        # file -- and what it found)
+        what = f"{exc.where}: {exc.what}" if exc.where and flag else exc.what
+        raise OptionValueError(what, flag or exc.where, exc.fix) from None
+
+
+def choice(option: str, *allowed: str) -> Check:
+    """A check: the value is one of ``allowed``."""
+
+    def check(value: Any) -> None:
+        if value not in allowed:
+            raise OptionValueError(
+                f"{option} {printable(str(value)[:80])!r} is not one of {', '.join(allowed)}",
+                option,
+                f"pass {option} " + " or ".join(allowed),
+            )
+
+    return check
+
+
+def name(option: str, what: str, max_chars: int = 255) -> Check:
+    """A check: ``value`` is a name (letters, digits, ``. _ + -``, not starting with a punctuation mark) of at
+    most ``max_chars``: it becomes a file name or a URL segment, so no ``/``, ``:``, ``@`` or space."""
+
+    def check(value: Any) -> None:
+        text = str(value)
+        if not NAME_CHARS.fullmatch(text) or len(text) > max_chars:
+            raise OptionValueError(
+                f"{printable(text[:80])!r} is not a {what}",
+                option,
+                f"pass {option} a {what}: letters, digits and . _ + - (at most {max_chars} characters, starting with "
+                "a letter or digit)",
+            )
+
+    return check
+
+
+def existing_file(option: str, what: str) -> Check:
+    """A check: a file on this machine that exists (a directory or a missing path is a usage error)."""
+
+    def check(value: Any) -> None:
+        try:
+            ok = Path(str(value)).expanduser().is_file()
+        except OSError:  # e.g. a name longer than the file system allows
+            ok = False
+        if not ok:
+            raise OptionValueError(
+                f"{what} {printable(str(value)[:200])!r} is not a file on this machine", option, "fix the path"
+            )
+
+    return check
+
+
+def existing_dir(option: str, what: str) -> Check:
+    """A check: a directory on this machine that exists."""
+
+    def check(value: Any) -> None:
+        try:
+            ok = Path(str(value)).expanduser().is_dir()
+        except OSError:
+            ok = False
+        if not ok:
+            raise OptionValueError(
+                f"{what} {printable(str(value)[:200])!r} is not a directory on this machine", option, "fix the path"
+            )
+
+    return check
+
+
+def new_dir(option: str, what: str) -> Check:
+    """A check: a directory numaforge may create: it exists, or its parent directory does."""
+
+    def check(value: Any) -> None:
+        try:
+            p = Path(str(value)).expanduser()
+            ok = p.is_dir() or (not p.exists() and p.absolute().parent.is_dir())
+        except OSError:
+            ok = False
+        if not ok:
+            raise OptionValueError(
+                f"{what} {printable(str(value)[:200])!r}: neither it nor its parent is a directory",
+                option,
+                "pass a directory, or a new one inside an existing directory",
+            )
+
+    return check
+
+
+def program(option: str, what: str) -> Check:
+    """A check: a program name found on PATH (or an executable path)."""
+
+    def check(value: Any) -> None:
+        text = str(value)
+        if not (NAME_CHARS.fullmatch(text) or text.startswith("/")) or shutil.which(text) is None:
+            raise OptionValueError(
+                f"{what} {printable(text[:200])!r} is not a program on PATH",
+                option,
+                f"install it or pass {option} the name or path of an installed program",
+            )
+
+    return check
+
+
+def no_credentials(option: str, fix: str = "") -> Check:
+    """A check: a URL without a password (``user:password@``): it would end up in reports, logs and process
+    lists; numaforge takes secrets by reference only. The message never shows the value."""
+
+    def check(value: Any) -> None:
+        try:
+            password = urlsplit(str(value)).password
+        except ValueError:
+            password = None
+        if password is not None:
+            raise OptionValueError(
+                f"{option} holds credentials (user:password@); they are not shown here",
+                option,
+                f"pass {option} without them" + (f"; {fix}" if fix else ""),
+            )
+
+    return check
+
+
+def web_url(option: str) -> Check:
+    """A check: an http(s) URL with a host and without credentials (:func:`no_credentials`)."""
+    credentials = no_credentials(option, "give a bearer token by reference (--slo prometheus_token=env:VAR)")
+
+    def check(value: Any) -> None:
+        text = str(value)
+        credentials(text)
+        try:
+            parts = urlsplit(text)
+            port = parts.port  # a bad port raises ValueError
+        except ValueError:
+            parts, port = None, None
+        if parts is not None and parts.username is not None:
+            raise OptionValueError(
+                f"{option} holds a user name (user@); it is not shown here",
+                option,
+                f"pass {option} without it; give a bearer token by reference (--slo prometheus_token=env:VAR)",
+            )
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+            raise OptionValueError(
+                f"{option} {printable(text[:200])!r} is not an http(s) URL with a host",
+                option,
+                f"pass e.g. {option} https://prometheus.example:9090",
+            )
+        if parts.query or parts.fragment:
+            raise OptionValueError(
+                f"{option} {printable(text[:200])!r} has a query or fragment",
+                option,
+                f"pass {option} the base URL only (scheme://host[:port][/path])",
+            )
+
+    return check
+
+
+def port_number(value: Any, option: str) -> int:
+    """A TCP port: a whole number from 1 to 65535."""
+    n = _number(value, option, int, "a port number from 1 to 65535", "8443")
+    if not 1 <= n <= 65535:
+        raise OptionValueError(
+            f"{option} must be a port number from 1 to 65535, got {n}", option, f"pass e.g. {option} 8443"
+        )
+    return n
+
+
+def _inventory(value: Any) -> None:
+    """--inventory: `lab`, or an inventory file (from the current directory, else the project directory)."""
+    if value == "lab":
+        return
+    candidates = [Path(str(value)).expanduser()]
+    if not candidates[0].is_absolute():
+        candidates.append(paths.project_dir() / candidates[0])
+    try:  # what exists is the loader's to judge (a device or a FIFO is refused there, with its own message)
+        found = any(p.exists() or p.is_symlink() for p in candidates)
+    except OSError:
+        found = False
+    if not found:
+        raise OptionValueError(
+            f"{printable(str(value)[:200])}: inventory file not found",
+            "--inventory",
+            "pass an inventory file (native YAML, Ansible YAML or INI) or `lab` for the lab lab-up started",
+        )
+
+
+def output_path(option: str) -> Check:
+    """A check: a file numaforge may write (numaforge.safeio.check_output: its directory exists, not a device...)."""
+
+    def check(value: Any) -> None:
+        safeio.check_output(str(value), option)
+
+    return check
+
+
+# the shared checks, by option name (a task's own ``checks=`` override them); each raises exit 2 naming the option
+CHECKS: dict[str, Check] = {
+    "inventory": _inventory,
+    "output": choice("--output", "plain", "table", "json"),
+    "json": output_path("--json"),
+    "junit": output_path("--junit"),
+    "forks": lambda v: positive_int(v, "--forks"),
+    "canary": lambda v: non_negative_int(v, "--canary"),
+    "batch": lambda v: batch(v, "--batch"),
+    "vault_password_file": existing_file("--vault-password-file", "vault password file"),
+    "max_fail": lambda v: max_fail(v, "--max-fail"),
+    "host_timeout": host_timeout_seconds,
+    "wait_lock": lambda v: non_negative_float(v, "--wait-lock"),
+    "gate": choice("--gate", "slo"),
+    "prometheus": web_url("--prometheus"),
+}
