@@ -188,6 +188,7 @@ NUMAFORGE_MAIN = "import sys; sys.argv[0] = 'numaforge'; from numaforge.cli.main
         (["facts", "--host"], "--host needs a value and was given none"),  # was silently "every host"
         (["facts", "--host", "--all"], "--host needs a value and was given none"),
         (["facts", "--forks"], "--forks needs a value and was given none"),
+        (["bmc-power", "--host", "h1"], "bmc-power needs ACTION: a value after the task name (or --action VALUE)"),
         (["no-such-task"], "No idea what 'no-such-task' is!"),
         (["--help", "no-such-task"], "No idea what 'no-such-task' is!"),
     ],

@@ -493,20 +493,32 @@ POWER_HELP = {
 }
 
 
-@task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP, POWER_HELP), positional=["action"])
+@task(
+    hosts=True,
+    write=True,
+    rollout=BMC_ROLLING,
+    help=_ops_help(OPS_HELP, POWER_HELP),
+    positional=["action"],
+    checks={"action": lambda v: _power_action(v)},  # before any BMC is asked (numaforge.cli.values.preflight)
+)
 def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, json=None):
     """Power a host on or off, restart it, or show its power and boot state: ComputerSystem.Reset through its BMC
     (plan first: --dry-run says what would be sent), with bios-apply's POST safety -- nothing is sent to a host
     that is booting, and a forced reset only while the BMC shows its OS running. A restart applies pending BIOS
     values (after bios-reset-defaults, or a queued Dell config job) without writing any."""
+    _power_action(action)
+    oopts = bops.OpOptions(dry_run=dry_run, power=action)
+    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
+
+
+def _power_action(action: str | None) -> None:
+    """bmc-power's ACTION (also --action): one of POWER_ACTIONS, else exit 2 naming it."""
     if action not in POWER_ACTIONS:
         raise values.OptionValueError(
             "no action given" if action is None else f"unknown action {action!r}",
-            "bmc-power ACTION",
+            "bmc-power ACTION (--action)",
             f"give one of: {', '.join(POWER_ACTIONS)} (e.g. `{prog()} bmc-power --host H status`)",
         )
-    oopts = bops.OpOptions(dry_run=dry_run, power=action)
-    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
 
 
 TASKS = [

@@ -116,7 +116,13 @@ class TaskSurface(Program):
         name = getattr(ctx, "name", None)
         binary = self.binary.replace("[", "").replace("]", "")  # invoke's "inv[oke]"
         fix = f"`{binary} {name} --help` lists its options" if name else f"`{binary} --list` lists the tasks"
-        return Exit(message=f"error: {exc}\n  fix: {fix}", code=values.OptionValueError.exit_code)
+        what = str(exc)
+        missing = list(getattr(ctx, "missing_positional_args", None) or [])
+        if missing:  # invoke's "'T' did not receive required positional arguments: 'x'", said as numaforge says it
+            arg = missing[0].name
+            what = f"{name} needs {arg.upper()}: a value after the task name (or --{arg.replace('_', '-')} VALUE)"
+            fix = f"`{binary} {name} --help` lists its options and the values of {arg.upper()}"
+        return Exit(message=f"error: {what}\n  fix: {fix}", code=values.OptionValueError.exit_code)
 
 
 def adopt(program: Program) -> None:
