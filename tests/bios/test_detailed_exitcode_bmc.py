@@ -48,7 +48,7 @@ def test_bios_plan_detailed_exitcode(tmp_path):
         assert "changes present on 1 host(s): gpu-dell (--detailed-exitcode: exit 2)" in r.stderr
         assert sim.count("PATCH") == 0
 
-        r = invoke("bios-apply", "-i", str(inv), "--reboot")
+        r = invoke("bios-apply", "-i", str(inv), "--reboot", "--unverified", "allow")  # the simulator's values
         assert r.returncode == 0, r.stdout + r.stderr
         r = invoke("bios-plan", "-i", str(inv), "--detailed-exitcode")
         assert r.returncode == 0, r.stdout + r.stderr  # nothing to change, nothing pending
