@@ -154,7 +154,6 @@ def os_plan(c, select, rollout, profile=None, accept_new_host_key=False, detaile
     iterable=["numa_node_override"],
     checks={
         **PROFILE_CHECK,
-        "gate": values.choice("--gate", "slo", "locality"),
         "gate_seconds": lambda v: _number(v, 10.0, "--gate-seconds", 0.1, 3600),
         "gate_threshold": lambda v: _number(v, DEFAULT_GATE_THRESHOLD, "--gate-threshold", 0.0, 1.0),
         "numa_node_override": lambda v: _overrides([v]),

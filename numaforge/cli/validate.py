@@ -51,7 +51,8 @@ HELP = {
 # the live-patch options every task that loads one takes, checked before any host is asked
 # (numaforge.cli.values.preflight)
 MODULE_CHECKS: dict[str, values.Check] = {
-    "module": values.existing_file("--module", "live-patch module (.ko)"),
+    # its existence and contents are the task's own first check (numaforge.livepatch), before any host
+    "module": values.path_name("--module", "live-patch module (.ko)"),
     "target": values.name("--target", "kpatch target name"),
 }
 

@@ -341,6 +341,22 @@ def existing_file(option: str, what: str) -> Check:
     return check
 
 
+def path_name(option: str, what: str) -> Check:
+    """A check: a path whose every component fits a file name (255 bytes), so that looking it up is a clear
+    "does not exist" (the task's own check) rather than the file system's "File name too long"."""
+
+    def check(value: Any) -> None:
+        parts = str(value).split("/")
+        if any(len(p.encode()) > 255 for p in parts):
+            raise OptionValueError(
+                f"{what} {printable(str(value)[:80])!r}...: a path component is longer than 255 bytes",
+                option,
+                "fix the path",
+            )
+
+    return check
+
+
 def existing_dir(option: str, what: str) -> Check:
     """A check: a directory on this machine that exists."""
 
@@ -410,40 +426,6 @@ def no_credentials(option: str, fix: str = "") -> Check:
     return check
 
 
-def web_url(option: str) -> Check:
-    """A check: an http(s) URL with a host and without credentials (:func:`no_credentials`)."""
-    credentials = no_credentials(option, "give a bearer token by reference (--slo prometheus_token=env:VAR)")
-
-    def check(value: Any) -> None:
-        text = str(value)
-        credentials(text)
-        try:
-            parts = urlsplit(text)
-            port = parts.port  # a bad port raises ValueError
-        except ValueError:
-            parts, port = None, None
-        if parts is not None and parts.username is not None:
-            raise OptionValueError(
-                f"{option} holds a user name (user@); it is not shown here",
-                option,
-                f"pass {option} without it; give a bearer token by reference (--slo prometheus_token=env:VAR)",
-            )
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-            raise OptionValueError(
-                f"{option} {printable(text[:200])!r} is not an http(s) URL with a host",
-                option,
-                f"pass e.g. {option} https://prometheus.example:9090",
-            )
-        if parts.query or parts.fragment:
-            raise OptionValueError(
-                f"{option} {printable(text[:200])!r} has a query or fragment",
-                option,
-                f"pass {option} the base URL only (scheme://host[:port][/path])",
-            )
-
-    return check
-
-
 def port_number(value: Any, option: str) -> int:
     """A TCP port: a whole number from 1 to 65535."""
     n = _number(value, option, int, "a port number from 1 to 65535", "8443")
@@ -495,6 +477,4 @@ CHECKS: dict[str, Check] = {
     "max_fail": lambda v: max_fail(v, "--max-fail"),
     "host_timeout": host_timeout_seconds,
     "wait_lock": lambda v: non_negative_float(v, "--wait-lock"),
-    "gate": choice("--gate", "slo"),
-    "prometheus": web_url("--prometheus"),
 }
