@@ -48,7 +48,7 @@ from redfish.rest.v1 import (
 )
 
 from .. import budget, safeio, secrets
-from .deadline import capped, cut_reason, quiet_library_logging
+from .deadline import AnswerTooLarge, MiB, capped, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -337,6 +337,17 @@ class RedfishClient:
             "re-run (finished hosts are kept)",
         )
 
+    def _too_large(self, method: str, path: str, big: AnswerTooLarge) -> RedfishError:
+        size = f"announced {big.got} bytes" if big.declared else f"more than {big.cap} bytes had come"
+        return RedfishError(
+            f"{method} {path}: the BMC's answer is larger than the {big.cap // MiB} MiB cap for a {big.kind} "
+            f"({size}); it was refused, nothing of it was used"
+            + (" (the BMC may have carried the request out)" if method not in IDEMPOTENT else ""),
+            f"{self.host} ({self.base_url})",
+            "the BMC firmware or something on the network answers with far too much data: check the BMC "
+            "(a BMC reset often helps), then re-run",
+        )
+
     def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
         cut = self._cut_error(method, path)
         if cut is not None:
@@ -388,6 +399,8 @@ class RedfishClient:
         except RetriesExhaustedError as exc:
             cause = exc.__cause__
             self.requests.append((method, path, None))
+            if isinstance(cause, AnswerTooLarge):  # asking again gets the same answer
+                raise self._too_large(method, path, cause) from None
             if isinstance(cause, requests.exceptions.SSLError) or _refused(cause) or cut_reason():
                 # a certificate does not get better by asking again; a closed port is not a busy BMC
                 raise self._transport_error(method, path, exc) from None
