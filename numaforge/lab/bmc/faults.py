@@ -12,6 +12,8 @@ byte every ``interval`` seconds, default 5: each read sees data, so only a total
 (the status line and headers at once, then the body one byte every ``interval`` seconds: a client whose deadline
 stops watching once the headers are in waits for ever), "huge" (200 with a valid JSON body of ``size`` bytes,
 default 100 MB, streamed; ``length=False`` sends no Content-Length, so only counting the bytes finds it too big),
+"answer" (``status``, default 200, with the JSON ``body`` given and ``headers``: a BMC answering a document of
+the wrong shape, e.g. a settings object whose Attributes is null or a list),
 "stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
 but every attribute is staged with another value than the one sent): BMCs that say yes and do something else.
 A fault fires
@@ -37,10 +39,21 @@ KINDS = (
     "drip",
     "drip_body",
     "huge",
+    "answer",
     "stage_nothing",
     "stage_other",
 )
-AFTER_KINDS = ("5xx", "reset", "bad_json", "slow", "echo", "drip", "drip_body", "huge")  # also an answer lost late
+AFTER_KINDS = (
+    "5xx",
+    "reset",
+    "bad_json",
+    "slow",
+    "echo",
+    "drip",
+    "drip_body",
+    "huge",
+    "answer",
+)  # also an answer lost late
 STAGING = ("stage_nothing", "stage_other")  # not an answer of their own: the handler serves the request with them
 
 
@@ -86,6 +99,7 @@ class FaultPlan:
             "drip": {"interval"},
             "drip_body": {"interval"},
             "huge": {"size", "length"},
+            "answer": {"status", "body", "headers"},
             "stage_nothing": set(),
             "stage_other": set(),
         }

@@ -209,6 +209,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._huge(
                 int(fault.options.get("size", 100 * 1024 * 1024)), bool(fault.options.get("length", True))
             )
+        elif fault.kind == "answer":
+            resp = SimResponse(
+                int(fault.options.get("status", 200)),
+                json.dumps(fault.options.get("body")).encode(),
+                headers=dict(fault.options.get("headers") or {}),
+            )
         elif fault.options.get("echo"):  # bad_json whose body repeats the credentials the client sent
             echoed = " ".join(
                 f"{k}={v}" for k, v in self.headers.items() if k.lower() in ("x-auth-token", "authorization")
@@ -439,7 +445,7 @@ class BMCSimulator:
     def inject(self, kind: str, path_regex: str = ".*", count: int = 1, **kw):
         """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json (echo=),
         redirect (status=, location=), echo (status=), drip (interval=), drip_body (interval=), huge (size=,
-        length=);
+        length=), answer (status=, body=, headers=);
         method="PATCH" limits it to one method; after=True fires after the request was processed."""
         return self.faults.add(kind, path_regex, count, **kw)
 
