@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from ..errors import fix_for_status, http_error
+from ..errors import RedfishError, fix_for_status, http_error
 from ..exchange import Response, path_of
 from ..redfish import RedfishClient
 
@@ -31,6 +31,10 @@ def check(client: RedfishClient, r: Response, method: str, fix: str | None = Non
             fix or fix_for_status(r.status),
         )
     return r
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "value")
 
 
 def etag_of(client: RedfishClient, path: str) -> str | None:
@@ -69,6 +73,24 @@ class Resource:
     @property
     def etag(self) -> str | None:
         return self._etag or self.body.get("@odata.etag")
+
+    def attributes_map(self, what: str) -> dict[str, Any]:
+        """The document's ``Attributes`` object (absent: none). Anything but an object -- null, a list (which
+        ``dict()`` would turn into attributes), text -- cannot tell what the BMC holds: a RedfishError naming it,
+        never a default (issue 40: a list was accepted and written, null read as "nothing pending")."""
+        if "Attributes" not in self.body:
+            return {}
+        attrs = self.body["Attributes"]
+        if isinstance(attrs, dict):
+            return dict(attrs)
+        shown = "null" if attrs is None else f"a JSON {_json_kind(attrs)}"
+        raise RedfishError(
+            f"the {what} at {self.path} answered Attributes as {shown}, not an object: what it holds cannot be "
+            "told, so nothing is planned or written from it",
+            self.where,
+            "the BMC firmware answers a malformed document: check it (a BMC reset often helps, else update its "
+            "firmware), then re-run",
+        )
 
     @property
     def identity(self) -> str:
