@@ -7,8 +7,9 @@ inside the adapter, under the same watch (requests reads it only after the adapt
 sent its headers and then dripped the body was watched by nobody: issue 40 item 2) -- and cuts its socket
 (``shutdown``, which wakes the blocked read at once) when
 
-* the request's total deadline passes (``RetryPolicy.total_timeout``; for a read also what is left of the
-  host's ``--host-timeout`` -- a write keeps its own deadline, a budget never cuts a write in half), or
+* the request's total deadline passes (``RetryPolicy.total_timeout``, and what is left of the host's
+  ``--host-timeout``: a host ends within its budget, a write included -- a write cut that way has an unknown
+  outcome, and bios-apply re-reads what the BMC holds before the host's result is made, issue 40 item 3), or
 * the run is stopped (first Ctrl-C / SIGTERM, :func:`numaforge.budget.request_stop`): a read at once, a write
   after :data:`WRITE_GRACE` seconds (its answer says whether the BMC took it).
 
@@ -135,7 +136,7 @@ class DeadlineAdapter(HTTPAdapter):
         write = method not in ("GET", "HEAD", "DELETE") and not login
         total = self.total_timeout
         left = budget.remaining()
-        if left is not None and not write:
+        if left is not None:
             total = min(total, max(left, 0.1))
         cap = getattr(_local, "cap", None)
         if cap is not None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 
+from ..errors import NumaforgeError
 from ..report import HostResult
 from .applysteps import Progress, outcome, patch_action
 from .configjob import ConfigJob, job_info
 from .discovery import RegistryCache
-from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError
+from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError, RedfishRedirectError
 from .hostplan import desired_values, plan_for, record_plan, replan
 from .hostsession import HostOptions
 from .hoststate import BiosState, read_state, system_of
@@ -26,7 +27,7 @@ from .plan import Plan
 from .power import reboot, wait_back
 from .redfish import RedfishClient
 from .resources import Bios
-from .write import check_staged, patch_settings
+from .write import check_staged, outcome_unknown, patch_settings, reread_unsure
 
 
 class HostApply:
@@ -126,6 +127,7 @@ class HostApply:
         while changes:
             try:
                 answer = patch_settings(self.client, self.state, changes, use_at)
+                self._written(changes, answer)
             except RedfishPreconditionFailedError:
                 if patch_action(True, self.replanned) == "conflict":
                     raise ConcurrentChangeError(
@@ -137,12 +139,30 @@ class HostApply:
                 changes = self._replan_before_write()
                 self.data["replanned_after_412"] = self.replanned = True
                 continue
-            self._written(changes, answer)
+            except RedfishRedirectError:
+                raise  # answered and not carried out: nothing was written
+            except NumaforgeError as exc:
+                if outcome_unknown(exc):
+                    self._unsure(changes)
+                raise
             break
         return detail
 
+    def _unsure(self, changes: dict) -> None:
+        """The PATCH of ``changes`` (or its read-back) failed or was cut: its outcome is unknown, so what the BMC
+        holds now is re-read and goes into the result -- written, pending, the journal -- before the host's
+        error is reported (issue 40 item 3)."""
+        write = reread_unsure(self.client, self.state, changes)
+        self.data["write"] = write
+        held = sorted(write["bmc_holds"])
+        self.data["changed"] = held
+        self.data["pending"] = sorted(set(self.data["pending"]) | set(held))
+        if held and self.journal is not None:
+            self.journal.record(self.host.name, "patched", attributes=held, outcome="re-read after an unknown outcome")
+
     def _written(self, changes: dict, answer) -> None:
         check_staged(self.client, self.state, changes, self.where)
+        self.data.pop("write", None)
         self.written = True
         self.data["changed"] = sorted(changes)
         self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))

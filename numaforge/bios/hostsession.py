@@ -103,6 +103,19 @@ def fail(result: HostResult, exc: BaseException) -> None:
     done = []
     if result.data.get("changed"):
         done.append(f"written before it stopped: {', '.join(result.data['changed'])} (pending until a reset)")
+    write = result.data.get("write") or {}
+    if write.get("outcome") == "unknown":
+        done.append(
+            "outcome unknown of the PATCH that was on the wire; "
+            + (
+                f"re-read: the BMC holds {len(write['bmc_holds'])} of the {len(write['sent'])} values sent"
+                + (f", not {', '.join(write['unknown'])}" if write["unknown"] else "")
+                if write.get("reread") == "ok"
+                else f"the re-read {write.get('reread', 'failed')}, so these may or may not be written: "
+                + ", ".join(write["sent"])
+                + " (`invoke bios-plan` shows what the BMC holds)"
+            )
+        )
     if result.data.get("reset_requested"):
         done.append(f"a reset was requested at {result.data['reset_requested']}")
     if done:

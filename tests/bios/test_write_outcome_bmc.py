@@ -1,0 +1,106 @@
+"""Issue 40 item 3: a write is never lost from a report. A PATCH cut on the wire (Ctrl-C/SIGTERM, --host-timeout)
+is "outcome unknown": the settings object is re-read before the host's result is made, and the result says what
+the BMC now holds. Real HTTPS simulators on 127.0.0.1 (the "slow" fault with after=True: the BMC applies the
+PATCH, then answers late); nothing mocked."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from numaforge import budget
+from numaforge.bios import deadline
+from numaforge.bios.apply import apply_host
+from numaforge.lab.bmc import FLAVOURS
+
+from .test_bios_apply_bmc import _bmc_password, host_for, run, sim_factory  # noqa: F401 (fixtures)
+
+
+def _settings_re(sim) -> str:
+    return "(?i)" + sim.flavour.settings_path.rstrip("/") + "/?$"
+
+
+def _stop_once_patch_is_on_the_wire(sim, reason: str) -> threading.Thread:
+    def watch() -> None:
+        t0 = time.monotonic()
+        while sim.count("PATCH", _settings_re(sim)) == 0 and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        budget.request_stop(reason)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.fixture
+def quick_grace(monkeypatch):
+    monkeypatch.setattr(deadline, "WRITE_GRACE", 0.5)
+    yield
+    budget.clear_stop()
+
+
+def _held(sim, changed: list[str]) -> dict:
+    pending = sim.bios_pending()
+    return {k: pending[k] for k in changed if k in pending}
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_patch_cut_by_a_stop_is_reported_from_what_the_bmc_holds(sim_factory, quick_grace, flavour):
+    """Ctrl-C while the PATCH is on the wire (the BMC applies it, then answers late): the report must list what
+    the BMC now holds as written, and say the outcome was unknown and re-read -- main said `changed: []`."""
+    sim = sim_factory(flavour)
+    sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=3)
+    watcher = _stop_once_patch_is_on_the_wire(sim, "interrupted (SIGINT)")
+    r = run(apply_host, host_for(sim))
+    watcher.join()
+    pending = sim.bios_pending()
+    assert pending, "the fault applies the PATCH"
+    assert r.status == "failed"
+    assert set(r.data["changed"]) == set(pending) and r.data["changed"], (r.data["changed"], pending)
+    write = r.data["write"]
+    assert write["outcome"] == "unknown" and write["reread"] == "ok", write
+    assert set(write["sent"]) >= set(pending) and set(write["bmc_holds"]) == set(pending)
+    assert "outcome unknown" in r.message and "written before it stopped" in r.message, r.message
+
+
+@pytest.mark.bmc
+def test_a_patch_cut_by_the_host_timeout_ends_the_host_in_time_and_is_re_read(sim_factory):
+    """--host-timeout during a slow PATCH: the host ends within its budget (+1 s, +the short re-read), and the
+    report says what the BMC holds (main waited out the PATCH, then lost it from the report)."""
+    sim = sim_factory("generic")
+    sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=8)
+    h = host_for(sim)
+    t0 = time.monotonic()
+    with budget.host_deadline(3, h.name):
+        r = run(apply_host, h)
+    took = time.monotonic() - t0
+    assert took < 4.5, took
+    pending = sim.bios_pending()
+    assert pending and set(r.data["changed"]) == set(pending), (r.data, pending)
+    assert r.data["write"]["outcome"] == "unknown" and "--host-timeout of 3 s" in r.message, r.message
+
+
+@pytest.mark.bmc
+def test_a_patch_whose_re_read_fails_is_reported_as_outcome_unknown(sim_factory, quick_grace):
+    """The BMC applies the PATCH, the answer is cut and the re-read fails too: nothing is claimed written, and
+    every value sent is listed as of unknown outcome."""
+    sim = sim_factory("generic")
+    sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=3)
+    watcher = _stop_once_patch_is_on_the_wire(sim, "interrupted (SIGTERM)")
+
+    def break_reads() -> None:  # the reads before the PATCH are healthy, the re-read after it fails
+        watcher.join()
+        sim.inject("5xx", _settings_re(sim), method="GET", count=50, status=500)
+
+    breaker = threading.Thread(target=break_reads, daemon=True)
+    breaker.start()
+    r = run(apply_host, host_for(sim))
+    breaker.join()
+    assert r.status == "failed" and r.data["changed"] == []
+    write = r.data["write"]
+    assert write["outcome"] == "unknown" and write["reread"].startswith("failed"), write
+    assert "outcome unknown" in r.message and all(k in r.message for k in write["sent"]), r.message
