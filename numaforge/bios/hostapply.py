@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from .. import journal as numaforge_journal
 from ..errors import NumaforgeError
 from ..report import HostResult
 from .applysteps import Progress, outcome, patch_action
@@ -78,9 +79,14 @@ class HostApply:
         re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
         journal = self.journal
         assert journal is not None, "resuming() said the journal asks for it"
-        requested = journal.data(self.host.name, "reboot-requested").get("time") or 0
+        accepted = journal.data(self.host.name, numaforge_journal.REBOOT_REQUESTED).get("time")
+        requested = accepted or journal.data(self.host.name, numaforge_journal.RESET_SENDING).get("time") or 0
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(requested))
-        note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
+        note = (
+            f"reset requested by the previous run at {when}"
+            + ("" if accepted else " (it stopped before the BMC's answer: whether the BMC took it is unknown)")
+            + "; waiting for it, not resetting again"
+        )
         st, waits = self.state, self.opts.vendor_map(self.state.vendor).reboot
         want, paths = desired_values(self.plan), (st.system_path, st.bios_path)
         waited = wait_back(self.client, paths, want, self.opts.timeouts, waits, st.registry.value_names)
@@ -177,10 +183,21 @@ class HostApply:
         self.job.refuse_failed(job)
         return self.data["job"]
 
+    def _reset_heard(self, outcome: str) -> None:
+        """The journal of a reset request: "reset-sending" on disk before it leaves (a crash then: outcome
+        unknown, a re-run waits rather than resets twice), "reboot-requested" only once the BMC accepted it (2xx,
+        no redirect), "reset-sending" retracted when it refused (a re-run resets: issue 40 item 3)."""
+        if self.journal is None:
+            return
+        if outcome == "sending":
+            self.journal.record(self.host.name, numaforge_journal.RESET_SENDING)
+        elif outcome == "accepted":
+            self.journal.record(self.host.name, numaforge_journal.REBOOT_REQUESTED)
+        elif outcome == "refused":
+            self.journal.retract(self.host.name, numaforge_journal.RESET_SENDING)
+
     def do_reboot(self) -> dict:
         self.job.require_scheduled()
-        if self.journal is not None:  # on disk before the reset is requested
-            self.journal.record(self.host.name, "reboot-requested")
         st = self.state
         detail = reboot(
             self.client,
@@ -192,6 +209,7 @@ class HostApply:
             self.result.data,
             self.job.state_probe(),
             st.registry.value_names,
+            self._reset_heard,
         )
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")

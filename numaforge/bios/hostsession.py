@@ -118,6 +118,11 @@ def fail(result: HostResult, exc: BaseException) -> None:
         )
     if result.data.get("reset_requested"):
         done.append(f"a reset was requested at {result.data['reset_requested']}")
+    elif result.data.get("reset_outcome_unknown"):
+        done.append(
+            f"a reset request sent at {result.data['reset_outcome_unknown']} got no answer: whether the BMC "
+            "took it is unknown (a re-run waits for it rather than reset again)"
+        )
     if done:
         result.message += "\n  " + "; ".join(done)
 
