@@ -151,7 +151,9 @@ class DeadlineAdapter(HTTPAdapter):
             daemon=True,
         )
         watcher.start()
-        kwargs["timeout"] = _within(kwargs.get("timeout"), total)
+        # a hair longer than the deadline: the watcher ends the request there and says why (deadline, budget,
+        # stop); the socket's own timeout ends what the watcher cannot reach (a connect not yet made)
+        kwargs["timeout"] = _within(kwargs.get("timeout"), total + 2 * POLL)
         try:
             response = super().send(request, *args, **kwargs)
             _read_body(response, request.path_url or "/")
