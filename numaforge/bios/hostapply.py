@@ -167,11 +167,12 @@ class HostApply:
             self.journal.record(self.host.name, "patched", attributes=held, outcome="re-read after an unknown outcome")
 
     def _written(self, changes: dict, answer) -> None:
-        check_staged(self.client, self.state, changes, self.where)
+        held = set(check_staged(self.client, self.state, changes, self.where))
         self.data.pop("write", None)
         self.written = True
         self.data["changed"] = sorted(changes)
-        self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
+        # what the settings object holds now, of the plan's and ours: not the plan's list plus what was sent
+        self.data["pending"] = sorted((set(self.data["pending"]) | set(changes)) & held)
         self.job.adopt(answer)
         if self.journal is not None:
             self.journal.record(self.host.name, "patched", attributes=sorted(changes))

@@ -173,11 +173,14 @@ def _jobs_text(client: RedfishClient, state: BiosState) -> str:
     return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
-def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> None:
-    """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5)."""
+def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:
+    """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5). Returns
+    the attributes it holds pending now (differing from current): what the report calls pending, never the plan's
+    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3)."""
     reg = state.registry
     held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
-    wrong = staged_mismatches(changes, reg.value_names(state.current), held)
+    current = reg.value_names(state.current)
+    wrong = staged_mismatches(changes, current, held)
     if wrong:
         raise RedfishError(
             f"the BMC accepted the PATCH but its settings object ({state.settings_path}) does not hold "
@@ -186,3 +189,4 @@ def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: 
             "the BMC said yes and staged something else: check its firmware and log; `invoke bios-plan` shows "
             "what is pending, `invoke bios-clear-pending` (Dell) or a new bios-apply replaces it",
         )
+    return sorted(pending_values(current, held))

@@ -12,10 +12,10 @@ import pytest
 
 from numaforge import budget
 from numaforge.bios import deadline
-from numaforge.bios.apply import apply_host
+from numaforge.bios.apply import apply_host, plan_host
 from numaforge.lab.bmc import FLAVOURS
 
-from .test_bios_apply_bmc import _bmc_password, host_for, run, sim_factory  # noqa: F401 (fixtures)
+from .test_bios_apply_bmc import _bmc_password, admin_session, host_for, run, sim_factory  # noqa: F401 (fixtures)
 
 
 def _settings_re(sim) -> str:
@@ -104,3 +104,35 @@ def test_a_patch_whose_re_read_fails_is_reported_as_outcome_unknown(sim_factory,
     write = r.data["write"]
     assert write["outcome"] == "unknown" and write["reread"].startswith("failed"), write
     assert "outcome unknown" in r.message and all(k in r.message for k in write["sent"]), r.message
+
+
+@pytest.mark.bmc
+def test_pending_after_a_write_is_what_the_bmc_holds_not_a_sum(sim_factory):
+    """ "7 written, 8 pending" while the BMC held 7: a value pending before the PATCH that the BMC no longer holds
+    after it (a BMC whose settings PATCH replaces what was staged) must not be reported pending."""
+    sim = sim_factory("generic")
+    h = host_for(sim)
+    plan = run(plan_host, h).data["plan"]
+    staged = next(i for i in plan if i["action"] == "change")
+    admin = admin_session(sim)
+    settings = sim.url + sim.flavour.settings_path
+    assert admin.patch(settings, json={"Attributes": {staged["attribute"]: staged["desired"]}}, timeout=10).ok
+    sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=1.0)
+
+    def replace_staged() -> None:  # once the PATCH is processed: the settings object drops the earlier value
+        t0 = time.monotonic()
+        while sim.count("PATCH", _settings_re(sim)) < 2 and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        time.sleep(0.4)
+        doc = admin.get(settings, timeout=10).json()
+        doc["Attributes"].pop(staged["attribute"])
+        sim.inject("answer", _settings_re(sim), method="GET", count=100, body=doc)
+
+    t = threading.Thread(target=replace_staged, daemon=True)
+    t.start()
+    r = run(apply_host, h)
+    t.join()
+    assert r.status == "changed", r.message
+    held = set(r.data["changed"])
+    assert staged["attribute"] not in r.data["pending"], (r.data["pending"], r.message)
+    assert set(r.data["pending"]) == held and f"{len(held)} written, {len(held)} pending" in r.message, r.message
