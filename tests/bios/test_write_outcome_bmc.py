@@ -5,8 +5,14 @@ PATCH, then answers late); nothing mocked."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +22,8 @@ from numaforge.bios.apply import apply_host, plan_host
 from numaforge.lab.bmc import FLAVOURS
 
 from .test_bios_apply_bmc import _bmc_password, admin_session, host_for, run, sim_factory  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _settings_re(sim) -> str:
@@ -136,3 +144,46 @@ def test_pending_after_a_write_is_what_the_bmc_holds_not_a_sum(sim_factory):
     held = set(r.data["changed"])
     assert staged["attribute"] not in r.data["pending"], (r.data["pending"], r.message)
     assert set(r.data["pending"]) == held and f"{len(held)} written, {len(held)} pending" in r.message, r.message
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_patch_is_on_the_wire_keeps_the_write_in_the_json_report(sim_factory, tmp_path, sig, code):
+    """The user's view (`invoke bios-apply --json`, a real signal): the BMC applies the PATCH and answers after 12 s;
+    the signal comes while it is on the wire. Exit 130/143, and the JSON report lists as written what the BMC now
+    holds, with the write's outcome unknown and re-read (main: `changed: []`, 4 of 4 runs)."""
+    sim = sim_factory("generic")
+    sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=12)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n  gpu-01:\n"
+        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_TEST_BMC_PASSWORD', "
+        f"ca_bundle: '{sim.ca_file}'}}\n"
+        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+    )
+    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--json", str(tmp_path / "r.json")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    t0 = time.monotonic()
+    while sim.count("PATCH", _settings_re(sim)) == 0:
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, out + err
+    held = sim.bios_pending()
+    assert held, "the fault applies the PATCH"
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (h,) = doc["hosts"]
+    assert doc["ok"] is False and h["status"] in ("interrupted", "failed"), h
+    assert sorted(h["data"]["changed"]) == sorted(held), (h["data"], held)
+    assert h["data"]["write"]["outcome"] == "unknown" and h["data"]["write"]["reread"] == "ok", h["data"]
+    assert "outcome unknown" in " ".join((out + err).split()), out + err
