@@ -191,7 +191,7 @@ def _read_body(response: Response, path: str) -> None:
         response.close()
         raise
     response._content = b"".join(chunks)
-    response._content_consumed = True
+    response._content_consumed = True  # type: ignore[attr-defined]
 
 
 def _watch(box: dict, done: threading.Event, deadline: float, write: bool, lifted: bool) -> None:

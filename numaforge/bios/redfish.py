@@ -64,7 +64,6 @@ from .errors import (
 from .errors import connection_refused as _refused
 from .errors import fix_for_status as _fix_for
 from .errors import password_change_uri as _password_change_uri
-from .errors import shorten as _short
 from .errors import ssl_reason as _ssl_reason
 from .exchange import REFUSED_LOCATION, NoRedirects, Response, RetryPolicy, default_ca_file, path_of
 
@@ -413,7 +412,8 @@ class RedfishClient:
         text = str(cause or "")
         if "Connection reset" in text or "RemoteDisconnected" in text or "Connection aborted" in text:
             return "the BMC closed the connection without an answer"
-        return _short(_POOL.sub("", text)) or type(cause).__name__
+        text = _POOL.sub("", text)
+        return (text if len(text) < 200 else text[:200] + "...") or type(cause).__name__
 
     def _once(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         retryable_transport = method in IDEMPOTENT
