@@ -356,6 +356,8 @@ class RedfishClient:
         if cut is not None:
             return cut
         cause = exc.__cause__ or exc
+        if isinstance(cause, AnswerTooLarge):  # e.g. a login answered with far too much
+            return self._too_large(method, path, cause)
         if isinstance(cause, requests.exceptions.SSLError):
             text = str(cause)
             if "hostname mismatch" in text.lower() or "doesn't match" in text or "not valid for" in text.lower():

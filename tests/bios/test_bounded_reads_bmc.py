@@ -107,6 +107,15 @@ def test_a_100_mb_bios_answer_is_refused_with_the_cap_named(sim, length):
     assert exc.value.fix and sim.count("GET", sim.bios_path + "$") == 1  # the same answer again: not retried
 
 
+def test_a_huge_login_answer_is_refused_with_the_cap_named(sim):
+    sim.inject("huge", "SessionService/Sessions$", method="POST", size=20 * 1024 * 1024, length=False)
+    with pytest.raises(NumaforgeError) as exc:
+        with _client(sim):
+            pass
+    assert "the BMC's answer is larger than the 8 MiB cap for a Redfish resource" in exc.value.what, exc.value.what
+    assert "cannot reach" not in exc.value.what
+
+
 def test_an_answer_under_its_cap_is_read_whole(sim):
     """The cap is per kind: a registry-sized answer at a registry path passes where a Bios of that size would not."""
     kind, cap = deadline.answer_cap("/redfish/v1/Registries/BiosAttributeRegistry.v1")
