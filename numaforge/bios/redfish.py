@@ -327,7 +327,7 @@ class RedfishClient:
         reason = cut_reason()
         if reason is None:
             return None
-        budget.check(f"the answer to {method} {path} on {self.host} (cut while the BMC was still sending it)")
+        budget.check(f"the answer to {method} {path} on {self.host} (cut: the BMC had not finished answering)")
         if reason == "stop":  # a clean-up request (logout) after a stop: not worth more words
             return RedfishError(f"{method} {path} was cut: the run was stopped", f"{self.host} ({self.base_url})")
         return RedfishError(

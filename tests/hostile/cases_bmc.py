@@ -252,7 +252,7 @@ ERROR_CASES = [
 
 # issue 40 item 2: bounded in time (headers at once, then a dripping body) and in size (a 100 MB answer)
 DRIP_BODY_MSG = (
-    r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut while the BMC was still sending"
+    r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut: the BMC had not finished answering"
 )
 BOUNDED_CASES = [
     Case(
