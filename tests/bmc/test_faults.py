@@ -75,3 +75,12 @@ def test_huge_streams_a_valid_body_of_the_size_asked():
             r = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
             assert len(r.content) == 3 * 1024 * 1024 and json.loads(r.content)["Pad"].startswith("xx")
             assert ("content-length" in r.headers) is length
+
+
+def test_answer_serves_the_status_body_and_headers_given():
+    with BMCSimulator(tls=True) as sim:
+        sim.inject("answer", "^/redfish/v1/$", status=201, body={"Attributes": None}, headers={"X-Test": "1"})
+        r = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
+        assert (r.status_code, r.json(), r.headers["x-test"]) == (201, {"Attributes": None}, "1")
+        again = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
+        assert again.json()["@odata.id"] == "/redfish/v1/"  # used up: the real document again
