@@ -187,22 +187,35 @@ def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptio
     return common.execute(task_name, body, json=json, options=options)
 
 
-BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
-BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
+BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False, bmc=True)
+BMC_ROLLING = RolloutSpec(forks=FORKS_BMC, bmc=True)
+
+
+def _policy(bmc: values.BmcPolicy) -> bapply.RetryPolicy:
+    """--bmc-connect-timeout / --bmc-read-timeout / --bmc-retries as the Redfish client's policy."""
+    return bapply.RetryPolicy(
+        connect_timeout=bmc.connect_timeout, read_timeout=bmc.read_timeout, attempts=bmc.retries + 1
+    )
 
 
 @task(hosts=True, rollout=BMC_READ, help={**BIOS_HELP, **UNVERIFIED_HELP})
-def bios_plan(c, select, rollout, profile=None, insecure=False, unverified=None, discovery_cache=True, json=None):
+def bios_plan(
+    c, select, rollout, bmc_policy, profile=None, insecure=False, unverified=None, discovery_cache=True, json=None
+):
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
     opts = bapply.HostOptions(
-        profile=profile, insecure=insecure, discovery_cache=discovery_cache, unverified=_policy(unverified)
+        profile=profile,
+        insecure=insecure,
+        discovery_cache=discovery_cache,
+        unverified=_unverified(unverified),
+        policy=_policy(bmc_policy),
     )
     options = {"profile": profile, "insecure": insecure, "unverified": unverified}
     _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
 
 
-def _policy(value: str | None) -> str | None:
+def _unverified(value: str | None) -> str | None:
     """--unverified: one of the policies (exit 2 naming the option otherwise)."""
     if value is not None and value not in UNVERIFIED_POLICIES:
         raise values.OptionValueError(
@@ -234,6 +247,7 @@ def bios_apply(
     c,
     select,
     rollout,
+    bmc_policy,
     profile=None,
     reboot=False,
     insecure=False,
@@ -257,7 +271,8 @@ def bios_apply(
         insecure=insecure,
         reboot=reboot,
         discovery_cache=discovery_cache,
-        unverified=_policy(unverified),
+        unverified=_unverified(unverified),
+        policy=_policy(bmc_policy),
     )
     options = {"profile": profile, "reboot": reboot, "insecure": insecure, "unverified": unverified}
     _run(c, "bios-apply", "apply", select, rollout, opts, options, json, timeouts=timeouts)
@@ -276,6 +291,7 @@ def bios_verify(
     c,
     select,
     rollout,
+    bmc_policy,
     profile=None,
     insecure=False,
     discovery_cache=True,
@@ -286,7 +302,9 @@ def bios_verify(
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
+    opts = bapply.HostOptions(
+        profile=profile, insecure=insecure, discovery_cache=discovery_cache, policy=_policy(bmc_policy)
+    )
     vopts = bverify.VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
@@ -363,10 +381,10 @@ OPS_HELP = {
 }
 
 
-def _operation(c, task_name: str, name: str, oopts, select, rollout, insecure: bool, json, options: dict):
+def _operation(c, task_name: str, name: str, oopts, select, rollout, bmc_policy, insecure: bool, json, options: dict):
     """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(insecure=insecure)
+    opts = bapply.HostOptions(insecure=insecure, policy=_policy(bmc_policy))
 
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
@@ -413,11 +431,11 @@ def _ops_help(*extra: dict) -> dict:
     rollout=BMC_ROLLING,
     help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS configuration jobs"}),
 )
-def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
+def bios_jobs(c, select, rollout, bmc_policy, all_jobs=False, insecure=False, json=None):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
     oopts = bops.OpOptions(all_jobs=all_jobs)
-    _operation(c, "bios-jobs", "jobs", oopts, select, rollout, insecure, json, {"all_jobs": all_jobs})
+    _operation(c, "bios-jobs", "jobs", oopts, select, rollout, bmc_policy, insecure, json, {"all_jobs": all_jobs})
 
 
 @task(
@@ -428,30 +446,30 @@ def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
         OPS_HELP, {"job": "delete only this job id (default: every queued BIOS configuration job of each host)"}
     ),
 )
-def bios_job_delete(c, select, rollout, job=None, dry_run=False, insecure=False, json=None):
+def bios_job_delete(c, select, rollout, bmc_policy, job=None, dry_run=False, insecure=False, json=None):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it), nor any job that is not a BIOS configuration job -- a queued firmware update of
     the BIOS included: the host fails with a message saying so. iDRAC discards the pending values of a
     deleted job; the report lists what is still pending."""
     oopts = bops.OpOptions(dry_run=dry_run, job_id=job)
-    _operation(c, "bios-job-delete", "job-delete", oopts, select, rollout, insecure, json, {"job": job})
+    _operation(c, "bios-job-delete", "job-delete", oopts, select, rollout, bmc_policy, insecure, json, {"job": job})
 
 
 @task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
-def bios_clear_pending(c, select, rollout, dry_run=False, insecure=False, json=None):
+def bios_clear_pending(c, select, rollout, bmc_policy, dry_run=False, insecure=False, json=None):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
     apply them (delete it first with bios-job-delete)."""
     oopts = bops.OpOptions(dry_run=dry_run)
-    _operation(c, "bios-clear-pending", "clear-pending", oopts, select, rollout, insecure, json, {})
+    _operation(c, "bios-clear-pending", "clear-pending", oopts, select, rollout, bmc_policy, insecure, json, {})
 
 
 @task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
-def bios_reset_defaults(c, select, rollout, dry_run=False, insecure=False, json=None):
+def bios_reset_defaults(c, select, rollout, bmc_policy, dry_run=False, insecure=False, json=None):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
     oopts = bops.OpOptions(dry_run=dry_run)
-    _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, insecure, json, {})
+    _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, bmc_policy, insecure, json, {})
 
 
 POWER_ACTIONS = ("status", "on", "off", "graceful-restart", "force-restart")  # numaforge.bios.power.POWER_ACTIONS
@@ -464,7 +482,7 @@ POWER_HELP = {
 
 
 @task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP, POWER_HELP), positional=["action"])
-def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, json=None):
+def bmc_power(c, select, rollout, bmc_policy, action=None, dry_run=False, insecure=False, json=None):
     """Power a host on or off, restart it, or show its power and boot state: ComputerSystem.Reset through its BMC
     (plan first: --dry-run says what would be sent), with bios-apply's POST safety -- nothing is sent to a host
     that is booting, and a forced reset only while the BMC shows its OS running. A restart applies pending BIOS
@@ -476,7 +494,7 @@ def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, js
             f"give one of: {', '.join(POWER_ACTIONS)} (e.g. `{prog()} bmc-power --host H status`)",
         )
     oopts = bops.OpOptions(dry_run=dry_run, power=action)
-    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
+    _operation(c, "bmc-power", "power", oopts, select, rollout, bmc_policy, insecure, json, {"action": action})
 
 
 TASKS = [

@@ -3,7 +3,8 @@ option, what was given and what would be accepted. Task signatures default numer
 does not cast them itself and crash with a ValueError traceback) and parse them here, with the real default.
 
 The shared option sets become one value each here (numaforge.cli.optionsets injects them into the tasks):
-:class:`Selection` (--inventory/--host/--group/--limit/--all) and numaforge.fleet.Rollout (:func:`rollout`).
+:class:`Selection` (--inventory/--host/--group/--limit/--all), numaforge.fleet.Rollout (:func:`rollout`) and
+:class:`BmcPolicy` (--bmc-connect-timeout/--bmc-read-timeout/--bmc-retries, :func:`bmc_policy`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import overload
 
+from ..defaults import BMC_CONNECT_TIMEOUT, BMC_READ_TIMEOUT, BMC_RETRIES
 from ..errors import NumaforgeError
 from ..fleet import BatchSpec, FleetOptionError, Rollout, batch_spec, host_timeout_seconds
 
@@ -204,3 +206,33 @@ def rollout(
         lock=lock,
         wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
     )
+
+
+# the largest values accepted: beyond them a wait is a typo, not a slow BMC (and a huge number overflows sockets)
+BMC_MAX = {"--bmc-connect-timeout": 600.0, "--bmc-read-timeout": 3600.0, "--bmc-retries": 10}
+
+
+@dataclass(frozen=True)
+class BmcPolicy:
+    """The BMC tasks' Redfish timeouts and retries as given (numaforge.bios.exchange.RetryPolicy takes them)."""
+
+    connect_timeout: float = BMC_CONNECT_TIMEOUT
+    read_timeout: float = BMC_READ_TIMEOUT
+    retries: int = BMC_RETRIES
+
+
+def bmc_policy(raw: dict) -> BmcPolicy:
+    """--bmc-connect-timeout / --bmc-read-timeout (seconds > 0) and --bmc-retries (0 or more), each at most
+    BMC_MAX; None: the default (numaforge.defaults)."""
+    connect = positive_float(raw.get("bmc_connect_timeout"), "--bmc-connect-timeout", BMC_CONNECT_TIMEOUT)
+    read = positive_float(raw.get("bmc_read_timeout"), "--bmc-read-timeout", BMC_READ_TIMEOUT)
+    retries = non_negative_int(raw.get("bmc_retries"), "--bmc-retries", BMC_RETRIES)
+    for option, value in (("--bmc-connect-timeout", connect), ("--bmc-read-timeout", read), ("--bmc-retries", retries)):
+        if value > BMC_MAX[option]:
+            raise OptionValueError(
+                f"{option} must be at most {BMC_MAX[option]:g}, got {value:g}",
+                option,
+                f"pass a value up to {BMC_MAX[option]:g}; for a long run use --host-timeout, not a longer wait per "
+                "request",
+            )
+    return BmcPolicy(connect, read, retries)
