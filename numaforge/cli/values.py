@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import overload
 
 from ..errors import NumaforgeError
@@ -204,3 +205,17 @@ def rollout(
         lock=lock,
         wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
     )
+
+
+def mockup_dir(value, option: str) -> Path | None:
+    """A captured Redfish tree in DMTF's mockup layout (a directory holding redfish/v1/index.json), e.g. --bmc-mockup."""
+    if value is None:
+        return None
+    path = Path(str(value)).expanduser()
+    if not (path / "redfish" / "v1" / "index.json").is_file():
+        raise OptionValueError(
+            f"{option} {value!r} is not a captured Redfish tree (no redfish/v1/index.json in it)",
+            option,
+            "pass the directory bios-capture wrote, or one of tests/data/captures/*",
+        )
+    return path
