@@ -28,6 +28,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import NumaforgeError
+from ..fleet import Rollout, run_fleet
+from ..report import HostResult
+from .errors import RedfishMethodNotAllowedError, RedfishNotFoundError
+from .exchange import path_of
+from .hostsession import HostOptions, connect
 
 
 class CaptureError(NumaforgeError):
@@ -38,33 +43,48 @@ class CaptureError(NumaforgeError):
 
 Getter = Callable[[str], "tuple[str, dict] | None"]
 
-# what a scrubbed value becomes (documented in docs/bios-profiles.md)
+# what a scrubbed value becomes (documented in docs/bios-profiles.md): numbered in the order first met within one
+# capture, so values that differed stay different (a registry may list boot options by MAC address) and the same
+# value reads the same everywhere (the Bios's value and the registry's ValueName still match); nothing of the
+# original is kept, not even a hash
 PLACEHOLDERS = {
-    "serial": "SCRUBBED-SERIAL",
-    "uuid": "00000000-0000-0000-0000-000000000000",
-    "mac": "00:00:5E:00:53:00",  # RFC 7042's documentation MAC range
-    "ipv4": "192.0.2.1",  # RFC 5737 TEST-NET-1
-    "ipv6": "2001:db8::1",  # RFC 3849
+    "serial": "SCRUBBED-SERIAL-{n}",
+    "uuid": "00000000-0000-4000-8000-{n:012x}",
+    "mac": "00:00:5E:00:53:{n:02X}",  # RFC 7042's documentation range (then 02:00:00:..., locally administered)
+    "ipv4": "192.0.2.{n}",  # RFC 5737 TEST-NET-1 (then 198.51.100.x, 203.0.113.x)
+    "ipv6": "2001:db8::{n:x}",  # RFC 3849
+    "host": "host-{n}.example",
     "secret": "SCRUBBED-SECRET",
-    "host": "bmc.example",
 }
+# a placeholder, whatever its number (tests, and what a capture may contain)
+PLACEHOLDER_RE = re.compile(
+    r"SCRUBBED-SERIAL-\d+|00000000-0000-4000-8000-[0-9a-f]{12}|00:00:5E:00:53:[0-9A-F]{2}|02:00:00(?::[0-9A-F]{2}){3}"
+    r"|192\.0\.2\.\d+|198\.51\.100\.\d+|203\.0\.113\.\d+|2001:db8::[0-9a-f]+|host-\d+\.example|SCRUBBED-SECRET"
+)
 
-# keys whose (string) values are scrubbed, by what they hold
+# keys whose (string) values are scrubbed, by what they hold; a BIOS attribute's key matches too (HPE's Bios has
+# SerialNumber), so names are anchored and address kinds need a value of that form (Ipv4Pxe: "Enabled" stays)
 _KEY_RULES = [
-    (re.compile(r"(?i)(passw|passphrase|token|secret|community|privatekey|psk)"), "secret"),
-    (re.compile(r"(?i)(serial|servicetag|assettag|chassistag|boardsn|systemsn)"), "serial"),
-    (re.compile(r"(?i)(uuid|guid)"), "uuid"),
-    (re.compile(r"(?i)(mac(address)?s?$|macaddr|permanentmac|^mac)"), "mac"),
-    (re.compile(r"(?i)(ipv4|ipaddress|gateway|nameserver|dnsserver|subnet|^address$|addresses$)"), "ipv4"),
-    (re.compile(r"(?i)(ipv6)"), "ipv6"),
-    (re.compile(r"(?i)^(hostname|fqdn|domainname)$"), "host"),
+    (re.compile(r"(?i)(password|passphrase|passwd|token|secret|community|privatekey|psk)$"), "secret"),
+    (re.compile(r"(?i)(serialnumber|serialno|servicetag|assettag)$"), "serial"),
+    (re.compile(r"(?i)(uuid|guid)$"), "uuid"),
+    (re.compile(r"(?i)mac(address(es)?)?$"), "mac"),
+    (re.compile(r"(?i)(ipv4|ipaddress|gateway|nameservers?|dnsservers?|subnetmask|^address|addresses)$"), "ipv4"),
+    (re.compile(r"(?i)ipv6"), "ipv6"),
+    (re.compile(r"(?i)^(hostname|fqdn|domainname|certcommonname|commonname)$"), "host"),
 ]
+_FORM = {
+    "uuid": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$"),
+    "mac": re.compile(r"(?i)^([0-9a-f]{2}[:-]?){5}[0-9a-f]{2}$"),
+    "ipv4": re.compile(r"^(?:\d{1,3}\.){3}\d{1,3}$|^[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*$"),
+    "ipv6": re.compile(r"^[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*$"),
+}
 _MAC = re.compile(r"\b[0-9A-Fa-f]{2}([:-])(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}\b")
 _UUID = re.compile(r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b")
-_URL_HOST = re.compile(r"(?i)\b(https?://)(\[[0-9a-f:.]+\]|[^/\s:]+)")
+_URL_IP = re.compile(r"(?i)\b(https?://)((?:\d{1,3}\.){3}\d{1,3}|\[[0-9a-f:.]+\])")
 _IPV4 = re.compile(r"^(?:\d{1,3}\.){3}\d{1,3}$")
-# keys never scrubbed: registry definitions and links describe the firmware, not this machine
-_KEEP = re.compile(r"(?i)^(@odata\.|attributename$|displayname$|helptext$|menupath$|valuename$|valuedisplayname$)")
+# keys whose values describe the firmware, not this machine: scrubbed only where a string holds an address
+_KEEP = re.compile(r"(?i)^(attributename|displayname|helptext|menupath|valuename|valuedisplayname|warningtext)$")
 
 
 def _kind_of_key(key: str) -> str | None:
@@ -76,42 +96,99 @@ def _kind_of_key(key: str) -> str | None:
     return None
 
 
-def _scrub_text(text: str) -> str:
-    text = _MAC.sub(PLACEHOLDERS["mac"], text)
-    text = _UUID.sub(PLACEHOLDERS["uuid"], text)
+class Scrubber:
+    """Replaces what identifies a machine or grants access with PLACEHOLDERS, the same original always by the
+    same placeholder within this Scrubber (one per capture)."""
 
-    def host(m: re.Match) -> str:
-        h = m.group(2)
-        if _IPV4.match(h):
-            return m.group(1) + PLACEHOLDERS["ipv4"]
-        if h.startswith("["):
-            return m.group(1) + f"[{PLACEHOLDERS['ipv6']}]"
-        return m.group(1) + (h if h.endswith((".dmtf.org", ".example")) or h == "localhost" else PLACEHOLDERS["host"])
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], str] = {}
+        self.counts: dict[str, int] = {}
 
-    return _URL_HOST.sub(host, text)
+    def placeholder(self, kind: str, original: str) -> str:
+        if PLACEHOLDER_RE.fullmatch(original):
+            return original  # already scrubbed
+        key = (kind, original.lower() if kind in ("mac", "uuid", "ipv6") else original)
+        if key not in self.seen:
+            n = self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind == "mac" and n > 255:
+                self.seen[key] = "02:00:00:{:02X}:{:02X}:{:02X}".format(*(n >> s & 255 for s in (16, 8, 0)))
+            elif kind == "ipv4" and n > 254:
+                net = ("198.51.100", "203.0.113")[min((n - 255) // 254, 1)]
+                self.seen[key] = f"{net}.{(n - 255) % 254 + 1}"
+            else:
+                self.seen[key] = PLACEHOLDERS[kind].format(n=n)
+        return self.seen[key]
+
+    def text(self, text: str) -> str:
+        """MAC addresses, UUIDs and IP-literal URL hosts anywhere in a string."""
+        text = _MAC.sub(lambda m: self.placeholder("mac", m.group(0)), text)
+        text = _UUID.sub(lambda m: self.placeholder("uuid", m.group(0)), text)
+        return _URL_IP.sub(
+            lambda m: (
+                m.group(1)
+                + (
+                    f"[{self.placeholder('ipv6', m.group(2)[1:-1])}]"
+                    if m.group(2).startswith("[")
+                    else self.placeholder("ipv4", m.group(2))
+                )
+            ),
+            text,
+        )
+
+    def value(self, value, kind: str | None):
+        if kind in _FORM and isinstance(value, str) and not _FORM[kind].match(value):
+            kind = None  # not an address of that kind: a word such as "Enabled"
+        if kind is not None and isinstance(value, str) and value:
+            if kind == "ipv4" and ":" in value and not _IPV4.match(value):
+                kind = "ipv6"
+            return self.placeholder(kind, value)
+        if kind is not None and isinstance(value, list):
+            return [self.value(v, kind) for v in value]
+        return self.doc(value)
+
+    def doc(self, doc):
+        """A scrubbed copy: by key name (SerialNumber, UUID, MACAddress, Password, ...; also BIOS attributes so
+        named) and, in any string, MAC addresses, UUIDs and IP-literal URL hosts. Links (@odata.*) are kept."""
+        if isinstance(doc, dict):
+            return {k: (v if k.startswith("@odata.") else self.value(v, _kind_of_key(k))) for k, v in doc.items()}
+        if isinstance(doc, list):
+            return [self.doc(v) for v in doc]
+        if isinstance(doc, str):
+            return self.text(doc)
+        return doc
+
+    def residue(self, doc):
+        """A second pass: an original met under its key (a serial, a host name, ...) replaced wherever else it
+        appears inside a string (iLO's default host name is "ILO" + the serial number)."""
+        known = sorted(((o, p) for (_k, o), p in self.seen.items() if len(o) >= 6), key=lambda t: -len(t[0]))
+        if not known:
+            return doc
+        pattern = re.compile("|".join(re.escape(o) for o, _ in known), re.IGNORECASE)
+        by_lower = {o.lower(): p for o, p in known}
+
+        def walk(d):
+            if isinstance(d, dict):
+                return {k: (v if k.startswith("@odata.") else walk(v)) for k, v in d.items()}
+            if isinstance(d, list):
+                return [walk(v) for v in d]
+            if isinstance(d, str):
+                return pattern.sub(lambda m: by_lower[m.group(0).lower()], d)
+            return d
+
+        return walk(doc)
 
 
-def _scrub_value(value, kind: str | None):
-    if kind is not None and isinstance(value, str) and value:
-        if kind == "ipv4" and ":" in value and not _IPV4.match(value):
-            return PLACEHOLDERS["ipv6"]
-        return PLACEHOLDERS[kind]
-    if kind is not None and isinstance(value, list):
-        return [_scrub_value(v, kind) for v in value]
-    return scrub(value)
+def scrub_all(docs: dict[str, dict]) -> tuple[dict[str, dict], list[str]]:
+    """Every document of one capture scrubbed with one Scrubber (two passes: keys and forms, then residues);
+    and the kinds of placeholder used."""
+    scrubber = Scrubber()
+    first = {path: scrubber.doc(doc) for path, doc in docs.items()}
+    return {path: scrubber.residue(doc) for path, doc in first.items()}, sorted(scrubber.counts)
 
 
 def scrub(doc):
-    """A copy of ``doc`` with serials, UUIDs, MAC/IP addresses, host names, passwords and tokens replaced by
-    PLACEHOLDERS: by key name (SerialNumber, UUID, MACAddress, Password, ...; also BIOS attributes so named)
-    and, in any string, MAC addresses, UUIDs and URL hosts. Links (@odata.*) keep their paths."""
-    if isinstance(doc, dict):
-        return {k: (v if k.startswith("@odata.") else _scrub_value(v, _kind_of_key(k))) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [scrub(v) for v in doc]
-    if isinstance(doc, str):
-        return _scrub_text(doc)
-    return doc
+    """``doc`` scrubbed on its own (scrub_all of one document)."""
+    return scrub_all({"": doc})[0][""]
 
 
 def link(value) -> str | None:
@@ -244,3 +321,52 @@ def write_tree(docs: dict[str, dict], out_dir: str | Path) -> list[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return written
+
+
+def capture_host(host, opts: HostOptions, out_dir: str | Path, result: HostResult) -> None:
+    """``bios-capture``: read the host's BMC (GETs only), scrub, write the mockup tree to ``out_dir``.
+    result.data: directory, documents (paths written), scrubbed (placeholders used)."""
+    out = Path(out_dir)
+    try:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):  # before any request: nothing to undo
+            raise CaptureError(
+                "the capture directory exists and is not empty", str(out), "name a new directory (never overwritten)"
+            )
+        _capture(host, opts, out, result)
+    except NumaforgeError as exc:
+        result.status, result.message = "failed", exc.render()
+
+
+def _capture(host, opts: HostOptions, out: Path, result: HostResult) -> None:
+    with result.step("connect"):
+        client = connect(host, opts)
+    with client:
+
+        def get(uri: str) -> tuple[str, dict] | None:
+            path = path_of(uri).split("?", 1)[0]
+            try:
+                answer = client.get(path)
+            except (RedfishNotFoundError, RedfishMethodNotAllowedError):
+                return None
+            return "/" + path.strip("/"), answer.body
+
+        with result.step("read"):
+            docs = crawl(get)
+    with result.step("write"):
+        scrubbed, used = scrub_all(docs)
+        write_tree(scrubbed, out)
+    result.status = "ok"
+    result.message = f"captured {len(docs)} documents into {out} (scrubbed: {', '.join(used) or 'nothing'})"
+    result.data.update(directory=str(out), documents=sorted(docs), scrubbed=used)
+
+
+def run_capture(hosts, opts: HostOptions, out_dir: str | Path, rollout: Rollout | None = None, *, progress=False):
+    """bios-capture on every selected host: one host writes ``out_dir``; several write ``out_dir/<host name>``."""
+    base = Path(out_dir)
+
+    def one(host) -> HostResult:
+        result = HostResult(host.name)
+        capture_host(host, opts, base if len(hosts) == 1 else base / host.name, result)
+        return result
+
+    return run_fleet(hosts, one, (rollout or Rollout()).rolling(), progress=progress)
