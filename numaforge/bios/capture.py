@@ -8,7 +8,7 @@ manager, its actions' ActionInfo and Dell's job queue (``Links.Oem.Dell.Jobs``) 
 and its jobs; the TaskService and its Tasks collection; the SessionService and its Sessions collection (no
 session); the AccountService; the Registries collection, every member (MessageRegistryFile), and the BIOS
 attribute registry file(s) a member names in ``Location[].Uri`` (English or the first language) for the
-registry each Bios names. Nothing else (Chassis, logs, firmware, schemas) is read.
+registry each Bios names (where a Bios names none: the members named BiosAttributeRegistry...). Nothing else (Chassis, logs, firmware, schemas) is read.
 
 ``get(uri)`` answers ``(path, document)`` or None (not there); the path is where the document lives (the
 tree's own spelling: a mockup on disk keeps its directory names, a live BMC its URIs). ``scrub`` replaces
@@ -276,8 +276,11 @@ def crawl(get: Getter) -> dict[str, dict]:
     for member in _members(take(link(root.get("Registries")))):
         entry = take(member) or {}
         names = {str(entry.get("Id", "")), str(entry.get("Registry", "")), member.rstrip("/").rsplit("/", 1)[-1]}
-        if not any(_same_registry(n, w) for n in names for w in registries_wanted):
-            continue
+        if registries_wanted:
+            if not any(_same_registry(n, w) for n in names for w in registries_wanted):
+                continue
+        elif not any("biosattributeregistry" in n.lower() for n in names):
+            continue  # a Bios that names no AttributeRegistry (NVIDIA's Grace BMCs): the BIOS registry by its name
         locations = [loc for loc in entry.get("Location") or [] if isinstance(loc, dict)]
         english = [loc for loc in locations if str(loc.get("Language", "")).lower().startswith("en")]
         for loc in english or locations[:1]:

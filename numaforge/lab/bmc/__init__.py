@@ -8,4 +8,13 @@ from .flavours import ALL_FLAVOURS, CORPUS, FLAVOURS, load_flavour, vendor_of
 from .mockup import MockupSimulator
 from .server import BMCSimulator
 
-__all__ = ["ALL_FLAVOURS", "BMCSimulator", "BMCSimulatorError", "CORPUS", "FLAVOURS", "MockupSimulator", "load_flavour", "vendor_of"]
+__all__ = [
+    "ALL_FLAVOURS",
+    "BMCSimulator",
+    "BMCSimulatorError",
+    "CORPUS",
+    "FLAVOURS",
+    "MockupSimulator",
+    "load_flavour",
+    "vendor_of",
+]
