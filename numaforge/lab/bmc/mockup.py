@@ -583,7 +583,12 @@ class MockupSimulator(BMCSimulator):
                 headers["Location"] = f"{self.job_queue.rstrip('/')}/{job['Id']}"
                 status = 202
             self._save()
-        return SimResponse(status, {"@Message.ExtendedInfo": [message("Success"), message("ResetRequired")]}, headers)
+            tag = self._etag(key, self._view(key) or {})
+            if tag is not None:
+                headers["ETag"] = tag
+        restart = next((t for t in ("GracefulRestart", *BOOTS, "On") if t in s.reset_types), s.reset_types[0])
+        messages = [message("Success"), message("ResetRequired", s.reset_target or s.path, restart)]
+        return SimResponse(status, {"@Message.ExtendedInfo": messages}, headers)
 
     # ------------------------------------------------------------------ jobs (a tree with Dell's job queue)
     def _active_job(self) -> dict | None:
