@@ -379,9 +379,10 @@ class MockupSimulator(BMCSimulator):
         with self.lock:
             return dict(self.first.pending)
 
-    def power_state(self) -> str | None:
+    def power_state(self) -> str:
+        """The first system's PowerState ("" where the tree has none)."""
         self.advance()
-        return self.first.power
+        return self.first.power or ""
 
     def jobs(self) -> list[dict]:
         self.advance()
@@ -627,15 +628,15 @@ class MockupSimulator(BMCSimulator):
                 return self._reset(s, body)
         if self.job_queue and key == _key(self.job_queue):
             target = body.get("TargetSettingsURI")
-            s = self._system_of_settings(_key(target)) if isinstance(target, str) else None
-            if s is None:
+            owner = self._system_of_settings(_key(target)) if isinstance(target, str) else None
+            if owner is None:
                 return error(400, message("ActionParameterValueNotInList", str(target), "TargetSettingsURI", "Jobs"))
             with self.lock:
                 if self._active_job() is not None:
                     return error(400, message("ResourceInUse"))
-                if not s.pending:
+                if not owner.pending:
                     return error(400, message("NoOperation"))
-                job = self._new_job(s.settings_path or s.bios_path)
+                job = self._new_job(owner.settings_path or owner.bios_path)
                 self._save()
             return SimResponse(
                 200,
