@@ -472,9 +472,11 @@ def bios_capture(c, select, rollout, directory=None, insecure=False, json=None):
     registry, jobs, ActionInfo, managers) in DMTF's mockup layout, with serial numbers, UUIDs, MAC and IP
     addresses, passwords and tokens replaced by placeholders; replay it with `lab-up --bmc-mockup DIRECTORY`.
     Reads only (GET); writes nothing to the BMC."""
-    if not directory:
+    if not directory or str(directory).startswith("-"):
         raise values.OptionValueError(
-            "the capture directory is missing", "DIRECTORY", f"pass one: `{prog()} bios-capture --host H DIRECTORY`"
+            "the capture directory is missing" if not directory else f"{directory!r} is an option, not a directory",
+            "DIRECTORY",
+            f"pass one: `{prog()} bios-capture --host H DIRECTORY` (help: `{prog()} bios-capture --help`)",
         )
     _warn_insecure(insecure)
     opts = bapply.HostOptions(insecure=insecure)

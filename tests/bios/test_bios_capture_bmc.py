@@ -237,3 +237,12 @@ def test_bios_capture_task_and_lab_up_bmc_mockup_round_trip(sim_factory, tmp_pat
         assert plan.returncode == 0, plan.stdout + plan.stderr
     finally:
         subprocess.run([*invoke, "lab-down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+
+
+def test_bios_capture_without_a_directory_is_exit_2_before_any_host(tmp_path):
+    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "bios-capture", "-h"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "'-h' is an option, not a directory" in r.stdout + r.stderr
+    assert not (ROOT / "-h").exists()
