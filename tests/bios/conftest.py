@@ -1,4 +1,5 @@
-"""The real-sshd fixtures (tests/sshd_fixture.py) for the OS side of bios-verify."""
+"""Fixtures of the BIOS tests: the real-sshd ones (tests/sshd_fixture.py) for the OS side of bios-verify, and the
+simulator in mockup mode on a captured tree (mockup_factory; the corpus in tests/data/captures)."""
 
 import pathlib
 import sys
