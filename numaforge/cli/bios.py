@@ -23,12 +23,14 @@ from .optionsets import RolloutSpec, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
+    from ..bios import capture as bcapture
     from ..bios import hostplan as bhostplan
     from ..bios import operations as bops
     from ..bios import profile as bprofile
     from ..bios import verify as bverify
 else:  # imported by the task that uses them (numaforge.lazy)
     bapply = lazy_module("numaforge.bios.apply")
+    bcapture = lazy_module("numaforge.bios.capture")
     bhostplan = lazy_module("numaforge.bios.hostplan")
     bops = lazy_module("numaforge.bios.operations")
     bprofile = lazy_module("numaforge.bios.profile")
@@ -472,6 +474,42 @@ def bios_reset_defaults(c, select, rollout, bmc_policy, dry_run=False, insecure=
     _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, bmc_policy, insecure, json, {})
 
 
+@task(
+    hosts=True,
+    rollout=BMC_ROLLING,
+    help=_ops_help(
+        {
+            "directory": "a new (or empty) directory for the capture; with several hosts, one subdirectory per host "
+            "(docs/bios-profiles.md, Capturing a BMC)",
+        }
+    ),
+    positional=["directory"],
+)
+def bios_capture(c, select, rollout, directory=None, insecure=False, json=None):
+    """Record what the BIOS tasks read from each host's BMC (service root, system, Bios, settings object, attribute
+    registry, jobs, ActionInfo, managers) in DMTF's mockup layout, with serial numbers, UUIDs, MAC and IP
+    addresses, passwords and tokens replaced by placeholders; replay it with `lab-up --bmc-mockup DIRECTORY`.
+    Reads only (GET); writes nothing to the BMC."""
+    if not directory or str(directory).startswith("-"):
+        raise values.OptionValueError(
+            "the capture directory is missing" if not directory else f"{directory!r} is an option, not a directory",
+            "DIRECTORY",
+            f"pass one: `{prog()} bios-capture --host H DIRECTORY` (help: `{prog()} bios-capture --help`)",
+        )
+    _warn_insecure(insecure)
+    opts = bapply.HostOptions(insecure=insecure)
+
+    def body(report: Report):
+        _inv, hosts = common.load_selected(c, report, select)
+        outcome = bcapture.run_capture(hosts, opts, directory, rollout, progress=len(hosts) > 1)
+        report.hosts.extend(outcome.results)
+        report.data["fleet"] = outcome.as_dict()
+        if outcome.reason:
+            common.console.print(f"rollout: {esc(outcome.summary())}")
+
+    common.execute("bios-capture", body, json=json, options={"directory": directory, "insecure": insecure})
+
+
 POWER_ACTIONS = ("status", "on", "off", "graceful-restart", "force-restart")  # numaforge.bios.power.POWER_ACTIONS
 POWER_HELP = {
     "action": f"one of {', '.join(POWER_ACTIONS)}: status reads PowerState and BootProgress; on, off "
@@ -502,6 +540,7 @@ TASKS = [
     bios_plan,
     bios_apply,
     bios_verify,
+    bios_capture,
     bios_jobs,
     bios_job_delete,
     bios_clear_pending,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import overload
 
 from ..defaults import BMC_CONNECT_TIMEOUT, BMC_READ_TIMEOUT, BMC_RETRIES
@@ -236,3 +237,17 @@ def bmc_policy(raw: dict) -> BmcPolicy:
                 "request",
             )
     return BmcPolicy(connect, read, retries)
+
+
+def mockup_dir(value, option: str) -> Path | None:
+    """A captured Redfish tree in DMTF's mockup layout (a directory holding redfish/v1/index.json), e.g. --bmc-mockup."""
+    if value is None:
+        return None
+    path = Path(str(value)).expanduser()
+    if not (path / "redfish" / "v1" / "index.json").is_file():
+        raise OptionValueError(
+            f"{option} {value!r} is not a captured Redfish tree (no redfish/v1/index.json in it)",
+            option,
+            "pass the directory bios-capture wrote, or one of tests/data/captures/*",
+        )
+    return path

@@ -397,7 +397,10 @@ class BMCSimulator:
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=f"bmc-sim-{self.flavour.name}", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"bmc-sim-{self._display_name()}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -500,9 +503,12 @@ class BMCSimulator:
         """When True the host OS ignores GracefulRestart/GracefulShutdown (a hung OS): only Force* works."""
         self.state.graceful_ignored = bool(value)
 
+    def _display_name(self) -> str:
+        return self.flavour.name
+
     def log(self, text: str) -> None:
         if self.verbose:
-            print(f"bmc-sim[{self.flavour.name}]: {text}", flush=True)
+            print(f"bmc-sim[{self._display_name()}]: {text}", flush=True)
 
     # ------------------------------------------------------------------ request handling
     def _count_connection(self, resumed: bool) -> None:
