@@ -32,6 +32,7 @@ NOFS = {"exists": lambda p: False, "isdir": lambda p: False}
     [
         ("debian:linux-source-5.10", "debian", "linux-source-5.10", "5.10.262-1"),
         ("debian:linux-source-5.10=5.10.223-1", "debian", "linux-source-5.10", "5.10.223-1"),
+        ("debian:linux-source-6.12", "debian", "linux-source-6.12", "6.12.118-1~deb12u1"),
         ("https://git.example/linux.git@v5.10.262", "git-url", "https://git.example/linux.git", "v5.10.262"),
         ("file:///srv/linux.git@linux-5.10.y", "git-url", "file:///srv/linux.git", "linux-5.10.y"),
         ("ssh://git@host/linux.git@v5.10.223", "git-url", "ssh://git@host/linux.git", "v5.10.223"),
@@ -44,7 +45,22 @@ def test_parse_spec_kinds(spec, kind, location, ref):
     again = parse_spec(s.canonical, **NOFS)
     assert (again.kind, again.location, again.ref) == (kind, location, ref)
     if kind == "debian":
-        assert s.canonical == f"debian:linux-source-5.10={ref}"
+        assert s.canonical == f"debian:{location}={ref}"
+
+
+def test_every_debian_package_defaults_to_its_pinned_version_and_names_its_suites():
+    """Each Debian kernel source package (5.10 for the fleet, Debian's newest for the series' mainline copy) has a
+    suite set of the private apt view and a default version; MAINLINE_DEBIAN is one of them."""
+    from numaforge import debian_apt
+    from numaforge.defaults import DEFAULT_DEBIAN, MAINLINE_DEBIAN
+    from numaforge.kernel.source import DEBIAN_PACKAGES
+
+    assert {DEFAULT_DEBIAN, MAINLINE_DEBIAN} == {f"debian:{p}={v}" for p, (_s, _n, v) in DEBIAN_PACKAGES.items()}
+    for pkg, (suiteset, _suites, version) in DEBIAN_PACKAGES.items():
+        assert suiteset in debian_apt.SUITESETS
+        assert parse_spec(f"debian:{pkg}", **NOFS).canonical == f"debian:{pkg}={version}"
+    with pytest.raises(SourceError, match="unknown Debian source package"):
+        parse_spec("debian:linux-source-6.99", **NOFS)
 
 
 def test_parse_spec_local_dir_and_tarball(tmp_path):
