@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from ..errors import NumaforgeError
 from ..inventory.preflight import CA_BUNDLE_FIX, ca_bundle_problem
+from ..program import prog
 from ..report import HostResult
 from .discovery import RegistryCache, Shape, shape_key
 from .exchange import RetryPolicy
@@ -118,7 +119,7 @@ def fail(result: HostResult, exc: BaseException) -> None:
                 if write.get("reread") == "ok"
                 else f"the re-read {write.get('reread', 'failed')}, so these may or may not be written: "
                 + ", ".join(write["sent"])
-                + " (`invoke bios-plan` shows what the BMC holds)"
+                + f" (`{prog()} bios-plan` shows what the BMC holds)"
             )
         )
     if result.data.get("reset_requested"):

@@ -485,7 +485,7 @@ def bios_reset_defaults(c, select, rollout, bmc_policy, dry_run=False, insecure=
     ),
     positional=["directory"],
 )
-def bios_capture(c, select, rollout, directory=None, insecure=False, json=None):
+def bios_capture(c, select, rollout, bmc_policy, directory=None, insecure=False, json=None):
     """Record what the BIOS tasks read from each host's BMC (service root, system, Bios, settings object, attribute
     registry, jobs, ActionInfo, managers) in DMTF's mockup layout, with serial numbers, UUIDs, MAC and IP
     addresses, passwords and tokens replaced by placeholders; replay it with `lab-up --bmc-mockup DIRECTORY`.
@@ -497,7 +497,7 @@ def bios_capture(c, select, rollout, directory=None, insecure=False, json=None):
             f"pass one: `{prog()} bios-capture --host H DIRECTORY` (help: `{prog()} bios-capture --help`)",
         )
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(insecure=insecure)
+    opts = bapply.HostOptions(insecure=insecure, policy=_policy(bmc_policy))
 
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
