@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Sequence
 
+from .metrics import Topo
+
 Pair = tuple[int, int]
 Matrix = Sequence[Sequence[int]]
 
@@ -103,6 +105,19 @@ def equivalent(distances: Matrix, cpus: Sequence[int], a: Pair, b: Pair, scan: b
     """Some symmetry maps pair a onto pair b (and, with ``scan``, keeps a's third nodes' scan order)."""
     n = len(distances)
     return any((g[a[0]], g[a[1]]) == b and (not scan or keeps_scan_order(g, a, n)) for g in symmetries(distances, cpus))
+
+
+def from_topo(topo: Topo) -> tuple[list[list[int]], list[int]]:
+    """(SLIT, CPUs per node) of a host as the run script reads it (numaforge.measure.metrics.parse_topo):
+    nodes 0..n-1 from the distance rows; ValueError when the rows do not make an n x n matrix."""
+    n = len(topo.distance)
+    if sorted(topo.distance) != list(range(n)) or any(len(r) != n for r in topo.distance.values()):
+        raise ValueError(f"the host's SLIT is not one row of {n} distances per node 0..{n - 1}")
+    cpus = [0] * n
+    for node in topo.cpu_node.values():
+        if 0 <= node < n:
+            cpus[node] += 1
+    return [list(topo.distance[a]) for a in range(n)], cpus
 
 
 def parse_pairs(text: str, distances: Matrix, cpus: Sequence[int], option: str = "--pairs") -> list[Pair]:

@@ -57,6 +57,11 @@ KNOB_CASE = "full kernel, knob on/off (control)"  # amendment 7: the main case's
 UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units (amendments 4 and 5)
 
 
+def pair_case(pref: int, src: int, busy: bool = False) -> str:
+    """The name of the case of configuration (P, S) in a study over several pairs (issue 42 item 1)."""
+    return f"P={pref} S={src} " + (CONTROL_CASE if busy else MAIN_CASE)
+
+
 def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
     """The endpoints a case's report carries (the controls of amendments 4 and 5 add passes per second)."""
     return MULTI_OUTCOMES if case in UNIT_CASES else OUTCOMES

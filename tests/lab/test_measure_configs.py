@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from numaforge.lab import vm
-from numaforge.measure import configs
+from numaforge.measure import configs, metrics
 
 TOPOS = list(vm.TOPOLOGIES.values())
 IDS = [t.name for t in TOPOS]
@@ -108,3 +108,23 @@ def test_parse_pairs(t):
 def test_a_slit_of_the_wrong_size_is_refused():
     with pytest.raises(ValueError, match="3 x 3"):
         configs.symmetries(((10, 20), (20, 10)), (1, 1, 1))
+
+
+@pytest.mark.parametrize("t", TOPOS, ids=IDS)
+def test_a_hosts_topology_gives_the_same_classes_as_the_lab_definition(t):
+    """What the probe reads from a host (/sys/devices/system/node: cpulist and distance per node) gives the SLIT
+    and CPU counts the lab VM was booted with, for every lab topology (2 CPUs per node, as the studies boot)."""
+    tp = t.scaled(2)
+    first = [sum(tp.cpus[:n]) for n in range(tp.nodes)]
+    text = "\n".join(
+        f"node {n} cpus {f'{first[n]}-{first[n] + c - 1}' if c else ''} dist {' '.join(map(str, tp.distances[n]))}"
+        for n, c in enumerate(tp.cpus)
+    )
+    distances, cpus = configs.from_topo(metrics.parse_topo(text))
+    assert distances == [list(r) for r in tp.distances] and cpus == list(tp.cpus)
+    assert configs.scan_classes(distances, cpus) == configs.scan_classes(t.distances, t.cpus)
+
+
+def test_a_host_slit_with_a_missing_row_is_refused():
+    with pytest.raises(ValueError, match="not one row"):
+        configs.from_topo(metrics.Topo({0: 0}, {0: [10, 20], 2: [20, 10]}))
