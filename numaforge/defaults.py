@@ -7,6 +7,8 @@ The pipelines take them from here too: one definition each.
 
 # kernel pipeline: the 5.10 tree `backport` uses without --source, and the patch series under patches/
 DEFAULT_DEBIAN = "debian:linux-source-5.10=5.10.262-1"
+# the newest Debian kernel source (bookworm-security): the base of the series' mainline copy (issue 42 item 7)
+MAINLINE_DEBIAN = "debian:linux-source-6.12=6.12.118-1~deb12u1"
 DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 
 # host OS pipeline: os-apply's gate, the largest allowed drop of a local share (absolute)

@@ -173,19 +173,31 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
     if not probes:
         raise ValueError("a run needs at least one probe")
     us = units(probes)
-    n = len(us)
-    sfx = [section_suffix(u, n) for u in range(n)]
-    events = " ".join(EVENTS)
+    sfx = [section_suffix(u, len(us)) for u in range(len(us))]
     lines = [
+        *_script_setup(len(probes), len(us), instance, go),
+        *_script_start_probes(probe, probes, go),
+        *_script_wait_touched(probes, us, sfx),
+        *_script_unit_filters(us),
+        *_script_sample_loop(probes, us),
+        *_script_report(probes, us, sfx),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _script_setup(nprobes: int, n: int, instance: str, go: str) -> list[str]:
+    """Find tracefs; name each probe's output file and each unit's instance and samples file; a cleanup trap
+    that stops the probes and removes the instances and files; make the instances; print the topo section."""
+    return [
         "T=/sys/kernel/tracing",
         "[ -d $T/instances ] || T=/sys/kernel/debug/tracing",
         '[ -d $T/instances ] || { echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing"'
         " >&2; exit 90; }",
         f"G={shlex.quote(go)}",
-        *(f"O{k}=$G.out{k}; PID{k}=" for k in range(len(probes))),
+        *(f"O{k}=$G.out{k}; PID{k}=" for k in range(nprobes)),
         *(f"I{u}=$T/instances/{instance}{'-' + str(u) if n > 1 else ''}; S{u}=$G.s{u}" for u in range(n)),
         "cleanup() {",
-        *(f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null' for k in range(len(probes))),
+        *(f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null' for k in range(nprobes)),
         *(f"  echo 0 > $I{u}/tracing_on 2>/dev/null; rmdir $I{u} 2>/dev/null" for u in range(n)),
         "  rm -f $G $G.out* $G.s*",
         "}",
@@ -199,9 +211,21 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         'for n in /sys/devices/system/node/node[0-9]*; do echo "node ${n##*node} cpus $(cat $n/cpulist) dist '
         '$(cat $n/distance)"; done',
     ]
+
+
+def _script_start_probes(probe: str, probes: list[ScenarioParams], go: str) -> list[str]:
+    """Start every probe in the background, its output to its own file."""
+    lines: list[str] = []
     for k, p in enumerate(probes):
         args = " ".join(shlex.quote(a) for a in p.argv(go))
         lines += [f"{shlex.quote(probe)} {args} > $O{k} 2>&1 &", f"PID{k}=$!"]
+    return lines
+
+
+def _script_wait_touched(probes: list[ScenarioParams], us: list[tuple[int, int]], sfx: list[str]) -> list[str]:
+    """Wait (at most 120 s) until each probe has first-touched its buffer; a probe that exits before that ends the
+    run with its output and rc 94 in its first unit's sections."""
+    lines: list[str] = []
     for k in range(len(probes)):
         s0 = sfx[us.index((k, 0))]  # the probe's first unit: its sections carry an early exit
         lines += [
@@ -212,6 +236,13 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             "  sleep 0.1",
             "done",
         ]
+    return lines
+
+
+def _script_unit_filters(us: list[tuple[int, int]]) -> list[str]:
+    """Each unit's tid, its instance's event filters on that tid, and the events enabled."""
+    events = " ".join(EVENTS)
+    lines: list[str] = []
     for u, (k, j) in enumerate(us):
         # thread j > 0: the j-th "thread tid=" line the probe printed before "touched"
         tid = f"$PID{k}" if j == 0 else f"$(grep '^thread tid=' $O{k} | sed -n {j}p | cut -d= -f2)"
@@ -224,11 +255,17 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             f'echo "src_pid == $TID{u} || dst_pid == $TID{u}" > $I{u}/events/sched/sched_swap_numa/filter || exit 93',
             f"for e in {events}; do echo 1 > $I{u}/events/sched/$e/enable || exit 93; done",
         ]
+    return lines
+
+
+def _script_sample_loop(probes: list[ScenarioParams], us: list[tuple[int, int]]) -> list[str]:
+    """vmstat_before, tracing on, the go file; once a second each unit's sample until every probe is done (or none
+    runs, or the longest window plus 60 s passed); wait for the probes' rcs; tracing off."""
     running = " || ".join(f"kill -0 $PID{k} 2>/dev/null" for k in range(len(probes)))
     finished = " && ".join(f"grep -q '^done' $O{k} 2>/dev/null" for k in range(len(probes)))
-    lines += [
+    return [
         'echo "=== vmstat_before"; cat /proc/vmstat',
-        *(f"echo 1 > $I{u}/tracing_on" for u in range(n)),
+        *(f"echo 1 > $I{u}/tracing_on" for u in range(len(us))),
         "touch $G",
         "k=0",
         f"while ! {{ {finished}; }} && [ $k -le {max(p.seconds for p in probes) + 60} ]; do",
@@ -243,7 +280,13 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         "  k=$((k+1)); sleep 1",
         "done",
         *(f"wait $PID{k}; rc{k}=$?; PID{k}=" for k in range(len(probes))),
-        *(f"echo 0 > $I{u}/tracing_on" for u in range(n)),
+        *(f"echo 0 > $I{u}/tracing_on" for u in range(len(us))),
+    ]
+
+
+def _script_report(probes: list[ScenarioParams], us: list[tuple[int, int]], sfx: list[str]) -> list[str]:
+    """vmstat_after, then each unit's probe, samples, trace, tid and rc sections."""
+    return [
         'echo "=== vmstat_after"; cat /proc/vmstat',
         *(
             f'echo "=== probe{sfx[u]}"; cat $O{k}; echo "=== samples{sfx[u]}"; cat $S{u} 2>/dev/null; '
@@ -252,7 +295,6 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             for u, (k, _j) in enumerate(us)
         ),
     ]
-    return "\n".join(lines) + "\n"
 
 
 def section_suffix(u: int, n: int) -> str:
