@@ -33,6 +33,7 @@ OUTCOMES = [
     # issue 42 item 3: proposed as a registered secondary (docs/numa-effect-protocol.md, "Proposed: load-balancer
     # returns"); descriptive, with no verdict, until an amendment registers it
     ("lb_returns_per_min", "load-balancer returns of the probe per minute (proposed secondary)", "/min", None),
+    ("mem_distance", "mean SLIT distance to its pages at the end (10: all local)", "", None),
 ]
 PRIMARY = "not_closer_per_min"
 SECONDARY = ("local_share_30s", "time_to_90", "pages_migrated_per_min")
@@ -147,6 +148,9 @@ class ProbeMetrics:
     lb_returns: int = 0
     lb_returns_to_source: int = 0
     lb_returns_per_min: float | None = None
+    # mean SLIT distance from the node the task ends on to its pages at the last sample (10: all local; issue 42
+    # item 5's "at least as close to its memory"); None: node or pages unknown
+    mem_distance: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -403,6 +407,7 @@ def probe_metrics(
     if "passes" in marks["done"]:
         rm.passes_per_s = round(marks["done"]["passes"] / max(rm.seconds, 1e-9), 3)
     rm.final_node = topo.cpu_node.get(samples[-1].cpu) if samples and samples[-1].cpu is not None else None
+    rm.mem_distance = mem_distance(samples[-1], rm.final_node, topo) if samples else None
     rm.vmstat_delta = metrics.vmstat_delta(
         metrics.parse_vmstat(sections.get("vmstat_before", "")), metrics.parse_vmstat(sections.get("vmstat_after", ""))
     )
@@ -438,6 +443,18 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
                 rm.closer += 1
             else:
                 rm.not_closer += 1
+
+
+def mem_distance(sample: Sample, node: int | None, topo: metrics.Topo) -> float | None:
+    """The page-weighted mean SLIT distance from `node` to the task's pages in `sample` (None when the node, the
+    pages or a distance is unknown)."""
+    total = sum(sample.pages.values())
+    if node is None or not total:
+        return None
+    dists = {n: topo.dist(node, n) for n in sample.pages}
+    if None in dists.values():
+        return None
+    return round(sum(pages * dists[n] for n, pages in sample.pages.items()) / total, 3)  # type: ignore[operator]
 
 
 def lb_returns(events: list[metrics.TraceEvent], pid: int, cpu_node: dict[int, int]) -> tuple[int, int]:
@@ -552,6 +569,7 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
         "closer_per_min",
         "found_nothing_per_min",
         "lb_returns_per_min",
+        "mem_distance",
         "local_share_30s",
         "time_to_90",
         "passes_per_s",

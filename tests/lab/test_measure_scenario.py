@@ -377,3 +377,19 @@ def test_combined_runs_sum_returns_and_average_their_rate():
     c = scenario.combine([a, b])
     assert (c.lb_returns, c.lb_returns_to_source) == (2, 2)
     assert c.lb_returns_per_min == pytest.approx((a.lb_returns_per_min + 0.0) / 2, abs=1e-3)
+
+
+def test_the_distance_to_its_memory_at_the_end_weighs_each_node_by_its_pages():
+    """Issue 42 item 5: the run's end is judged by how far the task's node is from its pages (10 when all are
+    local). capture() ends on node 1 (CPU 2) with 600 * 27 pages there and the rest on node 0, 16 away."""
+    rm = scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams())
+    on0, on1 = 16384 - 600 * 27 + 3, 600 * 27  # the stack's 3 pages are on node 0 (capture()'s first node)
+    assert rm.final_node == 1
+    assert rm.mem_distance == pytest.approx((on0 * 16 + on1 * 10) / (on0 + on1), abs=1e-3)
+    s = scenario.Sample(0, 4, 0, {2: 10, 3: 30})
+    topo = metrics.parse_topo(TOPO)
+    assert scenario.mem_distance(s, 2, topo) == pytest.approx((10 * 10 + 30 * 16) / 40)
+    assert scenario.mem_distance(s, 0, topo) == 32.0
+    assert scenario.mem_distance(s, None, topo) is None
+    assert scenario.mem_distance(scenario.Sample(0, 4, 0, {}), 2, topo) is None
+    assert scenario.mem_distance(scenario.Sample(0, 4, 0, {7: 1}), 2, topo) is None  # no such node's distance
