@@ -39,9 +39,11 @@ so nothing above changes.
 The second test (issue 42 item 5) generalises the first over the configuration space: one (P, S) pair per class
 of the VM's topology (numaforge.measure.configs.scan_classes, derived from the SLIT and 5.10's node scan order: on
 backplane4 (0, 1), (0, 2) and (2, 0)), off and winner, CLASS_BLOCKS block(s) of CLASS_SECONDS s windows, source
-spare, in the same boot. In every class the winner must end the probe on a node at least as close to P (the node
-holding its memory, its preferred node) as upstream's final node, and make no more not-closer third-node moves
-than upstream. Issue 42 predicts that today's 0001 fails the first in the class of (2, 0): the loop's stale
+spare, in the same boot. In every class the winner must end the probe at least as close to its memory as upstream
+(`mem_distance`: the page-weighted mean SLIT distance from the final node to the probe's pages at the last sample;
+10 when all are local; the pages can follow the probe, so the distance to P alone would not say it), with a slack
+of the protocol's locality margin (5 % of the pages at the topology's largest distance), and make no more
+not-closer third-node moves than upstream. Issue 42 predicts that today's 0001 fails the first in the class of (2, 0): the loop's stale
 distance gives the node next to the memory no credit, 0001 then drops the move upstream makes. One block per
 class keeps it short (6 runs, about 4 min beside the first test's 5-6 min on the same xdist worker); its
 false-failure rate is not known from data yet (docs/numa-effect-study.md, "Pilot of issue 42's prediction").
@@ -143,24 +145,26 @@ def test_in_every_configuration_class_the_winner_ends_no_farther_and_adds_no_not
         )
         assert r.run("ls /sys/kernel/livepatch | wc -l").stdout.strip() == "0"
 
+    # the protocol's locality margin (percentage points) as pages at the largest distance instead of local
+    slack = scenario.MARGINS["local_share_30s"][1] / 100 * (max(map(max, t.distances)) - 10)
     seen, failed, moved = [], [], 0
     for p, s in pairs:
         runs = data["cases"][scenario.pair_case(p, s)]["runs"]
         by_arm = {arm: [x for x in runs if x["label"] == arm] for arm in ("off", "winner")}
         assert all(len(v) == CLASS_BLOCKS for v in by_arm.values()), (p, s, by_arm)
-        dist = {a: [topo.dist(x["final_node"], p) for x in v] for a, v in by_arm.items()}
+        dist = {a: [x["mem_distance"] for x in v] for a, v in by_arm.items()}
         not_closer = {a: sum(x["not_closer"] for x in v) for a, v in by_arm.items()}
         ends = {a: [x["final_node"] for x in v] for a, v in by_arm.items()}
         local = {a: [x["local_share_30s"] for x in v] for a, v in by_arm.items()}
         moved += sum(x["moves"] for x in by_arm["off"])
         line = (
-            f"P={p} S={s}: final node {ends} (distance to P {dist}), not-closer moves {not_closer}, "
+            f"P={p} S={s}: final node {ends} (mean distance to its pages {dist}), not-closer moves {not_closer}, "
             f"local (last 30 s) {local}"
         )
         seen.append(line)
         if None in dist["off"] + dist["winner"]:
             failed.append(f"{line}: a run's final node is unknown")
-        elif sum(dist["winner"]) > sum(dist["off"]):
+        elif sum(dist["winner"]) > sum(dist["off"]) + slack * CLASS_BLOCKS:
             failed.append(f"{line}: the winner ended farther from the memory than upstream")
         if not_closer["winner"] > not_closer["off"]:
             failed.append(f"{line}: the winner made not-closer moves upstream did not")
