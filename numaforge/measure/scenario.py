@@ -451,10 +451,13 @@ def mem_distance(sample: Sample, node: int | None, topo: metrics.Topo) -> float 
     total = sum(sample.pages.values())
     if node is None or not total:
         return None
-    dists = {n: topo.dist(node, n) for n in sample.pages}
-    if None in dists.values():
-        return None
-    return round(sum(pages * dists[n] for n, pages in sample.pages.items()) / total, 3)  # type: ignore[operator]
+    weighted = 0
+    for n, pages in sample.pages.items():
+        d = topo.dist(node, n)
+        if d is None:
+            return None
+        weighted += pages * d
+    return round(weighted / total, 3)
 
 
 def lb_returns(events: list[metrics.TraceEvent], pid: int, cpu_node: dict[int, int]) -> tuple[int, int]:
