@@ -30,6 +30,10 @@ OUTCOMES = [
     ("pages_migrated_per_min", "numa_pages_migrated per minute", "/min", True),
     ("closer_per_min", "closer third-node moves per minute", "/min", None),
     ("found_nothing_per_min", "searches that found nothing (stick dst_cpu=-1) per minute", "/min", None),
+    # issue 42 item 3: proposed as a registered secondary (docs/numa-effect-protocol.md, "Proposed: load-balancer
+    # returns"); descriptive, with no verdict, until an amendment registers it
+    ("lb_returns_per_min", "load-balancer returns of the probe per minute (proposed secondary)", "/min", None),
+    ("mem_distance", "mean SLIT distance to its pages at the end (10: all local)", "", None),
 ]
 PRIMARY = "not_closer_per_min"
 SECONDARY = ("local_share_30s", "time_to_90", "pages_migrated_per_min")
@@ -52,6 +56,11 @@ MULTI_CASE = "multi-instance (control)"
 THREADS_CASE = "two threads (control)"
 KNOB_CASE = "full kernel, knob on/off (control)"  # amendment 7: the main case's probe, arms of a sched_feat
 UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units (amendments 4 and 5)
+
+
+def pair_case(pref: int, src: int, busy: bool = False) -> str:
+    """The name of the case of configuration (P, S) in a study over several pairs (issue 42 item 1)."""
+    return f"P={pref} S={src} " + (CONTROL_CASE if busy else MAIN_CASE)
 
 
 def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
@@ -134,6 +143,14 @@ class ProbeMetrics:
     # % of the window's samples in which the task was in a numa_group (numa_group_id != 0; amendment 6: a design
     # that exempts grouped tasks runs 0001's code for a task that never is); None: no sample read it
     grouped_share: float | None = None
+    # issue 42 item 3 (``lb_returns``): the probe taken off the node NUMA balancing last placed it on by a migration
+    # that is not NUMA balancing's own, once per placement; of those, the ones back to the placement's source node
+    lb_returns: int = 0
+    lb_returns_to_source: int = 0
+    lb_returns_per_min: float | None = None
+    # mean SLIT distance from the node the task ends on to its pages at the last sample (10: all local; issue 42
+    # item 5's "at least as close to its memory"); None: node or pages unknown
+    mem_distance: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -374,6 +391,9 @@ def probe_metrics(
     rm.not_closer_per_min = round(rm.not_closer / minutes, 3)
     rm.closer_per_min = round(rm.closer / minutes, 3)
     rm.found_nothing_per_min = round(rm.found_nothing / minutes, 3)
+    window = [ev for ev in metrics.parse_trace(sections.get("trace", "")) if start <= ev.ts_ns <= done]
+    rm.lb_returns, rm.lb_returns_to_source = lb_returns(window, pid, topo.cpu_node)
+    rm.lb_returns_per_min = round(rm.lb_returns / minutes, 3)
     shares = [(s.t_ns, _share(s, topo.cpu_node)) for s in samples]
     last = [v for t, v in shares if v is not None and t >= done - LOCAL_WINDOW_S * 1_000_000_000]
     rm.local_share_30s = round(sum(last) / len(last), 3) if last else None
@@ -387,6 +407,7 @@ def probe_metrics(
     if "passes" in marks["done"]:
         rm.passes_per_s = round(marks["done"]["passes"] / max(rm.seconds, 1e-9), 3)
     rm.final_node = topo.cpu_node.get(samples[-1].cpu) if samples and samples[-1].cpu is not None else None
+    rm.mem_distance = mem_distance(samples[-1], rm.final_node, topo) if samples else None
     rm.vmstat_delta = metrics.vmstat_delta(
         metrics.parse_vmstat(sections.get("vmstat_before", "")), metrics.parse_vmstat(sections.get("vmstat_after", ""))
     )
@@ -422,6 +443,67 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
                 rm.closer += 1
             else:
                 rm.not_closer += 1
+
+
+def mem_distance(sample: Sample, node: int | None, topo: metrics.Topo) -> float | None:
+    """The page-weighted mean SLIT distance from `node` to the task's pages in `sample` (None when the node, the
+    pages or a distance is unknown)."""
+    total = sum(sample.pages.values())
+    if node is None or not total:
+        return None
+    weighted = 0
+    for n, pages in sample.pages.items():
+        d = topo.dist(node, n)
+        if d is None:
+            return None
+        weighted += pages * d
+    return round(weighted / total, 3)
+
+
+def lb_returns(events: list[metrics.TraceEvent], pid: int, cpu_node: dict[int, int]) -> tuple[int, int]:
+    """(returns, returns to the source): how often the load balancer undid NUMA balancing's placement of task
+    `pid` (issue 42 item 3; the definition docs/numa-effect-protocol.md proposes), from 5.10's trace events in
+    time order:
+
+    - a *placement* is the task's ``sched_move_numa`` (it goes src_nid -> dst_nid) or a ``sched_swap_numa`` it is
+      part of (src_pid: src_nid -> dst_nid; dst_pid: dst_nid -> src_nid). NUMA balancing carries it out with
+      one ``sched_migrate_task`` of the task from the placement's CPU to its destination CPU (5.10 traces no node
+      in that event: orig_cpu/dest_cpu, nodes from the host's cpulists); that migration is the placement's own;
+    - a *return* is the first ``sched_migrate_task`` of the task after a placement that is not the placement's
+      own, leaves the placement's destination node and lands on another node (a migration inside the node is
+      not one). It ends the placement, so a placement is returned at most once; a *return to the source* lands
+      on the placement's source node.
+
+    In 5.10 a migration of a running task that NUMA balancing did not make is the load balancer's (periodic,
+    idle or active balancing) or a wakeup's placement; the probe never sleeps in its window, so these are the
+    load balancer's. Every move of a run's move path that does not start where the previous one ended is a
+    return of the previous move (the count the issue made from the study's move paths); this count also sees a
+    return after the last move and the returns of swaps. Events of other tasks are ignored."""
+    returns = to_source = 0
+    placed: tuple[int, int] | None = None  # (source node, destination node) of the live placement
+    own: tuple[int, int] | None = None  # the (orig_cpu, dest_cpu) that carries the last placement out
+    for ev in events:
+        f = ev.fields
+        if ev.event == "sched_move_numa" and f.get("pid") == pid:
+            placed, own = (f.get("src_nid", -1), f.get("dst_nid", -1)), (f.get("src_cpu", -1), f.get("dst_cpu", -1))
+        elif ev.event == "sched_swap_numa" and pid in (f.get("src_pid"), f.get("dst_pid")):
+            a, b = ("src", "dst") if f.get("src_pid") == pid else ("dst", "src")
+            placed = (f.get(f"{a}_nid", -1), f.get(f"{b}_nid", -1))
+            own = (f.get(f"{a}_cpu", -1), f.get(f"{b}_cpu", -1))
+        elif ev.event == "sched_migrate_task" and f.get("pid") == pid:
+            cpus = (f.get("orig_cpu", -1), f.get("dest_cpu", -1))
+            if cpus == own:
+                own = None
+                continue
+            own = None
+            here, there = cpu_node.get(cpus[0]), cpu_node.get(cpus[1])
+            if placed is None or here == there:
+                continue
+            if here == placed[1]:
+                returns += 1
+                to_source += there == placed[0]
+            placed = None  # returned, or the task was no longer where the placement put it
+    return returns, to_source
 
 
 # ---------------------------------------------------------------------------------------------- the host
@@ -472,12 +554,25 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
     threads of one probe each carry the probe's passes (its "done" line counts all threads' passes)."""
     first = runs[0]
     out = ProbeMetrics(first.label, first.round, first.pid, max(r.seconds for r in runs))
-    for key in ("samples", "moves", "third_moves", "closer", "not_closer", "found_nothing", "swaps", "migrations"):
+    for key in (
+        "samples",
+        "moves",
+        "third_moves",
+        "closer",
+        "not_closer",
+        "found_nothing",
+        "swaps",
+        "migrations",
+        "lb_returns",
+        "lb_returns_to_source",
+    ):
         setattr(out, key, sum(getattr(r, key) for r in runs))
     for key in (
         "not_closer_per_min",
         "closer_per_min",
         "found_nothing_per_min",
+        "lb_returns_per_min",
+        "mem_distance",
         "local_share_30s",
         "time_to_90",
         "passes_per_s",
