@@ -319,7 +319,7 @@ def test_a_real_traced_run_has_two_load_balancer_returns_to_the_source():
     balancing moves the probe 2 -> 3, 3 -> 2, 3 -> 2; after each of the last two the load balancer takes it back
     to node 3 (cpu 4 -> 6 at 18.0 s, 4 -> 7 at 20.4 s). The migrations inside node 3 (6 -> 7) and NUMA
     balancing's own migrations are not returns; the probe's own move to S happens before the window."""
-    sections = metrics.split_sections((DATA / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
+    sections = metrics.split_sections((DATA / "probe" / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
     rm = scenario.probe_metrics("off", 1, sections, scenario.ScenarioParams(mb=32, seconds=20))
     assert rm.move_path == [[2, 3], [3, 2], [3, 2]]
     assert (rm.lb_returns, rm.lb_returns_to_source) == (2, 2)
@@ -371,7 +371,7 @@ def test_load_balancer_return_definition_edges():
 
 
 def test_combined_runs_sum_returns_and_average_their_rate():
-    sections = metrics.split_sections((DATA / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
+    sections = metrics.split_sections((DATA / "probe" / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
     a = scenario.probe_metrics("off", 1, sections, scenario.ScenarioParams(mb=32, seconds=20))
     b = scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams())
     c = scenario.combine([a, b])
