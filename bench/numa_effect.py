@@ -13,6 +13,8 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
     .venv/bin/python bench/numa_effect.py probe --arms off+winner --second 1:3 --study S.json   # multi-instance
     .venv/bin/python bench/numa_effect.py probe --arms off+winner --threads 2 --cpus-per-node 3 --study S.json
     .venv/bin/python bench/numa_effect.py probe --knob --rounds 20 --study S.json   # full kernel, knob off/on
+    .venv/bin/python bench/numa_effect.py probe --pairs classes --topology nps2 --no-control --study S.json
+        # the configuration space (issue 42): one case per (P, S) class of the topology's SLIT (or `all` pairs)
     .venv/bin/python bench/numa_effect.py control --study S.json --md S.md
         # a control study (2-node, multi-instance, two-thread, knob; protocol amendments 4, 5, 7) and its rule
 
@@ -48,7 +50,7 @@ from numaforge.lab.kernels import built_kernel
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import loaded_arms
 from numaforge.measure import arms as marms
-from numaforge.measure import decision, render, runner, scenario, study
+from numaforge.measure import configs, decision, render, runner, scenario, study
 from numaforge.measure import metrics as mx
 from numaforge.measure import result as mresult
 from numaforge.measure.runner import WorkloadParams
@@ -148,6 +150,9 @@ def run(args) -> int:
 def probe(args) -> int:
     """The pre-registered probe scenario on one lab VM boot (backplane4 x --cpus-per-node, P=0, S=2)."""
     second = _second(args.second) if args.second else None  # bad input: refused before the VM boots
+    pairs = _pairs(args.pairs, args.topology) if args.pairs else None
+    if pairs and (args.knob or second or args.threads > 1):
+        raise SystemExit("--pairs runs the main case (and its control) per pair: drop --knob/--second/--threads")
     if args.knob and (second or args.threads > 1 or args.arms != DEFAULT_PROBE_ARMS):
         raise SystemExit(
             "--knob runs its own two arms (knob-off, knob-on) on the main case: drop --arms/--second/--threads"
@@ -200,6 +205,8 @@ def probe(args) -> int:
             settings["control"] = False  # the main case alone (amendment 6's check)
         if second:
             settings["second"] = list(second)  # the multi-instance control (protocol amendment 4)
+        if pairs:
+            settings["pairs"] = [list(p) for p in pairs]  # one case per configuration (issue 42 item 1)
         spath = Path(args.study) if args.study else None
         done = study.load(spath, settings) if spath else {}
         have = min((len(b) for b in done.values()), default=0)
@@ -229,6 +236,7 @@ def probe(args) -> int:
                 on_block=saved,
                 second=second,
                 features=features,
+                pairs=pairs,
             )
         rounds = min(c["rounds"] for c in data["cases"].values())
         data.update(
@@ -378,7 +386,13 @@ def main(argv: list[str]) -> int:
     pr.add_argument("--mb", type=int, default=64)
     pr.add_argument("--pref", type=int, default=0)
     pr.add_argument("--src", type=int, default=2)
-    pr.add_argument("--topology", default="backplane4")
+    pr.add_argument("--topology", default="backplane4", choices=list(vm.TOPOLOGIES))
+    pr.add_argument(
+        "--pairs",
+        help="the configuration space (issue 42 item 1): `all` (every (P, S) of the topology's nodes with CPUs), "
+        "`classes` (one pair per class, numaforge.measure.configs.scan_classes) or P:S,P:S,...; each pair a case "
+        "(with its source-busy control unless --no-control); replaces --pref/--src",
+    )
     pr.add_argument("--cpus-per-node", type=int, default=2)
     pr.add_argument(
         "--second",
@@ -465,6 +479,16 @@ def _second(text: str) -> tuple[int, int]:
         return scenario.node_pair(text, "--second")
     except scenario.ScenarioError as exc:
         raise SystemExit(f"{exc.what}: {exc.fix}") from None
+
+
+def _pairs(text: str, topology: str) -> list[tuple[int, int]]:
+    """--pairs against the lab topology's SLIT (numaforge.measure.configs); a bad value exits 2 before any boot."""
+    tp = vm.topology(topology)
+    try:
+        return configs.parse_pairs(text, tp.distances, tp.cpus)
+    except ValueError as exc:
+        print(f"error: {exc} (topology {tp.name})", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _utc() -> str:

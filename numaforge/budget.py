@@ -5,8 +5,9 @@
 
 The budget is checked where a host's work crosses to the host: before an SSH connect, command or upload and
 before a Redfish request starts. An over-budget host stops there with :class:`HostTimeout` (its result says
-how far it got); an operation already on the wire keeps its own timeout, so a budget never cuts a write in
-half. Clean-up after a failure (live-patch rollback, Redfish logout) runs inside :func:`lifted`: a host that
+how far it got); an SSH operation already on the wire keeps its own timeout, so a budget never cuts it in half.
+A Redfish request ends with the budget (numaforge.bios.deadline): a write cut that way has an unknown outcome,
+which bios-apply re-reads from the BMC before reporting (numaforge.bios.write.reread_unsure). Clean-up after a failure (live-patch rollback, Redfish logout) runs inside :func:`lifted`: a host that
 ran out of time is still put back.
 
 Thread-local: each fleet worker thread has its own host and deadline. Pure (no I/O).

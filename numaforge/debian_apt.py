@@ -1,5 +1,5 @@
 """Reach Debian suites other than the machine's own (bullseye, bullseye-security, sid deb-src) without
-touching the machine's apt configuration.
+touching the machine's apt configuration (bookworm too: the suite is named, whatever the machine runs).
 
 The mirror hosts are read at run time from the machine's apt sources (/etc/apt/sources.list.d/*.sources
 and /etc/apt/sources.list); a private sources list and private list/cache directories live under the
@@ -24,6 +24,7 @@ SUITESETS = {
     # name: list of (archive kind, suite, types)
     "bullseye": [("debian", "bullseye", "deb"), ("security", "bullseye-security", "deb")],
     "sid-src": [("debian", "sid", "deb-src")],
+    "bookworm": [("debian", "bookworm", "deb"), ("security", "bookworm-security", "deb")],
 }
 
 

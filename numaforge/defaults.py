@@ -7,6 +7,8 @@ The pipelines take them from here too: one definition each.
 
 # kernel pipeline: the 5.10 tree `backport` uses without --source, and the patch series under patches/
 DEFAULT_DEBIAN = "debian:linux-source-5.10=5.10.262-1"
+# the newest Debian kernel source (bookworm-security): the base of the series' mainline copy (issue 42 item 7)
+MAINLINE_DEBIAN = "debian:linux-source-6.12=6.12.118-1~deb12u1"
 DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
 
 # host OS pipeline: os-apply's gate, the largest allowed drop of a local share (absolute)
@@ -21,6 +23,15 @@ DEFAULT_GATE_THRESHOLD = 0.02
 FORKS_BMC = 64
 FORKS_SSH = 8
 FORKS_LIVEPATCH = 4  # validate / livepatch-install: kernel changes, canary first
+
+# Redfish (BMC tasks' --bmc-connect-timeout / --bmc-read-timeout / --bmc-retries; numaforge.bios.exchange.RetryPolicy):
+# seconds for the TCP+TLS connection, seconds for an answer to start (each read), and how many times a request
+# that failed transiently (reset connection, HTTP 5xx/503, unparsable answer, connect timeout) is sent again. A
+# read timeout is not retried: a BMC silent for that long is hung, and asking 3 more times cost 54 s per host.
+BMC_CONNECT_TIMEOUT = 10.0
+BMC_READ_TIMEOUT = 60.0
+BMC_RETRIES = 3
+BMC_TOTAL_TIMEOUT = 180.0  # one request, all its reads: a BMC dripping its answer (numaforge.bios.deadline)
 
 # numa-audit: seconds between the two samples of the counters (the talk's "sustained 10 s")
 AUDIT_WINDOW = 10.0

@@ -3,23 +3,31 @@
     j = journal.open("bios-apply profile=hpc-v3 inventory=prod.yaml reboot")    # one file per run key
     if not j.done(host, journal.REBOOT_REQUESTED):
         ... PATCH ...;  j.record(host, journal.PATCHED)
-        j.record(host, journal.REBOOT_REQUESTED)        # BEFORE the reset request leaves
-        ... reset ...;  j.record(host, journal.REBOOTED)
+        j.record(host, journal.RESET_SENDING)           # BEFORE the reset request leaves
+        ... reset ...                                   # answered 2xx, no redirect:
+        j.record(host, journal.REBOOT_REQUESTED)        #   the BMC accepted it
+        # (refused -- a redirect, a 4xx: j.retract(host, journal.RESET_SENDING); no answer: left as it is)
+        ... wait ...;   j.record(host, journal.REBOOTED)
     ... verify ...;     j.record(host, journal.VERIFIED)
     j.finish()                                          # every host done: nothing to resume, file removed
 
 On a re-run after Ctrl-C or a crash, ``resume_action(j.phases(host))`` says what is left for each host:
-``"skip"`` (verified), ``"verify"`` (a reset was requested or seen: wait for power-on and verify, never reset
-again), ``"reboot"`` (values written but no reset requested yet), ``"run"`` (nothing recorded).
-"Reboot requested" is recorded before the reset is sent, so a crash between the two errs on the side of not
-rebooting twice: the re-run verifies and reports the values still pending instead of resetting a host that
-may already be restarting.
+``"skip"`` (verified), ``"verify"`` (a reset was accepted, seen, or sent without an answer: wait for power-on
+and verify, never reset again), ``"reboot"`` (values written but no reset taken by the BMC yet), ``"run"``
+(nothing recorded). "Reset sending" is recorded before the reset is sent, so a crash (or a lost answer) between
+the two errs on the side of not rebooting twice: the re-run verifies and reports the values still pending
+instead of resetting a host that may already be restarting. "Reboot requested" is recorded only once the BMC
+accepted the request (2xx, no redirect); a refusal retracts "reset sending", so the re-run resets instead of
+waiting for a reset that never happened (issue 40 item 3).
 
 File format (``numaforge-journal/1``), JSON lines, mode 0600::
 
     {"format": "numaforge-journal/1", "run_key": "...", "created": 1764680000.0}
     {"host": "gpu-01", "phase": "patched", "time": 1764680001.2, "changed": ["NumaNodesPerSocket"]}
+    {"host": "gpu-01", "phase": "reset-sending", "time": 1764680001.9}
     {"host": "gpu-01", "phase": "reboot-requested", "time": 1764680002.0}
+
+A record with ``"retracted": true`` takes its phase back (a reset the BMC refused); compaction drops both.
 
 The header is created atomically (temp file in the same directory, fsync, rename, fsync of the directory); each
 record is one appended line (opened with O_NOFOLLOW: a link planted at the journal is refused, never written
@@ -53,10 +61,11 @@ MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a resume journal (safeio.read_input's c
 FORMAT = "numaforge-journal/1"
 
 PATCHED = "patched"  # the differing values were written (pending a reset)
-REBOOT_REQUESTED = "reboot-requested"  # recorded just before the reset request is sent
+RESET_SENDING = "reset-sending"  # recorded just before the reset request is sent (retracted if it was refused)
+REBOOT_REQUESTED = "reboot-requested"  # the BMC accepted the reset request (2xx, no redirect)
 REBOOTED = "rebooted"  # the host came back on
 VERIFIED = "verified"  # current values equal the desired ones
-PHASES = (PATCHED, REBOOT_REQUESTED, REBOOTED, VERIFIED)
+PHASES = (PATCHED, RESET_SENDING, REBOOT_REQUESTED, REBOOTED, VERIFIED)
 
 
 class JournalError(NumaforgeError):
@@ -104,7 +113,7 @@ def resume_action(phases: Iterable[str]) -> str:
     done = set(phases)
     if VERIFIED in done:
         return "skip"
-    if REBOOT_REQUESTED in done or REBOOTED in done:
+    if RESET_SENDING in done or REBOOT_REQUESTED in done or REBOOTED in done:
         return "verify"
     if PATCHED in done:
         return "reboot"
@@ -170,6 +179,9 @@ class Journal:
                     f"{where}:{n}",
                     "delete it to start the run from scratch",
                 )
+            if rec.get("retracted") is True:
+                hosts.get(rec["host"], {}).pop(rec["phase"], None)
+                continue
             entry = {k: v for k, v in rec.items() if k not in ("host", "phase")}
             hosts.setdefault(rec["host"], {})[rec["phase"]] = entry
         self._hosts = hosts
@@ -224,6 +236,17 @@ class Journal:
                 self._rewrite()  # header first, created atomically
             self._append(line.encode())
             self._hosts.setdefault(name, {})[phase] = entry
+
+    def retract(self, host: Any, phase: str) -> None:
+        """Take back ``phase`` for ``host`` (a reset request the BMC refused); on disk before this returns."""
+        self._check_phase(phase)
+        name = _host_name(host)
+        line = json.dumps({"host": name, "phase": phase, "time": time.time(), "retracted": True}) + "\n"
+        with self._lock:
+            if phase not in self._hosts.get(name, {}):
+                return
+            self._append(line.encode())
+            self._hosts[name].pop(phase, None)
 
     def finish(self) -> None:
         """The run completed: remove the journal (a later run starts fresh)."""

@@ -18,13 +18,23 @@ from ..program import prog
 from ..report import UNEXPECTED_ERROR, HostResult
 from .applysteps import next_state
 from .discovery import RegistryCache, discovery_dir
+from .exchange import RetryPolicy
 from .hostapply import HostApply
 from .hostplan import enforce_unverified, plan_for, record_plan, unverified_check
 from .hostsession import HostOptions, bmc_session, fail
 from .plan import Plan, PlanItem
 from .power import Timeouts
 
-__all__ = ["HostOptions", "RegistryCache", "Timeouts", "plan_host", "apply_host", "verify_host", "run_hosts"]
+__all__ = [
+    "HostOptions",
+    "RegistryCache",
+    "RetryPolicy",
+    "Timeouts",
+    "plan_host",
+    "apply_host",
+    "verify_host",
+    "run_hosts",
+]
 
 
 def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> Plan | None:

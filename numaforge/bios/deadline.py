@@ -2,13 +2,23 @@
 
 A read timeout bounds one ``recv``: a BMC that sends one byte every few seconds never trips it and held a run
 forever (issue 25 item 3). :class:`DeadlineAdapter` (requests' transport adapter, handed to the library as its
-``https_adapter``) watches every request from a small thread and cuts its socket (``shutdown``, which wakes the
-blocked read at once) when
+``https_adapter``) watches every request from a small thread -- connect, headers AND body: the body is read
+inside the adapter, under the same watch (requests reads it only after the adapter returned, where a BMC that
+sent its headers and then dripped the body was watched by nobody: issue 40 item 2) -- and cuts its socket
+(``shutdown``, which wakes the blocked read at once) when
 
-* the request's total deadline passes (``RetryPolicy.total_timeout``; for a read also what is left of the
-  host's ``--host-timeout`` -- a write keeps its own deadline, a budget never cuts a write in half), or
+* the request's total deadline passes (``RetryPolicy.total_timeout``, and what is left of the host's
+  ``--host-timeout``: a host ends within its budget, a write included -- a write cut that way has an unknown
+  outcome, and bios-apply re-reads what the BMC holds before the host's result is made, issue 40 item 3), or
 * the run is stopped (first Ctrl-C / SIGTERM, :func:`numaforge.budget.request_stop`): a read at once, a write
   after :data:`WRITE_GRACE` seconds (its answer says whether the BMC took it).
+
+The connect and read timeouts passed to the transport are shortened to the request's deadline too, so a BMC
+that never completes the TCP handshake ends with the host's budget, not ``connect_timeout`` later.
+
+Each answer is bounded in size as well (:func:`answer_cap`, by the kind of resource asked for): a Content-Length
+above the cap is refused before the body is read, a body that grows past it while read is cut there;
+:class:`AnswerTooLarge` names the cap.
 
 :func:`cut_reason` tells the caller afterwards why its request failed ("deadline", "stop" or None), so the error
 names the deadline instead of calling the BMC unreachable.
@@ -33,6 +43,7 @@ from typing import Any, Iterator
 
 from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
+from requests.exceptions import RequestException
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import budget
@@ -40,6 +51,12 @@ from ..secrets import redact
 from ..textsafe import printable
 
 WRITE_GRACE = 10.0  # seconds a write on the wire may still take after Ctrl-C/SIGTERM
+MiB = 1024 * 1024
+# (kind of answer, cap in bytes), by the resource asked for: the first whose test matches the path (answer_cap)
+REGISTRY_CAP = ("attribute registry", 64 * MiB)  # the largest real ones are a few MB (Dell iDRAC9: ~1.5 MB)
+BIOS_CAP = ("BIOS resource", 8 * MiB)  # a Bios/settings document: ~50-300 KB on real BMCs
+OTHER_CAP = ("Redfish resource", 8 * MiB)  # service root, systems, jobs, sessions, errors: a few KB
+READ_CHUNK = 65536
 POLL = 0.05
 LOG_ENV = "NUMAFORGE_REDFISH_LOG"
 
@@ -78,6 +95,25 @@ def capped(seconds: float) -> Iterator[None]:
         _local.cap = saved
 
 
+class AnswerTooLarge(RequestException):
+    """The BMC's answer is larger than the cap for its kind (nothing of it is used)."""
+
+    def __init__(self, kind: str, cap: int, got: int, declared: bool):
+        self.kind, self.cap, self.got, self.declared = kind, cap, got, declared
+        super().__init__(f"answer larger than the {cap // MiB} MiB cap for a {kind}")
+
+
+def answer_cap(path: str) -> tuple[str, int]:
+    """(kind, cap in bytes) of the answer to a request of ``path``: an attribute registry (any path naming a
+    registry: vendors spell them differently), a BIOS resource (…/Bios, its settings object), anything else."""
+    low = path.split("?", 1)[0].lower().rstrip("/")
+    if "registr" in low:
+        return REGISTRY_CAP
+    if "/bios" in low:
+        return BIOS_CAP
+    return OTHER_CAP
+
+
 def cut_reason() -> str | None:
     """Why this thread's last request was cut ("deadline" or "stop"), None if it was not."""
     return getattr(_local, "cut", None)
@@ -100,7 +136,7 @@ class DeadlineAdapter(HTTPAdapter):
         write = method not in ("GET", "HEAD", "DELETE") and not login
         total = self.total_timeout
         left = budget.remaining()
-        if left is not None and not write:
+        if left is not None:
             total = min(total, max(left, 0.1))
         cap = getattr(_local, "cap", None)
         if cap is not None:
@@ -115,13 +151,47 @@ class DeadlineAdapter(HTTPAdapter):
             daemon=True,
         )
         watcher.start()
+        # a hair longer than the deadline: the watcher ends the request there and says why (deadline, budget,
+        # stop); the socket's own timeout ends what the watcher cannot reach (a connect not yet made)
+        kwargs["timeout"] = _within(kwargs.get("timeout"), total + 2 * POLL)
         try:
-            return super().send(request, *args, **kwargs)
+            response = super().send(request, *args, **kwargs)
+            _read_body(response, request.path_url or "/")
+            return response
         finally:
             done.set()
             watcher.join()
             _local.box = None
             _local.cut = box.get("cut")
+
+
+def _within(timeout: Any, total: float) -> Any:
+    """requests' timeout (a number or (connect, read)) with neither part longer than the request's deadline."""
+    if isinstance(timeout, tuple):
+        return tuple(total if t is None else min(float(t), total) for t in timeout)
+    return total if timeout is None else min(float(timeout), total)
+
+
+def _read_body(response: Response, path: str) -> None:
+    """Read the whole body now, under the request's watch, refusing more than the cap for its kind; requests then
+    serves ``response.content`` from here (it reads a body only after the adapter returned)."""
+    kind, cap = answer_cap(path)
+    declared = response.headers.get("content-length")
+    if declared and declared.strip().isdigit() and int(declared) > cap:
+        response.close()
+        raise AnswerTooLarge(kind, cap, int(declared), True)
+    chunks, got = [], 0
+    try:
+        for chunk in response.iter_content(READ_CHUNK):
+            got += len(chunk)
+            if got > cap:
+                raise AnswerTooLarge(kind, cap, got, False)
+            chunks.append(chunk)
+    except BaseException:
+        response.close()
+        raise
+    response._content = b"".join(chunks)
+    response._content_consumed = True  # type: ignore[attr-defined]
 
 
 def _watch(box: dict, done: threading.Event, deadline: float, write: bool, lifted: bool) -> None:

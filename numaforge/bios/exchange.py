@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import certifi
 
+from ..defaults import BMC_CONNECT_TIMEOUT, BMC_READ_TIMEOUT, BMC_RETRIES, BMC_TOTAL_TIMEOUT
 from .deadline import DeadlineAdapter
 
 REFUSED_LOCATION = "x-numaforge-refused-location"
@@ -58,12 +59,12 @@ class Response:
 
 @dataclass
 class RetryPolicy:
-    attempts: int = 4  # total tries for a retryable request
+    attempts: int = BMC_RETRIES + 1  # total tries for a retryable request (--bmc-retries + 1)
     backoff: float = 0.5  # first wait (s), doubled each time
     max_wait: float = 10.0  # cap of one wait, Retry-After included
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0  # one read
-    total_timeout: float = 180.0  # one request, all its reads (a BMC dripping its answer byte by byte)
+    connect_timeout: float = BMC_CONNECT_TIMEOUT  # --bmc-connect-timeout (TCP connect and TLS handshake)
+    read_timeout: float = BMC_READ_TIMEOUT  # --bmc-read-timeout: one read; a read timeout is not retried
+    total_timeout: float = BMC_TOTAL_TIMEOUT  # one request, all its reads (a BMC dripping its answer byte by byte)
 
 
 def path_of(link: str) -> str:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import time
 
+from .. import journal as numaforge_journal
+from ..errors import NumaforgeError
 from ..report import HostResult
 from .applysteps import Progress, outcome, patch_action
 from .configjob import ConfigJob, job_info
 from .discovery import RegistryCache
-from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError
+from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError, RedfishRedirectError
 from .hostplan import desired_values, plan_for, record_plan, replan
 from .hostsession import HostOptions
 from .hoststate import BiosState, read_state, system_of
@@ -26,7 +28,7 @@ from .plan import Plan
 from .power import reboot, wait_back
 from .redfish import RedfishClient
 from .resources import Bios
-from .write import check_staged, patch_settings
+from .write import check_staged, outcome_unknown, patch_settings, reread_unsure
 
 
 class HostApply:
@@ -77,9 +79,14 @@ class HostApply:
         re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
         journal = self.journal
         assert journal is not None, "resuming() said the journal asks for it"
-        requested = journal.data(self.host.name, "reboot-requested").get("time") or 0
+        accepted = journal.data(self.host.name, numaforge_journal.REBOOT_REQUESTED).get("time")
+        requested = accepted or journal.data(self.host.name, numaforge_journal.RESET_SENDING).get("time") or 0
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(requested))
-        note = f"reset requested by the previous run at {when}; waiting for it, not resetting again"
+        note = (
+            f"reset requested by the previous run at {when}"
+            + ("" if accepted else " (it stopped before the BMC's answer: whether the BMC took it is unknown)")
+            + "; waiting for it, not resetting again"
+        )
         st, waits = self.state, self.opts.vendor_map(self.state.vendor).reboot
         want, paths = desired_values(self.plan), (st.system_path, st.bios_path)
         waited = wait_back(self.client, paths, want, self.opts.timeouts, waits, st.registry.value_names)
@@ -126,6 +133,7 @@ class HostApply:
         while changes:
             try:
                 answer = patch_settings(self.client, self.state, changes, use_at)
+                self._written(changes, answer)
             except RedfishPreconditionFailedError:
                 if patch_action(True, self.replanned) == "conflict":
                     raise ConcurrentChangeError(
@@ -137,15 +145,34 @@ class HostApply:
                 changes = self._replan_before_write()
                 self.data["replanned_after_412"] = self.replanned = True
                 continue
-            self._written(changes, answer)
+            except RedfishRedirectError:
+                raise  # answered and not carried out: nothing was written
+            except NumaforgeError as exc:
+                if outcome_unknown(exc):
+                    self._unsure(changes)
+                raise
             break
         return detail
 
+    def _unsure(self, changes: dict) -> None:
+        """The PATCH of ``changes`` (or its read-back) failed or was cut: its outcome is unknown, so what the BMC
+        holds now is re-read and goes into the result -- written, pending, the journal -- before the host's
+        error is reported (issue 40 item 3)."""
+        write = reread_unsure(self.client, self.state, changes)
+        self.data["write"] = write
+        held = sorted(write["bmc_holds"])
+        self.data["changed"] = held
+        self.data["pending"] = sorted(set(self.data["pending"]) | set(held))
+        if held and self.journal is not None:
+            self.journal.record(self.host.name, "patched", attributes=held, outcome="re-read after an unknown outcome")
+
     def _written(self, changes: dict, answer) -> None:
-        check_staged(self.client, self.state, changes, self.where)
+        held = set(check_staged(self.client, self.state, changes, self.where))
+        self.data.pop("write", None)
         self.written = True
         self.data["changed"] = sorted(changes)
-        self.data["pending"] = sorted(set(self.data["pending"]) | set(changes))
+        # what the settings object holds now, of the plan's and ours: not the plan's list plus what was sent
+        self.data["pending"] = sorted((set(self.data["pending"]) | set(changes)) & held)
         self.job.adopt(answer)
         if self.journal is not None:
             self.journal.record(self.host.name, "patched", attributes=sorted(changes))
@@ -157,10 +184,21 @@ class HostApply:
         self.job.refuse_failed(job)
         return self.data["job"]
 
+    def _reset_heard(self, outcome: str) -> None:
+        """The journal of a reset request: "reset-sending" on disk before it leaves (a crash then: outcome
+        unknown, a re-run waits rather than resets twice), "reboot-requested" only once the BMC accepted it (2xx,
+        no redirect), "reset-sending" retracted when it refused (a re-run resets: issue 40 item 3)."""
+        if self.journal is None:
+            return
+        if outcome == "sending":
+            self.journal.record(self.host.name, numaforge_journal.RESET_SENDING)
+        elif outcome == "accepted":
+            self.journal.record(self.host.name, numaforge_journal.REBOOT_REQUESTED)
+        elif outcome == "refused":
+            self.journal.retract(self.host.name, numaforge_journal.RESET_SENDING)
+
     def do_reboot(self) -> dict:
         self.job.require_scheduled()
-        if self.journal is not None:  # on disk before the reset is requested
-            self.journal.record(self.host.name, "reboot-requested")
         st = self.state
         detail = reboot(
             self.client,
@@ -172,6 +210,7 @@ class HostApply:
             self.result.data,
             self.job.state_probe(),
             st.registry.value_names,
+            self._reset_heard,
         )
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")

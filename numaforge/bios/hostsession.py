@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from ..errors import NumaforgeError
 from ..inventory.preflight import CA_BUNDLE_FIX, ca_bundle_problem
+from ..program import prog
 from ..report import HostResult
 from .discovery import RegistryCache, Shape, shape_key
 from .exchange import RetryPolicy
@@ -108,8 +109,26 @@ def fail(result: HostResult, exc: BaseException) -> None:
     done = []
     if result.data.get("changed"):
         done.append(f"written before it stopped: {', '.join(result.data['changed'])} (pending until a reset)")
+    write = result.data.get("write") or {}
+    if write.get("outcome") == "unknown":
+        done.append(
+            "outcome unknown of the PATCH that was on the wire; "
+            + (
+                f"re-read: the BMC holds {len(write['bmc_holds'])} of the {len(write['sent'])} values sent"
+                + (f", not {', '.join(write['unknown'])}" if write["unknown"] else "")
+                if write.get("reread") == "ok"
+                else f"the re-read {write.get('reread', 'failed')}, so these may or may not be written: "
+                + ", ".join(write["sent"])
+                + f" (`{prog()} bios-plan` shows what the BMC holds)"
+            )
+        )
     if result.data.get("reset_requested"):
         done.append(f"a reset was requested at {result.data['reset_requested']}")
+    elif result.data.get("reset_outcome_unknown"):
+        done.append(
+            f"a reset request sent at {result.data['reset_outcome_unknown']} got no answer: whether the BMC "
+            "took it is unknown (a re-run waits for it rather than reset again)"
+        )
     if done:
         result.message += "\n  " + "; ".join(done)
 

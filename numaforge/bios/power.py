@@ -171,23 +171,56 @@ def reset_action(system: dict, system_path: str) -> tuple[str, list[str]]:
     return path_of(target), list(action.get("ResetType@Redfish.AllowableValues") or [])
 
 
-def _send(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:
+def _send(
+    client: RedfishClient,
+    target: str,
+    kind: str,
+    result_data: dict | None,
+    on_reset: Callable[[str], None] | None = None,
+) -> str:
     """POST one reset request, noted in ``result_data["resets"]`` before it is sent. "" when accepted, else
-    what went wrong (the caller re-reads the host's state: the BMC may have acted anyway)."""
+    what went wrong (the caller re-reads the host's state: the BMC may have acted anyway). ``on_reset`` hears
+    "sending" before the request leaves, then "accepted" (2xx, no redirect: ``result_data["reset_requested"]``
+    is set only then), "refused" (a redirect or a 4xx: not carried out) -- or nothing more when the outcome is
+    unknown (no answer, 5xx: ``result_data["reset_outcome_unknown"]``). Issue 40 item 3: a refused reset was
+    recorded as requested and a re-run waited for a reset that never happened."""
     budget.check(f"the {kind} reset request")  # an interrupted run stops here, before anything is noted
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entry: dict[str, Any] = {"type": kind, "requested": stamp}
     if result_data is not None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        result_data.setdefault("resets", []).append({"type": kind, "requested": stamp})
-        result_data.setdefault("reset_requested", stamp)
+        result_data.setdefault("resets", []).append(entry)
+
+    def heard(outcome: str) -> None:
+        entry["outcome"] = outcome
+        if result_data is not None and outcome == "accepted":
+            result_data.setdefault("reset_requested", stamp)
+            result_data.pop("reset_outcome_unknown", None)
+        elif result_data is not None and outcome == "unknown" and "reset_requested" not in result_data:
+            result_data["reset_outcome_unknown"] = stamp
+        if on_reset is not None and outcome != "unknown":
+            on_reset(outcome)
+
+    if on_reset is not None:
+        on_reset("sending")
     try:
         r = client.post(target, {"ResetType": kind})
     except RedfishRedirectError as exc:  # answered, not carried out (a redirect is never followed)
+        heard("refused")
         return f"ComputerSystem.Reset {kind}: {exc.what}"
     except RedfishHTTPError as exc:
+        heard("refused" if exc.status < 500 else "unknown")
         return f"ComputerSystem.Reset {kind} answered {exc.status}: {exc.what}"
     except RedfishError as exc:
+        heard("unknown")
         return f"ComputerSystem.Reset {kind} got no answer ({exc.what})"
-    return f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}" if r.status >= 400 else ""
+    except BaseException:  # cut on the wire (a stop, the budget): the BMC may have taken it
+        heard("unknown")
+        raise
+    if r.status >= 400:
+        heard("refused" if r.status < 500 else "unknown")
+        return f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}"
+    heard("accepted")
+    return ""
 
 
 def reboot(
@@ -200,10 +233,11 @@ def reboot(
     result_data: dict | None = None,
     job: Callable[[], str] | None = None,
     names: Callable[[dict], dict] | None = None,
+    on_reset: Callable[[str], None] | None = None,
 ) -> dict:
     """Graceful restart; ForceRestart only for an OS that ignored it (force_verdict); wait until the OS runs
     again and the new values are current. ``paths``: (System, Bios). Raises with a verdict, never resets twice
-    for a host that is booting."""
+    for a host that is booting. ``on_reset``: told of each reset request (``_send``), for the journal."""
     system_path, bios_path = paths
     target, allowed = reset_action(system, system_path)
     graceful, power_on = waits(t, vendor_waits)
@@ -213,7 +247,7 @@ def reboot(
     if allowed and first not in allowed:
         first = next((k for k in ("GracefulRestart", "ForceRestart", "PowerCycle") if k in allowed), first)
     log: dict[str, Any] = {"resets": [], "waits": {"graceful": graceful, "power_on": power_on}}
-    error = _send(client, target, first, result_data)
+    error = _send(client, target, first, result_data, on_reset)
     log["resets"].append({"type": first, "error": error} if error else {"type": first})
     start = time.monotonic()
     seen_restart, forced, held = False, first != "GracefulRestart", []
@@ -239,7 +273,7 @@ def reboot(
             if why:
                 held += [] if why in held else [why]
             else:
-                error = _send(client, target, "ForceRestart", result_data)
+                error = _send(client, target, "ForceRestart", result_data, on_reset)
                 log["resets"].append({"type": "ForceRestart", "error": error} if error else {"type": "ForceRestart"})
                 log["forced_after_s"] = round(elapsed, 1)
                 before, forced = now, True

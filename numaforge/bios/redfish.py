@@ -17,9 +17,11 @@ Safety rules enforced here:
 * TLS is verified: with the inventory's ``ca_bundle`` when given, else the default CA store. (The library
   itself would skip verification when no CA file is passed, so one is always passed.) ``insecure=True``
   turns verification off and records a loud warning in the client's ``warnings``.
-* Retries (tenacity, exponential backoff, honouring ``Retry-After``): GET/DELETE on connection errors,
-  timeouts, 5xx and unparsable JSON; POST/PATCH only on 503 or a connect timeout, i.e. when the BMC cannot
-  have acted on the request. The library's own blind retry loop is disabled (max_retry=0).
+* Retries (tenacity, exponential backoff, honouring ``Retry-After``; ``--bmc-retries``): GET/DELETE on connection
+  errors, connect timeouts, 5xx and unparsable JSON; POST/PATCH only on 503 or a connect timeout, i.e. when the
+  BMC cannot have acted on the request. A read timeout is not retried: a BMC silent that long is hung, and three
+  more tries cost a hung BMC 54 s per host (issue 39 item 7). The library's own blind retry loop is disabled
+  (max_retry=0). A transport failure is said in words with the option that changes it, never urllib3's text.
 * The session token and password never leave this object: not in results, errors, or reports. Both (and
   the basic-auth header value) are registered with numaforge.secrets, so text a BMC echoes back is
   redacted wherever it is shown or written.
@@ -30,6 +32,7 @@ Safety rules enforced here:
 from __future__ import annotations
 
 import base64
+import re
 import threading
 import warnings as _warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +51,7 @@ from redfish.rest.v1 import (
 )
 
 from .. import budget, safeio, secrets
-from .deadline import capped, cut_reason, quiet_library_logging
+from .deadline import AnswerTooLarge, MiB, capped, cut_reason, quiet_library_logging
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -61,13 +64,13 @@ from .errors import (
 from .errors import connection_refused as _refused
 from .errors import fix_for_status as _fix_for
 from .errors import password_change_uri as _password_change_uri
-from .errors import shorten as _short
 from .errors import ssl_reason as _ssl_reason
 from .exchange import REFUSED_LOCATION, NoRedirects, Response, RetryPolicy, default_ca_file, path_of
 
 quiet_library_logging()  # the library logs whole response bodies: masked, and not printed (deadline.py)
 
 IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+_POOL = re.compile(r"\w*(HTTPS?ConnectionPool|_HTTPS?Pool)\(host=[^)]*\):\s*")  # urllib3's pool in its texts
 MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024
 LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C and --host-timeout too)
 AUTH_MODES = ("auto", "session", "basic")
@@ -334,7 +337,7 @@ class RedfishClient:
         reason = cut_reason()
         if reason is None:
             return None
-        budget.check(f"the answer to {method} {path} on {self.host} (cut while the BMC was still sending it)")
+        budget.check(f"the answer to {method} {path} on {self.host} (cut: the BMC had not finished answering)")
         if reason == "stop":  # a clean-up request (logout) after a stop: not worth more words
             return RedfishError(f"{method} {path} was cut: the run was stopped", f"{self.host} ({self.base_url})")
         return RedfishError(
@@ -347,11 +350,24 @@ class RedfishClient:
             "re-run (finished hosts are kept)",
         )
 
+    def _too_large(self, method: str, path: str, big: AnswerTooLarge) -> RedfishError:
+        size = f"announced {big.got} bytes" if big.declared else f"more than {big.cap} bytes had come"
+        return RedfishError(
+            f"{method} {path}: the BMC's answer is larger than the {big.cap // MiB} MiB cap for a {big.kind} "
+            f"({size}); it was refused, nothing of it was used"
+            + (" (the BMC may have carried the request out)" if method not in IDEMPOTENT else ""),
+            f"{self.host} ({self.base_url})",
+            "the BMC firmware or something on the network answers with far too much data: check the BMC "
+            "(a BMC reset often helps), then re-run",
+        )
+
     def _transport_error(self, method: str, path: str, exc: BaseException) -> RedfishError:
         cut = self._cut_error(method, path)
         if cut is not None:
             return cut
         cause = exc.__cause__ or exc
+        if isinstance(cause, AnswerTooLarge):  # e.g. a login answered with far too much
+            return self._too_large(method, path, cause)
         if isinstance(cause, requests.exceptions.SSLError):
             text = str(cause)
             if "hostname mismatch" in text.lower() or "doesn't match" in text or "not valid for" in text.lower():
@@ -377,15 +393,39 @@ class RedfishClient:
             )
         if isinstance(cause, requests.exceptions.Timeout):
             return RedfishError(
-                f"{method} {path} timed out",
+                self._failed(method, path, cause)
+                + ("; the BMC may have carried the request out" if method not in IDEMPOTENT else ""),
                 f"{self.host} ({self.base_url})",
-                "check the BMC is reachable and responsive; re-run (finished hosts are kept)",
+                "check the BMC is reachable and its Redfish service responsive (a BMC reset often helps); for a BMC "
+                "that is slow but working, raise --bmc-read-timeout / --bmc-connect-timeout",
             )
         return RedfishError(
-            f"{method} {path} failed: cannot reach the BMC ({_short(cause)})",
+            f"{method} {path} failed: cannot reach the BMC ({self._cause_text(cause)})",
             f"{self.host} ({self.base_url})",
             "check bmc.url, the network path to the BMC and that its Redfish service is on",
         )
+
+    def _failed(self, method: str, path: str, cause: BaseException | None) -> str:
+        """ "GET /x timed out: ..." or "GET /x: the BMC closed the connection ..." (one line, in words)."""
+        text = self._cause_text(cause)
+        return f"{method} {path} {text}" if text.startswith("timed out") else f"{method} {path}: {text}"
+
+    def _cause_text(self, cause: BaseException | None) -> str:
+        """What went wrong on the wire, in words (never urllib3's pool repr and retry text)."""
+        p = self.policy
+        if isinstance(cause, requests.exceptions.ConnectTimeout):
+            return f"timed out: no connection within the connect timeout of {p.connect_timeout:g} s (--bmc-connect-timeout)"
+        if isinstance(cause, requests.exceptions.ReadTimeout):
+            return (
+                "timed out: the BMC took the connection but sent no answer within the timeout "
+                f"({p.connect_timeout:g} s for the TLS handshake, --bmc-connect-timeout; {p.read_timeout:g} s "
+                "for an answer, --bmc-read-timeout)"
+            )
+        text = str(cause or "")
+        if "Connection reset" in text or "RemoteDisconnected" in text or "Connection aborted" in text:
+            return "the BMC closed the connection without an answer"
+        text = _POOL.sub("", text)
+        return (text if len(text) < 200 else text[:200] + "...") or type(cause).__name__
 
     def _once(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Response:
         retryable_transport = method in IDEMPOTENT
@@ -398,11 +438,16 @@ class RedfishClient:
         except RetriesExhaustedError as exc:
             cause = exc.__cause__
             self.requests.append((method, path, None))
+            if isinstance(cause, AnswerTooLarge):  # asking again gets the same answer
+                raise self._too_large(method, path, cause) from None
             if isinstance(cause, requests.exceptions.SSLError) or _refused(cause) or cut_reason():
                 # a certificate does not get better by asking again; a closed port is not a busy BMC
                 raise self._transport_error(method, path, exc) from None
+            if isinstance(cause, requests.exceptions.ReadTimeout):
+                # silent for a whole read timeout: hung, not busy -- asking again would only multiply the wait
+                raise self._transport_error(method, path, exc) from None
             if retryable_transport or isinstance(cause, requests.exceptions.ConnectTimeout):
-                raise _Transient(f"{method} {path}: {_short(cause)}") from exc
+                raise _Transient(self._failed(method, path, cause)) from exc
             raise self._transport_error(method, path, exc) from None
         status = raw.status
         self.requests.append((method, path, status))
@@ -476,8 +521,8 @@ class RedfishClient:
             exc = state.outcome.exception() if state.outcome else None
             base = min(policy.backoff * 2 ** (state.attempt_number - 1), policy.max_wait)
             if isinstance(exc, _Transient) and exc.retry_after is not None:
-                return min(max(exc.retry_after, 0.0), policy.max_wait)
-            return base
+                base = min(max(exc.retry_after, 0.0), policy.max_wait)
+            return budget.cap(base) or 0.0  # never past the host's budget: the next try's check ends it there
 
         try:
             for attempt in tenacity.Retrying(
@@ -487,12 +532,16 @@ class RedfishClient:
                 reraise=True,
             ):
                 with attempt:
+                    tries = attempt.retry_state.attempt_number
+                    if tries > 1:  # a used-up budget or a stop ends the host here, not after every retry
+                        budget.check(f"{method} {path} on {self.host} (try {tries} of {policy.attempts})")
                     return self._checked(self._once(method, path, body, headers))
         except _Transient as exc:
             raise RedfishError(
                 f"{exc.what} (gave up after {policy.attempts} attempts)",
                 f"{self.host} ({self.base_url})",
-                "the BMC is busy or failing; re-run later (finished hosts are kept)",
+                "the BMC is busy or failing; re-run later (finished hosts are kept), or allow more tries with "
+                "--bmc-retries",
             ) from None
         raise AssertionError("unreachable")
 

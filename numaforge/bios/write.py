@@ -5,16 +5,23 @@ An error answer or a lost one is followed by a re-read of the settings object: w
 BMC did act; otherwise the report names what it holds (nothing is half-written by us: the PATCH is one request)
 and the host stops. A lost answer (timeout, reset) is not a "no": the object is re-read for up to the read timeout
 (the BMC may still be working on the request), and the report names the pending values and BIOS jobs then. After
-an accepted PATCH the object must hold what was sent (``check_staged``, issue 25 item 5)."""
+an accepted PATCH the object must hold what was sent (``check_staged``, issue 25 item 5).
+
+A PATCH whose outcome is unknown -- cut on the wire by Ctrl-C/SIGTERM or the host's --host-timeout, or any error
+after it left -- is never dropped from the report (issue 40 item 3): ``reread_unsure`` re-reads the settings
+object (outside the host's budget, at most REREAD_SECONDS) and says which values sent the BMC now holds; the
+host's result lists those as written and the rest as of unknown outcome."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from .. import budget
 from ..errors import NumaforgeError
 from ..program import prog
 from .configjob import job_queue
+from .deadline import capped
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -28,6 +35,27 @@ from .hoststate import BiosState
 from .plan import pending_values, staged_mismatches
 from .redfish import RedfishClient
 from .resources import SettingsObject
+
+REREAD_SECONDS = 5.0  # the re-read of a PATCH whose outcome is unknown: each request at most this long
+
+
+def reread_unsure(client: RedfishClient, state: BiosState, changes: dict) -> dict[str, Any]:
+    """After a PATCH of ``changes`` whose outcome is unknown: what the BMC holds now, as the host's
+    ``data["write"]``: ``sent`` (attribute names), ``outcome`` "unknown", ``reread`` "ok" or "failed: why",
+    ``bmc_holds`` ({attribute: value} of the values sent that the settings object holds) and ``unknown`` (sent,
+    not seen held: not written, or written and not shown). Runs after a stop or a used-up budget too (lifted),
+    each request capped at REREAD_SECONDS. Never raises for a BMC problem."""
+    out: dict[str, Any] = {"sent": sorted(changes), "outcome": "unknown", "bmc_holds": {}, "unknown": sorted(changes)}
+    try:
+        with budget.lifted(), capped(REREAD_SECONDS):
+            attrs = SettingsObject.load(client, state.settings_path).attributes
+    except NumaforgeError as exc:
+        out["reread"] = f"failed: {exc.what}"
+        return out
+    now = pending_values(state.current, attrs)
+    held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
+    out.update(reread="ok", bmc_holds=held, unknown=sorted(k for k in changes if k not in held))
+    return out
 
 
 def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool) -> Response | None:
@@ -46,10 +74,22 @@ def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_a
         what = exc.what
     except RedfishError as exc:
         answered, what = None, f"PATCH {state.settings_path} got no answer ({exc.what})"
-    now = _staged_after(client, state, changes, what, patient=answered is None)
+    try:
+        now = _staged_after(client, state, changes, what, patient=answered is None)
+    except NumaforgeError as exc:
+        exc.outcome_unknown = answered is None  # type: ignore[attr-defined]
+        raise
     if now is None:
         return None
-    raise _not_written(client, state, now, what, answered)
+    error = _not_written(client, state, now, what, answered)
+    error.outcome_unknown = answered is None  # type: ignore[attr-defined]
+    raise error
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """True when ``exc`` ended a PATCH without telling whether the BMC took it: cut on the wire (a stop, the
+    host's budget) or its answer lost (patch_settings marks those)."""
+    return isinstance(exc, (budget.Stopped, budget.HostTimeout)) or bool(getattr(exc, "outcome_unknown", False))
 
 
 def _refused(client: RedfishClient, state: BiosState, exc: RedfishHTTPError) -> RedfishError:
@@ -134,11 +174,14 @@ def _jobs_text(client: RedfishClient, state: BiosState) -> str:
     return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
-def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> None:
-    """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5)."""
+def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:
+    """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5). Returns
+    the attributes it holds pending now (differing from current): what the report calls pending, never the plan's
+    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3)."""
     reg = state.registry
     held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
-    wrong = staged_mismatches(changes, reg.value_names(state.current), held)
+    current = reg.value_names(state.current)
+    wrong = staged_mismatches(changes, current, held)
     if wrong:
         raise RedfishError(
             f"the BMC accepted the PATCH but its settings object ({state.settings_path}) does not hold "
@@ -147,3 +190,4 @@ def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: 
             f"the BMC said yes and staged something else: check its firmware and log; `{prog()} bios-plan` shows "
             f"what is pending, `{prog()} bios-clear-pending` (Dell) or a new bios-apply replaces it",
         )
+    return sorted(pending_values(current, held))

@@ -23,6 +23,7 @@ from .optionsets import RolloutSpec, exit_on_changes, task
 
 if TYPE_CHECKING:
     from ..bios import apply as bapply
+    from ..bios import capture as bcapture
     from ..bios import hostplan as bhostplan
     from ..bios import operations as bops
     from ..bios import profile as bprofile
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..bios import verify as bverify
 else:  # imported by the task that uses them (numaforge.lazy)
     bapply = lazy_module("numaforge.bios.apply")
+    bcapture = lazy_module("numaforge.bios.capture")
     bhostplan = lazy_module("numaforge.bios.hostplan")
     bops = lazy_module("numaforge.bios.operations")
     bprofile = lazy_module("numaforge.bios.profile")
@@ -192,20 +194,28 @@ def _run(c, task_name: str, action: str, select, rollout, opts: bapply.HostOptio
     return common.execute(task_name, body, json=json, options=options)
 
 
-BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False)
-BMC_ROLLING = RolloutSpec(forks=FORKS_BMC)
+BMC_READ = RolloutSpec(forks=FORKS_BMC, rolling=False, bmc=True)
+BMC_ROLLING = RolloutSpec(forks=FORKS_BMC, bmc=True)
+
+
+def _policy(bmc: values.BmcPolicy) -> bapply.RetryPolicy:
+    """--bmc-connect-timeout / --bmc-read-timeout / --bmc-retries as the Redfish client's policy."""
+    return bapply.RetryPolicy(
+        connect_timeout=bmc.connect_timeout, read_timeout=bmc.read_timeout, attempts=bmc.retries + 1
+    )
 
 
 @task(
     hosts=True,
     rollout=BMC_READ,
     help={**BIOS_HELP, **UNVERIFIED_HELP},
-    checks={**PROFILE_CHECK, "unverified": lambda v: _policy(v)},
+    checks={**PROFILE_CHECK, "unverified": lambda v: _unverified(v)},
 )
 def bios_plan(
     c,
     select,
     rollout,
+    bmc_policy,
     profile=None,
     insecure=False,
     unverified=None,
@@ -216,7 +226,11 @@ def bios_plan(
     """Show, per host, what bios-apply would change: current vs pending vs desired, validated against the
     BMC's attribute registry. Writes nothing."""
     opts = bapply.HostOptions(
-        profile=profile, insecure=insecure, discovery_cache=discovery_cache, unverified=_policy(unverified)
+        profile=profile,
+        insecure=insecure,
+        discovery_cache=discovery_cache,
+        unverified=_unverified(unverified),
+        policy=_policy(bmc_policy),
     )
     options = {"profile": profile, "insecure": insecure, "unverified": unverified}
     report = _run(c, "bios-plan", "plan", select, rollout, opts, options, json)
@@ -224,7 +238,7 @@ def bios_plan(
     exit_on_changes(report, detailed_exitcode, lambda h: h.data.get("would_change") or h.data.get("pending"))
 
 
-def _policy(value: str | None) -> str | None:
+def _unverified(value: str | None) -> str | None:
     """--unverified: one of the policies (exit 2 naming the option otherwise)."""
     if value is not None and value not in UNVERIFIED_POLICIES:
         raise values.OptionValueError(
@@ -261,6 +275,7 @@ def bios_apply(
     c,
     select,
     rollout,
+    bmc_policy,
     profile=None,
     reboot=False,
     insecure=False,
@@ -284,7 +299,8 @@ def bios_apply(
         insecure=insecure,
         reboot=reboot,
         discovery_cache=discovery_cache,
-        unverified=_policy(unverified),
+        unverified=_unverified(unverified),
+        policy=_policy(bmc_policy),
     )
     options = {"profile": profile, "reboot": reboot, "insecure": insecure, "unverified": unverified}
     _run(c, "bios-apply", "apply", select, rollout, opts, options, json, timeouts=timeouts)
@@ -304,6 +320,7 @@ def bios_verify(
     c,
     select,
     rollout,
+    bmc_policy,
     profile=None,
     insecure=False,
     discovery_cache=True,
@@ -314,7 +331,9 @@ def bios_verify(
     """Prove the profile took effect: BMC current values == desired, and the OS-visible consequence of each
     setting (one row per setting: BMC value, OS evidence, verdict ok / mismatch / cannot tell with why)."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(profile=profile, insecure=insecure, discovery_cache=discovery_cache)
+    opts = bapply.HostOptions(
+        profile=profile, insecure=insecure, discovery_cache=discovery_cache, policy=_policy(bmc_policy)
+    )
     vopts = bverify.VerifyOptions(os_side=os, accept_new_host_key=accept_new_host_key)
 
     def body(report: Report):
@@ -392,10 +411,10 @@ OPS_HELP = {
 }
 
 
-def _operation(c, task_name: str, name: str, oopts, select, rollout, insecure: bool, json, options: dict):
+def _operation(c, task_name: str, name: str, oopts, select, rollout, bmc_policy, insecure: bool, json, options: dict):
     """The shared body of the bios-jobs/job-delete/clear-pending/reset-defaults tasks."""
     _warn_insecure(insecure)
-    opts = bapply.HostOptions(insecure=insecure)
+    opts = bapply.HostOptions(insecure=insecure, policy=_policy(bmc_policy))
 
     def body(report: Report):
         _inv, hosts = common.load_selected(c, report, select)
@@ -442,11 +461,11 @@ def _ops_help(*extra: dict) -> dict:
     rollout=BMC_ROLLING,
     help=_ops_help({"all_jobs": "list every job in the BMC's queue, not only BIOS configuration jobs"}),
 )
-def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
+def bios_jobs(c, select, rollout, bmc_policy, all_jobs=False, insecure=False, json=None):
     """List the BIOS configuration jobs on each host's BMC (Dell iDRAC job queue, DMTF JobService): id, state,
     message. A queued BIOS job blocks bios-apply; remove a stale one with bios-job-delete. Writes nothing."""
     oopts = bops.OpOptions(all_jobs=all_jobs)
-    _operation(c, "bios-jobs", "jobs", oopts, select, rollout, insecure, json, {"all_jobs": all_jobs})
+    _operation(c, "bios-jobs", "jobs", oopts, select, rollout, bmc_policy, insecure, json, {"all_jobs": all_jobs})
 
 
 @task(
@@ -458,30 +477,67 @@ def bios_jobs(c, select, rollout, all_jobs=False, insecure=False, json=None):
         OPS_HELP, {"job": "delete only this job id (default: every queued BIOS configuration job of each host)"}
     ),
 )
-def bios_job_delete(c, select, rollout, job=None, dry_run=False, insecure=False, json=None):
+def bios_job_delete(c, select, rollout, bmc_policy, job=None, dry_run=False, insecure=False, json=None):
     """Delete queued BIOS configuration jobs (plan first: --dry-run shows it). A running job is never deleted
     (the host is applying it), nor any job that is not a BIOS configuration job -- a queued firmware update of
     the BIOS included: the host fails with a message saying so. iDRAC discards the pending values of a
     deleted job; the report lists what is still pending."""
     oopts = bops.OpOptions(dry_run=dry_run, job_id=job)
-    _operation(c, "bios-job-delete", "job-delete", oopts, select, rollout, insecure, json, {"job": job})
+    _operation(c, "bios-job-delete", "job-delete", oopts, select, rollout, bmc_policy, insecure, json, {"job": job})
 
 
 @task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
-def bios_clear_pending(c, select, rollout, dry_run=False, insecure=False, json=None):
+def bios_clear_pending(c, select, rollout, bmc_policy, dry_run=False, insecure=False, json=None):
     """Discard the BIOS values pending on each BMC (plan first: --dry-run lists them): iDRAC's ClearPending
     action where offered, else one PATCH writing the current values back. Refused while a config job would
     apply them (delete it first with bios-job-delete)."""
     oopts = bops.OpOptions(dry_run=dry_run)
-    _operation(c, "bios-clear-pending", "clear-pending", oopts, select, rollout, insecure, json, {})
+    _operation(c, "bios-clear-pending", "clear-pending", oopts, select, rollout, bmc_policy, insecure, json, {})
 
 
 @task(hosts=True, write=True, rollout=BMC_ROLLING, help=_ops_help(OPS_HELP))
-def bios_reset_defaults(c, select, rollout, dry_run=False, insecure=False, json=None):
+def bios_reset_defaults(c, select, rollout, bmc_policy, dry_run=False, insecure=False, json=None):
     """Reset each host's BIOS to its defaults with Bios.ResetBios (plan first: --dry-run lists the attributes
     that differ from the registry's DefaultValue). The defaults apply at the next host reset."""
     oopts = bops.OpOptions(dry_run=dry_run)
-    _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, insecure, json, {})
+    _operation(c, "bios-reset-defaults", "reset-defaults", oopts, select, rollout, bmc_policy, insecure, json, {})
+
+
+@task(
+    hosts=True,
+    rollout=BMC_ROLLING,
+    help=_ops_help(
+        {
+            "directory": "a new (or empty) directory for the capture; with several hosts, one subdirectory per host "
+            "(docs/bios-profiles.md, Capturing a BMC)",
+        }
+    ),
+    positional=["directory"],
+    checks={"directory": values.new_dir("--directory", "capture directory")},  # numaforge.cli.values.preflight
+)
+def bios_capture(c, select, rollout, bmc_policy, directory=None, insecure=False, json=None):
+    """Record what the BIOS tasks read from each host's BMC (service root, system, Bios, settings object, attribute
+    registry, jobs, ActionInfo, managers) in DMTF's mockup layout, with serial numbers, UUIDs, MAC and IP
+    addresses, passwords and tokens replaced by placeholders; replay it with `lab-up --bmc-mockup DIRECTORY`.
+    Reads only (GET); writes nothing to the BMC."""
+    if not directory or str(directory).startswith("-"):
+        raise values.OptionValueError(
+            "the capture directory is missing" if not directory else f"{directory!r} is an option, not a directory",
+            "DIRECTORY",
+            f"pass one: `{prog()} bios-capture --host H DIRECTORY` (help: `{prog()} bios-capture --help`)",
+        )
+    _warn_insecure(insecure)
+    opts = bapply.HostOptions(insecure=insecure, policy=_policy(bmc_policy))
+
+    def body(report: Report):
+        _inv, hosts = common.load_selected(c, report, select)
+        outcome = bcapture.run_capture(hosts, opts, directory, rollout, progress=len(hosts) > 1)
+        report.hosts.extend(outcome.results)
+        report.data["fleet"] = outcome.as_dict()
+        if outcome.reason:
+            common.console.print(f"rollout: {esc(outcome.summary())}")
+
+    common.execute("bios-capture", body, json=json, options={"directory": directory, "insecure": insecure})
 
 
 POWER_ACTIONS = ("status", "on", "off", "graceful-restart", "force-restart")  # numaforge.bios.power.POWER_ACTIONS
@@ -501,14 +557,14 @@ POWER_HELP = {
     positional=["action"],
     checks={"action": lambda v: _power_action(v)},  # before any BMC is asked (numaforge.cli.values.preflight)
 )
-def bmc_power(c, select, rollout, action=None, dry_run=False, insecure=False, json=None):
+def bmc_power(c, select, rollout, bmc_policy, action=None, dry_run=False, insecure=False, json=None):
     """Power a host on or off, restart it, or show its power and boot state: ComputerSystem.Reset through its BMC
     (plan first: --dry-run says what would be sent), with bios-apply's POST safety -- nothing is sent to a host
     that is booting, and a forced reset only while the BMC shows its OS running. A restart applies pending BIOS
     values (after bios-reset-defaults, or a queued Dell config job) without writing any."""
     _power_action(action)
     oopts = bops.OpOptions(dry_run=dry_run, power=action)
-    _operation(c, "bmc-power", "power", oopts, select, rollout, insecure, json, {"action": action})
+    _operation(c, "bmc-power", "power", oopts, select, rollout, bmc_policy, insecure, json, {"action": action})
 
 
 def _power_action(action: str | None) -> None:
@@ -526,6 +582,7 @@ TASKS = [
     bios_plan,
     bios_apply,
     bios_verify,
+    bios_capture,
     bios_jobs,
     bios_job_delete,
     bios_clear_pending,

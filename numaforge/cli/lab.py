@@ -40,6 +40,9 @@ else:  # imported by the task that uses them (numaforge.lazy)
         "bmc_flavour": "vendor shape of the simulated BMC: dell (default), hpe, supermicro, lenovo, generic, or a "
         "vendor generation (hpe-gen11, dell-16g, smc-h13, ...; docs/bmc-simulator.md lists them); the lab "
         "inventory gets its vendor",
+        "bmc_mockup": "serve this captured Redfish tree (DMTF mockup layout, e.g. bios-capture's output or "
+        "tests/data/captures/*) instead of a flavour; the lab inventory gets bmc.vendor auto "
+        "(docs/bmc-simulator.md, Mockup mode)",
         "vm": "start the VM (--no-vm to start only the BMC simulator)",
         "bmc": "start the BMC simulator (--no-bmc to start only the VM)",
         "persist": "attach the VM's persistent disk (<lab state>/vm/persist.img): host OS settings survive a VM reboot",
@@ -53,6 +56,7 @@ def lab_up(
     kernel="lab",
     topology="backplane4",
     bmc_flavour="dell",
+    bmc_mockup=None,
     vm=True,
     bmc=True,
     persist=False,
@@ -63,6 +67,8 @@ def lab_up(
 ):
     """Start the lab: a NUMA qemu VM (--topology) and a Redfish BMC simulator on 127.0.0.1; write its inventory."""
 
+    mockup = values.mockup_dir(bmc_mockup, "--bmc-mockup")
+
     def body(report: Report):
         host = report.host("lab-vm")
         host.status = "unchanged"  # "changed" once this run started something (the report's vocabulary)
@@ -71,7 +77,7 @@ def lab_up(
         if bmc:
             with host.step("bmc-up") as s:
                 port = int(bmc_port) if bmc_port else services.pick_port(services.BMC_PORT)
-                info = services.bmc_up(flavour=bmc_flavour, port=port)
+                info = services.bmc_up(flavour=bmc_flavour, port=port, mockup=mockup)
                 s.detail = asdict(info)
                 url = info.url
                 # the running BMC's flavour (an already running one may differ from --bmc-flavour)
@@ -95,7 +101,9 @@ def lab_up(
                 f"vm: {vinfo.release} with {vinfo.nodes} NUMA nodes ({vinfo.topology}), ssh on 127.0.0.1:{vinfo.ssh_port}"
                 f" (ready after {vinfo.ssh_seconds} s)"
             )
-        inv = services.write_lab_inventory(ssh_port=vport, bmc_url=url, vendor=vendor)
+        inv = services.write_lab_inventory(
+            ssh_port=vport, bmc_url=url, vendor=vendor, system_id=info.system_id if bmc else None
+        )
         report.data["inventory"] = str(inv)
         common.console.print(f"inventory: {inv} (--inventory lab)")
         if started:

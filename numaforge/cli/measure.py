@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..livepatch import arms as lparms
     from ..livepatch import probe as lprobe
     from ..measure import arms as marms
-    from ..measure import render
+    from ..measure import configs, render
     from ..measure import runner as mrunner
     from ..measure import scenario as msc
     from ..remote import ssh
@@ -42,6 +42,7 @@ else:  # imported by the task that uses them (numaforge.lazy)
     lprobe = lazy_module("numaforge.livepatch.probe")
     msc = lazy_module("numaforge.measure.scenario")
     marms = lazy_module("numaforge.measure.arms")
+    configs = lazy_module("numaforge.measure.configs")
     render = lazy_module("numaforge.measure.render")
     mrunner = lazy_module("numaforge.measure.runner")
     ssh = lazy_module("numaforge.remote.ssh")
@@ -65,6 +66,9 @@ HELP = {
     "pref_node": "probe: node P that holds the probe's memory and gets a pinned busy loop per CPU (default: chosen "
     "from the host's SLIT)",
     "src_node": "probe: node S where the probe starts (default: chosen with P)",
+    "pairs": "probe: the configuration space (issue 42): all (every (P, S) of the host's nodes with CPUs), classes "
+    "(one pair per class of the host's SLIT and 5.10's node scan order, numaforge.measure.configs) or P:S,P:S,...; "
+    "each pair a case with its control; replaces --pref-node/--src-node",
     "no_control": "probe: skip the 'source node busy' control case",
     "probe_threads": "probe: threads sharing the probe's buffer (2: the two-thread control of the protocol's "
     "amendment 5; runs only that case; default 1)",
@@ -116,6 +120,7 @@ def _out_path(out, host: str) -> Path:
         "src_node": lambda v: values.non_negative_int(v, "--src-node"),
         "probe_threads": lambda v: _threads(v),
         "second_probe": lambda v: _second(v),
+        "pairs": lambda v: _pairs_option(v, None, None, None, False),  # its form; the options it replaces below
         values.ALL_OPTIONS: lambda o, c: _preflight(o, c),
     },
 )
@@ -140,6 +145,7 @@ def numa_effect(
     scenario="workload",
     pref_node=None,
     src_node=None,
+    pairs=None,
     no_control=False,
     probe_threads=None,
     second_probe=None,
@@ -168,7 +174,10 @@ def numa_effect(
                 _threads(probe_threads),
                 _second(second_probe),
                 _knob(knob, arm, probe_threads, second_probe),
+                _pairs_option(pairs, pref_node, probe_threads, second_probe, knob),
             )
+        elif pairs is not None:
+            raise NumaforgeError("--pairs is a probe option", "--pairs", "add --scenario probe")
         elif knob:
             raise NumaforgeError("--knob is a probe control", "--knob", "add --scenario probe")
         select = values.Selection(
@@ -355,6 +364,33 @@ class _ProbeOptions:
     threads: int
     second: tuple[int, int] | None
     knob: bool
+    pairs: str | None = None  # all | classes | P:S,...: resolved against the host's SLIT once connected
+
+
+def _pairs_option(text, pref_node, probe_threads, second_probe, knob) -> str | None:
+    """--pairs, checked as far as it can be before a host is touched: its form, and no option it replaces."""
+    if text is None:
+        return None
+    text = str(text)
+    if pref_node is not None or probe_threads is not None or second_probe is not None or knob:
+        raise NumaforgeError(
+            "--pairs runs the main case per (P, S) pair",
+            "--pairs",
+            "drop --pref-node/--src-node, --probe-threads, --second-probe and --knob",
+        )
+    if text not in ("all", "classes"):
+        for part in text.split(","):
+            msc.node_pair(part.strip(), "--pairs")
+    return text
+
+
+def _host_pairs(text: str, topo) -> list[tuple[int, int]]:
+    """--pairs against the host's SLIT and CPUs (numaforge.measure.configs)."""
+    distances, cpus = configs.from_topo(topo)
+    try:
+        return configs.parse_pairs(text, distances, cpus)
+    except ValueError as exc:
+        raise NumaforgeError(str(exc), "--pairs", "name pairs of nodes with CPUs on this host") from None
 
 
 def _knob(knob, arm, probe_threads, second_probe) -> bool:
@@ -380,7 +416,8 @@ def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
         result.step("measure") as s,
         ssh.connect(h.ssh, h.name, accept_new_host_key=False) as r,
     ):
-        p, src = o.nodes if o.nodes is not None else msc.choose_nodes(lprobe.host_topo(r))
+        pairs = _host_pairs(o.pairs, lprobe.host_topo(r)) if o.pairs else None
+        p, src = o.nodes if o.nodes is not None else pairs[0] if pairs else msc.choose_nodes(lprobe.host_topo(r))
         params = msc.ScenarioParams(pref=p, src=src, mb=o.mb, seconds=o.seconds, threads=o.threads)
         data = lprobe.measure_scenario(
             r,
@@ -393,13 +430,17 @@ def _probe(report: Report, h, arts, o: _ProbeOptions, out) -> None:
             nudge=o.wake,
             second=o.second,
             features=dict(marms.KNOB_ARMS) if o.knob else None,
+            pairs=pairs,
         )
         arms = list(marms.KNOB_ARMS) if o.knob else list(arts)
         s.detail = {"arms": arms, "rounds": o.rounds, "pref": p, "src": src}
+        if pairs:
+            s.detail["pairs"] = [list(q) for q in pairs]
     path = _write(out, h.name, data)
     report.data.update({"measurement": str(path), "verdicts": {n: c["verdicts"] for n, c in data["cases"].items()}})
     for name, case in data["cases"].items():
-        title = f"{name} (P={p}, S={src}): median [95% bootstrap interval] over {o.rounds} blocks"
+        where = "" if pairs else f" (P={p}, S={src})"  # a case of a study over pairs names its own
+        title = f"{name}{where}: median [95% bootstrap interval] over {o.rounds} blocks"
         outcomes = msc.outcomes_of(name)
         _print_table(title, "endpoint", case["arms"], render.table_rows(case, outcomes=outcomes))
         for a in case["arms"]:

@@ -14,7 +14,8 @@
   hosts (numaforge.cli.common.load_selected refuses to guess its hosts on a multi-host inventory).
 - fleet tasks (``rollout=RolloutSpec(...)``) take the rolling options (``--forks --host-timeout``, with
   ``rolling`` also ``--canary --batch --max-fail``, with ``gate`` also ``--gate --prometheus --slo``; a writing task also
-  ``--wait-lock``) without declaring them: the body gets one ``rollout`` value (numaforge.fleet.Rollout, built
+  ``--wait-lock``; with ``bmc`` also ``--bmc-connect-timeout --bmc-read-timeout --bmc-retries``, handed to the body
+  as one ``bmc_policy`` value, numaforge.cli.values.BmcPolicy) without declaring them: the body gets one ``rollout`` value (numaforge.fleet.Rollout, built
   by numaforge.cli.values.rollout, holding each host's write lock when the task writes) to hand to its
   pipeline's fleet entry point.
 - every option is checked before the body runs, by one function for every task (numaforge.cli.values.preflight:
@@ -32,6 +33,12 @@ from typing import Any, Callable, Mapping
 
 import invoke
 
+from ..defaults import (
+    BMC_CONNECT_TIMEOUT,
+    BMC_READ_TIMEOUT,
+    BMC_RETRIES,
+    BMC_TOTAL_TIMEOUT,
+)
 from ..display import esc
 from ..errors import NumaforgeError
 from . import common, values
@@ -62,6 +69,14 @@ SHARED_HELP = {
     "slo": "--gate slo: a gate setting KEY=VALUE (repeatable; also inventory var slo_gate): metric, label, window "
     "(minutes), minute (seconds), extend, widen_p99_ms (15), rollback_p99_ms (25), widen_skew (-0.3), "
     "rollback_skew (-0.8), alert_r, alert_p, prometheus_ca, prometheus_token (docs/canary-gate.md)",
+    "bmc_connect_timeout": f"seconds to wait for a BMC's TCP connection and TLS handshake, per request (default "
+    f"{BMC_CONNECT_TIMEOUT:g}); a timed-out connect is retried (--bmc-retries)",
+    "bmc_read_timeout": f"seconds to wait for a BMC's answer, per read (default {BMC_READ_TIMEOUT:g}); not retried: "
+    f"a BMC silent that long is hung. Every request also ends at its total deadline ({BMC_TOTAL_TIMEOUT:g} s) and "
+    "--host-timeout",
+    "bmc_retries": f"times a Redfish request is sent again after a transient failure: reset connection, HTTP "
+    f"5xx/503, unparsable answer, connect timeout; writes only when the BMC cannot have acted (default "
+    f"{BMC_RETRIES})",
     "wait_lock": "seconds to wait for another numaforge run that is writing the same host (default 0: that host "
     "fails at once, naming the run that holds it)",
     "allow_plaintext_secrets": "accept literal passwords in the inventory instead of env:/file: references",
@@ -83,9 +98,10 @@ SHORT = {"inventory": "i", "limit": "l", "forks": "f", "group": "g", "output": "
 SELECT: dict[str, Any] = {"inventory": None, "host": None, "group": None, "limit": None, "all": False}
 SELECT_SECRETS: dict[str, Any] = {"allow_plaintext_secrets": False, "vault_password_file": None}
 HOST_EXTRAS: dict[str, Any] = {"output": None, "junit": None}
+BMC: dict[str, Any] = {"bmc_connect_timeout": None, "bmc_read_timeout": None, "bmc_retries": None}
 # options of every task (the conventions of command-line tools: -v/--verbose, --no-color)
 EVERY: dict[str, Any] = {"verbose": False, "no_color": False}
-INJECTED = ("select", "rollout")  # body parameters the wrapper fills
+INJECTED = ("select", "rollout", "bmc_policy")  # body parameters the wrapper fills
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,9 @@ class RolloutSpec:
     max_fail: float = 100.0
     rolling: bool = True  # --canary/--batch/--max-fail too (tasks that only read take --forks alone)
     gate: bool = False  # --gate: a canary gate the pipeline interprets
+    bmc: bool = (
+        False  # a Redfish task: --bmc-connect-timeout/--bmc-read-timeout/--bmc-retries (body gets ``bmc_policy``)
+    )
 
 
 def injected(hosts: bool, write: bool, spec: RolloutSpec | None) -> dict[str, Any]:
@@ -111,6 +130,8 @@ def injected(hosts: bool, write: bool, spec: RolloutSpec | None) -> dict[str, An
             out.update(gate=None, prometheus=None, slo=None)
         if write:
             out["wait_lock"] = None
+        if spec.bmc:
+            out.update(BMC)
     return out
 
 
@@ -190,6 +211,8 @@ class NumaforgeTask(invoke.Task):
                     max_fail_default=spec.max_fail,
                     lock=name if self.write else None,
                 )
+                if spec.bmc:
+                    kwargs["bmc_policy"] = values.bmc_policy(raw)
         except NumaforgeError as exc:
             common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
             raise invoke.Exit(code=exc.exit_code) from None

@@ -3,7 +3,8 @@ option, what was given and what would be accepted. Task signatures default numer
 does not cast them itself and crash with a ValueError traceback) and parse them here, with the real default.
 
 The shared option sets become one value each here (numaforge.cli.optionsets injects them into the tasks):
-:class:`Selection` (--inventory/--host/--group/--limit/--all) and numaforge.fleet.Rollout (:func:`rollout`).
+:class:`Selection` (--inventory/--host/--group/--limit/--all), numaforge.fleet.Rollout (:func:`rollout`) and
+:class:`BmcPolicy` (--bmc-connect-timeout/--bmc-read-timeout/--bmc-retries, :func:`bmc_policy`).
 
 :func:`preflight` is the one check every task's options go through before its body runs (numaforge.cli.optionsets):
 no empty value, no control character, no value longer than MAX_OPTION_CHARS, then each option's own check --
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping, overload
 from urllib.parse import urlsplit
 
 from .. import paths, safeio
+from ..defaults import BMC_CONNECT_TIMEOUT, BMC_READ_TIMEOUT, BMC_RETRIES
 from ..errors import NumaforgeError
 from ..fleet import BatchSpec, FleetOptionError, Rollout, batch_spec, host_timeout_seconds
 from ..textsafe import has_control, printable
@@ -214,6 +216,50 @@ def rollout(
         lock=lock,
         wait_lock=non_negative_float(raw.get("wait_lock"), "--wait-lock", 0.0),
     )
+
+
+# the largest values accepted: beyond them a wait is a typo, not a slow BMC (and a huge number overflows sockets)
+BMC_MAX = {"--bmc-connect-timeout": 600.0, "--bmc-read-timeout": 3600.0, "--bmc-retries": 10}
+
+
+@dataclass(frozen=True)
+class BmcPolicy:
+    """The BMC tasks' Redfish timeouts and retries as given (numaforge.bios.exchange.RetryPolicy takes them)."""
+
+    connect_timeout: float = BMC_CONNECT_TIMEOUT
+    read_timeout: float = BMC_READ_TIMEOUT
+    retries: int = BMC_RETRIES
+
+
+def bmc_policy(raw: dict) -> BmcPolicy:
+    """--bmc-connect-timeout / --bmc-read-timeout (seconds > 0) and --bmc-retries (0 or more), each at most
+    BMC_MAX; None: the default (numaforge.defaults)."""
+    connect = positive_float(raw.get("bmc_connect_timeout"), "--bmc-connect-timeout", BMC_CONNECT_TIMEOUT)
+    read = positive_float(raw.get("bmc_read_timeout"), "--bmc-read-timeout", BMC_READ_TIMEOUT)
+    retries = non_negative_int(raw.get("bmc_retries"), "--bmc-retries", BMC_RETRIES)
+    for option, value in (("--bmc-connect-timeout", connect), ("--bmc-read-timeout", read), ("--bmc-retries", retries)):
+        if value > BMC_MAX[option]:
+            raise OptionValueError(
+                f"{option} must be at most {BMC_MAX[option]:g}, got {value:g}",
+                option,
+                f"pass a value up to {BMC_MAX[option]:g}; for a long run use --host-timeout, not a longer wait per "
+                "request",
+            )
+    return BmcPolicy(connect, read, retries)
+
+
+def mockup_dir(value, option: str) -> Path | None:
+    """A captured Redfish tree in DMTF's mockup layout (a directory holding redfish/v1/index.json), e.g. --bmc-mockup."""
+    if value is None:
+        return None
+    path = Path(str(value)).expanduser()
+    if not (path / "redfish" / "v1" / "index.json").is_file():
+        raise OptionValueError(
+            f"{option} {value!r} is not a captured Redfish tree (no redfish/v1/index.json in it)",
+            option,
+            "pass the directory bios-capture wrote, or one of tests/data/captures/*",
+        )
+    return path
 
 
 # ---------------------------------------------------------------------------------------------- preflight

@@ -3,6 +3,8 @@
 SPEC forms (parse_spec is pure; prepare() does the work):
 
   debian:linux-source-5.10[=VERSION]   Debian package (bullseye / bullseye-security), default VERSION 5.10.262-1
+  debian:linux-source-6.12[=VERSION]   Debian's newest kernel source (bookworm-security), default 6.12.118-1~deb12u1:
+                                       the base of the series' mainline copy (patches/<series>/mainline/)
   URL@REF                              git URL (https://, ssh://, git://, file://) and a ref (tag, branch, commit)
   PATH[@REF]                           local git tree (work tree or bare repo); REF defaults to HEAD
   PATH.tar[.xz|.gz|.bz2] | PATH.tgz     a source tarball
@@ -29,12 +31,16 @@ from pathlib import Path
 
 import git
 
-from ..defaults import DEFAULT_DEBIAN
+from ..defaults import DEFAULT_DEBIAN, MAINLINE_DEBIAN
 from ..digest import sha256_file
 from ..errors import NumaforgeError, ToolMissingError
 from ..paths import cache_dir
 
-DEBIAN_PACKAGES = {"linux-source-5.10"}
+# package -> (suite set of numaforge.debian_apt, the suites it names, the default version)
+DEBIAN_PACKAGES = {
+    "linux-source-5.10": ("bullseye", "bullseye / bullseye-security", DEFAULT_DEBIAN.split("=", 1)[1]),
+    "linux-source-6.12": ("bookworm", "bookworm / bookworm-security", MAINLINE_DEBIAN.split("=", 1)[1]),
+}
 TARBALL_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
 IMPORT_IDENTITY = {
     "GIT_AUTHOR_NAME": "numaforge import",
@@ -47,7 +53,7 @@ IMPORT_IDENTITY = {
 IMPORT_MARKER = "numaforge-import.json"  # inside .git: written last, so its presence means "import finished"
 
 SPEC_FIX = (
-    "use debian:linux-source-5.10[=VERSION], URL@REF (git URL and ref), a local git tree PATH[@REF] "
+    "use debian:linux-source-5.10[=VERSION] (or linux-source-6.12), URL@REF (git URL and ref), a local git tree PATH[@REF] "
     "or a tarball path (.tar.xz/.tar.gz/.tgz/.tar)"
 )
 
@@ -108,7 +114,7 @@ def parse_spec(spec: str, exists=os.path.exists, isdir=os.path.isdir) -> SourceS
                 raw,
                 "give a version as apt shows it, e.g. debian:linux-source-5.10=5.10.223-1",
             )
-        return SourceSpec("debian", raw, pkg, ver or DEFAULT_DEBIAN.split("=", 1)[1])
+        return SourceSpec("debian", raw, pkg, ver or DEBIAN_PACKAGES[pkg][2])
     if re.match(r"^[a-z][a-z0-9+.-]*://", raw) or re.match(r"^[\w.-]+@[\w.-]+:", raw):
         url, ref = _split_url_ref(raw)
         if not ref:
@@ -202,16 +208,17 @@ def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tup
     debs.mkdir(parents=True, exist_ok=True)
     deb = debs / f"{pkg}_{version.split(':')[-1]}_all.deb"
     if not deb.exists():
-        known = debian_apt.versions("bullseye", pkg)
+        suiteset, suites, _default = DEBIAN_PACKAGES[pkg]
+        known = debian_apt.versions(suiteset, pkg)
         if version not in known:
             raise SourceError(
-                f"{pkg} version {version} is not in bullseye / bullseye-security",
+                f"{pkg} version {version} is not in {suites}",
                 f"debian:{pkg}={version}",
-                f"pick one of: {', '.join(known) or '(none: run python -m numaforge.debian_apt update bullseye)'}",
+                f"pick one of: {', '.join(known) or f'(none: run python -m numaforge.debian_apt update {suiteset})'}",
             )
         if log:
             log(f"downloading {pkg}={version}")
-        deb = debian_apt.download("bullseye", f"{pkg}={version}", debs)
+        deb = debian_apt.download(suiteset, f"{pkg}={version}", debs)
     _need("dpkg-deb", "dpkg")
     member = f"./usr/src/{pkg}.tar.xz"
     tarball = root / f"{pkg}_{version.split(':')[-1]}.tar.xz"

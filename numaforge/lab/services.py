@@ -39,6 +39,7 @@ class BMCInfo:
     ca_file: str
     password_file: str
     already_running: bool = False
+    system_id: str | None = None  # mockup mode: the captured system with a Bios (bmc.system_id)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -64,11 +65,19 @@ def bmc_up(
     state_dir: Path | None = None,
     power_delay: float = 5.0,
     timeout: float = 30.0,
+    mockup: str | Path | None = None,
 ) -> BMCInfo:
-    """Start the simulator daemon (or report the running one) and wait until it has written its URL."""
+    """Start the simulator daemon (or report the running one) and wait until it has written its URL. With
+    ``mockup`` (a captured tree's directory) it serves that tree (numaforge.lab.bmc.mockup) instead of a flavour;
+    the info's flavour is then ``mockup:<directory>``."""
     state_dir = Path(state_dir or paths.lab_state_dir())
     d = state_dir / "bmc"
     d.mkdir(parents=True, exist_ok=True)
+
+    def system_id() -> str | None:
+        f = d / "system_id"
+        return f.read_text().strip() or None if f.is_file() else None
+
     pid = bmc_status(state_dir)
     if pid:
         return BMCInfo(
@@ -78,16 +87,22 @@ def bmc_up(
             str(d / "ca.pem"),
             str(d / "password"),
             True,
+            system_id(),
         )
     (d / "url").unlink(missing_ok=True)
+    (d / "system_id").unlink(missing_ok=True)
+    if mockup is not None:
+        mockup = Path(mockup).resolve()
+        shape, label = ["--mockup", str(mockup)], f"mockup:{mockup}"
+    else:
+        shape, label = ["--flavour", flavour], flavour
     log = open(d / "daemon.log", "w")
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "numaforge.lab.bmc",
-            "--flavour",
-            flavour,
+            *shape,
             "--port",
             str(port),
             "--state-dir",
@@ -115,8 +130,10 @@ def bmc_up(
                 f"the BMC simulator did not start within {timeout:.0f} s", "lab BMC", f"read {d / 'daemon.log'}"
             )
         time.sleep(0.2)
-    (d / "flavour").write_text(flavour + "\n")
-    return BMCInfo((d / "url").read_text().strip(), proc.pid, flavour, str(d / "ca.pem"), str(d / "password"))
+    (d / "flavour").write_text(label + "\n")
+    return BMCInfo(
+        (d / "url").read_text().strip(), proc.pid, label, str(d / "ca.pem"), str(d / "password"), False, system_id()
+    )
 
 
 def bmc_down(state_dir: Path | None = None, timeout: float = 10.0) -> bool:
@@ -151,7 +168,10 @@ def lab_inventory_path(state_dir: Path | None = None) -> Path:
 
 
 def flavour_vendor(flavour: str) -> str | None:
-    """The vendor map of a running simulator's flavour; None when the flavour is not known (an older daemon)."""
+    """The vendor map of a running simulator's flavour; "auto" for a captured tree (``mockup:<dir>``: numaforge
+    tells the vendor from the tree, as on a real BMC); None when the flavour is not known (an older daemon)."""
+    if flavour.startswith("mockup:"):
+        return "auto"
     return vendor_of(flavour) if flavour in ALL_FLAVOURS else None
 
 
@@ -160,12 +180,15 @@ def write_lab_inventory(
     bmc_url: str | None = None,
     state_dir: Path | None = None,
     vendor: str | None = None,
+    system_id: str | None = None,
 ) -> Path:
     """Write the lab inventory from the inventory/lab.yaml template with the ports and state paths in use.
 
     A port not given keeps the value of the inventory written before (or the template's), so starting only the
     BMC or only the VM keeps the other side's entry; likewise ``vendor`` (the BMC flavour's vendor map,
-    numaforge.lab.bmc.vendor_of), written as bmc.vendor and hardware.vendor.
+    numaforge.lab.bmc.vendor_of), written as bmc.vendor and hardware.vendor ("auto", a captured tree's: bmc.vendor
+    only, hardware.vendor left out). ``system_id`` (a captured tree with several systems) is bmc.system_id; a BMC
+    started without one has none.
     """
     state_dir = Path(state_dir or paths.lab_state_dir()).resolve()
     out = lab_inventory_path(state_dir)
@@ -183,12 +206,23 @@ def write_lab_inventory(
         host["ssh"]["port"] = prev.get("ssh", {}).get("port", host["ssh"]["port"])
         host["bmc"]["url"] = prev.get("bmc", {}).get("url", host["bmc"]["url"])
         host["bmc"]["vendor"] = prev.get("bmc", {}).get("vendor", host["bmc"]["vendor"])
-        host["hardware"]["vendor"] = prev.get("hardware", {}).get("vendor", host["hardware"]["vendor"])
+        if "system_id" in prev.get("bmc", {}):
+            host["bmc"]["system_id"] = prev["bmc"]["system_id"]
+        if "vendor" in prev.get("hardware", {}):
+            host["hardware"]["vendor"] = prev["hardware"]["vendor"]
+        else:
+            host["hardware"].pop("vendor", None)
     if ssh_port is not None:
         host["ssh"]["port"] = int(ssh_port)
     if bmc_url is not None:
         host["bmc"]["url"] = bmc_url
-    if vendor is not None:
+        host["bmc"].pop("system_id", None)
+        if system_id:
+            host["bmc"]["system_id"] = system_id
+    if vendor == "auto":
+        host["bmc"]["vendor"] = vendor
+        host["hardware"].pop("vendor", None)
+    elif vendor is not None:
         host["bmc"]["vendor"] = host["hardware"]["vendor"] = vendor
     host["ssh"].update(
         key_file=str(state_dir / "ssh" / "id_ed25519"), known_hosts=str(state_dir / "ssh" / "known_hosts")

@@ -33,9 +33,15 @@ def host_topo(remote) -> mmetrics.Topo:
 
 
 def cases(
-    params: msc.ScenarioParams, control: bool, second: tuple[int, int] | None = None, knob: bool = False
+    params: msc.ScenarioParams,
+    control: bool,
+    second: tuple[int, int] | None = None,
+    knob: bool = False,
+    pairs: list[tuple[int, int]] | None = None,
 ) -> dict[str, list[msc.ScenarioParams]]:
     """The cases of a study, each the probes of one run: the main case and (``control``) its source-busy control;
+    with ``pairs`` ((P, S) of each configuration, issue 42 item 1: numaforge.measure.configs) one main case per
+    pair (msc.pair_case), each followed by its source-busy control with ``control``;
     with ``second`` (P, S of a second probe) only the multi-instance control (amendment 4): both probes at once,
     sources spare; with params.threads > 1 only the two-thread control (amendment 5); with ``knob`` only the
     full-kernel knob control (amendment 7): the main case's probe, its arms states of a scheduler feature."""
@@ -45,6 +51,13 @@ def cases(
         return {msc.MULTI_CASE: [params, dataclasses.replace(params, pref=second[0], src=second[1])]}
     if params.threads > 1:
         return {msc.THREADS_CASE: [params]}
+    if pairs:
+        out: dict[str, list[msc.ScenarioParams]] = {}
+        for p, s in pairs:
+            out[msc.pair_case(p, s)] = [dataclasses.replace(params, pref=p, src=s, source_busy=False)]
+            if control:
+                out[msc.pair_case(p, s, busy=True)] = [dataclasses.replace(params, pref=p, src=s, source_busy=True)]
+        return out
     out = {msc.MAIN_CASE: [dataclasses.replace(params, source_busy=False)]}
     if control:
         out[msc.CONTROL_CASE] = [dataclasses.replace(params, source_busy=True)]
@@ -65,13 +78,15 @@ def measure_scenario(
     on_block: Callable[[dict[str, list[list[msc.ProbeMetrics]]]], None] | None = None,
     second: tuple[int, int] | None = None,
     features: dict[str, str] | None = None,
+    pairs: list[tuple[int, int]] | None = None,
 ) -> dict:
     """{'cases': {case name: scenario report + settings}} for `rounds` blocks on one booted host.
 
     ``done``: blocks of an earlier chunk of the same study (numaforge.measure.study), per case; the run goes on
     from the next block. ``on_block`` is called with every finished block so far after each block. ``second``:
     the multi-instance control instead (``cases``). ``features`` ({arm: FEATURE | NO_FEATURE}, `arms` empty):
-    the knob control instead, its arms switched by FeatureSwitcher on a kernel with the series built in."""
+    the knob control instead, its arms switched by FeatureSwitcher on a kernel with the series built in.
+    ``pairs``: one case per (P, S) configuration instead of params' own P and S (``cases``)."""
     numa = mrunner.host_numa(remote)
     if numa["numa_balancing"] != "1":
         raise LivepatchError(
@@ -79,7 +94,7 @@ def measure_scenario(
             remote.where,
             "boot with numa_balancing=enable; numaforge does not change it",
         )
-    todo = cases(params, control, second, knob=bool(features))
+    todo = cases(params, control, second, knob=bool(features), pairs=pairs)
     names = list(features) if features else list(arms)
     blocks: dict[str, list[list[msc.ProbeMetrics]]] = {name: list((done or {}).get(name, [])) for name in todo}
     first = min(len(b) for b in blocks.values()) + 1

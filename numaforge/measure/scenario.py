@@ -30,6 +30,10 @@ OUTCOMES = [
     ("pages_migrated_per_min", "numa_pages_migrated per minute", "/min", True),
     ("closer_per_min", "closer third-node moves per minute", "/min", None),
     ("found_nothing_per_min", "searches that found nothing (stick dst_cpu=-1) per minute", "/min", None),
+    # issue 42 item 3: proposed as a registered secondary (docs/numa-effect-protocol.md, "Proposed: load-balancer
+    # returns"); descriptive, with no verdict, until an amendment registers it
+    ("lb_returns_per_min", "load-balancer returns of the probe per minute (proposed secondary)", "/min", None),
+    ("mem_distance", "mean SLIT distance to its pages at the end (10: all local)", "", None),
 ]
 PRIMARY = "not_closer_per_min"
 SECONDARY = ("local_share_30s", "time_to_90", "pages_migrated_per_min")
@@ -52,6 +56,11 @@ MULTI_CASE = "multi-instance (control)"
 THREADS_CASE = "two threads (control)"
 KNOB_CASE = "full kernel, knob on/off (control)"  # amendment 7: the main case's probe, arms of a sched_feat
 UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units (amendments 4 and 5)
+
+
+def pair_case(pref: int, src: int, busy: bool = False) -> str:
+    """The name of the case of configuration (P, S) in a study over several pairs (issue 42 item 1)."""
+    return f"P={pref} S={src} " + (CONTROL_CASE if busy else MAIN_CASE)
 
 
 def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
@@ -134,6 +143,14 @@ class ProbeMetrics:
     # % of the window's samples in which the task was in a numa_group (numa_group_id != 0; amendment 6: a design
     # that exempts grouped tasks runs 0001's code for a task that never is); None: no sample read it
     grouped_share: float | None = None
+    # issue 42 item 3 (``lb_returns``): the probe taken off the node NUMA balancing last placed it on by a migration
+    # that is not NUMA balancing's own, once per placement; of those, the ones back to the placement's source node
+    lb_returns: int = 0
+    lb_returns_to_source: int = 0
+    lb_returns_per_min: float | None = None
+    # mean SLIT distance from the node the task ends on to its pages at the last sample (10: all local; issue 42
+    # item 5's "at least as close to its memory"); None: node or pages unknown
+    mem_distance: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -160,19 +177,31 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
     if not probes:
         raise ValueError("a run needs at least one probe")
     us = units(probes)
-    n = len(us)
-    sfx = [section_suffix(u, n) for u in range(n)]
-    events = " ".join(EVENTS)
+    sfx = [section_suffix(u, len(us)) for u in range(len(us))]
     lines = [
+        *_script_setup(len(probes), len(us), instance, go),
+        *_script_start_probes(probe, probes, go),
+        *_script_wait_touched(probes, us, sfx),
+        *_script_unit_filters(us),
+        *_script_sample_loop(probes, us),
+        *_script_report(probes, us, sfx),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _script_setup(nprobes: int, n: int, instance: str, go: str) -> list[str]:
+    """Find tracefs; name each probe's output file and each unit's instance and samples file; a cleanup trap
+    that stops the probes and removes the instances and files; make the instances; print the topo section."""
+    return [
         "T=/sys/kernel/tracing",
         "[ -d $T/instances ] || T=/sys/kernel/debug/tracing",
         '[ -d $T/instances ] || { echo "no tracefs instances under /sys/kernel/tracing or /sys/kernel/debug/tracing"'
         " >&2; exit 90; }",
         f"G={shlex.quote(go)}",
-        *(f"O{k}=$G.out{k}; PID{k}=" for k in range(len(probes))),
+        *(f"O{k}=$G.out{k}; PID{k}=" for k in range(nprobes)),
         *(f"I{u}=$T/instances/{instance}{'-' + str(u) if n > 1 else ''}; S{u}=$G.s{u}" for u in range(n)),
         "cleanup() {",
-        *(f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null' for k in range(len(probes))),
+        *(f'  [ -n "$PID{k}" ] && kill $PID{k} 2>/dev/null' for k in range(nprobes)),
         *(f"  echo 0 > $I{u}/tracing_on 2>/dev/null; rmdir $I{u} 2>/dev/null" for u in range(n)),
         "  rm -f $G $G.out* $G.s*",
         "}",
@@ -186,9 +215,21 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         'for n in /sys/devices/system/node/node[0-9]*; do echo "node ${n##*node} cpus $(cat $n/cpulist) dist '
         '$(cat $n/distance)"; done',
     ]
+
+
+def _script_start_probes(probe: str, probes: list[ScenarioParams], go: str) -> list[str]:
+    """Start every probe in the background, its output to its own file."""
+    lines: list[str] = []
     for k, p in enumerate(probes):
         args = " ".join(shlex.quote(a) for a in p.argv(go))
         lines += [f"{shlex.quote(probe)} {args} > $O{k} 2>&1 &", f"PID{k}=$!"]
+    return lines
+
+
+def _script_wait_touched(probes: list[ScenarioParams], us: list[tuple[int, int]], sfx: list[str]) -> list[str]:
+    """Wait (at most 120 s) until each probe has first-touched its buffer; a probe that exits before that ends the
+    run with its output and rc 94 in its first unit's sections."""
+    lines: list[str] = []
     for k in range(len(probes)):
         s0 = sfx[us.index((k, 0))]  # the probe's first unit: its sections carry an early exit
         lines += [
@@ -199,6 +240,13 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             "  sleep 0.1",
             "done",
         ]
+    return lines
+
+
+def _script_unit_filters(us: list[tuple[int, int]]) -> list[str]:
+    """Each unit's tid, its instance's event filters on that tid, and the events enabled."""
+    events = " ".join(EVENTS)
+    lines: list[str] = []
     for u, (k, j) in enumerate(us):
         # thread j > 0: the j-th "thread tid=" line the probe printed before "touched"
         tid = f"$PID{k}" if j == 0 else f"$(grep '^thread tid=' $O{k} | sed -n {j}p | cut -d= -f2)"
@@ -211,11 +259,17 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             f'echo "src_pid == $TID{u} || dst_pid == $TID{u}" > $I{u}/events/sched/sched_swap_numa/filter || exit 93',
             f"for e in {events}; do echo 1 > $I{u}/events/sched/$e/enable || exit 93; done",
         ]
+    return lines
+
+
+def _script_sample_loop(probes: list[ScenarioParams], us: list[tuple[int, int]]) -> list[str]:
+    """vmstat_before, tracing on, the go file; once a second each unit's sample until every probe is done (or none
+    runs, or the longest window plus 60 s passed); wait for the probes' rcs; tracing off."""
     running = " || ".join(f"kill -0 $PID{k} 2>/dev/null" for k in range(len(probes)))
     finished = " && ".join(f"grep -q '^done' $O{k} 2>/dev/null" for k in range(len(probes)))
-    lines += [
+    return [
         'echo "=== vmstat_before"; cat /proc/vmstat',
-        *(f"echo 1 > $I{u}/tracing_on" for u in range(n)),
+        *(f"echo 1 > $I{u}/tracing_on" for u in range(len(us))),
         "touch $G",
         "k=0",
         f"while ! {{ {finished}; }} && [ $k -le {max(p.seconds for p in probes) + 60} ]; do",
@@ -230,7 +284,13 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
         "  k=$((k+1)); sleep 1",
         "done",
         *(f"wait $PID{k}; rc{k}=$?; PID{k}=" for k in range(len(probes))),
-        *(f"echo 0 > $I{u}/tracing_on" for u in range(n)),
+        *(f"echo 0 > $I{u}/tracing_on" for u in range(len(us))),
+    ]
+
+
+def _script_report(probes: list[ScenarioParams], us: list[tuple[int, int]], sfx: list[str]) -> list[str]:
+    """vmstat_after, then each unit's probe, samples, trace, tid and rc sections."""
+    return [
         'echo "=== vmstat_after"; cat /proc/vmstat',
         *(
             f'echo "=== probe{sfx[u]}"; cat $O{k}; echo "=== samples{sfx[u]}"; cat $S{u} 2>/dev/null; '
@@ -239,7 +299,6 @@ def run_script(probe: str, probes: list[ScenarioParams], instance: str, go: str)
             for u, (k, _j) in enumerate(us)
         ),
     ]
-    return "\n".join(lines) + "\n"
 
 
 def section_suffix(u: int, n: int) -> str:
@@ -332,6 +391,9 @@ def probe_metrics(
     rm.not_closer_per_min = round(rm.not_closer / minutes, 3)
     rm.closer_per_min = round(rm.closer / minutes, 3)
     rm.found_nothing_per_min = round(rm.found_nothing / minutes, 3)
+    window = [ev for ev in metrics.parse_trace(sections.get("trace", "")) if start <= ev.ts_ns <= done]
+    rm.lb_returns, rm.lb_returns_to_source = lb_returns(window, pid, topo.cpu_node)
+    rm.lb_returns_per_min = round(rm.lb_returns / minutes, 3)
     shares = [(s.t_ns, _share(s, topo.cpu_node)) for s in samples]
     last = [v for t, v in shares if v is not None and t >= done - LOCAL_WINDOW_S * 1_000_000_000]
     rm.local_share_30s = round(sum(last) / len(last), 3) if last else None
@@ -345,6 +407,7 @@ def probe_metrics(
     if "passes" in marks["done"]:
         rm.passes_per_s = round(marks["done"]["passes"] / max(rm.seconds, 1e-9), 3)
     rm.final_node = topo.cpu_node.get(samples[-1].cpu) if samples and samples[-1].cpu is not None else None
+    rm.mem_distance = mem_distance(samples[-1], rm.final_node, topo) if samples else None
     rm.vmstat_delta = metrics.vmstat_delta(
         metrics.parse_vmstat(sections.get("vmstat_before", "")), metrics.parse_vmstat(sections.get("vmstat_after", ""))
     )
@@ -380,6 +443,67 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
                 rm.closer += 1
             else:
                 rm.not_closer += 1
+
+
+def mem_distance(sample: Sample, node: int | None, topo: metrics.Topo) -> float | None:
+    """The page-weighted mean SLIT distance from `node` to the task's pages in `sample` (None when the node, the
+    pages or a distance is unknown)."""
+    total = sum(sample.pages.values())
+    if node is None or not total:
+        return None
+    weighted = 0
+    for n, pages in sample.pages.items():
+        d = topo.dist(node, n)
+        if d is None:
+            return None
+        weighted += pages * d
+    return round(weighted / total, 3)
+
+
+def lb_returns(events: list[metrics.TraceEvent], pid: int, cpu_node: dict[int, int]) -> tuple[int, int]:
+    """(returns, returns to the source): how often the load balancer undid NUMA balancing's placement of task
+    `pid` (issue 42 item 3; the definition docs/numa-effect-protocol.md proposes), from 5.10's trace events in
+    time order:
+
+    - a *placement* is the task's ``sched_move_numa`` (it goes src_nid -> dst_nid) or a ``sched_swap_numa`` it is
+      part of (src_pid: src_nid -> dst_nid; dst_pid: dst_nid -> src_nid). NUMA balancing carries it out with
+      one ``sched_migrate_task`` of the task from the placement's CPU to its destination CPU (5.10 traces no node
+      in that event: orig_cpu/dest_cpu, nodes from the host's cpulists); that migration is the placement's own;
+    - a *return* is the first ``sched_migrate_task`` of the task after a placement that is not the placement's
+      own, leaves the placement's destination node and lands on another node (a migration inside the node is
+      not one). It ends the placement, so a placement is returned at most once; a *return to the source* lands
+      on the placement's source node.
+
+    In 5.10 a migration of a running task that NUMA balancing did not make is the load balancer's (periodic,
+    idle or active balancing) or a wakeup's placement; the probe never sleeps in its window, so these are the
+    load balancer's. Every move of a run's move path that does not start where the previous one ended is a
+    return of the previous move (the count the issue made from the study's move paths); this count also sees a
+    return after the last move and the returns of swaps. Events of other tasks are ignored."""
+    returns = to_source = 0
+    placed: tuple[int, int] | None = None  # (source node, destination node) of the live placement
+    own: tuple[int, int] | None = None  # the (orig_cpu, dest_cpu) that carries the last placement out
+    for ev in events:
+        f = ev.fields
+        if ev.event == "sched_move_numa" and f.get("pid") == pid:
+            placed, own = (f.get("src_nid", -1), f.get("dst_nid", -1)), (f.get("src_cpu", -1), f.get("dst_cpu", -1))
+        elif ev.event == "sched_swap_numa" and pid in (f.get("src_pid"), f.get("dst_pid")):
+            a, b = ("src", "dst") if f.get("src_pid") == pid else ("dst", "src")
+            placed = (f.get(f"{a}_nid", -1), f.get(f"{b}_nid", -1))
+            own = (f.get(f"{a}_cpu", -1), f.get(f"{b}_cpu", -1))
+        elif ev.event == "sched_migrate_task" and f.get("pid") == pid:
+            cpus = (f.get("orig_cpu", -1), f.get("dest_cpu", -1))
+            if cpus == own:
+                own = None
+                continue
+            own = None
+            here, there = cpu_node.get(cpus[0]), cpu_node.get(cpus[1])
+            if placed is None or here == there:
+                continue
+            if here == placed[1]:
+                returns += 1
+                to_source += there == placed[0]
+            placed = None  # returned, or the task was no longer where the placement put it
+    return returns, to_source
 
 
 # ---------------------------------------------------------------------------------------------- the host
@@ -430,12 +554,25 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
     threads of one probe each carry the probe's passes (its "done" line counts all threads' passes)."""
     first = runs[0]
     out = ProbeMetrics(first.label, first.round, first.pid, max(r.seconds for r in runs))
-    for key in ("samples", "moves", "third_moves", "closer", "not_closer", "found_nothing", "swaps", "migrations"):
+    for key in (
+        "samples",
+        "moves",
+        "third_moves",
+        "closer",
+        "not_closer",
+        "found_nothing",
+        "swaps",
+        "migrations",
+        "lb_returns",
+        "lb_returns_to_source",
+    ):
         setattr(out, key, sum(getattr(r, key) for r in runs))
     for key in (
         "not_closer_per_min",
         "closer_per_min",
         "found_nothing_per_min",
+        "lb_returns_per_min",
+        "mem_distance",
         "local_share_30s",
         "time_to_90",
         "passes_per_s",

@@ -4,6 +4,7 @@
 # them, and none of them should pay for them.
 #  - the lab kernel: our 5.10.262 built with kpatch-build's flags (numaforge.kernel.labkernel; about 6 minutes
 #    on 2 cores), and the same with the whole series built in (numaforge.measure.arms.full_kernel);
+#  - Debian's newest kernel source (MAINLINE_DEBIAN), the series' mainline base;
 #  - each Debian kpatch target's inputs: .config and Module.symvers from the headers package, vmlinux from the
 #    -dbg package (about 800 MB downloaded, only the vmlinux kept; numaforge.kernel.targets.debian_inputs).
 # `invoke doctor --strict` checks that both are here. Idempotent: a warm run finds them and does nothing.
@@ -13,8 +14,14 @@ cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
 log=$(mktemp /tmp/numaforge-labkernel.XXXXXX)
 dlog=$(mktemp /tmp/numaforge-debian-inputs.XXXXXX)
-# the Debian inputs are a download and an extraction: fetch them while the lab kernel compiles
+# the Debian inputs are a download and an extraction: fetch them while the lab kernel compiles; so is Debian's
+# newest kernel source (numaforge.defaults.MAINLINE_DEBIAN, about 150 MB, imported once by the tarball's sha256): the
+# base of the series' mainline copy, which the kernel_source tier checkpatches and applies there (issue 42 item 7)
 "$PY" - >"$dlog" 2>&1 <<'PYEOF' &
+from numaforge.defaults import MAINLINE_DEBIAN
+from numaforge.kernel import source as ksource
+src = ksource.prepare(MAINLINE_DEBIAN, log=lambda m: print(f"setup: {m}", flush=True))
+print(f"setup: {MAINLINE_DEBIAN} -> {src.repo} ({src.base_version}, {'imported' if src.imported else 'cached'})")
 from numaforge.kernel import targets as tg
 for name in tg.available():
     t = tg.load_target(name)

@@ -28,11 +28,11 @@ pytestmark = pytest.mark.bmc
 KINDS: dict[str, str] = {}
 for _name in ALL_FLAVOURS:
     KINDS.setdefault(load_flavour(_name).jobs, _name)
-COMMAND = re.compile(r"`invoke ([a-z][a-z-]*)([^`]*)`")
+COMMAND = re.compile(r"`(?:invoke|numaforge) ([a-z][a-z-]*)([^`]*)`")
 
 
 def commands(text: str) -> list[str]:
-    """The commands a message advises: "task" and "task action" for each `invoke task ...` in it."""
+    """The commands a message advises: "task" and "task action" for each `invoke task ...` (or `numaforge task ...`) in it."""
     out = []
     for task, args in COMMAND.findall(text):
         words = args.split()

@@ -3,7 +3,7 @@ than the inventory says is named as such; a JSON list where the Bios belongs is 
 job is not "still booting, watch the console"; a registry 404 does not suggest system_id/vendor; a login answered
 without a token does not say "check the credentials".
 
-Each against the BMC simulator with a fault (numaforge.lab.bmc.faults: "body" serves any JSON value, status and
+Each against the BMC simulator with a fault (numaforge.lab.bmc.faults: "answer" serves any JSON value, status and
 headers; the state's stuck_jobs keeps an iDRAC job Running after POST). Real HTTPS on 127.0.0.1; nothing mocked."""
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def test_a_bmc_of_another_vendor_than_the_inventory_says_is_named(sim_factory, f
 
 def test_a_json_list_as_the_bios_is_named_not_read_only(sim_factory):
     sim = sim_factory("dell")
-    sim.inject("body", re.escape(sim.bios_path) + "$", count=10, method="GET", json=[{"Attributes": {}}])
+    sim.inject("answer", re.escape(sim.bios_path) + "$", count=10, method="GET", body=[{"Attributes": {}}])
     r = run(plan_host, host_for(sim))
     assert r.status == "failed"
-    assert f"GET {sim.bios_path} answered JSON an array (HTTP 200)" in r.message, r.message
+    assert f"GET {sim.bios_path} answered a JSON list (HTTP 200)" in r.message, r.message
     assert "read-only" not in r.message and "not a Redfish answer" in r.message
 
 
@@ -77,12 +77,12 @@ def test_a_registry_404_names_the_registry_store_not_system_id(sim_factory, flav
 def test_a_login_answered_without_a_token_is_named(sim_factory):
     sim = sim_factory("dell")
     sim.inject(
-        "body",
+        "answer",
         r"/SessionService/Sessions/?$",
         count=5,
         method="POST",
         status=201,
-        json={"@odata.id": "/redfish/v1/SessionService/Sessions/1", "Id": "1", "UserName": "admin"},
+        body={"@odata.id": "/redfish/v1/SessionService/Sessions/1", "Id": "1", "UserName": "admin"},
     )
     r = run(plan_host, host_for(sim, auth="session"))
     assert r.status == "failed"

@@ -1,7 +1,15 @@
-"""Fault plan semantics (pure): matching, counting, before/after stage, bad options."""
+"""Fault plan semantics (pure): matching, counting, before/after stage, bad options; and the answers of the
+faults issue 40 added (drip_body, huge), served by the real simulator."""
+
+import http.client
+import json
+import ssl
+import time
 
 import pytest
+import requests
 
+from numaforge.lab.bmc import BMCSimulator
 from numaforge.lab.bmc.faults import FaultPlan
 
 
@@ -40,3 +48,39 @@ def test_slow_after_processing_is_a_late_answer():
 def test_bad_fault_requests_are_refused(kind, kw):
     with pytest.raises(ValueError):
         FaultPlan().add(kind, **kw)
+
+
+def test_drip_body_sends_the_headers_at_once_then_drips_the_body():
+    """The real simulator: the status line and headers arrive at once, the body one byte per interval."""
+
+    with BMCSimulator(tls=True) as sim:
+        sim.inject("drip_body", "^/redfish/v1/$", interval=0.5)
+        host, port = sim.url.split("//", 1)[1].rsplit(":", 1)
+        conn = http.client.HTTPSConnection(
+            host, int(port), context=ssl.create_default_context(cafile=str(sim.ca_file)), timeout=5
+        )
+        t0 = time.monotonic()
+        conn.request("GET", "/redfish/v1/")
+        resp = conn.getresponse()
+        assert resp.status == 200 and time.monotonic() - t0 < 0.45
+        assert resp.read(2) == b'{"' and time.monotonic() - t0 >= 0.9
+        conn.close()
+
+
+def test_huge_streams_a_valid_body_of_the_size_asked():
+
+    with BMCSimulator(tls=True) as sim:
+        for length in (True, False):
+            sim.inject("huge", "^/redfish/v1/$", size=3 * 1024 * 1024, length=length)
+            r = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
+            assert len(r.content) == 3 * 1024 * 1024 and json.loads(r.content)["Pad"].startswith("xx")
+            assert ("content-length" in r.headers) is length
+
+
+def test_answer_serves_the_status_body_and_headers_given():
+    with BMCSimulator(tls=True) as sim:
+        sim.inject("answer", "^/redfish/v1/$", status=201, body={"Attributes": None}, headers={"X-Test": "1"})
+        r = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
+        assert (r.status_code, r.json(), r.headers["x-test"]) == (201, {"Attributes": None}, "1")
+        again = requests.get(sim.url + "/redfish/v1/", verify=str(sim.ca_file), timeout=10)
+        assert again.json()["@odata.id"] == "/redfish/v1/"  # used up: the real document again

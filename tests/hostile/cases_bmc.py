@@ -252,5 +252,96 @@ ERROR_CASES = [
 ]
 
 
+# issue 40 item 2: bounded in time (headers at once, then a dripping body) and in size (a 100 MB answer)
+DRIP_BODY_MSG = (
+    r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut: the BMC had not finished answering"
+)
+BOUNDED_CASES = [
+    Case(
+        f"hang/drip-body-{name}",
+        "bmc-hang",
+        bmc_case(cmd, "--host-timeout", "3", setup=fault("drip_body", path, method, interval=0.5)),
+        DRIP_BODY_MSG,
+        code=1,
+        tier="bmc",
+    )
+    for name, cmd, path, method in [
+        ("get-root", "bios-plan", "^/redfish/v1/?$", "GET"),
+        ("get-system", "bios-plan", "system_path", "GET"),
+        ("get-bios", "bios-plan", "bios_path", "GET"),
+        ("get-settings-apply", "bios-apply", "settings_path", "GET"),
+        ("session-login", "bios-plan", SESSIONS, "POST"),
+        ("verify-get-bios", "bios-verify", "bios_path", "GET"),
+    ]
+] + [
+    Case(
+        f"size/huge-{name}",
+        "bmc-size",
+        bmc_case(cmd, setup=fault("huge", path, "GET", size=100 * 1024 * 1024, length=length)),
+        rf"GET .*: the BMC's answer is larger than the 8 MiB cap for a {kind} .*fix: ",
+        code=1,
+        tier="bmc",
+    )
+    for name, cmd, path, length, kind in [
+        ("bios-100mb", "bios-apply", "bios_path", True, "BIOS resource"),
+        ("bios-100mb-no-length", "bios-apply", "bios_path", False, "BIOS resource"),
+        ("settings-100mb", "bios-apply", "settings_path", True, "BIOS resource"),
+        ("system-100mb-no-length", "bios-plan", "system_path", False, "Redfish resource"),
+    ]
+]
+
+
+def _attributes_as(shape, path_attr: str):
+    """The real document at the simulator's ``path_attr``, its Attributes replaced by null or a list of pairs."""
+
+    def setup(ctx):
+        import requests
+
+        sim = ctx["sim"]
+        path = getattr(sim, path_attr)
+        doc = requests.get(sim.url + path, auth=("admin", PASSWORD), verify=str(sim.ca_file), timeout=10).json()
+        pairs = [[k, v] for k, v in (doc.get("Attributes") or {}).items()] or [["ProcCStates", "Disabled"]]
+        doc["Attributes"] = None if shape == "null" else pairs
+        sim.inject("answer", f"^{path}$", method="GET", count=100, body=doc)
+
+    return setup
+
+
+# issue 40 item 3: a document of the wrong shape is refused before anything is written
+SHAPE_CASES = [
+    Case(
+        f"shape/{which}-attributes-{shape}",
+        "bmc",
+        bmc_case("bios-apply", setup=_attributes_as(shape, f"{which}_path")),
+        rf"answered Attributes as {'null' if shape == 'null' else 'a JSON list'}, not an object.*fix: ",
+        code=1,
+        tier="bmc",
+    )
+    for which in ("bios", "settings")
+    for shape in ("null", "list")
+]
+
+
+# issue 40 item 3: a PATCH cut on the wire by --host-timeout (the BMC applies it, then answers 8 s late) is
+# reported from what the BMC holds (the values are pending on purpose: the BMC took them)
+WRITE_CASES = [
+    Case(
+        "write/patch-cut-by-host-timeout",
+        "bmc",
+        bmc_case(
+            "bios-apply",
+            "--host-timeout",
+            "3",
+            setup=fault("slow", "settings_path", "PATCH", after=True, seconds=8),
+            allowed_pending=True,
+        ),
+        r"--host-timeout of 3 s.*written before it stopped: .*outcome unknown .*re-read: the BMC holds (\d+) of the "
+        r"\1 values sent",
+        code=1,
+        tier="bmc",
+    ),
+]
+
+
 def cases() -> list[Case]:
-    return REDIRECT_CASES + ECHO_CASES + ERROR_CASES
+    return REDIRECT_CASES + ECHO_CASES + ERROR_CASES + BOUNDED_CASES + SHAPE_CASES + WRITE_CASES

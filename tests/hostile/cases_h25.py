@@ -113,7 +113,9 @@ BAD_JSON_ECHO = [
     ]
 ]
 
-DRIP_MSG = r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut while the BMC was still sending"
+DRIP_MSG = (
+    r"--host-timeout of 3 s; stopped before the answer to (GET|POST) .* \(cut: the BMC had not finished answering"
+)
 DRIP = [
     Case(
         f"hang/drip-{name}",

@@ -62,6 +62,7 @@ VALID: dict[tuple[str, str], str] = {
     ("out", "negative"): _PATH + " (numa-effect --out)",
     ("save", "wrong-type"): _PATH + " (facts --save)",
     ("save", "negative"): _PATH + " (facts --save)",
+    ("directory", "wrong-type"): _PATH + " (bios-capture DIRECTORY: a new directory)",
     ("job", "wrong-type"): "a job id is the BMC's own token (JID_..., RID_..., any name): only the BMC knows it",
     ("job", "negative"): "a job id is the BMC's own token: '-5' is a possible one",
     ("module", "wrong-type"): "livepatch-unload --module NAME: whether a module of that name is loaded only the "
@@ -80,6 +81,7 @@ VALID: dict[tuple[str, str], str] = {
 # positional argument missing here fails the test (its value must be read-only: the case must never run).
 POSITIONAL: dict[tuple[str, str], str] = {
     ("bmc-power", "action"): "status",  # reads PowerState; and no case runs anyway (every value is refused)
+    ("bios-capture", "directory"): "capture",  # a new directory in the case's empty working directory
 }
 
 
@@ -181,7 +183,10 @@ def test_every_option_of_every_task_refuses_every_invalid_value(tmp_path, monkey
                     counts["runs"] += 1
                     shown = f"{name} --{option.replace('_', '-')} <{kind}>"
                     touched = sorted(str(p.relative_to(tmp_path)) for p in state.rglob("*") if p.is_file())
-                    named = f"--{option.replace('_', '-')}" in out.output
+                    # the option, or a positional argument by its name (bmc-power ACTION, bios-capture DIRECTORY)
+                    named = f"--{option.replace('_', '-')}" in out.output or (
+                        option in positional and option.upper() in out.output
+                    )
                     if out.code != 2 or not named or listener.accepts or touched or "Traceback" in out.output:
                         text = out.output.replace(value, f"<{kind}>") if value else out.output
                         failures.append(

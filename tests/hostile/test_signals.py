@@ -43,7 +43,8 @@ def _setup(tmp_path: Path, sim: BMCSimulator, profile: str = "epyc-gpudirect"):
     )
     env = {**os.environ, "NF_SIG_PW": PASSWORD, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
     report = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot", "--json", str(report)]
+    cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--reboot", "--unverified", "allow"]
+    cmd += ["--json", str(report)]
     return env, cmd, report
 
 

@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 
 from numaforge import livepatch as lp
+from numaforge.lab import vm
 from numaforge.livepatch import probe as lprobe
 from numaforge.livepatch.arms import FeatureSwitcher, feature_state
 from numaforge.livepatch.errors import LivepatchError
 from numaforge.livepatch.fleet import junit_xml
 from numaforge.measure import arms as marms
-from numaforge.measure import scenario
+from numaforge.measure import configs, scenario
 from numaforge.report import HostResult, Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,3 +238,18 @@ def test_the_knob_control_runs_only_the_main_case_probe():
     p = scenario.ScenarioParams(pref=0, src=2, source_busy=True)
     got = lprobe.cases(p, control=True, knob=True)
     assert list(got) == [scenario.KNOB_CASE] and got[scenario.KNOB_CASE][0].source_busy is False
+
+
+def test_a_study_over_pairs_runs_one_case_per_pair_and_its_control():
+    """Issue 42 item 1: each (P, S) of the configuration space is a case of its own (and its source-busy
+    control), with the study's other parameters."""
+    t = vm.TOPOLOGIES["backplane4"]
+    pairs = [c.rep for c in configs.scan_classes(t.distances, t.cpus)]
+    p = scenario.ScenarioParams(pref=0, src=2, mb=32, seconds=20)
+    got = lprobe.cases(p, control=True, pairs=pairs)
+    assert list(got) == [scenario.pair_case(a, b, busy) for a, b in pairs for busy in (False, True)]
+    for (a, b), busy in [(q, busy) for q in pairs for busy in (False, True)]:
+        (q,) = got[scenario.pair_case(a, b, busy)]
+        assert (q.pref, q.src, q.source_busy, q.mb, q.seconds) == (a, b, busy, 32, 20)
+    alone = lprobe.cases(p, control=False, pairs=[(3, 0)])
+    assert list(alone) == ["P=3 S=0 source spare"]

@@ -101,6 +101,11 @@ def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_pa
         (["--knob"], "--knob is a probe control"),
         (["--scenario", "probe", "--knob", "--probe-threads", "2"], "runs its own two arms"),
         (["--scenario", "probe", "--knob", "--arm", "winner"], "runs its own two arms"),
+        (["--pairs", "all"], "--pairs is a probe option"),
+        (["--scenario", "probe", "--pairs", "3:3"], "bad --pairs '3:3'"),
+        (["--scenario", "probe", "--pairs", "0:1,x"], "bad --pairs 'x'"),
+        (["--scenario", "probe", "--pairs", "all", "--knob"], "--pairs runs the main case per (P, S) pair"),
+        (["--scenario", "probe", "--pairs", "classes", "--pref-node", "0", "--src-node", "2"], "--pairs runs"),
     ):
         r = subprocess.run(
             base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120

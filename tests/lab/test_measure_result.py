@@ -265,3 +265,22 @@ def test_the_knob_control_is_judged_against_the_feature_off(tmp_path):
     r = control("--study", str(tmp_path / "h.json"))
     assert r.returncode == 0, r.stderr
     assert "| amendments 4/5/7: no harm (every secondary better or TOST-equivalent) | knob-on | no |" in r.stdout
+
+
+def test_probe_refuses_bad_pairs_before_booting_a_vm(tmp_path):
+    """Issue 42 item 1: --pairs is checked against the topology's nodes with CPUs before the VM boots (exit 2,
+    nothing written); cpuless4's node 3 has no CPU, so it cannot be P or S."""
+    for topo, text in (
+        ("backplane4", "1:1"),
+        ("backplane4", "0:4"),
+        ("cpuless4", "3:0"),
+        ("2node", "0:2"),
+        ("nps2", "x"),
+    ):
+        out = tmp_path / f"out-{topo}"
+        r = bench_cmd("probe", "--topology", topo, "--pairs", text, "--out", str(out))
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--pairs" in r.stderr and f"topology {topo}" in r.stderr
+        assert not out.exists()
+    r = bench_cmd("probe", "--pairs", "classes", "--knob", "--out", str(tmp_path / "k"))
+    assert r.returncode != 0 and "--pairs runs the main case" in r.stderr and not (tmp_path / "k").exists()

@@ -3,7 +3,9 @@ of one run in the shape the run script prints (backplane4 x 2 CPUs: P = node 0, 
 real hosts, the script's syntax, and the probe's usage errors (the probe itself runs; a one-node machine cannot
 run its scenario, which the lab VM tier does)."""
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -277,3 +279,117 @@ def test_probe_binary_refuses_bad_usage_and_a_node_without_cpus():
         [str(probe), "-P", "0", "-S", "63", "-g", "/nonexistent"], capture_output=True, text=True, timeout=10
     )
     assert r.returncode == 3 and "node 0 or 63 has no CPUs" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- load-balancer returns
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "numa_effect"
+TRACED_PILOT = Path(__file__).resolve().parents[2] / "docs" / "numa-effect" / "pilot" / "probe-backplane4-traced.json"
+CPU_NODE = {c: c // 2 for c in range(8)}  # backplane4 x 2 CPUs
+
+
+def ev(line: str) -> metrics.TraceEvent:
+    (e,) = metrics.parse_trace(line)
+    return e
+
+
+def move(ts, src_cpu, dst_cpu, pid=321):
+    return ev(
+        f" p-{pid} [000] .... {ts:.6f}: sched_move_numa: pid={pid} tgid={pid} ngid=0 src_cpu={src_cpu} "
+        f"src_nid={src_cpu // 2} dst_cpu={dst_cpu} dst_nid={dst_cpu // 2}"
+    )
+
+
+def mig(ts, orig, dest, pid=321):
+    return ev(
+        f" m-1 [000] d..1 {ts:.6f}: sched_migrate_task: comm=p pid={pid} prio=120 orig_cpu={orig} dest_cpu={dest}"
+    )
+
+
+def swap(ts, a_pid, a_cpu, b_pid, b_cpu):
+    return ev(
+        f" p-{a_pid} [000] .... {ts:.6f}: sched_swap_numa: src_pid={a_pid} src_tgid={a_pid} src_ngid=0 "
+        f"src_cpu={a_cpu} src_nid={a_cpu // 2} dst_pid={b_pid} dst_tgid={b_pid} dst_ngid=0 dst_cpu={b_cpu} "
+        f"dst_nid={b_cpu // 2}"
+    )
+
+
+def test_a_real_traced_run_has_two_load_balancer_returns_to_the_source():
+    """A captured run of upstream (docs/numa-effect/pilot/probe-backplane4-traced.json, run 1 of boot 1): NUMA
+    balancing moves the probe 2 -> 3, 3 -> 2, 3 -> 2; after each of the last two the load balancer takes it back
+    to node 3 (cpu 4 -> 6 at 18.0 s, 4 -> 7 at 20.4 s). The migrations inside node 3 (6 -> 7) and NUMA
+    balancing's own migrations are not returns; the probe's own move to S happens before the window."""
+    sections = metrics.split_sections((DATA / "probe" / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
+    rm = scenario.probe_metrics("off", 1, sections, scenario.ScenarioParams(mb=32, seconds=20))
+    assert rm.move_path == [[2, 3], [3, 2], [3, 2]]
+    assert (rm.lb_returns, rm.lb_returns_to_source) == (2, 2)
+    assert rm.lb_returns_per_min == pytest.approx(2 / (rm.seconds / 60), abs=1e-3)
+    assert rm.migrations == 8  # every sched_migrate_task in the window, for comparison
+
+
+def test_load_balancer_returns_agree_with_the_move_paths_on_every_traced_run():
+    """Over every run of the traced pilot: the returns that happen before the run's last NUMA move are exactly
+    the breaks in its move path (a move that does not start where the one before ended: how issue 42 counted
+    returns from the study's move paths), and the total counts at least as many (it also sees a return after the
+    last move)."""
+    runs = json.loads(TRACED_PILOT.read_text())["runs"]
+    assert len(runs) >= 10
+    seen_after_last = 0
+    for r in runs:
+        sec = r["sections"]
+        marks = scenario.parse_probe(sec["probe"])
+        cpu_node = metrics.parse_topo(sec["topo"]).cpu_node
+        pid = marks["touched"]["pid"]
+        window = [e for e in metrics.parse_trace(sec["trace"]) if marks["start"]["t"] <= e.ts_ns <= marks["done"]["t"]]
+        placements = [i for i, e in enumerate(window) if e.event in ("sched_move_numa", "sched_swap_numa")]
+        path = [[e.fields["src_nid"], e.fields["dst_nid"]] for e in window if e.event == "sched_move_numa"]
+        breaks = sum(1 for a, b in zip(path, path[1:]) if b[0] != a[1])
+        before_last = scenario.lb_returns(window[: placements[-1]], pid, cpu_node)[0] if placements else 0
+        total, to_source = scenario.lb_returns(window, pid, cpu_node)
+        assert before_last == breaks, (r["arm"], r["round"], path)
+        assert total >= breaks and to_source <= total
+        seen_after_last += total - before_last
+    assert seen_after_last > 0  # the capture has returns after a run's last move, which move paths miss
+
+
+def test_load_balancer_return_definition_edges():
+    # NUMA balancing's own migration is not a return; one inside the node is not; the first one off the node is
+    assert scenario.lb_returns([move(1, 4, 2), mig(1.001, 4, 2), mig(2, 2, 3), mig(3, 3, 4)], 321, CPU_NODE) == (1, 1)
+    # a return elsewhere than the source counts, but not as to the source; a placement is returned at most once
+    assert scenario.lb_returns([move(1, 4, 2), mig(1.001, 4, 2), mig(2, 2, 6), mig(3, 6, 0)], 321, CPU_NODE) == (1, 0)
+    # no placement: the load balancer's moves are not returns
+    assert scenario.lb_returns([mig(1, 4, 6), mig(2, 6, 2)], 321, CPU_NODE) == (0, 0)
+    # another task's events are ignored
+    assert scenario.lb_returns([move(1, 4, 2, pid=9), mig(2, 2, 4, pid=9), mig(3, 2, 4)], 321, CPU_NODE) == (0, 0)
+    # a swap places the task whichever side of it the task is: as dst_pid it goes dst_cpu -> src_cpu
+    as_dst = [swap(1, 77, 6, 321, 4), mig(1.001, 4, 6), mig(2, 6, 4)]
+    assert scenario.lb_returns(as_dst, 321, CPU_NODE) == (1, 1)
+    as_src = [swap(1, 321, 4, 77, 6), mig(1.001, 4, 6), mig(2, 6, 0)]
+    assert scenario.lb_returns(as_src, 321, CPU_NODE) == (1, 0)
+    # the placement never happened (the task was moved elsewhere first): that move leaves another node, no return
+    assert scenario.lb_returns([move(1, 4, 2), mig(1.001, 4, 6), mig(2, 6, 4)], 321, CPU_NODE) == (0, 0)
+
+
+def test_combined_runs_sum_returns_and_average_their_rate():
+    sections = metrics.split_sections((DATA / "probe" / "probe-lab-vm-traced-off_moves-3_lb-returns-2.txt").read_text())
+    a = scenario.probe_metrics("off", 1, sections, scenario.ScenarioParams(mb=32, seconds=20))
+    b = scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams())
+    c = scenario.combine([a, b])
+    assert (c.lb_returns, c.lb_returns_to_source) == (2, 2)
+    assert c.lb_returns_per_min == pytest.approx((a.lb_returns_per_min + 0.0) / 2, abs=1e-3)
+
+
+def test_the_distance_to_its_memory_at_the_end_weighs_each_node_by_its_pages():
+    """Issue 42 item 5: the run's end is judged by how far the task's node is from its pages (10 when all are
+    local). capture() ends on node 1 (CPU 2) with 600 * 27 pages there and the rest on node 0, 16 away."""
+    rm = scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams())
+    on0, on1 = 16384 - 600 * 27 + 3, 600 * 27  # the stack's 3 pages are on node 0 (capture()'s first node)
+    assert rm.final_node == 1
+    assert rm.mem_distance == pytest.approx((on0 * 16 + on1 * 10) / (on0 + on1), abs=1e-3)
+    s = scenario.Sample(0, 4, 0, {2: 10, 3: 30})
+    topo = metrics.parse_topo(TOPO)
+    assert scenario.mem_distance(s, 2, topo) == pytest.approx((10 * 10 + 30 * 16) / 40)
+    assert scenario.mem_distance(s, 0, topo) == 32.0
+    assert scenario.mem_distance(s, None, topo) is None
+    assert scenario.mem_distance(scenario.Sample(0, 4, 0, {}), 2, topo) is None
+    assert scenario.mem_distance(scenario.Sample(0, 4, 0, {7: 1}), 2, topo) is None  # no such node's distance

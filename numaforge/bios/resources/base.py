@@ -33,7 +33,12 @@ def check(client: RedfishClient, r: Response, method: str, fix: str | None = Non
     return r
 
 
-_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+_JSON_KIND = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+
+
+def _json_kind(value: Any) -> str:
+    """ "a JSON list", "a JSON string"...: what a BMC sent where an object belongs."""
+    return f"a JSON {_JSON_KIND.get(type(value), 'value')}"
 
 
 def document(client: RedfishClient, r: Response, method: str = "GET") -> dict:
@@ -41,9 +46,9 @@ def document(client: RedfishClient, r: Response, method: str = "GET") -> dict:
     the client keeps it as {"value": ...}) is an error saying so -- never read as an empty resource."""
     body = r.body
     if set(body) == {"value"} and not isinstance(body["value"], dict):
-        kind = "null" if body["value"] is None else _JSON_KIND.get(type(body["value"]), "no object")
+        kind = "JSON null" if body["value"] is None else _json_kind(body["value"])
         raise RedfishError(
-            f"{method} {r.path} answered JSON {kind} (HTTP {r.status}) where a Redfish resource, a JSON object, "
+            f"{method} {r.path} answered {kind} (HTTP {r.status}) where a Redfish resource, a JSON object, "
             "belongs: this is not a Redfish answer",
             f"{client.host} ({client.base_url})",
             "check that bmc.url is the BMC's Redfish service (not a proxy or another web service) and the BMC's "
@@ -88,6 +93,24 @@ class Resource:
     @property
     def etag(self) -> str | None:
         return self._etag or self.body.get("@odata.etag")
+
+    def attributes_map(self, what: str) -> dict[str, Any]:
+        """The document's ``Attributes`` object (absent: none). Anything but an object -- null, a list (which
+        ``dict()`` would turn into attributes), text -- cannot tell what the BMC holds: a RedfishError naming it,
+        never a default (issue 40: a list was accepted and written, null read as "nothing pending")."""
+        if "Attributes" not in self.body:
+            return {}
+        attrs = self.body["Attributes"]
+        if isinstance(attrs, dict):
+            return dict(attrs)
+        shown = "null" if attrs is None else _json_kind(attrs)
+        raise RedfishError(
+            f"the {what} at {self.path} answered Attributes as {shown}, not an object: what it holds cannot be "
+            "told, so nothing is planned or written from it",
+            self.where,
+            "the BMC firmware answers a malformed document: check it (a BMC reset often helps, else update its "
+            "firmware), then re-run",
+        )
 
     @property
     def identity(self) -> str:

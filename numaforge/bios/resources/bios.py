@@ -14,7 +14,7 @@ from .settings import SettingsObject
 class Bios(Resource):
     @property
     def attributes(self) -> dict[str, Any]:
-        return dict(self.body.get("Attributes") or {})
+        return self.attributes_map("Bios resource")
 
     @property
     def registry_id(self) -> str | None:

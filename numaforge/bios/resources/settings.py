@@ -44,7 +44,7 @@ class SettingsObject(Resource):
 
     @property
     def attributes(self) -> dict[str, Any]:
-        return dict(self.body.get("Attributes") or {})
+        return self.attributes_map("BIOS settings object")
 
     @property
     def etag(self) -> str | None:
@@ -92,7 +92,7 @@ class SettingsObject(Resource):
     def _reread_unchanged(self, why: str) -> Response:
         """GET this object; raise RedfishPreconditionFailedError if its values differ from the ones read before."""
         fresh = check(self.client, self.client.request("GET", self.path), "GET")
-        now = dict(fresh.body.get("Attributes") or {})
+        now = SettingsObject(self.client, self.path, fresh.body).attributes
         before = self.attributes
         changed = sorted(k for k in set(now) | set(before) if now.get(k, object()) != before.get(k, object()))
         if changed:

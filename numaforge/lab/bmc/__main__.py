@@ -1,6 +1,7 @@
 """Run one simulated BMC as a daemon (for lab-up), or a fleet of them:
 
     python -m numaforge.lab.bmc --flavour dell --port 8443 --state-dir .lab/bmc
+    python -m numaforge.lab.bmc --mockup tests/data/captures/libredfish-hpe-dl385-gen10p --port 8443 --state-dir .lab/bmc
     python -m numaforge.lab.bmc --fleet 6 --flavours dell-16g,hpe-gen11,smc-h13 --state-dir /tmp/fleet
 
 Writes STATE_DIR/{ca.pem,password,pid,url}; `password` (mode 0600) holds a random password, kept across
@@ -10,6 +11,9 @@ are removed). Exit 2 with a message for bad options or a busy port.
 With --fleet N (numaforge.lab.bmc.fleet): N BMCs in this one process, the --flavours in turn (default: every
 flavour), ports from --ports LO-HI or any free ones, one CA (STATE_DIR/tls/ca.pem), one password file and their
 inventory STATE_DIR/inventory.yaml, written once every BMC listens; `ready` appears after it.
+
+With --mockup DIR (numaforge.lab.bmc.mockup): serve a captured tree (DMTF mockup layout) as it is, with the same
+password file and CA; STATE_DIR/system_id names the system with a Bios the daemon serves.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ...errors import NumaforgeError
 from .errors import BMCSimulatorError
 from .flavours import ALL_FLAVOURS
 from .fleet import Fleet, parse_flavours, parse_ports
+from .mockup import MockupSimulator
 from .server import BMCSimulator
 
 
@@ -44,7 +49,10 @@ def _password(state_dir: Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m numaforge.lab.bmc", description="numaforge Redfish BMC simulator")
-    ap.add_argument("--flavour", choices=ALL_FLAVOURS, default="generic", help="vendor shape of the BMC")
+    ap.add_argument("--flavour", choices=ALL_FLAVOURS, help="vendor shape of the BMC (default generic)")
+    ap.add_argument(
+        "--mockup", metavar="DIR", help="serve this captured Redfish tree (DMTF mockup layout) instead of a flavour"
+    )
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8443, help="TCP port (0 = any free port; see STATE_DIR/url)")
     ap.add_argument("--state-dir", default=".lab/bmc", help="where ca.pem, password, pid, url and state live")
@@ -62,6 +70,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not 0 <= args.power_delay <= 3600:
         ap.error("--power-delay must be between 0 and 3600 seconds")
+    if args.mockup is not None and (args.flavour is not None or args.fleet is not None):
+        ap.error("--mockup DIR serves one captured tree: it goes without --flavour and --fleet")
     if args.fleet is not None:
         return fleet_main(args)
     if args.flavours is not None or args.ports is not None:
@@ -82,8 +92,7 @@ def main(argv=None) -> int:
                     str(state_dir),
                     f"stop it (kill {other}) or use another --state-dir",
                 )
-        sim = BMCSimulator(
-            flavour=args.flavour,
+        common = dict(
             host=args.host,
             port=args.port,
             tls=not args.no_tls,
@@ -93,6 +102,11 @@ def main(argv=None) -> int:
             state_dir=state_dir,
             verbose=args.verbose,
         )
+        if args.mockup is not None:
+            sim: BMCSimulator = MockupSimulator(args.mockup, **common)
+            (state_dir / "system_id").write_text(sim.system_path.rstrip("/").rsplit("/", 1)[-1] + "\n")
+        else:
+            sim = BMCSimulator(flavour=args.flavour or "generic", **common)
         sim.start()
     except NumaforgeError as exc:
         print(f"error: {exc.render()}", file=sys.stderr)
@@ -105,7 +119,7 @@ def main(argv=None) -> int:
     tmp.write_text(sim.url + "\n")
     os.replace(tmp, state_dir / "url")
     print(
-        f"bmc-sim: {args.flavour} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
+        f"bmc-sim: {sim._display_name()} BMC at {sim.url} (user {args.username}, password file:{state_dir / 'password'}"
         + (f", CA {sim.ca_file}" if sim.ca_file else "")
         + ")",
         flush=True,

@@ -8,10 +8,13 @@ terminal control sequences), "503" (Retry-After header, default 1 s),
 hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
 message repeats the request's X-Auth-Token and Authorization headers, as some firmware does; ``bad_json`` with
 ``echo=True`` puts those headers in its truncated body), "drip" (the whole answer, status line included, one
-byte every ``interval`` seconds, default 5: each read sees data, so only a total deadline ends it),
-"body" (``status``, default 200, with ``json`` -- any JSON value, a list where an object belongs for one -- as the
-whole answer and ``headers``: a BMC answering something that is not what it should be, e.g. a login's 201 without
-its X-Auth-Token), "stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
+byte every ``interval`` seconds, default 5: each read sees data, so only a total deadline ends it), "drip_body"
+(the status line and headers at once, then the body one byte every ``interval`` seconds: a client whose deadline
+stops watching once the headers are in waits for ever), "huge" (200 with a valid JSON body of ``size`` bytes,
+default 100 MB, streamed; ``length=False`` sends no Content-Length, so only counting the bytes finds it too big),
+"answer" (``status``, default 200, with the JSON ``body`` given and ``headers``: a BMC answering a document of
+the wrong shape, e.g. a settings object whose Attributes is null or a list),
+"stage_nothing" (a settings PATCH is answered as accepted, but nothing is staged) and "stage_other" (accepted,
 but every attribute is staged with another value than the one sent): BMCs that say yes and do something else.
 A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
@@ -25,7 +28,32 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-KINDS = ("5xx", "503", "slow", "reset", "bad_json", "redirect", "echo", "drip", "body", "stage_nothing", "stage_other")
+KINDS = (
+    "5xx",
+    "503",
+    "slow",
+    "reset",
+    "bad_json",
+    "redirect",
+    "echo",
+    "drip",
+    "drip_body",
+    "huge",
+    "answer",
+    "stage_nothing",
+    "stage_other",
+)
+AFTER_KINDS = (
+    "5xx",
+    "reset",
+    "bad_json",
+    "slow",
+    "echo",
+    "drip",
+    "drip_body",
+    "huge",
+    "answer",
+)  # also an answer lost late
 STAGING = ("stage_nothing", "stage_other")  # not an answer of their own: the handler serves the request with them
 
 
@@ -58,8 +86,8 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(KINDS)}")
         if count < 1:
             raise ValueError("count must be >= 1")
-        if after and kind not in ("5xx", "reset", "bad_json", "slow", "echo", "drip", "body"):
-            raise ValueError("after=True only makes sense for 5xx, reset, bad_json, slow, echo, drip and body")
+        if after and kind not in AFTER_KINDS:
+            raise ValueError(f"after=True only makes sense for {', '.join(AFTER_KINDS)}")
         allowed = {
             "5xx": {"status", "message"},
             "503": {"retry_after"},
@@ -69,7 +97,9 @@ class FaultPlan:
             "redirect": {"status", "location"},
             "echo": {"status"},
             "drip": {"interval"},
-            "body": {"status", "json", "headers"},
+            "drip_body": {"interval"},
+            "huge": {"size", "length"},
+            "answer": {"status", "body", "headers"},
             "stage_nothing": set(),
             "stage_other": set(),
         }

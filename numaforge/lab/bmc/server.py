@@ -203,11 +203,17 @@ class _Handler(BaseHTTPRequestHandler):
             resp = error(int(fault.options.get("status", 400)), msg)
         elif fault.kind == "drip":
             return self._drip(float(fault.options.get("interval", 5.0)))
-        elif fault.kind == "body":
+        elif fault.kind == "drip_body":
+            return self._drip(float(fault.options.get("interval", 5.0)), headers_at_once=True)
+        elif fault.kind == "huge":
+            return self._huge(
+                int(fault.options.get("size", 100 * 1024 * 1024)), bool(fault.options.get("length", True))
+            )
+        elif fault.kind == "answer":
             resp = SimResponse(
                 int(fault.options.get("status", 200)),
-                json.dumps(fault.options.get("json")).encode(),
-                headers={str(k): str(v) for k, v in (fault.options.get("headers") or {}).items()},
+                json.dumps(fault.options.get("body")).encode(),
+                headers=dict(fault.options.get("headers") or {}),
             )
         elif fault.options.get("echo"):  # bad_json whose body repeats the credentials the client sent
             echoed = " ".join(
@@ -218,24 +224,55 @@ class _Handler(BaseHTTPRequestHandler):
             resp = SimResponse(200, b'{"@odata.id": "/redfish/v1/", "Name": "truncat')
         self._send(resp)
 
-    def _drip(self, interval: float) -> None:
+    def _drip(self, interval: float, headers_at_once: bool = False) -> None:
         """A whole (valid) answer, one byte every ``interval`` s, until it is sent, the client goes away or
-        the simulator stops."""
+        the simulator stops; ``headers_at_once``: the status line and headers in one write, then the body drips."""
         body = b'{"@odata.id": "/redfish/v1/", "Name": "' + b"d" * 4096 + b'"}'
-        data = (
+        head = (
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nOData-Version: 4.0\r\n"
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
         )
+        data = head + body
         self.close_connection = True
-        for i in range(len(data)):
-            if self.sim._stopping.wait(interval if i else 0):
+        start = 0
+        if headers_at_once:
+            try:
+                self.wfile.write(head)
+                self.wfile.flush()
+            except OSError:
+                return
+            start = len(head)
+        for i in range(start, len(data)):
+            if self.sim._stopping.wait(interval if i > start or headers_at_once else 0):
                 return
             try:
                 self.wfile.write(data[i : i + 1])
                 self.wfile.flush()
             except OSError:
                 return
+
+    def _huge(self, size: int, length: bool) -> None:
+        """A 200 whose valid JSON body is ``size`` bytes, written in chunks (never held whole), until it is sent or
+        the client goes away; without ``length`` no Content-Length: the body ends when the connection closes."""
+        prefix, suffix = b'{"@odata.id": "/redfish/v1/", "Pad": "', b'"}'
+        pad = max(0, size - len(prefix) - len(suffix))
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("OData-Version", "4.0")
+            if length:
+                self.send_header("Content-Length", str(len(prefix) + pad + len(suffix)))
+            self.end_headers()
+            self.wfile.write(prefix)
+            chunk = b"x" * 65536
+            while pad > 0 and not self.sim._stopping.is_set():
+                self.wfile.write(chunk[: min(pad, len(chunk))])
+                pad -= len(chunk)
+            self.wfile.write(suffix)
+            self.wfile.flush()
+        except OSError:
+            return
 
     def _send(self, resp: SimResponse, head: bool = False):
         data = resp.payload()
@@ -360,7 +397,10 @@ class BMCSimulator:
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=f"bmc-sim-{self.flavour.name}", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"bmc-sim-{self._display_name()}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -407,7 +447,8 @@ class BMCSimulator:
 
     def inject(self, kind: str, path_regex: str = ".*", count: int = 1, **kw):
         """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json (echo=),
-        redirect (status=, location=), echo (status=), drip (interval=);
+        redirect (status=, location=), echo (status=), drip (interval=), drip_body (interval=), huge (size=,
+        length=), answer (status=, body=, headers=);
         method="PATCH" limits it to one method; after=True fires after the request was processed."""
         return self.faults.add(kind, path_regex, count, **kw)
 
@@ -462,9 +503,12 @@ class BMCSimulator:
         """When True the host OS ignores GracefulRestart/GracefulShutdown (a hung OS): only Force* works."""
         self.state.graceful_ignored = bool(value)
 
+    def _display_name(self) -> str:
+        return self.flavour.name
+
     def log(self, text: str) -> None:
         if self.verbose:
-            print(f"bmc-sim[{self.flavour.name}]: {text}", flush=True)
+            print(f"bmc-sim[{self._display_name()}]: {text}", flush=True)
 
     # ------------------------------------------------------------------ request handling
     def _count_connection(self, resumed: bool) -> None:

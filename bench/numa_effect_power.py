@@ -1,0 +1,180 @@
+"""Exact p-values and the power the probe studies had (issue 42 item 6), from the stored study files.
+
+    .venv/bin/python bench/numa_effect_power.py [docs/numa-effect/study/*.json] [--md OUT.md]
+
+Reads each study with numaforge.measure.study.read and pairs every arm with the study's base arm exactly as the
+reports do (numaforge.measure.runner.report: the base is `off`, else the first arm; paired.differences per
+endpoint; the TOST margins of scenario.MARGINS / MULTI_MARGINS through metrics.margin). Nothing is re-run and no
+study file is written. For every endpoint with a margin it prints:
+
+- ``p exact``: the two-sided sign-flip p-value by full enumeration of all 2**n sign patterns (paired.sign_flip_p
+  enumerates only up to 14 blocks and above that reports a seeded Monte Carlo p, whose floor at 20,000 patterns is
+  1/20,001 = 5e-05);
+- ``Holm``: the exact p-values Holm-adjusted over the case's registered secondaries (paired.holm), as the reports
+  adjust the Monte Carlo ones;
+- ``non-inferior``: one-sided non-inferiority at 5 % within the same margin: the harmful-side bound of the
+  90 % bootstrap interval (paired.interval, the interval paired.tost uses) is inside the margin (below +margin where
+  lower is better, above -margin where higher is better);
+- ``sd``: the standard deviation of the paired differences;
+- ``power@n``: the power the n blocks had to show equivalence within the margin (both one-sided tests at 5 %)
+  if the true difference is 0, normal approximation: 2 * Phi(margin * sqrt(n) / sd - z_0.95) - 1;
+- ``blocks for 80 %``: the blocks that power needs: (z_0.95 + z_0.90)**2 * sd**2 / margin**2 for a true
+  difference of 0, and (z_0.95 + z_0.80)**2 * sd**2 / (margin - |mean|)**2 if the true difference is the
+  observed mean (infinite when the mean is outside the margin).
+
+The normal approximation is the textbook TOST sample-size formula (Chow, Shao and Wang, "Sample Size Calculations
+in Clinical Research", 3.2); paired.tost itself uses a bootstrap interval, so these are planning numbers, not a
+re-decision of any verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from pathlib import Path
+from statistics import NormalDist, fmean, stdev
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from numaforge.measure import metrics, paired, scenario, study
+
+Z = NormalDist()
+Z95, Z90, Z80 = Z.inv_cdf(0.95), Z.inv_cdf(0.90), Z.inv_cdf(0.80)
+
+
+def exact_sign_flip_p(d: list[float]) -> float:
+    """paired.sign_flip_p's statistic and tolerance, enumerated over all 2**n sign patterns (meet in the middle:
+    the sums of the two halves' patterns, so n = 20 costs 2**20 additions, not 2**20 * 20)."""
+    obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
+    half = len(d) // 2
+
+    def sums(xs: list[float]) -> list[float]:
+        return [sum(s * x for s, x in zip(signs, xs)) for signs in itertools.product((1, -1), repeat=len(xs))]
+
+    left, right = sums(d[:half]), sums(d[half:])
+    hits = sum(1 for a in left for b in right if abs(a + b) >= obs)
+    return hits / 2 ** len(d)
+
+
+def power_at(n: int, sd: float, margin: float) -> float:
+    if sd == 0:
+        return 1.0
+    return max(0.0, 2 * Z.cdf(margin * math.sqrt(n) / sd - Z95) - 1)
+
+
+def blocks_needed(sd: float, margin: float, mean: float = 0.0) -> float:
+    if sd == 0:
+        return 0.0
+    if mean == 0.0:
+        return (Z95 + Z90) ** 2 * sd**2 / margin**2
+    if abs(mean) >= margin:
+        return math.inf
+    return (Z95 + Z80) ** 2 * sd**2 / (margin - abs(mean)) ** 2
+
+
+def rows(path: Path) -> list[dict]:
+    settings, _chunks, blocks = study.read(path)
+    out = []
+    for case, bl in blocks.items():
+        runs = [r for b in bl for r in b]
+        multi = case in scenario.UNIT_CASES
+        outcomes = scenario.MULTI_OUTCOMES if multi else scenario.OUTCOMES
+        margins = scenario.MULTI_MARGINS if multi else scenario.MARGINS
+        arms = list(dict.fromkeys(settings.get("arms") or [r.label for r in runs]))
+        base = "off" if "off" in arms else arms[0]
+        for arm in arms:
+            if arm == base:
+                continue
+            for key, _label, unit, lower in outcomes:
+                vals = {a: {r.round: getattr(r, key) for r in runs if r.label == a} for a in (base, arm)}
+                d = paired.differences(vals[base], vals[arm])
+                m = metrics.margin(key, vals[base].values(), margins)
+                if len(d) < paired.MIN_BLOCKS:
+                    continue
+                sd = stdev(d) if len(d) > 1 else 0.0
+                row = {
+                    "study": path.name,
+                    "case": case,
+                    "arm": arm,
+                    "base": base,
+                    "key": key,
+                    "unit": unit,
+                    "n": len(d),
+                    "mean": fmean(d),
+                    "sd": sd,
+                    "p_exact": exact_sign_flip_p(d),
+                    "p_report": paired.sign_flip_p(d),
+                    "margin": m,
+                }
+                if m and lower is not None:
+                    lo, hi = paired.interval(d, level=0.90)  # its one-sided 95 % bounds, as paired.tost uses them
+                    row["ni_bound"] = hi if lower else lo
+                    row["non_inferior"] = hi < m if lower else lo > -m
+                if m:
+                    row["power"] = power_at(len(d), sd, m)
+                    row["need0"] = blocks_needed(sd, m)
+                    row["need_obs"] = blocks_needed(sd, m, fmean(d))
+                out.append(row)
+    # Holm over the registered secondaries of each arm, as runner.report adjusts them, on the exact p-values
+    for arm in {r["arm"] for r in out}:
+        for case in {r["case"] for r in out}:
+            fam = [r for r in out if r["arm"] == arm and r["case"] == case and r["key"] in secondary_of(case)]
+            adj = paired.holm({r["key"]: r["p_exact"] for r in fam})
+            for r in fam:
+                r["p_holm"] = adj[r["key"]]
+    return out
+
+
+def secondary_of(case: str) -> tuple[str, ...]:
+    return scenario.MULTI_SECONDARY if case in scenario.UNIT_CASES else scenario.SECONDARY
+
+
+def fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def fmt_n(x: float | None) -> str:
+    if x is None:
+        return ""
+    return "never (mean outside the margin)" if math.isinf(x) else f"{math.ceil(x):,}"
+
+
+def markdown(all_rows: list[dict]) -> str:
+    lines = [
+        "| study | case | arm - base | endpoint | n | mean | sd | p exact (report's) | Holm (exact) | margin "
+        "| non-inferior (one-sided bound) | power at n (true diff 0) | blocks for 80 % (true diff 0 / = observed mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in all_rows:
+        margin = f"+-{r['margin']:.3g}" if r.get("margin") else "-"
+        power = f"{100 * r['power']:.0f} %" if "power" in r else "-"
+        ni = f"{'yes' if r['non_inferior'] else 'no'} ({r['ni_bound']:+.3g})" if "ni_bound" in r else "-"
+        need = f"{fmt_n(r.get('need0'))} / {fmt_n(r.get('need_obs'))}" if "need0" in r else "-"
+        lines.append(
+            f"| {r['study']} | {r['case']} | {r['arm']} - {r['base']} | {r['key']} | {r['n']} | {r['mean']:+.3g} "
+            f"| {r['sd']:.3g} | {fmt_p(r['p_exact'])} ({fmt_p(r['p_report'])}) "
+            f"| {fmt_p(r['p_holm']) if 'p_holm' in r else '-'} | {margin} | {ni} | {power} | {need} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("studies", nargs="*", type=Path)
+    ap.add_argument("--md", type=Path, help="write the table here (default: print it)")
+    args = ap.parse_args(argv)
+    paths = args.studies or sorted((Path(__file__).resolve().parent.parent / "docs/numa-effect/study").glob("*.json"))
+    all_rows = [r for p in paths for r in rows(p)]
+    text = markdown(all_rows)
+    if args.md:
+        args.md.write_text(text)
+        print(f"wrote {args.md}")
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

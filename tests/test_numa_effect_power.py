@@ -1,0 +1,68 @@
+"""bench/numa_effect_power.py (issue 42 item 6): the exact p-values and power the docs quote, from the stored
+study files. Pure: reads docs/numa-effect/study/*.json, writes nothing there."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+
+from numaforge.measure import paired
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = sorted((ROOT / "docs" / "numa-effect" / "study").glob("*.json"))
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("numa_effect_power", ROOT / "bench" / "numa_effect_power.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+power = _load()
+
+
+@pytest.mark.parametrize("n", range(paired.MIN_BLOCKS, paired.EXACT_MAX + 1))
+def test_exact_p_is_the_reports_p_where_the_report_enumerates(n):
+    rng = random.Random(n)
+    for _ in range(5):
+        d = [rng.choice([-3, -1, 0, 0.5, 2, 4]) for _ in range(n)]
+        if any(d):
+            assert power.exact_sign_flip_p(d) == pytest.approx(paired.sign_flip_p(d))
+
+
+def test_exact_p_of_twenty_blocks_all_one_way_is_two_in_two_to_the_twenty_not_the_monte_carlo_floor():
+    d = [1.0 + k / 10 for k in range(20)]
+    assert power.exact_sign_flip_p(d) == 2 / 2**20
+    assert paired.sign_flip_p(d) == 1 / (paired.N_PERM + 1)  # what the reports print: the floor
+
+
+def test_power_and_blocks_needed_move_the_right_way():
+    assert power.power_at(20, 1.0, 1.0) > power.power_at(20, 2.0, 1.0) > power.power_at(5, 2.0, 1.0)
+    n80 = power.blocks_needed(2.0, 1.0)
+    assert power.power_at(round(n80), 2.0, 1.0) == pytest.approx(0.80, abs=0.02)
+    assert power.blocks_needed(2.0, 1.0, mean=1.5) == float("inf")
+
+
+@pytest.fixture(scope="module")
+def study_rows():
+    before = {p: p.read_bytes() for p in STUDIES}
+    rows = [r for p in STUDIES for r in power.rows(p)]
+    return before, rows
+
+
+def test_every_study_is_read_and_every_study_file_is_left_unchanged(study_rows):
+    before, rows = study_rows
+    assert {r["study"] for r in rows} == {p.name for p in STUDIES}
+    assert all(0 < r["p_exact"] <= 1 for r in rows)
+    assert {p: p.read_bytes() for p in STUDIES} == before
+
+
+def test_the_committed_table_is_what_the_script_prints(study_rows):
+    """docs/numa-effect/power.md is regenerated, not edited: the numbers the docs quote come from here."""
+    _before, rows = study_rows
+    assert (ROOT / "docs" / "numa-effect" / "power.md").read_text() == power.markdown(rows)
