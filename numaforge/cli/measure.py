@@ -157,7 +157,8 @@ def numa_effect(
     """Measure the series' live patches against upstream and a null patch on a host: table, JSON and PNG."""
 
     def body(report: Report):
-        _check_scenario(scenario, pref_node, src_node)
+        together = {"scenario": scenario, "pref_node": pref_node, "src_node": src_node, "pairs": pairs, "knob": knob}
+        _together({**together, "arm": arm, "probe_threads": probe_threads, "second_probe": second_probe})
         n_rounds = values.positive_int(rounds, "--rounds", 10)
         n_seed = values.non_negative_int(seed, "--seed", 13)
         params = _workload(seconds, procs, mb, mem_node, grouped)
@@ -176,10 +177,6 @@ def numa_effect(
                 _knob(knob, arm, probe_threads, second_probe),
                 _pairs_option(pairs, pref_node, probe_threads, second_probe, knob),
             )
-        elif pairs is not None:
-            raise NumaforgeError("--pairs is a probe option", "--pairs", "add --scenario probe")
-        elif knob:
-            raise NumaforgeError("--knob is a probe control", "--knob", "add --scenario probe")
         select = values.Selection(
             inventory=inventory, host=tuple(host or ()), allow_plaintext_secrets=allow_plaintext_secrets
         )
@@ -212,7 +209,11 @@ def numa_effect(
 def _preflight(options: dict, c) -> None:
     """numa-effect's options together, before a host is touched: --host against the inventory, then the arms the
     run would load, built for --target (numaforge.measure.arms.built_arms: every --arm known); the knob control
-    loads none."""
+    loads none. The options' combinations come first: they need nothing but the command line."""
+    try:
+        _together(options)
+    except NumaforgeError as exc:
+        raise values.OptionValueError(exc.what, exc.where, exc.fix) from None
     preflight_selection(
         c,
         values.Selection(
@@ -230,11 +231,21 @@ def _preflight(options: dict, c) -> None:
         raise values.OptionValueError(exc.what + where, "--series/--target/--arm", exc.fix) from None
 
 
-def _check_scenario(scenario: str, pref_node, src_node) -> None:
+def _together(o: dict) -> None:
+    """The options that only make sense together (pure: the command line alone), the same check in the preflight
+    and the task body."""
+    scenario = o.get("scenario") or "workload"
     if scenario not in ("workload", "probe"):
         raise NumaforgeError(f"unknown scenario {scenario!r}", "--scenario", "use workload or probe")
-    if (pref_node is None) != (src_node is None):
+    if (o.get("pref_node") is None) != (o.get("src_node") is None):
         raise NumaforgeError("--pref-node and --src-node go together", "--pref-node/--src-node", "give both or neither")
+    if scenario == "probe":
+        _knob(o.get("knob"), o.get("arm"), o.get("probe_threads"), o.get("second_probe"))
+        _pairs_option(o.get("pairs"), o.get("pref_node"), o.get("probe_threads"), o.get("second_probe"), o.get("knob"))
+    elif o.get("pairs") is not None:
+        raise NumaforgeError("--pairs is a probe option", "--pairs", "add --scenario probe")
+    elif o.get("knob"):
+        raise NumaforgeError("--knob is a probe control", "--knob", "add --scenario probe")
 
 
 def _nodes(pref_node, src_node) -> tuple[int, int] | None:
