@@ -1,5 +1,5 @@
-"""The hostile tier prints the campaign's tally (harness.Tally) at the end of its pytest output, from each
-case's recorded judgement (test_campaign.test_case's ``campaign`` property; xdist carries it to the controller).
+"""The hostile tier prints the reader fault matrix's counts and the campaign's tally (harness.Tally) at the end of
+its pytest output, from each case's recorded judgement (test_campaign.test_case's ``campaign`` property; xdist carries it to the controller).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from harness import Case, Tally
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _reader_matrix(terminalreporter)
     tally = Tally()
     for reports in terminalreporter.stats.values():
         for rep in reports:
@@ -24,3 +25,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if tally.total:
         terminalreporter.write_sep("=", "hostile campaign tally (docs/RELIABILITY.md)")
         terminalreporter.write_line(tally.render())
+
+
+def _reader_matrix(terminalreporter) -> None:
+    """The reader fault matrix's counts (test_reader_matrix.py records each cell: run, or not applicable)."""
+    cells: dict[tuple[str, str], bool] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if getattr(rep, "when", None) != "call":
+                continue
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == "reader_matrix":
+                    cells[(value["reader"], value["fault"])] = value["applies"]
+    if cells:
+        readers = sorted({r for r, _ in cells})
+        faults = sorted({f for _, f in cells})
+        run = sum(cells.values())
+        terminalreporter.write_sep("=", "reader fault matrix (docs/RELIABILITY.md)")
+        terminalreporter.write_line(
+            f"{len(readers)} readers x {len(faults)} faults: {run} cells run, {len(cells) - run} not applicable"
+            f" (readers: {', '.join(readers)})"
+        )
