@@ -461,9 +461,14 @@ def _lock(content: bytes | None, expect: list[str], link: bool = False) -> Cell:
         state = ctx.tmp / "state"
         old = os.environ.get("NUMAFORGE_STATE")
         os.environ["NUMAFORGE_STATE"] = str(state)
-        ctx.cleanup.append(
-            lambda: os.environ.__setitem__("NUMAFORGE_STATE", old) if old else os.environ.pop("NUMAFORGE_STATE", None)
-        )
+
+        def restore() -> None:
+            if old is None:
+                os.environ.pop("NUMAFORGE_STATE", None)
+            else:
+                os.environ["NUMAFORGE_STATE"] = old
+
+        ctx.cleanup.append(restore)
         path = hostlock.lock_path("lock-matrix")
         path.parent.mkdir(parents=True, exist_ok=True)
         if link:  # the file's redirect: a symlink planted at the record, pointing at a record elsewhere

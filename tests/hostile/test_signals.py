@@ -56,7 +56,7 @@ def _step_literals(path: Path, function: str) -> list[str]:
     tree = ast.parse(path.read_text())
     (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
     return [
-        c.args[0].value
+        str(c.args[0].value)
         for c in ast.walk(fn)
         if isinstance(c, ast.Call)
         and isinstance(c.func, ast.Attribute)
