@@ -326,7 +326,9 @@ def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
     try:
         result = fn(host)
     except NumaforgeError as exc:
-        return HostResult(name, FAILED, redact(exc.render()))
+        # a host stopped by Ctrl-C/SIGTERM/SIGHUP mid-command is interrupted, not failed (os-apply's host stopped
+        # in a snapshot read was "failed": issue 40 item 6)
+        return HostResult(name, INTERRUPTED if isinstance(exc, budget.Stopped) else FAILED, redact(exc.render()))
     except Exception as exc:  # a bug: this host fails, the runner stops the rollout (module docstring)
         text = redact(f"{type(exc).__name__}: {exc}")
         return HostResult(

@@ -44,6 +44,7 @@ from typing import Any, Iterator
 from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from requests.exceptions import RequestException
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import budget
@@ -69,7 +70,25 @@ def _remember(conn) -> None:
         box["conn"] = conn
 
 
+class _WatchedHTTP(HTTPConnection):
+    """Keeps its socket in ``watched_sock``: http.client drops ``sock`` once a response says it closes the
+    connection (``Connection: close``, HTTP/1.0) and hands it to the response, where a watcher looking at
+    ``sock`` found nothing to cut while the body dripped on (issue 40 item 6, the reader fault matrix)."""
+
+    def connect(self):
+        super().connect()
+        self.watched_sock = self.sock
+
+
+class _WatchedHTTPS(HTTPSConnection):
+    def connect(self):
+        super().connect()
+        self.watched_sock = self.sock
+
+
 class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTP
+
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)
         _remember(conn)
@@ -77,6 +96,8 @@ class _HTTPPool(HTTPConnectionPool):
 
 
 class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPS
+
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)
         _remember(conn)
@@ -208,7 +229,8 @@ def _watch(box: dict, done: threading.Event, deadline: float, write: bool, lifte
         if reason is None:
             continue
         box["cut"] = reason
-        sock = getattr(box.get("conn"), "sock", None)
+        conn = box.get("conn")
+        sock = getattr(conn, "sock", None) or getattr(conn, "watched_sock", None)
         if sock is not None:
             try:  # the plain socket's shutdown: wakes a read blocked in another thread, TLS state untouched
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -76,6 +76,15 @@ LOGOUT_SECONDS = 10.0  # one logout try's total deadline (it runs after Ctrl-C a
 AUTH_MODES = ("auto", "session", "basic")
 
 
+_INCOMPLETE = re.compile(r"IncompleteRead\((\d+) bytes read, (\d+) more expected\)")
+
+
+def _incomplete(text: str) -> str:
+    """ " (100 of 4137 bytes came)" from urllib3's IncompleteRead text, else ""."""
+    m = _INCOMPLETE.search(text)
+    return f" ({m.group(1)} of {int(m.group(1)) + int(m.group(2))} bytes came)" if m else ""
+
+
 class _Transient(Exception):
     def __init__(self, what: str, retry_after: float | None = None):
         super().__init__(what)
@@ -422,6 +431,8 @@ class RedfishClient:
                 "for an answer, --bmc-read-timeout)"
             )
         text = str(cause or "")
+        if "Connection broken" in text:  # headers came, then the connection ended before the body was whole
+            return "the BMC cut the connection in the middle of its answer" + _incomplete(text)
         if "Connection reset" in text or "RemoteDisconnected" in text or "Connection aborted" in text:
             return "the BMC closed the connection without an answer"
         text = _POOL.sub("", text)

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import ProxyManager
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import budget
@@ -122,7 +123,25 @@ def _remember(conn) -> None:
         box["conn"] = conn
 
 
+class _WatchedHTTP(HTTPConnection):
+    """Keeps its socket in ``watched_sock``: http.client drops ``sock`` once a response says it closes the
+    connection (``Connection: close``, HTTP/1.0) and hands it to the response, where a watcher looking at
+    ``sock`` found nothing to cut while the body dripped on (issue 40 item 6, the reader fault matrix)."""
+
+    def connect(self):
+        super().connect()
+        self.watched_sock = self.sock
+
+
+class _WatchedHTTPS(HTTPSConnection):
+    def connect(self):
+        super().connect()
+        self.watched_sock = self.sock
+
+
 class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTP
+
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)
         _remember(conn)
@@ -130,6 +149,8 @@ class _HTTPPool(HTTPConnectionPool):
 
 
 class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPS
+
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)
         _remember(conn)
@@ -159,7 +180,8 @@ def _watch(box: dict, done: threading.Event, deadline: float) -> None:
         if reason is None:
             continue
         box["cut"] = reason
-        sock = getattr(box.get("conn"), "sock", None)
+        conn = box.get("conn")
+        sock = getattr(conn, "sock", None) or getattr(conn, "watched_sock", None)
         if sock is not None:
             try:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
@@ -277,6 +299,12 @@ class Prometheus:
                 "check that --prometheus points at Prometheus's API and not at something that sends files",
             ) from None
         except (requests.RequestException, OSError) as exc:
+            if "Connection broken" in str(exc):  # the headers came, then the connection was cut mid-body
+                raise PrometheusError(
+                    "Prometheus cut the connection in the middle of its answer; nothing of it was used",
+                    endpoint,
+                    "check Prometheus (or a proxy in front of it) for restarts or crashes, then re-run",
+                ) from None
             raise PrometheusError(f"Prometheus query failed: {redact(str(exc))}", endpoint, check) from None
         if a.location is not None or 300 <= a.status < 400:
             raise PrometheusError(

@@ -298,7 +298,8 @@ def take_snapshot(
 ) -> str:
     """Run the snapshot script on the host (``sh -s``, the script on stdin so errors name a short command)."""
     files, dirs = snapshot_request(list(sysctls), list(devices), list(managed_files))
-    r = runner.run("sh -s", stdin=snapshot_script(root, files, dirs), timeout=timeout, check=False)
+    # a read: a stop request cuts it at once (stop_grace=0)
+    r = runner.run("sh -s", stdin=snapshot_script(root, files, dirs), timeout=timeout, check=False, stop_grace=0)
     if r.rc != 0:
         from ..errors import NumaforgeError
 

@@ -64,6 +64,8 @@ class _Running:
     where: str
     sudo: bool
     max_output: int | None = MAX_OUTPUT_BYTES
+    stop_grace: float | None = None
+    lifted: bool = False  # clean-up (budget.lifted): a stop request does not cut it
 
     def timed_out(
         self, what: str, fix: str, out: bytes | bytearray = b"", err: bytes | bytearray = b""
@@ -154,6 +156,7 @@ class Remote:
         stdin: str | bytes | BinaryIO | None = None,
         progress: Callable[[int, int | None], None] | None = None,
         max_output: int | None = MAX_OUTPUT_BYTES,
+        stop_grace: float | None = None,
     ) -> CommandResult:
         """Run a shell command; sudo=True runs it as root (through ``sudo -n`` unless we log in as root).
 
@@ -162,11 +165,14 @@ class Remote:
         that exits before reading all of its input just ends the feeding: its result says why.
         Raises CommandTimeout after ``timeout`` seconds (the remote process group gets SIGTERM then SIGKILL),
         CommandFailed on a non-zero exit when ``check``, SudoError when sudo would need a password,
-        OutputTooLarge (the command stopped) when stdout or stderr passes ``max_output`` bytes (None: no cap).
+        OutputTooLarge (the command stopped) when stdout or stderr passes ``max_output`` bytes (None: no cap),
+        budget.Stopped (the command stopped on the host) ``stop_grace`` seconds after the run was stopped
+        (Ctrl-C/SIGTERM/SIGHUP; not inside budget.lifted clean-up). None (the default): a stop waits for the
+        command's end, bounded by ``timeout`` -- a write is never cut half-way; a read passes 0.
         """
         where = f"{self.where}: `{redact(command)}`"
         budget.check(f"`{redact(command)}`")
-        cmd = _Running(command, timeout, where, sudo, max_output)
+        cmd = _Running(command, timeout, where, sudo, max_output, stop_grace, budget.is_lifted())
         t0 = time.monotonic()
         chan = self._channel(timeout)
         try:
@@ -211,7 +217,7 @@ class Remote:
         out, err = bytearray(), bytearray()
         pid: int | None = None
         header = True
-        idle, exited_at = 0.0, None
+        idle, exited_at, stop_seen = 0.0, None, None
         while True:
             got = _drain(chan, out, err)
             if header:
@@ -245,6 +251,15 @@ class Remote:
                     out,
                     err,
                 )
+            if cmd.stop_grace is not None and budget.stop_requested() and not cmd.lifted:
+                stop_seen = stop_seen or now
+                if now - stop_seen >= cmd.stop_grace:
+                    self._kill(pid, cmd.sudo)
+                    raise budget.Stopped(
+                        f"the run was stopped while `{redact(cmd.command)}` ran; stopped it on the host",
+                        cmd.where,
+                        "re-run the same command: finished hosts are kept",
+                    )
             if got:
                 idle = 0.0
             else:

@@ -1,6 +1,7 @@
-"""The hostile tier prints the campaign's tally (harness.Tally) at the end of its pytest output, from each
-case's recorded judgement (test_campaign.test_case's ``campaign`` property; xdist carries it to the controller),
-and the generated option campaign's counts (test_generated_options.py's ``generated_options`` property).
+"""The hostile tier prints the reader fault matrix's counts, the campaign's tally (harness.Tally) and the generated
+option campaign's counts at the end of its pytest output, from each case's recorded properties
+(test_reader_matrix.py's ``reader_matrix``, test_campaign.test_case's ``campaign``, test_generated_options.py's
+``generated_options``; xdist carries them to the controller).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from harness import Case, Tally
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _reader_matrix(terminalreporter)
     tally = Tally()
     counts = []  # test_generated_options.py's "tasks x options x values" line
     for reports in terminalreporter.stats.values():
@@ -30,3 +32,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(tally.render())
     for line in counts:
         terminalreporter.write_line(line)
+
+
+def _reader_matrix(terminalreporter) -> None:
+    """The reader fault matrix's counts (test_reader_matrix.py records each cell: run, or not applicable)."""
+    cells: dict[tuple[str, str], bool] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if getattr(rep, "when", None) != "call":
+                continue
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == "reader_matrix":
+                    cells[(value["reader"], value["fault"])] = value["applies"]
+    if cells:
+        readers = sorted({r for r, _ in cells})
+        faults = sorted({f for _, f in cells})
+        run = sum(cells.values())
+        terminalreporter.write_sep("=", "reader fault matrix (docs/RELIABILITY.md)")
+        terminalreporter.write_line(
+            f"{len(readers)} readers x {len(faults)} faults: {run} cells run, {len(cells) - run} not applicable"
+            f" (readers: {', '.join(readers)})"
+        )

@@ -9,8 +9,10 @@ the task in a subprocess, as an operator or a CI runner starts it. Each run must
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hostos.helpers import build_tree
+from sshd_fixture import SshdHost, free_port
 
+from numaforge.bios.applysteps import STATES
 from numaforge.lab.bmc import BMCSimulator
 
 pytestmark = pytest.mark.bmc
@@ -26,12 +31,52 @@ pytestmark = pytest.mark.bmc
 ROOT = Path(__file__).parents[2]
 PASSWORD = "signal-Bmc-pw-7"
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-# step -> (fault the simulator holds the step with, whether the values were written when the signal came)
+SLOW = dict(kind="slow", seconds=8)
+# step -> (BMC flavour, fault the simulator holds the step with, whether the values were written when the signal
+# came, the request that must have been made before the fault is queued -- or None)
 STEPS = {
-    "read": (dict(kind="slow", path_regex=r"/Bios$", method="GET", seconds=8), False),
-    "patch": (dict(kind="slow", path_regex=r"/Bios/Settings$", method="PATCH", seconds=8, after=True), True),
-    "reboot": (dict(kind="slow", path_regex=r"/Actions/ComputerSystem\.Reset$", method="POST", seconds=8), True),
+    "read": ("generic", dict(SLOW, path_regex=r"/Bios$", method="GET"), False, None),
+    "job-check": ("dell", dict(SLOW, path_regex=r"/Jobs/?(\?.*)?$", method="GET"), False, None),
+    "patch": ("generic", dict(SLOW, path_regex=r"/Bios/Settings$", method="PATCH", after=True), True, None),
+    "job": ("dell", dict(SLOW, path_regex=r"/Jobs/[^/?]+$", method="GET"), True, None),
+    "reboot": ("generic", dict(SLOW, path_regex=r"/Actions/ComputerSystem\.Reset$", method="POST"), True, None),
 }
+# steps held by another test here, or that a plain run never has
+ELSEWHERE = {
+    "connect": "builds the client and makes no request (the service root and the login come with the read)",
+    "plan": "the profile render: test_a_signal_mid_render_reports_the_host_interrupted",
+    "verify": "its one request, GET Bios, is also what the reboot step polls until the values are in: the "
+    "simulator cannot hold the verify read alone (left open; the reboot step is held)",
+    "resume": "only a run resuming a journal has it (its wait for the reset is the reboot step's wait)",
+}
+
+
+def _step_literals(path: Path, function: str) -> list[str]:
+    """The names ``result.step("...")`` gives inside ``function`` of a module (the steps as the code names them)."""
+    tree = ast.parse(path.read_text())
+    (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
+    return [
+        str(c.args[0].value)
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr == "step"
+        and c.args
+        and isinstance(c.args[0], ast.Constant)
+    ]
+
+
+def bios_apply_steps() -> list[str]:
+    """Every step bios-apply's host result can have: the BMC session's, apply_host's own, and its state machine's
+    (numaforge.bios.applysteps.STATES, each ``with result.step(current)``)."""
+    pkg = ROOT / "numaforge" / "bios"
+    steps = _step_literals(pkg / "hostsession.py", "bmc_session") + _step_literals(pkg / "apply.py", "apply_host")
+    return list(dict.fromkeys(steps + [s for s in STATES if s != "result"]))
+
+
+def test_every_bios_apply_step_is_held_by_a_signal_test():
+    steps = bios_apply_steps()
+    assert set(steps) == set(STEPS) | set(ELSEWHERE), f"steps with no signal test: {set(steps) - set(STEPS)}"
 
 
 def _setup(tmp_path: Path, sim: BMCSimulator, profile: str = "epyc-gpudirect"):
@@ -48,14 +93,20 @@ def _setup(tmp_path: Path, sim: BMCSimulator, profile: str = "epyc-gpudirect"):
     return env, cmd, report
 
 
-def _start(cmd, env, sim: BMCSimulator, ignore_sigint: bool = False) -> subprocess.Popen:
-    """Start the task and return once the simulator holds the faulted request (the step under test)."""
+def _start(cmd, env, sim: BMCSimulator, ignore_sigint: bool = False, fault: dict | None = None, when=None):
+    """Start the task and return once the simulator holds the faulted request (the step under test); ``fault``
+    is queued once the request ``when`` (method, path regex) was made, or at once."""
     preexec = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+    if fault is not None and when is None:
+        sim.inject(**fault)
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec
     )
     deadline = time.monotonic() + 120
     while not sim.faults.fired:
+        if fault is not None and when is not None and sim.count(*when):
+            sim.inject(**fault)
+            when = None
         assert proc.poll() is None, "bios-apply ended before it reached the step: " + "".join(proc.communicate())
         assert time.monotonic() < deadline, "the step was not reached within 120 s"
         time.sleep(0.02)
@@ -84,15 +135,18 @@ def _judge(proc: subprocess.Popen, sig: signal.Signals, report: Path, written: b
 @pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
 def test_a_signal_at_each_step_stops_reports_and_exits_with_its_code(tmp_path, sig, step):
     """SIGHUP used to kill the run with no summary and no report (exit 129 by the default action): it must be
-    handled like SIGTERM, with its own code."""
-    fault, written = STEPS[step]
-    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=5.0).start()
+    handled like SIGTERM, with its own code. The report names the step the signal cut."""
+    flavour, fault, written, when = STEPS[step]
+    sim = BMCSimulator(flavour=flavour, tls=True, username="admin", password=PASSWORD, power_delay=2.0).start()
     try:
         env, cmd, report = _setup(tmp_path, sim)
-        sim.inject(**fault)
-        proc = _start(cmd, env, sim)
+        proc = _start(cmd, env, sim, fault=fault, when=when)
+        patches = sim.count("PATCH")
         os.kill(proc.pid, sig)
         _judge(proc, sig, report, written, sim)
+        host = json.loads(report.read_text())["hosts"][0]
+        assert host["steps"][-1]["name"] == step, host["steps"]
+        assert sim.count("PATCH") == patches, "a PATCH was sent after the signal"
     finally:
         sim.stop()
 
@@ -137,8 +191,7 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(tmp_path):
     sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=5.0).start()
     try:
         env, cmd, report = _setup(tmp_path, sim)
-        sim.inject(**STEPS["read"][0])
-        proc = _start(cmd, env, sim, ignore_sigint=True)
+        proc = _start(cmd, env, sim, ignore_sigint=True, fault=STEPS["read"][1])
         os.kill(proc.pid, signal.SIGINT)
         _judge(proc, signal.SIGINT, report, False, sim)
     finally:
@@ -178,8 +231,7 @@ def test_sighup_after_the_terminal_went_away_still_writes_the_report(tmp_path):
     sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=5.0).start()
     try:
         env, cmd, report = _setup(tmp_path, sim)
-        sim.inject(**STEPS["read"][0])
-        proc = _start(cmd, env, sim)
+        proc = _start(cmd, env, sim, fault=STEPS["read"][1])
         proc.stdout.close()
         proc.stderr.close()
         os.kill(proc.pid, signal.SIGHUP)
@@ -189,3 +241,103 @@ def test_sighup_after_the_terminal_went_away_still_writes_the_report(tmp_path):
         assert sim.count("PATCH") == 0
     finally:
         sim.stop()
+
+
+# ------------------------------------------------------------------------------------------ os-apply over SSH
+OS_HOLD = """#!/bin/sh
+# ForceCommand of the test's sshd: keeps each command's stdin (the script os-apply sends), and holds the one the
+# test names (a text the script holds, and which of the scripts holding it) for 8 s before running it
+D=DIR
+f=$D/in.$$
+cat > "$f"
+if [ -f "$D/hold" ] && [ ! -f "$D/held" ]; then
+  pat=$(sed -n 1p "$D/hold"); want=$(sed -n 2p "$D/hold")
+  if grep -qF -- "$pat" "$f"; then
+    k=$(( $(cat "$D/seen" 2>/dev/null || echo 0) + 1 )); echo "$k" > "$D/seen"
+    if [ "$k" = "$want" ]; then touch "$D/held"; sleep 8; fi
+  fi
+fi
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" < "$f"
+"""
+# os-apply step -> (a text of the script the step sends, which of those scripts, whether it wrote before the signal)
+OS_STEPS = {
+    "plan": ("head -c", 1, False),
+    "apply": ("previous.json", 1, True),
+    "verify": ("head -c", 2, True),
+}
+OS_ELSEWHERE = {
+    "locality-before": "only with --gate locality on a canary host (a measurement, no write)",
+    "locality-after": "only with --gate locality on a canary host (a measurement, after the write)",
+}
+
+
+def test_every_os_apply_step_is_held_by_a_signal_test():
+    steps = _step_literals(ROOT / "numaforge" / "hostos" / "run.py", "apply_host")
+    assert set(steps) == set(OS_STEPS) | set(OS_ELSEWHERE), f"steps with no signal test: {set(steps) - set(OS_STEPS)}"
+
+
+@pytest.fixture(scope="module")
+def held_sshd(tmp_path_factory):
+    """A real sshd whose ForceCommand (OS_HOLD) holds the step under test."""
+    d = tmp_path_factory.mktemp("hold")
+    script = d / "hold.sh"
+    script.write_text(OS_HOLD.replace("DIR", str(d / "cmds")))
+    script.chmod(0o755)
+    h = SshdHost(name="sig", address="127.0.0.1", port=free_port(), dir=d / "sshd")
+    h.extra_config = f"ForceCommand {script}\n"
+    try:
+        yield h.start(), d / "cmds"
+    finally:
+        h.stop()
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("step", list(OS_STEPS))
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_at_each_os_apply_step_stops_reports_and_exits_with_its_code(tmp_path, held_sshd, sig, step):
+    host, cmds = held_sshd
+    if cmds.exists():
+        shutil.rmtree(cmds)
+    cmds.mkdir()
+    pattern, nth, written = OS_STEPS[step]
+    (cmds / "hold").write_text(f"{pattern}\n{nth}\n")
+    root = build_tree(tmp_path / "root")
+    before = (root / "proc/sys/vm/swappiness").read_text()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n  os-01:\n"
+        f"    ssh: {{address: 127.0.0.1, port: {host.port}, user: root, key_file: '{host.client_key}', "
+        f"known_hosts: '{host.known_hosts}', agent: false}}\n"
+        f"    hardware: {{sockets: 4, nics: ['0000:21:04.0']}}\n"
+        f"    vars: {{hostos_profile: lab-vm-host, hostos_root: '{root}'}}\n"
+    )
+    report = tmp_path / "r.json"
+    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
+    cmd = [sys.executable, "-m", "invoke", "os-apply", "-i", str(inv), "--json", str(report)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not (cmds / "held").exists():
+        assert proc.poll() is None, "os-apply ended before it reached the step: " + "".join(proc.communicate())
+        assert time.monotonic() - t0 < 120
+        time.sleep(0.02)
+    time.sleep(0.3)
+    sent = len(list(cmds.glob("in.*")))
+    os.kill(proc.pid, sig)
+    t_sig = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    took = time.monotonic() - t_sig
+    text = " ".join((out + err).split())
+    assert proc.returncode == CODES[sig], text
+    assert f"interrupted ({sig.name})" in text and "os-01" in text, text
+    assert "Traceback" not in text
+    doc = json.loads(report.read_text())
+    assert doc["ok"] is False and doc["status"] == "interrupted", doc
+    (h,) = doc["hosts"]
+    assert h["status"] == "interrupted", h
+    # a read is cut at once (stop_grace=0); a write on the host is never cut half-way: it ends (bounded by its
+    # timeout) -- the held write here sleeps 8 s, then runs
+    assert took < (8 + 5 if step == "apply" else 5), f"took {took:.1f} s after the signal"
+    time.sleep(9)  # the held command has run by now (it was on the host before the signal)
+    assert len(list(cmds.glob("in.*"))) == sent, "a command was sent to the host after the signal"
+    if not written:
+        assert (root / "proc/sys/vm/swappiness").read_text() == before, "written though the signal came first"

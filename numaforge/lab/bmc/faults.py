@@ -3,7 +3,9 @@ up after ``count`` matches.
 
 Kinds: "5xx" (status, default 500, Base.InternalError; ``message`` replaces its text: hostile text such as
 terminal control sequences), "503" (Retry-After header, default 1 s),
-"slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer),
+"slow" (sleep ``seconds`` then serve normally), "reset" (close the connection without an answer; with
+``body_bytes=N``: the status line, headers announcing the whole body and its first N bytes, then the reset -- a
+connection cut mid-body),
 "bad_json" (200 with a truncated JSON body), "redirect" (``status``, default 302, with ``location``: a
 hostile or misconfigured BMC sending the client elsewhere), "echo" (``status``, default 400, an error whose
 message repeats the request's X-Auth-Token and Authorization headers, as some firmware does; ``bad_json`` with
@@ -92,7 +94,7 @@ class FaultPlan:
             "5xx": {"status", "message"},
             "503": {"retry_after"},
             "slow": {"seconds"},
-            "reset": set(),
+            "reset": {"body_bytes"},
             "bad_json": {"echo"},
             "redirect": {"status", "location"},
             "echo": {"status"},

@@ -172,6 +172,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self, fault):
         if fault.kind == "reset":
+            if "body_bytes" in fault.options:
+                self._partial(int(fault.options["body_bytes"]))
             try:
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             except OSError:
@@ -226,10 +228,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drip(self, interval: float, headers_at_once: bool = False) -> None:
         """A whole (valid) answer, one byte every ``interval`` s, until it is sent, the client goes away or
-        the simulator stops; ``headers_at_once``: the status line and headers in one write, then the body drips."""
+        the simulator stops; ``headers_at_once``: the status line and headers in one write, then the body drips.
+        It says ``Connection: close`` (it does close): a client then hands the socket to the response, where a
+        deadline watching the connection's socket no longer finds it."""
         body = b'{"@odata.id": "/redfish/v1/", "Name": "' + b"d" * 4096 + b'"}'
         head = (
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nOData-Version: 4.0\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nOData-Version: 4.0\r\nConnection: close\r\n"
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
         )
         data = head + body
@@ -250,6 +254,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:
                 return
+
+    def _partial(self, sent: int) -> None:
+        """A 200 whose headers announce a whole JSON body, then only its first ``sent`` bytes (the reset follows)."""
+        body = b'{"@odata.id": "/redfish/v1/", "Name": "' + b"p" * 4096 + b'"}'
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: max(0, min(sent, len(body) - 1))])
+            self.wfile.flush()
+        except OSError:
+            pass
 
     def _huge(self, size: int, length: bool) -> None:
         """A 200 whose valid JSON body is ``size`` bytes, written in chunks (never held whole), until it is sent or
@@ -446,7 +463,7 @@ class BMCSimulator:
         return self.flavour.settings_path
 
     def inject(self, kind: str, path_regex: str = ".*", count: int = 1, **kw):
-        """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset, bad_json (echo=),
+        """Queue a fault: kind in 5xx (status=), 503 (retry_after=), slow (seconds=), reset (body_bytes=), bad_json (echo=),
         redirect (status=, location=), echo (status=), drip (interval=), drip_body (interval=), huge (size=,
         length=), answer (status=, body=, headers=);
         method="PATCH" limits it to one method; after=True fires after the request was processed."""
