@@ -10,6 +10,9 @@ compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json and do
 (bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later kpatch-build in the tree cannot
 change what the VM boots.
 
+The series kernel (series_kernel: the lab kernel with a backport's whole series built in) is an incremental
+build of it: a copy of the built tree with the series applied, cached in cache_dir()/kpatch/series/<key>.
+
 API: lab_kernel(source_spec=None, log=print) -> LabKernel (building if needed).
 CLI: python -m numaforge.kernel.labkernel [SOURCE_SPEC]   (prints the paths; builds when cold)
 """
@@ -27,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths
-from ..digest import sha256_bytes
+from ..digest import sha256_bytes, sha256_file
 from ..errors import NumaforgeError
 from ..paths import cache_dir
 from ..program import prog
@@ -194,23 +197,150 @@ def lab_kernel(
         return _build(**inputs, log=log)
 
 
-def series_kernel(repo: Path, result_commit: str, source_hash: str, log=print) -> LabKernel:
+SERIES_LAYOUT = "numaforge-series-incremental-v1"  # the series kernel's cache recipe (kpatch/series/<key>/)
+
+
+def series_key(lab_key: str, tree_id: str) -> str:
+    """Content key of a series kernel: the lab kernel it is built from (its own key names the source, config,
+    lab patches, compiler and flags) and the git tree id of the series' result."""
+    return sha256_bytes(f"{SERIES_LAYOUT}\0{lab_key}\0{tree_id}".encode())[:20]
+
+
+def series_root(key: str) -> Path:
+    return cache_dir() / "kpatch" / "series" / key
+
+
+def series_kernel(repo: Path, base_commit: str, result_commit: str, source_hash: str, log=print) -> LabKernel:
     """The lab kernel with a backport's whole series built in: the tree of ``result_commit`` (every patch of the
-    series, those kpatch cannot carry too, such as 0002's scheduler feature), configured and built exactly as the
-    lab kernel is, so the two differ only in the series. Protocol amendment 7's full-kernel knob control boots it.
-    Its cache key joins the source's hash with the result's git tree id (not the commit id, which changes with
-    every re-application's dates)."""
-    tree_id = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", f"{result_commit}^{{tree}}"], capture_output=True, text=True
-    )
-    if tree_id.returncode != 0:
+    series, those kpatch cannot carry too, such as 0002's scheduler feature), so the two differ only in the
+    series. Protocol amendment 7's full-kernel knob control boots it.
+
+    It is an incremental build of the lab kernel (``base_commit`` is the series' base, the lab kernel's source):
+    a copy of the cached lab kernel's built tree (timestamps kept; the cached tree is only read), the series'
+    diff applied, and the same make, so only what the changed files reach is recompiled and vmlinux relinked.
+    Cached in cache_dir()/kpatch/series/<key>, key = hash(the lab kernel's key, the result's git tree id (not
+    the commit id, which changes with every re-application's dates))."""
+    tree_id = _git(repo, ["rev-parse", f"{result_commit}^{{tree}}"], "read the tree of the backport's result commit")
+    lab_ref = SourceRef(repo, base_commit, source_hash)
+    inputs = _inputs(None, log, None, lab_ref)
+    key = series_key(inputs["key"], tree_id.strip())
+    root = series_root(key)
+    found = _cached(key, root)
+    if found:
+        return found
+    lab = lab_kernel(log=log, source=lab_ref)
+    root.mkdir(parents=True, exist_ok=True)
+    with kpatch_steps.FileLock(root / ".build.lock"):  # one build per key, even with concurrent callers
+        found = _cached(key, root)
+        if found:
+            return found
+        series_ref = SourceRef(repo, result_commit, f"{source_hash}+series-tree:{tree_id.strip()}")
+        return _build_incremental(key, root, lab, lab_ref, series_ref, inputs, log)
+
+
+def series_files(repo: Path, base_commit: str, result_commit: str) -> list[str]:
+    """The files the series changes (what an incremental series kernel differs from the lab kernel in)."""
+    out = _git(repo, ["diff", "--no-renames", "--name-only", base_commit, result_commit], "list the series' files")
+    return sorted(out.split())
+
+
+def _git(repo: Path, args: list[str], what: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
         raise LabKernelError(
-            f"cannot read the tree of the backport's result commit {result_commit[:12]}",
+            f"cannot {what} ({' '.join(args)}): {proc.stderr.strip()[-300:]}",
             str(repo),
-            f"run the backport again ({prog()} backport) so its tree holds the result commit",
+            f"run the backport again ({prog()} backport) so its tree holds the base and result commits",
         )
-    src = SourceRef(repo, result_commit, f"{source_hash}+series-tree:{tree_id.stdout.strip()}")
-    return lab_kernel(log=log, source=src)
+    return proc.stdout
+
+
+def _relocate_tools(tree: Path, old: Path) -> int:
+    """Point the build records of tools/ (objtool: built with O=<absolute tree>, so its .cmd/.d files name the
+    tree's absolute path) at the copy, keeping their times. Left naming the lab tree, they make objtool rebuild,
+    and every object depends on objtool: the whole kernel would be compiled again. Returns how many changed."""
+    was, now, n = str(old).encode(), str(tree).encode(), 0
+    for dirpath, _dirs, names in os.walk(tree / "tools"):
+        for name in names:
+            if not (name.startswith(".") and name.endswith((".cmd", ".d"))):
+                continue
+            f = Path(dirpath) / name
+            data = f.read_bytes()
+            if was in data:
+                st = f.stat()
+                f.write_bytes(data.replace(was, now))
+                os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+                n += 1
+    return n
+
+
+def _build_incremental(key, root: Path, lab: LabKernel, lab_ref: SourceRef, series_ref: SourceRef, inputs, log):
+    """Copy the lab kernel's built tree, apply the series, make: only the affected objects are rebuilt."""
+    t0 = time.monotonic()
+    tree = root / "linux"
+    if tree.exists():  # an interrupted build: start again from the lab kernel
+        shutil.rmtree(tree)
+    env = tcm.BuildEnv(inputs["shim"], {"KCFLAGS": inputs["flags"]}).env()
+    env.pop("KPATCH_GCC_TEMPDIR", None)
+    logpath = root / "build.log"
+    with open(logpath, "a") as logf:
+        log(f"series kernel: copying the lab kernel's built tree {lab.tree} (key {lab.key})")
+        # kpatch-build patches and restores the lab tree under this lock: copy it between two builds
+        with kpatch_steps.FileLock(lab.root / ".kpatch-build.lock"):
+            tc = time.monotonic()
+            _run(["cp", "-a", "--reflink=auto", str(lab.tree), str(tree)], root, env, logf, "copying the lab tree")
+        copy_s = round(time.monotonic() - tc, 1)
+        moved = _relocate_tools(tree, lab.tree)
+        log(f"series kernel: copied in {copy_s} s; {moved} tools/ build records pointed at the copy")
+        if sha256_file(tree / "vmlinux") != sha256_file(lab.vmlinux):
+            # a kpatch-build left the tree's objects patched (its restore failed): they cannot be trusted
+            log("series kernel: the lab tree's vmlinux is not the lab kernel's; building from scratch instead")
+            shutil.rmtree(tree)
+            return _build(
+                key,
+                root,
+                series_ref,
+                inputs["tc"],
+                inputs["shim"],
+                inputs["compiler"],
+                inputs["flags"],
+                inputs["mvars"],
+                log,
+            )
+        files = series_files(lab_ref.repo, lab_ref.base_commit, series_ref.base_commit)
+        diff = _git(
+            lab_ref.repo,
+            ["diff", "--no-color", "--no-renames", "--full-index", lab_ref.base_commit, series_ref.base_commit],
+            "diff the series",
+        )
+        log(f"series kernel: applying the series ({', '.join(files)})")
+        logf.write(f"\n$ git diff {lab_ref.base_commit[:12]} {series_ref.base_commit[:12]} | patch -p1\n")
+        logf.flush()
+        proc = subprocess.run(
+            ["patch", "-p1", "--forward", "--no-backup-if-mismatch"],
+            cwd=tree,
+            input=diff,
+            text=True,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+        )
+        if proc.returncode != 0:
+            raise LabKernelError(
+                f"the series does not apply to the lab kernel's tree (exit {proc.returncode})",
+                str(logpath),
+                "a lab patch (kpatch/lab/patches) and the series change the same lines: read the log's end",
+            )
+        log(f"series kernel: make vmlinux modules bzImage (-j{JOBS}; only what the series reaches); log: {logpath}")
+        t1 = time.monotonic()
+        _run(["make", *inputs["mvars"], f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
+    extra = {
+        "built_from": lab.key,
+        "incremental": True,
+        "series_files": files,
+        "copy_seconds": copy_s,
+        "make_seconds": round(time.monotonic() - t1, 1),
+    }
+    return _finish(key, root, tree, inputs["compiler"], series_ref.source_hash, t0, log, "series kernel", extra)
 
 
 def find_lab_kernel(source_spec: str | None = None) -> LabKernel | None:
@@ -308,7 +438,6 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     tree = root / "linux"
-    out = root / "out"
     env = tcm.BuildEnv(shim, {"KCFLAGS": flags}).env()
     env.pop("KPATCH_GCC_TEMPDIR", None)
     logpath = root / "build.log"
@@ -320,16 +449,22 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
             f"log: {logpath} (about 20 min on 2 cores, once)"
         )
         _run(["make", *mvars, f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
-        release = (tree / "include/config/kernel.release").read_text().strip()
-        out.mkdir(exist_ok=True)
-        for src, dst in (
-            ("arch/x86/boot/bzImage", "bzImage"),
-            ("vmlinux", "vmlinux"),
-            ("System.map", "System.map"),
-            (".config", "config"),
-        ):
-            shutil.copy2(tree / src, out / (dst + ".tmp"))
-            os.replace(out / (dst + ".tmp"), out / dst)
+    return _finish(key, root, tree, compiler, source.source_hash, t0, log, "lab kernel", {})
+
+
+def _finish(key, root: Path, tree: Path, compiler: str, source_hash: str, t0: float, log, what: str, extra: dict):
+    """The boot artifacts copied out of the tree into out/, then state.json (written last: it marks the build)."""
+    out = root / "out"
+    release = (tree / "include/config/kernel.release").read_text().strip()
+    out.mkdir(exist_ok=True)
+    for src, dst in (
+        ("arch/x86/boot/bzImage", "bzImage"),
+        ("vmlinux", "vmlinux"),
+        ("System.map", "System.map"),
+        (".config", "config"),
+    ):
+        shutil.copy2(tree / src, out / (dst + ".tmp"))
+        os.replace(out / (dst + ".tmp"), out / dst)
     secs = round(time.monotonic() - t0, 1)
     lk = LabKernel(
         key,
@@ -340,14 +475,14 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
         out / "config",
         release,
         compiler,
-        source.source_hash,
+        source_hash,
         built_now=True,
         build_seconds=secs,
     )
-    st = lk.as_dict()
+    st = {**lk.as_dict(), **extra}
     (root / (STATE + ".tmp")).write_text(json.dumps(st, indent=1))
     os.replace(root / (STATE + ".tmp"), root / STATE)
-    log(f"lab kernel: built {release} in {secs} s")
+    log(f"{what}: built {release} in {secs} s")
     return lk
 
 

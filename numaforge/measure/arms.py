@@ -131,9 +131,10 @@ def knob_designs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, dict]:
 
 def full_kernel(series: str = kbackport.DEFAULT_SERIES, source: str = LAB_SOURCE, log=print) -> labkernel.LabKernel:
     """The lab kernel with the whole series built in (0002's scheduler feature too): the series backported onto
-    `source` and built like the lab kernel (numaforge.kernel.labkernel.series_kernel; cached by content)."""
+    `source` and built incrementally from the lab kernel's built tree (numaforge.kernel.labkernel.series_kernel;
+    cached by content)."""
     bp = kbackport.backport(source, str(resolve_dir(series)), compilers=("gcc-10",), compile_check=True, log=log)
-    return labkernel.series_kernel(bp.tree, bp.result_commit, bp.source_hash, log=log)
+    return labkernel.series_kernel(bp.tree, bp.base_commit, bp.result_commit, bp.source_hash, log=log)
 
 
 def built_arms(series: str = kbackport.DEFAULT_SERIES, target: str = "lab", arms: list[str] | None = None) -> list[Arm]:

@@ -3,7 +3,8 @@
 # kernel and kpatch-build itself: the main job's build-kpatch and lab-up and the kpatch and lab_vm test tiers read
 # them, and none of them should pay for them.
 #  - the lab kernel: our 5.10.262 built with kpatch-build's flags (numaforge.kernel.labkernel; about 6 minutes
-#    on 2 cores), and the same with the whole series built in (numaforge.measure.arms.full_kernel);
+#    on 2 cores), and the same with the whole series built in (numaforge.measure.arms.full_kernel: an
+#    incremental build of the lab kernel's tree, about 3 minutes);
 #  - Debian's newest kernel source (MAINLINE_DEBIAN), the series' mainline base;
 #  - each Debian kpatch target's inputs: .config and Module.symvers from the headers package, vmlinux from the
 #    -dbg package (about 800 MB downloaded, only the vmlinux kept; numaforge.kernel.targets.debian_inputs).
@@ -45,7 +46,8 @@ print(f"setup: lab kernel {st['release']} ({how}): {st['bzimage']}")
 PYEOF
 rm -f "$log"
 # the lab kernel with the whole series built in (0002's scheduler feature too): protocol amendment 7's knob
-# control boots it (bench/numa_effect.py probe --knob) and so does tests/lab/test_knob_vm.py; same tree recipe
+# control boots it (bench/numa_effect.py probe --knob) and so does tests/lab/test_knob_vm.py; a copy of the lab
+# kernel's built tree with the series applied, only the units it reaches recompiled (docs/kpatch.md)
 slog=$(mktemp /tmp/numaforge-serieskernel.XXXXXX)
 if ! "$PY" - >"$slog" 2>&1 <<'PYEOF'
 from numaforge.measure import arms

@@ -393,3 +393,13 @@ def test_reuse_refreshes_the_provenance_of_an_unchanged_module(tmp_path: Path) -
     assert json.loads((tmp_path / "manifest.json").read_text())["series_files"] == {"0001.patch": "new"}
     assert any("manifest updated" in m for m in logs) and not list(tmp_path.glob(".*tmp"))
     assert kp._reuse(tmp_path, "k2", t, 0.0, logs.append, prov) is None
+
+
+def test_series_key_changes_with_the_lab_kernel_and_the_series_tree(monkeypatch, tmp_path):
+    k0 = labkernel.series_key("7ea1bdd532c20285bf02", "95335340d56e06c7349e6e2f210f4b8551d6306e")
+    assert labkernel.series_key("7ea1bdd532c20285bf02", "95335340d56e06c7349e6e2f210f4b8551d6306e") == k0
+    assert labkernel.series_key("7ea1bdd532c20285bf03", "95335340d56e06c7349e6e2f210f4b8551d6306e") != k0
+    assert labkernel.series_key("7ea1bdd532c20285bf02", "95335340d56e06c7349e6e2f210f4b8551d6306f") != k0
+    # incremental builds live apart from the from-scratch ones earlier releases kept in kpatch/lab/<key>
+    monkeypatch.setenv("NUMAFORGE_CACHE", str(tmp_path))
+    assert labkernel.series_root(k0) == tmp_path / "kpatch" / "series" / k0

@@ -9,8 +9,9 @@ the knob control study's (docs/numa-effect/control-knob.md, 20 blocks of 60 s), 
 so nothing here asserts a direction.
 
 Tier lab_vm; it boots its own VM (its own xdist group, tests/conftest.py). scripts/setup.d/35-kernel-caches.sh
-builds the series kernel beside the lab kernel (content-hash cached in ~/.cache/numaforge), so the fixture finds
-it; with no cache it builds it (the series backport's compile check, then a full lab kernel build).
+builds the series kernel from the lab kernel's built tree (content-hash cached in ~/.cache/numaforge), so the
+fixture finds it; with no cache it builds it (the series backport's compile check, then an incremental build of
+the lab kernel: tests/kpatch/test_series_kernel.py checks what that build differs in).
 """
 
 from __future__ import annotations
