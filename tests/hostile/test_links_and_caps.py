@@ -182,6 +182,9 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/remote/hostkeys.py", "StrictPolicy.missing_host_key"): "appends to the user's own known_hosts, "
     "like OpenSSH (which follows a link there: dotfile managers link it)",
     ("numaforge/doctor.py", "kvm_usable"): "opens /dev/kvm read-write to probe it; never creates or truncates",
+    ("numaforge/cli/common.py", "_output_gone"): "opens /dev/null to stand in for a closed stdout/stderr",
+    ("numaforge/bios/capture.py", "write_tree"): "writes inside a fresh mkdtemp directory (0700, this run's alone: "
+    "no link can be planted there), renamed into place whole",
     ("numaforge/debian_apt.py", "apt_options"): BUILD_TREE,
     ("numaforge/debian_apt.py", "extract_member"): BUILD_TREE,
     ("numaforge/kernel/backport.py", "apply_series"): BUILD_TREE,
@@ -208,6 +211,11 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/kernel/toolchain.py", "gcc_comment"): BUILD_TREE,
     ("numaforge/lab/bmc/__main__.py", "_password"): LAB,
     ("numaforge/lab/bmc/__main__.py", "main"): LAB,
+    ("numaforge/lab/bmc/__main__.py", "fleet_main"): LAB,
+    ("numaforge/lab/bmc/corpus.py", "main"): "the registry corpus build (a developer's command, python -m "
+    "numaforge.lab.bmc.corpus) writing the package's own data directory",
+    ("numaforge/lab/bmc/fleet.py", "fleet_password"): LAB,
+    ("numaforge/lab/bmc/mockup.py", "MockupSimulator._save"): LAB,
     ("numaforge/lab/bmc/server.py", "BMCSimulator.__init__"): LAB,
     ("numaforge/lab/bmc/state.py", "BMCState.save"): LAB,
     ("numaforge/lab/bmc/tls.py", "_write_private"): LAB,
