@@ -38,7 +38,9 @@ def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, lis
     profile = render_for(host, state.vendor, opts)
     vmap = opts.vendor_map(state.vendor)
     raw = profile.raw_for(state.vendor)
-    return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
+    return profile, translate(
+        profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model, present=state.current
+    )
 
 
 def replan(state: BiosState, desired: list[Desired], host) -> Plan:
