@@ -7,14 +7,16 @@ import json
 
 import pytest
 
-from numaforge.bios.apply import plan_host
+from numaforge.bios import power
+from numaforge.bios.apply import Timeouts, apply_host, plan_host
 
 from .conftest import capture_dirs
-from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, run  # noqa: F401 (fixture)
+from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts, run  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.bmc
 
 CAPTURES = {c.name: c for c in capture_dirs()}
+TIMEOUTS = Timeouts(graceful=3.0, power_on=15.0, job=5.0, poll=0.1, settle=3.0)
 
 
 def _host(sim, **kw):
@@ -36,3 +38,78 @@ def test_hpe_slot_patterns_resolve_against_the_hosts_bios_not_the_registry(mocku
     assert r.status in ("ok", "unchanged"), r.message
     planned = {i["attribute"] for i in r.data["plan"] if i.get("setting") == "pcie_aspm"}
     assert planned == aspm & set(bios), json.dumps(r.data["plan"], indent=1)[:3000]
+
+
+def _raw_profile(tmp_path, values: dict) -> str:
+    """A profile of raw values only (for a board no vendor map covers), in a profiles directory of the test's."""
+    lines = ["description: raw values only (test)", "settings: {}", "raw:", "  {{ vendor }}:"]
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in values.items()]
+    (tmp_path / "raw-only.yaml.j2").write_text("\n".join(lines) + "\n")
+    return str(tmp_path)
+
+
+def test_ami_reboot_honours_the_reset_types_its_action_info_lists(mockup_factory, tmp_path):
+    """Item 5: the AMI MegaRAC (DGX H100 capture) lists ForceOff, ForceRestart, GracefulShutdown and On in its
+    @Redfish.ActionInfo -- no GracefulRestart, which it refuses with a 400. --reboot shuts the OS down gracefully,
+    powers the host on, and says so; GracefulRestart is never sent."""
+    sim = mockup_factory(CAPTURES["libredfish-ami-dgx-viking"], password=PASSWORD, power_delay=0.2)
+    assert "GracefulRestart" not in sim.first.reset_types
+    before = sim.bios_current()
+    want = "Disabled" if before["SriovSupport"] == "Enabled" else "Enabled"
+    h = _host(sim, profile="raw-only")
+    o = opts(reboot=True, timeouts=TIMEOUTS, profiles_dir=_raw_profile(tmp_path, {"SriovSupport": want}))
+    r = run(apply_host, h, o)
+    assert r.status == "changed", r.message
+    assert sim.resets == {"GracefulShutdown": 1, "On": 1}, sim.resets
+    assert sim.bios_current()["SriovSupport"] == want and sim.bios_pending() == {}
+    said = [w for w in r.data.get("warnings", []) if "does not offer GracefulRestart" in w]
+    assert said and "GracefulShutdown, then On" in said[0] and "ActionInfo" in said[0], r.data.get("warnings")
+
+
+def _systems(capture) -> list[dict]:
+    docs = [json.loads(p.read_text()) for p in capture.glob("redfish/v1/*/*/index.json")]
+    return [d for d in docs if str(d.get("@odata.type", "")).startswith("#ComputerSystem.")]
+
+
+def test_boot_progress_vocabulary_is_dsp8010s():
+    """Item 6: the states read as booting are DSP8010's (ComputerSystem BootProgressTypes), every LastState a
+    capture shows is one of them, and a value DSP8010 does not define is "cannot tell", never booting."""
+    assert power.BOOTING <= set(power.BOOT_PROGRESS)
+    shown = {
+        (c.name, str((s.get("BootProgress") or {}).get("LastState")))
+        for c in CAPTURES.values()
+        for s in _systems(c)
+        if (s.get("BootProgress") or {}).get("LastState")
+    }
+    assert shown and {v for _, v in shown} <= set(power.BOOT_PROGRESS), shown
+    invented = power.BootView(power="On", last_state="SystemHardwareInitializationStarted")
+    assert power.phase(invented) == "unknown"
+
+
+def test_a_running_supermicro_showing_hardware_initialization_complete_is_cannot_tell():
+    """Item 6: the X13 capture is On and shows SystemHardwareInitializationComplete (its BMC sees nothing later):
+    neither POST nor OS -- a graceful restart is not refused as "in POST", a forced one is (no proof the OS runs)."""
+    (system,) = [s for s in _systems(CAPTURES["libredfish-supermicro-x13"]) if s.get("BootProgress")]
+    view = power.boot_view(system)
+    assert view.last_state == "SystemHardwareInitializationComplete" and view.power == "On"
+    assert power.phase(view) == "unknown"
+    allowed = list(power.RESTART_ORDER) + ["On", "ForceOff"]
+    assert power.power_decision("graceful-restart", view, allowed).status != "failed"
+    assert power.power_decision("force-restart", view, allowed).status == "failed"
+
+
+@pytest.mark.parametrize(
+    "offered,first",
+    [
+        (["GracefulRestart", "ForceRestart"], "GracefulRestart"),
+        (["ForceOff", "ForceRestart", "GracefulShutdown", "On"], "GracefulShutdown"),  # the AMI capture's ActionInfo
+        (["GracefulShutdown", "ForceRestart"], "ForceRestart"),  # no On: a shutdown could not be undone
+        (["PowerCycle"], "PowerCycle"),
+        ([], "GracefulRestart"),  # not stated: the usual one, the BMC refuses what it lacks
+    ],
+)
+def test_the_first_reset_follows_the_documented_order(offered, first):
+    assert power.first_reset("os", offered, "ActionInfo X")[0] == first
+    said = power.first_reset("os", offered, "ActionInfo X")[1]
+    assert bool(said) == (first != "GracefulRestart" and bool(offered)), said
+    assert power.first_reset("off", ["On", "ForceOff"])[0] == "On"
