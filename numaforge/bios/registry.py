@@ -96,7 +96,8 @@ class MapDependency:
         for i, c in enumerate(self.conditions):
             term = f" {c.get('MapTerms', DEFAULT_TERM)} " if i else ""
             parts.append(
-                f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} {c.get('MapFromValue')!r}"
+                f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} "
+                f"{c.get('MapFromValueShown', c.get('MapFromValue'))!r}"
             )
         return f"if {''.join(parts)} then {self.to_attribute}.{self.to_property} = {self.to_value!r}"
 
@@ -113,6 +114,20 @@ class MapDependency:
             else:
                 result = result and ok
         return bool(result)
+
+
+def _in_value_names(condition: dict, attrs: dict[str, Attribute]) -> dict:
+    """A MapFrom condition with its MapFromValue in the registry's ValueName space, as the states it is held
+    against are (Registry.value_names). The X13 capture's registry (NVIDIA/libredfish tests/mockups/supermicro)
+    writes all 420 enumeration conditions in display strings ("PowerTechnology_FF77 NEQ 'Custom'", ValueName "2")
+    while its ValueNames are codes: compared as written, 30 of its 350 dependencies flipped (issue 41 item 2).
+    The value as written stays in MapFromValueShown, for messages."""
+    attr = attrs.get(condition.get("MapFromAttribute") or "")
+    value = condition.get("MapFromValue")
+    if attr is None or (condition.get("MapFromProperty") or "CurrentValue") != "CurrentValue":
+        return condition
+    name = attr.value_name(value)
+    return condition if name == value else {**condition, "MapFromValue": name, "MapFromValueShown": value}
 
 
 def _compare(left, op: str, right) -> bool:
@@ -185,6 +200,11 @@ class Registry:
                     to_value=dep.get("MapToValue"),
                 )
             )
+        for dep in deps:
+            dep.conditions = [_in_value_names(c, attrs) for c in dep.conditions]
+            to = attrs.get(dep.to_attribute)
+            if dep.to_property == "CurrentValue" and to is not None:
+                dep.to_value = to.value_name(dep.to_value)
         return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps, doc=doc)
 
     def value_names(self, values: dict[str, Any] | None) -> dict[str, Any]:
