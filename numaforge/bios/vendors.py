@@ -274,12 +274,13 @@ def translate(
     host: str = "",
     optional=(),
     system_model: str = "",
-    present: Iterable[str] | None = None,
+    present: Iterable[str] | dict[str, Any] | None = None,
 ) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
     A setting's value may be a list: a preference list, the first value this platform offers wins. Only attributes in ``present``
-    (the host's Bios attributes, when given) are chosen. Settings in
+    (the host's Bios attributes, when given) are chosen; given its current values (a mapping), the vendor preset
+    is added only when some other value changes. Settings in
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
     status "gap" item. Every other problem is collected and raised at once."""
     gen = vmap.generation(registry, system_model)
@@ -294,13 +295,28 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
-    got = preset_value(gen.preset, registry, t.out)
+    got = preset_value(gen.preset, registry, t.out) if _something_changes(t.out, registry, present) else None
     pre = (
         [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
         if got and gen.preset
         else []
     )
     return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
+
+
+def _something_changes(out: dict[str, Desired], registry: Registry, present) -> bool:
+    """Whether a value chosen differs from the host's (``present``: its current Bios values, when a mapping).
+    The preset is written only then (issue 41 item 7: on a host where nothing else changes, writing it costs a
+    reboot for nothing); without the current values it is kept, as before."""
+    if not isinstance(present, dict):
+        return True
+    now = registry.value_names(present)
+    for name, d in out.items():
+        attr = registry.attributes.get(name)
+        want = attr.value_name(d.value) if attr is not None else d.value
+        if name not in now or now[name] != want:
+            return True
+    return False
 
 
 class _Translation:

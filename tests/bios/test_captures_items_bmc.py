@@ -113,3 +113,31 @@ def test_the_first_reset_follows_the_documented_order(offered, first):
     said = power.first_reset("os", offered, "ActionInfo X")[1]
     assert bool(said) == (first != "GracefulRestart" and bool(offered)), said
     assert power.first_reset("off", ["On", "ForceOff"])[0] == "On"
+
+
+def _profile(tmp_path, settings: dict) -> str:
+    lines = ["description: settings only (test)", "settings:"] + [
+        f"  {k}: {json.dumps(v)}" for k, v in settings.items()
+    ]
+    (tmp_path / "only.yaml.j2").write_text("\n".join(lines) + "\n")
+    return str(tmp_path)
+
+
+def test_a_preset_is_written_only_when_another_change_needs_it(mockup_factory, tmp_path):
+    """Item 7: on the DL385 capture SR-IOV and the IOMMU are already on; a profile asking only for them changes
+    nothing, so HPE's WorkloadProfile preset (which frees the settings it locks) is not written either: no PATCH,
+    no reboot for nothing. With a setting that does change, the preset comes along."""
+    sim = mockup_factory(CAPTURES["libredfish-hpe-dl385-gen10p"], password=PASSWORD)
+    bios = sim.bios_current()
+    assert bios["Sriov"] == "Enabled" and bios["ProcAmdIoVt"] == "Enabled" and bios["WorkloadProfile"] != "Custom"
+    h = _host(sim, profile="only")
+    o = opts(reboot=True, timeouts=TIMEOUTS, profiles_dir=_profile(tmp_path, {"sriov": True, "iommu": True}))
+    r = run(apply_host, h, o)
+    assert r.status == "unchanged", r.message
+    assert sim.count("PATCH") == 0 and sum(sim.resets.values()) == 0
+    changing = tmp_path / "changing"
+    changing.mkdir()
+    o = opts(profiles_dir=_profile(changing, {"sriov": False}))
+    plan = run(plan_host, h, o)
+    changes = {i["attribute"]: i["desired"] for i in plan.data["plan"] if i["action"] == "change"}
+    assert changes == {"Sriov": "Disabled", "WorkloadProfile": "Custom"}, plan.data["plan"]
