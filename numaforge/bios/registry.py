@@ -216,6 +216,20 @@ class Registry:
                 out[k] = attr.value_name(v)
         return out
 
+    def as_shown(self, values: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+        """``values`` (ValueNames) in the form the Bios shows them (``shown``: its current attributes as read):
+        an enumeration whose current value the Bios shows as a ValueDisplayName gets its display string. A
+        Supermicro X13 (NVIDIA/libredfish tests/mockups/supermicro) shows "Enabled" for the ValueName "1"; every
+        public client writes the display strings and nothing public shows one accepting codes (issue 41 item 3)."""
+        out = dict(values)
+        for k, v in values.items():
+            attr, now = self.attributes.get(k), shown.get(k)
+            if attr is None or attr.type != "Enumeration" or v not in attr.values or not isinstance(now, str):
+                continue
+            if now not in attr.values and attr.value_name(now) != now and attr.value_display.get(v):
+                out[k] = attr.value_display[v]
+        return out
+
     def by_display_name(self, pattern: str) -> list[Attribute]:
         rx = re.compile(pattern, re.IGNORECASE)
         return [a for a in self.attributes.values() if rx.search(a.display_name or "")]

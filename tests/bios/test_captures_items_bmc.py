@@ -141,3 +141,21 @@ def test_a_preset_is_written_only_when_another_change_needs_it(mockup_factory, t
     plan = run(plan_host, h, o)
     changes = {i["attribute"]: i["desired"] for i in plan.data["plan"] if i["action"] == "change"}
     assert changes == {"Sriov": "Disabled", "WorkloadProfile": "Custom"}, plan.data["plan"]
+
+
+def test_supermicro_values_are_written_in_the_form_its_bios_shows_them(mockup_factory, tmp_path):
+    """Item 3: the X13's Bios shows display strings ("Enabled") for the registry's codes ("1"); every public
+    client writes the display strings and the replayed tree refuses codes. The PATCH carries what the Bios shows,
+    and after the reboot the Bios shows the value written. (The board is Intel: the generic map and a raw value
+    stand in for a map; bmc.vendor generic.)"""
+    sim = mockup_factory(CAPTURES["libredfish-supermicro-x13"], password=PASSWORD)
+    before = sim.bios_current()["SR_IOVSupport_0047"]
+    want = "Disabled" if before == "Enabled" else "Enabled"
+    h = _host(sim, profile="raw-only", vendor="generic")
+    o = opts(reboot=True, timeouts=TIMEOUTS, profiles_dir=_raw_profile(tmp_path, {"SR_IOVSupport_0047": want}))
+    r = run(apply_host, h, o)
+    assert r.status == "changed", r.message
+    assert sim.bios_current()["SR_IOVSupport_0047"] == want and sim.bios_pending() == {}
+    assert sim.count("PATCH") == 1 and sum(sim.resets.values()) == 1
+    sim.reset_counts()
+    assert run(plan_host, h, o).data["would_change"] == [] and sim.count("PATCH") == 0
