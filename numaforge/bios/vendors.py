@@ -395,7 +395,7 @@ class _Translation:
                 Desired("-", None, setting, f"optional, skipped: {last.what.split(': ', 1)[-1]}", "", status="skipped")
             )
         else:
-            if len(prefs) > 1:
+            if len(prefs) > 1 and passed:
                 self.errors.append(f"{setting}: no preferred value is available ({'; '.join(passed)})")
             else:
                 self.errors.append(last.what)

@@ -159,3 +159,13 @@ def test_supermicro_values_are_written_in_the_form_its_bios_shows_them(mockup_fa
     assert sim.count("PATCH") == 1 and sum(sim.resets.values()) == 1
     sim.reset_counts()
     assert run(plan_host, h, o).data["would_change"] == [] and sim.count("PATCH") == 0
+
+
+def test_a_preference_list_that_fails_says_why_never_an_empty_list(mockup_factory):
+    """Item 8: on the AMI DGX capture the generic map finds no ASPM attribute; pcie_aspm's preference list
+    [l0s, disabled] failed as "no preferred value is available ()". The reason is named."""
+    sim = mockup_factory(CAPTURES["libredfish-ami-dgx-viking"], password=PASSWORD)
+    r = run(plan_host, _host(sim, profile="epyc-gpudirect"))
+    assert r.status == "failed"
+    (line,) = [x for x in r.message.splitlines() if x.strip().startswith("pcie_aspm:")]
+    assert "()" not in line and "ASPM" in line, line
