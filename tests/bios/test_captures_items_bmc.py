@@ -9,6 +9,7 @@ import pytest
 
 from numaforge.bios import power
 from numaforge.bios.apply import Timeouts, apply_host, plan_host
+from numaforge.bios.resources import jobs
 
 from .conftest import capture_dirs
 from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts, run  # noqa: F401 (fixture)
@@ -169,3 +170,18 @@ def test_a_preference_list_that_fails_says_why_never_an_empty_list(mockup_factor
     assert r.status == "failed"
     (line,) = [x for x in r.message.splitlines() if x.strip().startswith("pcie_aspm:")]
     assert "()" not in line and "ASPM" in line, line
+
+
+def test_every_job_state_is_known_dells_paused_and_pending_activation_too():
+    """Item 8: iDRAC's job states Paused and PendingActivation are queued jobs (not unknown ones, so a second job is
+    never created beside them); every JobState a capture shows is queued, running or final."""
+    known = jobs.ACTIVE_STATES | jobs.FINAL_OK | jobs.FINAL_BAD
+    assert {"Paused", "PendingActivation"} <= jobs.QUEUED_STATES
+    seen = {
+        str(doc["JobState"])
+        for c in CAPTURES.values()
+        for p in c.glob("redfish/v1/**/index.json")
+        for doc in [json.loads(p.read_text())]
+        if isinstance(doc, dict) and "JobState" in doc
+    }
+    assert seen and seen <= known, seen - known
