@@ -81,6 +81,19 @@ class Attribute:
 DEFAULT_TERM = "OR"
 
 
+def _joins(conditions: list[dict]) -> list[str]:
+    """The term joining condition i (i >= 1) to the result so far, per condition ("" for the first). DSP0266
+    does not fix where MapTerms sits: iDRAC and the X13 put it on the later condition; Lenovo's XCC puts it on
+    the earlier one and none on the last (the SR670 V2 capture: iSCSIParametersviaDHCP [AND] TCPIPParametersviaDHCP
+    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8)."""
+    after = len(conditions) > 1 and bool(conditions[0].get("MapTerms")) and not conditions[-1].get("MapTerms")
+    out = [""]
+    for i in range(1, len(conditions)):
+        term = conditions[i - 1].get("MapTerms") if after else conditions[i].get("MapTerms")
+        out.append(str(term or DEFAULT_TERM))
+    return out
+
+
 @dataclass
 class MapDependency:
     """``Dependencies[].Dependency`` of Type Map: if MapFrom conditions hold, MapToProperty of MapToAttribute = MapToValue."""
@@ -93,8 +106,9 @@ class MapDependency:
 
     def describe(self) -> str:
         parts = []
+        joins = _joins(self.conditions)
         for i, c in enumerate(self.conditions):
-            term = f" {c.get('MapTerms', DEFAULT_TERM)} " if i else ""
+            term = f" {joins[i]} " if i else ""
             parts.append(
                 f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} "
                 f"{c.get('MapFromValueShown', c.get('MapFromValue'))!r}"
@@ -103,13 +117,13 @@ class MapDependency:
 
     def holds(self, state: dict[str, Any]) -> bool:
         result: bool | None = None
-        for c in self.conditions:
+        for c, join in zip(self.conditions, _joins(self.conditions)):
             attribute = c.get("MapFromAttribute")
             value = state.get(attribute) if isinstance(attribute, str) else None
             ok = _compare(value, c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
             if result is None:
                 result = ok
-            elif c.get("MapTerms", DEFAULT_TERM) == "OR":
+            elif join == "OR":
                 result = result or ok
             else:
                 result = result and ok

@@ -53,3 +53,22 @@ def test_x13_power_performance_tuning_is_not_blocked_while_power_technology_is_c
     assert not [d.describe() for d in reg.blocking("PowerPerformanceTuning_3CE0", state)]
     said = [d.describe() for d in reg.dependencies if d.to_attribute == "PowerPerformanceTuning_3CE0"]
     assert any("'Custom'" in t for t in said), said  # messages keep the value as the registry writes it
+
+
+SR670 = next(c for c in capture_dirs() if c.name == "libredfish-lenovo-sr670v2")
+
+
+def test_xcc_map_terms_on_the_earlier_condition_join_it_to_the_next():
+    """Item 8: Lenovo's XCC (SR670 V2 capture) puts MapTerms on every condition but the last. Its AND dependencies
+    hold only when both conditions do; read the iDRAC way (term on the later condition, default OR) they held
+    when either did."""
+    doc = json.loads((SR670 / "redfish/v1/schemas/registries/BiosAttributeRegistry.1.0.0.json/index.json").read_text())
+    reg = Registry.from_json(doc)
+    ands = [d for d in reg.dependencies if len(d.conditions) == 2 and d.conditions[0].get("MapTerms") == "AND"]
+    assert ands, "the capture no longer shows XCC's AND placement"
+    for d in ands:
+        first, second = d.conditions
+        only_first = {first["MapFromAttribute"]: first["MapFromValue"], second["MapFromAttribute"]: object()}
+        both = {first["MapFromAttribute"]: first["MapFromValue"], second["MapFromAttribute"]: second["MapFromValue"]}
+        assert not d.holds(only_first) and d.holds(both), d.describe()
+        assert " AND " in d.describe()
