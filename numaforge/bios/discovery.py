@@ -381,13 +381,16 @@ def bios_reads(client, bios: dict, cache: RegistryCache, model: bool) -> list[tu
 # RegistryPrefix + RegistryVersion) must name the same registry, of the same major version.
 
 _ID_RX = re.compile(r"^(?P<name>[^.]+?)(?:\.v?(?P<v>\d+(?:[._]\d+){1,2}))?$", re.IGNORECASE)
+# A language tag between the name and the version ("BiosAttributeRegistry113.en-US.1.1.3", the document Id of an
+# AMI MegaRAC's registry file, NVIDIA/libredfish tests/mockups/nvidia_viking): no part of the registry's name
+_LANG_RX = re.compile(r"\.[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*(?=\.v?\d)")
 _GLUED_RX = re.compile(r"^(?P<name>.*?[A-Za-z])v?(?P<v>\d+\.\d+)$")  # "BiosAttributeRegistry1.0" (iDRAC's Registry)
 
 
 def registry_identity(text: str | None) -> tuple[str, tuple[int, ...]] | None:
     """("biosattributeregistry", (1, 0, 3)) for "BiosAttributeRegistry.v1_0_3", "…1.0.3", "…1_0_3"; the version
     is () when the text has none ("BiosAttributeRegistry"); None for an empty text. Pure."""
-    text = str(text or "").strip()
+    text = _LANG_RX.sub("", str(text or "").strip(), count=1)
     if not text:
         return None
     m = _ID_RX.match(text) or _GLUED_RX.match(text)
@@ -464,6 +467,50 @@ def fetch_registry(client: RedfishClient, registry_id: str, announce: Callable[[
         raise lookup.not_found()
     client.confirmed.add(id(reg))
     return reg
+
+
+def listed_bios_registry(client: RedfishClient) -> str:
+    """The registry id of the one BIOS attribute registry the Registries collection lists, for a Bios that names
+    none (NVIDIA's Grace and BlueField BMCs: Registries/BiosAttributeRegistry, Registry
+    "BiosAttributeRegistry.1.0.0"; NVIDIA/libredfish tests/mockups/nvidia_gh200). A member is one when its Id
+    or Registry is named BiosAttributeRegistry (any suffix, as AMI's BiosAttributeRegistry113). The caller says
+    in the warnings which one was used. None or several: a RedfishError naming what was listed."""
+    where = f"{client.host} ({client.base_url})"
+    coll = link_path(client.ensure_root() or {}, "Registries")
+    if not coll:
+        raise RedfishError(
+            "the Bios names no AttributeRegistry and the service root has no Registries collection",
+            where,
+            "the BMC publishes no BIOS attribute registry: values cannot be validated; nothing is written",
+        )
+    r = client.request("GET", coll)
+    check(client, r, "GET")
+    found: dict[str, str] = {}  # registry id -> member URI
+    for uri in Collection(client, coll, r.body, r.etag).member_paths:
+        file, _ = _read(client, uri)
+        if file is None:
+            continue
+        names = [str(file.get(k) or "") for k in ("Registry", "Id")]
+        if any(n.lower().startswith("biosattributeregistry") for n in names):
+            found.setdefault(next(n for n in names if n), uri)
+    if len(found) != 1:
+        raise RedfishError(
+            "the Bios names no AttributeRegistry and the Registries collection "
+            + (
+                f"lists {len(found)} BIOS attribute registries ({', '.join(sorted(found))})"
+                if found
+                else "lists no BIOS attribute registry (no member named BiosAttributeRegistry...)"
+            ),
+            where,
+            "values cannot be validated, so nothing is written; a BMC firmware that names the registry in the "
+            "Bios (AttributeRegistry) is needed",
+        )
+    ((registry_id, uri),) = found.items()
+    client.warnings.append(
+        f"the Bios names no AttributeRegistry; validated against the only BIOS attribute registry the BMC lists: "
+        f"{registry_id} ({uri})"
+    )
+    return registry_id
 
 
 def _read(client: RedfishClient, uri: str) -> tuple[dict | None, Response]:

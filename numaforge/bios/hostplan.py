@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InventoryError, NumaforgeError
 from ..report import HostResult
-from .errors import ProfileError
+from .errors import ProfileError, VendorMapError
 from .hostsession import HostOptions
 from .hoststate import BiosState
 from .plan import Plan, UnverifiedCheck, check_unverified, make_plan, unverified_policy
@@ -38,7 +38,30 @@ def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, lis
     profile = render_for(host, state.vendor, opts)
     vmap = opts.vendor_map(state.vendor)
     raw = profile.raw_for(state.vendor)
-    return profile, translate(profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model)
+    try:
+        return profile, translate(
+            profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model, present=state.current
+        )
+    except VendorMapError as exc:
+        not_epyc = _not_epyc(state.system)
+        if not not_epyc or raw:
+            raise
+        raise VendorMapError(
+            f"no vendor map for this model: {state.model or 'this system'} has {not_epyc} processors, and "
+            f"numaforge's vendor maps (bios/vendors/*.yaml) cover AMD EPYC platforms only; nothing is written "
+            f"({exc.what.splitlines()[0]})",
+            host.name,
+            "leave this host out of the BIOS run (its inventory group), or set the attributes you need by name "
+            f"under raw.{state.vendor} in a profile of its own",
+        ) from None
+
+
+def _not_epyc(system: dict | None) -> str:
+    """The processor model a System's ProcessorSummary names when it is no AMD EPYC ("" when it is one, or the
+    BMC does not say). The captures of Intel and ARM boards (tests/data/captures: Dell R750, Lenovo SR670 V2,
+    Supermicro X13; NVIDIA GH200/GB200) name theirs there."""
+    model = str(((system or {}).get("ProcessorSummary") or {}).get("Model") or "").strip()
+    return "" if not model or "AMD" in model.upper() or "EPYC" in model.upper() else " ".join(model.split())
 
 
 def replan(state: BiosState, desired: list[Desired], host) -> Plan:

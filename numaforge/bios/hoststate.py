@@ -13,7 +13,7 @@ from typing import Any
 
 from . import discovery
 from .discovery import RegistryCache, Shape, shape_key
-from .errors import RedfishError, VendorMismatchError
+from .errors import VendorMismatchError
 from .redfish import RedfishClient
 from .registry import Registry
 from .resources import Bios, Collection, ServiceRoot, SettingsObject, System, etag_of
@@ -98,15 +98,12 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
     """The host's BIOS now: current values, the settings object (pending values, ETag, apply times), the
     registry (validated against, from the run's cache when this BMC confirms it) and the vendor. ``shape``: the
     model's known shape (numaforge.bios.discovery.RegistryCache.claim), tried before discovery."""
-    where = f"{host.name} ({client.base_url})"
     bios = _bios_of_known_model(client, host, shape, cache) if shape is not None else None
     system: System | None = None
     if bios is None:
         system, bios = _discover(client, host, cache)
     settings = bios.settings()
-    registry_id = bios.registry_id
-    if not registry_id:
-        raise RedfishError("Bios names no AttributeRegistry", where, "values cannot be validated; refusing to write")
+    registry_id = bios.registry_id or discovery.listed_bios_registry(client)  # a Bios naming none: the one listed
     system_path = system.path if system is not None else (shape.system_path if shape else "")
     model = str(system.body.get("Model") or "") if system is not None else (shape.model if shape else "")
     learnt = Shape(client.login_url, system_path, bios.path, registry_id, model=model, settings_path=settings.path)

@@ -25,14 +25,31 @@ from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
 from .exchange import path_of
 from .redfish import RedfishClient
 
-# DSP8010 BootProgress.LastState values of a host between reset and OS (OEM: see OemLastState)
+# DSP8010 (ComputerSystem BootProgressTypes): every BootProgress.LastState value the standard defines
+BOOT_PROGRESS = (
+    "None",
+    "PrimaryProcessorInitializationStarted",
+    "BusInitializationStarted",
+    "MemoryInitializationStarted",
+    "SecondaryProcessorInitializationStarted",
+    "PCIResourceConfigStarted",
+    "SystemHardwareInitializationComplete",
+    "SetupEntered",
+    "OSBootStarted",
+    "OSRunning",
+    "OEM",
+)
+# ... those of a host between reset and OS (OEM: see OemLastState). SystemHardwareInitializationComplete is not
+# among them: a BMC that sees nothing after POST keeps it while the OS runs (the Supermicro X13 capture, NVIDIA/
+# libredfish tests/mockups/supermicro: PowerState On, no LastStateTime), so it tells neither POST nor OS: "cannot
+# tell" (phase "unknown": never forced, not refused a graceful restart). Any value outside DSP8010 is "cannot
+# tell" too (issue 41 item 6: "SystemHardwareInitializationStarted", which DSP8010 does not define, was here).
 BOOTING = {
     "PrimaryProcessorInitializationStarted",
     "BusInitializationStarted",
     "MemoryInitializationStarted",
     "SecondaryProcessorInitializationStarted",
     "PCIResourceConfigStarted",
-    "SystemHardwareInitializationStarted",
     "SetupEntered",
     "OSBootStarted",
     "OEM",
@@ -239,14 +256,25 @@ def reboot(
     again and the new values are current. ``paths``: (System, Bios). Raises with a verdict, never resets twice
     for a host that is booting. ``on_reset``: told of each reset request (``_send``), for the journal."""
     system_path, bios_path = paths
-    target, allowed = reset_action(system, system_path)
+    target, allowed, listed_by = reset_types(client, system, system_path)
     graceful, power_on = waits(t, vendor_waits)
     host = _Host(client, paths, job, names)
     before, _ = host.view()
-    first = "On" if phase(before) == "off" else "GracefulRestart"
-    if allowed and first not in allowed:
-        first = next((k for k in ("GracefulRestart", "ForceRestart", "PowerCycle") if k in allowed), first)
+    first, chose = first_reset(phase(before), allowed, listed_by)
+    if chose:
+        client.warnings.append(chose)
+    if first in FORCED and phase(before) == "booting":
+        raise RedfishError(
+            f"the BMC offers no GracefulRestart ({listed_by}: {', '.join(allowed)}) and the host is booting "
+            f"({before.text()}): a {first} in POST can corrupt a BIOS update, so it was not sent",
+            f"{client.host} ({client.base_url})",
+            "wait until the host runs its OS, then run again; the BIOS values stay pending until it resets",
+        )
     log: dict[str, Any] = {"resets": [], "waits": {"graceful": graceful, "power_on": power_on}}
+    if chose:
+        log["reset_choice"] = chose
+    if first == "GracefulShutdown":
+        first = _shut_down(client, host, target, graceful, t.poll, log, result_data, on_reset)
     error = _send(client, target, first, result_data, on_reset)
     log["resets"].append({"type": first, "error": error} if error else {"type": first})
     start = time.monotonic()
@@ -288,6 +316,28 @@ def reboot(
         time.sleep(t.poll)
     log["seconds"] = round(time.monotonic() - start, 1)
     return log
+
+
+def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset) -> str:
+    """A BMC without GracefulRestart (first_reset): GracefulShutdown, wait up to ``graceful`` s for the host to
+    be off; "On" is then the reset to send. An OS that ignores it is never forced: a RedfishError says so."""
+    error = _send(client, target, "GracefulShutdown", result_data, on_reset)
+    log["resets"].append({"type": "GracefulShutdown", "error": error} if error else {"type": "GracefulShutdown"})
+    start = time.monotonic()
+    while True:
+        now, _ = host.view()
+        if phase(now) == "off" and now.power == "Off":
+            return "On"
+        if time.monotonic() - start > graceful:
+            raise RedfishError(
+                (f"{error}; " if error else "")
+                + f"the host did not power off within {graceful:.0f} s of GracefulShutdown ({now.text()}); "
+                "it was not forced (the BMC offers no GracefulRestart, and a hung OS is forced only by hand)",
+                f"{client.host} ({client.base_url})",
+                "shut the OS down from the host, or force it with bmc-power once you know it is not in POST; "
+                "the BIOS values stay pending until the host resets",
+            )
+        time.sleep(poll)
 
 
 def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
@@ -357,6 +407,29 @@ class PowerDecision:
     status: str
     why: str
     fix: str = ""
+
+
+# The reset --reboot sends first, in order, among the types the BMC allows (a host that is off: On). The AMI
+# MegaRAC of the DGX H100 capture (NVIDIA/libredfish tests/mockups/nvidia_viking) lists ForceOff, ForceRestart,
+# GracefulShutdown and On in its ActionInfo: GracefulRestart is refused there with a 400 (issue 41 item 5).
+# GracefulShutdown stands for two requests: GracefulShutdown, then On once the host is off (both must be offered).
+RESTART_ORDER = ("GracefulRestart", "GracefulShutdown", "ForceRestart", "PowerCycle")
+
+
+def first_reset(ph: str, allowed: list[str], listed_by: str = "") -> tuple[str, str]:
+    """(the first reset to send, what to say about the choice: "" for the usual one). ``allowed`` [] means the
+    BMC does not say: the usual type is sent and the BMC refuses what it lacks. Pure."""
+    usual = "On" if ph == "off" else RESTART_ORDER[0]
+    if not allowed or usual in allowed:
+        return usual, ""
+    order = ("On",) if usual == "On" else RESTART_ORDER
+    fits = [k for k in order if k in allowed and (k != "GracefulShutdown" or "On" in allowed)]
+    pick = fits[0] if fits else usual
+    said = f"the BMC does not offer {usual} ({listed_by or 'allowed'}: {', '.join(allowed)})"
+    if pick == usual:
+        return usual, f"{said}: sent {usual} anyway (no other type fits, in the order {', '.join(order)})"
+    then = ", then On once the host is off" if pick == "GracefulShutdown" else ""
+    return pick, f"{said}: sent {pick}{then}, the first it offers in the order {', '.join(order)}"
 
 
 def reset_types(client: RedfishClient, system: dict, system_path: str) -> tuple[str, list[str], str]:

@@ -81,6 +81,19 @@ class Attribute:
 DEFAULT_TERM = "OR"
 
 
+def _joins(conditions: list[dict]) -> list[str]:
+    """The term joining condition i (i >= 1) to the result so far, per condition ("" for the first). DSP0266
+    does not fix where MapTerms sits: iDRAC and the X13 put it on the later condition; Lenovo's XCC puts it on
+    the earlier one and none on the last (the SR670 V2 capture: iSCSIParametersviaDHCP [AND] TCPIPParametersviaDHCP
+    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8)."""
+    after = len(conditions) > 1 and bool(conditions[0].get("MapTerms")) and not conditions[-1].get("MapTerms")
+    out = [""]
+    for i in range(1, len(conditions)):
+        term = conditions[i - 1].get("MapTerms") if after else conditions[i].get("MapTerms")
+        out.append(str(term or DEFAULT_TERM))
+    return out
+
+
 @dataclass
 class MapDependency:
     """``Dependencies[].Dependency`` of Type Map: if MapFrom conditions hold, MapToProperty of MapToAttribute = MapToValue."""
@@ -93,26 +106,42 @@ class MapDependency:
 
     def describe(self) -> str:
         parts = []
+        joins = _joins(self.conditions)
         for i, c in enumerate(self.conditions):
-            term = f" {c.get('MapTerms', DEFAULT_TERM)} " if i else ""
+            term = f" {joins[i]} " if i else ""
             parts.append(
-                f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} {c.get('MapFromValue')!r}"
+                f"{term}{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} "
+                f"{c.get('MapFromValueShown', c.get('MapFromValue'))!r}"
             )
         return f"if {''.join(parts)} then {self.to_attribute}.{self.to_property} = {self.to_value!r}"
 
     def holds(self, state: dict[str, Any]) -> bool:
         result: bool | None = None
-        for c in self.conditions:
+        for c, join in zip(self.conditions, _joins(self.conditions)):
             attribute = c.get("MapFromAttribute")
             value = state.get(attribute) if isinstance(attribute, str) else None
             ok = _compare(value, c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
             if result is None:
                 result = ok
-            elif c.get("MapTerms", DEFAULT_TERM) == "OR":
+            elif join == "OR":
                 result = result or ok
             else:
                 result = result and ok
         return bool(result)
+
+
+def _in_value_names(condition: dict, attrs: dict[str, Attribute]) -> dict:
+    """A MapFrom condition with its MapFromValue in the registry's ValueName space, as the states it is held
+    against are (Registry.value_names). The X13 capture's registry (NVIDIA/libredfish tests/mockups/supermicro)
+    writes all 420 enumeration conditions in display strings ("PowerTechnology_FF77 NEQ 'Custom'", ValueName "2")
+    while its ValueNames are codes: compared as written, 30 of its 350 dependencies flipped (issue 41 item 2).
+    The value as written stays in MapFromValueShown, for messages."""
+    attr = attrs.get(condition.get("MapFromAttribute") or "")
+    value = condition.get("MapFromValue")
+    if attr is None or (condition.get("MapFromProperty") or "CurrentValue") != "CurrentValue":
+        return condition
+    name = attr.value_name(value)
+    return condition if name == value else {**condition, "MapFromValue": name, "MapFromValueShown": value}
 
 
 def _compare(left, op: str, right) -> bool:
@@ -185,6 +214,11 @@ class Registry:
                     to_value=dep.get("MapToValue"),
                 )
             )
+        for dep in deps:
+            dep.conditions = [_in_value_names(c, attrs) for c in dep.conditions]
+            to = attrs.get(dep.to_attribute)
+            if dep.to_property == "CurrentValue" and to is not None:
+                dep.to_value = to.value_name(dep.to_value)
         return cls(id=doc.get("Id", ""), attributes=attrs, dependencies=deps, doc=doc)
 
     def value_names(self, values: dict[str, Any] | None) -> dict[str, Any]:
@@ -194,6 +228,20 @@ class Registry:
             attr = self.attributes.get(k)
             if attr is not None:
                 out[k] = attr.value_name(v)
+        return out
+
+    def as_shown(self, values: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+        """``values`` (ValueNames) in the form the Bios shows them (``shown``: its current attributes as read):
+        an enumeration whose current value the Bios shows as a ValueDisplayName gets its display string. A
+        Supermicro X13 (NVIDIA/libredfish tests/mockups/supermicro) shows "Enabled" for the ValueName "1"; every
+        public client writes the display strings and nothing public shows one accepting codes (issue 41 item 3)."""
+        out = dict(values)
+        for k, v in values.items():
+            attr, now = self.attributes.get(k), shown.get(k)
+            if attr is None or attr.type != "Enumeration" or v not in attr.values or not isinstance(now, str):
+                continue
+            if now not in attr.values and attr.value_name(now) != now and attr.value_display.get(v):
+                out[k] = attr.value_display[v]
         return out
 
     def by_display_name(self, pattern: str) -> list[Attribute]:

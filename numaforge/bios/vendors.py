@@ -28,7 +28,7 @@ values in order and say why earlier ones were passed over.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from .. import paths
 from .errors import VendorMapError
@@ -120,8 +120,15 @@ def _pick(candidates: list, attr, setting: str, value) -> Any:
 
 
 class _Resolver:
-    def __init__(self, vmap: VendorMap, gen: Generation, registry: Registry):
+    def __init__(self, vmap: VendorMap, gen: Generation, registry: Registry, present: Iterable[str] | None = None):
         self.vmap, self.gen, self.registry = vmap, gen, registry
+        # the attributes the host's Bios has: a registry may describe more (HPE's A42 registry of the DL385
+        # capture has 402, its Bios 277: PciSlot3Aspm..., EmbNicAspm are not on that board), and an attribute the
+        # Bios lacks is never planned (issue 41 item 1)
+        self.present = set(present) if present is not None else None
+
+    def _here(self, attrs: list) -> list:
+        return attrs if self.present is None else [a for a in attrs if a.name in self.present]
 
     def _src(self, entry: dict, *keys) -> str:
         return "; ".join(t for t in (self.vmap.source_text(entry.get(k) or []) for k in keys) if t)
@@ -129,16 +136,20 @@ class _Resolver:
     def find(self, setting: str, entry: dict) -> tuple[list, str, bool]:
         """The registry attributes an entry names (exact name first, DisplayName only as the fallback)."""
         reg = self.registry
-        if "attribute" in entry and entry["attribute"] in reg.attributes:
+        if (
+            "attribute" in entry
+            and entry["attribute"] in reg.attributes
+            and self._here([reg.attributes[entry["attribute"]]])
+        ):
             return [reg.attributes[entry["attribute"]]], "vendor map: exact AttributeName", False
         if "attribute_pattern" in entry:
-            hits = sorted(reg.by_name_pattern(entry["attribute_pattern"]), key=lambda a: a.name)
+            hits = sorted(self._here(reg.by_name_pattern(entry["attribute_pattern"])), key=lambda a: a.name)
             if hits:
                 return hits, f"vendor map: names matching /{entry['attribute_pattern']}/", False
         tried = entry.get("attribute") or (f"/{entry['attribute_pattern']}/" if "attribute_pattern" in entry else None)
         if "display_name" in entry:
             rx = entry["display_name"]
-            hits = [a for a in reg.by_display_name(rx) if not a.hidden]
+            hits = [a for a in self._here(reg.by_display_name(rx)) if not a.hidden]
             if len(hits) == 1:
                 how = f"by display name: /{rx}/ matched {hits[0].display_name!r}"
                 return hits, (f"{tried} not in registry; fallback " + how) if tried else how, True
@@ -168,8 +179,9 @@ class _Resolver:
         """(attribute, name) for one key of a several-attributes value: an exact AttributeName, or -- a key
         starting with ^ -- the one attribute whose name matches that regex (per-board name suffixes)."""
         if not key.startswith("^"):
-            return self.registry.attributes.get(key), key
-        hits = sorted(self.registry.by_name_pattern(key), key=lambda a: a.name)
+            attr = self.registry.attributes.get(key)
+            return (attr if attr is not None and self._here([attr]) else None), key
+        hits = sorted(self._here(self.registry.by_name_pattern(key)), key=lambda a: a.name)
         if len(hits) > 1:
             raise _Miss(
                 f"{setting}: {len(hits)} attributes match /{key}/ in registry {self.registry.id}: "
@@ -262,14 +274,17 @@ def translate(
     host: str = "",
     optional=(),
     system_model: str = "",
+    present: Iterable[str] | dict[str, Any] | None = None,
 ) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
-    A setting's value may be a list: a preference list, the first value this platform offers wins. Settings in
+    A setting's value may be a list: a preference list, the first value this platform offers wins. Only attributes in ``present``
+    (the host's Bios attributes, when given) are chosen; given its current values (a mapping), the vendor preset
+    is added only when some other value changes. Settings in
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
     status "gap" item. Every other problem is collected and raised at once."""
     gen = vmap.generation(registry, system_model)
-    t = _Translation(_Resolver(vmap, gen, registry), dict(raw or {}), set(optional))
+    t = _Translation(_Resolver(vmap, gen, registry, present), dict(raw or {}), set(optional))
     for setting, value in settings.items():
         t.setting(setting, value)
     t.add_raw()
@@ -280,13 +295,28 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
-    got = preset_value(gen.preset, registry, t.out)
+    got = preset_value(gen.preset, registry, t.out) if _something_changes(t.out, registry, present) else None
     pre = (
         [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
         if got and gen.preset
         else []
     )
     return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
+
+
+def _something_changes(out: dict[str, Desired], registry: Registry, present) -> bool:
+    """Whether a value chosen differs from the host's (``present``: its current Bios values, when a mapping).
+    The preset is written only then (issue 41 item 7: on a host where nothing else changes, writing it costs a
+    reboot for nothing); without the current values it is kept, as before."""
+    if not isinstance(present, dict):
+        return True
+    now = registry.value_names(present)
+    for name, d in out.items():
+        attr = registry.attributes.get(name)
+        want = attr.value_name(d.value) if attr is not None else d.value
+        if name not in now or now[name] != want:
+            return True
+    return False
 
 
 class _Translation:
@@ -365,7 +395,7 @@ class _Translation:
                 Desired("-", None, setting, f"optional, skipped: {last.what.split(': ', 1)[-1]}", "", status="skipped")
             )
         else:
-            if len(prefs) > 1:
+            if len(prefs) > 1 and passed:
                 self.errors.append(f"{setting}: no preferred value is available ({'; '.join(passed)})")
             else:
                 self.errors.append(last.what)

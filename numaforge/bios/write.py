@@ -52,7 +52,7 @@ def reread_unsure(client: RedfishClient, state: BiosState, changes: dict) -> dic
     except NumaforgeError as exc:
         out["reread"] = f"failed: {exc.what}"
         return out
-    now = pending_values(state.current, attrs)
+    now = state.registry.value_names(pending_values(state.current, attrs))
     held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
     out.update(reread="ok", bmc_holds=held, unknown=sorted(k for k in changes if k not in held))
     return out
@@ -64,7 +64,8 @@ def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_a
     the settings object changed since it was read (the caller re-reads and re-plans), a RedfishError naming what
     the BMC holds otherwise (module docstring)."""
     try:
-        return state.settings_object(client).commit(changes, "OnReset" if use_apply_time else None)
+        sent = state.registry.as_shown(changes, state.current)  # the form the Bios shows (Supermicro: display strings)
+        return state.settings_object(client).commit(sent, "OnReset" if use_apply_time else None)
     except (RedfishRedirectError, RedfishPreconditionFailedError):
         raise  # answered, and not carried out: nothing to re-read
     except (RedfishAuthError, RedfishForbiddenError) as exc:
@@ -122,7 +123,7 @@ def _staged_after(
                 f"{client.host} ({client.base_url})",
                 f"re-run `{prog()} bios-plan` and `{prog()} bios-jobs` to see what the BMC holds, then `bios-apply` again",
             ) from None
-        now = pending_values(state.current, attrs)
+        now = state.registry.value_names(pending_values(state.current, attrs))
         if all(now.get(k) == v for k, v in changes.items()):
             client.warnings.append(what + "; re-read: the settings object holds every value sent, continuing")
             return None

@@ -95,7 +95,7 @@ def test_a_host_still_in_post_when_the_wait_runs_out_gets_a_verdict_not_a_reset(
     r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=dataclasses.replace(SHORT, power_on=3.0)))
     assert r.status == "failed"
     assert "still booting after" in r.message and "it was not reset again" in r.message, r.message
-    assert "PostState InPost" in r.message and "BootProgress SystemHardwareInitializationStarted" in r.message
+    assert "PostState InPost" in r.message and "BootProgress MemoryInitializationStarted" in r.message
     assert "do not reset a host in POST" in r.message
     assert sim.state.resets == {"GracefulRestart": 1}
 

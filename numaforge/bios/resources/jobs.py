@@ -33,6 +33,10 @@ QUEUED_STATES = {
     "PendingReboot",
     "Suspended",
     "UserIntervention",
+    # iDRAC's DellJob JobState: a paused job, or one whose settings wait to be activated, is still the host's
+    # job (adopted or waited for, never duplicated) (issue 41 item 8)
+    "Paused",
+    "PendingActivation",
 }
 RUNNING_STATES = {"Running", "Starting", "Downloading", "Downloaded", "Stopping", "Cancelling", "Interrupted"}
 ACTIVE_STATES = QUEUED_STATES | RUNNING_STATES

@@ -130,7 +130,7 @@ class BMCState:
                     self._progress("None")
                 elif what == "boot":  # power on (or the warm reset itself): POST starts
                     self.power = "On"
-                    self._progress("SystemHardwareInitializationStarted")
+                    self._progress("MemoryInitializationStarted")  # a DSP8010 POST state
                     if self.post_seconds > 0:
                         self._schedule(self.post_seconds, "os")
                     else:

@@ -93,6 +93,19 @@ class Flavour:
             out[name] = labels.get(value, value) if isinstance(value, str) else value
         return out
 
+    def stored(self, attributes: dict) -> dict:
+        """Attribute values written in the form the Bios shows them (``current_shows: display``: ValueDisplayNames,
+        as public Supermicro clients write them) as the ValueNames the state holds; anything else unchanged."""
+        if self.current_shows != "display":
+            return dict(attributes)
+        out = {}
+        for name, value in attributes.items():
+            entry = self.attribute(name) or {}
+            names = {v["ValueName"] for v in entry.get("Value") or []}
+            codes = {v.get("ValueDisplayName"): v["ValueName"] for v in entry.get("Value") or []}
+            out[name] = codes[value] if isinstance(value, str) and value not in names and value in codes else value
+        return out
+
     def attribute(self, name: str) -> dict | None:
         for entry in self.registry["RegistryEntries"]["Attributes"]:
             if entry["AttributeName"] == name:

@@ -118,10 +118,12 @@ class _Bios:
         f, st = self.f, self.st
         st.advance()
         with st.lock:
-            refused = self._refusal(req)
+            body = req.body
+            if isinstance(body, dict) and isinstance(body.get("Attributes"), dict):  # display strings: ValueNames
+                body = {**body, "Attributes": f.stored(body["Attributes"])}
+            refused = self._refusal(req, body)
             if refused is not None:
                 return refused
-            body = req.body
             apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
             kind = getattr(req.fault, "kind", None)  # faults: accepted, but nothing / something else staged
             if kind != "stage_nothing":
@@ -129,7 +131,7 @@ class _Bios:
                 st.stage(_other_values(f, attrs, st.effective()) if kind == "stage_other" else attrs, apply_time)
             return self._staged(apply_time, etag_of(self.settings_body()))
 
-    def _refusal(self, req) -> SimResponse | None:
+    def _refusal(self, req, body: dict) -> SimResponse | None:
         """The error a settings PATCH gets before anything is staged (If-Match, a running job, the registry's
         checks), or None when it is accepted. Called with the state lock held."""
         f, st, sim = self.f, self.st, self.sim
@@ -141,7 +143,7 @@ class _Bios:
             return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
         if f.jobs == "dell" and st.active_job() is not None:
             return error(400, message("SYS011"))
-        problems = validate_settings_patch(f.registry, st.effective(), req.body, f.supported_apply_times)
+        problems = validate_settings_patch(f.registry, st.effective(), body, f.supported_apply_times)
         return error(400, *problems) if problems else None
 
     def _staged(self, apply_time: str | None, new_etag: str) -> SimResponse:
