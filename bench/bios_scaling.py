@@ -1,4 +1,4 @@
-"""Benchmark: `invoke bios-plan` at N = 10, 50, 200 simulated BMCs: wall time and peak memory growth.
+"""Benchmark: `invoke bios-plan` at N = 10, 50, 200 simulated BMCs: wall time, peak memory and open files.
 
     .venv/bin/python bench/bios_scaling.py [--sizes 10,50,200] [--forks 8] [--flavour generic] [--sim-procs 2]
                                            [--json out.json]
@@ -6,6 +6,7 @@
 For each N: N fresh simulated BMCs (bench/bmc_farm.py, TLS on 127.0.0.1, in helper processes), one inventory,
 then `invoke bios-plan -i inv.yaml --forks F --json report.json` as a user runs it. Measured per N: wall time,
 peak resident memory of the bios-plan process (ru_maxrss from wait4: the process alone, simulators excluded),
+its peak of open files (/proc/PID/fd, sampled every 50 ms),
 requests per BMC counted by the simulators, registry fetches. Growth is shown per host and relative to the
 smallest N. Plan reads only: the benchmark checks that no BMC saw a PATCH.
 """
@@ -31,17 +32,35 @@ from bmc_farm import ROOT, Farm, per_host_summary
 TIMEOUT = 1800
 
 
+PEAK_FDS = [0]  # the most open files (/proc/PID/fd) of the last measured process, sampled every 50 ms
+
+
+def _sample_fds(pid: int, done: threading.Event) -> None:
+    PEAK_FDS[0] = 0
+    while not done.wait(0.05):
+        try:
+            PEAK_FDS[0] = max(PEAK_FDS[0], len(os.listdir(f"/proc/{pid}/fd")))
+        except OSError:
+            return
+
+
 def run_measured(argv: list[str], env: dict, log: Path, cwd: Path = ROOT) -> tuple[float, int, int]:
-    """(seconds, peak RSS in MiB, exit status) of one child process; killed after TIMEOUT seconds."""
+    """(seconds, peak RSS in MiB, exit status) of one child process; killed after TIMEOUT seconds. Its peak of
+    open files is sampled meanwhile (PEAK_FDS)."""
     with open(log, "w") as out:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         watchdog = threading.Timer(TIMEOUT, p.kill)
         watchdog.start()
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample_fds, args=(p.pid, done), daemon=True)
+        sampler.start()
         try:
             _pid, status, usage = os.wait4(p.pid, 0)
         finally:
             watchdog.cancel()
+            done.set()
+            sampler.join()
         dt = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     return dt, usage.ru_maxrss // 1024, p.returncode
@@ -102,6 +121,7 @@ def main() -> int:
                     "n": n,
                     "seconds": round(dt, 2),
                     "peak_rss_mib": rss,
+                    "peak_open_files": PEAK_FDS[0],
                     "rc": rc,
                     "hosts_planned": ok,
                     "requests_per_host_mean": q["requests_mean"],
@@ -110,7 +130,8 @@ def main() -> int:
                 }
                 results["sizes"].append(rec)
                 print(
-                    f"  N={n:4d}: {dt:7.2f} s  peak RSS {rss:4d} MiB  rc={rc}  planned {ok}/{n}  requests/host "
+                    f"  N={n:4d}: {dt:7.2f} s  peak RSS {rss:4d} MiB  open files {PEAK_FDS[0]}  rc={rc}  "
+                    f"planned {ok}/{n}  requests/host "
                     f"{q['requests_mean']}  registry fetches {rec['registry_fetches']}",
                     flush=True,
                 )

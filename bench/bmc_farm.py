@@ -69,13 +69,25 @@ class Farm:
     def _merge(self, per_proc: list[list]) -> list:
         return [per_proc[p][k] for p, k in self.layout]
 
-    def start(self, n: int, flavour: str, password: str, latency: float = 0.0) -> list[dict]:
+    def start(self, n: int, flavour: str, password: str, latency: float = 0.0, post: float = 0.0) -> list[dict]:
+        """n fresh simulators; ``post`` > 0: a reset is a warm restart (PowerState stays On) followed by ``post``
+        seconds of POST (BootProgress before OSRunning), as on a real server (bios_reboot_waves.py)."""
         share = [n // len(self.procs) + (1 if i < n % len(self.procs) else 0) for i in range(len(self.procs))]
         self.layout = []
         for i in range(n):  # round-robin: bmc i lives in process i % procs
             self.layout.append((i % len(self.procs), i // len(self.procs)))
         for i in range(len(self.procs)):
-            self._send(i, {"cmd": "start", "n": share[i], "flavour": flavour, "password": password, "latency": latency})
+            self._send(
+                i,
+                {
+                    "cmd": "start",
+                    "n": share[i],
+                    "flavour": flavour,
+                    "password": password,
+                    "latency": latency,
+                    "post": post,
+                },
+            )
         per = [self._receive(i) for i in range(len(self.procs))]
         bmcs = self._merge(per)
         for i, b in enumerate(bmcs):
@@ -98,6 +110,10 @@ class Farm:
     def comply(self, attrs: dict) -> None:
         """Make every BMC's current BIOS values equal ``attrs`` (as if set in BIOS setup; nothing pending)."""
         self._all({"cmd": "comply", "attrs": attrs})
+
+    def resets(self) -> list[dict]:
+        """ComputerSystem.Reset requests each BMC received, by ResetType."""
+        return self._merge(self._all({"cmd": "resets"}))
 
     def pending(self) -> list[dict]:
         return self._merge(self._all({"cmd": "pending"}))
@@ -172,6 +188,9 @@ def _serve() -> None:
             ).start()
             for _ in range(spec["n"])
         )
+        for s in sims:
+            if spec.get("post"):
+                s.state.warm_restart, s.state.post_seconds = True, float(spec["post"])
         return [{"url": s.url, "ca": str(s.ca_file)} for s in sims]
 
     def stop_all():
@@ -190,6 +209,7 @@ def _serve() -> None:
                     "password": msg["password"],
                     "n": msg["n"],
                     "latency": msg.get("latency", 0.0),
+                    "post": msg.get("post", 0.0),
                 }
                 out = launch()
             elif cmd == "restart":
@@ -216,6 +236,8 @@ def _serve() -> None:
                 for s in sims:
                     s.set_bios(**msg["attrs"])
                 out = True
+            elif cmd == "resets":
+                out = [dict(s.state.resets) for s in sims]
             elif cmd == "pending":
                 out = [s.bios_pending() for s in sims]
             elif cmd == "current":

@@ -39,6 +39,13 @@ their results once their threads end (only a host whose result cannot be had is 
 Resuming an interrupted run is the per-host function's business: it records its phases in
 numaforge.journal and, on a re-run, verifies instead of redoing (e.g. never reboots twice).
 
+Waits: ``fn`` may return a generator of waits (numaforge.waits: bios-apply --reboot's wait for POST) instead of a
+result. Such a host gives its worker back at each wait and its next step runs in the next free worker once the
+wait is over (the one runner thread keeps the waiting hosts in a heap by due time), so ``forks`` bounds the
+hosts at work, not the hosts waiting, and a batch takes about its slowest host's work and wait. Budget, write
+lock, interrupt and bug handling are the same for every step; an interrupted waiting host is resumed once so it
+stops at its next look (it sends nothing more) and is ``interrupted``.
+
 Per-host budget: ``host_timeout`` seconds (None/0: none) per host, through numaforge.budget: the host's SSH
 commands, uploads and Redfish requests stop starting once it is used up, so the host fails with "used up its
 --host-timeout" at a step boundary (never in the middle of a write) and its fork goes to the next host.
@@ -53,7 +60,9 @@ No SSH or other peer here (the lock is a local file).
 from __future__ import annotations
 
 import functools
+import heapq
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -67,6 +76,7 @@ from .display import esc, make_console
 from .errors import NumaforgeError
 from .report import UNEXPECTED_ERROR, HostResult, host_status
 from .secrets import redact
+from .waits import is_steps
 
 FAILED = "failed"
 NOT_RUN = "not-run"
@@ -306,34 +316,103 @@ def check_options(forks: int, canary: int, batch: BatchSpec, max_fail: float, ho
         )
 
 
-def _timed(fn: Callable[[Any], HostResult], seconds: float, host: Any) -> HostResult:
+def _timed(fn: Callable[[Any], Any], seconds: float, host: Any) -> Any:
+    """fn(host) under the host's budget; a generator of waits (numaforge.waits) keeps that same budget in every
+    step, whichever worker runs it (the budget is thread-local: each step adopts it)."""
     with host_deadline(seconds, host_name(host)):
-        return fn(host)
+        out = fn(host)
+        snap = budget.snapshot()
+    return _budgeted(out, snap) if is_steps(out) else out
 
 
-def _locked(fn: Callable[[Any], HostResult], rollout: Rollout, host: Any) -> HostResult:
-    """fn(host) holding the host's write lock (taken before the budget starts: waiting is not the host's work)."""
+def _budgeted(steps, snap: tuple):
+    """Each step of ``steps`` under the budget ``snap``; a wait is shortened to what is left of it (budget.cap),
+    so a host whose --host-timeout runs out while it waits fails at its next look, not at the end of a poll."""
+    while True:
+        with budget.adopted(snap):
+            try:
+                delay = next(steps)
+            except StopIteration as end:
+                return end.value
+            delay = budget.cap(float(delay))
+        yield delay
+
+
+def _locked(fn: Callable[[Any], Any], rollout: Rollout, host: Any):
+    """fn(host) holding the host's write lock (taken before the budget starts: waiting is not the host's work),
+    held over the host's waits too: a generator of waits, like every per-host function may be."""
     assert rollout.lock is not None
     with hostlock.held_host(host, host_name(host), rollout.lock, rollout.wait_lock) as me:
         result = fn(host)
+        if is_steps(result):
+            result = yield from result
         if isinstance(result, HostResult):
             result.data.setdefault("lock", me)
         return result
 
 
-def _call(fn: Callable[[Any], HostResult], host: Any) -> HostResult:
+@dataclass(order=True)
+class _Waiting:
+    """A host in a wait (its reboot's POST): it holds no worker until ``due`` (time.monotonic), then its next
+    step runs in a free worker (:func:`_resume`)."""
+
+    due: float
+    name: str
+    steps: Any = field(compare=False)
+
+
+def _call(fn: Callable[[Any], Any], host: Any) -> "HostResult | _Waiting":
+    """The host's function up to its first wait (a :class:`_Waiting`) or its end (its result)."""
     name = host_name(host)
     try:
-        result = fn(host)
+        out = fn(host)
     except NumaforgeError as exc:
-        # a host stopped by Ctrl-C/SIGTERM/SIGHUP mid-command is interrupted, not failed (os-apply's host stopped
-        # in a snapshot read was "failed": issue 40 item 6)
-        return HostResult(name, INTERRUPTED if isinstance(exc, budget.Stopped) else FAILED, redact(exc.render()))
-    except Exception as exc:  # a bug: this host fails, the runner stops the rollout (module docstring)
-        text = redact(f"{type(exc).__name__}: {exc}")
-        return HostResult(
-            name, FAILED, f"unexpected error (a bug; please report it): {text}", data={UNEXPECTED_ERROR: text}
-        )
+        return _failed(name, exc)
+    except Exception as exc:  # a bug
+        return _bug(name, exc)
+    return _resume(_Waiting(0.0, name, out)) if is_steps(out) else _checked(name, out)
+
+
+def _resume(w: _Waiting) -> "HostResult | _Waiting":
+    """One step of a waiting host: up to its next wait, or its end."""
+    try:
+        delay = next(w.steps)
+    except StopIteration as end:
+        return _checked(w.name, end.value)
+    except NumaforgeError as exc:
+        return _failed(w.name, exc)
+    except Exception as exc:  # a bug
+        return _bug(w.name, exc)
+    return _Waiting(time.monotonic() + max(0.0, float(delay)), w.name, w.steps)
+
+
+def _to_end(value: "HostResult | _Waiting") -> HostResult:
+    """After a stop was requested (Ctrl-C, SIGTERM, a runner failure): a waiting host is resumed here so it stops
+    at its next look (budget.Stopped: it sends nothing more) and its result says how far it got."""
+    for _ in range(100):  # every wait looks at the host before waiting again, so this ends at once
+        if not isinstance(value, _Waiting):
+            return value
+        value = _resume(value)
+    assert isinstance(value, _Waiting)
+    value.steps.close()
+    return HostResult(value.name, INTERRUPTED, "interrupted while waiting; it did not stop at its next look")
+
+
+def _failed(name: str, exc: NumaforgeError) -> HostResult:
+    """A host whose step raised: failed; one stopped by Ctrl-C/SIGTERM/SIGHUP mid-command is interrupted (os-apply's
+    host stopped in a snapshot read was "failed": issue 40 item 6)."""
+    return HostResult(name, INTERRUPTED if isinstance(exc, budget.Stopped) else FAILED, redact(exc.render()))
+
+
+def _bug(name: str, exc: Exception) -> HostResult:
+    text = redact(f"{type(exc).__name__}: {exc}")
+    return HostResult(
+        name, FAILED, f"unexpected error (a bug; please report it): {text}", data={UNEXPECTED_ERROR: text}
+    )
+
+
+def _checked(name: str, result: Any) -> HostResult:
+    """The host function's return value as the host's result (anything else is a bug: the host fails)."""
     if not isinstance(result, HostResult):
         return HostResult(
             name, FAILED, f"internal error: the per-host function returned {type(result).__name__}, not a HostResult"
@@ -438,7 +517,7 @@ def final_counts(results: Sequence[HostResult]) -> str:
 
 def run_fleet(
     hosts: Sequence[Any],
-    fn: Callable[[Any], HostResult],
+    fn: Callable[[Any], Any],
     rollout: Rollout | None = None,
     *,
     progress: bool = True,
@@ -446,7 +525,7 @@ def run_fleet(
     gate: Callable[[list[HostResult], list, list], str | None] | None = None,
 ) -> FleetOutcome:
     """Run fn on every host under the rolling rules of ``rollout`` (module docstring); results keep the input
-    order.
+    order. ``fn(host)`` returns the host's HostResult, or a generator of waits that returns it (numaforge.waits).
 
     ``gate(canary_results, canary_hosts, later_hosts)`` (e.g. numaforge.canary.gate.SloGate) runs once every
     canary passed and before the first batch: a reason stops the rollout (the gate may have marked canaries
@@ -562,10 +641,10 @@ def _stopped_by(outcome: FleetOutcome, exc: KeyboardInterrupt) -> KeyboardInterr
 def _collect_cut(running: dict, cut: list[str], done: dict) -> None:
     """After an interrupt (the pool's threads have ended): the hosts that were running get their results, even
     when a second Ctrl-C stopped the wait for them; one that stopped because of the interrupt is interrupted."""
-    for f, name in running.items():
+    for f, name in reversed(list(running.items())):  # a host's last step first (each step has a future)
         if name in done or f.cancelled() or not f.done():
             continue
-        done[name] = f.result()  # _call never raises
+        done[name] = _to_end(f.result())  # _call and _resume never raise; a waiting host stops at its next look
     for name in cut:
         r = done.get(name)
         if r is None:
@@ -635,46 +714,66 @@ def _gate(gate, phases, n_canary, by_name, done) -> str | None:
 def _run_phase(
     pool: ThreadPoolExecutor, fn, phase_hosts: list, done: dict, display: _Display, forks: int, track
 ) -> None:
-    """Run one phase. A host's bug: hosts of the phase not started yet are cancelled. On Ctrl-C/SIGTERM (or
-    any failure of this loop): cancel what has not started, stop running hosts at their next step boundary,
-    wait for them and record their results, re-raise."""
+    """Run one phase: at most ``forks`` hosts at work at once; a host in a wait (its reboot's POST) holds no
+    worker: it is resumed, in the next free worker, when its wait is over (numaforge.waits), so a phase takes
+    about as long as its slowest host's work and wait, not (hosts / forks) waits. The phase is done when every
+    host of it finished, waits included. A host's bug: hosts of the phase not started yet are not started. On
+    Ctrl-C/SIGTERM (or any failure of this loop): cancel what has not started, stop running and waiting hosts at
+    their next step boundary (a waiting host's next look is refused), record their results, re-raise."""
     queue = list(phase_hosts)
     futures, cut = track  # every started host's future (run_fleet collects them after a second Ctrl-C)
     pending: set = set()
+    waiting: list[_Waiting] = []  # a heap by due time
 
-    def start_more() -> None:  # a host starts only when a fork is free: nothing queued can slip past a stop
+    def submit(call, *args) -> None:
+        f = pool.submit(call, *args)
+        futures[f] = host_name(args[-1]) if call is _call else args[0].name
+        pending.add(f)
+
+    def start_more() -> None:  # a step starts only when a fork is free: nothing queued can slip past a stop
+        now = time.monotonic()
+        while waiting and waiting[0].due <= now and len(pending) < forks:  # a waiting host's look comes first
+            submit(_resume, heapq.heappop(waiting))
         while queue and len(pending) < forks:
-            h = queue.pop(0)
-            f = pool.submit(_call, fn, h)
-            futures[f] = host_name(h)
-            pending.add(f)
-        display.running([futures[f] for f in pending])
+            submit(_call, fn, queue.pop(0))
+        display.running([futures[f] for f in pending] + [w.name for w in waiting])
 
     try:
         start_more()
-        while pending:
-            finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+        while pending or waiting:
+            timeout = 0.5 if not waiting else min(0.5, max(0.0, waiting[0].due - time.monotonic()))
+            if pending:
+                finished, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            else:
+                finished = set()
+                time.sleep(timeout)
             for f in finished:
                 pending.discard(f)
                 r = f.result()
+                if isinstance(r, _Waiting):
+                    heapq.heappush(waiting, r)
+                    continue
                 done[futures[f]] = r
                 display.done(r)
                 if r.data.get(UNEXPECTED_ERROR):
                     queue.clear()
             start_more()
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if interrupted:
             cut.extend(futures[f] for f in pending)
+            cut.extend(w.name for w in waiting)
         budget.request_stop(
             f"interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
-            if isinstance(exc, KeyboardInterrupt)
+            if interrupted
             else "stopped after an internal error"
         )
         for f in pending:
             f.cancel()
-        for f in pending:
-            if not f.cancelled():
-                r = f.result()
-                done[futures[f]] = _mark_interrupted(r) if isinstance(exc, KeyboardInterrupt) else r
-                display.done(r)
+        ended = [f.result() for f in pending if not f.cancelled()] + list(waiting)
+        waiting.clear()
+        for value in ended:
+            r = _to_end(value)
+            done[r.host] = _mark_interrupted(r) if interrupted else r
+            display.done(r)
         raise

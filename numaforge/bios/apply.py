@@ -12,10 +12,13 @@ Every step records into a ``HostResult`` (numaforge.report); nothing here prints
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ..errors import NumaforgeError
 from ..fleet import FleetOutcome, Rollout, run_fleet
 from ..program import prog
 from ..report import UNEXPECTED_ERROR, HostResult
+from ..waits import Steps, is_steps, run_steps
 from .applysteps import next_state
 from .discovery import RegistryCache, discovery_dir
 from .exchange import RetryPolicy
@@ -32,6 +35,7 @@ __all__ = [
     "Timeouts",
     "plan_host",
     "apply_host",
+    "apply_steps",
     "verify_host",
     "run_hosts",
 ]
@@ -67,7 +71,14 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
 
 def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> None:
     """Plan, then (only if something differs) PATCH, job, optional reboot and verify: the states of HostApply
-    in the order next_state gives, each a step of ``result``. Raises nothing for host failures."""
+    in the order next_state gives, each a step of ``result``. Raises nothing for host failures. The waits (the
+    reboot's) are slept here: ``apply_steps`` run to its end."""
+    run_steps(apply_steps(host, opts, cache, result))
+
+
+def apply_steps(host, opts: HostOptions, cache: RegistryCache, result: HostResult) -> Steps[None]:
+    """``apply_host`` as a generator of waits (numaforge.waits): it yields while the host reboots (the reset's
+    POST, or a resumed run's wait), so run_hosts' fleet runner gives the host's worker back meanwhile."""
     try:
         with bmc_session(host, opts, cache, result) as (client, state):
             with result.step("plan"):
@@ -75,14 +86,15 @@ def apply_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult
                 enforce_unverified(unverified_check(host, opts, h.profile, h.plan, "apply"), host, result, "apply")
             if h.resuming():
                 with result.step("resume") as s:
-                    s.detail = h.do_resume()
+                    s.detail = yield from h.do_resume()
             current = "plan"
             while True:
                 current = next_state(current, h.progress())
                 if current == "result":
                     break
                 with result.step(current) as s:
-                    s.detail = getattr(h, "do_" + current.replace("-", "_"))()
+                    detail = getattr(h, "do_" + current.replace("-", "_"))()
+                    s.detail = (yield from detail) if is_steps(detail) else detail
             h.finish()
     except NumaforgeError as exc:
         fail(result, exc)
@@ -152,13 +164,16 @@ def run_hosts(
     --batch, hosts run in waves of ``forks``, numaforge.fleet.Rollout.rolling). Returns the FleetOutcome.
     """
 
-    fn = {"plan": plan_host, "apply": apply_host, "verify": verify_host}[action]
+    fn: Callable[..., Any] = {"plan": plan_host, "apply": apply_steps, "verify": verify_host}[action]
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
-    def one(host) -> HostResult:
+    def one(host) -> Steps[HostResult]:
+        """The host's work as a generator of waits: a host waiting for its reboot holds no worker (fleet)."""
         result = HostResult(host.name)
         try:
-            fn(host, opts, cache, result)
+            out = fn(host, opts, cache, result)
+            if is_steps(out):
+                yield from out
         except Exception as exc:  # a bug: keep what the host recorded (written, reset) and let the runner stop
             fail(result, exc)
             result.data[UNEXPECTED_ERROR] = f"{type(exc).__name__}: {exc}"

@@ -17,6 +17,7 @@ import time
 from .. import journal as numaforge_journal
 from ..errors import NumaforgeError
 from ..report import HostResult
+from ..waits import Steps
 from .applysteps import Progress, outcome, patch_action
 from .configjob import ConfigJob, job_info
 from .discovery import RegistryCache
@@ -25,7 +26,7 @@ from .hostplan import desired_values, plan_for, record_plan, replan
 from .hostsession import HostOptions
 from .hoststate import BiosState, read_state, system_of
 from .plan import Plan
-from .power import reboot, wait_back
+from .power import reboot_steps, wait_back_steps
 from .redfish import RedfishClient
 from .resources import Bios
 from .write import check_staged, outcome_unknown, patch_settings, reread_unsure
@@ -74,7 +75,7 @@ class HostApply:
         # whatever the plan shows now: mid power-cycle a BMC may show the values neither pending nor current yet
         return self.journal is not None and self.journal.action(self.host.name) == "verify"
 
-    def do_resume(self) -> dict:
+    def do_resume(self) -> Steps[dict]:
         """An interrupted run already asked this host to reset: wait for that reset, never send another; re-read,
         re-plan. If the host has not come back with the values within --power-timeout, fail (not reset)."""
         journal = self.journal
@@ -89,7 +90,9 @@ class HostApply:
         )
         st, waits = self.state, self.opts.vendor_map(self.state.vendor).reboot
         want, paths = desired_values(self.plan), (st.system_path, st.bios_path)
-        waited = wait_back(self.client, paths, want, self.opts.timeouts, waits, st.registry.value_names)
+        waited = yield from wait_back_steps(
+            self.client, paths, want, self.opts.timeouts, waits, st.registry.value_names
+        )
         detail = {
             "journal": str(journal.path),
             "phases": journal.phases(self.host.name),
@@ -197,10 +200,12 @@ class HostApply:
         elif outcome == "refused":
             self.journal.retract(self.host.name, numaforge_journal.RESET_SENDING)
 
-    def do_reboot(self) -> dict:
+    def do_reboot(self) -> Steps[dict]:
+        """The reset and the wait for the host to come back: a generator of waits (numaforge.waits), so a fleet
+        run gives this host's worker back while it runs POST."""
         self.job.require_scheduled()
         st = self.state
-        detail = reboot(
+        detail = yield from reboot_steps(
             self.client,
             system_of(self.client, st).body,
             (st.system_path, st.bios_path),

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from .. import budget
 from ..program import prog
+from ..waits import Steps, run_steps
 from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
 from .exchange import path_of
 from .redfish import RedfishClient
@@ -240,7 +241,12 @@ def _send(
     return ""
 
 
-def reboot(
+def reboot(*args: Any, **kwargs: Any) -> dict:
+    """``reboot_steps`` run here, sleeping between looks (numaforge.waits.run_steps)."""
+    return run_steps(reboot_steps(*args, **kwargs))
+
+
+def reboot_steps(
     client: RedfishClient,
     system: dict,
     paths: tuple[str, str],
@@ -251,10 +257,12 @@ def reboot(
     job: Callable[[], str] | None = None,
     names: Callable[[dict], dict] | None = None,
     on_reset: Callable[[str], None] | None = None,
-) -> dict:
+) -> Steps[dict]:
     """Graceful restart; ForceRestart only for an OS that ignored it (force_verdict); wait until the OS runs
     again and the new values are current. ``paths``: (System, Bios). Raises with a verdict, never resets twice
-    for a host that is booting. ``on_reset``: told of each reset request (``_send``), for the journal."""
+    for a host that is booting. ``on_reset``: told of each reset request (``_send``), for the journal. A generator
+    of waits (numaforge.waits): it yields the seconds until its next look at the host, so the fleet runner can
+    give the host's worker back while the host runs POST (issue 43 item 5)."""
     system_path, bios_path = paths
     target, allowed, listed_by = reset_types(client, system, system_path)
     graceful, power_on = waits(t, vendor_waits)
@@ -280,7 +288,7 @@ def reboot(
     start = time.monotonic()
     seen_restart, forced, held = False, first != "GracefulRestart", []
     while True:
-        time.sleep(t.poll)
+        yield t.poll
         now, attrs = host.view()
         seen_restart = seen_restart or restarted(before, now)
         applied = _applied(attrs, want)  # the BMC shows the new values once POST has applied them
@@ -313,7 +321,7 @@ def reboot(
         client.warnings.append(f"{error}; re-read: the host restarted, so the BMC acted on it")
     settle_until = time.monotonic() + t.settle  # the BMC reports the new values once POST has finished
     while not _applied(host.view()[1], want) and time.monotonic() < settle_until:
-        time.sleep(t.poll)
+        yield t.poll
     log["seconds"] = round(time.monotonic() - start, 1)
     return log
 
@@ -368,9 +376,14 @@ def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_re
     )
 
 
-def wait_back(
+def wait_back(*args: Any, **kwargs: Any) -> dict:
+    """``wait_back_steps`` run here, sleeping between looks (numaforge.waits.run_steps)."""
+    return run_steps(wait_back_steps(*args, **kwargs))
+
+
+def wait_back_steps(
     client: RedfishClient, paths: tuple[str, str], want: dict[str, Any], t: Timeouts, vendor_waits=None, names=None
-) -> dict:
+) -> Steps[dict]:
     """Resume after a crash mid-reboot: no reset request, only wait until the OS runs with the new values
     current (or the power-on wait passes; verification then reports what is still pending)."""
     _, power_on = waits(t, vendor_waits)
@@ -382,7 +395,7 @@ def wait_back(
             break
         if time.monotonic() - start >= power_on:
             break
-        time.sleep(t.poll)
+        yield t.poll
     return {"seconds": round(time.monotonic() - start, 1), "power": now.power, "boot": now.text()}
 
 
