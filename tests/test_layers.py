@@ -28,6 +28,7 @@ BASICS = {
     "program",
     "report",
     "safeio",
+    "waits",
     "secrets",
     "templating",
     "textsafe",

@@ -1,6 +1,5 @@
 """numaforge.measure.render: the table and the PNG from a report; `invoke numa-effect` input errors."""
 
-import json
 import subprocess
 import sys
 
