@@ -158,7 +158,9 @@ def test_a_hung_bmc_costs_one_timeout_and_says_so_in_one_clear_line(hung_bmc, tm
     took = time.monotonic() - t0
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
-    assert took < 8, took  # process start-up included; main: 4 attempts, ~55 s at the defaults
+    # process start-up included (seconds on a loaded CI machine); main: 4 attempts, ~55 s at the defaults. That
+    # the timeout is not retried is the connection count below, which no load changes.
+    assert took < 20, took
     assert len(conns) <= 2, "a timeout is not retried"  # the service root and Systems are sent at once, once each
     line = next(ln for ln in out.splitlines() if ln.startswith("h1"))
     assert "GET /redfish/v1/" in line and "--bmc-read-timeout" in line and "--bmc-connect-timeout" in line, line
