@@ -68,9 +68,10 @@ def _step_literals(path: Path, function: str) -> list[str]:
 
 def bios_apply_steps() -> list[str]:
     """Every step bios-apply's host result can have: the BMC session's, apply_host's own, and its state machine's
-    (numaforge.bios.applysteps.STATES, each ``with result.step(current)``)."""
+    (numaforge.bios.applysteps.STATES, each ``with result.step(current)``); apply_host runs apply_steps."""
     pkg = ROOT / "numaforge" / "bios"
-    steps = _step_literals(pkg / "hostsession.py", "bmc_session") + _step_literals(pkg / "apply.py", "apply_host")
+    # apply_steps: apply_host's body as a generator (numaforge.waits), so a host in a POST wait holds no worker
+    steps = _step_literals(pkg / "hostsession.py", "bmc_session") + _step_literals(pkg / "apply.py", "apply_steps")
     return list(dict.fromkeys(steps + [s for s in STATES if s != "result"]))
 
 

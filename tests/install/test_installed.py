@@ -181,7 +181,7 @@ def test_every_hint_names_numaforge_and_no_fix_points_into_site_packages(install
     assert runs[0].returncode == 1 and "misfit" in misfit, misfit
     assert f"{proj}/bios/vendors/dell.yaml" in misfit, misfit  # the project's copy, not the installed file
     assert runs[1].returncode == 2 and "`numaforge inventory-check`" in unknown_host, unknown_host
-    assert runs[2].returncode == 1 and "unknown BIOS profile 'nosuch'" in unknown_profile, unknown_profile
+    assert runs[2].returncode == 2 and "unknown BIOS profile 'nosuch'" in unknown_profile, unknown_profile  # preflight
     for text in (misfit, unknown_host, unknown_profile):
         assert _hint_programs(text) <= {"numaforge"}, (_hint_programs(text), text)
         assert not re.search(r"\binvoke\b", text), text

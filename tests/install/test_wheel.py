@@ -123,7 +123,7 @@ def test_inventory_check_and_bios_plan_against_the_simulator(installed):
         )
         assert r.returncode == 0, r.stdout + r.stderr
         r = _as_user([str(exe), "bios-plan", "-i", str(inv), "--profile", "mine"], cwd=Path("/tmp"), env=env)
-        assert r.returncode == 1 and "unknown BIOS profile 'mine'" in r.stdout + r.stderr
+        assert r.returncode == 2 and "unknown BIOS profile 'mine'" in r.stdout + r.stderr  # the preflight's usage error
 
         # outputs went to the user's own XDG dirs, nothing into the install tree
         site = list((work / "venv" / "lib").glob("python3*/site-packages/numaforge"))[0]
