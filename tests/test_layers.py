@@ -29,6 +29,7 @@ BASICS = {
     "report",
     "safeio",
     "waits",
+    "watchedhttp",
     "secrets",
     "templating",
     "textsafe",

@@ -5,7 +5,8 @@ forever (issue 25 item 3). :class:`DeadlineAdapter` (requests' transport adapter
 ``https_adapter``) watches every request from a small thread -- connect, headers AND body: the body is read
 inside the adapter, under the same watch (requests reads it only after the adapter returned, where a BMC that
 sent its headers and then dripped the body was watched by nobody: issue 40 item 2) -- and cuts its socket
-(``shutdown``, which wakes the blocked read at once) when
+(``shutdown``, which wakes the blocked read at once; the mechanism is :mod:`numaforge.watchedhttp`, shared with
+the Prometheus client) when
 
 * the request's total deadline passes (``RetryPolicy.total_timeout``, and what is left of the host's
   ``--host-timeout``: a host ends within its budget, a write included -- a write cut that way has an unknown
@@ -34,22 +35,18 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 from requests import PreparedRequest, Response
-from requests.adapters import HTTPAdapter
 from requests.exceptions import RequestException
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import budget
 from ..secrets import redact
 from ..textsafe import printable
+from ..watchedhttp import POLL, WatchedAdapter, watched
 
 WRITE_GRACE = 10.0  # seconds a write on the wire may still take after Ctrl-C/SIGTERM
 MiB = 1024 * 1024
@@ -58,50 +55,9 @@ REGISTRY_CAP = ("attribute registry", 64 * MiB)  # the largest real ones are a f
 BIOS_CAP = ("BIOS resource", 8 * MiB)  # a Bios/settings document: ~50-300 KB on real BMCs
 OTHER_CAP = ("Redfish resource", 8 * MiB)  # service root, systems, jobs, sessions, errors: a few KB
 READ_CHUNK = 65536
-POLL = 0.05
 LOG_ENV = "NUMAFORGE_REDFISH_LOG"
 
-_local = threading.local()  # per requesting thread: the box of the request in flight, the last cut reason
-
-
-def _remember(conn) -> None:
-    box = getattr(_local, "box", None)
-    if box is not None:
-        box["conn"] = conn
-
-
-class _WatchedHTTP(HTTPConnection):
-    """Keeps its socket in ``watched_sock``: http.client drops ``sock`` once a response says it closes the
-    connection (``Connection: close``, HTTP/1.0) and hands it to the response, where a watcher looking at
-    ``sock`` found nothing to cut while the body dripped on (issue 40 item 6, the reader fault matrix)."""
-
-    def connect(self):
-        super().connect()
-        self.watched_sock = self.sock
-
-
-class _WatchedHTTPS(HTTPSConnection):
-    def connect(self):
-        super().connect()
-        self.watched_sock = self.sock
-
-
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTP
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        _remember(conn)
-        return conn
-
-
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPS
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        _remember(conn)
-        return conn
+_local = threading.local()  # per requesting thread: its cap (capped) and its last request's cut reason
 
 
 @contextmanager
@@ -140,16 +96,12 @@ def cut_reason() -> str | None:
     return getattr(_local, "cut", None)
 
 
-class DeadlineAdapter(HTTPAdapter):
+class DeadlineAdapter(WatchedAdapter):
     """An HTTPAdapter whose requests each have a total deadline and end on a stop request."""
 
     def __init__(self, total_timeout: float = 180.0, **kw):
         self.total_timeout = total_timeout
         super().__init__(**kw)
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
     def send(self, request: PreparedRequest, *args: Any, **kwargs: Any) -> Response:
         method = (request.method or "GET").upper()
@@ -162,28 +114,19 @@ class DeadlineAdapter(HTTPAdapter):
         cap = getattr(_local, "cap", None)
         if cap is not None:
             total = min(total, cap)
+        _local.cut = None
+        grace = None if budget.is_lifted() else WRITE_GRACE if write else 0.0
         box: dict = {}
-        done = threading.Event()
-        _local.box, _local.cut = box, None
-        watcher = threading.Thread(
-            target=_watch,
-            args=(box, done, time.monotonic() + total, write, budget.is_lifted()),
-            name="redfish-deadline",
-            daemon=True,
-        )
-        watcher.start()
-        # a hair longer than the deadline: the watcher ends the request there and says why (deadline, budget,
-        # stop); the socket's own timeout ends what the watcher cannot reach (a connect not yet made)
-        kwargs["timeout"] = _within(kwargs.get("timeout"), total + 2 * POLL)
         try:
-            response = super().send(request, *args, **kwargs)
-            _read_body(response, request.path_url or "/")
-            return response
+            with watched(total, stop_grace=grace, name="redfish-deadline") as box:
+                # a hair longer than the deadline: the watcher ends the request there and says why (deadline,
+                # budget, stop); the socket's own timeout ends what the watcher cannot reach (a connect not yet made)
+                kwargs["timeout"] = _within(kwargs.get("timeout"), total + 2 * POLL)
+                response = super().send(request, *args, **kwargs)
+                _read_body(response, request.path_url or "/")
+                return response
         finally:
-            done.set()
-            watcher.join()
-            _local.box = None
-            _local.cut = box.get("cut")
+            _local.cut = box.get("cut")  # after the watcher ended: its last word
 
 
 def _within(timeout: Any, total: float) -> Any:
@@ -213,30 +156,6 @@ def _read_body(response: Response, path: str) -> None:
         raise
     response._content = b"".join(chunks)
     response._content_consumed = True  # type: ignore[attr-defined]
-
-
-def _watch(box: dict, done: threading.Event, deadline: float, write: bool, lifted: bool) -> None:
-    stop_seen: float | None = None
-    while not done.wait(POLL):
-        now = time.monotonic()
-        reason = None
-        if now >= deadline:
-            reason = "deadline"
-        elif budget.stop_requested() and not lifted:
-            stop_seen = stop_seen or now
-            if not write or now - stop_seen >= WRITE_GRACE:
-                reason = "stop"
-        if reason is None:
-            continue
-        box["cut"] = reason
-        conn = box.get("conn")
-        sock = getattr(conn, "sock", None) or getattr(conn, "watched_sock", None)
-        if sock is not None:
-            try:  # the plain socket's shutdown: wakes a read blocked in another thread, TLS state untouched
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-        return
 
 
 class _Masked(logging.Filter):

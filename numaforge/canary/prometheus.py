@@ -23,29 +23,22 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
 from urllib3 import ProxyManager
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .. import budget
 from ..errors import NumaforgeError
 from ..secrets import redact, url_has_credentials
+from ..watchedhttp import POOLS, WatchedAdapter, watched
 
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # one instant query's answer; a P99 query's is a few hundred bytes
 MAX_P99_SECONDS = 3600.0  # a P99 above an hour is not a service latency the gate can judge
 TIMEOUT = 10.0  # seconds for one request, headers and body
-_POLL = 0.05
 
 
 class PrometheusError(NumaforgeError):
@@ -114,80 +107,14 @@ def p99_query(metric: str, label: str, values: Sequence[str], range_s: float, qu
 
 
 # ------------------------------------------------------------------ one bounded request
-_local = threading.local()  # the box of this thread's request in flight: its connection, why it was cut
-
-
-def _remember(conn) -> None:
-    box = getattr(_local, "box", None)
-    if box is not None:
-        box["conn"] = conn
-
-
-class _WatchedHTTP(HTTPConnection):
-    """Keeps its socket in ``watched_sock``: http.client drops ``sock`` once a response says it closes the
-    connection (``Connection: close``, HTTP/1.0) and hands it to the response, where a watcher looking at
-    ``sock`` found nothing to cut while the body dripped on (issue 40 item 6, the reader fault matrix)."""
-
-    def connect(self):
-        super().connect()
-        self.watched_sock = self.sock
-
-
-class _WatchedHTTPS(HTTPSConnection):
-    def connect(self):
-        super().connect()
-        self.watched_sock = self.sock
-
-
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTP
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        _remember(conn)
-        return conn
-
-
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPS
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        _remember(conn)
-        return conn
-
-
-class _Adapter(HTTPAdapter):
-    """requests' transport adapter whose pools tell the watcher which connection (socket) a request uses."""
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+class _Adapter(WatchedAdapter):
+    """The watched adapter; an HTTP(S) proxy from the environment (requests honours HTTPS_PROXY) is watched too."""
 
     def proxy_manager_for(self, proxy, **proxy_kwargs):
-        """An HTTP(S) proxy from the environment (requests honours HTTPS_PROXY): its pools are watched too."""
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if isinstance(manager, ProxyManager):
-            manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+            manager.pool_classes_by_scheme = dict(POOLS)
         return manager
-
-
-def _watch(box: dict, done: threading.Event, deadline: float) -> None:
-    """Cut the request's socket (shutdown wakes a read blocked in the requesting thread) at the deadline or when
-    the run is stopped (Ctrl-C/SIGTERM in another thread: numaforge.budget.request_stop)."""
-    while not done.wait(_POLL):
-        reason = "deadline" if time.monotonic() >= deadline else "stop" if budget.stop_requested() else None
-        if reason is None:
-            continue
-        box["cut"] = reason
-        conn = box.get("conn")
-        sock = getattr(conn, "sock", None) or getattr(conn, "watched_sock", None)
-        if sock is not None:
-            try:
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-        return
 
 
 @dataclass
@@ -200,14 +127,7 @@ class _Answer:
 def _get(url: str, params: dict, headers: dict, verify: bool | str, timeout: float, max_bytes: int) -> _Answer:
     """One GET, headers and body within ``timeout`` s in total and at most ``max_bytes``; no redirect followed.
     Raises _Cut (deadline/stop), _TooBig, or requests' own errors."""
-    box: dict = {}
-    done = threading.Event()
-    watcher = threading.Thread(
-        target=_watch, args=(box, done, time.monotonic() + timeout), name="prometheus-deadline", daemon=True
-    )
-    _local.box = box
-    watcher.start()
-    try:
+    with watched(timeout, stop_grace=0.0, name="prometheus-deadline") as box:
         with requests.Session() as session:
             session.mount("http://", _Adapter())
             session.mount("https://", _Adapter())
@@ -241,10 +161,6 @@ def _get(url: str, params: dict, headers: dict, verify: bool | str, timeout: flo
             if box.get("cut"):  # a cut mid-headers can read as a short, complete answer: never use it
                 raise _Cut(box["cut"])
             return answer
-    finally:
-        done.set()
-        watcher.join()
-        _local.box = None
 
 
 class _Cut(Exception):

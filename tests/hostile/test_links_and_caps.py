@@ -209,12 +209,11 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/kernel/targets.py", "debian_inputs"): BUILD_TREE,
     ("numaforge/kernel/toolchain.py", "compiler_shim"): BUILD_TREE,
     ("numaforge/kernel/toolchain.py", "gcc_comment"): BUILD_TREE,
-    ("numaforge/lab/bmc/__main__.py", "_password"): LAB,
     ("numaforge/lab/bmc/__main__.py", "main"): LAB,
     ("numaforge/lab/bmc/__main__.py", "fleet_main"): LAB,
     ("numaforge/lab/bmc/corpus.py", "main"): "the registry corpus build (a developer's command, python -m "
     "numaforge.lab.bmc.corpus) writing the package's own data directory",
-    ("numaforge/lab/bmc/fleet.py", "fleet_password"): LAB,
+    ("numaforge/lab/bmc/fleet.py", "state_password"): LAB,
     ("numaforge/lab/bmc/mockup.py", "MockupSimulator._save"): LAB,
     ("numaforge/lab/bmc/server.py", "BMCSimulator.__init__"): LAB,
     ("numaforge/lab/bmc/state.py", "BMCState.save"): LAB,

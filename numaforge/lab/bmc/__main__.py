@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import signal
 import sys
 import threading
@@ -29,22 +28,9 @@ from pathlib import Path
 from ...errors import NumaforgeError
 from .errors import BMCSimulatorError
 from .flavours import ALL_FLAVOURS
-from .fleet import Fleet, parse_flavours, parse_ports
+from .fleet import Fleet, parse_flavours, parse_ports, state_password
 from .mockup import MockupSimulator
 from .server import BMCSimulator
-
-
-def _password(state_dir: Path) -> str:
-    path = state_dir / "password"
-    if path.exists():
-        pw = path.read_text().strip()
-        if pw:
-            return pw
-    pw = secrets.token_urlsafe(18)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(pw + "\n")
-    return pw
 
 
 def main(argv=None) -> int:
@@ -97,7 +83,7 @@ def main(argv=None) -> int:
             port=args.port,
             tls=not args.no_tls,
             username=args.username,
-            password=_password(state_dir),
+            password=state_password(state_dir),
             power_delay=args.power_delay,
             state_dir=state_dir,
             verbose=args.verbose,

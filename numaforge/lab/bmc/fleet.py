@@ -65,8 +65,9 @@ def parse_ports(text: str | None) -> range | None:
     return range(lo, hi + 1)
 
 
-def fleet_password(state_dir: Path) -> str:
-    """The fleet's one password (STATE_DIR/password, mode 0600, kept across restarts)."""
+def state_password(state_dir: Path) -> str:
+    """The password of the BMCs of STATE_DIR (STATE_DIR/password, mode 0600, kept across restarts): a fleet's
+    one password, and a single daemon's (python -m numaforge.lab.bmc)."""
     path = state_dir / "password"
     if path.exists():
         pw = path.read_text().strip()
@@ -143,7 +144,7 @@ class Fleet:
 
     def start(self) -> "Fleet":
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        password = fleet_password(self.state_dir)
+        password = state_password(self.state_dir)
         tls_dir = (self.state_dir / "tls").resolve()  # members link to it: an absolute target
         ensure_certificates(tls_dir, self.host)  # one CA and certificate, made once for every member
         candidates = iter(self.ports) if self.ports is not None else None
