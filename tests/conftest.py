@@ -1,8 +1,13 @@
 """Settings for every tier."""
 
 import signal
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "hostile"))
+from hostile_summary import print_summary  # tests/hostile is no package: its modules import by name
 
 # A suite started in the background (`cmd &` in a script, nohup, some CI runners) inherits SIGINT as ignored, and
 # an ignored signal stays ignored across exec: `_thread.interrupt_main()` then does nothing and the Ctrl-C tests of
@@ -27,3 +32,9 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("lab_vm") and not item.get_closest_marker("xdist_group"):
             group = "lab-session-vm" if "lab" in item.fixturenames else f"own-vm:{item.module.__name__}"
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The hostile tier's counts (reader fault matrix, campaign tally, generated options): here, because the xdist
+    controller that prints the summary loads this conftest only."""
+    print_summary(terminalreporter)

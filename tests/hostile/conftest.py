@@ -1,8 +1,5 @@
-"""The hostile tier prints the reader fault matrix's counts, the campaign's tally (harness.Tally) and the generated
-option campaign's counts at the end of its pytest output, from each case's recorded properties
-(test_reader_matrix.py's ``reader_matrix``, test_campaign.test_case's ``campaign``, test_generated_options.py's
-``generated_options``; xdist carries them to the controller).
-"""
+"""tests/hostile's modules import harness (this directory on sys.path); the tier's closing counts are printed by
+tests/conftest.py through hostile_summary.print_summary (the xdist controller loads only that conftest)."""
 
 from __future__ import annotations
 
@@ -10,46 +7,3 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import Case, Tally
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    _reader_matrix(terminalreporter)
-    tally = Tally()
-    counts = []  # test_generated_options.py's "tasks x options x values" line
-    for reports in terminalreporter.stats.values():
-        for rep in reports:
-            if getattr(rep, "when", None) != "call":
-                continue
-            for name, value in getattr(rep, "user_properties", ()):
-                if name == "generated_options":
-                    counts.append(value)
-                if name != "campaign":
-                    continue
-                tally.add(Case(value["id"], value["area"], run=None, message=""), list(value["bad"]))
-    if tally.total:
-        terminalreporter.write_sep("=", "hostile campaign tally (docs/RELIABILITY.md)")
-        terminalreporter.write_line(tally.render())
-    for line in counts:
-        terminalreporter.write_line(line)
-
-
-def _reader_matrix(terminalreporter) -> None:
-    """The reader fault matrix's counts (test_reader_matrix.py records each cell: run, or not applicable)."""
-    cells: dict[tuple[str, str], bool] = {}
-    for reports in terminalreporter.stats.values():
-        for rep in reports:
-            if getattr(rep, "when", None) != "call":
-                continue
-            for name, value in getattr(rep, "user_properties", ()):
-                if name == "reader_matrix":
-                    cells[(value["reader"], value["fault"])] = value["applies"]
-    if cells:
-        readers = sorted({r for r, _ in cells})
-        faults = sorted({f for _, f in cells})
-        run = sum(cells.values())
-        terminalreporter.write_sep("=", "reader fault matrix (docs/RELIABILITY.md)")
-        terminalreporter.write_line(
-            f"{len(readers)} readers x {len(faults)} faults: {run} cells run, {len(cells) - run} not applicable"
-            f" (readers: {', '.join(readers)})"
-        )
