@@ -14,12 +14,11 @@ service validator.
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 import yaml
 
-from .flavours import CORPUS_DIR, _dependency, _entry
+from .flavours import CORPUS_DIR, _dependency, _entry, registry_document
 
 
 def _expand(raw: dict) -> list[dict]:
@@ -44,38 +43,16 @@ def build(name: str, facts: dict) -> dict:
             v["ValueDisplayName"] = (raw.get("value_display") or {}).get(v["ValueName"], v["ValueName"])
         entries.append(entry)
     deps = [_dependency(d, name) for d in facts.get("dependencies") or []]
-    menus = sorted({e["MenuPath"] for e in entries})
-    return {
-        "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry",
-        "Id": facts["id"],
-        "Name": f"{facts['model']} BIOS Attribute Registry",
-        "Description": "numaforge registry corpus: built from public vendor facts (numaforge/lab/bmc/registries/SOURCES.md)",
-        "Language": "en",
-        "OwningEntity": facts["owner"],
-        "RegistryVersion": "1.0.0",
-        "SupportedSystems": [
-            {
-                "ProductName": facts["model"],
-                "SystemId": re.sub(r"[^A-Za-z0-9]", "", facts["model"]),
-                "FirmwareVersion": str(facts["firmware"]),
-            }
-        ],
-        "RegistryEntries": {
-            "Attributes": entries,
-            "Dependencies": deps,
-            "Menus": [
-                {
-                    "MenuName": m.strip("./").replace("/", "_") or "Main",
-                    "DisplayName": m.strip("./") or "Main",
-                    "MenuPath": m,
-                    "DisplayOrder": i + 1,
-                    "ReadOnly": False,
-                    "Hidden": False,
-                }
-                for i, m in enumerate(menus)
-            ],
-        },
-    }
+    return registry_document(
+        facts["id"],
+        facts["model"],
+        "numaforge registry corpus: built from public vendor facts (numaforge/lab/bmc/registries/SOURCES.md)",
+        facts["owner"],
+        "1.0.0",
+        facts["firmware"],
+        entries,
+        deps,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -235,28 +235,43 @@ def build_flavour(data: dict, where: str) -> Flavour:
         for ref in (d["DependencyFor"], d["Dependency"]["MapFrom"][0]["MapFromAttribute"]):
             if ref not in names:
                 raise BMCSimulatorError(f"dependency names unknown attribute {ref}", where, "fix the dependency")
+    registry = registry_document(
+        data["registry_id"],
+        data["model"],
+        "BIOS attribute registry of the numaforge BMC simulator",
+        data["vendor"],
+        data["registry_id"].split(".", 1)[-1].lstrip("v").replace("_", "."),
+        data["bios_version"],
+        entries,
+        deps,
+    )
+    defaults = {raw["name"]: raw.get("default") for raw in raw_attrs}
+    return _flavour(data, registry, defaults)
+
+
+def registry_document(
+    rid: str, model: str, description: str, owner: str, version: str, firmware: object, entries: list, deps: list
+) -> dict:
+    """A DSP8010 AttributeRegistry of ``entries`` and ``deps``, with one menu per MenuPath the entries name: the
+    simulator's flavours and the registry corpus (numaforge.lab.bmc.corpus) build theirs with it."""
     menus = sorted({e["MenuPath"] for e in entries})
-    registry = {
+    return {
         "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry",
-        "Id": data["registry_id"],
-        "Name": f"{data['model']} BIOS Attribute Registry",
-        "Description": "BIOS attribute registry of the numaforge BMC simulator",
+        "Id": rid,
+        "Name": f"{model} BIOS Attribute Registry",
+        "Description": description,
         "Language": "en",
-        "OwningEntity": data["vendor"],
-        "RegistryVersion": data["registry_id"].split(".", 1)[-1].lstrip("v").replace("_", "."),
+        "OwningEntity": owner,
+        "RegistryVersion": version,
         "SupportedSystems": [
-            {
-                "ProductName": data["model"],
-                "SystemId": re.sub(r"[^A-Za-z0-9]", "", data["model"]),
-                "FirmwareVersion": str(data["bios_version"]),
-            }
+            {"ProductName": model, "SystemId": re.sub(r"[^A-Za-z0-9]", "", model), "FirmwareVersion": str(firmware)}
         ],
         "RegistryEntries": {
             "Attributes": entries,
             "Dependencies": deps,
             "Menus": [
                 {
-                    "MenuName": (m.strip("./").replace("/", "_") or "Main"),
+                    "MenuName": m.strip("./").replace("/", "_") or "Main",
                     "DisplayName": m.strip("./") or "Main",
                     "MenuPath": m,
                     "DisplayOrder": i + 1,
@@ -267,8 +282,6 @@ def build_flavour(data: dict, where: str) -> Flavour:
             ],
         },
     }
-    defaults = {raw["name"]: raw.get("default") for raw in raw_attrs}
-    return _flavour(data, registry, defaults)
 
 
 def _flavour(data: dict, registry: dict, defaults: dict) -> Flavour:
