@@ -21,6 +21,8 @@ from numaforge.bios.vendormap import PROCESSORS
 
 from .conftest import capture_dirs
 from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts, run  # noqa: F401 (fixture)
+from .test_bios_cli_bmc import PASSWORD as CLI_PASSWORD
+from .test_bios_cli_bmc import invoke, report
 
 pytestmark = pytest.mark.bmc
 
@@ -107,3 +109,38 @@ def test_capture_converges_in_one_apply(mockup_factory, capture, profile, step):
     again = run(plan_host, h)
     assert again.data["would_change"] == [], again.data["would_change"]
     assert sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda c: c.name)
+def test_bios_plan_shows_each_gap_in_the_table_and_the_json_and_exits_0_for_gaps_alone(
+    mockup_factory, tmp_path, capture
+):
+    """`invoke bios-plan --detailed-exitcode --json` as an operator runs it: every gap is a `gap` row of the table
+    with why (on an Intel/ARM board "not on this host (<model>)"), and a `gaps` entry of the host's JSON data;
+    a plan of gaps only is no drift (exit 0), one with changes exits 2; a host with nothing to apply says so."""
+    sim = mockup_factory(capture, password=CLI_PASSWORD)
+    several = len([m for m in sim.tree["redfish/v1/systems"].get("Members") or []]) > 1
+    system = f", system_id: '{sim.system_path.rstrip('/').rsplit('/', 1)[-1]}'" if several else ""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "version: 1\nhosts:\n  gpu-01:\n"
+        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_CLI_BMC_PW', ca_bundle: '{sim.ca_file}'"
+        f"{system}}}\n"
+        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-baseline\n"
+    )
+    r = invoke("bios-plan", "-i", str(inv), "--detailed-exitcode", "--json", str(tmp_path / "plan.json"))
+    [host] = report(tmp_path / "plan.json")["hosts"]
+    data = host["data"]
+    changes = [i for i in data["plan"] if i["action"] == "change"]
+    assert r.returncode == (2 if changes else 0), (r.returncode, r.stdout, r.stderr)
+    assert host["status"] == "unchanged" and sim.count("PATCH") == 0
+    gaps = [i for i in data["plan"] if i["action"] == "gap"]
+    assert data["gaps"] == [{"setting": i["setting"], "why": i["resolved"]} for i in gaps]
+    table = " ".join(r.stdout.split())  # the table folds long cells; compare the words
+    for i in gaps:
+        assert f"{i['setting']} " in table and " ".join(i["resolved"].split()[:6]) in table, i
+    model, not_families = _other_processor(sim)
+    if not_families:
+        assert f"not on this host ({model.split()[0]}" in table
+    if not [i for i in data["plan"] if i["action"] not in ("gap", "skipped")]:
+        assert NOTHING in host["message"]
