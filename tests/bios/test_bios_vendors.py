@@ -33,6 +33,8 @@ def test_every_shipped_vendor_map_entry_cites_a_public_source_for_its_name_value
                     assert vm.source_text(entry["source"]) and vm.source_text(entry["values_source"])
                 if "gap" in entry:
                     assert vm.source_text(entry.get("gap_source") or entry["source"]), f"{v}/{g.id}/{name}"
+                if entry.get("processor") and not names_it:  # only its family has it: where its absence shows
+                    assert vm.source_text(entry.get("gap_source") or []), f"{v}/{g.id}/{name}"
     # two AMD generations each, and (issue 41) Dell, Lenovo and Supermicro one for their Intel boards
     assert {v: len(load_vendor_map(v).generations) for v in ("dell", "hpe", "supermicro", "lenovo")} == {
         "dell": 3,

@@ -90,6 +90,8 @@ def test_every_setting_marked_for_another_processor_is_a_gap_not_on_this_host(ca
         assert gap.status == "gap" and gap.attribute == "-" and gap.value is None, gap
         assert gap.resolved.startswith(f"not on this host ({cap['processor']})"), gap.resolved
         assert f"{gen.settings[setting]['processor']} processors only" in gap.resolved
+        cited = gen.settings[setting].get("gap_source") or gen.settings[setting].get("source")
+        assert vm.source_text(cited) and vm.source_text(cited) in gap.source, (setting, gap.source)
     # nothing is resolved for them: no attribute of this host is written in their name
     assert not [d for d in got if d.setting in marked and d.status == "set"]
 
