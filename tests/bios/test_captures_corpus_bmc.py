@@ -144,3 +144,22 @@ def test_bios_plan_shows_each_gap_in_the_table_and_the_json_and_exits_0_for_gaps
         assert f"not on this host ({model.split()[0]}" in table
     if not [i for i in data["plan"] if i["action"] not in ("gap", "skipped")]:
         assert NOTHING in host["message"]
+
+
+def test_a_second_host_of_a_known_model_keeps_its_processor(mockup_factory):
+    """Hosts of one model (inventory vendor stated) share the first one's discovered shape and skip the System
+    read; the processor the generation and the gaps depend on travels in that shape, so the second R750 plans
+    the same as the first -- not "no generation fits (processor: not read)"."""
+    from numaforge.bios.discovery import RegistryCache
+
+    r750 = next(c for c in CAPTURES if c.name == "libredfish-dell-r750")
+    sims = [mockup_factory(r750, password=PASSWORD) for _ in range(2)]
+    cache = RegistryCache()
+    results = [
+        run(plan_host, host_for(s, name=f"gpu-{n}", vendor="dell", profile="epyc-baseline"), cache=cache)
+        for n, s in enumerate(sims)
+    ]
+    assert [r.status for r in results] == ["ok", "ok"], [r.message for r in results]
+    assert results[0].data["plan"] == results[1].data["plan"]
+    assert any(g["why"].startswith("not on this host (Intel(R) Xeon(R) Gold 6354") for g in results[1].data["gaps"])
+    assert sims[1].count("GET", r"/Systems/System\.Embedded\.1$") == 0  # the second host did read no System
