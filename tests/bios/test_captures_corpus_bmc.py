@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from numaforge.bios.apply import Timeouts, apply_host, plan_host, verify_host
+from numaforge.bios.apply import RegistryCache, Timeouts, apply_host, plan_host, verify_host
 from numaforge.bios.hoststate import processor_model
 from numaforge.bios.vendormap import PROCESSORS
 
@@ -150,8 +150,6 @@ def test_a_second_host_of_a_known_model_keeps_its_processor(mockup_factory):
     """Hosts of one model (inventory vendor stated) share the first one's discovered shape and skip the System
     read; the processor the generation and the gaps depend on travels in that shape, so the second R750 plans
     the same as the first -- not "no generation fits (processor: not read)"."""
-    from numaforge.bios.discovery import RegistryCache
-
     r750 = next(c for c in CAPTURES if c.name == "libredfish-dell-r750")
     sims = [mockup_factory(r750, password=PASSWORD) for _ in range(2)]
     cache = RegistryCache()
