@@ -161,3 +161,15 @@ def test_a_second_host_of_a_known_model_keeps_its_processor(mockup_factory):
     assert results[0].data["plan"] == results[1].data["plan"]
     assert any(g["why"].startswith("not on this host (Intel(R) Xeon(R) Gold 6354") for g in results[1].data["gaps"])
     assert sims[1].count("GET", r"/Systems/System\.Embedded\.1$") == 0  # the second host did read no System
+
+
+def test_the_docs_say_what_every_capture_gives():
+    """docs/bios-profiles.md's "Real captures each map was run against" table has a row naming every capture of
+    the corpus (a capture added without its result there fails here)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "bios-profiles.md").read_text()
+    section = doc[doc.index("**Real captures each map was run against**") :]
+    section = section[: section.index("\n\n", section.index("| vendor map"))]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "tests/data/captures" not in line]
+    for capture in CAPTURES:
+        short = capture.name.removeprefix("libredfish-nvidia-")
+        assert any(capture.name in r or f"-{short}" in r for r in rows), capture.name
