@@ -23,7 +23,7 @@ from .applysteps import next_state
 from .discovery import RegistryCache, discovery_dir
 from .exchange import RetryPolicy
 from .hostapply import HostApply
-from .hostplan import enforce_unverified, plan_for, record_plan, unverified_check
+from .hostplan import enforce_unverified, gap_note, plan_for, record_plan, unverified_check
 from .hostsession import HostOptions, bmc_session, fail
 from .plan import Plan, PlanItem
 from .power import Timeouts
@@ -58,10 +58,12 @@ def plan_host(host, opts: HostOptions, cache: RegistryCache, result: HostResult)
         )
         n, p = len(plan.changes), len(plan.pending)
         result.status = "unchanged" if not n and not p else "ok"
+        # a gap is not a failure of the run: the host is ok/unchanged, its message and data["gaps"] name each one
         result.message = (
             (f"{n} to change" if n else "no change")
             + (f", {p} pending a reset" if p else "")
             + f" ({state.vendor}, profile {profile.name})"
+            + gap_note(plan)
         )
         return plan
     except NumaforgeError as exc:
@@ -150,7 +152,9 @@ def verify_host(host, opts: HostOptions, cache: RegistryCache, result: HostResul
             )
         else:
             result.status = "ok"
-            result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})"
+            result.message = f"{len(verified)} attributes verified ({state.vendor}, profile {profile.name})" + gap_note(
+                plan
+            )
     except NumaforgeError as exc:
         fail(result, exc)
 

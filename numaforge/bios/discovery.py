@@ -57,6 +57,7 @@ class Shape:
     registry_id: str
     model: str = ""  # the System's Model
     settings_path: str = ""  # the Bios's @Redfish.Settings SettingsObject ("" in caches from before issue 29)
+    processor: str = ""  # the System's ProcessorSummary.Model ("" when it names none, or in older caches)
 
 
 def shape_key(host) -> tuple | None:

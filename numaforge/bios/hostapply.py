@@ -22,7 +22,7 @@ from .applysteps import Progress, outcome, patch_action
 from .configjob import ConfigJob, job_info
 from .discovery import RegistryCache
 from .errors import ConcurrentChangeError, RedfishError, RedfishPreconditionFailedError, RedfishRedirectError
-from .hostplan import desired_values, plan_for, record_plan, replan
+from .hostplan import desired_values, gap_note, plan_for, record_plan, replan
 from .hostsession import HostOptions
 from .hoststate import BiosState, read_state, system_of
 from .plan import Plan
@@ -235,6 +235,8 @@ class HostApply:
         self.result.status, self.result.message = outcome(
             self.data, reboot=self.opts.reboot, needs_reset=self.plan.needs_reset, plan_pending=len(self.plan.pending)
         )
+        if self.result.status != "failed":
+            self.result.message += gap_note(self.plan)
 
 
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:

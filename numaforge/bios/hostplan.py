@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InventoryError, NumaforgeError
 from ..report import HostResult
-from .errors import ProfileError, VendorMapError
+from .errors import ProfileError
 from .hostsession import HostOptions
 from .hoststate import BiosState
 from .plan import Plan, UnverifiedCheck, check_unverified, make_plan, unverified_policy
@@ -38,30 +38,17 @@ def desired_for(host, state: BiosState, opts: HostOptions) -> tuple[Profile, lis
     profile = render_for(host, state.vendor, opts)
     vmap = opts.vendor_map(state.vendor)
     raw = profile.raw_for(state.vendor)
-    try:
-        return profile, translate(
-            profile.settings, raw, vmap, state.registry, host.name, profile.optional, state.model, present=state.current
-        )
-    except VendorMapError as exc:
-        not_epyc = _not_epyc(state.system)
-        if not not_epyc or raw:
-            raise
-        raise VendorMapError(
-            f"no vendor map for this model: {state.model or 'this system'} has {not_epyc} processors, and "
-            f"numaforge's vendor maps (bios/vendors/*.yaml) cover AMD EPYC platforms only; nothing is written "
-            f"({exc.what.splitlines()[0]})",
-            host.name,
-            "leave this host out of the BIOS run (its inventory group), or set the attributes you need by name "
-            f"under raw.{state.vendor} in a profile of its own",
-        ) from None
-
-
-def _not_epyc(system: dict | None) -> str:
-    """The processor model a System's ProcessorSummary names when it is no AMD EPYC ("" when it is one, or the
-    BMC does not say). The captures of Intel and ARM boards (tests/data/captures: Dell R750, Lenovo SR670 V2,
-    Supermicro X13; NVIDIA GH200/GB200) name theirs there."""
-    model = str(((system or {}).get("ProcessorSummary") or {}).get("Model") or "").strip()
-    return "" if not model or "AMD" in model.upper() or "EPYC" in model.upper() else " ".join(model.split())
+    return profile, translate(
+        profile.settings,
+        raw,
+        vmap,
+        state.registry,
+        host.name,
+        profile.optional,
+        state.model,
+        present=state.current,
+        processor=state.processor,
+    )
 
 
 def replan(state: BiosState, desired: list[Desired], host) -> Plan:
@@ -94,8 +81,26 @@ def record_plan(result: HostResult, state: BiosState, profile: Profile, plan: Pl
                 f"{i.setting} -> {i.attribute} ({i.resolved})" for i in plan.items if i.by_display_name
             ],
             "unverified": [f"{i.setting} -> {i.attribute}" for i in plan.items if i.unverified],
+            # the settings this host cannot hold (a documented gap, "not on this host", a refused ambiguity, an
+            # optional setting it lacks), each with why: never written, never counted as verified
+            "gaps": [{"setting": i.setting, "why": i.resolved} for i in plan.items if i.action in ("gap", "skipped")],
         }
     )
+
+
+NOTHING_APPLICABLE = "nothing can be applied on this host"
+
+
+def gap_note(plan: Plan) -> str:
+    """What a host's message adds for its gaps: "" when there are none; "; N gaps, not written: a, b" when some
+    settings are gaps; "; nothing can be applied on this host: every setting is a gap (...)" when no setting of
+    the profile resolved to an attribute (issue 41: BlueField-3, the ARM superchips)."""
+    gaps = [i.setting for i in plan.items if i.action in ("gap", "skipped")]
+    if not gaps:
+        return ""
+    if not plan.settable:
+        return f"; {NOTHING_APPLICABLE}: every setting is a gap ({', '.join(gaps)}; the plan says why)"
+    return f"; {len(gaps)} gap{'s' if len(gaps) != 1 else ''}, not written: {', '.join(gaps)}"
 
 
 class UnverifiedRefusedError(NumaforgeError):

@@ -34,6 +34,7 @@ class BiosState:
     registry: Registry
     detected_by: str = ""
     model: str = ""  # the System's Model (the vendor map's generation may need it: Supermicro)
+    processor: str = ""  # the System's ProcessorSummary.Model: which map entries are on this host (vendormap)
     shape: Shape | None = None  # the model's known shape this host was read through (a re-read goes the same way)
 
     def settings_object(self, client: RedfishClient) -> SettingsObject:
@@ -106,7 +107,16 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
     registry_id = bios.registry_id or discovery.listed_bios_registry(client)  # a Bios naming none: the one listed
     system_path = system.path if system is not None else (shape.system_path if shape else "")
     model = str(system.body.get("Model") or "") if system is not None else (shape.model if shape else "")
-    learnt = Shape(client.login_url, system_path, bios.path, registry_id, model=model, settings_path=settings.path)
+    processor = processor_model(system.body) if system is not None else (shape.processor if shape else "")
+    learnt = Shape(
+        client.login_url,
+        system_path,
+        bios.path,
+        registry_id,
+        model=model,
+        settings_path=settings.path,
+        processor=processor,
+    )
     if learnt != shape and client.login_url:
         # the model's paths are known now: hosts waiting for them go on (their registry comes from the cache
         # below, which fetches it once per id while they read their own Bios and settings)
@@ -139,8 +149,18 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
         registry=registry,
         detected_by=how,
         model=model,
+        processor=processor,
         shape=shape,
     )
+
+
+def processor_model(system: dict | None) -> str:
+    """The processor model a System's ProcessorSummary names, whitespace folded ("" when it names none): the
+    captures of Intel and ARM boards (tests/data/captures: Dell R750, Lenovo SR670 V2, Supermicro X13; NVIDIA
+    GH200/GB200) name theirs there."""
+    summary = (system or {}).get("ProcessorSummary")
+    model = summary.get("Model") if isinstance(summary, dict) else None
+    return " ".join(str(model).split()) if isinstance(model, str) else ""
 
 
 def _vendor_of(client: RedfishClient, host, system: dict | None) -> tuple[str, str]:

@@ -28,7 +28,14 @@ ENTRY_KEYS = {
     "gap_source",
     "note",
     "unverified",  # why no public source shows this name/value for this generation (said in the plan)
+    "processor",  # the processor family the setting exists on (PROCESSORS): a gap "not on this host" elsewhere
 }
+
+# Processor families a map entry may be specific to (``processor: AMD EPYC``), each with the regular expression
+# that recognises it in the System's ProcessorSummary.Model. A host whose processor model is known and does not
+# match gets that entry as a gap "not on this host (<model>)": never written, never resolved to a similarly named
+# attribute of another processor (numaforge.bios.vendors). Which entries are specific is the maps' data.
+PROCESSORS = {"AMD EPYC": r"\bAMD\b|\bEPYC\b"}
 
 
 def default_vendors_dir() -> Path:
@@ -60,8 +67,11 @@ class Generation:
     # the vendor preset that locks or overrides other settings, and the value that frees them:
     # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
     preset: dict | None = None
+    processor_rx: str | None = None  # on the System's ProcessorSummary.Model (boards of another processor)
 
-    def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
+    def matches(self, registry: Registry, by: str, system_model: str = "", processor: str = "") -> bool:
+        if by == "processor":
+            return bool(self.processor_rx and processor and re.search(self.processor_rx, processor))
         if by == "registry":
             return bool(self.registry_rx and re.search(self.registry_rx, registry.id or ""))
         if by == "system":
@@ -87,11 +97,12 @@ class VendorMap:
     reboot: dict[str, float] = field(default_factory=dict)  # waits around a reset (numaforge.bios.power)
     config_job: bool = False  # pending values apply only through a config job the client schedules (Dell)
 
-    def generation(self, registry: Registry, system_model: str = "") -> Generation:
-        # the registry id decides first, the registry's model where it cannot, then the System's Model
-        for by in ("registry", "model", "system"):
+    def generation(self, registry: Registry, system_model: str = "", processor: str = "") -> Generation:
+        # the registry id decides first, the registry's model where it cannot, then the System's Model, then the
+        # System's processor model (a board of another processor family: Intel PowerEdge, ThinkSystem, X13)
+        for by in ("registry", "model", "system", "processor"):
             for g in self.generations:
-                if g.matches(registry, by, system_model):
+                if g.matches(registry, by, system_model, processor):
                     return g
         models = (
             ", ".join(
@@ -103,11 +114,12 @@ class VendorMap:
         )
         rules = "; ".join(
             f"{g.id}: registry /{g.registry_rx or '-'}/ or model /{g.model_rx or '-'}/ or system /{g.system_rx or '-'}/"
+            f" or processor /{g.processor_rx or '-'}/"
             for g in self.generations
         )
         raise VendorMapError(
             f"no generation of the {self.vendor} map fits registry {registry.id!r} (models: {models};"
-            f" system model: {system_model or 'not read'})",
+            f" system model: {system_model or 'not read'}; processor: {processor or 'not read'})",
             self.path,
             f"add a generation for it to {paths.editable(self.path)} (known: {rules}), or set bmc.vendor: generic",
         )
@@ -191,6 +203,13 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             ln("attribute"),
             "write `attribute: Name` (use attribute_pattern for several)",
         )
+    if "processor" in entry and entry["processor"] not in PROCESSORS:
+        raise _fail(
+            f"generation {gen_id}: settings.{name}.processor {entry['processor']!r} is no known processor family",
+            path,
+            ln("processor"),
+            f"use one of: {', '.join(PROCESSORS)} (the family whose processors have this setting)",
+        )
     values = entry.get("values")
     finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
     multi = bool(
@@ -199,12 +218,13 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
         and all(isinstance(v, dict) and "unsupported" not in v for v in values.values())
     )
     where = _Where(gen_id, name, path, line, ln)
-    if not finds and not multi and "gap" not in entry:
+    if not finds and not multi and "gap" not in entry and "processor" not in entry:
         raise _fail(
             f"generation {gen_id}: settings.{name} names no attribute",
             path,
             line,
-            "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it)",
+            "give attribute, attribute_pattern or display_name (or `gap:` where the platform lacks it, or "
+            "`processor:` where only another processor family has it)",
         )
     if "gap" in entry:
         _check_gap(entry, where)
@@ -298,6 +318,7 @@ def _check_source_ids(entry, sources: dict, w: _Where) -> None:
                 )
 
 
+MATCH_KEYS = ("registry", "model", "system", "processor")
 SHOWN_KEYS = ("shows", "labels")  # a source's recorded facts: AttributeNames / setup labels, per generation
 
 
@@ -371,14 +392,14 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
             "see docs/bios-profiles.md (vendor maps)",
         )
     match = g.get("match") or {}
-    if not isinstance(match, yamlsrc.LMap) or not (match.get("registry") or match.get("model") or match.get("system")):
+    if not isinstance(match, yamlsrc.LMap) or not any(match.get(k) for k in MATCH_KEYS):
         raise _fail(
-            f"generation {g['id']}: `match:` needs registry, model and/or system (regular expressions)",
+            f"generation {g['id']}: `match:` needs registry, model, system and/or processor (regular expressions)",
             spath,
             g.line_of("match"),
             "e.g. match: {registry: '^BiosAttributeRegistryA55\\.'}",
         )
-    for key in ("registry", "model", "system"):
+    for key in MATCH_KEYS:
         if key in match:
             _regex(match[key], spath, match.line_of(key), f"generation {g['id']} match.{key}")
     for name, entry in g["settings"].items():
@@ -393,6 +414,7 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
         where=f"{spath}:{gline}",
         system_rx=match.get("system"),
         preset=dict(g["preset"]) if g.get("preset") else None,
+        processor_rx=match.get("processor"),
     )
 
 

@@ -28,6 +28,7 @@ values in order and say why earlier ones were passed over.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from .. import paths
@@ -35,6 +36,7 @@ from .errors import VendorMapError
 from .presets import UNVERIFIED, preset_value
 from .registry import Registry
 from .vendormap import (  # noqa: F401  (vendors.<name> for callers)
+    PROCESSORS,
     Desired,
     Generation,
     VendorMap,
@@ -120,8 +122,18 @@ def _pick(candidates: list, attr, setting: str, value) -> Any:
 
 
 class _Resolver:
-    def __init__(self, vmap: VendorMap, gen: Generation, registry: Registry, present: Iterable[str] | None = None):
+    def __init__(
+        self,
+        vmap: VendorMap,
+        gen: Generation,
+        registry: Registry,
+        present: Iterable[str] | None = None,
+        processor: str = "",
+    ):
         self.vmap, self.gen, self.registry = vmap, gen, registry
+        # the System's ProcessorSummary.Model ("" when the BMC does not say): an entry specific to another
+        # processor family (its `processor:`) is a gap "not on this host" here, never resolved
+        self.processor = processor
         # the attributes the host's Bios has: a registry may describe more (HPE's A42 registry of the DL385
         # capture has 402, its Bios 277: PciSlot3Aspm..., EmbNicAspm are not on that board), and an attribute the
         # Bios lacks is never planned (issue 41 item 1)
@@ -160,13 +172,17 @@ class _Resolver:
                     f"{reg.id}: {found}",
                     f"set the right one by name under raw.{self.vmap.vendor}",
                     [a.name for a in hits],
+                    kind="ambiguous",
                 )
         names = [entry["attribute"]] if "attribute" in entry else []
         looked = " or ".join(
             x for x in (tried, f"DisplayName /{entry['display_name']}/" if "display_name" in entry else None) if x
         )
         if "gap" in entry:
-            raise _Miss(f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "", names, kind="gap")
+            looked_for = f" (looked for {looked})" if looked else ""
+            raise _Miss(
+                f"{setting}: platform gap on {self.gen.title}: {entry['gap']}{looked_for}", "", names, kind="gap"
+            )
         raise _Miss(
             f"{setting}: no attribute {looked} in registry {reg.id} ({self.gen.title})",
             f"the BIOS may not offer it here: mark the setting optional, or set the attribute under "
@@ -212,8 +228,23 @@ class _Resolver:
                 f"add `{setting}` to generation {self.gen.id} in {paths.editable(self.vmap.path)}, or set the attribute "
                 f"under raw.{self.vmap.vendor}",
             )
+        family = entry.get("processor")
+        if family and self.processor and not re.search(PROCESSORS[family], self.processor):
+            raise _Miss(
+                f"{setting}: not on this host ({self.processor}): the {self.vmap.vendor} map has it for "
+                f"{family} processors only",
+                "",
+                kind="gap",
+            )
         values = entry.get("values") or {}
         finds = any(k in entry for k in ("attribute", "attribute_pattern", "display_name"))
+        if not finds and family and "gap" not in entry and not values:
+            raise _Miss(
+                f"{setting}: the {self.vmap.vendor} map ({self.gen.title}) has it for {family} processors only, and "
+                f"this host's processor is {self.processor or 'not stated by its BMC'}",
+                f"set the attribute under raw.{self.vmap.vendor}, or add its mapping to generation {self.gen.id} "
+                f"in {paths.editable(self.vmap.path)}",
+            )
         if not finds and "gap" in entry and not values:
             raise _Miss(f"{setting}: platform gap on {self.gen.title}: {entry['gap']}", "", kind="gap")
         target = values.get(value) if value in values else None
@@ -275,6 +306,7 @@ def translate(
     optional=(),
     system_model: str = "",
     present: Iterable[str] | dict[str, Any] | None = None,
+    processor: str = "",
 ) -> list[Desired]:
     """Abstract settings (+ raw vendor attributes) -> the vendor attribute values wanted on this BMC.
 
@@ -282,9 +314,10 @@ def translate(
     (the host's Bios attributes, when given) are chosen; given its current values (a mapping), the vendor preset
     is added only when some other value changes. Settings in
     ``optional`` are skipped (status "skipped") where the platform lacks them. A documented platform gap gives a
-    status "gap" item. Every other problem is collected and raised at once."""
-    gen = vmap.generation(registry, system_model)
-    t = _Translation(_Resolver(vmap, gen, registry, present), dict(raw or {}), set(optional))
+    status "gap" item, and so does a setting the map has for another processor family than ``processor`` (the
+    System's ProcessorSummary.Model, "" when unknown) names. Every other problem is collected and raised at once."""
+    gen = vmap.generation(registry, system_model, processor)
+    t = _Translation(_Resolver(vmap, gen, registry, present, processor), dict(raw or {}), set(optional))
     for setting, value in settings.items():
         t.setting(setting, value)
     t.add_raw()
@@ -295,13 +328,62 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
-    got = preset_value(gen.preset, registry, t.out) if _something_changes(t.out, registry, present) else None
+    locked = _locked_gaps(t.out, registry, present)
+    for d in locked:
+        del t.out[d.attribute]
+    preset_locked = bool(
+        gen.preset and isinstance(present, dict) and _locked(registry, gen.preset["attribute"], present)
+    )
+    changes = _something_changes(t.out, registry, present)
+    got = preset_value(gen.preset, registry, t.out) if changes and not preset_locked else None
     pre = (
         [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
         if got and gen.preset
         else []
     )
-    return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
+    return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")] + locked
+
+
+def _locked(registry: Registry, name: str, current: dict[str, Any]) -> bool:
+    """The registry marks ``name`` ReadOnly and no dependency of it explains that in the current state (so none
+    can lift it: iDRAC's R750 capture with DPUs marks 598 of its 687 attributes so), or every dependency that
+    makes it read-only there hangs on attributes that are themselves locked."""
+    attr = registry.attributes.get(name)
+    if attr is None or not attr.read_only:
+        return False
+    blockers = registry.blocking(name, current)
+    if not blockers:
+        return True
+    froms = {c.get("MapFromAttribute") for b in blockers for c in b.conditions} - {name}
+    return all(
+        isinstance(f, str)
+        and (a := registry.attributes.get(f)) is not None
+        and a.read_only
+        and not registry.blocking(f, current)
+        for f in froms
+    )
+
+
+def _locked_gaps(out: dict[str, Desired], registry: Registry, present) -> list[Desired]:
+    """The values this host cannot take (issue 41): an attribute whose value differs from the profile's and
+    that is locked (``_locked``) is a gap naming it -- shown, never written. Without the current values (a
+    mapping) nothing is judged here; the plan's validation still refuses a read-only attribute it would write."""
+    if not isinstance(present, dict):
+        return []
+    now = registry.value_names(present)
+    gaps = []
+    for name, d in out.items():
+        if d.status != "set" or d.setting == "raw":
+            continue
+        attr = registry.attributes.get(name)
+        want = attr.value_name(d.value) if attr is not None else d.value
+        if name in now and now[name] != want and _locked(registry, name, now):
+            why = (
+                f"read-only on this host: {name} is {now[name]!r} and the registry marks it ReadOnly with no "
+                f"dependency this plan can lift (the profile wants {want!r})"
+            )
+            gaps.append(Desired(name, None, d.setting, why, d.source, status="gap"))
+    return gaps
 
 
 def _something_changes(out: dict[str, Desired], registry: Registry, present) -> bool:
@@ -340,8 +422,8 @@ class _Translation:
                 chosen = self.res.one(setting, v)
             except _Miss as miss:
                 last = miss
-                if miss.kind in ("gap", "absent"):
-                    break  # the platform lacks the setting: no other value can help
+                if miss.kind in ("gap", "absent", "ambiguous"):
+                    break  # the platform lacks the setting (or names it twice): no other value can help
                 passed.append(f"{_fmt(v)}: {miss.what.split(': ', 1)[-1]}")
                 continue
             self._keep(setting, chosen, prefs, v, passed)
@@ -386,9 +468,14 @@ class _Translation:
     def _missed(self, setting: str, last: _Miss, prefs: list, passed: list[str]) -> None:
         if self._superseded(setting, last):
             return
+        entry = self.gen.settings.get(setting) or {}
+        if last.kind == "ambiguous" and "gap" in entry:
+            # a map whose entries say where they find nothing is a gap (the generic map): an ambiguous DisplayName
+            # there is refused for this setting -- shown, never one of them picked, never written
+            last = _Miss(f"{setting}: refused, ambiguous: {last.what.split(': ', 1)[-1]} ({last.fix})", "", kind="gap")
         if last.kind == "gap":
             status = "skipped" if setting in self.optional else "gap"
-            source = self.res._src(self.gen.settings.get(setting) or {}, "gap_source", "source")
+            source = self.res._src(entry, "gap_source", "source")
             self.notes.append(Desired("-", None, setting, last.what.split(": ", 1)[-1], source, status=status))
         elif last.kind == "absent" and setting in self.optional:
             self.notes.append(

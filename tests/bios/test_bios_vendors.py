@@ -33,7 +33,15 @@ def test_every_shipped_vendor_map_entry_cites_a_public_source_for_its_name_value
                     assert vm.source_text(entry["source"]) and vm.source_text(entry["values_source"])
                 if "gap" in entry:
                     assert vm.source_text(entry.get("gap_source") or entry["source"]), f"{v}/{g.id}/{name}"
-    assert {len(load_vendor_map(v).generations) for v in ("dell", "hpe", "supermicro", "lenovo")} == {2}
+                if entry.get("processor") and not names_it:  # only its family has it: where its absence shows
+                    assert vm.source_text(entry.get("gap_source") or []), f"{v}/{g.id}/{name}"
+    # two AMD generations each, and (issue 41) Dell, Lenovo and Supermicro one for their Intel boards
+    assert {v: len(load_vendor_map(v).generations) for v in ("dell", "hpe", "supermicro", "lenovo")} == {
+        "dell": 3,
+        "hpe": 2,
+        "supermicro": 3,
+        "lenovo": 3,
+    }
 
 
 def test_hpe_values_are_hpes_own():
@@ -129,19 +137,28 @@ def test_hpe_nps0_is_refused_with_a_fix():
     assert "1, 2 or 4" in ei.value.fix and ei.value.where.startswith("gpu-hpe-01 (ProLiant Gen10 Plus")
 
 
-def test_generic_display_name_ambiguity_and_missing_value_are_reported_together():
+def test_generic_display_name_ambiguity_is_refused_as_a_gap_and_a_missing_value_is_an_error():
+    """The generic map's entries say where they find nothing (`gap:`): a DisplayName two attributes match is
+    refused for that setting -- a gap naming both, neither picked nor written (issue 41, the AMI board's SR-IOV)
+    -- while a value the one matching attribute does not allow still fails the plan."""
+    reg = registry("registry-generic-two-interleaving-attributes-no-nps0.json")
     with pytest.raises(VendorMapError) as ei:
         translate(
             {"memory_interleaving": False, "numa_nodes_per_socket": 0, "pcie_acs": False},
             {},
             load_vendor_map("generic"),
-            registry("registry-generic-two-interleaving-attributes-no-nps0.json"),
+            reg,
             "gpu-x",
         )
     what = ei.value.what
-    assert "2 attributes have a DisplayName matching /memory interleav/" in what and "Q1" in what and "Q2" in what
-    assert "none of NPS0, 0 is allowed by Q4" in what
-    assert "raw.generic" in ei.value.fix
+    assert "none of NPS0, 0 is allowed by Q4" in what and "memory interleav" not in what
+    assert "raw.<vendor>" in ei.value.fix
+    got = translate({"memory_interleaving": False, "pcie_acs": False}, {}, load_vendor_map("generic"), reg, "gpu-x")
+    [gap] = [d for d in got if d.setting == "memory_interleaving"]
+    assert gap.status == "gap" and gap.attribute == "-" and gap.value is None
+    assert "refused, ambiguous: 2 attributes have a DisplayName matching /memory interleav/" in gap.resolved
+    assert "Q1" in gap.resolved and "Q2" in gap.resolved and "raw.generic" in gap.resolved
+    assert not {d.attribute for d in got} & {"Q1", "Q2"}
 
 
 def test_raw_overrides_a_mapped_attribute_and_says_so():
@@ -235,7 +252,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
         (
             ("display_name: 'memory interleav'", "display_name: 'memory (interleav'"),
             "not a valid regular expression",
-            53,
+            63,
         ),
         (
             (
@@ -243,7 +260,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "    values: {true: [Enabled, [Auto]], false: Disabled}",
             ),
             "values.True has the wrong shape",
-            54,
+            64,
         ),
         (
             (
@@ -251,7 +268,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 '        source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
             ),
             "does not cite the source of its values",
-            52,
+            61,
         ),
         (
             (
@@ -259,24 +276,24 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 '        source: no-such-doc\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
             ),
             "unknown source 'no-such-doc'",
-            55,
+            65,
         ),
         (("  - id: 16g", "  - id: 15g"), None, None),
         (
             (
-                "      llc_as_numa:\n        attribute: CcxAsNumaDomain",
-                "      llc_as_numa:\n        atribute: CcxAsNumaDomain",
+                "      llc_as_numa:\n        processor: AMD EPYC\n        attribute: CcxAsNumaDomain",
+                "      llc_as_numa:\n        processor: AMD EPYC\n        atribute: CcxAsNumaDomain",
             ),
             "unknown key 'atribute'",
-            46,
+            55,
         ),
         (
             (
-                "      iommu:\n        attribute: IommuSupport\n        gap:",
-                "      iommu:\n        attribute: IommuSupport\n        iommu: 1\n        gap:",
+                "      iommu:\n        processor: AMD EPYC\n        attribute: IommuSupport\n        gap:",
+                "      iommu:\n        processor: AMD EPYC\n        attribute: IommuSupport\n        iommu: 1\n        gap:",
             ),
             "unknown key 'iommu'",
-            80,
+            91,
         ),
     ],
 )

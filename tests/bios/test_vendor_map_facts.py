@@ -121,7 +121,7 @@ def test_the_check_finds_a_value_its_sources_do_not_show(tmp_path):
 def test_a_value_shown_for_another_generation_does_not_count():
     """The Dell 15G preset cites weka-settings, which shows SysProfile=Custom for the R6615 (16G) only."""
     vm = load_vendor_map("dell", MAPS)
-    g15, g16 = vm.generations
+    g15, g16 = vm.generations[:2]
     assert unshown_preset(vm, "15g", g15.preset) == ["preset: SysProfile=Custom"] and g15.preset["unverified"]
     assert unshown_preset(vm, "16g", g16.preset) == [] and "unverified" not in g16.preset
 

@@ -153,6 +153,51 @@ def test_a_patch_stages_in_the_settings_object_and_applies_at_the_next_boot(mock
     assert mock.bios_pending() == {}
 
 
+def _read_only_freed_by_a_dependency(sim):
+    """(attribute, its other value, {attribute: value} that lifts it) of the first system: an enumeration the
+    registry marks ReadOnly that one ReadOnly Map dependency of the tree explains on the current values, with
+    the single-condition NEQ form (R750: PcieAspmL1 while SysProfile NEQ Custom); (None, None, None) if none."""
+    s = sim.first
+    for name, deps in sorted(s.read_only_deps.items()):
+        entry = s.registry.get(name) or {}
+        if not entry.get("ReadOnly") or entry.get("Type") != "Enumeration" or name not in s.current:
+            continue
+        for conds in deps:
+            if len(conds) == 1 and conds[0].get("MapFromCondition") == "NEQ":
+                frm, val = conds[0]["MapFromAttribute"], conds[0]["MapFromValue"]
+                free = s.registry.get(frm) or {}
+                if s.current.get(frm) != val and not free.get("ReadOnly"):
+                    other = next(v["ValueName"] for v in entry["Value"] if v["ValueName"] != s.current[name])
+                    return name, other, {frm: val}
+    return None, None, None
+
+
+def test_a_read_only_flag_the_trees_own_dependency_explains_lifts_with_the_value_that_frees_it():
+    """Issue 41: the R750 registry marks PcieAspmL1 ReadOnly while SysProfile is not Custom (its own Map
+    dependency): alone it is refused 400 as the capture says; in one PATCH with SysProfile=Custom it is staged.
+    Every tree of the corpus that has such a flag is checked (the R750's at least)."""
+    checked = []
+    for tree in TREES:
+        sim = MockupSimulator(tree, password=PASSWORD).start()
+        try:
+            name, value, freeing = _read_only_freed_by_a_dependency(sim)
+            if name is None:
+                continue
+            s, c = sim.first, Client(sim)
+            target = s.settings_path or s.bios_path
+            alone = c.patch(target, json={"Attributes": {name: value}})
+            assert alone.status_code == 400 and "PropertyNotWritable" in alone.text, (tree.name, alone.text)
+            assert sim.bios_pending() == {}
+            both = c.patch(target, json={"Attributes": {**freeing, name: value}})
+            assert both.status_code in (200, 202), (tree.name, both.text)
+            assert sim.bios_pending() == {**freeing, name: value}
+            checked.append(tree.name)
+        finally:
+            assert sim.errors == [], sim.errors
+            sim.stop()
+    assert "libredfish-dell-r750" in checked, checked
+
+
 def test_a_directory_that_is_no_mockup_is_a_clear_error(tmp_path):
     with pytest.raises(BMCSimulatorError) as err:
         MockupSimulator(tmp_path)

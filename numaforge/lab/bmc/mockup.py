@@ -8,7 +8,10 @@ lacks is 404. The behaviour added is driven by the tree's own data, never invent
   stages values: each name must be in the Bios's captured ``Attributes`` (else 400 PropertyUnknown), and, where
   the attribute registry the Bios names is in the tree, pass its type, ReadOnly, allowed values and bounds --
   values compared in the form the Bios shows them (ValueName, or ValueDisplayName where the Bios holds display
-  strings). A Bios without ``@Redfish.Settings`` takes the PATCH itself; a PATCH anywhere else is 405. Values the
+  strings). A captured ReadOnly flag that one of the registry's own ReadOnly Map dependencies explains on the
+  current values is lifted when no such dependency holds on the values the BIOS would have after the PATCH (the
+  R750's PcieAspmL1 is ReadOnly while SysProfile is not Custom: a PATCH setting SysProfile=Custom with it is taken;
+  a flag no dependency explains stays). A Bios without ``@Redfish.Settings`` takes the PATCH itself; a PATCH anywhere else is 405. Values the
   settings object captured that differ from the Bios's are pending at start (the capture's own pending values).
 - The settings object shows all values (current + pending) when it was captured with every attribute, else the
   pending ones only; the Bios shows current values.
@@ -152,6 +155,7 @@ class _System:
         self.events: list[tuple[float, str]] = []
         self.resets: dict[str, int] = {}
         self.registry: dict[str, dict] = {}
+        self.read_only_deps: dict[str, list[list[dict]]] = {}  # name -> the MapFrom lists that make it ReadOnly
         self.settings_time = time.time()
 
 
@@ -190,6 +194,7 @@ class MockupSimulator(BMCSimulator):
         self.faults = FaultPlan()
         self._stopping = threading.Event()
         self.requests: list[tuple[str, str]] = []
+        self.patches: list[tuple[str, dict]] = []  # (path, Attributes) of every PATCH the BMC accepted
         self.timeline: list[tuple[str, str, float, float]] = []
         self.connections = self.tls_resumed = 0
         self.errors: list[str] = []
@@ -234,6 +239,7 @@ class MockupSimulator(BMCSimulator):
         self.first = next(iter(self.systems.values()))
         for s in self.systems.values():
             s.registry = self._registry_of(tree.get(_key(s.bios_path)) or {})
+            s.read_only_deps = self._read_only_deps(s.registry)
         session_service = tree.get(_key(_link(root.get("SessionService")) or "")) or {}
         self.sessions_path = _link(session_service.get("Sessions"))
         # Dell's job queue, if the tree has one
@@ -260,6 +266,52 @@ class MockupSimulator(BMCSimulator):
                 found.append((rid != want, [e for e in entries if isinstance(e, dict) and "AttributeName" in e]))
         found.sort(key=lambda f: f[0])  # the one named like the Bios's AttributeRegistry first
         return {e["AttributeName"]: e for e in found[0][1]} if found else {}
+
+    def _read_only_deps(self, registry: dict[str, dict]) -> dict[str, list[list[dict]]]:
+        """The registry's Map dependencies that make an attribute ReadOnly: {AttributeName: [MapFrom, ...]}."""
+        out: dict[str, list[list[dict]]] = {}
+        for doc in self.tree.values():
+            entries = doc.get("RegistryEntries") or {}
+            attrs = entries.get("Attributes")
+            if not isinstance(attrs, list) or not any(
+                isinstance(e, dict) and e is registry.get(str(e.get("AttributeName"))) for e in attrs
+            ):
+                continue  # not the registry document the Bios names
+            for d in entries.get("Dependencies") or []:
+                dep = (d or {}).get("Dependency") or {}
+                if (
+                    d.get("Type") == "Map"
+                    and dep.get("MapToProperty") == "ReadOnly"
+                    and dep.get("MapToValue") is True
+                    and isinstance(dep.get("MapFrom"), list)
+                ):
+                    out.setdefault(str(dep.get("MapToAttribute")), []).append(dep["MapFrom"])
+        return out
+
+    @staticmethod
+    def _holds(conditions: list[dict], values: dict) -> bool:
+        """One MapFrom list on ``values``: EQU/NEQ per condition, joined by each later condition's MapTerms (OR
+        unless it says AND: the R750's dependencies carry no MapTerms and repeat one attribute with several values,
+        docs/bios-profiles.md). Only what those need; any other condition is taken as not holding."""
+        result: bool | None = None
+        for c in conditions:
+            have, want, op = values.get(c.get("MapFromAttribute")), c.get("MapFromValue"), c.get("MapFromCondition")
+            ok = have == want if op == "EQU" else have != want if op == "NEQ" else False
+            if result is None:
+                result = ok
+            else:
+                result = (result and ok) if str(c.get("MapTerms")).upper() == "AND" else (result or ok)
+        return bool(result)
+
+    def _read_only_now(self, s: _System, name: str, after: dict) -> bool:
+        """Whether ``name`` is ReadOnly once ``after`` (current + pending + this PATCH) holds."""
+        deps = s.read_only_deps.get(name) or []
+        if any(self._holds(c, after) for c in deps):
+            return True
+        if not (s.registry.get(name) or {}).get("ReadOnly"):
+            return False
+        explained = any(self._holds(c, s.current) for c in deps)
+        return not explained
 
     # ------------------------------------------------------------------ persistence (the daemon's restarts)
     def _state_file(self) -> Path:
@@ -530,13 +582,15 @@ class MockupSimulator(BMCSimulator):
                 return s
         return None
 
-    def _check(self, s: _System, name: str, value) -> list[dict]:
+    def _check(self, s: _System, name: str, value, after: dict | None = None) -> list[dict]:
         rel = [f"#/Attributes/{name}"]
         if name not in s.current:
             return [message("PropertyUnknown", name, related=rel)]
         entry = s.registry.get(name)
         if entry is None:
             return []
+        if entry.get("ReadOnly") and after is not None and not self._read_only_now(s, name, after):
+            entry = dict(entry, ReadOnly=False)
         if entry.get("Type") == "Enumeration":
             values = [v for v in entry.get("Value") or [] if isinstance(v, dict)]
             names = {v.get("ValueName") for v in values}
@@ -565,11 +619,13 @@ class MockupSimulator(BMCSimulator):
             if_match = req.headers.get("if-match")
             if if_match and tag is not None and not _etag_matches(if_match, tag):
                 return error(412, message("PreconditionFailed"), headers={"ETag": tag})
-            problems = [m for name, value in attrs.items() for m in self._check(s, name, value)]
+            after = {**s.current, **s.pending, **attrs}
+            problems = [m for name, value in attrs.items() for m in self._check(s, name, value, after)]
             if problems:
                 return error(400, *problems)
             if self._active_job() is not None:
                 return error(400, message("ResourceInUse"))
+            self.patches.append((req.path, dict(attrs)))
             for k, v in attrs.items():
                 if s.current.get(k) == v:
                     s.pending.pop(k, None)
