@@ -85,13 +85,25 @@ def _joins(conditions: list[dict]) -> list[str]:
     """The term joining condition i (i >= 1) to the result so far, per condition ("" for the first). DSP0266
     does not fix where MapTerms sits: iDRAC and the X13 put it on the later condition; Lenovo's XCC puts it on
     the earlier one and none on the last (the SR670 V2 capture: iSCSIParametersviaDHCP [AND] TCPIPParametersviaDHCP
-    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8)."""
+    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8). The X13 also leaves MapTerms off
+    some conditions and writes a comma list on a later one ("OR,AND,OR" on the 4th of 4): on every one of its
+    dependencies the terms listed add up to one join per condition after the first, so a list gives the joins of
+    the conditions before it left without one, in order, then its own (read as one term it was AND)."""
     after = len(conditions) > 1 and bool(conditions[0].get("MapTerms")) and not conditions[-1].get("MapTerms")
     out = [""]
-    for i in range(1, len(conditions)):
-        term = conditions[i - 1].get("MapTerms") if after else conditions[i].get("MapTerms")
-        out.append(str(term or DEFAULT_TERM))
-    return out
+    if after:
+        return out + [str(conditions[i - 1].get("MapTerms") or DEFAULT_TERM) for i in range(1, len(conditions))]
+    pending = 0  # conditions since the last term that carried none
+    for c in conditions[1:]:
+        terms = [t.strip() for t in str(c.get("MapTerms") or "").split(",") if t.strip()]
+        if not terms:
+            pending += 1
+            continue
+        # a list shorter than the bare conditions before it leaves the earliest of them to the default
+        lead = [DEFAULT_TERM] * max(0, pending + 1 - len(terms)) + terms[-(pending + 1) :]
+        out += lead
+        pending = 0
+    return out + [DEFAULT_TERM] * pending
 
 
 @dataclass
