@@ -133,6 +133,21 @@ class _Resolver:
     def _src(self, entry: dict, *keys) -> str:
         return "; ".join(t for t in (self.vmap.source_text(entry.get(k) or []) for k in keys) if t)
 
+    def _ambiguous(self, setting: str, pattern: str, hits: list) -> _Miss:
+        """A pattern that should find one attribute matches several on this host: refused, never one picked (the
+        AMI DGX's SriovSupport and SRIOVEnable are both "SR-IOV Support"; HPE A42's /determinism/ finds
+        DeterminismControl and PerformanceDeterminism: issue 41 item 8)."""
+        found = ", ".join(f"{a.name} ({a.display_name!r})" if a.display_name else a.name for a in hits)
+        names = sorted(a.name for a in hits)
+        return _Miss(
+            f"{setting} is ambiguous on this BMC: {pattern} matches {len(hits)} attributes in registry "
+            f"{self.registry.id}: {found}; numaforge never picks one",
+            f"name the attribute in a vendor map entry: `attribute: <one of {', '.join(names)}>` (or "
+            f"`attribute_pattern:` for one setting on every slot) under settings.{setting} of generation "
+            f"{self.gen.id} in {paths.editable(self.vmap.path)}; or set the attribute under raw.{self.vmap.vendor}",
+            names,
+        )
+
     def find(self, setting: str, entry: dict) -> tuple[list, str, bool]:
         """The registry attributes an entry names (exact name first, DisplayName only as the fallback)."""
         reg = self.registry
@@ -154,13 +169,7 @@ class _Resolver:
                 how = f"by display name: /{rx}/ matched {hits[0].display_name!r}"
                 return hits, (f"{tried} not in registry; fallback " + how) if tried else how, True
             if len(hits) > 1:
-                found = ", ".join(f"{a.name} ({a.display_name!r})" for a in hits)
-                raise _Miss(
-                    f"{setting}: {len(hits)} attributes have a DisplayName matching /{rx}/ in registry "
-                    f"{reg.id}: {found}",
-                    f"set the right one by name under raw.{self.vmap.vendor}",
-                    [a.name for a in hits],
-                )
+                raise self._ambiguous(setting, f"DisplayName /{rx}/", hits)
         names = [entry["attribute"]] if "attribute" in entry else []
         looked = " or ".join(
             x for x in (tried, f"DisplayName /{entry['display_name']}/" if "display_name" in entry else None) if x
@@ -183,12 +192,7 @@ class _Resolver:
             return (attr if attr is not None and self._here([attr]) else None), key
         hits = sorted(self._here(self.registry.by_name_pattern(key)), key=lambda a: a.name)
         if len(hits) > 1:
-            raise _Miss(
-                f"{setting}: {len(hits)} attributes match /{key}/ in registry {self.registry.id}: "
-                + ", ".join(a.name for a in hits),
-                f"set the right one by name under raw.{self.vmap.vendor}",
-                [a.name for a in hits],
-            )
+            raise self._ambiguous(setting, f"name pattern /{key}/", hits)
         return (hits[0], hits[0].name) if hits else (None, key)
 
     def _names(self, setting: str, entry: dict, target) -> list[str]:

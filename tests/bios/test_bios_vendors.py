@@ -139,7 +139,7 @@ def test_generic_display_name_ambiguity_and_missing_value_are_reported_together(
             "gpu-x",
         )
     what = ei.value.what
-    assert "2 attributes have a DisplayName matching /memory interleav/" in what and "Q1" in what and "Q2" in what
+    assert "DisplayName /memory interleav/ matches 2 attributes" in what and "Q1" in what and "Q2" in what
     assert "none of NPS0, 0 is allowed by Q4" in what
     assert "raw.generic" in ei.value.fix
 
