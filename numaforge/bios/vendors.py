@@ -28,11 +28,12 @@ values in order and say why earlier ones were passed over.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from .. import paths
 from .errors import VendorMapError
-from .presets import UNVERIFIED, preset_value
+from .presets import UNVERIFIED, mark_of, preset_value
 from .registry import Registry
 from .vendormap import (  # noqa: F401  (vendors.<name> for callers)
     Desired,
@@ -300,11 +301,7 @@ def translate(
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
     got = preset_value(gen.preset, registry, t.out) if _something_changes(t.out, registry, present) else None
-    pre = (
-        [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
-        if got and gen.preset
-        else []
-    )
+    pre = [Desired(*got[:4], vmap.source_text(gen.preset["source"]), unverified=got[4])] if got and gen.preset else []
     return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
 
 
@@ -354,8 +351,9 @@ class _Translation:
         self._missed(setting, last, prefs, passed)
 
     def _keep(self, setting: str, chosen: list[Desired], prefs: list, v, passed: list[str]) -> None:
-        why = (self.gen.settings.get(setting) or {}).get("unverified")
+        entry = self.gen.settings.get(setting) or {}
         for d in chosen:
+            why = self._mark(entry, d, v)
             if why:
                 d.resolved += f"; {UNVERIFIED}: {why}"
                 d.unverified = why
@@ -370,6 +368,24 @@ class _Translation:
                 )
                 self.fixes.append("drop one of the two settings from the profile")
             self.out[d.attribute] = d
+
+    def _mark(self, entry: dict, d: Desired, v) -> str:
+        """Why no public source shows the value ``d`` writes (the entry's mark on that value: on the ValueName
+        written, or on the map's candidate that chose it), "" when it is not marked (issue 41 item 9)."""
+        marks = entry.get("unverified")
+        if not marks:
+            return ""
+        target = (entry.get("values") or {}).get(v)
+        if isinstance(target, dict):
+            target = [
+                x for k, x in target.items() if k == d.attribute or (k.startswith("^") and re.search(k, d.attribute))
+            ]
+        attr = self.res.registry.attributes.get(d.attribute)
+        cands = [
+            c for c in (target if isinstance(target, list) else [target]) for c in (c if isinstance(c, list) else [c])
+        ]
+        chose = [c for c in cands if attr is not None and attr.value_name(c) == attr.value_name(d.value)]
+        return mark_of(marks, d.value, *chose)
 
     def _superseded(self, setting: str, miss: _Miss) -> bool:
         """A raw value on an attribute the failing setting concerns supersedes it (noted on the raw item)."""

@@ -67,13 +67,13 @@ def test_dell_gpudirect_maps_to_dell_names_and_falls_back_to_display_names_where
         "; UNVERIFIED: Enabled and Disabled are not seen (the R6515 export shows Auto); the DisplayName fallback is a guess"
     )
     assert got["PcieAcsCtl"].resolved.startswith("by display name")
-    assert got["NumaNodesPerSocket"].resolved.startswith(
-        'vendor map: exact AttributeName; UNVERIFIED: only "1" is seen'
-    )
+    # "4" is shown for 15G (cybozu-go/setup-hw writes it to R6525/R7525): no mark (issue 41 item 9)
+    assert got["NumaNodesPerSocket"].resolved == "vendor map: exact AttributeName"
+    assert not got["NumaNodesPerSocket"].unverified
     # the preference list: Dell has no L0s-only value, so ASPM L1 goes off, and the plan says why
     aspm = got["PcieAspmL1"].resolved
     assert "preference l0s > disabled: chose disabled" in aspm and "only L1 control" in aspm
-    assert "ironlib" in got["NumaNodesPerSocket"].source
+    assert "ironlib" in got["NumaNodesPerSocket"].source and "cybozu-go/setup-hw" in got["NumaNodesPerSocket"].source
 
 
 def test_hpe_per_slot_aspm_preference_and_two_attribute_determinism():
@@ -235,7 +235,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
         (
             ("display_name: 'memory interleav'", "display_name: 'memory (interleav'"),
             "not a valid regular expression",
-            53,
+            73,
         ),
         (
             (
@@ -243,23 +243,23 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "    values: {true: [Enabled, [Auto]], false: Disabled}",
             ),
             "values.True has the wrong shape",
-            54,
+            74,
         ),
         (
             (
-                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
-                '        source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
             ),
             "does not cite the source of its values",
-            52,
+            72,
         ),
         (
             (
-                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
-                '        source: no-such-doc\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
+                '        source: no-such-doc\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
             ),
             "unknown source 'no-such-doc'",
-            55,
+            75,
         ),
         (("  - id: 16g", "  - id: 15g"), None, None),
         (
@@ -268,7 +268,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "      llc_as_numa:\n        atribute: CcxAsNumaDomain",
             ),
             "unknown key 'atribute'",
-            46,
+            66,
         ),
         (
             (
@@ -276,7 +276,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "      iommu:\n        attribute: IommuSupport\n        iommu: 1\n        gap:",
             ),
             "unknown key 'iommu'",
-            80,
+            99,
         ),
     ],
 )

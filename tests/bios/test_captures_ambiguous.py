@@ -10,23 +10,10 @@ import pytest
 
 from numaforge.bios.errors import VendorMapError
 from numaforge.bios.profile import VENDORS
-from numaforge.bios.registry import Registry
 from numaforge.bios.vendors import load_vendor_map, translate
-from numaforge.lab.bmc.mockup import load_tree
 
+from .capture_trees import capture_host
 from .conftest import capture_dirs
-
-
-def capture_host(capture) -> tuple[Registry, dict]:
-    """A capture's attribute registry and Bios attributes: the registry document the Bios names (by its Id, or
-    the file it is listed under), else the only BIOS attribute registry in the tree."""
-    tree = load_tree(capture)
-    (bios,) = [d for k, d in tree.items() if k.rsplit("/", 1)[-1] == "bios" and "Attributes" in d]
-    regs = [d for d in tree.values() if (d.get("RegistryEntries") or {}).get("Attributes")]
-    named = str(bios.get("AttributeRegistry") or "")
-    fit = [d for d in regs if named and (d.get("Id") == named or named.split(".")[0] == str(d.get("Id")).split(".")[0])]
-    (doc,) = fit[:1] or regs
-    return Registry.from_json(doc), dict(bios["Attributes"])
 
 
 def _pattern_cases():
