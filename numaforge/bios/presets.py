@@ -102,24 +102,63 @@ def mark_of(marks, *values) -> str:
     return ""
 
 
+PRESET_KEYS = {"attribute", "values", "source", "unverified", "only_when_locking"}
+
+
+def presets_of(preset) -> list[dict]:
+    """A generation's ``preset:`` as a list: one mapping, or a list of them written in that order (HPE Gen10
+    Plus: WorkloadProfile, then AMDPerformanceWorkloadProfile)."""
+    if preset is None:
+        return []
+    return [dict(p) for p in preset] if isinstance(preset, list) else [dict(preset)]
+
+
 def check_preset(g, sources: dict, spath: str) -> None:
-    """A generation's ``preset: {attribute, values, source[, unverified]}``, checked on load (file:line)."""
+    """A generation's ``preset: {attribute, values, source[, unverified][, only_when_locking]}`` (or a list of
+    such), checked on load (file:line)."""
     preset = g.get("preset")
     if preset is None:
         return
-    ok = isinstance(preset, dict) and preset.get("attribute") and preset.get("values") and preset.get("source")
-    if not ok or any(s not in sources for s in ids(preset.get("source"))):
-        raise _fail(
-            f"generation {g['id']}: `preset:` needs attribute, values (the ValueNames that free the settings it "
-            "locks) and source (ids from sources)",
-            spath,
-            g.line_of("preset"),
-            "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}",
-        )
-    if "unverified" in preset:
-        check_marks(
-            preset["unverified"], ids(preset["values"]), f"generation {g['id']}: preset", spath, g.line_of("preset")
-        )
+    for one in preset if isinstance(preset, list) and preset else [preset]:
+        ok = isinstance(one, dict) and one.get("attribute") and one.get("values") and one.get("source")
+        extra = sorted(set(one) - PRESET_KEYS) if isinstance(one, dict) else []
+        if not ok or extra or any(s not in sources for s in ids(one.get("source"))):
+            raise _fail(
+                f"generation {g['id']}: `preset:` needs attribute, values (the ValueNames that free the settings it "
+                "locks) and source (ids from sources)"
+                + (f"; unknown key '{extra[0]}' (allowed: {', '.join(sorted(PRESET_KEYS))})" if extra else ""),
+                spath,
+                g.line_of("preset"),
+                "e.g. preset: {attribute: SysProfile, values: [Custom], source: dell-registry}, or a list of them",
+            )
+        if not isinstance(one.get("only_when_locking", False), bool):
+            raise _fail(
+                f"generation {g['id']}: preset {one['attribute']}: only_when_locking must be true or false",
+                spath,
+                g.line_of("preset"),
+                "only_when_locking: true writes the preset only when its current value locks a value the plan changes",
+            )
+        if "unverified" in one:
+            check_marks(
+                one["unverified"], ids(one["values"]), f"generation {g['id']}: preset", spath, g.line_of("preset")
+            )
+
+
+def locks_a_change(preset: dict, registry: Registry, state: dict[str, Any], changed: set[str]) -> bool:
+    """Whether, in ``state`` (the host's values with the plan's other values), a registry dependency on the
+    preset's attribute locks (ReadOnly, GrayOut) or forces (CurrentValue) an attribute in ``changed``: what an
+    ``only_when_locking`` preset is written for. HPE A42: AMDPerformanceWorkloadProfile=HPCOptimized forces and
+    locks NumaMemoryDomainsPerSocket, DeterminismControl, PerformanceDeterminism ...; Disabled locks nothing."""
+    for d in registry.dependencies:
+        if d.to_attribute not in changed or not any(
+            c.get("MapFromAttribute") == preset["attribute"] for c in d.conditions
+        ):
+            continue
+        if (
+            d.to_property == "CurrentValue" or (d.to_property in ("ReadOnly", "GrayOut") and d.to_value is True)
+        ) and d.holds(state):
+            return True
+    return False
 
 
 def preset_value(preset: dict | None, registry: Registry, taken) -> tuple[str, Any, str, str, str] | None:

@@ -13,7 +13,7 @@ from typing import Any
 from .. import paths, yamlsrc
 from ..safeio import file_stamp
 from .errors import VendorMapError
-from .presets import check_marks, check_preset, reboot_waits
+from .presets import check_marks, check_preset, presets_of, reboot_waits
 from .profile import SETTINGS_SCHEMA, VENDORS
 from .registry import Registry
 
@@ -62,6 +62,8 @@ class Generation:
     # the vendor preset that locks or overrides other settings, and the value that frees them:
     # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
     preset: dict | None = None
+    # every preset, in write order (the first is ``preset``; HPE Gen10 Plus adds AMDPerformanceWorkloadProfile)
+    presets: list[dict] = field(default_factory=list)
 
     def matches(self, registry: Registry, by: str, system_model: str = "") -> bool:
         if by == "registry":
@@ -410,7 +412,8 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
         settings=dict(g["settings"]),
         where=f"{spath}:{gline}",
         system_rx=match.get("system"),
-        preset=dict(g["preset"]) if g.get("preset") else None,
+        preset=(presets_of(g.get("preset")) or [None])[0],
+        presets=presets_of(g.get("preset")),
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from .. import paths
 from .errors import VendorMapError
-from .presets import UNVERIFIED, mark_of, preset_value
+from .presets import UNVERIFIED, locks_a_change, mark_of, preset_value
 from .registry import Registry
 from .vendormap import (  # noqa: F401  (vendors.<name> for callers)
     Desired,
@@ -300,9 +300,35 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
-    got = preset_value(gen.preset, registry, t.out) if _something_changes(t.out, registry, present) else None
-    pre = [Desired(*got[:4], vmap.source_text(gen.preset["source"]), unverified=got[4])] if got and gen.preset else []
-    return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")]
+    return (
+        _presets(gen, vmap, registry, t.out, present)
+        + list(t.out.values())
+        + [n for n in t.notes if n.status in ("gap", "skipped")]
+    )
+
+
+def _presets(gen: Generation, vmap: VendorMap, registry: Registry, out: dict[str, Desired], present) -> list[Desired]:
+    """The generation's presets to write, in order, each set to the value that frees what it locks: only when
+    another value changes (issue 41 item 7), and an ``only_when_locking`` one only when its current value locks
+    or forces a value the plan changes (HPE's AMDPerformanceWorkloadProfile: issue 41 item 8)."""
+    if not gen.presets or not _something_changes(out, registry, present):
+        return []
+    now = registry.value_names(present) if isinstance(present, dict) else {}
+    changed = {n for n, d in out.items() if n not in now or now[n] != _want(registry, n, d.value)}
+    pre: list[Desired] = []
+    for preset in gen.presets:
+        state = {**now, **{d.attribute: _want(registry, d.attribute, d.value) for d in [*pre, *out.values()]}}
+        if preset.get("only_when_locking") and not locks_a_change(preset, registry, state, changed):
+            continue
+        got = preset_value(preset, registry, {**out, **{d.attribute: d for d in pre}})
+        if got:
+            pre.append(Desired(*got[:4], vmap.source_text(preset["source"]), unverified=got[4]))
+    return pre
+
+
+def _want(registry: Registry, name: str, value):
+    attr = registry.attributes.get(name)
+    return attr.value_name(value) if attr is not None else value
 
 
 def _something_changes(out: dict[str, Desired], registry: Registry, present) -> bool:

@@ -112,8 +112,8 @@ def _entries(vendor: str):
         for name, entry in g.settings.items():
             if "values" in entry or any(k in entry for k in ("attribute", "attribute_pattern", "display_name")):
                 yield vm, g.id, name, entry
-        if g.preset:
-            yield vm, g.id, "preset", g.preset
+        for preset in g.presets:
+            yield vm, g.id, "preset", preset
 
 
 def unshown_values(vm, gen: str, name: str, entry: dict) -> set[str]:
@@ -283,9 +283,7 @@ def test_the_docs_table_has_a_row_per_generation_true_to_the_marks(vendor):
         cells = rows.get(f"{TITLE[vendor]} {g.id}")
         assert cells, f"no row for {TITLE[vendor]} {g.id}"
         cell = cells[-2].strip()
-        entries = [(n, e) for n, e in g.settings.items() if "values" in e] + (
-            [("preset", g.preset)] if g.preset else []
-        )
+        entries = [(n, e) for n, e in g.settings.items() if "values" in e] + [("preset", p) for p in g.presets]
         total = sum(len(entry_values(ids(e["values"]) if n == "preset" else e["values"])) for n, e in entries)
         marks = sum(len(marked(e)) for _n, e in entries)
         if marks == 0:
