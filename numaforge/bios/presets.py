@@ -144,19 +144,22 @@ def check_preset(g, sources: dict, spath: str) -> None:
             )
 
 
-def locks_a_change(preset: dict, registry: Registry, state: dict[str, Any], changed: set[str]) -> bool:
+def locks_a_change(
+    preset: dict, registry: Registry, state: dict[str, Any], wanted: dict[str, Any], changed: set[str]
+) -> bool:
     """Whether, in ``state`` (the host's values with the plan's other values), a registry dependency on the
-    preset's attribute locks (ReadOnly, GrayOut) or forces (CurrentValue) an attribute in ``changed``: what an
-    ``only_when_locking`` preset is written for. HPE A42: AMDPerformanceWorkloadProfile=HPCOptimized forces and
-    locks NumaMemoryDomainsPerSocket, DeterminismControl, PerformanceDeterminism ...; Disabled locks nothing."""
+    preset's attribute locks (ReadOnly, GrayOut) an attribute the plan changes (``changed``), or forces one the plan
+    sets (``wanted``, ValueNames) to another value: what an ``only_when_locking`` preset is written for. HPE A42:
+    AMDPerformanceWorkloadProfile=HPCOptimized forces and locks NumaMemoryDomainsPerSocket, DeterminismControl,
+    PerformanceDeterminism ...; Disabled locks nothing."""
     for d in registry.dependencies:
-        if d.to_attribute not in changed or not any(
+        if d.to_attribute not in wanted or not any(
             c.get("MapFromAttribute") == preset["attribute"] for c in d.conditions
         ):
             continue
-        if (
-            d.to_property == "CurrentValue" or (d.to_property in ("ReadOnly", "GrayOut") and d.to_value is True)
-        ) and d.holds(state):
+        locks = d.to_property in ("ReadOnly", "GrayOut") and d.to_value is True and d.to_attribute in changed
+        forces = d.to_property == "CurrentValue" and d.to_value != wanted[d.to_attribute]
+        if (locks or forces) and d.holds(state):
             return True
     return False
 

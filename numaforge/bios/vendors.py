@@ -318,7 +318,8 @@ def _presets(gen: Generation, vmap: VendorMap, registry: Registry, out: dict[str
     pre: list[Desired] = []
     for preset in gen.presets:
         state = {**now, **{d.attribute: _want(registry, d.attribute, d.value) for d in [*pre, *out.values()]}}
-        if preset.get("only_when_locking") and not locks_a_change(preset, registry, state, changed):
+        wanted = {d.attribute: _want(registry, d.attribute, d.value) for d in out.values()}
+        if preset.get("only_when_locking") and not locks_a_change(preset, registry, state, wanted, changed):
             continue
         got = preset_value(preset, registry, {**out, **{d.attribute: d for d in pre}})
         if got:

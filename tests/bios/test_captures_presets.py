@@ -36,9 +36,18 @@ def _locking_values(reg) -> list[str]:
     return sorted(out)
 
 
+def _as_the_bios_shows(reg, bios: dict, current: dict) -> dict:
+    """The captured Bios with ``current`` set and what its dependencies force then (as the BIOS shows it)."""
+    now = {**bios, **current}
+    for d in reg.dependencies:
+        if d.to_property == "CurrentValue" and d.to_attribute in now and d.holds(reg.value_names(now)):
+            now[d.to_attribute] = d.to_value
+    return now
+
+
 def _plan(profile: str, current: dict):
     reg, bios = capture_host(DL385)
-    now = {**bios, **current}
+    now = _as_the_bios_shows(reg, bios, current)
     p = render_profile(profile, facts(vendor="hpe", model="ProLiant DL385 Gen10 Plus v2"))
     desired = translate(p.settings, {}, load_vendor_map("hpe"), reg, "h", optional=p.optional, present=now)
     return make_plan(desired, reg, now, {}, "h"), reg
@@ -54,6 +63,7 @@ def test_the_capture_shows_the_amd_profile_locking_the_mapped_settings():
 @pytest.mark.parametrize("profile", ["epyc-gpudirect", "epyc-baseline"])
 def test_an_amd_workload_profile_that_locks_a_change_is_set_to_disabled_in_the_same_write(profile):
     reg, _bios = capture_host(DL385)
+    written = []
     for value in _locking_values(reg):
         plan, _ = _plan(profile, {"WorkloadProfile": "Custom", AMD: value})
         changes = [i for i in plan.items if i.action == "change"]
@@ -70,6 +80,8 @@ def test_an_amd_workload_profile_that_locks_a_change_is_set_to_disabled_in_the_s
         assert "frees the settings it locks" in amd.resolved
         order = [i.attribute for i in plan.items]
         assert order.index(AMD) < min(order.index(i.attribute) for i in changes if i.setting != "preset")
+        written.append(value)
+    assert len(written) >= 10, written
 
 
 def test_the_amd_profile_is_not_written_when_it_locks_nothing_that_changes():
@@ -83,7 +95,7 @@ def test_without_the_pairing_the_locked_change_was_refused():
     """What the pairing fixes, shown on the same capture: with the AMD profile kept (the profile sets it raw to its
     current value), the NUMA change is refused naming the dependency."""
     reg, bios = capture_host(DL385)
-    now = {**bios, "WorkloadProfile": "Custom", AMD: "HPCOptimized"}
+    now = _as_the_bios_shows(reg, bios, {"WorkloadProfile": "Custom", AMD: "HPCOptimized"})
     p = render_profile("epyc-gpudirect", facts(vendor="hpe", model="ProLiant DL385 Gen10 Plus v2"))
     desired = translate(p.settings, {AMD: "HPCOptimized"}, load_vendor_map("hpe"), reg, "h", present=now)
     with pytest.raises(BiosValidationError) as exc:
