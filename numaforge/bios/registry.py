@@ -20,6 +20,7 @@ class Attribute:
     read_only: bool = False
     hidden: bool = False
     gray_out: bool = False
+    immutable: bool = False  # DSP8010: "Immutable attributes shall not be modified" (a hardware state)
     values: list[str] = field(default_factory=list)  # Enumeration ValueName
     value_display: dict[str, str] = field(default_factory=dict)  # ValueName -> ValueDisplayName
     lower: int | float | None = None
@@ -201,6 +202,7 @@ class Registry:
                 display_name=a.get("DisplayName") or "",
                 read_only=bool(a.get("ReadOnly", False)),
                 hidden=bool(a.get("Hidden", False)),
+                immutable=bool(a.get("Immutable", False)),
                 gray_out=bool(a.get("GrayOut", False)),
                 values=values,
                 value_display={v.get("ValueName"): v.get("ValueDisplayName") or "" for v in a.get("Value") or []},
@@ -300,6 +302,14 @@ class Registry:
             (d, d.to_value)
             for d in self.dependencies
             if d.to_attribute == name and d.to_property == "CurrentValue" and d.holds(state)
+        ]
+
+    def hiding(self, name: str, state: dict[str, Any]) -> list[MapDependency]:
+        """Dependencies that make ``name`` Hidden in ``state`` (for the error message)."""
+        return [
+            d
+            for d in self.dependencies
+            if d.to_attribute == name and d.to_property == "Hidden" and d.to_value is True and d.holds(state)
         ]
 
     def blocking(self, name: str, state: dict[str, Any]) -> list[MapDependency]:
