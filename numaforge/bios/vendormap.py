@@ -404,6 +404,7 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
     for name, entry in g["settings"].items():
         _check_entry(name, entry, g["id"], sources, spath)
     check_preset(g, sources, spath)
+    presets = presets_of(g.get("preset"))
     return Generation(
         id=str(g["id"]),
         title=str(g.get("title", g["id"])),
@@ -412,8 +413,8 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
         settings=dict(g["settings"]),
         where=f"{spath}:{gline}",
         system_rx=match.get("system"),
-        preset=(presets_of(g.get("preset")) or [None])[0],
-        presets=presets_of(g.get("preset")),
+        preset=presets[0] if presets else None,
+        presets=presets,
     )
 
 
