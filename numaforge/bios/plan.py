@@ -167,9 +167,22 @@ def validate(
             problems.append(f"{host}/{bad} [from {d.setting}]")
             continue
         unchanged = current.get(d.attribute) == d.value and (pending or {}).get(d.attribute, d.value) == d.value
+        if eff.immutable or eff.hidden:
+            if unchanged:
+                continue  # already right: nothing to write
+            problems.append(_never_written(registry, eff, d, current, after, host))
+            continue
         if eff.read_only or eff.gray_out:
             if unchanged:
-                continue  # already right: nothing to write, a read-only attribute is fine
+                # kept, not written: the value the plan's other values force on it must be this one, or the BMC
+                # changes it at the reset and the host never converges (issue 41 item 8)
+                problems += [
+                    f"{host}/{d.attribute} is read-only and registry dependency: {dep.describe()} forces "
+                    f"{forced!r} once the plan's values apply; {d.value!r} cannot be kept [from {d.setting}]"
+                    for dep, forced in registry.forced_values(d.attribute, after)
+                    if forced != d.value
+                ]
+                continue
             why = "is ReadOnly"
             blockers = registry.blocking(d.attribute, after)
             if blockers:
@@ -187,6 +200,23 @@ def validate(
                 )
     if problems:
         raise BiosValidationError(problems, host or None)
+
+
+def _never_written(registry: Registry, eff, d: Desired, current: dict, after: dict, host: str) -> str:
+    """Why an Immutable or Hidden attribute the plan would change is not written (DSP8010 AttributeRegistry:
+    "Immutable attributes shall not be modified"; a Hidden one is not offered to be set, by the registry or by a
+    dependency that holds): the plan says it needs it."""
+    if eff.immutable:
+        why = f"is Immutable in registry {registry.id} (DSP8010: immutable attributes shall not be modified)"
+    else:
+        deps = registry.hiding(d.attribute, after)
+        why = f"is Hidden in registry {registry.id}" + (
+            " by registry dependency: " + "; ".join(x.describe() for x in deps) if deps else ""
+        )
+    return (
+        f"{host}/{d.attribute} {why}; the plan needs it {current.get(d.attribute)!r} -> {d.value!r}, and it is never "
+        f"written [from {d.setting}]"
+    )
 
 
 def in_value_names(desired: list[Desired], registry: Registry) -> list[Desired]:

@@ -20,6 +20,7 @@ class Attribute:
     read_only: bool = False
     hidden: bool = False
     gray_out: bool = False
+    immutable: bool = False  # DSP8010: "Immutable attributes shall not be modified" (a hardware state)
     values: list[str] = field(default_factory=list)  # Enumeration ValueName
     value_display: dict[str, str] = field(default_factory=dict)  # ValueName -> ValueDisplayName
     lower: int | float | None = None
@@ -85,13 +86,25 @@ def _joins(conditions: list[dict]) -> list[str]:
     """The term joining condition i (i >= 1) to the result so far, per condition ("" for the first). DSP0266
     does not fix where MapTerms sits: iDRAC and the X13 put it on the later condition; Lenovo's XCC puts it on
     the earlier one and none on the last (the SR670 V2 capture: iSCSIParametersviaDHCP [AND] TCPIPParametersviaDHCP
-    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8)."""
+    -> iSCSIName GrayOut), which read the other way was OR (issue 41 item 8). The X13 also leaves MapTerms off
+    some conditions and writes a comma list on a later one ("OR,AND,OR" on the 4th of 4): on every one of its
+    dependencies the terms listed add up to one join per condition after the first, so a list gives the joins of
+    the conditions before it left without one, in order, then its own (read as one term it was AND)."""
     after = len(conditions) > 1 and bool(conditions[0].get("MapTerms")) and not conditions[-1].get("MapTerms")
     out = [""]
-    for i in range(1, len(conditions)):
-        term = conditions[i - 1].get("MapTerms") if after else conditions[i].get("MapTerms")
-        out.append(str(term or DEFAULT_TERM))
-    return out
+    if after:
+        return out + [str(conditions[i - 1].get("MapTerms") or DEFAULT_TERM) for i in range(1, len(conditions))]
+    pending = 0  # conditions since the last term that carried none
+    for c in conditions[1:]:
+        terms = [t.strip() for t in str(c.get("MapTerms") or "").split(",") if t.strip()]
+        if not terms:
+            pending += 1
+            continue
+        # a list shorter than the bare conditions before it leaves the earliest of them to the default
+        lead = [DEFAULT_TERM] * max(0, pending + 1 - len(terms)) + terms[-(pending + 1) :]
+        out += lead
+        pending = 0
+    return out + [DEFAULT_TERM] * pending
 
 
 @dataclass
@@ -189,6 +202,7 @@ class Registry:
                 display_name=a.get("DisplayName") or "",
                 read_only=bool(a.get("ReadOnly", False)),
                 hidden=bool(a.get("Hidden", False)),
+                immutable=bool(a.get("Immutable", False)),
                 gray_out=bool(a.get("GrayOut", False)),
                 values=values,
                 value_display={v.get("ValueName"): v.get("ValueDisplayName") or "" for v in a.get("Value") or []},
@@ -288,6 +302,14 @@ class Registry:
             (d, d.to_value)
             for d in self.dependencies
             if d.to_attribute == name and d.to_property == "CurrentValue" and d.holds(state)
+        ]
+
+    def hiding(self, name: str, state: dict[str, Any]) -> list[MapDependency]:
+        """Dependencies that make ``name`` Hidden in ``state`` (for the error message)."""
+        return [
+            d
+            for d in self.dependencies
+            if d.to_attribute == name and d.to_property == "Hidden" and d.to_value is True and d.holds(state)
         ]
 
     def blocking(self, name: str, state: dict[str, Any]) -> list[MapDependency]:

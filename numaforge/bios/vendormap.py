@@ -13,7 +13,7 @@ from typing import Any
 from .. import paths, yamlsrc
 from ..safeio import file_stamp
 from .errors import VendorMapError
-from .presets import check_preset, reboot_waits
+from .presets import check_marks, check_preset, presets_of, reboot_waits
 from .profile import SETTINGS_SCHEMA, VENDORS
 from .registry import Registry
 
@@ -27,7 +27,7 @@ ENTRY_KEYS = {
     "gap",
     "gap_source",
     "note",
-    "unverified",  # why no public source shows this name/value for this generation (said in the plan)
+    "unverified",  # {value: why}: the values no public source shows for this generation (said in the plan)
     "processor",  # the processor family the setting exists on (PROCESSORS): a gap "not on this host" elsewhere
 }
 
@@ -51,7 +51,9 @@ class Desired:
     resolved: str = "vendor map"  # how the AttributeName (and value) were found (said in the plan)
     source: str = ""
     status: str = "set"  # set | gap (documented platform gap) | skipped (optional, platform lacks it)
-    unverified: str = ""  # why no public source shows this entry (the map's `unverified:`); "" when one does
+    unverified: str = (
+        ""  # why no public source shows this value (the map's `unverified: {value: why}`); "" when one does
+    )
     by_display_name: bool = False  # the attribute was found by the DisplayName fallback, not by its name
 
 
@@ -68,6 +70,8 @@ class Generation:
     # {attribute, values: [candidate ValueNames], source} (Dell SysProfile, HPE WorkloadProfile, Lenovo mode)
     preset: dict | None = None
     processor_rx: str | None = None  # on the System's ProcessorSummary.Model (boards of another processor)
+    # every preset, in write order (the first is ``preset``; HPE Gen10 Plus adds AMDPerformanceWorkloadProfile)
+    presets: list[dict] = field(default_factory=list)
 
     def matches(self, registry: Registry, by: str, system_model: str = "", processor: str = "") -> bool:
         if by == "processor":
@@ -172,13 +176,6 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
             f"use one of: {', '.join(SETTINGS_SCHEMA)}",
         )
     extra = sorted(set(entry) - ENTRY_KEYS)
-    if "unverified" in entry and not (isinstance(entry["unverified"], str) and entry["unverified"].strip()):
-        raise _fail(
-            f"generation {gen_id}: settings.{name}.unverified must say why no public source shows it",
-            path,
-            ln("unverified"),
-            "e.g. unverified: 'values seen on an SR635 V3 only'",
-        )
     if extra:
         raise _fail(
             f"generation {gen_id}: settings.{name} has unknown key '{extra[0]}'",
@@ -230,6 +227,8 @@ def _check_entry(name: str, entry, gen_id: str, sources: dict, path: str) -> Non
         _check_gap(entry, where)
     if finds or multi:
         _check_values(entry, values, where)
+    if "unverified" in entry:
+        check_marks(entry["unverified"], values or {}, f"generation {gen_id}: settings.{name}", path, ln("unverified"))
     _check_source_ids(entry, sources, where)
 
 
@@ -328,6 +327,7 @@ def _check_shown_facts(sources, gen_ids: set[str], path: str) -> None:
     whose name or a value none of its cited sources shows for its generation is marked ``unverified``
     (tests/bios/test_vendor_map_facts.py holds the maps to that)."""
     for sid, src in sources.items():
+        _check_capture(sid, src, gen_ids, path)
         for key in SHOWN_KEYS:
             facts = src.get(key)
             if facts is None:
@@ -349,6 +349,26 @@ def _check_shown_facts(sources, gen_ids: set[str], path: str) -> None:
                         line,
                         fix,
                     )
+
+
+def _check_capture(sid: str, src, gen_ids: set[str], path: str) -> None:
+    """A source that is a captured BMC tree in the repository: ``capture: {name: <tests/data/captures/NAME>,
+    generations: [<ids>]}`` -- the generations of this map whose names and values its registry shows (none: an
+    other platform's naming, recorded so the corpus is accounted for). tests/bios/test_vendor_map_facts.py reads
+    the capture's registry as what the source shows; the loader only checks the shape."""
+    cap = src.get("capture")
+    if cap is None:
+        return
+    line = getattr(src, "line_of", lambda _k: None)("capture")
+    fix = (
+        f"e.g. capture: {{name: libredfish-dell-r750, generations: [15g]}} (generations: {', '.join(sorted(gen_ids))})"
+    )
+    gens = cap.get("generations") if isinstance(cap, dict) else None
+    if not (isinstance(cap, dict) and isinstance(cap.get("name"), str) and cap["name"] and isinstance(gens, list)):
+        raise _fail(f"source '{sid}'.capture needs name and generations (a list)", path, line, fix)
+    for g in gens:
+        if g not in gen_ids:
+            raise _fail(f"source '{sid}'.capture names unknown generation '{g}'", path, line, fix)
 
 
 def load_vendor_map(vendor: str, vendors_dir: Path | None = None) -> VendorMap:
@@ -405,6 +425,7 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
     for name, entry in g["settings"].items():
         _check_entry(name, entry, g["id"], sources, spath)
     check_preset(g, sources, spath)
+    presets = presets_of(g.get("preset"))
     return Generation(
         id=str(g["id"]),
         title=str(g.get("title", g["id"])),
@@ -413,7 +434,8 @@ def _read_generation(g, gline: int, i: int, sources: yamlsrc.LMap, spath: str) -
         settings=dict(g["settings"]),
         where=f"{spath}:{gline}",
         system_rx=match.get("system"),
-        preset=dict(g["preset"]) if g.get("preset") else None,
+        preset=presets[0] if presets else None,
+        presets=presets,
         processor_rx=match.get("processor"),
     )
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from .. import paths
 from .errors import VendorMapError
-from .presets import UNVERIFIED, preset_value
+from .presets import UNVERIFIED, locks_a_change, mark_of, preset_value
 from .registry import Registry
 from .vendormap import (  # noqa: F401  (vendors.<name> for callers)
     PROCESSORS,
@@ -145,6 +145,22 @@ class _Resolver:
     def _src(self, entry: dict, *keys) -> str:
         return "; ".join(t for t in (self.vmap.source_text(entry.get(k) or []) for k in keys) if t)
 
+    def _ambiguous(self, setting: str, pattern: str, hits: list) -> _Miss:
+        """A pattern that should find one attribute matches several on this host: refused, never one picked (the
+        AMI DGX's SriovSupport and SRIOVEnable are both "SR-IOV Support"; HPE A42's /determinism/ finds
+        DeterminismControl and PerformanceDeterminism: issue 41 item 8)."""
+        found = ", ".join(f"{a.name} ({a.display_name!r})" if a.display_name else a.name for a in hits)
+        names = sorted(a.name for a in hits)
+        return _Miss(
+            f"{setting} is ambiguous on this BMC: {pattern} matches {len(hits)} attributes in registry "
+            f"{self.registry.id}: {found}; numaforge never picks one",
+            f"name the attribute in a vendor map entry: `attribute: <one of {', '.join(names)}>` (or "
+            f"`attribute_pattern:` for one setting on every slot) under settings.{setting} of generation "
+            f"{self.gen.id} in {paths.editable(self.vmap.path)}; or set the attribute under raw.{self.vmap.vendor}",
+            names,
+            kind="ambiguous",
+        )
+
     def find(self, setting: str, entry: dict) -> tuple[list, str, bool]:
         """The registry attributes an entry names (exact name first, DisplayName only as the fallback)."""
         reg = self.registry
@@ -166,14 +182,7 @@ class _Resolver:
                 how = f"by display name: /{rx}/ matched {hits[0].display_name!r}"
                 return hits, (f"{tried} not in registry; fallback " + how) if tried else how, True
             if len(hits) > 1:
-                found = ", ".join(f"{a.name} ({a.display_name!r})" for a in hits)
-                raise _Miss(
-                    f"{setting}: {len(hits)} attributes have a DisplayName matching /{rx}/ in registry "
-                    f"{reg.id}: {found}",
-                    f"set the right one by name under raw.{self.vmap.vendor}",
-                    [a.name for a in hits],
-                    kind="ambiguous",
-                )
+                raise self._ambiguous(setting, f"DisplayName /{rx}/", hits)
         names = [entry["attribute"]] if "attribute" in entry else []
         looked = " or ".join(
             x for x in (tried, f"DisplayName /{entry['display_name']}/" if "display_name" in entry else None) if x
@@ -199,12 +208,7 @@ class _Resolver:
             return (attr if attr is not None and self._here([attr]) else None), key
         hits = sorted(self._here(self.registry.by_name_pattern(key)), key=lambda a: a.name)
         if len(hits) > 1:
-            raise _Miss(
-                f"{setting}: {len(hits)} attributes match /{key}/ in registry {self.registry.id}: "
-                + ", ".join(a.name for a in hits),
-                f"set the right one by name under raw.{self.vmap.vendor}",
-                [a.name for a in hits],
-            )
+            raise self._ambiguous(setting, f"name pattern /{key}/", hits)
         return (hits[0], hits[0].name) if hits else (None, key)
 
     def _names(self, setting: str, entry: dict, target) -> list[str]:
@@ -331,17 +335,39 @@ def translate(
     locked = _locked_gaps(t.out, registry, present)
     for d in locked:
         del t.out[d.attribute]
-    preset_locked = bool(
-        gen.preset and isinstance(present, dict) and _locked(registry, gen.preset["attribute"], present)
+    return (
+        _presets(gen, vmap, registry, t.out, present)
+        + list(t.out.values())
+        + [n for n in t.notes if n.status in ("gap", "skipped")]
+        + locked
     )
-    changes = _something_changes(t.out, registry, present)
-    got = preset_value(gen.preset, registry, t.out) if changes and not preset_locked else None
-    pre = (
-        [Desired(*got, vmap.source_text(gen.preset["source"]), unverified=gen.preset.get("unverified") or "")]
-        if got and gen.preset
-        else []
-    )
-    return pre + list(t.out.values()) + [n for n in t.notes if n.status in ("gap", "skipped")] + locked
+
+
+def _presets(gen: Generation, vmap: VendorMap, registry: Registry, out: dict[str, Desired], present) -> list[Desired]:
+    """The generation's presets to write, in order, each set to the value that frees what it locks: only when
+    another value changes (issue 41 item 7), and an ``only_when_locking`` one only when its current value locks
+    or forces a value the plan changes (HPE's AMDPerformanceWorkloadProfile: issue 41 item 8)."""
+    if not gen.presets or not _something_changes(out, registry, present):
+        return []
+    now = registry.value_names(present) if isinstance(present, dict) else {}
+    changed = {n for n, d in out.items() if n not in now or now[n] != _want(registry, n, d.value)}
+    pre: list[Desired] = []
+    for preset in gen.presets:
+        if now and _locked(registry, preset["attribute"], now):
+            continue  # a preset this host locks itself is never added (issue 41: the R750 with DPUs)
+        state = {**now, **{d.attribute: _want(registry, d.attribute, d.value) for d in [*pre, *out.values()]}}
+        wanted = {d.attribute: _want(registry, d.attribute, d.value) for d in out.values()}
+        if preset.get("only_when_locking") and not locks_a_change(preset, registry, state, wanted, changed):
+            continue
+        got = preset_value(preset, registry, {**out, **{d.attribute: d for d in pre}})
+        if got:
+            pre.append(Desired(*got[:4], vmap.source_text(preset["source"]), unverified=got[4]))
+    return pre
+
+
+def _want(registry: Registry, name: str, value):
+    attr = registry.attributes.get(name)
+    return attr.value_name(value) if attr is not None else value
 
 
 def _locked(registry: Registry, name: str, current: dict[str, Any]) -> bool:
@@ -432,8 +458,9 @@ class _Translation:
         self._missed(setting, last, prefs, passed)
 
     def _keep(self, setting: str, chosen: list[Desired], prefs: list, v, passed: list[str]) -> None:
-        why = (self.gen.settings.get(setting) or {}).get("unverified")
+        entry = self.gen.settings.get(setting) or {}
         for d in chosen:
+            why = self._mark(entry, d, v)
             if why:
                 d.resolved += f"; {UNVERIFIED}: {why}"
                 d.unverified = why
@@ -448,6 +475,24 @@ class _Translation:
                 )
                 self.fixes.append("drop one of the two settings from the profile")
             self.out[d.attribute] = d
+
+    def _mark(self, entry: dict, d: Desired, v) -> str:
+        """Why no public source shows the value ``d`` writes (the entry's mark on that value: on the ValueName
+        written, or on the map's candidate that chose it), "" when it is not marked (issue 41 item 9)."""
+        marks = entry.get("unverified")
+        if not marks:
+            return ""
+        target = (entry.get("values") or {}).get(v)
+        if isinstance(target, dict):
+            target = [
+                x for k, x in target.items() if k == d.attribute or (k.startswith("^") and re.search(k, d.attribute))
+            ]
+        attr = self.res.registry.attributes.get(d.attribute)
+        cands = [
+            c for c in (target if isinstance(target, list) else [target]) for c in (c if isinstance(c, list) else [c])
+        ]
+        chose = [c for c in cands if attr is not None and attr.value_name(c) == attr.value_name(d.value)]
+        return mark_of(marks, d.value, *chose)
 
     def _superseded(self, setting: str, miss: _Miss) -> bool:
         """A raw value on an attribute the failing setting concerns supersedes it (noted on the raw item)."""

@@ -93,11 +93,19 @@ def test_apply_refuses_unverified_values_before_any_write_in_every_flavour(sim_f
         assert applied.status in ("changed", "unchanged"), applied.message
 
 
-def test_dell_15g_sysprofile_custom_is_refused_unless_allowed_and_the_sources_rank(sim_factory, tmp_path):
+def test_dell_15g_unverified_values_are_refused_unless_allowed_and_the_sources_rank(sim_factory, tmp_path):
+    """The policy applies per value (issue 41 item 9): on the Dell 15G the gpudirect plan's MemoryInterleaving
+    Disabled and PerfDeterminism are marked, while NPS "4" (cybozu-go/setup-hw) and SysProfile=Custom (the R750's
+    iDRAC9 15G registry), values of marked entries before, are shown and not refused."""
     sim = sim_factory("dell-15g")
     h = host_for(sim)
     refused = run(apply_host, h, opts())
-    assert refused.status == "failed" and "SysProfile='Custom'" in refused.message, refused.message
+    assert refused.status == "failed", refused.message
+    assert (
+        "MemoryInterleaving='Disabled'" in refused.message and "DeterminismSlider='PerfDeterminism'" in refused.message
+    )
+    assert "SysProfile" not in refused.message and "NumaNodesPerSocket" not in refused.message, refused.message
+    assert sim.count("PATCH") == 0
     assert refused.data["unverified_policy"]["from"] == "the bios-apply default"
 
     # the profile's key allows; the inventory var refuses: the inventory wins

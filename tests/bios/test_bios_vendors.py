@@ -75,13 +75,13 @@ def test_dell_gpudirect_maps_to_dell_names_and_falls_back_to_display_names_where
         "; UNVERIFIED: Enabled and Disabled are not seen (the R6515 export shows Auto); the DisplayName fallback is a guess"
     )
     assert got["PcieAcsCtl"].resolved.startswith("by display name")
-    assert got["NumaNodesPerSocket"].resolved.startswith(
-        'vendor map: exact AttributeName; UNVERIFIED: only "1" is seen'
-    )
+    # "4" is shown for 15G (cybozu-go/setup-hw writes it to R6525/R7525): no mark (issue 41 item 9)
+    assert got["NumaNodesPerSocket"].resolved == "vendor map: exact AttributeName"
+    assert not got["NumaNodesPerSocket"].unverified
     # the preference list: Dell has no L0s-only value, so ASPM L1 goes off, and the plan says why
     aspm = got["PcieAspmL1"].resolved
     assert "preference l0s > disabled: chose disabled" in aspm and "only L1 control" in aspm
-    assert "ironlib" in got["NumaNodesPerSocket"].source
+    assert "ironlib" in got["NumaNodesPerSocket"].source and "cybozu-go/setup-hw" in got["NumaNodesPerSocket"].source
 
 
 def test_hpe_per_slot_aspm_preference_and_two_attribute_determinism():
@@ -156,7 +156,7 @@ def test_generic_display_name_ambiguity_is_refused_as_a_gap_and_a_missing_value_
     got = translate({"memory_interleaving": False, "pcie_acs": False}, {}, load_vendor_map("generic"), reg, "gpu-x")
     [gap] = [d for d in got if d.setting == "memory_interleaving"]
     assert gap.status == "gap" and gap.attribute == "-" and gap.value is None
-    assert "refused, ambiguous: 2 attributes have a DisplayName matching /memory interleav/" in gap.resolved
+    assert "refused, ambiguous: DisplayName /memory interleav/ matches 2 attributes" in gap.resolved
     assert "Q1" in gap.resolved and "Q2" in gap.resolved and "raw.generic" in gap.resolved
     assert not {d.attribute for d in got} & {"Q1", "Q2"}
 
@@ -247,12 +247,12 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
 
 
 @pytest.mark.parametrize(
-    "edit, what, line",
+    "edit, what, line",  # line: (anchor text in the edited map, lines after it), so an edit above keeps it true
     [
         (
             ("display_name: 'memory interleav'", "display_name: 'memory (interleav'"),
             "not a valid regular expression",
-            63,
+            ("display_name: 'memory (interleav'", 0),
         ),
         (
             (
@@ -260,23 +260,23 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "    values: {true: [Enabled, [Auto]], false: Disabled}",
             ),
             "values.True has the wrong shape",
-            64,
+            ("    values: {true: [Enabled, [Auto]], false: Disabled}", 0),
         ),
         (
             (
-                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
-                '        source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
             ),
             "does not cite the source of its values",
-            61,
+            ("      memory_interleaving:\n", 1),  # the entry's first key
         ),
         (
             (
-                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
-                '        source: no-such-doc\n        values_source: ironlib-r6515\n        unverified: "Enabled and Disabled are not seen (the R6515',
+                '        source: ironlib-r6515\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
+                '        source: no-such-doc\n        values_source: ironlib-r6515\n        unverified: {"Enabled": &15g_memory_interleaving "Enabled and Disabled are not seen (the R6515',
             ),
             "unknown source 'no-such-doc'",
-            65,
+            ("        source: no-such-doc", 0),
         ),
         (("  - id: 16g", "  - id: 15g"), None, None),
         (
@@ -285,7 +285,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "      llc_as_numa:\n        processor: AMD EPYC\n        atribute: CcxAsNumaDomain",
             ),
             "unknown key 'atribute'",
-            55,
+            ("        atribute: CcxAsNumaDomain", 0),
         ),
         (
             (
@@ -293,7 +293,7 @@ def test_generation_is_chosen_by_registry_id_or_model_and_an_unknown_one_is_a_cl
                 "      iommu:\n        processor: AMD EPYC\n        attribute: IommuSupport\n        iommu: 1\n        gap:",
             ),
             "unknown key 'iommu'",
-            91,
+            ("        iommu: 1", 0),
         ),
     ],
 )
@@ -303,7 +303,11 @@ def test_vendor_map_mistakes_are_clear_errors_with_file_and_line(tmp_path, edit,
     text = (default_vendors_dir() / "dell.yaml").read_text()
     old, new = edit
     assert old in text, old
-    (tmp_path / "dell.yaml").write_text(text.replace(old, new, 1))
+    edited = text.replace(old, new, 1)
+    (tmp_path / "dell.yaml").write_text(edited)
+    if line:  # the line the error must name: where its anchor text starts in the edited map, plus an offset
+        anchor, offset = line
+        line = edited.count("\n", 0, edited.index(anchor)) + 1 + offset
     if what is None:  # a duplicated generation id is fine for YAML; two identical keys in a mapping are not
         (tmp_path / "dell.yaml").write_text(
             text.replace("      llc_as_numa:", "      sriov: {}\n      llc_as_numa:", 1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from numaforge.bios.registry import Registry, _compare
+from numaforge.bios.registry import Registry, _compare, _joins
 
 from .conftest import capture_dirs
 
@@ -24,9 +24,10 @@ def _holds_as_shown(dep: dict, shown: dict) -> bool:
     """A dependency judged in the display strings it is written in, against the Bios as shown (MapTerms as
     numaforge reads them: the registry module's rule)."""
     result = None
-    for c in dep["Dependency"]["MapFrom"]:
+    conditions = dep["Dependency"]["MapFrom"]
+    for c, join in zip(conditions, _joins(conditions)):
         ok = _compare(shown.get(c.get("MapFromAttribute")), c.get("MapFromCondition", "EQU"), c.get("MapFromValue"))
-        result = ok if result is None else (result or ok) if c.get("MapTerms", "OR") == "OR" else (result and ok)
+        result = ok if result is None else (result or ok) if join == "OR" else (result and ok)
     return bool(result)
 
 
@@ -72,3 +73,32 @@ def test_xcc_map_terms_on_the_earlier_condition_join_it_to_the_next():
         both = {first["MapFromAttribute"]: first["MapFromValue"], second["MapFromAttribute"]: second["MapFromValue"]}
         assert not d.holds(only_first) and d.holds(both), d.describe()
         assert " AND " in d.describe()
+
+
+def test_x13_comma_map_terms_give_the_joins_of_the_conditions_before_them():
+    """Item 8 (Supermicro): the X13 leaves MapTerms off some conditions and puts a comma list ("OR,AND,OR") on a
+    later one. On every one of its dependencies the terms listed add up to exactly one join per condition after
+    the first, so a list carries the joins of the conditions left without one, in order, then its own. Read as
+    one term (anything but "OR" was AND) with the bare conditions defaulting to OR, MirrorMode_DFFA's GrayOut
+    rule ``UEFIARMMirror OR ADDDCSparing AND SMCFKItem2231=6 OR SMCFKItem2231=11`` was read
+    ``... OR ... OR ... AND ...``: with ADDDCSparing Enabled (as captured) and SMCFKItem2231=6 it held no GrayOut,
+    while the registry shows Mirror Mode greyed out."""
+    doc, shown = _x13()
+    reg = Registry.from_json(doc)
+    commas = [d for d in reg.dependencies if any("," in str(c.get("MapTerms") or "") for c in d.conditions)]
+    assert len(commas) >= 10, "the capture no longer shows comma MapTerms"
+    for d in reg.dependencies:  # the count that fixes the reading, on every dependency of the capture
+        listed = sum(len(str(c["MapTerms"]).split(",")) for c in d.conditions[1:] if c.get("MapTerms"))
+        assert listed in (0, len(d.conditions) - 1), d.describe()
+        if listed:
+            terms = [t for c in d.conditions[1:] if c.get("MapTerms") for t in str(c["MapTerms"]).split(",")]
+            assert _joins(d.conditions)[1:] == terms, d.describe()
+    mirror = next(d for d in reg.dependencies if d.to_attribute == "MirrorMode_DFFA" and d.to_property == "GrayOut")
+    assert [c.get("MapTerms") for c in mirror.conditions] == [None, None, None, "OR,AND,OR"]
+    assert _joins(mirror.conditions) == ["", "OR", "AND", "OR"]
+    assert " OR " in mirror.describe() and " AND " in mirror.describe() and "OR,AND" not in mirror.describe()
+    captured = {a["AttributeName"]: a for a in doc["RegistryEntries"]["Attributes"]}
+    assert captured["MirrorMode_DFFA"]["GrayOut"] is True
+    state = {**reg.value_names({k: a["CurrentValue"] for k, a in captured.items()}), "SMCFKItem2231": 6}
+    assert state["ADDDCSparing_3C3F"] == "1" and mirror.holds(state)
+    assert not mirror.holds({**state, "SMCFKItem2231": 0})

@@ -95,12 +95,12 @@ def test_values_no_public_source_shows_are_marked_unverified_in_the_plan():
 
 def test_an_empty_unverified_reason_is_a_load_error(tmp_path):
     text = (default_vendors_dir() / "lenovo.yaml").read_text()
-    old = '        unverified: "Enabled is not seen (the SR635 V3 default is Disabled)"\n'
+    old = '        unverified: {"Enabled": "Enabled is not seen (the SR635 V3 default is Disabled)"}\n'
     assert old in text
-    (tmp_path / "lenovo.yaml").write_text(text.replace(old, "        unverified: ''\n", 1))
+    (tmp_path / "lenovo.yaml").write_text(text.replace(old, "        unverified: {Enabled: ''}\n", 1))
     with pytest.raises(VendorMapError) as exc:
         load_vendor_map("lenovo", tmp_path)
-    assert "settings.llc_as_numa.unverified must say why no public source shows it" in exc.value.what
+    assert "settings.llc_as_numa.unverified.Enabled must say why no public source shows it" in exc.value.what
     assert exc.value.where.startswith(str(tmp_path / "lenovo.yaml") + ":")
 
 
