@@ -43,7 +43,7 @@ class HostApply:
         self.client, self.state = client, state
         self.journal = opts.journal if opts.reboot else None
         self.profile, self.desired, self.plan = plan_for(host, state, opts)
-        self.job = ConfigJob(client, host.name, opts.timeouts)
+        self.job = ConfigJob(client, host.name, opts.timeouts, result.data)
         self.written = False
         self.replanned = False
         self.data = result.data

@@ -9,7 +9,7 @@ an accepted PATCH the object must hold what was sent (``check_staged``, issue 25
 
 A PATCH whose outcome is unknown -- cut on the wire by Ctrl-C/SIGTERM or the host's --host-timeout, or any error
 after it left -- is never dropped from the report (issue 40 item 3): ``reread_unsure`` re-reads the settings
-object (outside the host's budget, at most REREAD_SECONDS) and says which values sent the BMC now holds; the
+object (outside the host's budget, at most numaforge.bios.unsure.REREAD_SECONDS per request) and says which values sent the BMC now holds; the
 host's result lists those as written and the rest as of unknown outcome."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Any
 from .. import budget
 from ..errors import NumaforgeError
 from ..program import prog
-from .configjob import job_queue
-from .deadline import capped
+from .configjob import jobs_text
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -35,27 +34,30 @@ from .hoststate import BiosState
 from .plan import pending_values, staged_mismatches
 from .redfish import RedfishClient
 from .resources import SettingsObject
-
-REREAD_SECONDS = 5.0  # the re-read of a PATCH whose outcome is unknown: each request at most this long
+from .unsure import reread_record
 
 
 def reread_unsure(client: RedfishClient, state: BiosState, changes: dict) -> dict[str, Any]:
     """After a PATCH of ``changes`` whose outcome is unknown: what the BMC holds now, as the host's
-    ``data["write"]``: ``sent`` (attribute names), ``outcome`` "unknown", ``reread`` "ok" or "failed: why",
-    ``bmc_holds`` ({attribute: value} of the values sent that the settings object holds) and ``unknown`` (sent,
-    not seen held: not written, or written and not shown). Runs after a stop or a used-up budget too (lifted),
-    each request capped at REREAD_SECONDS. Never raises for a BMC problem."""
-    out: dict[str, Any] = {"sent": sorted(changes), "outcome": "unknown", "bmc_holds": {}, "unknown": sorted(changes)}
-    try:
-        with budget.lifted(), capped(REREAD_SECONDS):
-            attrs = SettingsObject.load(client, state.settings_path).attributes
-    except NumaforgeError as exc:
-        out["reread"] = f"failed: {exc.what}"
-        return out
-    now = state.registry.value_names(pending_values(state.current, attrs))
-    held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
-    out.update(reread="ok", bmc_holds=held, unknown=sorted(k for k in changes if k not in held))
-    return out
+    ``data["write"]`` (numaforge.bios.unsure.reread_record): ``sent`` (attribute names), ``outcome`` "unknown",
+    ``reread`` "ok" or "failed: why", ``bmc_holds`` ({attribute: value} of the values sent that the settings
+    object holds) and ``unknown`` (sent, not seen held: not written, or written and not shown). Runs after a stop
+    or a used-up budget too (lifted), each request capped at REREAD_SECONDS. Never raises for a BMC problem."""
+
+    def reread() -> dict[str, Any]:
+        attrs = SettingsObject.load(client, state.settings_path).attributes
+        now = state.registry.value_names(pending_values(state.current, attrs))
+        held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
+        unknown = sorted(k for k in changes if k not in held)
+        shows = f"the BMC holds {len(held)} of the {len(changes)} values sent" + (
+            f", not {', '.join(unknown)}" if unknown else ""
+        )
+        return {"bmc_holds": held, "unknown": unknown, "shows": shows}
+
+    out = reread_record(client, f"PATCH {state.settings_path}", reread)
+    out.setdefault("bmc_holds", {})
+    out.setdefault("unknown", sorted(changes))
+    return {"sent": sorted(changes), **out}
 
 
 def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool) -> Response | None:
@@ -143,7 +145,7 @@ def _not_written(
         held = (
             "the BMC now holds "
             + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else "no new pending value")
-            + f"; BIOS jobs: {_jobs_text(client, state)}; "
+            + f"; BIOS jobs: {jobs_text(client, state)}; "
             "it may still act on the request"
         )
         return RedfishError(
@@ -163,16 +165,6 @@ def _not_written(
         else "re-run when the BMC is healthy (the plan writes only what still differs)"
     )
     return RedfishError(f"{what}; {held}", where, fix)
-
-
-def _jobs_text(client: RedfishClient, state: BiosState) -> str:
-    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
-    try:
-        jobs = job_queue(client, state)
-        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
-    except NumaforgeError as exc:
-        return f"unknown ({exc.what})"
-    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
 def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:
