@@ -302,10 +302,12 @@ def reboot_steps(
     first, chose = first_reset(phase(before), allowed, listed_by)
     if chose:
         client.warnings.append(chose)
-    if first in FORCED and phase(before) == "booting":
+    if in_post(before) or (first in FORCED and phase(before) == "booting"):
+        # no reset of any kind in POST, not even a graceful one: the BIOS may be applying settings (issue 41 item 8)
         raise RedfishError(
-            f"the BMC offers no GracefulRestart ({listed_by}: {', '.join(allowed)}) and the host is booting "
-            f"({before.text()}): a {first} in POST can corrupt a BIOS update, so it was not sent",
+            f"the host is booting ({before.text()}): a {first} in POST can corrupt a BIOS update, so it was not "
+            "sent"
+            + (f" (the BMC offers no GracefulRestart: {listed_by}: {', '.join(allowed)})" if first in FORCED else ""),
             f"{client.host} ({client.base_url})",
             "wait until the host runs its OS, then run again; the BIOS values stay pending until it resets",
         )
@@ -345,7 +347,7 @@ def reboot_steps(
                 log["forced_after_s"] = round(elapsed, 1)
                 before, forced = now, True
         if elapsed > power_on + (graceful if forced or held else 0):
-            raise _still_booting(client, now, elapsed, seen_restart)
+            raise _still_booting(client, now, elapsed, seen_restart, "forced_after_s" in log)
     if held:
         log["not_forced"] = held
     if error:
@@ -379,7 +381,9 @@ def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset,
         time.sleep(poll)
 
 
-def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
+def _still_booting(
+    client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool, forced: bool = False
+) -> RedfishError:
     ph = phase(now)
     os_up = now.power == "On" and (
         now.last_state == "OSRunning" or (not now.last_state and now.post_state == "FinishedPost")
@@ -393,12 +397,18 @@ def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_re
             f"see the job and its message on the iDRAC (`{prog()} bios-jobs --host {client.host}`); a job stuck "
             "Running is cleared on the iDRAC itself (its job queue), then the values can be applied anew",
         )
-    what = (
-        f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
-        if ph in ("booting", "off") or seen_restart
-        else f"the host did not restart within {elapsed:.0f} s ({now.text()}) and the BMC does not show that "
-        "its OS is running, so it was not forced (it may be in POST)"
-    )
+    if ph in ("booting", "off") or seen_restart:
+        what = f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
+    elif forced:  # a ForceRestart was sent and accepted, yet nothing shows it ran (issue 41 item 8)
+        what = (
+            f"the host did not restart within {elapsed:.0f} s ({now.text()}), not even after the ForceRestart "
+            "the BMC accepted: the BMC did not carry it out; it was not reset again"
+        )
+    else:
+        what = (
+            f"the host did not restart within {elapsed:.0f} s ({now.text()}) and the BMC does not show that "
+            "its OS is running, so it was not forced (it may be in POST)"
+        )
     return RedfishError(
         what,
         f"{client.host} ({client.base_url})",

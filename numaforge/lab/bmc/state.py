@@ -55,6 +55,7 @@ class BMCState:
         self.boot_count = 0
         self.manager_resets = 0
         self.graceful_ignored = False  # a hung OS ignores graceful shutdown requests
+        self.force_ignored = False  # a faulty BMC answers a ForceRestart 204 and never carries it out
         # boot progress: a real warm restart keeps PowerState "On" while the host runs POST; POST may last minutes
         self.warm_restart = False  # GracefulRestart/ForceRestart of a running host keep PowerState "On"
         self.post_seconds = 0.0  # how long POST lasts (BootProgress between reset and OSRunning)
@@ -209,6 +210,8 @@ class BMCState:
                     self._schedule(d, "boot")
             elif reset_type in ("GracefulRestart", "ForceRestart"):
                 if reset_type == "GracefulRestart" and self.power == "On" and self.graceful_ignored:
+                    pass
+                elif reset_type == "ForceRestart" and self.force_ignored:
                     pass
                 else:
                     warm = self.warm_restart and self.power == "On"
