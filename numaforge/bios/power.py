@@ -326,6 +326,11 @@ def reboot_steps(
         seen_restart = seen_restart or restarted(before, now)
         applied = _applied(attrs, want)  # the BMC shows the new values once POST has applied them
         up = phase(now) in ("os", "unknown") and (seen_restart or applied)
+        if up and not applied and not _post_shown(now) and not (now.settings and now.settings != before.settings):
+            # Off, then On, and nothing tells POST from the OS (no BootProgress, PostState or job: the R750 and
+            # SR670 V2 captures): only the values becoming current, or the Settings Time/Messages moving, says
+            # POST is over -- wait for that within the power-on budget, never judge early (issue 41 item 8)
+            up = False
         if now.power == "On" and (up or (seen_restart and applied)):  # OSBootStarted may be the last state
             break
         elapsed = time.monotonic() - start
@@ -357,6 +362,11 @@ def reboot_steps(
         yield t.poll
     log["seconds"] = round(time.monotonic() - start, 1)
     return log
+
+
+def _post_shown(v: BootView) -> bool:
+    """The BMC reports where the boot is (BootProgress, HPE PostState or a config job). Pure."""
+    return bool(v.last_state or v.post_state or v.job)
 
 
 def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset, before) -> str:

@@ -193,3 +193,16 @@ def test_no_reset_of_any_kind_is_sent_to_a_host_in_post(sim_factory, flavour):
     assert sim.count("POST", "Reset") == 0, "no reset into POST"
     assert "booting" in r.message and "was not sent" in r.message and "MemoryInitializationStarted" in r.message
     assert sim.bios_pending() == pending
+
+
+@pytest.mark.bmc
+def test_a_host_without_boot_progress_is_judged_once_its_values_are_current(sim_factory):
+    """Issue 41 item 8 (the R750 and SR670 V2 captures show no BootProgress): the host goes Off, then On, and runs
+    POST for 3 s with nothing to show it; the values become current only when POST ends. Main took "On" after
+    the Off as "back", waited the settle time (1 s here) and judged the host on values not current yet."""
+    sim = sim_factory(_flavour("generic", "none"))
+    sim.state.post_seconds = 3.0
+    r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=dataclasses.replace(SHORT, settle=1.0)))
+    assert r.status == "changed", r.message
+    assert r.data["mismatches"] == [] and sim.bios_pending() == {}
+    assert sim.state.resets == {"GracefulRestart": 1}
