@@ -51,5 +51,10 @@ class Bios(Resource):
         return self.action_target("Bios.ResetBios") is not None
 
     def reset_bios(self) -> Response:
-        """POST Bios.ResetBios: the registry defaults become pending (they apply at the next host reset)."""
-        return self.post_action("Bios.ResetBios", {}, "the BMC refused to reset the BIOS to defaults; see its message")
+        """POST Bios.ResetBios with the body its ActionInfo asks for (``action_body``; ``{}`` without one): the
+        registry defaults become pending (they apply at the next host reset)."""
+        return self.post_action(
+            "Bios.ResetBios",
+            self.action_body("Bios.ResetBios"),
+            "the BMC refused to reset the BIOS to defaults; see its message",
+        )

@@ -1,0 +1,53 @@
+"""Issue 41 item 8, the write side, on the captured trees (tests/data/captures, served as captured by the
+simulator's mockup mode; real HTTPS, DMTF's `redfish` library as the client; nothing mocked)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from numaforge.bios.apply import RegistryCache
+from numaforge.bios.operations import OpOptions, operate_host
+from numaforge.report import HostResult
+
+from .conftest import capture_dirs
+from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.bmc
+
+
+def _bios_docs(capture) -> list[dict]:
+    docs = [json.loads(p.read_text()) for p in capture.rglob("index.json")]
+    return [d for d in docs if str(d.get("@odata.type", "")).startswith("#Bios.")]
+
+
+RESET_BIOS = [c for c in capture_dirs() if any("#Bios.ResetBios" in (d.get("Actions") or {}) for d in _bios_docs(c))]
+
+
+def _host(sim):
+    several = len(sim.tree["redfish/v1/systems"].get("Members") or []) > 1
+    return host_for(sim, system_id=sim.system_path.rstrip("/").rsplit("/", 1)[-1] if several else None)
+
+
+def test_the_corpus_has_reset_bios_with_and_without_an_action_info():
+    """The space below covers both kinds of BMC (the list comes from the captures)."""
+    infos = [
+        any("@Redfish.ActionInfo" in (d.get("Actions") or {}).get("#Bios.ResetBios", {}) for d in _bios_docs(c))
+        for c in RESET_BIOS
+    ]
+    assert any(infos) and not all(infos), [c.name for c in RESET_BIOS]
+
+
+@pytest.mark.parametrize("capture", RESET_BIOS, ids=[c.name for c in RESET_BIOS])
+def test_reset_bios_is_posted_with_the_body_its_action_info_asks_for(mockup_factory, capture):
+    """bios-reset-defaults posted `{}` everywhere. DSP8010's Bios.ResetBios has no parameter, so `{}` is right where
+    the BMC states none; the AMI MegaRAC of the DGX H100 capture (ResetBiosActionInfo) requires ResetType "Reset"
+    and refuses `{}` with 400 ActionParameterMissing."""
+    sim = mockup_factory(capture, password=PASSWORD)
+    system = sim.first
+    required = {n: allowed[0] for n, (req, allowed) in system.reset_bios_params.items() if req and allowed}
+    r = HostResult("gpu-01")
+    operate_host("reset-defaults", _host(sim), opts(), OpOptions(), RegistryCache(), r)
+    assert r.status == "changed", r.message
+    assert system.bios_resets == [required], system.bios_resets
