@@ -170,7 +170,17 @@ class HostApply:
             self.journal.record(self.host.name, "patched", attributes=held, outcome="re-read after an unknown outcome")
 
     def _written(self, changes: dict, answer) -> None:
-        held = set(check_staged(self.client, self.state, changes, self.where))
+        try:
+            held = set(check_staged(self.client, self.state, changes, self.where))
+        except NumaforgeError as exc:
+            if getattr(exc, "accepted_unread", False):
+                # the BMC said yes: written, whatever the re-read could not tell -- never dropped from the report,
+                # and no pending count claimed (issue 40 item 3: "7 written, 8 pending" with Attributes null)
+                self.data["changed"], self.data["pending"] = sorted(changes), []
+                self.data["write"] = {"sent": sorted(changes), "outcome": "accepted", "reread": f"failed: {exc.what}"}
+                if self.journal is not None:
+                    self.journal.record(self.host.name, "patched", attributes=sorted(changes))
+            raise
         self.data.pop("write", None)
         self.written = True
         self.data["changed"] = sorted(changes)

@@ -170,9 +170,21 @@ def _not_written(
 def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:
     """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5). Returns
     the attributes it holds pending now (differing from current): what the report calls pending, never the plan's
-    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3)."""
+    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3). A settings
+    object that cannot be read after an accepted PATCH raises an error marked ``accepted_unread``."""
     reg = state.registry
-    held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
+    try:
+        held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
+    except NumaforgeError as exc:  # accepted, and what is staged cannot be told (issue 40: Attributes null)
+        error = RedfishError(
+            f"the BMC accepted the PATCH of {', '.join(sorted(changes))}, but its settings object could not be "
+            f"re-read ({exc.what}): what is pending cannot be told, so nothing more was done",
+            where,
+            f"once the BMC answers a readable settings object, `{prog()} bios-plan` shows what is pending; "
+            "re-running bios-apply writes only what still differs",
+        )
+        error.accepted_unread = True  # type: ignore[attr-defined]
+        raise error from None
     current = reg.value_names(state.current)
     wrong = staged_mismatches(changes, current, held)
     if wrong:
