@@ -248,16 +248,26 @@ class HostApply:
 
 
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
-    """After the reset: the Bios's current values (by value name) against the plan's, per attribute."""
-    cur = state.registry.value_names(Bios.load(client, state.bios_path).attributes)
+    """After the reset: the Bios's current values (by value name) against the plan's, per attribute. A value not
+    applied carries the BMC's own word on it, where its @Redfish.Settings Messages name the attribute
+    (``bmc_message``; issue 41 item 8)."""
+    bios = Bios.load(client, state.bios_path)
+    cur = state.registry.value_names(bios.attributes)
+    said = bios.settings_messages()
     verified, mism = [], []
     for i in plan.settable:
         if cur.get(i.attribute) == i.desired:
             verified.append(i.attribute)
         else:
-            mism.append(
-                {"attribute": i.attribute, "setting": i.setting, "desired": i.desired, "current": cur.get(i.attribute)}
-            )
+            row = {
+                "attribute": i.attribute,
+                "setting": i.setting,
+                "desired": i.desired,
+                "current": cur.get(i.attribute),
+            }
+            if said.get(i.attribute):
+                row["bmc_message"] = said[i.attribute]
+            mism.append(row)
     result.data["verified"] = verified
     result.data["mismatches"] = mism
     result.data["pending"] = [] if not mism else [m["attribute"] for m in mism]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from numaforge.bios.apply import Timeouts, apply_host
+from numaforge.bios.apply import Timeouts, apply_host, plan_host
 from numaforge.bios.power import BootView, boot_view, force_verdict, phase, restarted, waits
 from numaforge.lab.bmc import load_flavour
 
@@ -206,3 +206,20 @@ def test_a_host_without_boot_progress_is_judged_once_its_values_are_current(sim_
     assert r.status == "changed", r.message
     assert r.data["mismatches"] == [] and sim.bios_pending() == {}
     assert sim.state.resets == {"GracefulRestart": 1}
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize("flavour", ["generic", "lenovo", "hpe"])
+def test_a_value_post_refused_is_reported_with_the_bmcs_own_message(sim_factory, flavour):
+    """Issue 41 item 8: POST refuses one value and says so in the Bios's @Redfish.Settings Messages (the BMC's
+    per-attribute failure); main reported only "X is 'a', wanted 'b'". The mismatch carries the BMC's message."""
+    sim = sim_factory(flavour)
+    h = host_for(sim)
+    plan = [i for i in run(plan_host, h).data["plan"] if i["action"] == "change"]
+    refused = plan[-1]["attribute"]
+    sim.state.apply_refused = {refused}
+    r = run(apply_host, h, opts(reboot=True, timeouts=dataclasses.replace(SHORT, settle=1.0)))
+    assert r.status == "failed", r.message
+    (m,) = r.data["mismatches"]
+    assert m["attribute"] == refused and "PropertyValueIncorrect" in m.get("bmc_message", ""), m
+    assert f"{refused} is" in r.message and "(the BMC: " in r.message and "PropertyValueIncorrect" in r.message
