@@ -1,4 +1,4 @@
-"""Issue 41 item 8, the write side, on the captured trees (tests/data/captures, served as captured by the
+"""Issue 41 item 8, the write side, on the captured trees and the simulator's flavours (tests/data/captures, served as captured by the
 simulator's mockup mode; real HTTPS, DMTF's `redfish` library as the client; nothing mocked)."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ import json
 
 import pytest
 
-from numaforge.bios.apply import RegistryCache
+from numaforge.bios.apply import RegistryCache, apply_host
 from numaforge.bios.operations import OpOptions, operate_host
+from numaforge.lab.bmc import ALL_FLAVOURS, load_flavour
 from numaforge.report import HostResult
 
 from .conftest import capture_dirs
-from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts  # noqa: F401 (fixture)
+from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.bmc
 
@@ -51,3 +52,21 @@ def test_reset_bios_is_posted_with_the_body_its_action_info_asks_for(mockup_fact
     operate_host("reset-defaults", _host(sim), opts(), OpOptions(), RegistryCache(), r)
     assert r.status == "changed", r.message
     assert system.bios_resets == [required], system.bios_resets
+
+
+DELL_FLAVOURS = [n for n in ALL_FLAVOURS if load_flavour(n).jobs == "dell"]
+
+
+@pytest.mark.parametrize("flavour", DELL_FLAVOURS)
+def test_dell_system_lockdown_is_named_as_the_cause(sim_factory, flavour):
+    """Issue 41 item 8: an iDRAC in System Lockdown refuses the PATCH with a message that does not say why; main
+    told the operator to "fix the attribute the BMC names". The host's error names the Lockdown attribute it
+    read from the manager's DellAttributes, keeps the BMC's own message, and nothing is pending."""
+    sim = sim_factory(flavour)
+    sim.state.lockdown = True
+    r = run(apply_host, host_for(sim))
+    assert r.status == "failed"
+    text = " ".join(r.message.split())
+    assert "System Lockdown is enabled" in text and "Lockdown.1.SystemLockdown Enabled" in text, text
+    assert "OperationNotAllowed" in text and "fix the attribute" not in text, text
+    assert sim.bios_pending() == {} and sim.count("PATCH") == 1

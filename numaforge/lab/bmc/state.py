@@ -59,6 +59,7 @@ class BMCState:
         self.force_ignored = False  # a faulty BMC answers a ForceRestart 204 and never carries it out
         # attributes POST refuses to apply: they stay as they were, and @Redfish.Settings.Messages names each one
         self.apply_refused: set[str] = set()
+        self.lockdown = False  # Dell System Lockdown: every configuration change is refused
         # boot progress: a real warm restart keeps PowerState "On" while the host runs POST; POST may last minutes
         self.warm_restart = False  # GracefulRestart/ForceRestart of a running host keep PowerState "On"
         self.post_seconds = 0.0  # how long POST lasts (BootProgress between reset and OSRunning)

@@ -143,6 +143,11 @@ class _Bios:
             return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
         if f.jobs == "dell" and st.active_job() is not None:
             return error(400, message("SYS011"))
+        if f.jobs == "dell" and st.lockdown:
+            # iDRAC System Lockdown refuses every configuration change; its own message id for that was in no
+            # public capture found, so the simulator answers a generic refusal: the client must name the cause
+            # from the Lockdown attribute (managers.py), not from the message
+            return error(400, message("OperationNotAllowed"))
         problems = validate_settings_patch(f.registry, st.effective(), body, f.supported_apply_times)
         return error(400, *problems) if problems else None
 
