@@ -7,9 +7,15 @@ job list, power state -- like the PATCH (tests/bios/test_write_outcome_bmc.py). 
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -24,6 +30,8 @@ from .test_bios_apply_bmc import _bmc_password, admin_session, host_for, opts, r
 from .test_bios_operations_bmc import queue_dell_job
 
 pytestmark = pytest.mark.bmc
+
+ROOT = Path(__file__).resolve().parents[2]
 
 READ_ONLY_OPERATIONS = {"jobs"}  # lists, never writes
 
@@ -164,3 +172,46 @@ def test_a_write_whose_re_read_fails_says_so_and_names_the_command(sim_factory, 
     assert record["reread"].startswith("failed"), record
     text = " ".join(r.message.split())
     assert "whether the BMC took it is unknown" in text and "bios-plan --host gpu-01" in text, text
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_clear_pending_is_on_the_wire_keeps_it_in_the_json_report(sim_factory, tmp_path, sig, code):
+    """The user's view (`invoke bios-clear-pending --json`, a real signal): the iDRAC clears the values and answers
+    after 12 s; the signal comes while the POST is on the wire. Exit 130/143, the host's line says the outcome is
+    unknown and what the re-read shows, and the JSON report carries the record."""
+    sim = sim_factory("dell")
+    _stage(sim, {"AssetTag": "other"})
+    sim.inject("slow", "ClearPending", method="POST", after=True, seconds=12)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n  gpu-01:\n"
+        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_TEST_BMC_PASSWORD', "
+        f"ca_bundle: '{sim.ca_file}'}}\n"
+        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
+    )
+    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "invoke", "bios-clear-pending", "-i", str(inv), "--host", "gpu-01"]
+    proc = subprocess.Popen(
+        cmd + ["--json", str(report)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    t0 = time.monotonic()
+    while sim.count("POST", "ClearPending") == 0:
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    text = " ".join((out + err).split())
+    assert proc.returncode == code, text
+    assert sim.bios_pending() == {}, "the slow fault carries the clear out"
+    (host,) = json.loads(report.read_text())["hosts"]
+    (record,) = host["data"]["unsure"]
+    assert record["outcome"] == "unknown" and record["reread"] == "ok" and record["pending_after"] == [], record
+    assert "outcome unknown of POST" in text and "0 values pending now (1 before)" in text, text
