@@ -11,6 +11,7 @@ The BMC is spoken to only through the client-side resources (numaforge.bios.reso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from ..errors import NumaforgeError
@@ -98,13 +99,9 @@ def _job_shows(view: View, job_id: str) -> dict[str, Any]:
     assert view.jobs is not None, "a job was deleted from this queue"
     view.jobs.refresh()
     job = view.jobs.job(job_id)
-    gone = job is None
-    return {
-        "job_gone": gone,
-        "shows": f"job {job_id} is gone: the BMC took the DELETE"
-        if gone
-        else f"the BMC still lists job {job_id} ({job.state}): it was not deleted (yet)",
-    }
+    if job is None:
+        return {"job_gone": True, "shows": f"job {job_id} is gone: the BMC took the DELETE"}
+    return {"job_gone": False, "shows": f"the BMC still lists job {job_id} ({job.state}): it was not deleted (yet)"}
 
 
 # -- the operations: each returns (status, message) after filling result.data["operation"] --------------------
@@ -179,7 +176,7 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
                         client,
                         result.data,
                         f"DELETE {job.path}",
-                        lambda jid=entry["id"]: _job_shows(view, jid),
+                        partial(_job_shows, view, entry["id"]),
                         f"`{prog()} bios-jobs --host {host.name}`",
                     ):
                         job.delete()  # refuses a job that started running since the plan

@@ -150,7 +150,8 @@ class Resource:
             params = [p for p in doc.get("Parameters") or [] if isinstance(p, dict) and p.get("Required")]
         body: dict[str, Any] = {}
         for p in params:
-            allowed = p.get("AllowableValues") if isinstance(p.get("AllowableValues"), list) else []
+            listed = p.get("AllowableValues")
+            allowed: list = listed if isinstance(listed, list) else []
             if len(allowed) != 1:
                 raise RedfishError(
                     f"{name} requires the parameter {p.get('Name')!r}, and its ActionInfo ({path_of(str(info))}) "
