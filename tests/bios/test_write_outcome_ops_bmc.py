@@ -215,3 +215,19 @@ def test_a_signal_while_clear_pending_is_on_the_wire_keeps_it_in_the_json_report
     (record,) = host["data"]["unsure"]
     assert record["outcome"] == "unknown" and record["reread"] == "ok" and record["pending_after"] == [], record
     assert "outcome unknown of POST" in text and "0 values pending now (1 before)" in text, text
+
+
+def test_a_reset_cut_by_the_host_timeout_ends_in_time_and_is_re_read(sim_factory):
+    """--host-timeout 3 while bmc-power's reset POST is on the wire (the BMC restarts the host, then answers after
+    8 s): the host ends within its budget (+ the short re-read) and says what the BMC shows, never sends it again."""
+    sim = sim_factory("generic", power_delay=1.5)
+    sim.inject("slow", "ComputerSystem.Reset", method="POST", after=True, seconds=8)
+    t0 = time.monotonic()
+    with budget.host_deadline(3, "gpu-01"):
+        r = _op("power", power="graceful-restart")(sim)
+    took = time.monotonic() - t0
+    assert took < 6.5, took
+    assert r.status == "failed" and "--host-timeout of 3 s" in r.message, r.message
+    (record,) = r.data["unsure"]
+    assert record["reread"] == "ok" and "the BMC took the GracefulRestart" in record["shows"], record
+    assert sim.count("POST", "ComputerSystem.Reset") == 1
