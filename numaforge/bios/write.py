@@ -9,8 +9,9 @@ an accepted PATCH the object must hold what was sent (``check_staged``, issue 25
 
 A PATCH whose outcome is unknown -- cut on the wire by Ctrl-C/SIGTERM or the host's --host-timeout, or any error
 after it left -- is never dropped from the report (issue 40 item 3): ``reread_unsure`` re-reads the settings
-object (outside the host's budget, at most numaforge.bios.unsure.REREAD_SECONDS per request) and says which values sent the BMC now holds; the
-host's result lists those as written and the rest as of unknown outcome."""
+object the way every write of unknown outcome is re-read (numaforge.bios.unsure: outside the host's budget, each
+request capped) and says which values sent the BMC now holds; the host's result lists those as written and the
+rest as of unknown outcome."""
 
 from __future__ import annotations
 

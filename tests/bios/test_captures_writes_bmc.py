@@ -1,5 +1,6 @@
-"""Issue 41 item 8, the write side, on the captured trees and the simulator's flavours (tests/data/captures, served as captured by the
-simulator's mockup mode; real HTTPS, DMTF's `redfish` library as the client; nothing mocked)."""
+"""Issue 41 item 8, the write side: on the captured trees (tests/data/captures, served as captured by the
+simulator's mockup mode) and on the simulator's Dell flavours; real HTTPS, DMTF's `redfish` library as the client,
+nothing mocked."""
 
 from __future__ import annotations
 
