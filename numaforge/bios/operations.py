@@ -20,7 +20,7 @@ from ..program import prog
 from ..report import HostResult
 from . import power
 from .discovery import RegistryCache, discovery_dir, fetch_registry
-from .errors import RedfishConflictError, RedfishError, RedfishNotFoundError
+from .errors import RedfishConflictError, RedfishError, RedfishHTTPError, RedfishNotFoundError
 from .hostsession import HostOptions, connect, fail, record_session
 from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System, find_jobs
 from .unsure import watch_write
@@ -386,7 +386,10 @@ def operate_host(
         with client:
             with result.step("read"):
                 view = read_view(client, host)
-            result.status, result.message = fn(client, host, view, oopts, cache, result)
+            try:
+                result.status, result.message = fn(client, host, view, oopts, cache, result)
+            except RedfishHTTPError as exc:  # a write refused by System Lockdown: said with its cause
+                raise (view.system.refused_by_lockdown(exc) or exc) from None
     except NumaforgeError as exc:
         fail(result, exc)  # says what a cut write left (numaforge.bios.unsure)
     finally:

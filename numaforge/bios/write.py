@@ -15,7 +15,6 @@ rest as of unknown outcome."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -35,8 +34,8 @@ from .exchange import Response
 from .hoststate import BiosState, system_of
 from .plan import pending_values, staged_mismatches
 from .redfish import RedfishClient
-from .resources import Resource, SettingsObject
-from .resources.base import link_path
+from .resources import SettingsObject
+from .resources.system import LOCKDOWN_FIX
 from .unsure import reread_record
 
 
@@ -162,14 +161,13 @@ def _not_written(
         if extra
         else "the settings object is unchanged: nothing was written"
     )
-    lockdown = system_lockdown(client, state) if 400 <= answered.status < 500 else None
+    lockdown = system_of(client, state).lockdown() if 400 <= answered.status < 500 else None
     if lockdown is not None:  # the cause is the BMC's switch, not an attribute (issue 41 item 8)
         return RedfishError(
             f"{what}: System Lockdown is enabled on this iDRAC ({lockdown}), which refuses every configuration "
             f"change; {held}",
             where,
-            "disable System Lockdown for the change window (iDRAC web interface, racadm, or Redfish: "
-            "Lockdown.1.SystemLockdown Disabled), re-run, then enable it again",
+            LOCKDOWN_FIX,
         )
     fix = (
         "fix the attribute the BMC names, then re-run"
@@ -177,28 +175,6 @@ def _not_written(
         else "re-run when the BMC is healthy (the plan writes only what still differs)"
     )
     return RedfishError(f"{what}; {held}", where, fix)
-
-
-LOCKDOWN = re.compile(r"^Lockdown\.\d+\.SystemLockdown$")  # iDRAC numbers its attribute groups: not always .1.
-
-
-def system_lockdown(client: RedfishClient, state: BiosState) -> str | None:
-    """Where a refused write's cause is Dell's System Lockdown: "Lockdown.1.SystemLockdown Enabled at <path>" from
-    the manager's DellAttributes documents (Links.Oem.Dell.DellAttributes, as the R750 capture links them), else
-    None (not enabled, not an iDRAC, or it cannot be read). Never raises."""
-    try:
-        for mgr_path in system_of(client, state).manager_paths[:1]:
-            manager = Resource.load(client, mgr_path)
-            links = (((manager.body.get("Links") or {}).get("Oem") or {}).get("Dell") or {}).get("DellAttributes")
-            for link in links if isinstance(links, list) else []:
-                path = link_path(link)
-                attrs = Resource.load(client, path).body.get("Attributes") if path else None
-                for key, value in (attrs if isinstance(attrs, dict) else {}).items():
-                    if LOCKDOWN.match(key) and value == "Enabled":
-                        return f"{key} {value} at {path}"
-    except NumaforgeError:
-        return None
-    return None
 
 
 def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:

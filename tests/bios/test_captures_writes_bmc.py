@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from numaforge.bios.apply import RegistryCache, apply_host
+from numaforge.bios.apply import RegistryCache, apply_host, plan_host
 from numaforge.bios.operations import OpOptions, operate_host
 from numaforge.lab.bmc import ALL_FLAVOURS, load_flavour
 from numaforge.report import HostResult
 
 from .conftest import capture_dirs
-from .test_bios_apply_bmc import PASSWORD, _bmc_password, host_for, opts, run, sim_factory  # noqa: F401 (fixture)
+from .test_bios_apply_bmc import PASSWORD, _bmc_password, admin_session, host_for, opts, run, sim_factory  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.bmc
 
@@ -71,3 +71,22 @@ def test_dell_system_lockdown_is_named_as_the_cause(sim_factory, flavour):
     assert "System Lockdown is enabled" in text and "Lockdown.1.SystemLockdown Enabled" in text, text
     assert "OperationNotAllowed" in text and "fix the attribute" not in text, text
     assert sim.bios_pending() == {} and sim.count("PATCH") == 1
+
+
+@pytest.mark.parametrize("operation", ["clear-pending", "reset-defaults"])
+@pytest.mark.parametrize("flavour", DELL_FLAVOURS)
+def test_dell_system_lockdown_is_named_by_the_operations_too(sim_factory, flavour, operation):
+    """The same for the operations that write: the iDRAC's refusal of ClearPending or ResetBios names the
+    Lockdown attribute, not only the BMC's message; nothing changes."""
+    sim = sim_factory(flavour)
+    change = next(i for i in run(plan_host, host_for(sim)).data["plan"] if i["action"] == "change")
+    staged = {change["attribute"]: change["desired"]}
+    admin_session(sim).patch(sim.url + sim.settings_path, json={"Attributes": staged}, timeout=10).raise_for_status()
+    sim.state.lockdown = True
+    r = HostResult("gpu-01")
+    operate_host(operation, host_for(sim), opts(), OpOptions(), RegistryCache(), r)
+    assert r.status == "failed"
+    text = " ".join(r.message.split())
+    assert "System Lockdown is enabled" in text and "Lockdown.1.SystemLockdown Enabled" in text, text
+    assert "OperationNotAllowed" in text, text
+    assert sim.bios_pending() == staged

@@ -179,6 +179,8 @@ class _Bios:
     def reset_bios(self, req):
         if self.f.jobs == "dell" and self.st.active_job() is not None:
             return error(400, message("SYS011"))
+        if self.f.jobs == "dell" and self.st.lockdown:  # System Lockdown (see _refusal)
+            return error(400, message("OperationNotAllowed"))
         self.st.reset_bios_defaults()
         return SimResponse(204)
 
@@ -188,6 +190,8 @@ class _Bios:
         with st.lock:
             if st.active_job() is not None:
                 return error(400, message("SYS011"))
+            if st.lockdown:  # System Lockdown (see _refusal)
+                return error(400, message("OperationNotAllowed"))
             if not st.pending:
                 return error(400, message("NoOperation"))
             st.clear_pending()
