@@ -275,11 +275,12 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         if oopts.dry_run:
             s.detail = "dry run: not reset"
         else:
+            before = view.pending()
             with watch_write(
                 client,
                 result.data,
                 f"POST {view.bios.action_target('Bios.ResetBios')}",
-                lambda: _pending_shows(view, view.pending()),
+                lambda: _pending_shows(view, before),
                 f"`{prog()} bios-plan --host {host.name}`",
             ):
                 view.bios.reset_bios()

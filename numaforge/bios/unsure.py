@@ -59,15 +59,16 @@ def reread_record(client: RedfishClient, request: str, reread: Callable[[], dict
 def watch_write(
     client: RedfishClient, data: dict, request: str, reread: Callable[[], dict[str, Any]], check: str = ""
 ) -> Iterator[None]:
-    """Around one write (``request``: "POST /path", for the report): when it ends with an exception that leaves
-    its outcome unknown (``unanswered``) after the request left, ``reread`` runs (``reread_record``) and its
+    """Around one write (``request``: "METHOD /path", for the report): when it ends with an exception that leaves
+    its outcome unknown (``unanswered``) after a request of that method left, ``reread`` runs (``reread_record``) and its
     record goes to ``data["unsure"]`` before the exception goes on. ``check``: the command that shows the same
     thing later, named when the re-read fails."""
-    mark = len(client.requests)
+    mark, method = len(client.requests), request.split(" ", 1)[0]
     try:
         yield
     except BaseException as exc:
-        if len(client.requests) > mark and unanswered(exc):
+        left = any(m == method for m, _, _ in client.requests[mark:])  # not a read before it (an ActionInfo)
+        if left and unanswered(exc):
             record = reread_record(client, request, reread)
             if check:
                 record["check"] = check

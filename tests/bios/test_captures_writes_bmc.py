@@ -5,9 +5,12 @@ nothing mocked."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
+from numaforge import budget
 from numaforge.bios.apply import RegistryCache, apply_host, plan_host
 from numaforge.bios.operations import OpOptions, operate_host
 from numaforge.lab.bmc import ALL_FLAVOURS, load_flavour
@@ -90,3 +93,30 @@ def test_dell_system_lockdown_is_named_by_the_operations_too(sim_factory, flavou
     assert "System Lockdown is enabled" in text and "Lockdown.1.SystemLockdown Enabled" in text, text
     assert "OperationNotAllowed" in text, text
     assert sim.bios_pending() == staged
+
+
+def test_a_stop_while_reading_reset_bios_action_info_is_not_an_unknown_write(mockup_factory):
+    """Ctrl-C while the ActionInfo of ResetBios is read (the DGX capture), before the POST leaves: nothing was
+    sent, so nothing is re-read or called "outcome unknown" -- the stop is said as a stop."""
+    capture = next(c for c in RESET_BIOS if c.name == "libredfish-ami-dgx-viking")
+    sim = mockup_factory(capture, password=PASSWORD)
+    sim.inject("slow", "ResetBiosActionInfo", method="GET", seconds=5)
+
+    def stop() -> None:
+        t0 = time.monotonic()
+        while sim.count("GET", "ResetBiosActionInfo") == 0 and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        budget.request_stop("interrupted (SIGINT)")
+
+    t = threading.Thread(target=stop, daemon=True)
+    t.start()
+    try:
+        r = HostResult("gpu-01")
+        operate_host("reset-defaults", _host(sim), opts(), OpOptions(), RegistryCache(), r)
+    finally:
+        t.join()
+        budget.clear_stop()
+    assert sim.count("POST", "ResetBios") == 0 and sim.first.bios_resets == []
+    assert r.status in ("failed", "interrupted") and "interrupted (SIGINT)" in r.message, r.message
+    assert "unsure" not in r.data and "outcome unknown" not in r.message, (r.data, r.message)
