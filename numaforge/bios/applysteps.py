@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..textsafe import printable
 from .resources.jobs import FINAL_OK
 
 STATES = ("plan", "job-check", "patch", "job", "reboot", "verify", "result")
@@ -55,7 +56,9 @@ def outcome(data: dict, *, reboot: bool, needs_reset: bool, plan_pending: int) -
     mism = data.get("mismatches") or []
     if mism:
         message = "after reboot: " + "; ".join(
-            f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}" for m in mism
+            f"{m['attribute']} is {m['current']!r}, wanted {m['desired']!r}"
+            + (f" (the BMC: {printable(m['bmc_message'])})" if m.get("bmc_message") else "")
+            for m in mism
         )
         job = data.get("job") or {}
         if job and job.get("state") not in FINAL_OK:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..errors import NumaforgeError
 from ..program import prog
 from .errors import JobConflictError, RedfishError
 from .exchange import Response, path_of
@@ -22,11 +23,22 @@ from .power import Timeouts
 from .redfish import RedfishClient
 from .resources import Job, JobCollection, ServiceRoot, find_jobs
 from .resources.jobs import FINAL_BAD, FINAL_OK
+from .unsure import watch_write
 
 
 def job_queue(client: RedfishClient, state: BiosState) -> JobCollection | None:
     """The collection the BMC keeps BIOS jobs in (the System's manager's, else the JobService's), or None."""
     return find_jobs(client, ServiceRoot.load(client), system_of(client, state).manager_paths)
+
+
+def jobs_text(client: RedfishClient, state: BiosState) -> str:
+    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
+    try:
+        jobs = job_queue(client, state)
+        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
+    except NumaforgeError as exc:
+        return f"unknown ({exc.what})"
+    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
 
 
 def job_info(job: Job) -> dict:
@@ -37,8 +49,9 @@ class ConfigJob:
     """This host's config job across the apply states: the one our PATCH's answer named, an existing one (adopted,
     never replaced) or one created here; waited for until Scheduled before a reset and until final after it."""
 
-    def __init__(self, client: RedfishClient, host_name: str, timeouts: Timeouts):
+    def __init__(self, client: RedfishClient, host_name: str, timeouts: Timeouts, data: dict | None = None):
         self.client, self.host_name, self.timeouts = client, host_name, timeouts
+        self.data = data if data is not None else {}  # the host's result data: a job POST of unknown outcome
         self.where = f"{host_name} ({client.base_url})"
         self.queue: JobCollection | None = None
         self.path: str | None = None
@@ -84,7 +97,18 @@ class ConfigJob:
                     "without a config job the pending values never apply; check the iDRAC firmware",
                 )
             existing = [j for j in jobs.bios_jobs(state.settings_path) if j.active]
-            self.path = existing[0].path if existing else jobs.create_config_job(state.settings_path)
+            if existing:
+                self.path = existing[0].path
+            else:
+                # cut or unanswered, the POST may have made the job: the job list is re-read (issue 40 item 3)
+                with watch_write(
+                    self.client,
+                    self.data,
+                    f"POST {jobs.path}",
+                    lambda: {"shows": f"BIOS jobs: {jobs_text(self.client, state)}"},
+                    f"`{prog()} bios-jobs --host {self.host_name}`",
+                ):
+                    self.path = jobs.create_config_job(state.settings_path)
         return self.wait({"Scheduled"}, self.timeouts.job)
 
     def refuse_failed(self, job: Job) -> None:

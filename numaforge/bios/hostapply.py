@@ -43,7 +43,7 @@ class HostApply:
         self.client, self.state = client, state
         self.journal = opts.journal if opts.reboot else None
         self.profile, self.desired, self.plan = plan_for(host, state, opts)
-        self.job = ConfigJob(client, host.name, opts.timeouts)
+        self.job = ConfigJob(client, host.name, opts.timeouts, result.data)
         self.written = False
         self.replanned = False
         self.data = result.data
@@ -170,7 +170,17 @@ class HostApply:
             self.journal.record(self.host.name, "patched", attributes=held, outcome="re-read after an unknown outcome")
 
     def _written(self, changes: dict, answer) -> None:
-        held = set(check_staged(self.client, self.state, changes, self.where))
+        try:
+            held = set(check_staged(self.client, self.state, changes, self.where))
+        except NumaforgeError as exc:
+            if getattr(exc, "accepted_unread", False):
+                # the BMC said yes: written, whatever the re-read could not tell -- never dropped from the report,
+                # and no pending count claimed (issue 40 item 3: "7 written, 8 pending" with Attributes null)
+                self.data["changed"], self.data["pending"] = sorted(changes), []
+                self.data["write"] = {"sent": sorted(changes), "outcome": "accepted", "reread": f"failed: {exc.what}"}
+                if self.journal is not None:
+                    self.journal.record(self.host.name, "patched", attributes=sorted(changes))
+            raise
         self.data.pop("write", None)
         self.written = True
         self.data["changed"] = sorted(changes)
@@ -240,16 +250,26 @@ class HostApply:
 
 
 def verify_into(client: RedfishClient, state: BiosState, plan: Plan, result: HostResult) -> None:
-    """After the reset: the Bios's current values (by value name) against the plan's, per attribute."""
-    cur = state.registry.value_names(Bios.load(client, state.bios_path).attributes)
+    """After the reset: the Bios's current values (by value name) against the plan's, per attribute. A value not
+    applied carries the BMC's own word on it, where its @Redfish.Settings Messages name the attribute
+    (``bmc_message``; issue 41 item 8)."""
+    bios = Bios.load(client, state.bios_path)
+    cur = state.registry.value_names(bios.attributes)
+    said = bios.settings_messages()
     verified, mism = [], []
     for i in plan.settable:
         if cur.get(i.attribute) == i.desired:
             verified.append(i.attribute)
         else:
-            mism.append(
-                {"attribute": i.attribute, "setting": i.setting, "desired": i.desired, "current": cur.get(i.attribute)}
-            )
+            row = {
+                "attribute": i.attribute,
+                "setting": i.setting,
+                "desired": i.desired,
+                "current": cur.get(i.attribute),
+            }
+            if said.get(i.attribute):
+                row["bmc_message"] = said[i.attribute]
+            mism.append(row)
     result.data["verified"] = verified
     result.data["mismatches"] = mism
     result.data["pending"] = [] if not mism else [m["attribute"] for m in mism]

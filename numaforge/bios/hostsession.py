@@ -20,6 +20,7 @@ from .exchange import RetryPolicy
 from .hoststate import BiosState, read_state
 from .power import Timeouts
 from .redfish import RedfishClient
+from .unsure import unsure_text
 from .vendormap import VendorMap, load_vendor_map
 
 
@@ -114,14 +115,14 @@ def fail(result: HostResult, exc: BaseException) -> None:
         done.append(
             "outcome unknown of the PATCH that was on the wire; "
             + (
-                f"re-read: the BMC holds {len(write['bmc_holds'])} of the {len(write['sent'])} values sent"
-                + (f", not {', '.join(write['unknown'])}" if write["unknown"] else "")
+                f"re-read: {write['shows']}"
                 if write.get("reread") == "ok"
                 else f"the re-read {write.get('reread', 'failed')}, so these may or may not be written: "
                 + ", ".join(write["sent"])
                 + f" (`{prog()} bios-plan` shows what the BMC holds)"
             )
         )
+    done += [unsure_text(record) for record in result.data.get("unsure") or []]
     if result.data.get("reset_requested"):
         done.append(f"a reset was requested at {result.data['reset_requested']}")
     elif result.data.get("reset_outcome_unknown"):

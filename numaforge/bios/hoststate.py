@@ -38,8 +38,8 @@ class BiosState:
     shape: Shape | None = None  # the model's known shape this host was read through (a re-read goes the same way)
 
     def settings_object(self, client: RedfishClient) -> SettingsObject:
-        """The settings object as read, with the ETag a PATCH sends as If-Match (its own, else the Bios's
-        @Redfish.Settings ETag)."""
+        """The settings object as read, with the ETag a PATCH sends as If-Match: its own, never the Bios's
+        @Redfish.Settings ETag (that one is the current Bios resource's: DSP8010 Settings; issue 41 item 8)."""
         return SettingsObject(client, self.settings_path, {"Attributes": self.settings_attrs}, self.etag)
 
 
@@ -127,7 +127,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
         attributes=bios.attributes.keys(),
         confirm=lambda reg: confirm_registry(client, reg),
     )
-    if not (settings.etag or settings.bios_etag):
+    if not settings.etag:
         note = (
             "the settings object has no ETag: it is re-read right before the PATCH, which is then sent "
             "without If-Match (a change made by someone else in between cannot be detected)"
@@ -144,7 +144,7 @@ def read_state(client: RedfishClient, host, cache: RegistryCache, shape: Shape |
         current=bios.attributes,
         settings_path=settings.path,
         settings_attrs=settings.attributes,
-        etag=settings.etag or settings.bios_etag,
+        etag=settings.etag,  # its own, never the Bios's @Redfish.Settings ETag (issue 41 item 8)
         apply_times=settings.apply_times,
         registry=registry,
         detected_by=how,

@@ -11,6 +11,7 @@ The BMC is spoken to only through the client-side resources (numaforge.bios.reso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from ..errors import NumaforgeError
@@ -19,9 +20,10 @@ from ..program import prog
 from ..report import HostResult
 from . import power
 from .discovery import RegistryCache, discovery_dir, fetch_registry
-from .errors import RedfishConflictError, RedfishError, RedfishNotFoundError
-from .hostsession import HostOptions, connect, record_session
+from .errors import RedfishConflictError, RedfishError, RedfishHTTPError, RedfishNotFoundError
+from .hostsession import HostOptions, connect, fail, record_session
 from .resources import Bios, JobCollection, ServiceRoot, SettingsObject, System, find_jobs
+from .unsure import watch_write
 
 
 @dataclass
@@ -77,6 +79,29 @@ def _blocking_jobs(view: View, what: str, let_run: bool) -> None:
             fix,
             status=409,
         )
+
+
+# -- what a write of unknown outcome left (numaforge.bios.unsure): re-read, in words ---------------------------
+def _pending_shows(view: View, before: dict[str, Any]) -> dict[str, Any]:
+    """The pending values after a clear or a reset to defaults whose outcome is unknown, against ``before``."""
+    view.bios.refresh()
+    view.settings = view.bios.settings()
+    now = view.pending()
+    moved = sorted(k for k in set(now) | set(before) if now.get(k, object()) != before.get(k, object()))
+    shows = f"{len(now)} values pending now ({len(before)} before)" + (
+        f"; changed: {', '.join(moved)}" if moved else "; none changed: the BMC did not act on it (yet)"
+    )
+    return {"pending_after": sorted(now), "shows": shows}
+
+
+def _job_shows(view: View, job_id: str) -> dict[str, Any]:
+    """Whether the BMC still lists ``job_id`` after a DELETE whose outcome is unknown."""
+    assert view.jobs is not None, "a job was deleted from this queue"
+    view.jobs.refresh()
+    job = view.jobs.job(job_id)
+    if job is None:
+        return {"job_gone": True, "shows": f"job {job_id} is gone: the BMC took the DELETE"}
+    return {"job_gone": False, "shows": f"the BMC still lists job {job_id} ({job.state}): it was not deleted (yet)"}
 
 
 # -- the operations: each returns (status, message) after filling result.data["operation"] --------------------
@@ -147,7 +172,14 @@ def op_job_delete(client, host, view: View, oopts: OpOptions, cache, result: Hos
             for entry in op["delete"]:
                 job = view.jobs.job(entry["id"])
                 if job is not None:
-                    job.delete()  # refuses a job that started running since the plan
+                    with watch_write(
+                        client,
+                        result.data,
+                        f"DELETE {job.path}",
+                        partial(_job_shows, view, entry["id"]),
+                        f"`{prog()} bios-jobs --host {host.name}`",
+                    ):
+                        job.delete()  # refuses a job that started running since the plan
             s.detail = {"deleted": [e["id"] for e in op["delete"]]}
     if not oopts.dry_run and op["delete"]:
         with result.step("check"):
@@ -194,7 +226,16 @@ def op_clear_pending(client, host, view: View, oopts: OpOptions, cache, result: 
         if oopts.dry_run:
             s.detail = "dry run: nothing cleared"
         else:
-            s.detail = view.settings.clear_pending(current)
+            with watch_write(
+                client,
+                result.data,
+                f"POST {view.settings.action_target(view.settings.clear_pending_action)}"
+                if view.settings.clear_pending_action
+                else f"PATCH {view.settings.path}",
+                lambda: _pending_shows(view, pending),
+                f"`{prog()} bios-plan --host {host.name}`",
+            ):
+                s.detail = view.settings.clear_pending(current)
     if oopts.dry_run:
         return "ok", f"would clear {len(pending)} pending values: {', '.join(sorted(pending))} (dry run)"
     with result.step("check"):
@@ -234,7 +275,15 @@ def op_reset_defaults(client, host, view: View, oopts: OpOptions, cache, result:
         if oopts.dry_run:
             s.detail = "dry run: not reset"
         else:
-            view.bios.reset_bios()
+            before = view.pending()
+            with watch_write(
+                client,
+                result.data,
+                f"POST {view.bios.action_target('Bios.ResetBios')}",
+                lambda: _pending_shows(view, before),
+                f"`{prog()} bios-plan --host {host.name}`",
+            ):
+                view.bios.reset_bios()
             s.detail = "POST Bios.ResetBios"
     if oopts.dry_run:
         return "ok", f"would reset the BIOS to defaults: {len(changes)} attributes differ from their default (dry run)"
@@ -273,7 +322,13 @@ def op_power(client, host, view: View, oopts: OpOptions, cache, result: HostResu
         if oopts.dry_run:
             s.detail = f"dry run: {decision.reset} not sent"
             return "ok", f"would send {decision.reset} ({before.text()} now; dry run)"
-        error = power.send_reset(client, target, decision.reset, result.data)
+        error = power.send_reset(
+            client,
+            target,
+            decision.reset,
+            result.data,
+            (before, lambda: power.boot_view(System.load(client, view.system.path).body)),
+        )
         s.detail = {"reset": decision.reset, "error": error} if error else {"reset": decision.reset}
     with result.step("check"):
         after = power.boot_view(System.load(client, view.system.path).body)
@@ -332,10 +387,12 @@ def operate_host(
         with client:
             with result.step("read"):
                 view = read_view(client, host)
-            result.status, result.message = fn(client, host, view, oopts, cache, result)
+            try:
+                result.status, result.message = fn(client, host, view, oopts, cache, result)
+            except RedfishHTTPError as exc:  # a write refused by System Lockdown: said with its cause
+                raise (view.system.refused_by_lockdown(exc) or exc) from None
     except NumaforgeError as exc:
-        result.status = "failed"
-        result.message = exc.render()
+        fail(result, exc)  # says what a cut write left (numaforge.bios.unsure)
     finally:
         record_session(result, client)
 

@@ -16,6 +16,7 @@ reset. The waits come from the vendor map (``reboot:``, data per vendor) unless 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ from ..waits import Steps, run_steps
 from .errors import RedfishError, RedfishHTTPError, RedfishRedirectError
 from .exchange import path_of
 from .redfish import RedfishClient
+from .unsure import watch_write
 
 # DSP8010 (ComputerSystem BootProgressTypes): every BootProgress.LastState value the standard defines
 BOOT_PROGRESS = (
@@ -195,13 +197,16 @@ def _send(
     kind: str,
     result_data: dict | None,
     on_reset: Callable[[str], None] | None = None,
+    watch: tuple[BootView, Callable[[], BootView]] | None = None,
 ) -> str:
     """POST one reset request, noted in ``result_data["resets"]`` before it is sent. "" when accepted, else
     what went wrong (the caller re-reads the host's state: the BMC may have acted anyway). ``on_reset`` hears
     "sending" before the request leaves, then "accepted" (2xx, no redirect: ``result_data["reset_requested"]``
     is set only then), "refused" (a redirect or a 4xx: not carried out) -- or nothing more when the outcome is
     unknown (no answer, 5xx: ``result_data["reset_outcome_unknown"]``). Issue 40 item 3: a refused reset was
-    recorded as requested and a re-run waited for a reset that never happened."""
+    recorded as requested and a re-run waited for a reset that never happened. A request cut on the wire (a stop,
+    the host's budget) ends the host: with ``watch`` (the boot view before, a read of it now), the re-read then says
+    in ``result_data["unsure"]`` whether the BMC took it (numaforge.bios.unsure)."""
     budget.check(f"the {kind} reset request")  # an interrupted run stops here, before anything is noted
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     entry: dict[str, Any] = {"type": kind, "requested": stamp}
@@ -220,25 +225,47 @@ def _send(
 
     if on_reset is not None:
         on_reset("sending")
-    try:
-        r = client.post(target, {"ResetType": kind})
-    except RedfishRedirectError as exc:  # answered, not carried out (a redirect is never followed)
-        heard("refused")
-        return f"ComputerSystem.Reset {kind}: {exc.what}"
-    except RedfishHTTPError as exc:
-        heard("refused" if exc.status < 500 else "unknown")
-        return f"ComputerSystem.Reset {kind} answered {exc.status}: {exc.what}"
-    except RedfishError as exc:
-        heard("unknown")
-        return f"ComputerSystem.Reset {kind} got no answer ({exc.what})"
-    except BaseException:  # cut on the wire (a stop, the budget): the BMC may have taken it
-        heard("unknown")
-        raise
-    if r.status >= 400:
-        heard("refused" if r.status < 500 else "unknown")
-        return f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}"
-    heard("accepted")
-    return ""
+    cut = (
+        watch_write(
+            client,
+            result_data,
+            f"POST {target} (ResetType {kind})",
+            lambda: {"shows": reset_shows(kind, watch[0], watch[1]())},
+            f"`{prog()} bmc-power --host {client.host} status`",
+        )
+        if watch is not None and result_data is not None
+        else nullcontext()
+    )
+    with cut:  # only a request cut on the wire leaves it: an error answered here is the caller's to re-read
+        try:
+            r = client.post(target, {"ResetType": kind})
+        except RedfishRedirectError as exc:  # answered, not carried out (a redirect is never followed)
+            heard("refused")
+            return f"ComputerSystem.Reset {kind}: {exc.what}"
+        except RedfishHTTPError as exc:
+            heard("refused" if exc.status < 500 else "unknown")
+            return f"ComputerSystem.Reset {kind} answered {exc.status}: {exc.what}"
+        except RedfishError as exc:
+            heard("unknown")
+            return f"ComputerSystem.Reset {kind} got no answer ({exc.what})"
+        except BaseException:  # cut on the wire (a stop, the budget): the BMC may have taken it
+            heard("unknown")
+            raise
+        if r.status >= 400:
+            heard("refused" if r.status < 500 else "unknown")
+            return f"ComputerSystem.Reset {kind} answered {r.status}: {r.error_text()}"
+        heard("accepted")
+        return ""
+
+
+def reset_shows(kind: str, before: BootView, now: BootView) -> str:
+    """What a re-read after a reset request of unknown outcome shows, in words. Pure."""
+    took = now.power in ("On", "PoweringOn") if kind == "On" else restarted(before, now)
+    if kind in ("GracefulShutdown", "ForceOff"):
+        took = phase(now) == "off"
+    if took:
+        return f"{now.text()}: the BMC took the {kind}"
+    return f"{now.text()}: no sign of the {kind} yet (the BMC may still act on it; it was not sent again)"
 
 
 def reboot(*args: Any, **kwargs: Any) -> dict:
@@ -267,14 +294,20 @@ def reboot_steps(
     target, allowed, listed_by = reset_types(client, system, system_path)
     graceful, power_on = waits(t, vendor_waits)
     host = _Host(client, paths, job, names)
+
+    def look() -> BootView:
+        return host.view()[0]
+
     before, _ = host.view()
     first, chose = first_reset(phase(before), allowed, listed_by)
     if chose:
         client.warnings.append(chose)
-    if first in FORCED and phase(before) == "booting":
+    if in_post(before) or (first in FORCED and phase(before) == "booting"):
+        # no reset of any kind in POST, not even a graceful one: the BIOS may be applying settings (issue 41 item 8)
         raise RedfishError(
-            f"the BMC offers no GracefulRestart ({listed_by}: {', '.join(allowed)}) and the host is booting "
-            f"({before.text()}): a {first} in POST can corrupt a BIOS update, so it was not sent",
+            f"the host is booting ({before.text()}): a {first} in POST can corrupt a BIOS update, so it was not "
+            "sent"
+            + (f" (the BMC offers no GracefulRestart: {listed_by}: {', '.join(allowed)})" if first in FORCED else ""),
             f"{client.host} ({client.base_url})",
             "wait until the host runs its OS, then run again; the BIOS values stay pending until it resets",
         )
@@ -282,8 +315,8 @@ def reboot_steps(
     if chose:
         log["reset_choice"] = chose
     if first == "GracefulShutdown":
-        first = _shut_down(client, host, target, graceful, t.poll, log, result_data, on_reset)
-    error = _send(client, target, first, result_data, on_reset)
+        first = _shut_down(client, host, target, graceful, t.poll, log, result_data, on_reset, before)
+    error = _send(client, target, first, result_data, on_reset, (before, look))
     log["resets"].append({"type": first, "error": error} if error else {"type": first})
     start = time.monotonic()
     seen_restart, forced, held = False, first != "GracefulRestart", []
@@ -293,6 +326,11 @@ def reboot_steps(
         seen_restart = seen_restart or restarted(before, now)
         applied = _applied(attrs, want)  # the BMC shows the new values once POST has applied them
         up = phase(now) in ("os", "unknown") and (seen_restart or applied)
+        if up and not applied and not _post_shown(now) and not (now.settings and now.settings != before.settings):
+            # Off, then On, and nothing tells POST from the OS (no BootProgress, PostState or job: the R750 and
+            # SR670 V2 captures): only the values becoming current, or the Settings Time/Messages moving, says
+            # POST is over -- wait for that within the power-on budget, never judge early (issue 41 item 8)
+            up = False
         if now.power == "On" and (up or (seen_restart and applied)):  # OSBootStarted may be the last state
             break
         elapsed = time.monotonic() - start
@@ -309,12 +347,12 @@ def reboot_steps(
             if why:
                 held += [] if why in held else [why]
             else:
-                error = _send(client, target, "ForceRestart", result_data, on_reset)
+                error = _send(client, target, "ForceRestart", result_data, on_reset, (now, look))
                 log["resets"].append({"type": "ForceRestart", "error": error} if error else {"type": "ForceRestart"})
                 log["forced_after_s"] = round(elapsed, 1)
                 before, forced = now, True
         if elapsed > power_on + (graceful if forced or held else 0):
-            raise _still_booting(client, now, elapsed, seen_restart)
+            raise _still_booting(client, now, elapsed, seen_restart, "forced_after_s" in log)
     if held:
         log["not_forced"] = held
     if error:
@@ -326,10 +364,15 @@ def reboot_steps(
     return log
 
 
-def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset) -> str:
+def _post_shown(v: BootView) -> bool:
+    """The BMC reports where the boot is (BootProgress, HPE PostState or a config job). Pure."""
+    return bool(v.last_state or v.post_state or v.job)
+
+
+def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset, before) -> str:
     """A BMC without GracefulRestart (first_reset): GracefulShutdown, wait up to ``graceful`` s for the host to
     be off; "On" is then the reset to send. An OS that ignores it is never forced: a RedfishError says so."""
-    error = _send(client, target, "GracefulShutdown", result_data, on_reset)
+    error = _send(client, target, "GracefulShutdown", result_data, on_reset, (before, lambda: host.view()[0]))
     log["resets"].append({"type": "GracefulShutdown", "error": error} if error else {"type": "GracefulShutdown"})
     start = time.monotonic()
     while True:
@@ -348,7 +391,9 @@ def _shut_down(client, host, target, graceful, poll, log, result_data, on_reset)
         time.sleep(poll)
 
 
-def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool) -> RedfishError:
+def _still_booting(
+    client: RedfishClient, now: BootView, elapsed: float, seen_restart: bool, forced: bool = False
+) -> RedfishError:
     ph = phase(now)
     os_up = now.power == "On" and (
         now.last_state == "OSRunning" or (not now.last_state and now.post_state == "FinishedPost")
@@ -362,12 +407,18 @@ def _still_booting(client: RedfishClient, now: BootView, elapsed: float, seen_re
             f"see the job and its message on the iDRAC (`{prog()} bios-jobs --host {client.host}`); a job stuck "
             "Running is cleared on the iDRAC itself (its job queue), then the values can be applied anew",
         )
-    what = (
-        f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
-        if ph in ("booting", "off") or seen_restart
-        else f"the host did not restart within {elapsed:.0f} s ({now.text()}) and the BMC does not show that "
-        "its OS is running, so it was not forced (it may be in POST)"
-    )
+    if ph in ("booting", "off") or seen_restart:
+        what = f"still booting after {elapsed:.0f} s ({now.text()}); it was not reset again"
+    elif forced:  # a ForceRestart was sent and accepted, yet nothing shows it ran (issue 41 item 8)
+        what = (
+            f"the host did not restart within {elapsed:.0f} s ({now.text()}), not even after the ForceRestart "
+            "the BMC accepted: the BMC did not carry it out; it was not reset again"
+        )
+    else:
+        what = (
+            f"the host did not restart within {elapsed:.0f} s ({now.text()}) and the BMC does not show that "
+            "its OS is running, so it was not forced (it may be in POST)"
+        )
     return RedfishError(
         what,
         f"{client.host} ({client.base_url})",
@@ -536,7 +587,13 @@ def _offered(want: tuple[str, ...], allowed: list[str], now: BootView) -> PowerD
     )
 
 
-def send_reset(client: RedfishClient, target: str, kind: str, result_data: dict | None) -> str:
+def send_reset(
+    client: RedfishClient,
+    target: str,
+    kind: str,
+    result_data: dict | None,
+    watch: tuple[BootView, Callable[[], BootView]] | None = None,
+) -> str:
     """One reset request (noted in ``result_data["resets"]`` before it is sent): "" when the BMC accepted it,
-    else what went wrong."""
-    return _send(client, target, kind, result_data)
+    else what went wrong. ``watch``: the boot view before and a read of it now, for a request cut on the wire."""
+    return _send(client, target, kind, result_data, watch=watch)

@@ -9,8 +9,9 @@ an accepted PATCH the object must hold what was sent (``check_staged``, issue 25
 
 A PATCH whose outcome is unknown -- cut on the wire by Ctrl-C/SIGTERM or the host's --host-timeout, or any error
 after it left -- is never dropped from the report (issue 40 item 3): ``reread_unsure`` re-reads the settings
-object (outside the host's budget, at most REREAD_SECONDS) and says which values sent the BMC now holds; the
-host's result lists those as written and the rest as of unknown outcome."""
+object the way every write of unknown outcome is re-read (numaforge.bios.unsure: outside the host's budget, each
+request capped) and says which values sent the BMC now holds; the host's result lists those as written and the
+rest as of unknown outcome."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ from typing import Any
 from .. import budget
 from ..errors import NumaforgeError
 from ..program import prog
-from .configjob import job_queue
-from .deadline import capped
+from .configjob import jobs_text
 from .errors import (
     RedfishAuthError,
     RedfishError,
@@ -31,31 +31,35 @@ from .errors import (
     RedfishRedirectError,
 )
 from .exchange import Response
-from .hoststate import BiosState
+from .hoststate import BiosState, system_of
 from .plan import pending_values, staged_mismatches
 from .redfish import RedfishClient
 from .resources import SettingsObject
-
-REREAD_SECONDS = 5.0  # the re-read of a PATCH whose outcome is unknown: each request at most this long
+from .resources.system import LOCKDOWN_FIX
+from .unsure import reread_record
 
 
 def reread_unsure(client: RedfishClient, state: BiosState, changes: dict) -> dict[str, Any]:
     """After a PATCH of ``changes`` whose outcome is unknown: what the BMC holds now, as the host's
-    ``data["write"]``: ``sent`` (attribute names), ``outcome`` "unknown", ``reread`` "ok" or "failed: why",
-    ``bmc_holds`` ({attribute: value} of the values sent that the settings object holds) and ``unknown`` (sent,
-    not seen held: not written, or written and not shown). Runs after a stop or a used-up budget too (lifted),
-    each request capped at REREAD_SECONDS. Never raises for a BMC problem."""
-    out: dict[str, Any] = {"sent": sorted(changes), "outcome": "unknown", "bmc_holds": {}, "unknown": sorted(changes)}
-    try:
-        with budget.lifted(), capped(REREAD_SECONDS):
-            attrs = SettingsObject.load(client, state.settings_path).attributes
-    except NumaforgeError as exc:
-        out["reread"] = f"failed: {exc.what}"
-        return out
-    now = state.registry.value_names(pending_values(state.current, attrs))
-    held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
-    out.update(reread="ok", bmc_holds=held, unknown=sorted(k for k in changes if k not in held))
-    return out
+    ``data["write"]`` (numaforge.bios.unsure.reread_record): ``sent`` (attribute names), ``outcome`` "unknown",
+    ``reread`` "ok" or "failed: why", ``bmc_holds`` ({attribute: value} of the values sent that the settings
+    object holds) and ``unknown`` (sent, not seen held: not written, or written and not shown). Runs after a stop
+    or a used-up budget too (lifted), each request capped at REREAD_SECONDS. Never raises for a BMC problem."""
+
+    def reread() -> dict[str, Any]:
+        attrs = SettingsObject.load(client, state.settings_path).attributes
+        now = state.registry.value_names(pending_values(state.current, attrs))
+        held = {k: now[k] for k in sorted(changes) if k in now and now[k] == changes[k]}
+        unknown = sorted(k for k in changes if k not in held)
+        shows = f"the BMC holds {len(held)} of the {len(changes)} values sent" + (
+            f", not {', '.join(unknown)}" if unknown else ""
+        )
+        return {"bmc_holds": held, "unknown": unknown, "shows": shows}
+
+    out = reread_record(client, f"PATCH {state.settings_path}", reread)
+    out.setdefault("bmc_holds", {})
+    out.setdefault("unknown", sorted(changes))
+    return {"sent": sorted(changes), **out}
 
 
 def patch_settings(client: RedfishClient, state: BiosState, changes: dict, use_apply_time: bool) -> Response | None:
@@ -143,7 +147,7 @@ def _not_written(
         held = (
             "the BMC now holds "
             + (", ".join(f"{k}={now[k]!r}" for k in extra) if extra else "no new pending value")
-            + f"; BIOS jobs: {_jobs_text(client, state)}; "
+            + f"; BIOS jobs: {jobs_text(client, state)}; "
             "it may still act on the request"
         )
         return RedfishError(
@@ -157,6 +161,14 @@ def _not_written(
         if extra
         else "the settings object is unchanged: nothing was written"
     )
+    lockdown = system_of(client, state).lockdown() if 400 <= answered.status < 500 else None
+    if lockdown is not None:  # the cause is the BMC's switch, not an attribute (issue 41 item 8)
+        return RedfishError(
+            f"{what}: System Lockdown is enabled on this iDRAC ({lockdown}), which refuses every configuration "
+            f"change; {held}",
+            where,
+            LOCKDOWN_FIX,
+        )
     fix = (
         "fix the attribute the BMC names, then re-run"
         if 400 <= answered.status < 500
@@ -165,22 +177,24 @@ def _not_written(
     return RedfishError(f"{what}; {held}", where, fix)
 
 
-def _jobs_text(client: RedfishClient, state: BiosState) -> str:
-    """The BIOS jobs the BMC lists, for a report ("none", or "JID_1 (Scheduled), ..."); never raises."""
-    try:
-        jobs = job_queue(client, state)
-        found = jobs.bios_jobs(state.settings_path) if jobs is not None else []
-    except NumaforgeError as exc:
-        return f"unknown ({exc.what})"
-    return ", ".join(f"{j.identity} ({j.state})" for j in found) or "none"
-
-
 def check_staged(client: RedfishClient, state: BiosState, changes: dict, where: str) -> list[str]:
     """The BMC accepted the PATCH: its settings object must now hold every value sent (issue 25 item 5). Returns
     the attributes it holds pending now (differing from current): what the report calls pending, never the plan's
-    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3)."""
+    list plus what was sent (a BMC may drop an earlier staged value on a PATCH; issue 40 item 3). A settings
+    object that cannot be read after an accepted PATCH raises an error marked ``accepted_unread``."""
     reg = state.registry
-    held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
+    try:
+        held = reg.value_names(SettingsObject.load(client, state.settings_path).attributes)
+    except NumaforgeError as exc:  # accepted, and what is staged cannot be told (issue 40: Attributes null)
+        error = RedfishError(
+            f"the BMC accepted the PATCH of {', '.join(sorted(changes))}, but its settings object could not be "
+            f"re-read ({exc.what}): what is pending cannot be told, so nothing more was done",
+            where,
+            f"once the BMC answers a readable settings object, `{prog()} bios-plan` shows what is pending; "
+            "re-running bios-apply writes only what still differs",
+        )
+        error.accepted_unread = True  # type: ignore[attr-defined]
+        raise error from None
     current = reg.value_names(state.current)
     wrong = staged_mismatches(changes, current, held)
     if wrong:

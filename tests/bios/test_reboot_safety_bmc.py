@@ -11,10 +11,11 @@ Real HTTPS simulators on 127.0.0.1, DMTF's `redfish` library as the client; noth
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
-from numaforge.bios.apply import Timeouts, apply_host
+from numaforge.bios.apply import Timeouts, apply_host, plan_host
 from numaforge.bios.power import BootView, boot_view, force_verdict, phase, restarted, waits
 from numaforge.lab.bmc import load_flavour
 
@@ -153,3 +154,72 @@ def test_a_host_whose_last_state_is_os_boot_started_is_back_once_the_values_show
     r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=SHORT))
     assert r.status == "changed", r.message
     assert sim.state.resets == {"GracefulRestart": 1} and r.data["mismatches"] == []
+
+
+@pytest.mark.bmc
+def test_a_force_restart_that_did_not_take_is_not_called_not_forced(sim_factory):
+    """Issue 41 item 8: the OS ignored the GracefulRestart, the BMC accepted the ForceRestart and never carried it
+    out. The verdict said the host "was not forced (it may be in POST)": it was forced, and nothing happened."""
+    sim = sim_factory("lenovo")
+    sim.state.warm_restart = True
+    sim.graceful_ignored = True
+    sim.state.force_ignored = True
+    r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=dataclasses.replace(SHORT, power_on=2.0)))
+    assert r.status == "failed"
+    assert sim.state.resets == {"GracefulRestart": 1, "ForceRestart": 1}
+    assert "not forced" not in r.message, r.message
+    assert "ForceRestart the BMC accepted" in r.message and "it was not reset again" in r.message, r.message
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize("flavour", ["lenovo", "hpe-gen11"])
+def test_no_reset_of_any_kind_is_sent_to_a_host_in_post(sim_factory, flavour):
+    """Issue 41 item 8: a host already in POST (BootProgress MemoryInitializationStarted, HPE PostState InPost:
+    someone else restarted it) with values pending got a GracefulRestart. Nothing may be sent; the host fails
+    with what the BMC shows and the values stay pending."""
+    sim = sim_factory(flavour)
+    h = host_for(sim)
+    assert run(apply_host, h).status == "changed"  # staged, no reset
+    pending = sim.bios_pending()
+    sim.state.warm_restart = True
+    sim.state.post_seconds = 60.0
+    sim.state.reset("ForceRestart")  # another operator's reset: POST for a minute
+    t0 = time.monotonic()
+    while sim.state.boot_state != "MemoryInitializationStarted" and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    sim.reset_counts()
+    r = run(apply_host, h, opts(reboot=True, timeouts=SHORT))
+    assert r.status == "failed"
+    assert sim.count("POST", "Reset") == 0, "no reset into POST"
+    assert "booting" in r.message and "was not sent" in r.message and "MemoryInitializationStarted" in r.message
+    assert sim.bios_pending() == pending
+
+
+@pytest.mark.bmc
+def test_a_host_without_boot_progress_is_judged_once_its_values_are_current(sim_factory):
+    """Issue 41 item 8 (the R750 and SR670 V2 captures show no BootProgress): the host goes Off, then On, and runs
+    POST for 3 s with nothing to show it; the values become current only when POST ends. Main took "On" after
+    the Off as "back", waited the settle time (1 s here) and judged the host on values not current yet."""
+    sim = sim_factory(_flavour("generic", "none"))
+    sim.state.post_seconds = 3.0
+    r = run(apply_host, host_for(sim), opts(reboot=True, timeouts=dataclasses.replace(SHORT, settle=1.0)))
+    assert r.status == "changed", r.message
+    assert r.data["mismatches"] == [] and sim.bios_pending() == {}
+    assert sim.state.resets == {"GracefulRestart": 1}
+
+
+@pytest.mark.bmc
+@pytest.mark.parametrize("flavour", ["generic", "lenovo", "hpe"])
+def test_a_value_post_refused_is_reported_with_the_bmcs_own_message(sim_factory, flavour):
+    """Issue 41 item 8: POST refuses one value and says so in the Bios's @Redfish.Settings Messages (the BMC's
+    per-attribute failure); main reported only "X is 'a', wanted 'b'". The mismatch carries the BMC's message."""
+    sim = sim_factory(flavour)
+    h = host_for(sim)
+    plan = [i for i in run(plan_host, h).data["plan"] if i["action"] == "change"]
+    refused = plan[-1]["attribute"]
+    sim.state.apply_refused = {refused}
+    r = run(apply_host, h, opts(reboot=True, timeouts=dataclasses.replace(SHORT, settle=1.0)))
+    assert r.status == "failed", r.message
+    (m,) = r.data["mismatches"]
+    assert m["attribute"] == refused and "PropertyValueIncorrect" in m.get("bmc_message", ""), m
+    assert f"{refused} is" in r.message and "(the BMC: " in r.message and "PropertyValueIncorrect" in r.message

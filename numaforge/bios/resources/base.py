@@ -136,6 +136,33 @@ class Resource:
         act = self.action(name)
         return path_of(act["target"]) if act else None
 
+    def action_body(self, name: str) -> dict[str, Any]:
+        """The body a POST of action ``name`` must carry: each parameter the BMC says is required (its
+        ``@Redfish.ActionInfo`` document, DSP0266 "Action info") with the one value it allows. An action that states
+        no parameter gets ``{}`` (DSP8010's Bios.ResetBios has none). A required parameter offered with no value or
+        several cannot be chosen here: a RedfishError names it and nothing is sent (issue 41 item 8: the AMI
+        MegaRAC of NVIDIA/libredfish's nvidia_viking capture requires ResetType "Reset" for ResetBios)."""
+        act = self.action(name) or {}
+        info = act.get("@Redfish.ActionInfo")
+        params = []
+        if isinstance(info, str) and info:
+            doc = check(self.client, self.client.request("GET", path_of(info)), "GET").body
+            params = [p for p in doc.get("Parameters") or [] if isinstance(p, dict) and p.get("Required")]
+        body: dict[str, Any] = {}
+        for p in params:
+            listed = p.get("AllowableValues")
+            allowed: list = listed if isinstance(listed, list) else []
+            if len(allowed) != 1:
+                raise RedfishError(
+                    f"{name} requires the parameter {p.get('Name')!r}, and its ActionInfo ({path_of(str(info))}) "
+                    + (f"allows several values ({', '.join(map(str, allowed))})" if allowed else "lists no value")
+                    + ": which one to send cannot be told, so nothing was sent",
+                    self.where,
+                    "run the action from the BMC's own interface, or report the BMC's ActionInfo to the project",
+                )
+            body[str(p["Name"])] = allowed[0]
+        return body
+
     def post_action(self, name: str, body: dict | None = None, fix: str | None = None) -> Response:
         target = self.action_target(name)
         if target is None:

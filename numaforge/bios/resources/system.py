@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from ..errors import RedfishNotFoundError
+import re
+
+from ..errors import NumaforgeError, RedfishError, RedfishNotFoundError
 from .base import Resource, link_path
 from .bios import Bios
+
+LOCKDOWN = re.compile(r"^Lockdown\.\d+\.SystemLockdown$")  # iDRAC numbers its attribute groups: not always .1.
+LOCKDOWN_FIX = (
+    "disable System Lockdown for the change window (iDRAC web interface, racadm, or Redfish: "
+    "Lockdown.1.SystemLockdown Disabled), re-run, then enable it again"
+)
 
 
 class System(Resource):
@@ -24,6 +32,38 @@ class System(Resource):
             if p:
                 out.append(p)
         return out
+
+    def lockdown(self) -> str | None:
+        """Where a refused write's cause is Dell's System Lockdown (issue 41 item 8): "Lockdown.1.SystemLockdown
+        Enabled at <path>" from the first manager's DellAttributes documents (Links.Oem.Dell.DellAttributes, as
+        the R750 capture links them; libredfish and Dell's OpenManage modules read the same key), else None (not
+        enabled, not an iDRAC, or it cannot be read). Never raises."""
+        try:
+            for mgr_path in self.manager_paths[:1]:
+                manager = Resource.load(self.client, mgr_path)
+                links = (((manager.body.get("Links") or {}).get("Oem") or {}).get("Dell") or {}).get("DellAttributes")
+                for link in links if isinstance(links, list) else []:
+                    path = link_path(link)
+                    attrs = Resource.load(self.client, path).body.get("Attributes") if path else None
+                    for key, value in (attrs if isinstance(attrs, dict) else {}).items():
+                        if LOCKDOWN.match(key) and value == "Enabled":
+                            return f"{key} {value} at {path}"
+        except NumaforgeError:
+            return None
+        return None
+
+    def refused_by_lockdown(self, exc: RedfishError) -> RedfishError | None:
+        """``exc`` (a write refused with a 4xx) said with its cause when System Lockdown is on, else None."""
+        status = getattr(exc, "status", 0)
+        cause = self.lockdown() if 400 <= status < 500 and status not in (401, 403, 404, 409, 412, 428) else None
+        if cause is None:
+            return None
+        return RedfishError(
+            f"{exc.what}: System Lockdown is enabled on this iDRAC ({cause}), which refuses every configuration "
+            "change; nothing was changed",
+            exc.where,
+            LOCKDOWN_FIX,
+        )
 
     @property
     def reset_types(self) -> list[str]:

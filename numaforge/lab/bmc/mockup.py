@@ -152,6 +152,20 @@ class _System:
                 if isinstance(p, dict) and p.get("Name") == "ResetType" and isinstance(p.get("AllowableValues"), list):
                     allowed = p["AllowableValues"]
         self.reset_types = list(allowed) if isinstance(allowed, list) else list(DMTF_RESET_TYPES)
+        # Bios.ResetBios: its target and parameters (name -> (required, allowed values or None)), from the
+        # action's @Redfish.AllowableValues annotations and its @Redfish.ActionInfo where the tree has one
+        reset_bios = (bios.get("Actions") or {}).get("#Bios.ResetBios") or {}
+        self.reset_bios_target = reset_bios.get("target") if isinstance(reset_bios.get("target"), str) else None
+        self.reset_bios_params: dict[str, tuple[bool, list | None]] = {}
+        for k, v in reset_bios.items():
+            if k.endswith("@Redfish.AllowableValues") and isinstance(v, list):
+                self.reset_bios_params[k.split("@", 1)[0]] = (False, v)
+        info = tree.get(_key(reset_bios["@Redfish.ActionInfo"])) if reset_bios.get("@Redfish.ActionInfo") else None
+        for p in (info or {}).get("Parameters") or []:
+            if isinstance(p, dict) and isinstance(p.get("Name"), str):
+                allowed = p.get("AllowableValues") if isinstance(p.get("AllowableValues"), list) else None
+                self.reset_bios_params[p["Name"]] = (bool(p.get("Required")), allowed)
+        self.bios_resets: list[dict] = []  # the bodies of the Bios.ResetBios requests it carried out
         self.events: list[tuple[float, str]] = []
         self.resets: dict[str, int] = {}
         self.registry: dict[str, dict] = {}
@@ -682,6 +696,8 @@ class MockupSimulator(BMCSimulator):
         for s in self.systems.values():
             if s.reset_target and key == _key(s.reset_target):
                 return self._reset(s, body)
+            if s.reset_bios_target and key == _key(s.reset_bios_target):
+                return self._reset_bios(s, body)
         if self.job_queue and key == _key(self.job_queue):
             target = body.get("TargetSettingsURI")
             owner = self._system_of_settings(_key(target)) if isinstance(target, str) else None
@@ -734,6 +750,28 @@ class MockupSimulator(BMCSimulator):
                 self._schedule(s, d, "boot")
             self._save()
         return SimResponse(204)
+
+    def _reset_bios(self, s: _System, body: dict) -> SimResponse:
+        """Bios.ResetBios with the parameters the tree's action states (a required one missing, a value not
+        allowed, a parameter it does not name: 400, as a real BMC answers); the registry's defaults then become
+        pending (applied at the next boot)."""
+        for name, (required, allowed) in s.reset_bios_params.items():
+            if name not in body:
+                if required:
+                    return error(400, message("ActionParameterMissing", "Bios.ResetBios", name))
+            elif allowed is not None and body[name] not in allowed:
+                return error(400, message("ActionParameterValueNotInList", str(body[name]), name, "Bios.ResetBios"))
+        for name in body:
+            if name not in s.reset_bios_params:
+                return error(400, message("ActionParameterUnknown", "Bios.ResetBios", name))
+        with self.lock:
+            s.bios_resets.append(dict(body))
+            for name, value in s.current.items():
+                default = (s.registry.get(name) or {}).get("DefaultValue")
+                if default is not None and default != value:
+                    s.pending[name] = default
+            self._save()
+        return SimResponse(200, {"@Message.ExtendedInfo": [message("Success")]})
 
     def _begin_jobs(self) -> None:
         for job in self.jobs_added.values():

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .flavours import Flavour
+from .messages import message
 
 RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart")
 ACTIVE_JOB_STATES = ("Scheduled", "Running")
@@ -55,6 +56,10 @@ class BMCState:
         self.boot_count = 0
         self.manager_resets = 0
         self.graceful_ignored = False  # a hung OS ignores graceful shutdown requests
+        self.force_ignored = False  # a faulty BMC answers a ForceRestart 204 and never carries it out
+        # attributes POST refuses to apply: they stay as they were, and @Redfish.Settings.Messages names each one
+        self.apply_refused: set[str] = set()
+        self.lockdown = False  # Dell System Lockdown: every configuration change is refused
         # boot progress: a real warm restart keeps PowerState "On" while the host runs POST; POST may last minutes
         self.warm_restart = False  # GracefulRestart/ForceRestart of a running host keep PowerState "On"
         self.post_seconds = 0.0  # how long POST lasts (BootProgress between reset and OSRunning)
@@ -172,8 +177,9 @@ class BMCState:
             self._apply_pending()
 
     def _apply_pending(self) -> None:
-        self.current.update(self.pending)
-        applied = sorted(self.pending)
+        refused = {k: v for k, v in self.pending.items() if k in self.apply_refused}
+        self.current.update({k: v for k, v in self.pending.items() if k not in refused})
+        applied = sorted(k for k in self.pending if k not in refused)
         self.pending = {}
         self.apply_time = None
         self.defaults_requested = False
@@ -184,7 +190,7 @@ class BMCState:
                 "Message": "The request completed successfully.",
                 "RelatedProperties": [f"#/Attributes/{a}" for a in applied],
             }
-        ]
+        ] + [message("PropertyValueIncorrect", k, v, related=[f"#/Attributes/{k}"]) for k, v in sorted(refused.items())]
 
     # ---------------------------------------------------------------- power
     def reset(self, reset_type: str) -> None:
@@ -209,6 +215,8 @@ class BMCState:
                     self._schedule(d, "boot")
             elif reset_type in ("GracefulRestart", "ForceRestart"):
                 if reset_type == "GracefulRestart" and self.power == "On" and self.graceful_ignored:
+                    pass
+                elif reset_type == "ForceRestart" and self.force_ignored:
                     pass
                 else:
                     warm = self.warm_restart and self.power == "On"

@@ -143,6 +143,11 @@ class _Bios:
             return error(412, message("PreconditionFailed"), headers={"ETag": current_etag})
         if f.jobs == "dell" and st.active_job() is not None:
             return error(400, message("SYS011"))
+        if f.jobs == "dell" and st.lockdown:
+            # iDRAC System Lockdown refuses every configuration change; its own message id for that was in no
+            # public capture found, so the simulator answers a generic refusal: the client must name the cause
+            # from the Lockdown attribute (managers.py), not from the message
+            return error(400, message("OperationNotAllowed"))
         problems = validate_settings_patch(f.registry, st.effective(), body, f.supported_apply_times)
         return error(400, *problems) if problems else None
 
@@ -174,6 +179,8 @@ class _Bios:
     def reset_bios(self, req):
         if self.f.jobs == "dell" and self.st.active_job() is not None:
             return error(400, message("SYS011"))
+        if self.f.jobs == "dell" and self.st.lockdown:  # System Lockdown (see _refusal)
+            return error(400, message("OperationNotAllowed"))
         self.st.reset_bios_defaults()
         return SimResponse(204)
 
@@ -183,6 +190,8 @@ class _Bios:
         with st.lock:
             if st.active_job() is not None:
                 return error(400, message("SYS011"))
+            if st.lockdown:  # System Lockdown (see _refusal)
+                return error(400, message("OperationNotAllowed"))
             if not st.pending:
                 return error(400, message("NoOperation"))
             st.clear_pending()

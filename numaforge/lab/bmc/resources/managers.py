@@ -13,6 +13,7 @@ def register(sim) -> None:
     f = sim.flavour
     path = f.manager_path
     target = f"{path}/Actions/Manager.Reset"
+    attributes_path = f"{path}/Oem/Dell/DellAttributes/{f.manager_id}"
 
     def collection(req):
         return collection_ok(
@@ -24,8 +25,14 @@ def register(sim) -> None:
 
     def manager(req):
         links = {"ManagerForServers": [{"@odata.id": sim.link(f.system_path)}]}
-        if f.jobs == "dell":  # where iDRAC publishes its job queue
-            links["Oem"] = {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemLinks", "Jobs": {"@odata.id": f.jobs_path}}}
+        if f.jobs == "dell":  # where iDRAC publishes its job queue and its own attributes (DellOemLinks)
+            links["Oem"] = {
+                "Dell": {
+                    "@odata.type": "#DellOem.v1_3_0.DellOemLinks",
+                    "Jobs": {"@odata.id": f.jobs_path},
+                    "DellAttributes": [{"@odata.id": sim.link(attributes_path)}],
+                }
+            }
         return json_ok(
             {
                 "@odata.id": sim.link(path),
@@ -57,6 +64,22 @@ def register(sim) -> None:
         sim.bmc_rebooting(min(sim.power_delay, 2.0) if seconds is None else seconds)
         return SimResponse(204)
 
+    def dell_attributes(req):
+        """iDRAC's own attributes (the R750 capture links three DellAttributes documents); only the one that
+        matters here: Lockdown.1.SystemLockdown, the System Lockdown switch (``state.lockdown``)."""
+        return json_ok(
+            {
+                "@odata.id": sim.link(attributes_path),
+                "@odata.type": "#DellAttributes.v1_0_0.DellAttributes",
+                "Id": f.manager_id,
+                "Name": "OEMAttributeRegistry",
+                "AttributeRegistry": "ManagerAttributeRegistry.v1_0_0",
+                "Attributes": {"Lockdown.1.SystemLockdown": "Enabled" if sim.state.lockdown else "Disabled"},
+            }
+        )
+
     sim.router.add(lit("/redfish/v1/Managers"), get=collection)
+    if f.jobs == "dell":
+        sim.router.add(lit(attributes_path), get=dell_attributes)
     sim.router.add(lit(path), get=manager)
     sim.router.add(lit(target), post=reset)
