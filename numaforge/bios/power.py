@@ -43,10 +43,12 @@ BOOT_PROGRESS = (
     "OEM",
 )
 # ... those of a host between reset and OS (OEM: see OemLastState). SystemHardwareInitializationComplete is not
-# among them: a BMC that sees nothing after POST keeps it while the OS runs (the Supermicro X13 capture, NVIDIA/
-# libredfish tests/mockups/supermicro: PowerState On, no LastStateTime), so it tells neither POST nor OS: "cannot
-# tell" (phase "unknown": never forced, not refused a graceful restart). Any value outside DSP8010 is "cannot
-# tell" too (issue 41 item 6: "SystemHardwareInitializationStarted", which DSP8010 does not define, was here).
+# among them: DSP8010 defines it as the end of hardware initialization, that is of POST, and a BMC that sees
+# nothing after POST keeps it while the OS runs (the Supermicro X13 capture, NVIDIA/libredfish tests/mockups/
+# supermicro: PowerState On, no LastStateTime). So it tells neither POST nor OS -- phase "unknown" -- but it is
+# positive evidence that POST is over (POST_DONE): a forced reset there cannot cut a BIOS update, so a hung OS
+# can be forced (issue 41 item 6). Any value outside DSP8010 is "cannot tell" and never forced
+# ("SystemHardwareInitializationStarted", which DSP8010 does not define, was here).
 BOOTING = {
     "PrimaryProcessorInitializationStarted",
     "BusInitializationStarted",
@@ -57,6 +59,7 @@ BOOTING = {
     "OSBootStarted",
     "OEM",
 }
+POST_DONE = {"SystemHardwareInitializationComplete"}  # POST over; whether the OS runs the BMC cannot see
 HPE_BOOTING = {"Reset", "InPost", "InPostDiscoveryComplete"}  # Oem.Hpe.PostState while the host boots
 JOB_BOOTING = {"Running", "Starting", "Downloading"}  # a Dell config job being applied: the host is in POST
 
@@ -157,9 +160,15 @@ def force_verdict(before: BootView, now: BootView, seen_restart: bool, errored: 
     ph = phase(now)
     if ph == "booting":
         return f"the host is booting ({now.text()})"
-    if ph != "os":
+    if ph != "os" and not past_post(now):
         return f"the BMC does not say the OS is running ({now.text()}): the host may be in POST"
     return ""
+
+
+def past_post(v: BootView) -> bool:
+    """Positive evidence that POST is over although the BMC cannot see the OS (POST_DONE, powered on): a forced
+    reset cannot cut a BIOS update then. Pure."""
+    return v.power == "On" and v.last_state in POST_DONE
 
 
 class _Host:
@@ -524,7 +533,7 @@ def power_decision(action: str, now: BootView, allowed: list[str], host: str = "
     """bmc-power ``action`` for a host whose boot the BMC shows as ``now``. Pure. The POST safety is
     bios-apply's (``phase``, ``force_verdict``): nothing but "On" is sent to a host that is booting (POST, a
     config job running: a reset then can corrupt the BIOS settings being applied), and a forced reset only
-    with positive evidence that the OS runs. No refusal's fix names the refused request again."""
+    with positive evidence that the OS runs or that POST is over (``past_post``). No refusal's fix names the refused request again."""
     if action not in POWER_ACTIONS:
         raise ValueError(action)
     ph = phase(now)
@@ -554,7 +563,7 @@ def power_decision(action: str, now: BootView, allowed: list[str], host: str = "
         )
     want = POWER_ACTIONS[action]
     decided = _offered(want, allowed, now)
-    if decided.reset in FORCED and ph != "os":
+    if decided.reset in FORCED and ph != "os" and not past_post(now):
         return PowerDecision(
             "",
             "failed",

@@ -87,16 +87,22 @@ def test_boot_progress_vocabulary_is_dsp8010s():
     assert power.phase(invented) == "unknown"
 
 
-def test_a_running_supermicro_showing_hardware_initialization_complete_is_cannot_tell():
+def test_a_running_supermicro_showing_hardware_initialization_complete_can_be_forced():
     """Item 6: the X13 capture is On and shows SystemHardwareInitializationComplete (its BMC sees nothing later):
-    neither POST nor OS -- a graceful restart is not refused as "in POST", a forced one is (no proof the OS runs)."""
+    neither POST nor OS ("unknown"), but POST is over -- a graceful restart is not refused as "in POST", and a hung
+    OS there can be forced (bmc-power force-restart; bios-apply after the graceful wait), where a host whose BMC
+    says nothing at all still cannot."""
     (system,) = [s for s in _systems(CAPTURES["libredfish-supermicro-x13"]) if s.get("BootProgress")]
     view = power.boot_view(system)
     assert view.last_state == "SystemHardwareInitializationComplete" and view.power == "On"
     assert power.phase(view) == "unknown"
     allowed = list(power.RESTART_ORDER) + ["On", "ForceOff"]
     assert power.power_decision("graceful-restart", view, allowed).status != "failed"
-    assert power.power_decision("force-restart", view, allowed).status == "failed"
+    assert power.power_decision("force-restart", view, allowed).reset == "ForceRestart"
+    assert power.force_verdict(view, view, seen_restart=False, errored=False) == ""
+    silent = power.BootView(power="On")
+    assert power.power_decision("force-restart", silent, allowed).status == "failed"
+    assert "may be in POST" in power.force_verdict(silent, silent, seen_restart=False, errored=False)
 
 
 @pytest.mark.parametrize(
