@@ -71,6 +71,11 @@ def set_project_dir(path: str | os.PathLike | None) -> Path | None:
     return p
 
 
+def project_dir_given() -> bool:
+    """--root (or the config's numaforge.root) chose the project directory: $NUMAFORGE_ROOT is not used."""
+    return _project is not None
+
+
 def looks_like_project(d: Path) -> bool:
     return any((d / m).exists() for m in PROJECT_MARKERS)
 
