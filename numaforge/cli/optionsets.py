@@ -219,6 +219,8 @@ class NumaforgeTask(invoke.Task):
                     kwargs["bmc_policy"] = values.bmc_policy(raw)
         except NumaforgeError as exc:
             common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+            given = {**options, **raw}  # a refusal before any host still writes its reports, saying so
+            common.refuse(name, given, exc, given.get("json"), given.get("junit"), given.get("output"))
             raise invoke.Exit(code=exc.exit_code) from None
         try:
             return super().__call__(c, *args, **kwargs)
