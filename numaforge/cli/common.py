@@ -3,6 +3,7 @@ reports, --json and --junit."""
 
 from __future__ import annotations
 
+import functools
 import json as _json
 import os
 import signal
@@ -321,7 +322,7 @@ def refuse(task: str, options: dict, exc: NumaforgeError, json: Any, junit: Any,
         except NumaforgeError:
             continue  # the refusal's message stands alone; this path's own fault shows on the next run
         if path != safeio.STDOUT:
-            _quietly(lambda p=path, o=option: err_console.print(f"{o[2:]} report of the refused run: {esc(p)}"))
+            _quietly(functools.partial(err_console.print, f"{option[2:]} report of the refused run: {esc(path)}"))
     if output == "json" and "--output" not in said and json != safeio.STDOUT:
         _quietly(lambda: print(_json.dumps(redact(report.as_dict()), indent=2, default=str)))
 
