@@ -48,6 +48,7 @@ class ProjectError(NumaforgeError):
     """The project directory given is not usable."""
 
     exit_code = 2
+    refusal = True
 
 
 def set_project_dir(path: str | os.PathLike | None) -> Path | None:

@@ -296,9 +296,6 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
     return report
 
 
-USAGE = 2  # the exit code of a usage error: a bad option, environment, inventory or gate value
-
-
 def refuse(task: str, options: dict, exc: NumaforgeError, json: Any, junit: Any, output: Any) -> None:
     """A run refused before any host (the one preflight of every task, numaforge.cli.optionsets: a bad option or
     environment value, exit 2) writes its --json report (and --junit, and the report on stdout for
@@ -379,9 +376,10 @@ def _run_body(task: str, body: Callable[[Report], None], report: Report, signals
     except NumaforgeError as exc:
         signals.defer()
         report.error = exc
-        # a usage error before any host was touched (the gate's settings, a write task with no selection): the
-        # report says "refused", as the task wrapper's preflight refusals do (refuse())
-        report.refused = exc.exit_code == USAGE and not any(h.steps for h in report.hosts)
+        # a refusal before any host was touched (the gate's settings, a write task with no selection: the error
+        # classes marked ``refusal``, none of a step that did work): the report says "refused", as the task
+        # wrapper's preflight refusals do (refuse())
+        report.refused = exc.refusal and not any(h.steps for h in report.hosts)
         _unfinished(report, "failed", exc.what)
     except KeyboardInterrupt as exc:
         # Ctrl-C, SIGTERM, SIGHUP (fleet.Terminated/Hangup); fleet.Interrupted has the results

@@ -25,6 +25,7 @@ class EnvironmentValueError(NumaforgeError):
     """A NUMAFORGE_* environment variable holds a value that cannot be used."""
 
     exit_code = 2
+    refusal = True
 
 
 def _error(var: str, what: str, fix: str) -> EnvironmentValueError:

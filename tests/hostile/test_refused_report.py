@@ -207,3 +207,36 @@ def test_a_write_task_with_no_selection_is_refused_in_the_body_and_says_so(sandb
     assert out.code == 2, out.output
     assert not _refused(report, "two.yaml"), report.read_text()
     assert not listener.accepts
+
+
+def test_only_a_refusal_before_any_step_is_called_refused(tmp_path):
+    """The body's errors: a refusal class (marked ``refusal``: selection, inventory, gate, option...) with no host
+    step is "refused"; the same after a host's step, or an exit-2 error of work already done (a tree that cannot
+    take a series), is "failed" -- "refused" never hides work that was done."""
+    from invoke.exceptions import Exit
+
+    from numaforge.cli import common
+    from numaforge.errors import SelectionError
+    from numaforge.kernel.backport import BackportError
+
+    def run(body) -> dict:
+        report = tmp_path / "r.json"
+        with pytest.raises(Exit) as exc:
+            common.execute("bios-plan", body, json=str(report))
+        assert exc.value.code == 2
+        return json.loads(report.read_text())
+
+    def refused_at_once(rep):
+        raise SelectionError("no host matches", "--host", "pick one")
+
+    def refused_after_a_step(rep):
+        with pytest.raises(KeyError), rep.host("h1").step("read"):
+            raise KeyError("x")
+        raise SelectionError("no host matches", "--host", "pick one")
+
+    def work_failed(rep):
+        raise BackportError("the tree has an am in progress", "tree", "git am --abort")
+
+    assert run(refused_at_once)["status"] == "refused"
+    assert run(refused_after_a_step)["status"] == "failed"
+    assert run(work_failed)["status"] == "failed"
