@@ -12,6 +12,9 @@ class NumaforgeError(Exception):
     """Base of every user-facing error."""
 
     exit_code = 1
+    # a usage error found before any host is touched (a bad option, environment, inventory, selection or gate
+    # value): the run's report says "refused" when no host has a step yet (numaforge.cli.common)
+    refusal = False
 
     def __init__(self, what: str, where: str | None = None, fix: str | None = None):
         self.what = what
@@ -28,18 +31,21 @@ class InventoryError(NumaforgeError):
     """The inventory file is malformed or refers to something that does not exist."""
 
     exit_code = 2
+    refusal = True
 
 
 class SelectionError(NumaforgeError):
     """--host/--group/--limit matched nothing or named an unknown host or group."""
 
     exit_code = 2
+    refusal = True
 
 
 class SecretError(NumaforgeError):
     """A secret reference cannot be resolved (unset variable, unreadable file) or is a refused literal."""
 
     exit_code = 2
+    refusal = True
 
 
 class ToolMissingError(NumaforgeError):

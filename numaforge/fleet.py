@@ -112,6 +112,7 @@ class FleetOptionError(NumaforgeError):
     """--forks/--canary/--batch/--max-fail out of range."""
 
     exit_code = 2
+    refusal = True
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class ProjectError(NumaforgeError):
     """The project directory given is not usable."""
 
     exit_code = 2
+    refusal = True
 
 
 def set_project_dir(path: str | os.PathLike | None) -> Path | None:
@@ -69,6 +70,11 @@ def set_project_dir(path: str | os.PathLike | None) -> Path | None:
         raise ProjectError(f"project directory {shown} {what}", "--root", fix)
     _project = p
     return p
+
+
+def project_dir_given() -> bool:
+    """--root (or the config's numaforge.root) chose the project directory: $NUMAFORGE_ROOT is not used."""
+    return _project is not None
 
 
 def looks_like_project(d: Path) -> bool:

@@ -125,6 +125,7 @@ class Report:
     data: dict = field(default_factory=dict)
     error: NumaforgeError | None = None
     interrupted: str | None = None  # "SIGINT"/"SIGTERM" when the run was interrupted
+    refused: bool = False  # refused before any host was touched (a usage error, exit 2): ``error`` says why
     selected: list[str] | None = None  # hosts the run was asked to act on (expect_hosts)
     started: str = field(default_factory=_now)
     finished: str | None = None
@@ -149,6 +150,8 @@ class Report:
     def status(self) -> str:
         if self.interrupted:
             return "interrupted"
+        if self.refused:
+            return "refused"
         return "ok" if self.ok else "failed"
 
     @property
@@ -159,6 +162,7 @@ class Report:
         fleet: dict = got if isinstance(got, dict) else {}
         return (
             self.error is None
+            and not self.refused
             and self.interrupted is None
             and all(host_status(h.status) in DONE for h in self.hosts)
             and not fleet.get("stopped")

@@ -237,7 +237,8 @@ def _string_options():
 
 def test_every_option_of_every_task_refuses_an_empty_value(tmp_path, capsys):
     """Issue 25 item 6: `--inventory ''`, `--profile ''`, `--host ''`... exit 2 naming the option; the task body
-    never runs (its --json report is not written). Walks invoke's Program over every task, in process."""
+    never runs: its --json report says "refused" with no host (the one rule for a refusal before any host,
+    tests/hostile/test_refused_report.py). Walks invoke's Program over every task, in process."""
     from numaforge.cli.main import program
 
     cases = _string_options()
@@ -246,14 +247,17 @@ def test_every_option_of_every_task_refuses_an_empty_value(tmp_path, capsys):
         report = tmp_path / f"{task}-{option}.json"
         argv = ["numaforge", task, f"--{option}", ""]
         argv += [x for r in required if r != option for x in (f"--{r}", "x")]
-        if option != "json" and any("json" in a.names for a in program.namespace[task].get_arguments()):
+        wants_report = option != "json" and any("json" in a.names for a in program.namespace[task].get_arguments())
+        if wants_report:
             argv += ["--json", str(report)]
         with pytest.raises(SystemExit) as exc:
             program.run(argv)
         err = " ".join(capsys.readouterr().err.split())
         assert exc.value.code == 2, (argv, err)
         assert f"--{option}: the value '' is empty" in err and f"leave --{option} out" in err, (argv, err)
-        assert not report.exists(), argv
+        if wants_report:
+            doc = json.loads(report.read_text())
+            assert doc["status"] == "refused" and doc["hosts"] == [] and f"--{option}" in doc["error"]["where"], doc
 
 
 def test_blank_repeated_value_and_empty_root_are_usage_errors():

@@ -63,4 +63,5 @@ def test_validate_check_script_and_its_old_spelling(tmp_path):
         "validate", "-i", str(inv), "--check", str(a), "--check-script", str(b), "--json", str(tmp_path / "x.json")
     )
     assert r.returncode == 2 and "--check is the old name of --check-script" in r.stderr and "fix:" in r.stderr
-    assert not (tmp_path / "x.json").exists()
+    doc = json.loads((tmp_path / "x.json").read_text())  # refused before any host: the report says so
+    assert doc["status"] == "refused" and doc["hosts"] == [] and "--check" in doc["error"]["where"], doc

@@ -66,6 +66,7 @@ SETTING_HELP = {
 
 class GateSettingError(NumaforgeError):
     exit_code = 2
+    refusal = True  # every gate setting is checked before any host (issue 40)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ reports, --json and --junit."""
 
 from __future__ import annotations
 
+import functools
 import json as _json
 import os
 import signal
@@ -295,6 +296,34 @@ def execute(task: str, body: Callable[[Report], None], json: str | None = None, 
     return report
 
 
+def refuse(task: str, options: dict, exc: NumaforgeError, json: Any, junit: Any, output: Any) -> None:
+    """A run refused before any host (the one preflight of every task, numaforge.cli.optionsets: a bad option or
+    environment value, exit 2) writes its --json report (and --junit, and the report on stdout for
+    ``--output json``) all the same: status "refused", the error (what, where, fix), no host. A CI job then reads
+    why from the file it always reads -- not a missing file, nor the previous run's report left at that path
+    (docs/operating.md, "Refused runs"). A report path that is itself the refused value, or that cannot be
+    written, gets nothing: the message on stderr says why."""
+    report = Report(task, options=dict(options))
+    report.error, report.refused = exc, True
+    said = exc.render()
+    writers: list[tuple[Any, str, Callable[[str], Any]]] = [
+        (json, "--json", report.write),
+        (junit, "--junit", lambda p: safeio.write_output(p, junit_xml(report, f"numaforge.{task}"), "--junit")),
+    ]
+    for path, option, write in writers:
+        if not isinstance(path, str) or not path or option in said:
+            continue
+        try:
+            safeio.check_output(path, option)
+            write(path)
+        except NumaforgeError:
+            continue  # the refusal's message stands alone; this path's own fault shows on the next run
+        if path != safeio.STDOUT:
+            _quietly(functools.partial(err_console.print, f"{option[2:]} report of the refused run: {esc(path)}"))
+    if output == "json" and "--output" not in said and json != safeio.STDOUT:
+        _quietly(lambda: print(_json.dumps(redact(report.as_dict()), indent=2, default=str)))
+
+
 class Signals:
     """The run's signal handlers, installed for the task's whole run in the main thread and restored after it:
     SIGINT (Ctrl-C) raises KeyboardInterrupt (exit 130) even when the process was started with SIGINT
@@ -347,6 +376,10 @@ def _run_body(task: str, body: Callable[[Report], None], report: Report, signals
     except NumaforgeError as exc:
         signals.defer()
         report.error = exc
+        # a refusal before any host was touched (the gate's settings, a write task with no selection: the error
+        # classes marked ``refusal``, none of a step that did work): the report says "refused", as the task
+        # wrapper's preflight refusals do (refuse())
+        report.refused = exc.refusal and not any(h.steps for h in report.hosts)
         _unfinished(report, "failed", exc.what)
     except KeyboardInterrupt as exc:
         # Ctrl-C, SIGTERM, SIGHUP (fleet.Terminated/Hangup); fleet.Interrupted has the results

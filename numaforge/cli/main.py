@@ -18,7 +18,7 @@ from invoke import Argument, Collection, Config, Exit, ParseError, Program
 
 from .. import __version__, paths
 from . import __path__ as _cli_path
-from . import values
+from . import environment, values
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -157,6 +157,8 @@ class NumaforgeProgram(TaskSurface):
         except paths.ProjectError as exc:  # a missing directory or a file: a usage error, not a traceback
             print(f"error: {exc.render()}", file=sys.stderr)
             raise SystemExit(exc.exit_code) from None
+        if not root and environment.root_problem() is not None:
+            return  # no project config to load from there: the task's preflight refuses $NUMAFORGE_ROOT (exit 2)
         self.config.set_project_location(str(paths.project_dir()))
         self.config.load_project()
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 
 import invoke
 
+from .. import paths
 from ..defaults import (
     BMC_CONNECT_TIMEOUT,
     BMC_READ_TIMEOUT,
@@ -41,7 +42,7 @@ from ..defaults import (
 )
 from ..display import esc
 from ..errors import NumaforgeError
-from . import common, values
+from . import common, environment, values
 from .values import option_flag
 
 SHARED_HELP = {
@@ -198,6 +199,9 @@ class NumaforgeTask(invoke.Task):
                     kwargs[new] = options[new] = renamed(kwargs.get(new), raw[old], option_flag(new), option_flag(old))
             # the project directory (a relative inventory or a profile name is looked up there), the output mode
             common.begin_run(c, name, options={**options, **raw}, write=self.write, **extras)
+            replaced = {"NUMAFORGE_ROOT": paths.project_dir_given(), "NUMAFORGE_INVENTORY": bool(raw.get("inventory"))}
+            # NUMAFORGE_* as options, those an option replaces excepted (they are not read)
+            environment.check_environment({var for var, given in replaced.items() if given})
             values.preflight({**options, **raw}, self.checks, c)
             if self.hosts:
                 kwargs["select"] = values.selection(raw)
@@ -215,6 +219,8 @@ class NumaforgeTask(invoke.Task):
                     kwargs["bmc_policy"] = values.bmc_policy(raw)
         except NumaforgeError as exc:
             common.err_console.print(f"[bold red]error[/]: {esc(exc.render())}")
+            given = {**options, **raw}  # a refusal before any host still writes its reports, saying so
+            common.refuse(name, given, exc, given.get("json"), given.get("junit"), given.get("output"))
             raise invoke.Exit(code=exc.exit_code) from None
         try:
             return super().__call__(c, *args, **kwargs)

@@ -32,6 +32,7 @@ class OptionValueError(NumaforgeError):
     """A command-line option value that cannot be used."""
 
     exit_code = 2
+    refusal = True
 
 
 def _number(value, option: str, kind: type, what: str, example: str):

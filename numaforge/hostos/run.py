@@ -23,14 +23,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from .. import journal as jr
 from ..bios.errors import ProfileError
 from ..bios.profile import render_profile as render_bios_profile
 from ..defaults import DEFAULT_GATE_THRESHOLD
 from ..errors import NumaforgeError
-from ..fleet import FleetOutcome, Rollout, run_fleet
+from ..fleet import INTERRUPTED, FleetOutcome, Rollout, run_fleet
+from ..program import prog
 from ..remote.ssh import connect
 from ..report import HostResult
+from ..secrets import redact
 from .apply import NothingToRollBack, apply_script, rollback_script
 from .plan import MANAGED_FILES, OsPlan, make_plan
 from .profile import HostProfile, profile_facts, render_profile
@@ -163,29 +166,11 @@ def apply_host(host, opts: OsOptions) -> HostResult:
         return res
     profile = resolve_profile(host, opts)
     gate = opts.gate == "locality" and host.name in opts.canary_hosts
-    with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
-        if gate:
-            with res.step("locality-before"):
-                before = measure_locality(remote, root, opts.gate_seconds)
-        changed: list[dict] = []
-        # with --numa-node-override the device's local_cpulist changes with the write: a second pass plans the
-        # IRQ affinity from the node the device reports now (the first pass's save is kept)
-        for _pass in range(2 if opts.numa_override else 1):
-            with res.step("plan"):
-                state, plan = _plan(remote, host, profile)
-            script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
-            changed += [i.as_dict() for i in plan.changes]
-            if script is not None:
-                with res.step("apply") as s:
-                    remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
-                    s.detail = {"changed": len(plan.changes)}
-                if opts.journal is not None:
-                    opts.journal.record(host, jr.PATCHED, changed=len(plan.changes))
-        with res.step("verify"):
-            _state, after_plan = _plan(remote, host, profile)
-        if gate:
-            with res.step("locality-after"):
-                after = measure_locality(remote, root, opts.gate_seconds)
+    changed: list[dict] = []
+    try:
+        after_plan, before, after = _apply_steps(host, opts, res, profile, gate, changed)
+    except NumaforgeError as exc:
+        return _cut(res, exc, changed)
     _record(res, profile, after_plan)
     res.data["changed"] = changed
     # "changes" counts what this run wrote (the items beside it); what still differs after the verify read is
@@ -202,6 +187,7 @@ def apply_host(host, opts: OsOptions) -> HostResult:
             else "nothing to change"
         ) + "; verified"
     if gate:
+        assert before is not None and after is not None, "a gate host measured both windows"
         ok, text, detail = gate_verdict(before, after, opts.gate_threshold)
         res.data["gate"] = {"kind": "locality", "ok": ok, **detail}
         res.message += f"; locality gate: {text}"
@@ -287,6 +273,66 @@ def locality_share(a: dict[str, int], b: dict[str, int]) -> dict[str, Any]:
         "hint_local_share": hint_local / hint if hint > 0 else None,
         "hint_faults": hint,
     }
+
+
+def _apply_steps(
+    host, opts: OsOptions, res: HostResult, profile: HostProfile, gate: bool, changed: list[dict]
+) -> tuple[OsPlan, dict | None, dict | None]:
+    """os-apply's steps on one host: [locality-before], plan, apply, verify, [locality-after]. ``changed`` gets
+    each item once its apply script has ended (``res.data["on_the_wire"]`` holds them while it runs), so a host
+    cut part way still reports what it wrote (:func:`_cut`). Returns (the verify plan, the gate's two windows)."""
+    root, sudo = host_root(host), bool(host.ssh.sudo)
+    before = after = None
+    with connect(host.ssh, host.name, accept_new_host_key=opts.accept_new_host_key) as remote:
+        if gate:
+            with res.step("locality-before"):
+                before = measure_locality(remote, root, opts.gate_seconds)
+        # with --numa-node-override the device's local_cpulist changes with the write: a second pass plans the
+        # IRQ affinity from the node the device reports now (the first pass's save is kept)
+        for _pass in range(2 if opts.numa_override else 1):
+            with res.step("plan"):
+                state, plan = _plan(remote, host, profile)
+            script = apply_script(plan, state, root, opts.numa_override, real_root=root == "/")
+            items = [i.as_dict() for i in plan.changes]
+            if script is not None:
+                res.data["on_the_wire"] = items
+                with res.step("apply") as s:
+                    remote.run("sh -s", stdin=script, timeout=120, sudo=sudo)
+                    s.detail = {"changed": len(plan.changes)}
+                del res.data["on_the_wire"]
+                if opts.journal is not None:
+                    opts.journal.record(host, jr.PATCHED, changed=len(plan.changes))
+            changed += items
+        with res.step("verify"):
+            _state, after_plan = _plan(remote, host, profile)
+        if gate:
+            with res.step("locality-after"):
+                after = measure_locality(remote, root, opts.gate_seconds)
+    return after_plan, before, after
+
+
+def _cut(res: HostResult, exc: NumaforgeError, changed: list[dict]) -> HostResult:
+    """A host whose step raised: interrupted (a signal: budget.Stopped) or failed, with its steps and what it
+    wrote. The fleet's own result for a raised error has neither: a signal at locality-after (after the write)
+    reported the host interrupted with no word of the write (issue 40). An apply script cut while it ran may or
+    may not have written: its items are "outcome unknown" (os-verify or os-plan shows what the host holds)."""
+    res.status = INTERRUPTED if isinstance(exc, budget.Stopped) else "failed"
+    res.message = redact(exc.render())
+    done = []
+    if changed:
+        res.data["changed"] = changed
+        done.append("written before it stopped: " + ", ".join(f"{c['kind']} {c['name']}" for c in changed))
+    unsure = res.data.pop("on_the_wire", None)
+    if unsure:
+        res.data["outcome_unknown"] = unsure
+        done.append(
+            "outcome unknown of the apply script that was running (these may or may not be written: "
+            + ", ".join(f"{c['kind']} {c['name']}" for c in unsure)
+            + f"; `{prog()} os-verify` shows what the host holds)"
+        )
+    if done:
+        res.message += "\n  " + "; ".join(done)
+    return res
 
 
 def measure_locality(remote, root: str, seconds: float) -> dict[str, Any]:

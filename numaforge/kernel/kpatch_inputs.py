@@ -67,7 +67,7 @@ def lab_inputs(tc: Toolchain, bp, log) -> TargetInputs:
         env["KCFLAGS"] = kcflags(tc)
         targets = build_targets or ["vmlinux", "modules"]
         proc = subprocess.run(
-            ["make", *make_vars(tc), f"-j{labkernel.JOBS}", *targets],
+            ["make", *make_vars(tc), f"-j{labkernel.jobs()}", *targets],
             cwd=lk.tree,
             env=env,
             stdout=logf,

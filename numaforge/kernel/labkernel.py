@@ -53,7 +53,20 @@ DEFCONFIG = "x86_64_defconfig"
 LAB_COMPILER = "gcc-10"  # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 STATE = "state.json"
-JOBS = int(os.environ.get("NUMAFORGE_KERNEL_JOBS", "2"))
+JOBS_ENV = "NUMAFORGE_KERNEL_JOBS"
+
+
+def jobs() -> int:
+    """make -j: $NUMAFORGE_KERNEL_JOBS, else 2 (read when a build starts: a bad value used to stop the import of
+    this module with a ValueError; the CLI's preflight refuses it first, numaforge.cli.environment)."""
+    value = os.environ.get(JOBS_ENV) or "2"
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise LabKernelError(f"${JOBS_ENV} is {value!r}", JOBS_ENV, "set it to a whole number such as 2, or unset it")
+    return n
 
 
 class LabKernelError(KpatchError):
@@ -330,9 +343,11 @@ def _build_incremental(key, root: Path, lab: LabKernel, lab_ref: SourceRef, seri
                 str(logpath),
                 "a lab patch (kpatch/lab/patches) and the series change the same lines: read the log's end",
             )
-        log(f"series kernel: make vmlinux modules bzImage (-j{JOBS}; only what the series reaches); log: {logpath}")
+        log(f"series kernel: make vmlinux modules bzImage (-j{jobs()}; only what the series reaches); log: {logpath}")
         t1 = time.monotonic()
-        _run(["make", *inputs["mvars"], f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
+        _run(
+            ["make", *inputs["mvars"], f"-j{jobs()}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build"
+        )
     extra = {
         "built_from": lab.key,
         "incremental": True,
@@ -445,10 +460,10 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
         if not (tree / ".numaforge-prepared").exists():
             _prepare(key, tree, source, env, mvars, logf, log)
         log(
-            f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
+            f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{jobs()}); "
             f"log: {logpath} (about 20 min on 2 cores, once)"
         )
-        _run(["make", *mvars, f"-j{JOBS}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
+        _run(["make", *mvars, f"-j{jobs()}", "vmlinux", "modules", "bzImage"], tree, env, logf, "kernel build")
     return _finish(key, root, tree, compiler, source.source_hash, t0, log, "lab kernel", {})
 
 

@@ -155,6 +155,8 @@ def test_every_bad_gate_setting_exits_2_before_any_host_is_touched(task, tmp_pat
         assert PASSWORD not in text, text
         doc = json.loads(text)
         assert doc["ok"] is False and not any(h.get("steps") for h in doc["hosts"]), doc["hosts"]
+        # the one rule for a refusal before any host (tests/hostile/test_refused_report.py): it says so
+        assert doc["status"] == "refused" and where in f"{doc['error']['where']} {doc['error']['what']}", doc
 
 
 def test_the_token_file_check_is_the_secret_files_check(tmp_path):

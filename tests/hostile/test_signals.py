@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -41,13 +42,12 @@ STEPS = {
     "job": ("dell", dict(SLOW, path_regex=r"/Jobs/[^/?]+$", method="GET"), True, None),
     "reboot": ("generic", dict(SLOW, path_regex=r"/Actions/ComputerSystem\.Reset$", method="POST"), True, None),
 }
-# steps held by another test here, or that a plain run never has
+# steps held by another test of this file (each named test must exist: test_every_bios_apply_step_is_held_...)
 ELSEWHERE = {
-    "connect": "builds the client and makes no request (the service root and the login come with the read)",
-    "plan": "the profile render: test_a_signal_mid_render_reports_the_host_interrupted",
-    "verify": "its one request, GET Bios, is also what the reboot step polls until the values are in: the "
-    "simulator cannot hold the verify read alone (left open; the reboot step is held)",
-    "resume": "only a run resuming a journal has it (its wait for the reset is the reboot step's wait)",
+    "connect": "test_a_signal_while_a_host_waits_in_connect_for_its_models_discovery",
+    "plan": "test_a_signal_mid_render_reports_the_host_interrupted",
+    "verify": "test_a_signal_during_the_verify_read_after_the_reboot",
+    "resume": "test_a_signal_while_a_resumed_run_waits_for_the_previous_runs_reset",
 }
 
 
@@ -77,7 +77,12 @@ def bios_apply_steps() -> list[str]:
 
 def test_every_bios_apply_step_is_held_by_a_signal_test():
     steps = bios_apply_steps()
-    assert set(steps) == set(STEPS) | set(ELSEWHERE), f"steps with no signal test: {set(steps) - set(STEPS)}"
+    held = set(STEPS) | set(ELSEWHERE)
+    assert set(steps) == held, (
+        f"steps with no signal test: {set(steps) - held}; gone from the code: {held - set(steps)}"
+    )
+    tests = {n for n, f in globals().items() if n.startswith("test_") and callable(f)}
+    assert set(ELSEWHERE.values()) <= tests, f"no such test: {set(ELSEWHERE.values()) - tests}"
 
 
 def _setup(tmp_path: Path, sim: BMCSimulator, profile: str = "epyc-gpudirect"):
@@ -148,6 +153,147 @@ def test_a_signal_at_each_step_stops_reports_and_exits_with_its_code(tmp_path, s
         host = json.loads(report.read_text())["hosts"][0]
         assert host["steps"][-1]["name"] == step, host["steps"]
         assert sim.count("PATCH") == patches, "a PATCH was sent after the signal"
+    finally:
+        sim.stop()
+
+
+def _two_of_a_model(tmp_path: Path, sims: list[BMCSimulator]):
+    """bios-apply --reboot over two BMCs of one model (the inventory states vendor and platform): the first host
+    to connect discovers the model, the other waits in its connect step until that discovery ends."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n"
+        + "".join(
+            f"  gpu-0{i}:\n"
+            f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_SIG_PW', ca_bundle: '{sim.ca_file}', "
+            "vendor: generic}\n"
+            "    hardware: {sockets: 2, platform: sig-model, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+            for i, sim in enumerate(sims, 1)
+        )
+    )
+    env = {
+        **os.environ,
+        "NF_SIG_PW": PASSWORD,
+        "NUMAFORGE_STATE": str(tmp_path / "state"),
+        "NUMAFORGE_REDFISH_CACHE": str(tmp_path / "redfish-cache"),  # no shape known from an earlier run
+        "COLUMNS": "250",
+    }
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "invoke", "bios-apply", "-i", str(inv), "--all", "--forks", "2", "--reboot"]
+    cmd += ["--unverified", "allow", "--json", str(report)]
+    return env, cmd, report
+
+
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_while_a_host_waits_in_connect_for_its_models_discovery(tmp_path, sig):
+    """The connect step makes no request of its own; what can hold it is the wait for another host of the same
+    model that is discovering it (numaforge.bios.discovery.RegistryCache.claim, up to connect + read timeout).
+    The discovering host's read is held; the signal comes while the other one waits in connect: both are
+    interrupted, neither is written, the waiting one's last step is connect, and the exit code is the signal's."""
+    sims = [
+        BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=1.0).start()
+        for _ in range(2)
+    ]
+    try:
+        for sim in sims:
+            sim.inject(**STEPS["read"][1])
+        env, cmd, report = _two_of_a_model(tmp_path, sims)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(sim.faults.fired for sim in sims):
+            assert proc.poll() is None, "".join(proc.communicate())
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)
+        (waiting,) = [i for i, sim in enumerate(sims, 1) if not sim.faults.fired]
+        assert sims[waiting - 1].count("GET", r"/Bios$") == 0, "both hosts read: neither waited in connect"
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=120)
+        text = " ".join((out + err).split())
+        assert proc.returncode == CODES[sig], text
+        assert f"interrupted ({sig.name})" in text and "Traceback" not in text, text
+        doc = json.loads(report.read_text())
+        assert doc["ok"] is False and doc["status"] == "interrupted", doc
+        hosts = {h["host"]: h for h in doc["hosts"]}
+        assert {h["status"] for h in hosts.values()} == {"interrupted"}, hosts
+        assert hosts[f"gpu-0{waiting}"]["steps"][-1]["name"] == "connect", hosts[f"gpu-0{waiting}"]["steps"]
+        assert all(sim.count("PATCH") == 0 and sim.count("POST", "Reset") == 0 for sim in sims)
+        assert PASSWORD not in text + report.read_text()
+    finally:
+        for sim in sims:
+            sim.stop()
+
+
+def _after_the_reset_a_bios_read_follows_a_bios_read(sim: BMCSimulator):
+    """The verify read, told apart from the reboot poll's (GET System, then GET Bios: verify's GET Bios comes
+    right after the poll's): a reset was requested and the request before this one was a GET of a Bios too."""
+
+    def when() -> bool:
+        last = sim.requests[-2:]
+        bios = [m == "GET" and re.search(r"/Bios$", p) for m, p in last]
+        return bool(sim.state.resets) and len(last) == 2 and all(bios)
+
+    return when
+
+
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_during_the_verify_read_after_the_reboot(tmp_path, sig):
+    """The verify step's one request, GET Bios, is also what the reboot step polls: the simulator holds it only
+    when it follows the poll's own GET Bios after the reset (a ``when`` condition on the fault). The values were
+    written and the host reset: the host is interrupted (not changed, not failed), the report keeps what was
+    written, nothing is sent after the signal and no second reset."""
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=1.0).start()
+    try:
+        sim.inject(
+            **dict(SLOW, path_regex=r"/Bios$", method="GET"), when=_after_the_reset_a_bios_read_follows_a_bios_read(sim)
+        )
+        env, cmd, report = _setup(tmp_path, sim)
+        proc = _start(cmd, env, sim)
+        sent = len(sim.requests)
+        os.kill(proc.pid, sig)
+        _judge(proc, sig, report, True, sim)
+        host = json.loads(report.read_text())["hosts"][0]
+        assert host["steps"][-1]["name"] == "verify", host["steps"]
+        assert [s["name"] for s in host["steps"]][-2] == "reboot", host["steps"]
+        assert host["data"].get("changed"), "what was written before the signal is in the report"
+        assert sim.count("POST", "Reset") == 1
+        assert all(m == "GET" or "Sessions" in p for m, p in sim.requests[sent:]), sim.requests[sent:]
+    finally:
+        sim.stop()
+
+
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_while_a_resumed_run_waits_for_the_previous_runs_reset(tmp_path, sig):
+    """The resume step exists only in a run that resumes a journal: a first run is stopped (SIGINT) after its
+    reset was accepted, then the same command resumes and waits for that reset (never sends another). Its first
+    poll (GET System after the resumed run's read) is held and the signal comes: the host is interrupted in the
+    resume step, the resumed run sent no reset and no PATCH, and its report says it resumed."""
+    # the host stays in its reset for 60 s: the first run is stopped while it waits, the second resumes the wait
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, power_delay=60.0).start()
+    try:
+        env, cmd, report = _setup(tmp_path, sim)
+        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while sim.count("POST", r"/Actions/ComputerSystem\.Reset$") == 0:
+            assert first.poll() is None, "".join(first.communicate())
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        polls = sim.count("GET", r"/Systems/[^/]+$")
+        while sim.count("GET", r"/Systems/[^/]+$") == polls:  # the reset was answered: the run polls
+            assert first.poll() is None, "".join(first.communicate())
+            time.sleep(0.02)
+        os.kill(first.pid, signal.SIGINT)
+        assert first.wait(timeout=120) == 130
+        sim.reset_counts()
+        fault = dict(SLOW, path_regex=r"/Systems/[^/]+$", method="GET")
+        proc = _start(cmd, env, sim, fault=fault, when=("GET", r"/Bios$"))  # after the resumed run's read
+        os.kill(proc.pid, sig)
+        _judge(proc, sig, report, True, sim)
+        host = json.loads(report.read_text())["hosts"][0]
+        assert [s["name"] for s in host["steps"]][-1] == "resume", host["steps"]
+        assert sim.count("POST", "Reset") == 0 and sim.count("PATCH") == 0, sim.requests
+        doc = json.loads(report.read_text())
+        assert doc["data"]["journal"]["resumed"], doc["data"]
     finally:
         sim.stop()
 
@@ -263,18 +409,27 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" < "$f"
 # os-apply step -> (a text of the script the step sends, which of those scripts, whether it wrote before the signal)
 OS_STEPS = {
     "plan": ("head -c", 1, False),
-    "apply": ("previous.json", 1, True),
+    # the apply script's own text (previous.json, held here before, is also a file the plan's snapshot reads: that
+    # case held the plan step, which only the step name in the report -- asserted now -- shows)
+    "apply": ("numaforge: cannot write", 1, True),
     "verify": ("head -c", 2, True),
 }
-OS_ELSEWHERE = {
-    "locality-before": "only with --gate locality on a canary host (a measurement, no write)",
-    "locality-after": "only with --gate locality on a canary host (a measurement, after the write)",
+# the steps only a canary host of `--gate locality` has: its snapshots are the same script as plan's and verify's
+# (locality-before takes two before plan's; locality-after two after verify's)
+GATE = ["--canary", "1", "--gate", "locality", "--gate-seconds", "0.1"]
+OS_GATE_STEPS = {
+    "locality-before": ("head -c", 1, False),
+    "locality-after": ("head -c", 5, True),
 }
 
 
 def test_every_os_apply_step_is_held_by_a_signal_test():
-    steps = _step_literals(ROOT / "numaforge" / "hostos" / "run.py", "apply_host")
-    assert set(steps) == set(OS_STEPS) | set(OS_ELSEWHERE), f"steps with no signal test: {set(steps) - set(OS_STEPS)}"
+    run = ROOT / "numaforge" / "hostos" / "run.py"
+    steps = _step_literals(run, "apply_host") + _step_literals(run, "_apply_steps")  # apply_host runs _apply_steps
+    held = set(OS_STEPS) | set(OS_GATE_STEPS)
+    assert set(steps) == held, (
+        f"steps with no signal test: {set(steps) - held}; gone from the code: {held - set(steps)}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -296,11 +451,23 @@ def held_sshd(tmp_path_factory):
 @pytest.mark.parametrize("step", list(OS_STEPS))
 @pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
 def test_a_signal_at_each_os_apply_step_stops_reports_and_exits_with_its_code(tmp_path, held_sshd, sig, step):
+    _os_apply_held(tmp_path, held_sshd, sig, step, OS_STEPS[step])
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("step", list(OS_GATE_STEPS))
+@pytest.mark.parametrize("sig", list(CODES), ids=[s.name for s in CODES])
+def test_a_signal_at_each_locality_gate_step_stops_reports_and_exits_with_its_code(tmp_path, held_sshd, sig, step):
+    """os-apply --canary 1 --gate locality: the canary's locality measurement before the write and after it."""
+    _os_apply_held(tmp_path, held_sshd, sig, step, OS_GATE_STEPS[step], GATE)
+
+
+def _os_apply_held(tmp_path, held_sshd, sig, step, spec, extra=()):
     host, cmds = held_sshd
     if cmds.exists():
         shutil.rmtree(cmds)
     cmds.mkdir()
-    pattern, nth, written = OS_STEPS[step]
+    pattern, nth, written = spec
     (cmds / "hold").write_text(f"{pattern}\n{nth}\n")
     root = build_tree(tmp_path / "root")
     before = (root / "proc/sys/vm/swappiness").read_text()
@@ -314,7 +481,7 @@ def test_a_signal_at_each_os_apply_step_stops_reports_and_exits_with_its_code(tm
     )
     report = tmp_path / "r.json"
     env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "COLUMNS": "250"}
-    cmd = [sys.executable, "-m", "invoke", "os-apply", "-i", str(inv), "--json", str(report)]
+    cmd = [sys.executable, "-m", "invoke", "os-apply", "-i", str(inv), "--json", str(report), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t0 = time.monotonic()
     while not (cmds / "held").exists():
@@ -335,6 +502,16 @@ def test_a_signal_at_each_os_apply_step_stops_reports_and_exits_with_its_code(tm
     assert doc["ok"] is False and doc["status"] == "interrupted", doc
     (h,) = doc["hosts"]
     assert h["status"] == "interrupted", h
+    # the host's own result, with its steps and what it wrote (it was the fleet's bare "interrupted" before)
+    # a write on the host is never cut half-way: the apply ends (its step ok) and the host stops before verify
+    stops_at = "verify" if step == "apply" else step
+    assert h.get("steps") and h["steps"][-1]["name"] == stops_at, h
+    assert step == stops_at or [x["status"] for x in h["steps"] if x["name"] == step] == ["ok"], h
+    if written:
+        assert h["data"].get("changed") or h["data"].get("outcome_unknown"), h
+        assert "written before it stopped" in h["message"] or "outcome unknown" in h["message"], h
+    else:
+        assert not h.get("data", {}).get("changed"), h
     # a read is cut at once (stop_grace=0); a write on the host is never cut half-way: it ends (bounded by its
     # timeout) -- the held write here sleeps 8 s, then runs
     assert took < (8 + 5 if step == "apply" else 5), f"took {took:.1f} s after the signal"

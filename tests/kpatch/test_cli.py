@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ INVOKE = str(Path(sys.executable).parent / "invoke")
 
 def test_unknown_target_is_a_clear_error_with_exit_code_and_report(tmp_path):
     """An unknown --target is refused by the preflight of every task's options (issue 40): exit 2 naming the
-    option, before anything runs, so no report is written (as for every other bad option value)."""
+    option, before anything runs; the --json report says "refused", with no host (as for every other bad option
+    value: tests/hostile/test_refused_report.py)."""
     report = tmp_path / "r.json"
     proc = subprocess.run(
         [INVOKE, "build-kpatch", "--target", "nope", "--json", str(report)], cwd=ROOT, capture_output=True, text=True
@@ -21,7 +23,8 @@ def test_unknown_target_is_a_clear_error_with_exit_code_and_report(tmp_path):
     assert proc.returncode == 2
     assert "--target:" in proc.stderr and "unknown kpatch target 'nope'" in proc.stderr and "fix:" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not report.exists()
+    doc = json.loads(report.read_text())
+    assert doc["status"] == "refused" and doc["hosts"] == [] and "--target" in doc["error"]["where"], doc
 
 
 def test_every_option_is_documented():

@@ -1,5 +1,6 @@
 """numaforge.measure.render: the table and the PNG from a report; `invoke numa-effect` input errors."""
 
+import json
 import subprocess
 import sys
 
@@ -55,9 +56,10 @@ def test_numa_effect_task_refuses_arms_that_are_not_built(tmp_path):
         text=True,
         timeout=120,
     )
-    # the preflight refuses it before any host (exit 2, numaforge.cli.values.preflight): a usage error writes no report
+    # the preflight refuses it before any host (exit 2, numaforge.cli.values.preflight): the report says refused
     assert r.returncode == 2, r.stdout + r.stderr
-    assert not (tmp_path / "r.json").exists()
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["status"] == "refused" and doc["hosts"] == [], doc
     assert "no built module" in r.stdout + r.stderr and "bench/numa_effect.py build" in r.stdout + r.stderr
 
 
@@ -109,7 +111,9 @@ def test_numa_effect_task_checks_the_probe_options_before_touching_a_host(tmp_pa
         r = subprocess.run(
             base + extra + ["--json", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120
         )
-        # refused by the preflight before any host (exit 2): a usage error writes no report
+        # refused by the preflight before any host (exit 2): the report says refused, with no host
         assert r.returncode == 2, (extra, r.stdout + r.stderr)
-        assert not (tmp_path / "r.json").exists(), extra
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["status"] == "refused" and doc["hosts"] == [], (extra, doc)
+        (tmp_path / "r.json").unlink()
         assert what in r.stdout + r.stderr, (extra, r.stdout + r.stderr)

@@ -21,7 +21,10 @@ but every attribute is staged with another value than the one sent): BMCs that s
 A fault fires
 BEFORE the request is processed (nothing changes on the BMC) unless ``after=True`` (the change happens, then the
 answer is lost: the retry hazard; "slow" with after=True answers only ``seconds`` after the change was made, e.g.
-after the client's read timeout).
+after the client's read timeout). ``when`` (a function of no arguments, called at each matching request in the
+process that runs the simulator) makes the fault fire only when it returns true: a test that holds the one
+request of a step that repeats another step's request (bios-apply's verify read is the reboot poll's GET Bios,
+sent right after it) tells them apart by what came before.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 KINDS = (
     "5xx",
@@ -67,6 +71,7 @@ class Fault:
     method: str | None = None
     after: bool = False
     options: dict = field(default_factory=dict)
+    when: Callable[[], bool] | None = None
 
 
 class FaultPlan:
@@ -82,6 +87,7 @@ class FaultPlan:
         count: int = 1,
         method: str | None = None,
         after: bool = False,
+        when: Callable[[], bool] | None = None,
         **options,
     ) -> Fault:
         if kind not in KINDS:
@@ -108,7 +114,7 @@ class FaultPlan:
         unknown = set(options) - allowed[kind]
         if unknown:
             raise ValueError(f"fault {kind} takes no option(s) {sorted(unknown)}")
-        fault = Fault(kind, re.compile(path_regex), count, method.upper() if method else None, after, options)
+        fault = Fault(kind, re.compile(path_regex), count, method.upper() if method else None, after, options, when)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -119,7 +125,7 @@ class FaultPlan:
             for fault in self._faults:
                 if fault.after != after or (fault.method and fault.method != method):
                     continue
-                if fault.pattern.search(path):
+                if fault.pattern.search(path) and (fault.when is None or fault.when()):
                     fault.count -= 1
                     if fault.count == 0:
                         self._faults.remove(fault)
