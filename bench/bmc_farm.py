@@ -169,8 +169,9 @@ def per_host_summary(counts: list[dict]) -> dict:
 # -- helper process ----------------------------------------------------------------------------------------
 def _serve() -> None:
     sys.path.insert(0, str(ROOT))
-    from numaforge.lab.bmc import BMCSimulator
+    from numaforge.lab.bmc.server import BMCSimulator, Hub
 
+    hub = Hub()  # one accepting thread for every simulator of this process (an idle BMC costs no thread)
     sims: list = []
     spec: dict = {}
 
@@ -185,7 +186,7 @@ def _serve() -> None:
                 password=spec["password"],
                 power_delay=0.5,
                 latency=spec["latency"],
-            ).start()
+            ).start(hub=hub)
             for _ in range(spec["n"])
         )
         for s in sims:
@@ -246,6 +247,7 @@ def _serve() -> None:
                 out = [e for s in sims for e in s.errors]
             elif cmd == "stop":
                 stop_all()
+                hub.close()
                 print(json.dumps({"ok": True}), flush=True)
                 return
             else:
