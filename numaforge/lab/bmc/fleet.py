@@ -15,6 +15,7 @@ order) or are any free ports.
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import socket
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from .flavours import ALL_FLAVOURS, vendor_of
 from .server import BMCSimulator, Hub
 from .tls import ensure_certificates
 
-MAX_FLEET = 500
+MAX_FLEET = 10_000  # an idle member costs a listening socket and ~65 KiB, no thread (server.Hub)
+SPARE_FILES = 128  # open files a fleet needs beyond one listening socket per member: connections, state files
 TLS_FILES = ("ca.pem", "server.pem", "server.key")
 BIOS_PROFILE = "epyc-gpudirect"
 
@@ -116,6 +118,14 @@ class Fleet:
             )
         if not flavours:
             raise BMCSimulatorError("no flavours for the fleet", "--flavours", "name at least one flavour")
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit != resource.RLIM_INFINITY and limit < count + SPARE_FILES:
+            raise BMCSimulatorError(
+                f"--fleet {count} needs about {count + SPARE_FILES} open files (a listening socket per BMC and "
+                f"their connections); this process may open {limit}",
+                "--fleet",
+                f"raise the limit first (ulimit -n {count + SPARE_FILES}), or start fewer BMCs per process",
+            )
         if ports is not None and len(ports) < count:
             raise BMCSimulatorError(
                 f"--ports {ports.start}-{ports.stop - 1} has {len(ports)} ports for {count} BMCs",
