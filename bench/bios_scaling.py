@@ -86,6 +86,11 @@ def main() -> int:
     ap.add_argument("--flavour", default="generic")
     ap.add_argument("--profile", default="epyc-gpudirect")
     ap.add_argument("--sim-procs", type=int, default=2)
+    ap.add_argument(
+        "--shared-ca",
+        action="store_true",
+        help="the BMCs share one CA and the inventory states it once (defaults:), as a site's inventory does",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -95,6 +100,7 @@ def main() -> int:
     env = {**os.environ, PW_VAR: pw, "COLUMNS": "200"}
     results = {
         "forks": args.forks,
+        "shared_ca": args.shared_ca,
         "flavour": args.flavour,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "cpus": os.cpu_count(),
@@ -106,10 +112,10 @@ def main() -> int:
             # baseline: the same command on one host (process start, imports, one BMC)
             for n in [1] + sizes:
                 t_farm = time.monotonic()
-                bmcs = farm.start(n, args.flavour, pw)
+                bmcs = farm.start(n, args.flavour, pw, tls_dir=str(work / "tls") if args.shared_ca else "")
                 farm_s, farm_use = round(time.monotonic() - t_farm, 1), farm_footprint(farm)
                 inv = work / f"inv-{n}.yaml"
-                write_numaforge_inventory(inv, bmcs, args.profile)
+                write_numaforge_inventory(inv, bmcs, args.profile, shared=args.shared_ca)
                 report = work / f"plan-{n}.json"
                 dt, rss, rc = run_measured(
                     [
@@ -138,6 +144,7 @@ def main() -> int:
                     "peak_rss_mib": rss,
                     "peak_open_files": PEAK_FDS[0],
                     "rc": rc,
+                    "inventory_bytes": inv.stat().st_size,
                     "hosts_planned": ok,
                     "requests_per_host_mean": q["requests_mean"],
                     "requests_total": q["requests_total"],
