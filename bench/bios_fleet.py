@@ -100,9 +100,25 @@ def start_load(procs: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
 
 
-def write_numaforge_inventory(path: Path, bmcs: list[dict], profile: str, vendor: str = "auto") -> None:
+def write_numaforge_inventory(
+    path: Path, bmcs: list[dict], profile: str, vendor: str = "auto", shared: bool = False
+) -> None:
     # a fleet inventory states each BMC's vendor (inventory/example-fleet.yaml does); with `auto` every host
-    # reads the service root to detect it (--vendor-auto measures that case)
+    # reads the service root to detect it (--vendor-auto measures that case). ``shared``: the BMCs share one CA
+    # (Farm.start tls_dir) and the inventory says what every host shares once, in `defaults:` (as a site's
+    # inventory of 10,000 hosts is written: one line per host, under the 4 MiB inventory limit)
+    if shared:
+        lines = [
+            "version: 1",
+            "defaults:",
+            f"  bmc: {{username: admin, password: 'env:{PW_VAR}', ca_bundle: '{bmcs[0]['ca']}', vendor: {vendor}}}",
+            "  hardware: {sockets: 2, gpus: ['0000:41:00.0'], nics: ['0000:81:00.0']}",
+            f"  bios_profile: {profile}",
+            "hosts:",
+        ]
+        lines += [f"  {b['name']}: {{bmc: {{url: '{b['url']}'}}}}" for b in bmcs]
+        path.write_text("\n".join(lines) + "\n")
+        return
     lines = ["version: 1", "hosts:"]
     for b in bmcs:
         lines += [

@@ -6,7 +6,8 @@
 For each N: N fresh simulated BMCs (bench/bmc_farm.py, TLS on 127.0.0.1, in helper processes), one inventory,
 then `invoke bios-plan -i inv.yaml --forks F --json report.json` as a user runs it. Measured per N: wall time,
 peak resident memory of the bios-plan process (ru_maxrss from wait4: the process alone, simulators excluded),
-its peak of open files (/proc/PID/fd, sampled every 50 ms),
+its peak of open files (/proc/PID/fd, sampled every 50 ms), the simulators' start time, resident memory, open files
+and threads (their processes together, /proc),
 requests per BMC counted by the simulators, registry fetches. Growth is shown per host and relative to the
 smallest N. Plan reads only: the benchmark checks that no BMC saw a PATCH.
 """
@@ -44,6 +45,18 @@ def _sample_fds(pid: int, done: threading.Event) -> None:
             return
 
 
+def farm_footprint(farm: Farm) -> dict:
+    """The simulators' processes together: resident MiB, open files and threads (/proc), after they started."""
+    rss = files = threads = 0
+    for p in farm.procs:
+        status = Path(f"/proc/{p.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        rss += int(fields["VmRSS"].split()[0]) // 1024
+        threads += int(fields["Threads"])
+        files += len(os.listdir(f"/proc/{p.pid}/fd"))
+    return {"sim_rss_mib": rss, "sim_open_files": files, "sim_threads": threads}
+
+
 def run_measured(argv: list[str], env: dict, log: Path, cwd: Path = ROOT) -> tuple[float, int, int]:
     """(seconds, peak RSS in MiB, exit status) of one child process; killed after TIMEOUT seconds. Its peak of
     open files is sampled meanwhile (PEAK_FDS)."""
@@ -73,6 +86,11 @@ def main() -> int:
     ap.add_argument("--flavour", default="generic")
     ap.add_argument("--profile", default="epyc-gpudirect")
     ap.add_argument("--sim-procs", type=int, default=2)
+    ap.add_argument(
+        "--shared-ca",
+        action="store_true",
+        help="the BMCs share one CA and the inventory states it once (defaults:), as a site's inventory does",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -82,6 +100,7 @@ def main() -> int:
     env = {**os.environ, PW_VAR: pw, "COLUMNS": "200"}
     results = {
         "forks": args.forks,
+        "shared_ca": args.shared_ca,
         "flavour": args.flavour,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "cpus": os.cpu_count(),
@@ -92,9 +111,11 @@ def main() -> int:
         with Farm(procs=args.sim_procs) as farm:
             # baseline: the same command on one host (process start, imports, one BMC)
             for n in [1] + sizes:
-                bmcs = farm.start(n, args.flavour, pw)
+                t_farm = time.monotonic()
+                bmcs = farm.start(n, args.flavour, pw, tls_dir=str(work / "tls") if args.shared_ca else "")
+                farm_s, farm_use = round(time.monotonic() - t_farm, 1), farm_footprint(farm)
                 inv = work / f"inv-{n}.yaml"
-                write_numaforge_inventory(inv, bmcs, args.profile)
+                write_numaforge_inventory(inv, bmcs, args.profile, shared=args.shared_ca)
                 report = work / f"plan-{n}.json"
                 dt, rss, rc = run_measured(
                     [
@@ -123,16 +144,21 @@ def main() -> int:
                     "peak_rss_mib": rss,
                     "peak_open_files": PEAK_FDS[0],
                     "rc": rc,
+                    "inventory_bytes": inv.stat().st_size,
                     "hosts_planned": ok,
                     "requests_per_host_mean": q["requests_mean"],
                     "requests_total": q["requests_total"],
                     "registry_fetches": doc.get("data", {}).get("registry_fetches"),
+                    "sim_start_seconds": farm_s,
+                    **farm_use,
+                    "loadavg_after": os.getloadavg(),
                 }
                 results["sizes"].append(rec)
                 print(
                     f"  N={n:4d}: {dt:7.2f} s  peak RSS {rss:4d} MiB  open files {PEAK_FDS[0]}  rc={rc}  "
                     f"planned {ok}/{n}  requests/host "
-                    f"{q['requests_mean']}  registry fetches {rec['registry_fetches']}",
+                    f"{q['requests_mean']}  registry fetches {rec['registry_fetches']}  simulators: started in "
+                    f"{farm_s} s, {farm_use}  load {os.getloadavg()}",
                     flush=True,
                 )
             results["simulator_errors"] = farm.errors()

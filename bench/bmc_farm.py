@@ -23,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from numaforge.lab.bmc.tls import ensure_certificates  # noqa: E402 (after the repository is on the path)
 
 
 class Farm:
@@ -69,9 +71,15 @@ class Farm:
     def _merge(self, per_proc: list[list]) -> list:
         return [per_proc[p][k] for p, k in self.layout]
 
-    def start(self, n: int, flavour: str, password: str, latency: float = 0.0, post: float = 0.0) -> list[dict]:
+    def start(
+        self, n: int, flavour: str, password: str, latency: float = 0.0, post: float = 0.0, tls_dir: str = ""
+    ) -> list[dict]:
         """n fresh simulators; ``post`` > 0: a reset is a warm restart (PowerState stays On) followed by ``post``
-        seconds of POST (BootProgress before OSRunning), as on a real server (bios_reboot_waves.py)."""
+        seconds of POST (BootProgress before OSRunning), as on a real server (bios_reboot_waves.py). ``tls_dir``:
+        every simulator serves the CA and certificate made there (one site CA, as ``--fleet`` does); else each
+        makes its own."""
+        if tls_dir:  # made here, once, before any process reads it
+            ensure_certificates(Path(tls_dir), "127.0.0.1")
         share = [n // len(self.procs) + (1 if i < n % len(self.procs) else 0) for i in range(len(self.procs))]
         self.layout = []
         for i in range(n):  # round-robin: bmc i lives in process i % procs
@@ -86,6 +94,7 @@ class Farm:
                     "password": password,
                     "latency": latency,
                     "post": post,
+                    "tls_dir": tls_dir,
                 },
             )
         per = [self._receive(i) for i in range(len(self.procs))]
@@ -169,10 +178,26 @@ def per_host_summary(counts: list[dict]) -> dict:
 # -- helper process ----------------------------------------------------------------------------------------
 def _serve() -> None:
     sys.path.insert(0, str(ROOT))
-    from numaforge.lab.bmc import BMCSimulator
+    import shutil
+    import tempfile
 
+    from numaforge.lab.bmc.fleet import TLS_FILES
+    from numaforge.lab.bmc.server import BMCSimulator, Hub
+
+    hub = Hub()  # one accepting thread for every simulator of this process (an idle BMC costs no thread)
     sims: list = []
+    shared_dirs: list[Path] = []
     spec: dict = {}
+
+    def state_dir(tls_dir: str):
+        """None (the simulator's own temporary directory and CA), or a directory linked to the shared CA."""
+        if not tls_dir:
+            return None
+        d = Path(tempfile.mkdtemp(prefix="bmc-farm-"))
+        for f in TLS_FILES:
+            (d / f).symlink_to(Path(tls_dir) / f)
+        shared_dirs.append(d)
+        return d
 
     def launch():
         sims.extend(
@@ -185,7 +210,8 @@ def _serve() -> None:
                 password=spec["password"],
                 power_delay=0.5,
                 latency=spec["latency"],
-            ).start()
+                state_dir=state_dir(spec["tls_dir"]),
+            ).start(hub=hub)
             for _ in range(spec["n"])
         )
         for s in sims:
@@ -197,6 +223,9 @@ def _serve() -> None:
         for s in sims:
             s.stop()
         sims.clear()
+        for d in shared_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        shared_dirs.clear()
 
     for line in sys.stdin:
         msg = json.loads(line)
@@ -210,6 +239,7 @@ def _serve() -> None:
                     "n": msg["n"],
                     "latency": msg.get("latency", 0.0),
                     "post": msg.get("post", 0.0),
+                    "tls_dir": msg.get("tls_dir", ""),
                 }
                 out = launch()
             elif cmd == "restart":
@@ -246,6 +276,7 @@ def _serve() -> None:
                 out = [e for s in sims for e in s.errors]
             elif cmd == "stop":
                 stop_all()
+                hub.close()
                 print(json.dumps({"ok": True}), flush=True)
                 return
             else:

@@ -742,7 +742,11 @@ def _run_phase(
     try:
         start_more()
         while pending or waiting:
-            timeout = 0.5 if not waiting else min(0.5, max(0.0, waiting[0].due - time.monotonic()))
+            # until the next look is due, if a fork is free for it; else until a step ends (never a zero
+            # timeout while every fork is busy: that spun the runner, taking a core from the hosts' work)
+            timeout = 0.5
+            if waiting and len(pending) < forks:
+                timeout = min(0.5, max(0.0, waiting[0].due - time.monotonic()))
             if pending:
                 finished, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             else:

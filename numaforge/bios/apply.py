@@ -12,6 +12,7 @@ Every step records into a ``HostResult`` (numaforge.report); nothing here prints
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from ..errors import NumaforgeError
@@ -26,7 +27,7 @@ from .hostapply import HostApply
 from .hostplan import enforce_unverified, gap_note, plan_for, record_plan, unverified_check
 from .hostsession import HostOptions, bmc_session, fail
 from .plan import Plan, PlanItem
-from .power import Timeouts
+from .power import PostClock, Timeouts
 
 __all__ = [
     "HostOptions",
@@ -169,6 +170,7 @@ def run_hosts(
     """
 
     fn: Callable[..., Any] = {"plan": plan_host, "apply": apply_steps, "verify": verify_host}[action]
+    opts = replace(opts, post_clock=PostClock())  # the reboot waits learn this run's POST times (power.PostClock)
     cache = RegistryCache(persist=discovery_dir() if opts.discovery_cache else None)
 
     def one(host) -> Steps[HostResult]:

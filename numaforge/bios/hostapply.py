@@ -226,6 +226,7 @@ class HostApply:
             self.job.state_probe(),
             st.registry.value_names,
             self._reset_heard,
+            self.opts.post_clock,
         )
         if self.journal is not None:
             self.journal.record(self.host.name, "rebooted")

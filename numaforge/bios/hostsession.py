@@ -18,7 +18,7 @@ from ..report import HostResult
 from .discovery import RegistryCache, Shape, shape_key
 from .exchange import RetryPolicy
 from .hoststate import BiosState, read_state
-from .power import Timeouts
+from .power import PostClock, Timeouts
 from .redfish import RedfishClient
 from .unsure import unsure_text
 from .vendormap import VendorMap, load_vendor_map
@@ -36,6 +36,7 @@ class HostOptions:
     journal: Any = None  # numaforge.journal.Journal of a --reboot run (resume after a crash)
     discovery_cache: bool = True  # keep registries and per-model paths on disk (numaforge.bios.discovery)
     unverified: str | None = None  # --unverified refuse|warn|allow (None: inventory var, profile key, default)
+    post_clock: PostClock | None = None  # the reboot waits' PostClock, one per run (run_hosts); None: fixed polls
 
     @property
     def profiles_path(self) -> Path | None:

@@ -19,6 +19,7 @@ import pytest
 
 from numaforge import journal
 from numaforge.bios.apply import Timeouts, run_hosts
+from numaforge.bios.power import PostClock
 from numaforge.fleet import Interrupted, Rollout
 
 from .test_bios_apply_bmc import _bmc_password, host_for, opts, sim_factory  # noqa: F401 (fixtures)
@@ -132,3 +133,41 @@ def test_ctrl_c_during_the_wait_interrupts_every_waiting_host_and_the_journal_re
     assert all("resumed" in r.message for r in again.results)
     assert _resets(sims) == [{"GracefulRestart": 1}] * HOSTS  # waited for, never reset again
     assert all(s.bios_pending() == {} for s in sims)
+
+
+def _reboot_seconds(r) -> float:
+    return next(s.detail["seconds"] for s in r.steps if s.name == "reboot")
+
+
+def _gets(sim, path: str) -> int:
+    return sim.count("GET", "^" + path.rstrip("/") + "/?$")
+
+
+def test_a_look_in_post_reads_the_system_alone(sim_factory):
+    """While the System says the host is in POST (a DSP8010 state before OSBootStarted), a look is one GET of
+    the System: the Bios is read before the reset, by the look that finds the host back and by verify, never
+    in between (issue 43 item 5: fewer requests per poll for a whole batch polling on a 2-core server)."""
+    sims, hosts = _fleet(sim_factory, [4.0] * 2)
+    waits = Timeouts(graceful=120.0, power_on=120.0, job=10.0, poll=0.25, settle=5.0)
+    outcome = run_hosts(hosts, "apply", opts(reboot=True, timeouts=waits), Rollout(forks=2, batch=2))
+    assert [r.status for r in outcome.results] == ["changed"] * 2, outcome.summary()
+    for sim in sims:
+        system_gets, bios_gets = _gets(sim, sim.system_path), _gets(sim, sim.bios_path)
+        assert system_gets >= 12, system_gets  # ~16 looks in a 4 s POST every 0.25 s
+        assert bios_gets <= 6, (bios_gets, system_gets)  # before: one Bios GET with every look
+
+
+def test_the_next_wave_looks_quicker_near_the_post_end_the_first_wave_took(sim_factory):
+    """The run's PostClock (power.PostClock) learns from the first wave when its model's POST ended (between the
+    last look that found a host down and the one that found it back); the second wave looks every
+    PostClock.FAST seconds from there, so it sees its hosts back within about FAST of their POST's end instead
+    of up to a whole poll later."""
+    post, poll = 6.5, 5.0  # POST ends ~6.7 s after the reset (0.2 s power transition): between looks at 5 and 10
+    sims, hosts = _fleet(sim_factory, [post] * 4)
+    waits = Timeouts(graceful=120.0, power_on=120.0, job=10.0, poll=poll, settle=5.0)
+    outcome = run_hosts(hosts, "apply", opts(reboot=True, timeouts=waits), Rollout(forks=4, batch=2))
+    assert [r.status for r in outcome.results] == ["changed"] * 4, outcome.summary()
+    assert _resets(sims) == [{"GracefulRestart": 1}] * 4
+    first, second = [[_reboot_seconds(r) for r in outcome.results[i : i + 2]] for i in (0, 2)]
+    assert all(s >= 9.5 for s in first), first  # the look at 5 s found POST running, the next is at 10 s
+    assert all(s < post + 0.2 + 2 * PostClock.FAST + 0.5 for s in second), (first, second)

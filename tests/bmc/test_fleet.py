@@ -5,6 +5,7 @@ that inventory as it is. SIGTERM and SIGINT stop it cleanly. Real processes, rea
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -19,6 +20,7 @@ import yaml
 from sshd_fixture import free_port
 
 from numaforge.lab.bmc import CORPUS, FLAVOURS, vendor_of
+from numaforge.lab.bmc.fleet import MAX_FLEET, SPARE_FILES
 
 pytestmark = pytest.mark.bmc
 
@@ -123,6 +125,7 @@ def test_sigint_stops_the_fleet_and_ports_come_from_the_range(tmp_path):
     "args, needle",
     [
         (["--fleet", "0"], "--fleet"),
+        (["--fleet", str(MAX_FLEET + 1)], f"from 1 to {MAX_FLEET}"),
         (["--fleet", "2", "--flavours", "dell,nope"], "unknown BMC flavour 'nope'"),
         (["--fleet", "2", "--flavours", "dell,"], "empty name"),
         (["--fleet", "3", "--ports", "9000-9001"], "2 ports for 3 BMCs"),
@@ -140,3 +143,26 @@ def test_bad_fleet_options_exit_2_and_start_nothing(args, needle, tmp_path):
     )
     assert r.returncode == 2 and needle in r.stderr, r.stdout + r.stderr
     assert not (tmp_path / "f" / "inventory.yaml").exists()
+
+
+def test_a_fleet_larger_than_the_open_files_limit_is_refused_before_it_starts(tmp_path):
+    """Issue 43 item 6: a fleet of up to MAX_FLEET BMCs is one process (one accepting thread, server.Hub), and each
+    BMC is a listening socket: a fleet the process's open-files limit cannot hold exits 2 naming the limit and
+    the ulimit to set, before any BMC listens (not "cannot listen ... pick a free port" half-way through)."""
+    count = 200
+    limit = count + SPARE_FILES - 1
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "numaforge.lab.bmc", "--state-dir", str(tmp_path / "f"), "--fleet", str(count)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=low_limit,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"may open {limit}" in r.stderr and f"ulimit -n {count + SPARE_FILES}" in r.stderr, r.stderr
+    assert not (tmp_path / "f" / "inventory.yaml").exists() and "BMC at" not in r.stdout

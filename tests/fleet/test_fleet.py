@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from numaforge import fleet as fleet_module
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import FleetOptionError, Interrupted, Rollout, plan_phases, run_fleet
 from numaforge.inventory.model import Host, Location
@@ -602,3 +603,34 @@ def test_gate_runs_once_after_the_canaries_and_can_stop_the_rollout():
         progress=False,
     )
     assert calls == [] and out.not_run == ["a"]  # a failed canary stops before any gate
+
+
+def test_a_look_due_while_every_fork_is_busy_waits_for_a_fork_without_spinning(monkeypatch):
+    """Issue 43 item 5: a waiting host whose look is due while every fork is busy waits for a fork to free up;
+    the runner must not spin on it (it did: a zero timeout on every pass, ~20,000 passes in one 250-host wave,
+    one core of the build server's two taken from the hosts' work). The runner's passes are counted through
+    concurrent.futures.wait, which it calls once per pass (the real function, only counted)."""
+    passes = [0]
+    real_wait = fleet_module.wait
+
+    def counted(*args, **kw):
+        passes[0] += 1
+        return real_wait(*args, **kw)
+
+    monkeypatch.setattr(fleet_module, "wait", counted)
+    busy = threading.Event()
+
+    def fn(name: str):
+        if name == "waits":
+            return _waits_then_result(name)
+        busy.wait(2.0)  # holds the one fork for 2 s while the other host's look is due
+        return HostResult(name, "ok")
+
+    outcome = run_fleet(["waits", "works"], fn, Rollout(forks=1), progress=False)
+    assert [r.status for r in outcome.results] == ["ok", "ok"], outcome.summary()
+    assert passes[0] < 30, passes[0]  # a pass per finished step or per 0.5 s, not thousands
+
+
+def _waits_then_result(name: str):
+    yield 0.01  # look again at once: due while the other host holds the fork
+    return HostResult(name, "ok")

@@ -2,7 +2,8 @@
 
     python -m numaforge.lab.bmc --fleet 30 --flavours dell-16g,hpe-gen11,smc-h13 --state-dir ~/bmc-fleet
 
-N simulators (threads of one process, each its own server socket and BIOS state), the flavours taken in turn,
+N simulators (one process, each its own server socket and BIOS state; one thread accepts for them all,
+numaforge.lab.bmc.server.Hub, so an idle BMC costs no thread), the flavours taken in turn,
 with one CA and one server certificate (STATE_DIR/tls/, every member serves the same certificate: they all listen
 on one address), one password file (STATE_DIR/password, mode 0600, kept across restarts) and one native inventory
 (STATE_DIR/inventory.yaml) that numaforge tasks use as it is (``numaforge bios-plan --all -i STATE_DIR/inventory.yaml``):
@@ -14,6 +15,7 @@ order) or are any free ports.
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import socket
 from dataclasses import dataclass
@@ -24,10 +26,11 @@ import yaml
 from ...paths import atomic_write_text
 from .errors import BMCSimulatorError
 from .flavours import ALL_FLAVOURS, vendor_of
-from .server import BMCSimulator
+from .server import BMCSimulator, Hub
 from .tls import ensure_certificates
 
-MAX_FLEET = 500
+MAX_FLEET = 10_000  # an idle member costs a listening socket and ~65 KiB, no thread (server.Hub)
+SPARE_FILES = 128  # open files a fleet needs beyond one listening socket per member: connections, state files
 TLS_FILES = ("ca.pem", "server.pem", "server.key")
 BIOS_PROFILE = "epyc-gpudirect"
 
@@ -115,6 +118,14 @@ class Fleet:
             )
         if not flavours:
             raise BMCSimulatorError("no flavours for the fleet", "--flavours", "name at least one flavour")
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit != resource.RLIM_INFINITY and limit < count + SPARE_FILES:
+            raise BMCSimulatorError(
+                f"--fleet {count} needs about {count + SPARE_FILES} open files (a listening socket per BMC and "
+                f"their connections); this process may open {limit}",
+                "--fleet",
+                f"raise the limit first (ulimit -n {count + SPARE_FILES}), or start fewer BMCs per process",
+            )
         if ports is not None and len(ports) < count:
             raise BMCSimulatorError(
                 f"--ports {ports.start}-{ports.stop - 1} has {len(ports)} ports for {count} BMCs",
@@ -129,6 +140,7 @@ class Fleet:
         self.username = username
         self.power_delay = power_delay
         self.members: list[Member] = []
+        self.hub: Hub | None = None
         self.inventory = self.state_dir / "inventory.yaml"
         self.ca_file = self.state_dir / "tls" / "ca.pem"
         self.password_file = self.state_dir / "password"
@@ -148,6 +160,7 @@ class Fleet:
         tls_dir = (self.state_dir / "tls").resolve()  # members link to it: an absolute target
         ensure_certificates(tls_dir, self.host)  # one CA and certificate, made once for every member
         candidates = iter(self.ports) if self.ports is not None else None
+        self.hub = Hub()
         try:
             for name, flavour in self.names():
                 member_dir = self.state_dir / "bmcs" / name
@@ -166,7 +179,7 @@ class Fleet:
                     power_delay=self.power_delay,
                     state_dir=member_dir,
                 )
-                sim.start()
+                sim.start(hub=self.hub)
                 self.members.append(Member(name, flavour, sim))
         except BaseException:
             self.stop()
@@ -221,6 +234,9 @@ class Fleet:
         for m in self.members:
             m.sim.stop()
         self.members = []
+        if self.hub is not None:
+            self.hub.close()
+            self.hub = None
 
     def __enter__(self) -> "Fleet":
         return self.start()

@@ -223,6 +223,7 @@ class MockupSimulator(BMCSimulator):
         self.ca_file: Path | None = None
         self._server = None
         self._thread: threading.Thread | None = None
+        self._hub = None  # BMCSimulator.start(hub=...): None, served by its own thread
         self.etags: dict[str, str] = {}  # path key -> the ETag of the document as last served
         self.served: dict[str, dict] = {}  # path key -> the body that ETag belongs to
         self.jobs_added: dict[str, dict] = {}  # job id -> job made here

@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import secrets
+import selectors
 import shutil
 import socket
 import ssl
@@ -306,6 +307,68 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
+class Hub:
+    """One thread that accepts connections for many simulators (issue 43 item 6): each simulator keeps its own
+    listening socket, BIOS state and per-connection threads, but an idle one costs no thread and no wake-ups (a
+    simulator on its own runs ``serve_forever``, which wakes every 0.2 s: 10,000 of them kept two cores busy
+    doing nothing). ``BMCSimulator.start(hub=hub)`` registers a simulator, ``stop()`` takes it off; ``close()``
+    ends the thread. The bench farm and ``--fleet`` serve their BMCs so."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="bmc-sim-hub", daemon=True)
+        self._thread.start()
+
+    def add(self, server: "_Server") -> None:
+        server.socket.setblocking(False)  # accept only what select() reported; never block the other BMCs
+        with self._lock:
+            self._selector.register(server.socket, selectors.EVENT_READ, server)
+        self._wake()
+
+    def remove(self, server: "_Server") -> None:
+        with self._lock:
+            try:
+                self._selector.unregister(server.socket)
+            except (KeyError, ValueError):
+                pass
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, OSError):  # the pipe is full (the hub wakes anyway) or closed
+            pass
+
+    def _run(self) -> None:
+        while not self._closed:
+            events = self._selector.select()
+            for key, _ in events:
+                if key.data is None:
+                    try:
+                        while self._wake_r.recv(4096):
+                            pass
+                    except (BlockingIOError, OSError):
+                        pass
+                    continue
+                with self._lock:  # a server stopped meanwhile is not served
+                    if self._selector.get_map().get(key.fd) is not key:
+                        continue
+                key.data._handle_request_noblock()  # accept; the connection gets its own thread (ThreadingMixIn)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+        self._thread.join(timeout=10)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
 class BMCSimulator:
     """A vendor-flavoured Redfish BMC on host:port. Use as a context manager or start()/stop()."""
 
@@ -385,13 +448,15 @@ class BMCSimulator:
         self.ca_file: Path | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._hub: Hub | None = None
         self.router = Router(case_insensitive=self.flavour.case_insensitive_paths)
         from .resources import register_all
 
         register_all(self)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "BMCSimulator":
+    def start(self, hub: Hub | None = None) -> "BMCSimulator":
+        """Listen and serve: in a thread of its own, or through ``hub`` (one thread for many simulators)."""
         self._stopping.clear()
         handler = type("Handler", (_Handler,), {"sim": self})
         try:
@@ -413,6 +478,10 @@ class BMCSimulator:
         server.log = self.log
         self._server = server
         self.port = server.server_address[1]
+        if hub is not None:
+            self._hub = hub
+            hub.add(server)
+            return self
         self._thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": 0.2},
@@ -425,7 +494,11 @@ class BMCSimulator:
     def stop(self) -> None:
         self._stopping.set()
         if self._server is not None:
-            self._server.shutdown()
+            if self._hub is not None:
+                self._hub.remove(self._server)
+                self._hub = None
+            else:
+                self._server.shutdown()
             self._server.server_close()
             self._server.close_connections()
             if self._thread is not None:

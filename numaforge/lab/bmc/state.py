@@ -43,6 +43,7 @@ class BMCState:
         self.power_delay = float(power_delay)
         self.state_file = state_file
         self.clock = clock
+        self._at: float | None = None  # set while advance() runs a timed transition (_now)
         self.lock = threading.RLock()
         self.power = "On"
         self.events: list[tuple[float, str]] = []  # (due time, "off" | "boot")
@@ -128,7 +129,8 @@ class BMCState:
             now = self.clock()
             changed = False
             while self.events and self.events[0][0] <= now:
-                _, what = self.events.pop(0)
+                due, what = self.events.pop(0)
+                self._at = due  # a transition happens when it was due, not when someone asked (POST's length)
                 changed = True
                 if what == "off":
                     self.power = "Off"
@@ -142,15 +144,20 @@ class BMCState:
                         self._boot()
                 elif what == "os":
                     self._boot()
+            self._at = None
             if changed:
                 self.save()
 
+    def _now(self) -> float:
+        """The time of what happens now: a timed transition's due time while advance() runs it, else the clock."""
+        return self._at if self._at is not None else self.clock()
+
     def _schedule(self, delay: float, what: str) -> None:
-        self.events.append((self.clock() + delay, what))
+        self.events.append((self._now() + delay, what))
         self.events.sort()
 
     def _progress(self, state: str) -> None:
-        self.boot_state, self.boot_state_time = state, self.clock()
+        self.boot_state, self.boot_state_time = state, self._now()
 
     def in_post(self) -> bool:
         return self.power == "On" and self.boot_state != self.booted_state
@@ -169,7 +176,7 @@ class BMCState:
                 job.update(
                     JobState="Completed",
                     PercentComplete=100,
-                    EndTime=iso(self.clock()),
+                    EndTime=iso(self._now()),
                     Message="Job completed successfully.",
                     MessageId="PR19",
                 )
@@ -183,7 +190,7 @@ class BMCState:
         self.pending = {}
         self.apply_time = None
         self.defaults_requested = False
-        self.settings_time = self.clock()
+        self.settings_time = self._now()
         self.settings_messages = [
             {
                 "MessageId": "Base.1.22.Success",
