@@ -134,7 +134,12 @@ ip addr add {GUEST_ADDR} dev $nic && ip link set $nic up && ip route add default
 for n in /sys/class/net/eth*; do ip link set ${{n##*/}} up; done
 {BOOT_INIT}
 /usr/sbin/dropbear -r /etc/dropbear/dropbear_ed25519_host_key -p 22 -s -E 2>>/var/log/dropbear.log
-sleep 1
+# ready when dropbear listens on port 22 (0016, state 0A), or as soon as it is gone; at most 10 s
+i=0
+while [ $i -lt 100 ] && ! grep -q ':0016 00000000:0000 0A' /proc/net/tcp /proc/net/tcp6 2>/dev/null; do
+  pidof dropbear >/dev/null || break
+  sleep 0.1; i=$((i+1))
+done
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if pidof dropbear >/dev/null; then
   echo "{READY_MARK} release=$(uname -r) nodes=$nodes livepatch=$(test -d /sys/kernel/livepatch && echo yes || echo no) persist=$(grep -q ' /persist ' /proc/mounts && echo yes || echo no)"

@@ -1,5 +1,6 @@
 """Lab VM pure parts: qemu command shape, ready line, initramfs archive format and init script."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -88,6 +89,17 @@ def test_init_script_loads_modules_then_starts_dropbear_then_prints_ready():
     i_db = s.index("/usr/sbin/dropbear")
     i_ready = s.index(ir.READY_MARK)
     assert i_mod < i_db < i_ready and "mount -t tracefs" in s
+
+
+def test_init_script_waits_for_dropbears_listening_socket_not_a_fixed_time():
+    """The ready line follows dropbear's LISTEN socket on port 22 (/proc/net/tcp), polled with a bound: no
+    fixed sleep between starting dropbear and the ready line (every boot of the lab_vm tier paid 1 s for it)."""
+    s = ir.init_script([], "5.10.262")
+    between = s[s.index("/usr/sbin/dropbear") : s.index(ir.READY_MARK)]
+    assert ":0016 00000000:0000 0A" in between and "/proc/net/tcp" in between
+    assert "pidof dropbear >/dev/null || break" in between  # a dropbear that died ends the wait at once
+    assert "$i -lt 100" in between  # bounded: 100 polls
+    assert re.findall(r"sleep ([0-9.]+)", between) == ["0.1"]  # of 0.1 s each, and no other sleep
 
 
 def test_parse_ldd():
