@@ -1,10 +1,12 @@
 """numa-audit on the real 4-node lab VM (qemu TCG, one CPU per node) with the issue's four faults made for real,
 and nothing on the clean VM.
 
-Two VMs, each booted once for this module: the default one (no device reports a NUMA node: one info note) for the
-clean audit and three faults, and one with the NUMA-local virtio NIC (numaforge.lab.vm numa_nic: a virtio-net on
-node 1 with three MSI-X IRQs) for the IRQ fault. The second VM's root-bus devices report node -1 while the virtio
-NIC reports node 1, which numa-audit's device-node rule flags on its own; that VM is only asked for the IRQ fault.
+Two VMs: the default one, booted once for this module (no device reports a NUMA node: one info note), for the
+clean audit and three faults, and tests/conftest.py's `nic_lab`, with the NUMA-local virtio NIC (numaforge.lab.vm
+numa_nic: a virtio-net on node 1 with three MSI-X IRQs) and the persistent disk, for the IRQ fault; that VM is
+shared with the host OS test (tests/hostos/test_lab_vm_hostos.py), which runs first and restores what it
+changes. The second VM's root-bus devices report node -1 while the virtio NIC reports node 1, which numa-audit's
+device-node rule flags on its own; that VM is only asked for the IRQ fault.
 
 Planted (nothing faked; every number is the guest kernel's):
 - a process pinned by taskset without membind, its memory on another node: tests/data/audit/lab/toucher.c (built
@@ -39,14 +41,14 @@ WINDOW = 5.0
 
 
 @contextlib.contextmanager
-def _vm(tmp_path_factory, name: str, numa_nic: bool):
+def _vm(tmp_path_factory, name: str):
     """One booted lab VM as an inventory host (the lab kernel, else Debian's), stopped afterwards."""
     state, port = tmp_path_factory.mktemp(name), free_port()
     try:
         try:
-            vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+            vm.up(kernel="lab", state_dir=state, ssh_port=port)
         except NumaforgeError:
-            vm.up(kernel="debian", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+            vm.up(kernel="debian", state_dir=state, ssh_port=port)
         yield Host(
             name=name,
             location=Location("<test>"),
@@ -59,14 +61,14 @@ def _vm(tmp_path_factory, name: str, numa_nic: bool):
 
 @pytest.fixture(scope="module")
 def plain_vm(tmp_path_factory):
-    with _vm(tmp_path_factory, "audit-vm", numa_nic=False) as host:
+    with _vm(tmp_path_factory, "audit-vm") as host:
         yield host
 
 
 @pytest.fixture(scope="module")
-def nic_vm(tmp_path_factory):
-    with _vm(tmp_path_factory, "audit-nic-vm", numa_nic=True) as host:
-        yield host
+def nic_vm(nic_lab):
+    """tests/conftest.py's NIC VM, shared with the host OS test (which runs first and restores what it changes)."""
+    return Host(name="audit-nic-vm", location=Location("<test>"), hardware=HardwareSpec(sockets=4), ssh=nic_lab.ssh)
 
 
 def _by_check(findings: list[dict], check: str, severity: str = "warn") -> list[dict]:
