@@ -20,6 +20,13 @@ from numaforge.remote.ssh import connect
 LP_DATA = ROOT / "tests" / "data" / "livepatch"
 SESSION_GROUP = "lab-session-vm"  # the xdist group of every test on the session VM (tests/conftest.py)
 NIC_GROUP = "lab-nic-vm"  # the xdist group of every test on the NUMA-local NIC VM (tests/conftest.py's nic_lab)
+# The tier's longest group, the probe-direction VM (about half the tier), must start first on the second worker and
+# keep it to itself: --dist loadgroup hands groups out largest first and gives a worker its next group as soon as
+# no more than 2 of its tests are pending, so a 2-test group took a second group at once, queued behind it while
+# the first worker went idle. test_vm_errors.py's 3 tests (no boot: a refused port, a kernel qemu cannot load)
+# ride after it in the same group: 5 tests, the largest but the session's, and the next group is taken only when
+# the probe-direction tests are done.
+LONG_GROUP = "own-vm:probe-direction+vm-errors"
 
 
 def lab_kernel_name() -> str:

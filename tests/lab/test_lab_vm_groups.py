@@ -1,0 +1,75 @@
+"""The lab_vm tier's xdist groups as scripts/test.sh schedules them (-n 2 --dist loadgroup), read from a real
+collection of the tier (pytest --collect-only -m lab_vm in a child, nothing booted): every test on a shared VM is
+in that VM's group, and the longest group (tests/labvm.py's LONG_GROUP) is handed out first to the second worker
+and keeps it to itself (docs/BENCHMARKS.md, "The lab_vm tier")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+from labvm import LONG_GROUP, NIC_GROUP, SESSION_GROUP
+
+from numaforge.paths import ROOT
+
+PLUGIN = """
+import json, os
+def pytest_collection_finish(session):
+    rows = []
+    for it in session.items:
+        m = it.get_closest_marker("xdist_group")
+        rows.append({"id": it.nodeid, "group": m.args[0] if m else None, "fixtures": list(it.fixturenames),
+                     "first": bool(getattr(it.module, "SESSION_FIRST", False))})
+    with open(os.environ["LAB_GROUPS_OUT"], "w") as fh:
+        json.dump(rows, fh)
+"""
+
+
+def collect(tmp_path) -> list[dict]:
+    (tmp_path / "lab_groups_plugin.py").write_text(PLUGIN)
+    out = tmp_path / "groups.json"
+    env = {
+        **os.environ,
+        "LAB_GROUPS_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "lab_groups_plugin", "--collect-only", "-q"]
+        + ["-m", "lab_vm"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_shared_vm_tests_are_in_their_vms_group_and_the_longest_group_goes_first_alone(tmp_path):
+    rows = collect(tmp_path)
+    assert rows and all(r["group"] for r in rows), [r["id"] for r in rows if not r["group"]]
+    for r in rows:  # one boot per shared VM: every test that uses it runs on the same worker
+        if "lab" in r["fixtures"]:
+            assert r["group"] == SESSION_GROUP, r
+        elif "nic_lab" in r["fixtures"]:
+            assert r["group"] == NIC_GROUP, r
+    assert "nic_lab" not in {f for r in rows if r["group"] == SESSION_GROUP for f in r["fixtures"]}
+
+    # loadgroup hands groups out largest first and gives a worker its next group when <= 2 of its tests are
+    # pending: the longest group must be the largest after the session's and hold more than 2 tests
+    sizes = Counter(r["group"] for r in rows)
+    others = [n for g, n in sizes.items() if g not in (SESSION_GROUP, LONG_GROUP)]
+    assert sizes[LONG_GROUP] > 2 and sizes[LONG_GROUP] > max(others), sizes
+    assert sizes[SESSION_GROUP] > sizes[LONG_GROUP], sizes
+    long = [r["id"] for r in rows if r["group"] == LONG_GROUP]
+    n_probe = sum("test_probe_direction_vm.py" in i for i in long)
+    assert n_probe >= 1 and all("test_probe_direction_vm.py" in i for i in long[:n_probe]), long
+
+    session = [r for r in rows if r["group"] == SESSION_GROUP]
+    firsts = [r["first"] for r in session]
+    assert firsts == sorted(firsts, reverse=True) and any(firsts)  # the SESSION_FIRST module leads
+    assert "sig_enforce" in session[-1]["id"]  # the one-way switch runs last on the session VM
