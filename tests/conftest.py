@@ -29,6 +29,10 @@ def _private_redfish_discovery_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NUMAFORGE_REDFISH_CACHE", str(tmp_path_factory.mktemp("redfish-cache")))
 
 
+# the shared VMs booted so far on this worker, by their xdist group (pytest_runtest_setup/teardown below)
+SHARED_VMS: dict[str, Lab | NicLab] = {}
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """One lab VM per test session (boots are slow under TCG), for every test that only needs a 4-node VM: a
@@ -37,14 +41,14 @@ def lab(tmp_path_factory):
     kernel = vm.resolve_kernel(lab_kernel_name())
     for name in test_modules():
         Lab.build(name, kernel)
-    state = tmp_path_factory.mktemp("labvm")
-    port = free_port()
-    info = vm.up(kernel=kernel, state_dir=state, ssh_port=port, persist=True)
-    host = Host("lab-vm", Location("tests/conftest.py"), groups=["lab"], ssh=vm.lab_ssh(state, port))
+    state, port = tmp_path_factory.mktemp("labvm"), free_port()
+    lab = Lab(kernel, Host("lab-vm", Location("tests/conftest.py"), groups=["lab"], ssh=vm.lab_ssh(state, port)), state)
+    lab.boot()
+    SHARED_VMS[SESSION_GROUP] = lab
     try:
-        yield Lab(info, kernel, host, state)
+        yield lab
     finally:
-        vm.down(state)
+        lab.stop()
 
 
 @pytest.fixture(scope="session")
@@ -53,10 +57,35 @@ def nic_lab(tmp_path_factory):
     host OS pipeline across a reboot, numa-audit's IRQ fault): one boot for both, in the xdist group NIC_GROUP."""
     lab = NicLab(tmp_path_factory.mktemp("nic-labvm"), free_port(), own_kernel())
     lab.boot()
+    SHARED_VMS[NIC_GROUP] = lab
     try:
         yield lab
     finally:
-        vm.down(lab.state_dir)
+        lab.stop()
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return mark.args[0] if mark else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A shared VM stopped after its group (below) boots again for a test of its group that comes later: never
+    under scripts/test.sh (a group's tests run one after the other on one worker), a safety net otherwise."""
+    shared = SHARED_VMS.get(_group(item) or "")
+    if shared is not None and shared.stopped:
+        shared.boot()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of a shared VM's group, stop that VM then rather than at the session's end: it would
+    idle meanwhile while the worker runs other groups (an idle TCG guest took ~10 % of a core in the lab_vm tier)."""
+    group = _group(item)
+    shared = SHARED_VMS.get(group or "")
+    if shared is not None and not shared.stopped and (nextitem is None or _group(nextitem) != group):
+        shared.stop()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -64,8 +93,9 @@ def pytest_collection_modifyitems(config, items):
     lab VM (`lab`) stays on one worker, so the session boots one VM, and likewise every test on the NIC VM
     (`nic_lab`); a test module that boots a VM of its own is a group of its own and runs on the other worker
     meanwhile. A module with SESSION_FIRST runs first of the session VM's tests (its test builds the lab kernel's
-    module, which decides the session VM's kernel: tests/labvm.py's lab_kernel_name)."""
-    items.sort(key=lambda item: not getattr(item.module, "SESSION_FIRST", False))
+    module, which decides the session VM's kernel: tests/labvm.py's lab_kernel_name); the tests that change the
+    session VM for good (module.sig_enforce can only be switched on) run last of them. Every group's tests are
+    made adjacent (at the place of its first test), so a run without xdist boots each shared VM once too."""
     for item in items:
         if item.get_closest_marker("lab_vm") and not item.get_closest_marker("xdist_group"):
             if "lab" in item.fixturenames:
@@ -75,6 +105,10 @@ def pytest_collection_modifyitems(config, items):
             else:
                 group = f"own-vm:{item.module.__name__}"
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: (not getattr(item.module, "SESSION_FIRST", False), "sig_enforce" in item.nodeid))
+    place: dict[str, int] = {}  # a group's place: its first test's
+    order = {id(item): place.setdefault(_group(item) or f"item:{i}", i) for i, item in enumerate(items)}
+    items.sort(key=lambda item: order[id(item)])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

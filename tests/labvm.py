@@ -8,7 +8,7 @@ tests/data/livepatch/ are compiled against whichever kernel boots.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from numaforge.errors import NumaforgeError
@@ -43,10 +43,13 @@ def test_modules() -> list[str]:
 
 @dataclass
 class Lab:
-    info: vm.VMInfo
+    """The session lab VM (4 nodes, the persistent disk): booted by tests/conftest.py's `lab`."""
+
     kernel: vm.BootKernel
     host: Host
     state_dir: Path
+    info: vm.VMInfo = field(init=False)  # set by boot()
+    stopped: bool = True
 
     @staticmethod
     def build(name: str, kernel: vm.BootKernel) -> Path:
@@ -60,6 +63,16 @@ class Lab:
 
     def remote(self):
         return connect(self.host.ssh, self.host.name)
+
+    def boot(self) -> vm.VMInfo:
+        assert self.host.ssh is not None
+        self.info = vm.up(kernel=self.kernel, state_dir=self.state_dir, ssh_port=self.host.ssh.port, persist=True)
+        self.stopped = False
+        return self.info
+
+    def stop(self) -> None:
+        vm.down(self.state_dir)
+        self.stopped = True
 
 
 def own_kernel() -> vm.BootKernel:
@@ -77,10 +90,17 @@ class NicLab:
     state_dir: Path
     port: int
     kernel: vm.BootKernel
+    stopped: bool = True
 
     def boot(self) -> vm.VMInfo:
         """Boot it (again, after a guest reboot: the same kernel, port, keys and persistent disk)."""
-        return vm.up(kernel=self.kernel, state_dir=self.state_dir, ssh_port=self.port, persist=True, numa_nic=True)
+        info = vm.up(kernel=self.kernel, state_dir=self.state_dir, ssh_port=self.port, persist=True, numa_nic=True)
+        self.stopped = False
+        return info
+
+    def stop(self) -> None:
+        vm.down(self.state_dir)
+        self.stopped = True
 
     @property
     def ssh(self):

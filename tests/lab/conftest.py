@@ -8,11 +8,6 @@ from pathlib import Path
 from labvm import LP_DATA  # noqa: F401  (for the tests: from .conftest import LP_DATA)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests that change the session VM for good (module.sig_enforce can only be switched on) run last."""
-    items.sort(key=lambda item: "sig_enforce" in item.nodeid)
-
-
 def manifest_for(ko: Path, dest_dir: Path, **fields) -> Path:
     """Copy a test module next to a manifest.json declaring its mode (what build-kpatch writes for its modules)."""
     import hashlib

@@ -69,6 +69,11 @@ def test_shared_vm_tests_are_in_their_vms_group_and_the_longest_group_goes_first
     n_probe = sum("test_probe_direction_vm.py" in i for i in long)
     assert n_probe >= 1 and all("test_probe_direction_vm.py" in i for i in long[:n_probe]), long
 
+    # each group's tests are adjacent in collection order: a run without xdist boots each shared VM once as well,
+    # and tests/conftest.py stops a shared VM after the last test of its group
+    runs = [g for i, g in enumerate(r["group"] for r in rows) if i == 0 or rows[i - 1]["group"] != g]
+    assert len(runs) == len(set(runs)), runs
+
     session = [r for r in rows if r["group"] == SESSION_GROUP]
     firsts = [r["first"] for r in session]
     assert firsts == sorted(firsts, reverse=True) and any(firsts)  # the SESSION_FIRST module leads
