@@ -95,9 +95,12 @@ def test_planted_memory_zone_reclaim_and_hog_faults_are_found(plain_vm, tmp_path
         "for i in 1 2 3; do taskset -c 0 sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & "
         "echo $! >> /tmp/nf-hogs; done; cat /proc/$(cat /tmp/nf-mem)/numa_maps"
     )
+    # the planted processes are gone (waited for, at most 10 s each) before the audit that must find nothing
     clean = (
-        "echo 0 > /proc/sys/vm/zone_reclaim_mode; kill $(cat /tmp/nf-hogs /tmp/nf-mem 2>/dev/null) 2>/dev/null; "
-        "rm -f /tmp/nf-hogs /tmp/nf-mem /tmp/nf-ready /tmp/nf-toucher; sleep 1"
+        "echo 0 > /proc/sys/vm/zone_reclaim_mode; pids=$(cat /tmp/nf-hogs /tmp/nf-mem 2>/dev/null); "
+        "kill $pids 2>/dev/null; for p in $pids; do i=0; "
+        "while kill -0 $p 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done; "
+        "rm -f /tmp/nf-hogs /tmp/nf-mem /tmp/nf-ready /tmp/nf-toucher"
     )
     try:
         with connect(plain_vm.ssh, plain_vm.name) as r:
