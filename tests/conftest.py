@@ -64,6 +64,18 @@ def nic_lab(tmp_path_factory):
         lab.stop()
 
 
+def _loadgroup_suffix(item) -> None:
+    """Boundary workaround for pytest-xdist#1386 (open; fix proposed in pytest-xdist#1388): xdist 3.8 writes the
+    "@group" suffix into ``item._nodeid``, which pytest 9.2's structured node ids (``item._id``) no longer read,
+    so --dist loadgroup silently scheduled every test on its own (seen: the session VM and the probe-direction VM
+    each booted on both workers). Here the suffix goes into the structured id, as the proposed fix does. With a
+    pytest whose ``_nodeid`` still takes, xdist's hook adds a second suffix; the scheduler reads the last one."""
+    group = _group(item)
+    node_id = getattr(item, "_id", None)
+    if group and node_id is not None and hasattr(type(node_id), "parse") and not item.nodeid.endswith("@" + group):
+        item._id = type(node_id).parse(f"{item.nodeid}@{group}")
+
+
 def _group(item) -> str | None:
     mark = item.get_closest_marker("xdist_group")
     return mark.args[0] if mark else None
@@ -88,6 +100,7 @@ def pytest_runtest_teardown(item, nextitem):
         shared.stop()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """scripts/test.sh runs the lab_vm tier on two xdist workers with --dist loadgroup: every test on the session
     lab VM (`lab`) stays on one worker, so the session boots one VM, and likewise every test on the NIC VM
@@ -95,7 +108,11 @@ def pytest_collection_modifyitems(config, items):
     meanwhile. A module with SESSION_FIRST runs first of the session VM's tests (its test builds the lab kernel's
     module, which decides the session VM's kernel: tests/labvm.py's lab_kernel_name); the tests that change the
     session VM for good (module.sig_enforce can only be switched on) run last of them. Every group's tests are
-    made adjacent (at the place of its first test), so a run without xdist boots each shared VM once too."""
+    made adjacent (at the place of its first test), so a run without xdist boots each shared VM once too.
+
+    The xdist_group marks reach --dist loadgroup only as an "@group" suffix of the node ids (xdist writes it in a
+    worker's own hook). tryfirst: otherwise that hook ran before this one and never saw the marks added here.
+    _loadgroup_suffix: on pytest 9.2 xdist's suffix does not take (below), so every test was a group of its own."""
     for item in items:
         if item.get_closest_marker("lab_vm") and not item.get_closest_marker("xdist_group"):
             if "lab" in item.fixturenames:
@@ -105,6 +122,9 @@ def pytest_collection_modifyitems(config, items):
             else:
                 group = f"own-vm:{item.module.__name__}"
             item.add_marker(pytest.mark.xdist_group(group))
+    if config.getoption("loadgroup", default=False):  # an xdist worker of --dist loadgroup (no xdist: no option)
+        for item in items:
+            _loadgroup_suffix(item)
     items.sort(key=lambda item: (not getattr(item.module, "SESSION_FIRST", False), "sig_enforce" in item.nodeid))
     place: dict[str, int] = {}  # a group's place: its first test's
     order = {id(item): place.setdefault(_group(item) or f"item:{i}", i) for i, item in enumerate(items)}

@@ -15,38 +15,61 @@ from labvm import LONG_GROUP, NIC_GROUP, SESSION_GROUP
 
 from numaforge.paths import ROOT
 
+# Loaded into the child pytest (and its xdist workers): records every selected test, after every other
+# collection hook (trylast: xdist's suffix included), then deselects them all, so nothing runs and nothing boots.
 PLUGIN = """
 import json, os
-def pytest_collection_finish(session):
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
     rows = []
-    for it in session.items:
+    for it in items:
+        if not it.get_closest_marker("lab_vm"):
+            continue
         m = it.get_closest_marker("xdist_group")
         rows.append({"id": it.nodeid, "group": m.args[0] if m else None, "fixtures": list(it.fixturenames),
                      "first": bool(getattr(it.module, "SESSION_FIRST", False))})
-    with open(os.environ["LAB_GROUPS_OUT"], "w") as fh:
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["LAB_GROUPS_OUT"], name + ".json"), "w") as fh:
         json.dump(rows, fh)
+    config.hook.pytest_deselected(items=list(items))
+    items[:] = []
 """
 
 
-def collect(tmp_path) -> list[dict]:
+def collect(tmp_path, *xdist: str) -> list[dict]:
+    """The lab_vm tier's tests as a pytest run with these extra arguments sees them (a worker's view with -n)."""
     (tmp_path / "lab_groups_plugin.py").write_text(PLUGIN)
-    out = tmp_path / "groups.json"
+    out = tmp_path / "out"
+    out.mkdir()
     env = {
         **os.environ,
         "LAB_GROUPS_OUT": str(out),
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "lab_groups_plugin", "--collect-only", "-q"]
-        + ["-m", "lab_vm"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "lab_groups_plugin", "-q", "-m", "lab_vm"]
+        + list(xdist),
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return json.loads(out.read_text())
+    assert r.returncode == 5, r.stdout[-2000:] + r.stderr[-2000:]  # 5: every test deselected, none ran
+    views = sorted(out.glob("*.json"))
+    assert views, r.stdout[-2000:]
+    return json.loads(views[0].read_text())
+
+
+def test_an_xdist_worker_schedules_by_the_groups_conftest_gives(tmp_path):
+    """scripts/test.sh's flags: each lab_vm test's node id carries its group as the "@group" suffix that
+    --dist loadgroup splits work units by (tests/conftest.py's grouping runs before xdist's hook writes it)."""
+    rows = collect(tmp_path, "-n", "1", "--dist", "loadgroup")
+    assert rows
+    wrong = [(r["id"], r["group"]) for r in rows if not r["group"] or not r["id"].endswith("@" + r["group"])]
+    assert wrong == [], wrong
 
 
 def test_shared_vm_tests_are_in_their_vms_group_and_the_longest_group_goes_first_alone(tmp_path):
