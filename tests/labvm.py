@@ -83,6 +83,9 @@ def own_kernel() -> vm.BootKernel:
         return vm.resolve_kernel("debian")
 
 
+NIC_PCI = "0000:21:04.0"  # the NUMA-local virtio NIC in the guest (behind qemu's expander bridge on node 1)
+
+
 @dataclass
 class NicLab:
     """The lab VM with its persistent disk and the NUMA-local virtio NIC (vm.up persist, numa_nic)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from labvm import NIC_PCI
 
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import Rollout
@@ -23,7 +24,7 @@ from numaforge.lab import vm
 from numaforge.remote.ssh import connect
 
 pytestmark = pytest.mark.lab_vm
-NIC = "0000:21:04.0"
+NIC = NIC_PCI
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import contextlib
 import subprocess
 
 import pytest
+from labvm import NIC_PCI
 from sshd_fixture import free_port
 
 from numaforge.audit.run import AuditOptions, audit_host
@@ -129,11 +130,14 @@ def test_planted_memory_zone_reclaim_and_hog_faults_are_found(plain_vm, tmp_path
 
 def test_virtio_nic_irqs_forced_onto_one_cpu_are_found(nic_vm):
     with connect(nic_vm.ssh, nic_vm.name) as r:
-        irqs = r.run("grep virtio /proc/interrupts | cut -d: -f1", timeout=30).stdout.split()
+        # the NIC's virtio device (the VM's persistent disk is a virtio device too, with IRQs of its own)
+        dev = r.run(f"basename /sys/bus/pci/devices/{NIC_PCI}/virtio*", timeout=30).stdout.strip()
+        assert dev.startswith("virtio"), dev
+        irqs = r.run(f"grep ' {dev}-' /proc/interrupts | cut -d: -f1", timeout=30).stdout.split()
         assert len(irqs) >= 2, irqs
         r.run("; ".join(f"echo 3 > /proc/irq/{i}/smp_affinity_list" for i in irqs), timeout=30)
     res = audit_host(nic_vm, AuditOptions(window=WINDOW))
-    irq = [f for f in _by_check(res.data["findings"], "irq-placement") if f["what"].startswith("virtio")]
+    irq = [f for f in _by_check(res.data["findings"], "irq-placement") if f["what"].startswith(f"{dev}:")]
     assert irq, res.data["findings"]
     assert f"{len(irqs)} of its {len(irqs)} IRQs are pinned to cpu3 alone" in irq[0]["what"]
     assert f"/proc/irq/{irqs[0]}/smp_affinity_list: 3" in irq[0]["evidence"]
