@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from labvm import LONG_GROUP, NIC_GROUP, SESSION_GROUP
 
 from numaforge.paths import ROOT
@@ -63,17 +64,21 @@ def collect(tmp_path, *xdist: str) -> list[dict]:
     return json.loads(views[0].read_text())
 
 
-def test_an_xdist_worker_schedules_by_the_groups_conftest_gives(tmp_path):
-    """scripts/test.sh's flags: each lab_vm test's node id carries its group as the "@group" suffix that
-    --dist loadgroup splits work units by (tests/conftest.py's grouping runs before xdist's hook writes it)."""
-    rows = collect(tmp_path, "-n", "1", "--dist", "loadgroup")
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> list[dict]:
+    """One collection for both tests (it takes ~20 s): what a loadgroup worker (scripts/test.sh's flags) sees."""
+    return collect(tmp_path_factory.mktemp("groups"), "-n", "1", "--dist", "loadgroup")
+
+
+def test_an_xdist_worker_schedules_by_the_groups_conftest_gives(rows):
+    """Each lab_vm test's node id carries its group as the "@group" suffix that --dist loadgroup splits work
+    units by (tests/conftest.py's grouping runs before xdist's hook, and writes it where pytest 9.2 reads it)."""
     assert rows
     wrong = [(r["id"], r["group"]) for r in rows if not r["group"] or not r["id"].endswith("@" + r["group"])]
     assert wrong == [], wrong
 
 
-def test_shared_vm_tests_are_in_their_vms_group_and_the_longest_group_goes_first_alone(tmp_path):
-    rows = collect(tmp_path)
+def test_shared_vm_tests_are_in_their_vms_group_and_the_longest_group_goes_first_alone(rows):
     assert rows and all(r["group"] for r in rows), [r["id"] for r in rows if not r["group"]]
     for r in rows:  # one boot per shared VM: every test that uses it runs on the same worker
         if "lab" in r["fixtures"]:
