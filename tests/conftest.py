@@ -125,7 +125,9 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("loadgroup", default=False):  # an xdist worker of --dist loadgroup (no xdist: no option)
         for item in items:
             _loadgroup_suffix(item)
-    items.sort(key=lambda item: (not getattr(item.module, "SESSION_FIRST", False), "sig_enforce" in item.nodeid))
+    items.sort(
+        key=lambda it: (not getattr(getattr(it, "module", None), "SESSION_FIRST", False), "sig_enforce" in it.nodeid)
+    )
     place: dict[str, int] = {}  # a group's place: its first test's
     order = {id(item): place.setdefault(_group(item) or f"item:{i}", i) for i, item in enumerate(items)}
     items.sort(key=lambda item: order[id(item)])
