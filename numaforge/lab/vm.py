@@ -4,7 +4,7 @@ Lifecycle: ``up(kernel=..., state_dir=...) -> VMInfo``, ``status(state_dir) -> V
 State lives in ``state_dir`` (default numaforge.paths.lab_state_dir(): per user and project, under
 $XDG_STATE_HOME/numaforge)::
 
-    vm/pid  vm/vm.json  vm/serial.log  vm/qemu.log  vm/initramfs.cpio.gz  vm/dropbear_ed25519_host_key
+    vm/pid  vm/vm.json  vm/serial.log  vm/qemu.log  vm/initramfs.cpio  vm/dropbear_ed25519_host_key
     ssh/id_ed25519  ssh/id_ed25519.pub  ssh/known_hosts
 
 Kernels (``--kernel``): ``lab`` (the kpatch helper's 5.10.262 lab build, numaforge.kernel.kpatch.lab_kernel())
@@ -397,7 +397,7 @@ def _initramfs(vm: Path, k: BootKernel, client_key: Path, host_key: Path, persis
     for rel in [*k.nic_modules, *(k.disk_modules if persist else [])]:
         modules[rel] = (k.modules_root or Path("/")) / "lib/modules" / k.release / rel
     return initramfs.build(
-        vm / "initramfs.cpio.gz",
+        vm / "initramfs.cpio",
         release=k.release,
         host_key=host_key,
         authorized_key=(client_key.with_suffix(".pub")).read_text(),

@@ -1,35 +1,27 @@
 """Facts from the real 4-NUMA-node lab VM (qemu TCG, busybox userland, dropbear): numaforge.lab.vm.
 
-The VM is reused when it already runs (and then left running); otherwise the test boots it and stops it
-again. Its userland has no lspci/numactl/lscpu, so this is also the real "tools missing" case."""
+It only reads, so it runs on the session VM (tests/conftest.py's `lab`, the lab kernel, else Debian's), reached
+through the lab inventory as lab-up writes it. Its userland has no lspci/numactl/lscpu, so this is also the real
+"tools missing" case."""
 
 from __future__ import annotations
 
 import pytest
 
 from numaforge.bios.os_verify import CANNOT, OK, verify
-from numaforge.errors import NumaforgeError
 from numaforge.facts import captures as C
 from numaforge.facts import parse_facts, template_facts
 from numaforge.facts.collect import collect_ssh
 from numaforge.inventory.loader import load_inventory
-from numaforge.lab import services, vm
+from numaforge.lab import services
 
 pytestmark = pytest.mark.lab_vm
 
 
 @pytest.fixture(scope="module")
-def lab_host():
-    try:
-        info = vm.up(kernel="lab")
-    except NumaforgeError:
-        info = vm.up(kernel="debian")  # the kpatch helper's lab kernel is not built on this machine yet
-    try:
-        inv = load_inventory(str(services.write_lab_inventory(ssh_port=info.ssh_port)))  # as lab-up does
-        yield inv.hosts["lab-vm"]
-    finally:
-        if not info.already_running:
-            vm.down()
+def lab_host(lab):
+    inv = services.write_lab_inventory(ssh_port=lab.info.ssh_port, state_dir=lab.state_dir)  # as lab-up does
+    return load_inventory(str(inv)).hosts["lab-vm"]
 
 
 def test_lab_vm_facts_and_verdicts(lab_host):

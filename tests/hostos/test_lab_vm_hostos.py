@@ -4,6 +4,9 @@ The VM boots with its persistent disk and the NUMA-local NIC (numaforge.lab.vm: 
 virtio-net behind qemu's PCI expander bridge on node 1, whose MSI-X IRQs are pinned to node 1's CPU. The
 boundary: the guest has no systemd, so its init stands in for systemd-sysctl and the enabled oneshot unit
 (numaforge.lab.initramfs.BOOT_INIT); everything else -- /proc/sys, /proc/irq, sysfs -- is the real kernel's.
+The VM is tests/conftest.py's `nic_lab`, shared with numa-audit's IRQ test (tests/lab/test_lab_vm_audit.py),
+which runs after this one on the same VM; the rollbacks here restore what the test changed (the
+firmware-workaround taint bit of the numa_node override stays, as taint does).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from sshd_fixture import free_port
+from labvm import NIC_PCI
 
 from numaforge.errors import NumaforgeError
 from numaforge.fleet import Rollout
@@ -21,31 +24,19 @@ from numaforge.lab import vm
 from numaforge.remote.ssh import connect
 
 pytestmark = pytest.mark.lab_vm
-NIC = "0000:21:04.0"
-
-
-def _boot(state, port):
-    try:
-        return vm.up(kernel="lab", state_dir=state, ssh_port=port, persist=True, numa_nic=True)
-    except NumaforgeError:
-        return vm.up(kernel="debian", state_dir=state, ssh_port=port, persist=True, numa_nic=True)
+NIC = NIC_PCI
 
 
 @pytest.fixture
-def lab(tmp_path):
-    state, port = tmp_path / "lab", free_port()
-    _boot(state, port)
+def nic_host(nic_lab):
     host = Host(
         name="lab-vm",
         location=Location("<test>"),
-        ssh=vm.lab_ssh(state, port),
+        ssh=nic_lab.ssh,
         hardware=HardwareSpec(sockets=4, nics=[NIC]),
         vars={"hostos_profile": "lab-vm-host"},
     )
-    try:
-        yield state, port, host
-    finally:
-        vm.down(state)
+    return nic_lab, host
 
 
 def _one(host, action, **kw):
@@ -58,8 +49,9 @@ def _read(host, *paths):
         return [r.read_text(p).strip() for p in paths]
 
 
-def test_apply_survives_reboot_and_rolls_back(lab):
-    state, port, host = lab
+def test_apply_survives_reboot_and_rolls_back(nic_host):
+    nic_lab, host = nic_host
+    state = nic_lab.state_dir
     assert _read(host, f"/sys/bus/pci/devices/{NIC}/numa_node") == ["1"]
     before = _read(host, "/proc/sys/vm/swappiness")
 
@@ -115,7 +107,7 @@ def test_apply_survives_reboot_and_rolls_back(lab):
     while vm.status(state).running and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not vm.status(state).running, "the guest did not go down on reboot -f"
-    _boot(state, port)
+    nic_lab.boot()
     after = _one(host, "verify")
     assert after.status == "ok", after.message  # sysctls, IRQ affinity and files read back after the reboot
     assert all(v == "1" for v in _read(host, *pinned))

@@ -1,8 +1,9 @@
 """The Debian target's module on Debian's own kernel: boot linux-image-5.10.0-46-amd64 (5.10.262-1) in the 4-node
 lab VM and run `invoke validate --target debian-5.10.0-46-amd64` (preflight, load, transition, verify with the
 series' LOADED test, unload). Needs the module built by tests/kpatch/test_debian_build.py (kpatch tier, warm
-cache only); skipped with that reason otherwise. Reuses the session VM when it runs the Debian kernel, else
-boots its own."""
+cache only); skipped with that reason otherwise. Reuses the session VM when it runs the Debian kernel (then it is
+in the session VM's xdist group), else boots its own and never starts the session VM: asking for `lab` only to
+read its kernel name booted a second session VM on whichever worker ran this test."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import json
 import subprocess
 
 import pytest
+from labvm import SESSION_GROUP, lab_kernel_name
 from sshd_fixture import free_port
 
 from numaforge.lab import vm
 from numaforge.paths import ROOT, kpatch_build_dir
 
-pytestmark = pytest.mark.lab_vm
+ON_SESSION_VM = lab_kernel_name() == "debian"
+pytestmark = [pytest.mark.lab_vm] + ([pytest.mark.xdist_group(SESSION_GROUP)] if ON_SESSION_VM else [])
 
 DEB = "debian-5.10.0-46-amd64"
 MANIFEST = kpatch_build_dir() / DEB / "manifest.json"
@@ -28,10 +31,11 @@ def debian_vm(request, tmp_path_factory):
             f"no Debian live patch built ({MANIFEST} missing): the kpatch tier builds it only with a warm "
             "prepared Debian tree (tests/kpatch/test_debian_build.py)"
         )
-    lab = request.getfixturevalue("lab")
-    if lab.kernel.name == "debian":
-        yield lab.host.ssh
-        return
+    if ON_SESSION_VM:
+        lab = request.getfixturevalue("lab")
+        if lab.kernel.name == "debian":  # not when the lab module was built meanwhile (test_e2e_validate.py)
+            yield lab.host.ssh
+            return
     state = tmp_path_factory.mktemp("debianvm")
     vm.up(kernel="debian", state_dir=state, ssh_port=free_port())
     try:

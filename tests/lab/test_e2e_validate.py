@@ -3,8 +3,9 @@
 arms run and are traced, not the effect's size, which is bench/numa_effect.py's job) and unloads.
 
 Cold this builds the lab kernel and module (~25+ min, content-hash cached; the kpatch tier normally did it
-already); the lab kernel build takes a lock, so it never runs twice at once. It runs before test_lab_vm.py
-(file order), so the session VM boots the lab kernel once the module exists (conftest.lab_kernel_name)."""
+already); the lab kernel build takes a lock, so it never runs twice at once. It runs first of the session VM's
+tests (SESSION_FIRST: tests/conftest.py sorts it first), so the session VM boots the lab kernel once the module
+exists (tests/labvm.py's lab_kernel_name)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
+from labvm import SESSION_GROUP
 
 from numaforge.paths import ROOT
 
-pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group("lab-session-vm")]  # asks for `lab` in the test
+pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group(SESSION_GROUP)]  # asks for `lab` in the test
+SESSION_FIRST = True
 
 SERIES = "sched-numa-prefer-local-fallback"
 

@@ -1,10 +1,12 @@
 """numa-audit on the real 4-node lab VM (qemu TCG, one CPU per node) with the issue's four faults made for real,
 and nothing on the clean VM.
 
-Two VMs, each booted once for this module: the default one (no device reports a NUMA node: one info note) for the
-clean audit and three faults, and one with the NUMA-local virtio NIC (numaforge.lab.vm numa_nic: a virtio-net on
-node 1 with three MSI-X IRQs) for the IRQ fault. The second VM's root-bus devices report node -1 while the virtio
-NIC reports node 1, which numa-audit's device-node rule flags on its own; that VM is only asked for the IRQ fault.
+Two VMs: the default one, booted once for this module (no device reports a NUMA node: one info note), for the
+clean audit and three faults, and tests/conftest.py's `nic_lab`, with the NUMA-local virtio NIC (numaforge.lab.vm
+numa_nic: a virtio-net on node 1 with three MSI-X IRQs) and the persistent disk, for the IRQ fault; that VM is
+shared with the host OS test (tests/hostos/test_lab_vm_hostos.py), which runs first and restores what it
+changes. The second VM's root-bus devices report node -1 while the virtio NIC reports node 1, which numa-audit's
+device-node rule flags on its own; that VM is only asked for the IRQ fault.
 
 Planted (nothing faked; every number is the guest kernel's):
 - a process pinned by taskset without membind, its memory on another node: tests/data/audit/lab/toucher.c (built
@@ -24,6 +26,7 @@ import contextlib
 import subprocess
 
 import pytest
+from labvm import NIC_PCI
 from sshd_fixture import free_port
 
 from numaforge.audit.run import AuditOptions, audit_host
@@ -39,14 +42,14 @@ WINDOW = 5.0
 
 
 @contextlib.contextmanager
-def _vm(tmp_path_factory, name: str, numa_nic: bool):
+def _vm(tmp_path_factory, name: str):
     """One booted lab VM as an inventory host (the lab kernel, else Debian's), stopped afterwards."""
     state, port = tmp_path_factory.mktemp(name), free_port()
     try:
         try:
-            vm.up(kernel="lab", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+            vm.up(kernel="lab", state_dir=state, ssh_port=port)
         except NumaforgeError:
-            vm.up(kernel="debian", state_dir=state, ssh_port=port, numa_nic=numa_nic)
+            vm.up(kernel="debian", state_dir=state, ssh_port=port)
         yield Host(
             name=name,
             location=Location("<test>"),
@@ -59,14 +62,14 @@ def _vm(tmp_path_factory, name: str, numa_nic: bool):
 
 @pytest.fixture(scope="module")
 def plain_vm(tmp_path_factory):
-    with _vm(tmp_path_factory, "audit-vm", numa_nic=False) as host:
+    with _vm(tmp_path_factory, "audit-vm") as host:
         yield host
 
 
 @pytest.fixture(scope="module")
-def nic_vm(tmp_path_factory):
-    with _vm(tmp_path_factory, "audit-nic-vm", numa_nic=True) as host:
-        yield host
+def nic_vm(nic_lab):
+    """tests/conftest.py's NIC VM, shared with the host OS test (which runs first and restores what it changes)."""
+    return Host(name="audit-nic-vm", location=Location("<test>"), hardware=HardwareSpec(sockets=4), ssh=nic_lab.ssh)
 
 
 def _by_check(findings: list[dict], check: str, severity: str = "warn") -> list[dict]:
@@ -93,9 +96,12 @@ def test_planted_memory_zone_reclaim_and_hog_faults_are_found(plain_vm, tmp_path
         "for i in 1 2 3; do taskset -c 0 sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & "
         "echo $! >> /tmp/nf-hogs; done; cat /proc/$(cat /tmp/nf-mem)/numa_maps"
     )
+    # the planted processes are gone (waited for, at most 10 s each) before the audit that must find nothing
     clean = (
-        "echo 0 > /proc/sys/vm/zone_reclaim_mode; kill $(cat /tmp/nf-hogs /tmp/nf-mem 2>/dev/null) 2>/dev/null; "
-        "rm -f /tmp/nf-hogs /tmp/nf-mem /tmp/nf-ready /tmp/nf-toucher; sleep 1"
+        "echo 0 > /proc/sys/vm/zone_reclaim_mode; pids=$(cat /tmp/nf-hogs /tmp/nf-mem 2>/dev/null); "
+        "kill $pids 2>/dev/null; for p in $pids; do i=0; "
+        "while kill -0 $p 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done; "
+        "rm -f /tmp/nf-hogs /tmp/nf-mem /tmp/nf-ready /tmp/nf-toucher"
     )
     try:
         with connect(plain_vm.ssh, plain_vm.name) as r:
@@ -124,11 +130,14 @@ def test_planted_memory_zone_reclaim_and_hog_faults_are_found(plain_vm, tmp_path
 
 def test_virtio_nic_irqs_forced_onto_one_cpu_are_found(nic_vm):
     with connect(nic_vm.ssh, nic_vm.name) as r:
-        irqs = r.run("grep virtio /proc/interrupts | cut -d: -f1", timeout=30).stdout.split()
+        # the NIC's virtio device (the VM's persistent disk is a virtio device too, with IRQs of its own)
+        dev = r.run(f"basename /sys/bus/pci/devices/{NIC_PCI}/virtio*", timeout=30).stdout.strip()
+        assert dev.startswith("virtio"), dev
+        irqs = r.run(f"grep ' {dev}-' /proc/interrupts | cut -d: -f1", timeout=30).stdout.split()
         assert len(irqs) >= 2, irqs
         r.run("; ".join(f"echo 3 > /proc/irq/{i}/smp_affinity_list" for i in irqs), timeout=30)
     res = audit_host(nic_vm, AuditOptions(window=WINDOW))
-    irq = [f for f in _by_check(res.data["findings"], "irq-placement") if f["what"].startswith("virtio")]
+    irq = [f for f in _by_check(res.data["findings"], "irq-placement") if f["what"].startswith(f"{dev}:")]
     assert irq, res.data["findings"]
     assert f"{len(irqs)} of its {len(irqs)} IRQs are pinned to cpu3 alone" in irq[0]["what"]
     assert f"/proc/irq/{irqs[0]}/smp_affinity_list: 3" in irq[0]["evidence"]

@@ -55,6 +55,7 @@ the load balancer took 0001's probe off S, its pages following, in 2 of 5 runs).
 from __future__ import annotations
 
 import pytest
+from labvm import LONG_GROUP
 from sshd_fixture import free_port
 
 from numaforge import livepatch
@@ -65,7 +66,7 @@ from numaforge.measure import arms as marms
 from numaforge.measure import configs, scenario
 from numaforge.remote.ssh import connect
 
-pytestmark = pytest.mark.lab_vm
+pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group(LONG_GROUP)]  # tests/labvm.py says why
 
 BLOCKS = 3
 SECONDS = 20

@@ -6,11 +6,12 @@ from __future__ import annotations
 import socket
 
 import pytest
+from labvm import LONG_GROUP
 from sshd_fixture import free_port
 
 from numaforge.lab import vm
 
-pytestmark = pytest.mark.lab_vm
+pytestmark = [pytest.mark.lab_vm, pytest.mark.xdist_group(LONG_GROUP)]  # tests/labvm.py says why
 
 
 def test_busy_port_is_refused_before_qemu_starts(tmp_path):

@@ -1,5 +1,6 @@
 """Lab VM pure parts: qemu command shape, ready line, initramfs archive format and init script."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -90,6 +91,17 @@ def test_init_script_loads_modules_then_starts_dropbear_then_prints_ready():
     assert i_mod < i_db < i_ready and "mount -t tracefs" in s
 
 
+def test_init_script_waits_for_dropbears_listening_socket_not_a_fixed_time():
+    """The ready line follows dropbear's LISTEN socket on port 22 (/proc/net/tcp), polled with a bound: no
+    fixed sleep between starting dropbear and the ready line (every boot of the lab_vm tier paid 1 s for it)."""
+    s = ir.init_script([], "5.10.262")
+    between = s[s.index("/usr/sbin/dropbear") : s.index(ir.READY_MARK)]
+    assert ":0016 00000000:0000 0A" in between and "/proc/net/tcp" in between
+    assert "pidof dropbear >/dev/null || break" in between  # a dropbear that died ends the wait at once
+    assert "$i -lt 100" in between  # bounded: 100 polls
+    assert re.findall(r"sleep ([0-9.]+)", between) == ["0.1"]  # of 0.1 s each, and no other sleep
+
+
 def test_parse_ldd():
     out = (
         "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f)\n"
@@ -153,3 +165,22 @@ def test_boot_units_start_enabled_units_with_the_kernel_release(tmp_path):
     ).stdout
     assert "init: started numaforge-livepatch.service" in out and "skipped" not in out
     assert (tmp_path / "ran").read_text().strip() == rel and not (tmp_path / "bad").exists()
+
+
+def test_initramfs_is_written_uncompressed_and_lists_with_real_cpio(tmp_path):
+    """build() writes the newc archive as is: gzip cost ~2 s of host CPU on every boot (and the guest's
+    unpacking under TCG) to save a 14 MB file that qemu reads from the page cache. GNU cpio reads it back."""
+    key = tmp_path / "host_key"
+    key.write_bytes(b"not a real key\n")
+    out = ir.build(
+        tmp_path / "initramfs.cpio",
+        release="5.10.262",
+        host_key=key,
+        authorized_key="ssh-ed25519 AAAA x",
+        workload=None,
+        modules={},
+    )
+    data = out.read_bytes()
+    assert data[:6] == b"070701", data[:6]  # newc magic, not gzip's 1f 8b
+    listed = subprocess.run(["cpio", "-it", "--quiet"], input=data, capture_output=True, check=True).stdout.split()
+    assert b"init" in listed and b"bin/busybox" in listed and b"etc/dropbear/dropbear_ed25519_host_key" in listed
