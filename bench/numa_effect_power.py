@@ -7,9 +7,9 @@ reports do (numaforge.measure.runner.report: the base is `off`, else the first a
 endpoint; the TOST margins of scenario.MARGINS / MULTI_MARGINS through metrics.margin). Nothing is re-run and no
 study file is written. For every endpoint with a margin it prints:
 
-- ``p exact``: the two-sided sign-flip p-value by full enumeration of all 2**n sign patterns (paired.sign_flip_p
-  enumerates only up to 14 blocks and above that reports a seeded Monte Carlo p, whose floor at 20,000 patterns is
-  1/20,001 = 5e-05);
+- ``p exact``: the two-sided sign-flip p-value over all 2**n sign patterns; the reports' p (paired.sign_flip_p)
+  is the same up to paired.EXACT_MAX blocks (before issue 42 it counted only up to 14 blocks and above that
+  printed a seeded Monte Carlo p, whose floor at 20,000 patterns is 1/20,001 = 5e-05);
 - ``Holm``: the exact p-values Holm-adjusted over the case's registered secondaries (paired.holm), as the reports
   adjust the Monte Carlo ones;
 - ``non-inferior``: one-sided non-inferiority at 5 % within the same margin: the harmful-side bound of the
@@ -30,7 +30,6 @@ re-decision of any verdict.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 from pathlib import Path
@@ -45,17 +44,10 @@ Z95, Z90, Z80 = Z.inv_cdf(0.95), Z.inv_cdf(0.90), Z.inv_cdf(0.80)
 
 
 def exact_sign_flip_p(d: list[float]) -> float:
-    """paired.sign_flip_p's statistic and tolerance, enumerated over all 2**n sign patterns (meet in the middle:
-    the sums of the two halves' patterns, so n = 20 costs 2**20 additions, not 2**20 * 20)."""
+    """paired.sign_flip_p's statistic and tolerance, every one of the 2**n sign patterns counted (paired's own
+    counting, whatever the number of blocks)."""
     obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
-    half = len(d) // 2
-
-    def sums(xs: list[float]) -> list[float]:
-        return [sum(s * x for s, x in zip(signs, xs)) for signs in itertools.product((1, -1), repeat=len(xs))]
-
-    left, right = sums(d[:half]), sums(d[half:])
-    hits = sum(1 for a in left for b in right if abs(a + b) >= obs)
-    return hits / 2 ** len(d)
+    return paired._exact_hits(d, obs) / 2 ** len(d)
 
 
 def power_at(n: int, sd: float, margin: float) -> float:
