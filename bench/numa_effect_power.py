@@ -1,15 +1,21 @@
 """Exact p-values and the power the probe studies had (issue 42 item 6), from the stored study files.
 
     .venv/bin/python bench/numa_effect_power.py [docs/numa-effect/study/*.json] [--md OUT.md]
+    .venv/bin/python bench/numa_effect_power.py --pilot PILOT.json... [--md OUT.md]
+
+``--pilot`` (protocol amendment 8, issue 42): from pilot studies of any number of blocks (>= 2), per case, patched
+arm and one-sided non-inferiority endpoint (NI_MARGINS: locality -5 points, load-balancer returns +0.25 /min, time
+to 90 % +10 s, pages migrated +25 % of off's mean) the SD of the paired differences and the blocks for 80 % power at
+a true difference of 0, ((z_0.95 + z_0.80) * sd / margin)**2; per case max(20, the largest), at most 100.
 
 Reads each study with numaforge.measure.study.read and pairs every arm with the study's base arm exactly as the
 reports do (numaforge.measure.runner.report: the base is `off`, else the first arm; paired.differences per
 endpoint; the TOST margins of scenario.MARGINS / MULTI_MARGINS through metrics.margin). Nothing is re-run and no
 study file is written. For every endpoint with a margin it prints:
 
-- ``p exact``: the two-sided sign-flip p-value by full enumeration of all 2**n sign patterns (paired.sign_flip_p
-  enumerates only up to 14 blocks and above that reports a seeded Monte Carlo p, whose floor at 20,000 patterns is
-  1/20,001 = 5e-05);
+- ``p exact``: the two-sided sign-flip p-value over all 2**n sign patterns; the reports' p (paired.sign_flip_p)
+  is the same up to paired.EXACT_MAX blocks (before issue 42 it counted only up to 14 blocks and above that
+  printed a seeded Monte Carlo p, whose floor at 20,000 patterns is 1/20,001 = 5e-05);
 - ``Holm``: the exact p-values Holm-adjusted over the case's registered secondaries (paired.holm), as the reports
   adjust the Monte Carlo ones;
 - ``non-inferior``: one-sided non-inferiority at 5 % within the same margin: the harmful-side bound of the
@@ -30,7 +36,6 @@ re-decision of any verdict.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 from pathlib import Path
@@ -45,17 +50,10 @@ Z95, Z90, Z80 = Z.inv_cdf(0.95), Z.inv_cdf(0.90), Z.inv_cdf(0.80)
 
 
 def exact_sign_flip_p(d: list[float]) -> float:
-    """paired.sign_flip_p's statistic and tolerance, enumerated over all 2**n sign patterns (meet in the middle:
-    the sums of the two halves' patterns, so n = 20 costs 2**20 additions, not 2**20 * 20)."""
+    """paired.sign_flip_p's statistic and tolerance, every one of the 2**n sign patterns counted (paired's own
+    counting, whatever the number of blocks)."""
     obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
-    half = len(d) // 2
-
-    def sums(xs: list[float]) -> list[float]:
-        return [sum(s * x for s, x in zip(signs, xs)) for signs in itertools.product((1, -1), repeat=len(xs))]
-
-    left, right = sums(d[:half]), sums(d[half:])
-    hits = sum(1 for a in left for b in right if abs(a + b) >= obs)
-    return hits / 2 ** len(d)
+    return paired._exact_hits(d, obs) / 2 ** len(d)
 
 
 def power_at(n: int, sd: float, margin: float) -> float:
@@ -72,6 +70,80 @@ def blocks_needed(sd: float, margin: float, mean: float = 0.0) -> float:
     if abs(mean) >= margin:
         return math.inf
     return (Z95 + Z80) ** 2 * sd**2 / (margin - abs(mean)) ** 2
+
+
+# protocol amendment 8 (issue 42): its one-sided non-inferiority endpoints and margins, and its block-count rule
+NI_MARGINS: dict[str, tuple[str, float]] = {
+    "local_share_30s": ("abs", 5.0),
+    "lb_returns_per_min": ("abs", 0.25),
+    "time_to_90": ("abs", 10.0),
+    "pages_migrated_per_min": ("rel", 0.25),
+}
+MIN_CASE_BLOCKS, MAX_CASE_BLOCKS = 20, 100
+
+
+def ni_blocks(sd: float, margin: float) -> int:
+    """Blocks for 80 % power of a one-sided 5 % non-inferiority test at a true difference of 0 (normal
+    approximation): ((z_0.95 + z_0.80) * sd / margin) ** 2, rounded up."""
+    return math.ceil(((Z95 + Z80) * sd / margin) ** 2)
+
+
+def pilot_rows(path: Path) -> list[dict]:
+    """Amendment 8's block count from a pilot study (any number of blocks >= 2): per case, patched arm and
+    non-inferiority endpoint the SD of the paired differences arm - off and ni_blocks(); per case the count is
+    max(MIN_CASE_BLOCKS, the largest of those), capped at MAX_CASE_BLOCKS."""
+    settings, _chunks, blocks = study.read(path)
+    out = []
+    for case, bl in blocks.items():
+        runs = [r for b in bl for r in b]
+        arms = list(dict.fromkeys(settings.get("arms") or [r.label for r in runs]))
+        base = "off" if "off" in arms else arms[0]
+        for arm in [a for a in arms if a != base]:
+            for key in NI_MARGINS:
+                vals = {a: {r.round: getattr(r, key) for r in runs if r.label == a} for a in (base, arm)}
+                d = paired.differences(vals[base], vals[arm])
+                m = metrics.margin(key, vals[base].values(), NI_MARGINS)
+                if len(d) < 2 or not m:
+                    continue
+                sd = stdev(d)
+                out.append(
+                    {
+                        "study": path.name,
+                        "case": case,
+                        "arm": arm,
+                        "key": key,
+                        "n": len(d),
+                        "mean": fmean(d),
+                        "sd": sd,
+                        "margin": m,
+                        "blocks": ni_blocks(sd, m),
+                    }
+                )
+    return out
+
+
+def case_blocks(prows: list[dict]) -> dict[tuple[str, str], int]:
+    """{(study, case): amendment 8's block count} from pilot_rows()."""
+    need: dict[tuple[str, str], int] = {}
+    for r in prows:
+        k = (r["study"], r["case"])
+        need[k] = max(need.get(k, MIN_CASE_BLOCKS), r["blocks"])
+    return {k: min(v, MAX_CASE_BLOCKS) for k, v in need.items()}
+
+
+def pilot_markdown(prows: list[dict]) -> str:
+    lines = [
+        "| study | case | arm - off | endpoint | pilot blocks | mean | sd | margin (one-sided) | blocks for 80 % |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in prows:
+        lines.append(
+            f"| {r['study']} | {r['case']} | {r['arm']} | {r['key']} | {r['n']} | {r['mean']:+.3g} | {r['sd']:.3g} "
+            f"| {r['margin']:.3g} | {r['blocks']:,} |"
+        )
+    lines += ["", "| study | case | blocks (amendment 8: max(20, largest above), at most 100) |", "|---|---|---|"]
+    lines += [f"| {s} | {c} | {n} |" for (s, c), n in case_blocks(prows).items()]
+    return "\n".join(lines) + "\n"
 
 
 def rows(path: Path) -> list[dict]:
@@ -164,7 +236,20 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("studies", nargs="*", type=Path)
     ap.add_argument("--md", type=Path, help="write the table here (default: print it)")
+    ap.add_argument(
+        "--pilot", action="store_true", help="pilot studies: amendment 8's block count per case from the paired SDs"
+    )
     args = ap.parse_args(argv)
+    if args.pilot:
+        if not args.studies:
+            ap.error("--pilot: give the pilot study files")
+        text = pilot_markdown([r for p in args.studies for r in pilot_rows(p)])
+        if args.md:
+            args.md.write_text(text)
+            print(f"wrote {args.md}")
+        else:
+            print(text, end="")
+        return 0
     paths = args.studies or sorted((Path(__file__).resolve().parent.parent / "docs/numa-effect/study").glob("*.json"))
     all_rows = [r for p in paths for r in rows(p)]
     text = markdown(all_rows)

@@ -4,6 +4,7 @@ study files. Pure: reads docs/numa-effect/study/*.json, writes nothing there."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def _load():
 power = _load()
 
 
-@pytest.mark.parametrize("n", range(paired.MIN_BLOCKS, paired.EXACT_MAX + 1))
+@pytest.mark.parametrize("n", range(paired.MIN_BLOCKS, 21))
 def test_exact_p_is_the_reports_p_where_the_report_enumerates(n):
     rng = random.Random(n)
     for _ in range(5):
@@ -38,7 +39,7 @@ def test_exact_p_is_the_reports_p_where_the_report_enumerates(n):
 def test_exact_p_of_twenty_blocks_all_one_way_is_two_in_two_to_the_twenty_not_the_monte_carlo_floor():
     d = [1.0 + k / 10 for k in range(20)]
     assert power.exact_sign_flip_p(d) == 2 / 2**20
-    assert paired.sign_flip_p(d) == 1 / (paired.N_PERM + 1)  # what the reports print: the floor
+    assert paired.sign_flip_p(d) == 2 / 2**20  # what the reports print (issue 42: no longer the floor, 5e-05)
 
 
 def test_power_and_blocks_needed_move_the_right_way():
@@ -66,3 +67,23 @@ def test_the_committed_table_is_what_the_script_prints(study_rows):
     """docs/numa-effect/power.md is regenerated, not edited: the numbers the docs quote come from here."""
     _before, rows = study_rows
     assert (ROOT / "docs" / "numa-effect" / "power.md").read_text() == power.markdown(rows)
+
+
+PILOT = ROOT / "docs" / "numa-effect" / "pilot" / "probe-backplane4-p3-s0-pilot.json"
+
+
+def test_pilot_block_counts_follow_amendment_8s_formula_for_every_arm_and_endpoint():
+    """--pilot: per arm and non-inferiority endpoint ((z.95 + z.80) * sd / margin)**2 from the paired SDs, and per
+    case max(20, the largest), at most 100; the stored P = 3, S = 0 pilot file is read, not written."""
+    before = PILOT.read_bytes()
+    prows = power.pilot_rows(PILOT)
+    assert PILOT.read_bytes() == before
+    assert {(r["arm"], r["key"]) for r in prows} == {
+        (a, k) for a in ("winner", "alt-closer-or-gain") for k in power.NI_MARGINS
+    }
+    for r in prows:
+        assert r["n"] == 5 and r["blocks"] == math.ceil(((power.Z95 + power.Z80) * r["sd"] / r["margin"]) ** 2)
+    returns = next(r for r in prows if r["arm"] == "alt-closer-or-gain" and r["key"] == "lb_returns_per_min")
+    assert returns["margin"] == 0.25 and returns["sd"] == pytest.approx(0.446, abs=0.001) and returns["blocks"] == 20
+    assert power.case_blocks(prows) == {(PILOT.name, "source spare"): power.MAX_CASE_BLOCKS}  # 641 for 0001's locality
+    assert power.case_blocks([{**returns, "blocks": 3}]) == {(PILOT.name, "source spare"): power.MIN_CASE_BLOCKS}

@@ -24,7 +24,7 @@ from ..kernel.series import load_series, resolve_dir
 LAB_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 # the full-kernel knob control (protocol amendment 7): the scheduler feature the series' 0002 adds, and its two
 # arms, each a write to /sys/kernel/debug/sched_features on a kernel with the whole series built in; the base
-# (upstream's search) first
+# (upstream's search, with 0000's distance fix since issue 42: the feature gates 0001 only) first
 FEATURE = "NUMA_PREFER_LOCAL"
 KNOB_ARMS = {"knob-off": f"NO_{FEATURE}", "knob-on": FEATURE}
 
@@ -117,7 +117,8 @@ def build_arms(
 
 def knob_designs(series: str = kbackport.DEFAULT_SERIES) -> dict[str, dict]:
     """What the knob control's arms are (a study records it like ``designs``): the whole series built in, the
-    feature off (upstream's search of the other nodes) or on (the shipped design)."""
+    feature off (upstream's search of the other nodes; since issue 42 with 0000's distance fix, which the feature
+    does not gate) or on (the shipped design)."""
     every = [p.name for p in load_series(resolve_dir(series)).patches]
     return {
         arm: {

@@ -6,8 +6,9 @@ where both arms produced a value; never two pooled samples (the blocks remove sl
 
 - ``interval(d)``: percentile bootstrap interval of the mean difference (seeded ``random``, resampling blocks).
 - ``sign_flip_p(d)``: two-sided permutation p-value of the mean difference under the null "the arms are
-  exchangeable within a block" (each d_i's sign flipped at random): exact enumeration up to 2**14 blocks'
-  sign patterns, else a seeded Monte Carlo of ``N_PERM`` patterns.
+  exchangeable within a block" (each d_i's sign flipped at random): exact, all 2**n sign patterns counted, up to
+  ``EXACT_MAX`` blocks (issue 42: 20 blocks all one way is 2 / 2**20, not the Monte Carlo floor 1 / 20,001), else
+  a seeded Monte Carlo of ``N_PERM`` patterns.
 - ``holm(p)``: Holm's step-down adjustment of a family of p-values (the secondary endpoints of one arm).
 - ``tost(d, margin)``: equivalence within +-margin: both one-sided tests at ``alpha``, i.e. the (1 - 2 alpha)
   bootstrap interval inside (-margin, +margin). The only way a report may say "no regression".
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass
 from statistics import fmean
 
@@ -30,7 +32,7 @@ ALPHA = 0.05
 MIN_BLOCKS = 6  # smallest n with 2 / 2**n < ALPHA (see the module docstring)
 N_BOOT = 4000
 N_PERM = 20000
-EXACT_MAX = 14  # enumerate all 2**n sign patterns up to this many blocks
+EXACT_MAX = 36  # count all 2**n sign patterns up to this many blocks (two halves of <= 2**18 sums)
 SEED = 13
 
 BETTER, WORSE, HIGHER, LOWER = "better", "worse", "higher", "lower"
@@ -70,13 +72,25 @@ def sign_flip_p(d: list[float], n_perm: int = N_PERM, seed: int = SEED) -> float
         raise ValueError("no paired differences")
     obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
     if len(d) <= EXACT_MAX:
-        hits = sum(
-            1 for signs in itertools.product((1, -1), repeat=len(d)) if abs(sum(s * x for s, x in zip(signs, d))) >= obs
-        )
-        return hits / 2 ** len(d)
+        return _exact_hits(d, obs) / 2 ** len(d)
     rng = random.Random(seed)
     hits = sum(1 for _ in range(n_perm) if abs(sum(x if rng.random() < 0.5 else -x for x in d)) >= obs)
     return (hits + 1) / (n_perm + 1)
+
+
+def _exact_hits(d: list[float], obs: float) -> int:
+    """How many of the 2**n sign patterns give |sum| >= obs, meeting in the middle: every signed sum of the first
+    half against the sorted signed sums of the second (2**(n/2) bisections, not 2**n sums of n terms)."""
+    if obs <= 0:  # every pattern: |sum| >= a bound at or below 0 (the two tails below would overlap)
+        return 2 ** len(d)
+    half = len(d) // 2
+
+    def sums(xs: list[float]) -> list[float]:
+        return [sum(s * x for s, x in zip(signs, xs)) for signs in itertools.product((1, -1), repeat=len(xs))]
+
+    right = sorted(sums(d[half:]))
+    n = len(right)
+    return sum(n - bisect_left(right, obs - a) + bisect_right(right, -obs - a) for a in sums(d[:half]))
 
 
 def holm(p: dict[str, float]) -> dict[str, float]:

@@ -105,10 +105,21 @@ def test_kernel_version_from_makefile():
 def test_real_series_parses_and_targets_task_numa_migrate():
     s = load_series(REAL, base_version="5.10.262")
     assert [p.name for p in s.patches] == [
+        "0000-sched-numa-weigh-each-node-with-its-own-distance.patch",
         "0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch",
         "0002-sched-numa-prefer-local-sched-feat.patch",
     ]
-    p, feat = s.patches
+    fix, p, feat = s.patches
+    # 0000 (issue 42): the third-node loop takes each node's own distance, recorded before the node can be skipped
+    assert fix.kpatch is True and fix.files == ["kernel/sched/fair.c"]
+    assert all("task_numa_migrate" in h.header for h in fix.hunks)
+    changed = [ln for h in fix.hunks for ln in h.lines if ln[:1] in ("+", "-")]
+    assert [ln[0] + ln[1:].strip() for ln in changed] == [
+        "-dist = node_distance(env.src_nid, env.dst_nid);",
+        "+dist = node_distance(env.src_nid, nid);",
+        "+env.dist = dist;",
+        "-env.dist = dist;",
+    ]
     assert p.kpatch is True and p.files == ["kernel/sched/fair.c"]
     assert p.subject.startswith("sched/numa: Skip zero-gain third-node moves")
     assert all("task_numa_migrate" in h.header for h in p.hunks)
@@ -143,6 +154,11 @@ def test_real_series_parses_and_targets_task_numa_migrate():
 FIXES_0001 = (
     'Fixes: ff7db0bf24db ("sched/numa: Prefer using an idle CPU as a migration target instead of comparing tasks")'
 )
+# the commit from which the stale third-node distance changes a node's score (issue 42): score_nearby_nodes() and
+# the distance-dependent task_weight(), in whose tree `dist = node_distance(env.src_nid, env.dst_nid)` already
+# precedes `env.dst_nid = nid` (series README "Upstream form")
+FIXES_0000 = 'Fixes: 6c6b1193e71f ("sched/numa: Calculate node scores in complex NUMA topologies")'
+FIXES = {"0000": [FIXES_0000], "0001": [FIXES_0001]}
 MAX_CHANGELOG = 30
 
 
@@ -171,12 +187,17 @@ def test_real_patch_messages_are_in_upstream_form(base):
         assert msg.splitlines()[-1].startswith("Signed-off-by: ")
         assert "\nCc: Peter Zijlstra <peterz@infradead.org>\n" in msg and "\nCc: Mel Gorman <mgorman@suse.de>\n" in msg
         assert "invoke " not in msg and "numaforge" not in msg  # repeatable without this tool
-        assert "p < 0.001" not in msg and "5e-05" not in msg and "How tested:" not in msg
+        assert "p < 0.001" not in msg and "5e-05" not in msg
+        if p.name.startswith("0000"):  # the bug fix: how it was tested, no study claim
+            assert "How tested: git am on v" in msg and "scripts/checkpatch.pl --strict" in msg
+            assert "sign-flip" not in msg
+            continue
+        assert "How tested:" not in msg
         assert "exact sign-flip p = 1.9e-06" in " ".join(
             msg.split()
         )  # 2 / 2**20: every one of the 20 blocks in the same direction
         fixes = [ln for ln in msg.splitlines() if ln.startswith("Fixes: ")]
-        assert fixes == ([FIXES_0001] if p.name.startswith("0001") else []), p.name
+        assert fixes == FIXES.get(p.name[:4], []), p.name
     msg = message(d / "0001-sched-numa-skip-zero-gain-third-node-moves-outside-a-group.patch")
     assert "task_numa_assign(env, NULL, 0)" in msg
     flat = " ".join(msg.split())
@@ -203,7 +224,8 @@ def test_mainline_copy_counts_nodes_with_cpus_and_drops_the_cpuless_preferred_ca
         s.touched_objects() == ["kernel/sched/fair.o"]
         and s.compile_config == REAL / "mainline" / "../compile-check.config"
     )
-    added = [ln[1:] for h in s.patches[0].hunks for ln in h.lines if ln.startswith("+")]
+    assert [p.name[:4] for p in s.patches] == ["0000", "0001", "0002"]
+    added = [ln[1:] for h in s.patches[1].hunks for ln in h.lines if ln.startswith("+")]
     for keep in (
         "need_gain = !ng && num_node_state(N_CPU) > 2 &&",
         "node_state(env.src_nid, N_MEMORY)",

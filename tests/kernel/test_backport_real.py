@@ -43,7 +43,8 @@ def test_series_applied_on_real_tree(done):
         git(res.tree, "symbolic-ref", "HEAD").strip() == f"refs/heads/backport/sched-numa-prefer-local-fallback/{base}"
     )
     assert git(res.tree, "rev-parse", "HEAD").strip() == res.result_commit
-    assert git(res.tree, "rev-parse", f"{res.result_commit}~2").strip() == res.base_commit
+    # 0000 (distance fix), 0001 (the rule), 0002 (the sched_feat): one commit each
+    assert git(res.tree, "rev-parse", f"{res.result_commit}~3").strip() == res.base_commit
     assert git(res.tree, "diff", "--name-only", res.base_commit, f"{res.result_commit}~1").split() == [
         "kernel/sched/fair.c"
     ]
@@ -57,6 +58,9 @@ def test_series_applied_on_real_tree(done):
         "env.dst_stats.node_type == node_has_spare &&" in fair
         and "node_distance(nid, p->numa_preferred_nid)" not in fair
     )
+    # 0000: the third-node loop weighs each node with its own distance
+    assert "\t\t\tdist = node_distance(env.src_nid, nid);\n" in fair
+    assert "\t\t\tdist = node_distance(env.src_nid, env.dst_nid);\n" not in fair  # the loop's; not the one before it
     assert "SCHED_FEAT(NUMA_PREFER_LOCAL, true)" in (res.tree / "kernel/sched/features.h").read_text()
     assert git(res.tree, "status", "--porcelain", "--untracked-files=no") == ""
 
@@ -74,10 +78,12 @@ def tmp_index(res) -> Path:
 
 def test_combined_patch_and_manifest_for_kpatch(done):
     deb_version, base, res = done
-    # kpatch-build gets 0001 only (0002 adds a sched_feat: kpatch: false), as a diff against the base commit
+    # kpatch-build gets 0000 + 0001 only (0002 adds a sched_feat: kpatch: false), as a diff against the base commit
+    # (0000's diff, then 0001's, in series order: what backport.combined_diff concatenates)
     combined = res.combined_patch.read_text()
-    assert combined == git(
-        res.tree, "diff", "--no-color", "--no-ext-diff", "--full-index", res.base_commit, f"{res.result_commit}~1"
+    assert combined == "".join(
+        git(res.tree, "show", "--no-color", "--no-ext-diff", "--full-index", "--format=", c)
+        for c in (f"{res.result_commit}~2", f"{res.result_commit}~1")
     )
     assert "sched_feat" not in combined and "SCHED_FEAT" not in combined
     check = subprocess.run(
@@ -90,7 +96,7 @@ def test_combined_patch_and_manifest_for_kpatch(done):
     m = json.loads((res.combined_patch.parent / "manifest.json").read_text())
     assert m["base_version"] == base and m["source_spec"] == f"debian:linux-source-5.10={deb_version}"
     assert m["result_commit"] == res.result_commit and m["tree"] == str(res.tree)
-    assert [(p["kpatch"], p["variant"]) for p in m["patches"]] == [(True, False), (False, False)]
+    assert [(p["kpatch"], p["variant"]) for p in m["patches"]] == [(True, False), (True, False), (False, False)]
     assert kb.latest("sched-numa-prefer-local-fallback", base).result_commit == res.result_commit
 
 

@@ -1,5 +1,5 @@
 """The series' 0002 on a full kernel (protocol amendment 7's setup): the lab kernel with the whole series built in
-(0001 + 0002, numaforge.measure.arms.full_kernel: the lab kernel's tree, config and flags) boots in the lab VM,
+(0000 + 0001 + 0002, numaforge.measure.arms.full_kernel: the lab kernel's tree, config and flags) boots in the lab VM,
 lists the NUMA_PREFER_LOCAL scheduler feature on by default, and the knob control's switch (FeatureSwitcher) turns
 it off and on with a read-back and puts it back as it found it; one short block of the knob control runs end to
 end on it with no live patch loaded.

@@ -231,7 +231,7 @@ def test_knob_arms_name_the_feature_0002_adds():
     assert f"+SCHED_FEAT({marms.FEATURE}, true)" in text
     assert marms.KNOB_ARMS == {"knob-off": f"NO_{marms.FEATURE}", "knob-on": marms.FEATURE}
     d = marms.knob_designs()
-    assert list(d) == ["knob-off", "knob-on"] and all(len(v["patches"]) == 2 for v in d.values())
+    assert list(d) == ["knob-off", "knob-on"] and all(len(v["patches"]) == 3 for v in d.values())
 
 
 def test_the_knob_control_runs_only_the_main_case_probe():

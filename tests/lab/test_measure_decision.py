@@ -3,8 +3,12 @@ finding, the order (a failed rule 1 judges nothing), and rule 5's choice by data
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from numaforge.measure import arms, decision, scenario
 from numaforge.measure.scenario import ProbeMetrics
+
+REAL = Path(__file__).resolve().parents[2] / "patches" / "sched-numa-prefer-local-fallback"
 
 BLOCKS = 8
 JITTER = [0.0, 0.3, -0.2, 0.1, -0.1, 0.2, -0.3, 0.05]  # per block, added to every endpoint: paired, not flat
@@ -108,9 +112,12 @@ def test_equal_code_sizes_leave_rule_5_without_a_choice():
 
 def test_code_size_counts_code_lines_not_comments():
     sizes = arms.code_lines()
-    assert set(sizes) == {"winner", "alt-closer-or-gain", "alt-drop-zero-gain", "alt-root-cause"}
+    assert set(sizes) == {f"alt-{d.name}" for d in (REAL / "alternatives").iterdir()} | {"winner"}
     # the shipped 0001 (group-exempt since amendment 6): bool need_gain; the 4-line need_gain expression whose
     # first line holds the group exemption (`!ng && ...`); the 4-line if/continue
-    assert sizes["winner"] == 9
+    assert sizes["alt-group-exempt"] == 9
+    # 0000 (issue 42): the distance line changed (- and +), env.dist moved (+ and -)
+    assert sizes["alt-distfix"] == 4
+    assert sizes["winner"] == sizes["alt-distfix"] + sizes["alt-group-exempt"]
     # drop-zero-gain, 0001 until then: its group exemption a line of its own (`!(ng && ng->active_nodes > 1)`)
     assert sizes["alt-drop-zero-gain"] == 10

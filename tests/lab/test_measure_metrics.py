@@ -241,8 +241,11 @@ def test_arms_include_the_root_cause_alternative_and_take_functions_from_the_bui
         "off",
         "winner",
         "alt-closer-or-gain",
+        "alt-distfix",
         "alt-drop-zero-gain",
+        "alt-group-exempt",
         "alt-root-cause",
+        "alt-root-cause-complete",
         "null",
     ]
     man = {

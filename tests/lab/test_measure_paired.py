@@ -1,6 +1,9 @@
 """numaforge.measure.paired: paired block differences, bootstrap and sign-flip intervals, Holm, TOST, and no
 verdict below the minimum number of blocks. Pure: every expected number below is worked out by hand."""
 
+import itertools
+import random
+
 import pytest
 
 from numaforge.measure import paired
@@ -33,12 +36,27 @@ def test_sign_flip_p_exact_small_case():
     assert paired.sign_flip_p([0.0] * 7) == 1.0
 
 
-def test_sign_flip_p_monte_carlo_beyond_exact_range_is_seeded():
-    d = [1.0 + (i % 3) for i in range(20)]
-    p = paired.sign_flip_p(d)
-    assert p == paired.sign_flip_p(d) and 0 < p < 0.001
+def test_sign_flip_p_is_exact_at_twenty_blocks_not_the_monte_carlo_floor():
+    """Issue 42 item 6: 20 blocks all one way is p = 2 / 2**20 (1.9e-06), not 1 / 20,001 (5e-05)."""
+    assert paired.sign_flip_p([1.0 + (i % 3) for i in range(20)]) == 2 / 2**20
     noisy = [(-1.0) ** i * (i % 5) for i in range(20)]
     assert paired.sign_flip_p(noisy) > 0.5
+
+
+@pytest.mark.parametrize("n", [7, 12, 15, 16])
+def test_sign_flip_p_counts_every_sign_pattern(n):
+    """The split enumeration counts exactly what the plain enumeration of all 2**n patterns counts."""
+    rng = random.Random(n)
+    d = [rng.choice([-3.0, -1.0, 0.0, 0.5, 2.0, 4.0]) for _ in range(n)]
+    obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
+    plain = sum(1 for s in itertools.product((1, -1), repeat=n) if abs(sum(a * x for a, x in zip(s, d))) >= obs)
+    assert paired.sign_flip_p(d) == plain / 2**n
+
+
+def test_sign_flip_p_monte_carlo_beyond_exact_range_is_seeded():
+    d = [1.0 + (i % 3) for i in range(paired.EXACT_MAX + 1)]
+    p = paired.sign_flip_p(d)
+    assert p == paired.sign_flip_p(d) and p == 1 / (paired.N_PERM + 1)
 
 
 def test_interval_is_deterministic_contains_the_mean_and_needs_min_blocks():

@@ -95,7 +95,7 @@ def test_the_result_names_each_arm_by_the_patch_the_study_recorded_not_by_the_tr
     assert bench("--study", str(tmp_path / "old.json"), "--md", str(md)).returncode == 0
     text = md.read_text()
     assert "does not record its designs: code sizes are of the arms in the tree now" in text
-    assert "(rule 5's code size): winner 9\n" in text  # the tree's 0001 (group-exempt since amendment 6)
+    assert "(rule 5's code size): winner 13\n" in text  # the tree's 0000 (4) + 0001 (group-exempt, 9)
 
 
 def write_multi_study(path: Path, blocks: int, crowded: bool) -> None:

@@ -47,8 +47,10 @@ not-closer third-node moves than upstream. Issue 42 predicts that today's 0001 f
 distance gives the node next to the memory no credit, 0001 then drops the move upstream makes. One block per
 class keeps it short (6 runs, about 4 min beside the first test's 5-6 min on the same xdist worker); its
 false-failure rate is not known from data yet (docs/numa-effect-study.md, "Pilot of issue 42's prediction").
-Its first run, on today's 0001 (recorded there), failed in the (2, 0) class as predicted; it is a non-strict
-expected failure until a design that passes it ships (one run per class can pass on 0001 by chance: in the pilot
+Its first run, on today's 0001 (recorded there), failed in the (2, 0) class as predicted. Since 0000 joined the
+series the winner is 0000 + 0001: in the class pilots of issue 42 it passed (2, 0) and (0, 2) and left the probe
+on S in (0, 1) in both runs, ending farther from its pages than upstream. It stays a non-strict expected failure
+until a design that passes every class ships (one run per class can pass on 0001 by chance: in the pilot
 the load balancer took 0001's probe off S, its pages following, in 2 of 5 runs).
 """
 
@@ -131,8 +133,9 @@ def test_winner_makes_fewer_not_closer_moves_and_changes_nothing_with_the_source
 
 
 @pytest.mark.xfail(
-    reason="issue 42: today's 0001 drops the closer move in the (2, 0) class (docs/numa-effect-study.md, 'Pilot of "
-    "issue 42's prediction'); remove this mark with the design that fixes it",
+    reason="issue 42: 0001 without 0000 dropped the closer move in the (2, 0) class (docs/numa-effect-study.md, "
+    "'Pilot of issue 42's prediction'); with 0000 the series leaves the probe on a full S next to its memory, 0 % "
+    "local, in the (0, 1) class ('Class pilots of issue 42'); remove this mark with a design that passes every class",
     strict=False,
 )
 def test_in_every_configuration_class_the_winner_ends_no_farther_and_adds_no_not_closer_move(probe_vm, winner_module):
