@@ -1,14 +1,16 @@
 """The lab kernel: our own 5.10 build that kpatch-build diffs against AND that the lab VM boots.
 
-One build serves both (docs/kpatch.md, "Why one build"): the tree is configured from x86_64_defconfig plus
-kpatch/lab/config.fragment, patched with kpatch/lab/patches/*.patch (a linker-script change so a tree built with
--ffunction-sections/-fdata-sections boots), and built ONCE with kpatch-build's own make variables and KCFLAGS.
-kpatch-build then reuses the tree (-s) and its "Building original source" step finds nothing to do.
+One build serves both (docs/kpatch.md, "Why one build"): the tree is configured from tinyconfig (x86_64) plus
+kpatch/lab/config.fragment, in which every option has a one-line reason (annotated_fragment; the options "needed
+by kpatch-build" or "needed by tests" are checked in the built config by `doctor --strict`), patched with
+kpatch/lab/patches/*.patch (a linker-script change so a tree built with -ffunction-sections/-fdata-sections
+boots), and built ONCE with kpatch-build's own make variables and KCFLAGS. kpatch-build then reuses the tree (-s)
+and its "Building original source" step finds nothing to do.
 
-The tree lives in cache_dir()/kpatch/lab/<key>/ where key = hash(source hash, config fragment, lab patches,
-compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json and does no work. The boot artifacts
-(bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later kpatch-build in the tree cannot
-change what the VM boots.
+The tree lives in cache_dir()/kpatch/lab/<key>/ where key = hash(source hash, base config, the fragment's option
+lines (not its comments), lab patches, compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json
+and does no work. The boot artifacts (bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later
+kpatch-build in the tree cannot change what the VM boots.
 
 The series kernel (series_kernel: the lab kernel with a backport's whole series built in) is an incremental
 build of it: a copy of the built tree with the series applied, cached in cache_dir()/kpatch/series/<key>.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +52,9 @@ def fragment_path() -> Path:
     return lab_dir() / "config.fragment"
 
 
-DEFCONFIG = "x86_64_defconfig"
+# The base the fragment is merged onto: tinyconfig (allnoconfig + kernel/configs/tiny.config), for x86_64 (on an
+# x86 host allnoconfig would answer the 64BIT prompt "no"). Everything the lab needs is in the fragment.
+BASE_CONFIG = ("ARCH=x86_64", "tinyconfig")
 LAB_COMPILER = "gcc-10"  # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 STATE = "state.json"
@@ -93,8 +98,6 @@ class SourceRef:
 
 def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
     """{'CONFIG_X': 'y' | 'n' | '"str"' | '123'} from a Kconfig fragment ('# CONFIG_X is not set' -> 'n')."""
-    import re
-
     out: dict[str, str] = {}
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -111,6 +114,67 @@ def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
             )
         out[m.group(1)] = m.group(2)
     return out
+
+
+# The reason line each option line of the fragment is directly preceded by ("# <who>: <why>"). The options of the
+# first two kinds are what kpatch-build and the tests rely on: `doctor --strict` and tests/kpatch/test_lab_config.py
+# check them in the built kernel's config (relied_on), so that list is the fragment's, never a second hand list.
+REASONS = ("needed by kpatch-build", "needed by tests", "needed by the lab VM", "same as the fleet")
+RELIED_ON = ("needed by kpatch-build", "needed by tests")
+_OPTION_RE = re.compile(r"(CONFIG_\w+)=(.*)|# (CONFIG_\w+) is not set")
+_REASON_RE = re.compile(r"# (" + "|".join(map(re.escape, REASONS)) + r"): (\S.*)")
+
+
+@dataclass(frozen=True)
+class FragmentOption:
+    name: str
+    value: str  # as parse_fragment gives it ('n' for "is not set")
+    who: str  # one of REASONS
+    why: str
+    where: str  # file:line of the option
+
+
+def annotated_fragment(text: str, where: str = "config.fragment") -> list[FragmentOption]:
+    """The fragment's options with their reasons; a LabKernelError at file:line for an option line without a
+    reason line directly above it (or a malformed line: parse_fragment's rules)."""
+    values = parse_fragment(text, where)
+    out: list[FragmentOption] = []
+    prev = ""
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        m = _OPTION_RE.fullmatch(s)
+        if m:
+            name = m.group(1) or m.group(3)
+            r = _REASON_RE.fullmatch(prev)
+            if not r:
+                raise LabKernelError(
+                    f"{name} has no reason line above it",
+                    f"{where}:{no}",
+                    f"put '# <who>: <why>' on the line above, <who> one of: {', '.join(REASONS)}",
+                )
+            out.append(FragmentOption(name, values[name], r.group(1), r.group(2), f"{where}:{no}"))
+        prev = s
+    return out
+
+
+def relied_on(options: list[FragmentOption]) -> dict[str, str]:
+    """{option: value} of the options kpatch-build and the tests rely on (RELIED_ON reasons)."""
+    return {o.name: o.value for o in options if o.who in RELIED_ON}
+
+
+def built_config_problems(config: Path) -> list[str]:
+    """The relied-on options of the fragment that the built kernel's config does not have as the fragment says."""
+    wanted = relied_on(annotated_fragment(fragment_path().read_text(), str(fragment_path())))
+    return config_mismatches(wanted, parse_fragment(config.read_text(), str(config)))
+
+
+def fragment_options(fragment: bytes) -> bytes:
+    """The fragment's option lines, in order, without its comments: what the lab kernel's key names, so that a
+    reworded reason does not rebuild the kernel (and the shared cache keeps one kernel per option set)."""
+    lines = (ln.strip() for ln in fragment.decode().splitlines())
+    return "\n".join(
+        ln for ln in lines if ln.startswith("CONFIG_") or re.fullmatch(r"# CONFIG_\w+ is not set", ln)
+    ).encode()
 
 
 def config_mismatches(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
@@ -136,8 +200,8 @@ def lab_key(
     for part in (
         b"numaforge-lab-v1",
         source_hash.encode(),
-        DEFCONFIG.encode(),
-        fragment,
+        " ".join(BASE_CONFIG).encode(),
+        fragment_options(fragment),
         compiler.encode(),
         tc_version.encode(),
         " ".join(kcflags.split()).encode(),
@@ -413,8 +477,8 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
             logf,
             f"lab patch {name}",
         )
-    log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
-    _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
+    log(f"lab kernel: configuring ({' '.join(BASE_CONFIG)} + {fragment_path()})")
+    _run(["make", *mvars, *BASE_CONFIG], tree, env, logf, f"make {' '.join(BASE_CONFIG)}")
     _run(
         ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
         tree,
@@ -424,7 +488,8 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
     )
     _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
     final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
-    bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
+    wanted = {o.name: o.value for o in annotated_fragment(fragment_path().read_text(), str(fragment_path()))}
+    bad = config_mismatches(wanted, final)
     if bad:
         raise LabKernelError(
             f"Kconfig did not keep: {', '.join(bad)}",
