@@ -452,7 +452,7 @@ def _cache_checks() -> list[CheckResult]:
 def lab_config_check(config: Path) -> CheckResult:
     """The options kpatch-build and the tests rely on (the fragment's "needed by kpatch-build"/"needed by tests"
     lines) are set in the built lab kernel's config."""
-    name, frag = "cache:lab-kernel-config", labk.fragment_path()
+    name, frag = "cache:lab-kernel-config", labk.annotated_path()
     try:
         wanted = labk.relied_on(labk.annotated_fragment(frag.read_text(), str(frag)))
         bad = labk.built_config_problems(config)

@@ -1,8 +1,9 @@
 """The lab kernel: our own 5.10 build that kpatch-build diffs against AND that the lab VM boots.
 
 One build serves both (docs/kpatch.md, "Why one build"): the tree is configured from tinyconfig (x86_64) plus
-kpatch/lab/config.fragment, in which every option has a one-line reason (annotated_fragment; the options "needed
-by kpatch-build" or "needed by tests" are checked in the built config by `doctor --strict`), patched with
+kpatch/lab/tiny.fragment, in which every option has a one-line reason (annotated_fragment; the options "needed
+by kpatch-build" or "needed by tests" are checked in the built config by `doctor --strict`); LAB_CONFIGS also
+keeps the former recipe, x86_64_defconfig + kpatch/lab/config.fragment ($NUMAFORGE_LAB_CONFIG picks); patched with
 kpatch/lab/patches/*.patch (a linker-script change so a tree built with -ffunction-sections/-fdata-sections
 boots), and built ONCE with kpatch-build's own make variables and KCFLAGS. kpatch-build then reuses the tree (-s)
 and its "Building original source" step finds nothing to do.
@@ -48,13 +49,48 @@ def lab_dir() -> Path:
     return paths.data_dir("kpatch", "lab")
 
 
-def fragment_path() -> Path:
-    return lab_dir() / "config.fragment"
+@dataclass(frozen=True)
+class LabConfig:
+    """A recipe for the lab kernel's .config: `make <base>`, then the fragment merged onto it."""
+
+    name: str
+    base: tuple[str, ...]  # make arguments of the base config
+    fragment: str  # file in lab_dir()
+    annotated: bool  # every option carries its reason line (annotated_fragment); the key names the options only
 
 
-# The base the fragment is merged onto: tinyconfig (allnoconfig + kernel/configs/tiny.config), for x86_64 (on an
-# x86 host allnoconfig would answer the 64BIT prompt "no"). Everything the lab needs is in the fragment.
-BASE_CONFIG = ("ARCH=x86_64", "tinyconfig")
+LAB_CONFIGS = {
+    # x86_64_defconfig plus a fragment that switches off what the VM never has: 1043 built-in options
+    "defconfig": LabConfig("defconfig", ("x86_64_defconfig",), "config.fragment", annotated=False),
+    # issue 43: tinyconfig (allnoconfig + kernel/configs/tiny.config), for x86_64 (on an x86 host allnoconfig
+    # would answer the 64BIT prompt "no"), plus what the lab needs, each option with its reason: 767
+    "tiny": LabConfig("tiny", ("ARCH=x86_64", "tinyconfig"), "tiny.fragment", annotated=True),
+}
+DEFAULT_LAB_CONFIG = "tiny"
+LAB_CONFIG_ENV = "NUMAFORGE_LAB_CONFIG"
+
+
+def lab_config(name: str | None = None) -> LabConfig:
+    """The lab config by name, else $NUMAFORGE_LAB_CONFIG, else the default."""
+    name = name or os.environ.get(LAB_CONFIG_ENV) or DEFAULT_LAB_CONFIG
+    if name not in LAB_CONFIGS:
+        raise LabConfigError(
+            f"unknown lab kernel config {name!r}",
+            LAB_CONFIG_ENV,
+            f"set {LAB_CONFIG_ENV} to one of: {', '.join(LAB_CONFIGS)} (or unset it: {DEFAULT_LAB_CONFIG})",
+        )
+    return LAB_CONFIGS[name]
+
+
+def fragment_path(name: str | None = None) -> Path:
+    return lab_dir() / lab_config(name).fragment
+
+
+def annotated_path() -> Path:
+    """The fragment whose reason lines say what kpatch-build and the tests rely on (doctor --strict's list)."""
+    return lab_dir() / LAB_CONFIGS["tiny"].fragment
+
+
 LAB_COMPILER = "gcc-10"  # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 STATE = "state.json"
@@ -63,6 +99,12 @@ JOBS = int(os.environ.get("NUMAFORGE_KERNEL_JOBS", "2"))
 
 class LabKernelError(KpatchError):
     """The lab kernel cannot be configured or built."""
+
+
+class LabConfigError(LabKernelError):
+    """$NUMAFORGE_LAB_CONFIG names no lab config (a bad option value)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -164,7 +206,7 @@ def relied_on(options: list[FragmentOption]) -> dict[str, str]:
 
 def built_config_problems(config: Path) -> list[str]:
     """The relied-on options of the fragment that the built kernel's config does not have as the fragment says."""
-    wanted = relied_on(annotated_fragment(fragment_path().read_text(), str(fragment_path())))
+    wanted = relied_on(annotated_fragment(annotated_path().read_text(), str(annotated_path())))
     return config_mismatches(wanted, parse_fragment(config.read_text(), str(config)))
 
 
@@ -195,13 +237,16 @@ def lab_key(
     tc_version: str,
     kcflags: str,
     make_vars: list[str],
+    config: LabConfig,
 ) -> str:
+    """The lab kernel's content key. An annotated config's key names its base and the fragment's option lines (a
+    reworded reason keeps the kernel); the defconfig recipe hashes the fragment's bytes, as it always did."""
     h = hashlib.sha256()
     for part in (
         b"numaforge-lab-v1",
         source_hash.encode(),
-        " ".join(BASE_CONFIG).encode(),
-        fragment_options(fragment),
+        " ".join(config.base).encode(),
+        fragment_options(fragment) if config.annotated else fragment,
         compiler.encode(),
         tc_version.encode(),
         " ".join(kcflags.split()).encode(),
@@ -370,6 +415,7 @@ def _build_incremental(key, root: Path, lab: LabKernel, lab_ref: SourceRef, seri
                 inputs["flags"],
                 inputs["mvars"],
                 log,
+                inputs["config"],
             )
         files = series_files(lab_ref.repo, lab_ref.base_commit, series_ref.base_commit)
         diff = _git(
@@ -422,7 +468,9 @@ def _inputs(source_spec, log, tc, source) -> dict:
         source = _source(source_spec or DEFAULT_SOURCE, log)
     flags = tcm.kcflags(tc)
     mvars = tcm.make_vars(tc)
-    key = lab_key(source.source_hash, fragment_path().read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
+    config = lab_config()
+    frag = lab_dir() / config.fragment
+    key = lab_key(source.source_hash, frag.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars, config)
     root = cache_dir() / "kpatch" / "lab" / key
     return {
         "key": key,
@@ -433,6 +481,7 @@ def _inputs(source_spec, log, tc, source) -> dict:
         "compiler": compiler,
         "flags": flags,
         "mvars": mvars,
+        "config": config,
     }
 
 
@@ -456,8 +505,8 @@ def _cached(key: str, root: Path) -> LabKernel | None:
     return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
-def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) -> None:
-    """The base commit exported, the lab patches applied, defconfig + the fragment merged and checked."""
+def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log, config: LabConfig) -> None:
+    """The base commit exported, the lab patches applied, the base config + the fragment merged and checked."""
     if tree.exists():
         shutil.rmtree(tree)
     tree.mkdir()
@@ -477,10 +526,14 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
             logf,
             f"lab patch {name}",
         )
-    log(f"lab kernel: configuring ({' '.join(BASE_CONFIG)} + {fragment_path()})")
-    _run(["make", *mvars, *BASE_CONFIG], tree, env, logf, f"make {' '.join(BASE_CONFIG)}")
+    frag = lab_dir() / config.fragment
+    text = frag.read_text()
+    # an annotated fragment is refused before any make when an option has no reason line
+    wanted = {o.name: o.value for o in annotated_fragment(text, str(frag))} if config.annotated else {}
+    log(f"lab kernel: configuring ({' '.join(config.base)} + {frag})")
+    _run(["make", *mvars, *config.base], tree, env, logf, f"make {' '.join(config.base)}")
     _run(
-        ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
+        ["scripts/kconfig/merge_config.sh", "-m", ".config", str(frag)],
         tree,
         env,
         logf,
@@ -488,18 +541,17 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
     )
     _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
     final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
-    wanted = {o.name: o.value for o in annotated_fragment(fragment_path().read_text(), str(fragment_path()))}
-    bad = config_mismatches(wanted, final)
+    bad = config_mismatches(wanted or parse_fragment(text, str(frag)), final)
     if bad:
         raise LabKernelError(
             f"Kconfig did not keep: {', '.join(bad)}",
-            str(fragment_path()),
+            str(frag),
             "add the missing dependencies to the fragment or drop the option",
         )
     (tree / ".numaforge-prepared").write_text(key + "\n")
 
 
-def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
+def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log, config: LabConfig) -> LabKernel:
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     tree = root / "linux"
@@ -508,7 +560,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
     logpath = root / "build.log"
     with open(logpath, "a") as logf:
         if not (tree / ".numaforge-prepared").exists():
-            _prepare(key, tree, source, env, mvars, logf, log)
+            _prepare(key, tree, source, env, mvars, logf, log, config)
         log(
             f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{JOBS}); "
             f"log: {logpath} (about 20 min on 2 cores, once)"

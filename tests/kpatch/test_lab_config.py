@@ -13,7 +13,8 @@ from numaforge import doctor
 from numaforge.kernel import kpatch_steps as kp
 from numaforge.kernel import labkernel
 
-FRAG = labkernel.fragment_path()
+FRAG = labkernel.annotated_path()
+TINY = labkernel.LAB_CONFIGS["tiny"]
 
 
 def options():
@@ -25,7 +26,7 @@ def test_every_option_of_the_fragment_has_its_reason():
     assert [o.name for o in opts] == list(labkernel.parse_fragment(FRAG.read_text()))
     for o in opts:
         assert o.who in labkernel.REASONS and len(o.why) > 10, o
-    assert labkernel.BASE_CONFIG[-1] == "tinyconfig"
+    assert TINY.annotated and TINY.base[-1] == "tinyconfig" and labkernel.lab_dir() / TINY.fragment == FRAG
 
 
 def test_kpatch_builds_own_requirements_are_relied_on_and_its_refusals_are_off():
@@ -62,6 +63,7 @@ def test_the_key_names_the_options_not_their_reasons():
         tc_version="0.9.11",
         kcflags="-ffunction-sections",
         make_vars=["CC=x"],
+        config=TINY,
     )
     k0 = labkernel.lab_key(fragment=text.encode(), **args)
     reworded = re.sub(r"^(# needed by [^:]+: )", r"\1(reworded) ", text, flags=re.M)
