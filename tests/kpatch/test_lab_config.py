@@ -1,7 +1,8 @@
-"""The lab kernel's config (issue 43): tinyconfig plus kpatch/lab/config.fragment, in which every option carries a
-one-line reason. The options whose reason is "needed by kpatch-build" or "needed by tests" are the ones checked in
-the built kernel (`doctor --strict`, the kpatch-tier test below): that list is derived from the fragment, never
-kept by hand. The pure tests read the shipped fragment; the last one reads the cached lab kernel setup builds."""
+"""The tinyconfig lab config (issue 43; NUMAFORGE_LAB_CONFIG=tiny): tinyconfig plus kpatch/lab/tiny.fragment, in
+which every option carries a one-line reason. The options whose reason is "needed by kpatch-build" or "needed by
+tests" are the ones checked in the built kernel, whichever recipe built it (`doctor --strict`, the kpatch-tier test
+below): that list is derived from the fragment, never kept by hand. The pure tests read the shipped fragment; the
+last one reads the cached lab kernel setup builds (the selected recipe's)."""
 
 from __future__ import annotations
 
