@@ -431,6 +431,8 @@ def _cache_checks() -> list[CheckResult]:
         )
         for name, p, how in probes
     ]
+    if lab:
+        rows.append(lab_config_check(lab.config))
     for name in tg.available():
         t = tg.load_target(name)
         if t.kind == "debian":
@@ -445,6 +447,30 @@ def _cache_checks() -> list[CheckResult]:
                 )
             )
     return rows
+
+
+def lab_config_check(config: Path) -> CheckResult:
+    """The options kpatch-build and the tests rely on (the fragment's "needed by kpatch-build"/"needed by tests"
+    lines) are set in the built lab kernel's config."""
+    name, frag = "cache:lab-kernel-config", labk.annotated_path()
+    try:
+        wanted = labk.relied_on(labk.annotated_fragment(frag.read_text(), str(frag)))
+        bad = labk.built_config_problems(config)
+    except NumaforgeError as exc:
+        return CheckResult(name, "cache", False, f"{exc.where}: {exc.what}", exc.fix or "")
+    except OSError as exc:
+        return CheckResult(
+            name, "cache", False, f"{config}: {exc.strerror}", "bash scripts/setup.d/35-kernel-caches.sh"
+        )
+    if bad:
+        return CheckResult(
+            name,
+            "cache",
+            False,
+            f"{config} lacks what the fragment says: {', '.join(bad)}",
+            f"rebuild the lab kernel: remove {config.parent.parent} and run bash scripts/setup.d/35-kernel-caches.sh",
+        )
+    return CheckResult(name, "cache", True, f"the {len(wanted)} options kpatch-build and the tests rely on are set")
 
 
 def strict_checks(root: Path | None = None) -> list[CheckResult]:

@@ -1,14 +1,17 @@
 """The lab kernel: our own 5.10 build that kpatch-build diffs against AND that the lab VM boots.
 
 One build serves both (docs/kpatch.md, "Why one build"): the tree is configured from x86_64_defconfig plus
-kpatch/lab/config.fragment, patched with kpatch/lab/patches/*.patch (a linker-script change so a tree built with
--ffunction-sections/-fdata-sections boots), and built ONCE with kpatch-build's own make variables and KCFLAGS.
-kpatch-build then reuses the tree (-s) and its "Building original source" step finds nothing to do.
+kpatch/lab/config.fragment, or, with NUMAFORGE_LAB_CONFIG=tiny (issue 43, opt-in), from tinyconfig (x86_64) plus
+kpatch/lab/tiny.fragment, in which every option has a one-line reason (annotated_fragment; the options "needed
+by kpatch-build" or "needed by tests" are checked in the built config by `doctor --strict`); patched with
+kpatch/lab/patches/*.patch (a linker-script change so a tree built with -ffunction-sections/-fdata-sections
+boots), and built ONCE with kpatch-build's own make variables and KCFLAGS. kpatch-build then reuses the tree (-s)
+and its "Building original source" step finds nothing to do.
 
-The tree lives in cache_dir()/kpatch/lab/<key>/ where key = hash(source hash, config fragment, lab patches,
-compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json and does no work. The boot artifacts
-(bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later kpatch-build in the tree cannot
-change what the VM boots.
+The tree lives in cache_dir()/kpatch/lab/<key>/ where key = hash(source hash, base config, the fragment's option
+lines (not its comments), lab patches, compiler .comment, kpatch version + KCFLAGS); a warm run finds state.json
+and does no work. The boot artifacts (bzImage, vmlinux, System.map, .config) are copied to <key>/out/ so a later
+kpatch-build in the tree cannot change what the VM boots.
 
 The series kernel (series_kernel: the lab kernel with a backport's whole series built in) is an incremental
 build of it: a copy of the built tree with the series applied, cached in cache_dir()/kpatch/series/<key>.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,11 +49,49 @@ def lab_dir() -> Path:
     return paths.data_dir("kpatch", "lab")
 
 
-def fragment_path() -> Path:
-    return lab_dir() / "config.fragment"
+@dataclass(frozen=True)
+class LabConfig:
+    """A recipe for the lab kernel's .config: `make <base>`, then the fragment merged onto it."""
+
+    name: str
+    base: tuple[str, ...]  # make arguments of the base config
+    fragment: str  # file in lab_dir()
+    annotated: bool  # every option carries its reason line (annotated_fragment); the key names the options only
 
 
-DEFCONFIG = "x86_64_defconfig"
+LAB_CONFIGS = {
+    # x86_64_defconfig plus a fragment that switches off what the VM never has: 1043 built-in options
+    "defconfig": LabConfig("defconfig", ("x86_64_defconfig",), "config.fragment", annotated=False),
+    # issue 43: tinyconfig (allnoconfig + kernel/configs/tiny.config), for x86_64 (on an x86 host allnoconfig
+    # would answer the 64BIT prompt "no"), plus what the lab needs, each option with its reason: 767
+    "tiny": LabConfig("tiny", ("ARCH=x86_64", "tinyconfig"), "tiny.fragment", annotated=True),
+}
+# tiny is opt-in until it has passed the whole kpatch and lab_vm tiers (docs/kpatch.md, "Targets")
+DEFAULT_LAB_CONFIG = "defconfig"
+LAB_CONFIG_ENV = "NUMAFORGE_LAB_CONFIG"
+
+
+def lab_config(name: str | None = None) -> LabConfig:
+    """The lab config by name, else $NUMAFORGE_LAB_CONFIG, else the default."""
+    name = name or os.environ.get(LAB_CONFIG_ENV) or DEFAULT_LAB_CONFIG
+    if name not in LAB_CONFIGS:
+        raise LabConfigError(
+            f"unknown lab kernel config {name!r}",
+            LAB_CONFIG_ENV,
+            f"set {LAB_CONFIG_ENV} to one of: {', '.join(LAB_CONFIGS)} (or unset it: {DEFAULT_LAB_CONFIG})",
+        )
+    return LAB_CONFIGS[name]
+
+
+def fragment_path(name: str | None = None) -> Path:
+    return lab_dir() / lab_config(name).fragment
+
+
+def annotated_path() -> Path:
+    """The fragment whose reason lines say what kpatch-build and the tests rely on (doctor --strict's list)."""
+    return lab_dir() / LAB_CONFIGS["tiny"].fragment
+
+
 LAB_COMPILER = "gcc-10"  # bullseye's kernel compiler: the lab matches the fleet's Debian 5.10 targets
 DEFAULT_SOURCE = "debian:linux-source-5.10=5.10.262-1"
 STATE = "state.json"
@@ -71,6 +113,12 @@ def jobs() -> int:
 
 class LabKernelError(KpatchError):
     """The lab kernel cannot be configured or built."""
+
+
+class LabConfigError(LabKernelError):
+    """$NUMAFORGE_LAB_CONFIG names no lab config (a bad option value)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -106,8 +154,6 @@ class SourceRef:
 
 def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
     """{'CONFIG_X': 'y' | 'n' | '"str"' | '123'} from a Kconfig fragment ('# CONFIG_X is not set' -> 'n')."""
-    import re
-
     out: dict[str, str] = {}
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -124,6 +170,67 @@ def parse_fragment(text: str, where: str = "config.fragment") -> dict[str, str]:
             )
         out[m.group(1)] = m.group(2)
     return out
+
+
+# The reason line each option line of the fragment is directly preceded by ("# <who>: <why>"). The options of the
+# first two kinds are what kpatch-build and the tests rely on: `doctor --strict` and tests/kpatch/test_lab_config.py
+# check them in the built kernel's config (relied_on), so that list is the fragment's, never a second hand list.
+REASONS = ("needed by kpatch-build", "needed by tests", "needed by the lab VM", "same as the fleet")
+RELIED_ON = ("needed by kpatch-build", "needed by tests")
+_OPTION_RE = re.compile(r"(CONFIG_\w+)=(.*)|# (CONFIG_\w+) is not set")
+_REASON_RE = re.compile(r"# (" + "|".join(map(re.escape, REASONS)) + r"): (\S.*)")
+
+
+@dataclass(frozen=True)
+class FragmentOption:
+    name: str
+    value: str  # as parse_fragment gives it ('n' for "is not set")
+    who: str  # one of REASONS
+    why: str
+    where: str  # file:line of the option
+
+
+def annotated_fragment(text: str, where: str = "config.fragment") -> list[FragmentOption]:
+    """The fragment's options with their reasons; a LabKernelError at file:line for an option line without a
+    reason line directly above it (or a malformed line: parse_fragment's rules)."""
+    values = parse_fragment(text, where)
+    out: list[FragmentOption] = []
+    prev = ""
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        m = _OPTION_RE.fullmatch(s)
+        if m:
+            name = m.group(1) or m.group(3)
+            r = _REASON_RE.fullmatch(prev)
+            if not r:
+                raise LabKernelError(
+                    f"{name} has no reason line above it",
+                    f"{where}:{no}",
+                    f"put '# <who>: <why>' on the line above, <who> one of: {', '.join(REASONS)}",
+                )
+            out.append(FragmentOption(name, values[name], r.group(1), r.group(2), f"{where}:{no}"))
+        prev = s
+    return out
+
+
+def relied_on(options: list[FragmentOption]) -> dict[str, str]:
+    """{option: value} of the options kpatch-build and the tests rely on (RELIED_ON reasons)."""
+    return {o.name: o.value for o in options if o.who in RELIED_ON}
+
+
+def built_config_problems(config: Path) -> list[str]:
+    """The relied-on options of the fragment that the built kernel's config does not have as the fragment says."""
+    wanted = relied_on(annotated_fragment(annotated_path().read_text(), str(annotated_path())))
+    return config_mismatches(wanted, parse_fragment(config.read_text(), str(config)))
+
+
+def fragment_options(fragment: bytes) -> bytes:
+    """The fragment's option lines, in order, without its comments: what the lab kernel's key names, so that a
+    reworded reason does not rebuild the kernel (and the shared cache keeps one kernel per option set)."""
+    lines = (ln.strip() for ln in fragment.decode().splitlines())
+    return "\n".join(
+        ln for ln in lines if ln.startswith("CONFIG_") or re.fullmatch(r"# CONFIG_\w+ is not set", ln)
+    ).encode()
 
 
 def config_mismatches(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
@@ -144,13 +251,16 @@ def lab_key(
     tc_version: str,
     kcflags: str,
     make_vars: list[str],
+    config: LabConfig,
 ) -> str:
+    """The lab kernel's content key. An annotated config's key names its base and the fragment's option lines (a
+    reworded reason keeps the kernel); the defconfig recipe hashes the fragment's bytes, as it always did."""
     h = hashlib.sha256()
     for part in (
         b"numaforge-lab-v1",
         source_hash.encode(),
-        DEFCONFIG.encode(),
-        fragment,
+        " ".join(config.base).encode(),
+        fragment_options(fragment) if config.annotated else fragment,
         compiler.encode(),
         tc_version.encode(),
         " ".join(kcflags.split()).encode(),
@@ -319,6 +429,7 @@ def _build_incremental(key, root: Path, lab: LabKernel, lab_ref: SourceRef, seri
                 inputs["flags"],
                 inputs["mvars"],
                 log,
+                inputs["config"],
             )
         files = series_files(lab_ref.repo, lab_ref.base_commit, series_ref.base_commit)
         diff = _git(
@@ -373,7 +484,9 @@ def _inputs(source_spec, log, tc, source) -> dict:
         source = _source(source_spec or DEFAULT_SOURCE, log)
     flags = tcm.kcflags(tc)
     mvars = tcm.make_vars(tc)
-    key = lab_key(source.source_hash, fragment_path().read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars)
+    config = lab_config()
+    frag = lab_dir() / config.fragment
+    key = lab_key(source.source_hash, frag.read_bytes(), _lab_patches(), compiler, tc.version, flags, mvars, config)
     root = cache_dir() / "kpatch" / "lab" / key
     return {
         "key": key,
@@ -384,6 +497,7 @@ def _inputs(source_spec, log, tc, source) -> dict:
         "compiler": compiler,
         "flags": flags,
         "mvars": mvars,
+        "config": config,
     }
 
 
@@ -407,8 +521,8 @@ def _cached(key: str, root: Path) -> LabKernel | None:
     return lk if all(p.exists() for p in (lk.tree, lk.bzimage, lk.vmlinux)) else None
 
 
-def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) -> None:
-    """The base commit exported, the lab patches applied, defconfig + the fragment merged and checked."""
+def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log, config: LabConfig) -> None:
+    """The base commit exported, the lab patches applied, the base config + the fragment merged and checked."""
     if tree.exists():
         shutil.rmtree(tree)
     tree.mkdir()
@@ -428,10 +542,14 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
             logf,
             f"lab patch {name}",
         )
-    log(f"lab kernel: configuring ({DEFCONFIG} + {fragment_path()})")
-    _run(["make", *mvars, DEFCONFIG], tree, env, logf, "make defconfig")
+    frag = lab_dir() / config.fragment
+    text = frag.read_text()
+    # an annotated fragment is refused before any make when an option has no reason line
+    wanted = {o.name: o.value for o in annotated_fragment(text, str(frag))} if config.annotated else {}
+    log(f"lab kernel: configuring ({' '.join(config.base)} + {frag})")
+    _run(["make", *mvars, *config.base], tree, env, logf, f"make {' '.join(config.base)}")
     _run(
-        ["scripts/kconfig/merge_config.sh", "-m", ".config", str(fragment_path())],
+        ["scripts/kconfig/merge_config.sh", "-m", ".config", str(frag)],
         tree,
         env,
         logf,
@@ -439,17 +557,17 @@ def _prepare(key, tree: Path, source, env: dict, mvars: list[str], logf, log) ->
     )
     _run(["make", *mvars, "olddefconfig"], tree, env, logf, "make olddefconfig")
     final = parse_fragment((tree / ".config").read_text(), str(tree / ".config"))
-    bad = config_mismatches(parse_fragment(fragment_path().read_text(), str(fragment_path())), final)
+    bad = config_mismatches(wanted or parse_fragment(text, str(frag)), final)
     if bad:
         raise LabKernelError(
             f"Kconfig did not keep: {', '.join(bad)}",
-            str(fragment_path()),
+            str(frag),
             "add the missing dependencies to the fragment or drop the option",
         )
     (tree / ".numaforge-prepared").write_text(key + "\n")
 
 
-def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> LabKernel:
+def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log, config: LabConfig) -> LabKernel:
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     tree = root / "linux"
@@ -458,7 +576,7 @@ def _build(key, root: Path, source, tc, shim, compiler, flags, mvars, log) -> La
     logpath = root / "build.log"
     with open(logpath, "a") as logf:
         if not (tree / ".numaforge-prepared").exists():
-            _prepare(key, tree, source, env, mvars, logf, log)
+            _prepare(key, tree, source, env, mvars, logf, log, config)
         log(
             f"lab kernel: building vmlinux, modules, bzImage with kpatch-build's flags (-j{jobs()}); "
             f"log: {logpath} (about 20 min on 2 cores, once)"

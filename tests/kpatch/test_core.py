@@ -314,27 +314,45 @@ def test_config_mismatches_report_what_kconfig_dropped():
 
 
 def test_lab_key_changes_with_each_input():
-    args = dict(
-        source_hash="sha256:a",
-        fragment=b"CONFIG_X=y\n",
-        patches=[("0001.patch", b"p")],
-        compiler="GCC: 10",
-        tc_version="0.9.11",
-        kcflags="-ffunction-sections",
-        make_vars=["CC=x"],
-    )
-    k0 = labkernel.lab_key(**args)
-    assert labkernel.lab_key(**args) == k0
-    for field, value in (
-        ("source_hash", "sha256:b"),
-        ("fragment", b"CONFIG_X=n\n"),
-        ("patches", [("0001.patch", b"q")]),
-        ("compiler", "GCC: 12"),
-        ("tc_version", "0.9.12"),
-        ("kcflags", "-O3"),
-        ("make_vars", ["CC=y"]),
-    ):
-        assert labkernel.lab_key(**{**args, field: value}) != k0, field
+    for config in labkernel.LAB_CONFIGS.values():
+        args = dict(
+            source_hash="sha256:a",
+            fragment=b"CONFIG_X=y\n",
+            patches=[("0001.patch", b"p")],
+            compiler="GCC: 10",
+            tc_version="0.9.11",
+            kcflags="-ffunction-sections",
+            make_vars=["CC=x"],
+            config=config,
+        )
+        k0 = labkernel.lab_key(**args)
+        assert labkernel.lab_key(**args) == k0
+        for field, value in (
+            ("source_hash", "sha256:b"),
+            ("fragment", b"CONFIG_X=n\n"),
+            ("patches", [("0001.patch", b"q")]),
+            ("compiler", "GCC: 12"),
+            ("tc_version", "0.9.12"),
+            ("kcflags", "-O3"),
+            ("make_vars", ["CC=y"]),
+            *(("config", other) for other in labkernel.LAB_CONFIGS.values() if other != config),
+        ):
+            assert labkernel.lab_key(**{**args, field: value}) != k0, (config.name, field)
+
+
+def test_the_lab_config_is_picked_by_name_and_a_bad_name_is_refused(monkeypatch):
+    for name, config in labkernel.LAB_CONFIGS.items():
+        monkeypatch.setenv(labkernel.LAB_CONFIG_ENV, name)
+        assert labkernel.lab_config() is config and labkernel.fragment_path() == labkernel.lab_dir() / config.fragment
+        assert labkernel.fragment_path().is_file()
+    monkeypatch.delenv(labkernel.LAB_CONFIG_ENV)
+    assert labkernel.lab_config().name == labkernel.DEFAULT_LAB_CONFIG
+    monkeypatch.setenv(labkernel.LAB_CONFIG_ENV, "huge")
+    with pytest.raises(labkernel.LabKernelError) as ei:
+        labkernel.lab_config()
+    e = ei.value
+    assert e.exit_code == 2 and e.where == labkernel.LAB_CONFIG_ENV and "'huge'" in e.what
+    assert all(name in e.fix for name in labkernel.LAB_CONFIGS)
 
 
 def test_a_target_wrapper_that_is_not_installed_fails_with_the_fix(tmp_path, monkeypatch):
