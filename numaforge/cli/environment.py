@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Collection, Mapping
 
 from .. import paths
+from ..defaults import DEFAULT_LAB_CONFIG, LAB_CONFIG_NAMES
 from ..errors import NumaforgeError
 from ..textsafe import has_control, printable
 
@@ -122,6 +123,16 @@ def inventory(var: str, value: str) -> None:
         )
 
 
+def lab_config(var: str, value: str) -> None:
+    """One of the lab kernel's config recipes (numaforge.kernel.labkernel.LAB_CONFIGS, named in numaforge.defaults)."""
+    if value not in LAB_CONFIG_NAMES:
+        raise _error(
+            var,
+            f"names lab kernel config {printable(value[:80])!r}, which does not exist",
+            f"set {var} to one of: {', '.join(LAB_CONFIG_NAMES)} (or unset it: {DEFAULT_LAB_CONFIG})",
+        )
+
+
 Check = Callable[[str, str], None]
 
 # every NUMAFORGE_* variable the code reads -> its check (the module and what it is for)
@@ -133,6 +144,7 @@ CHECKS: Mapping[str, Check] = {
     "NUMAFORGE_CACHE": output_dir,  # numaforge.paths.cache_dir
     "NUMAFORGE_REDFISH_CACHE": output_dir,  # numaforge.bios.discovery.discovery_dir
     "NUMAFORGE_KERNEL_JOBS": positive_int,  # numaforge.kernel.labkernel.jobs: make -j
+    "NUMAFORGE_LAB_CONFIG": lab_config,  # numaforge.kernel.labkernel.lab_config: the lab kernel's recipe
     "NUMAFORGE_DEBUG": switch,  # numaforge.cli.common: -v
     "NUMAFORGE_REDFISH_LOG": switch,  # numaforge.bios.deadline: the redfish library's log (masked)
     "NUMAFORGE_ALLOW_READABLE_SECRET_FILES": switch,  # numaforge.safeio.read_input

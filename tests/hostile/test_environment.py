@@ -66,6 +66,7 @@ BAD_BY_KIND = {
     environment.switch: ["yes", "true", "2", CONTROL],
     environment.positive_int: ["abc", "0", "-5", "", CONTROL],
     environment.inventory: ["/nonexistent-nf40/inv.yaml", "", CONTROL],
+    environment.lab_config: ["tinyy", "Defconfig", "", CONTROL],
 }
 
 

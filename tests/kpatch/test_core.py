@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from numaforge import defaults
 from numaforge.errors import NumaforgeError
 from numaforge.kernel import kpatch as kp
 from numaforge.kernel import labkernel, targets
@@ -421,3 +422,10 @@ def test_series_key_changes_with_the_lab_kernel_and_the_series_tree(monkeypatch,
     # incremental builds live apart from the from-scratch ones earlier releases kept in kpatch/lab/<key>
     monkeypatch.setenv("NUMAFORGE_CACHE", str(tmp_path))
     assert labkernel.series_root(k0) == tmp_path / "kpatch" / "series" / k0
+
+
+def test_the_lab_config_names_the_environment_check_knows_are_the_recipes():
+    """numaforge.defaults names the recipes for the NUMAFORGE_LAB_CONFIG check (which must not import the kernel
+    pipeline: tests/test_startup.py); they must be labkernel's."""
+    assert tuple(labkernel.LAB_CONFIGS) == defaults.LAB_CONFIG_NAMES
+    assert labkernel.DEFAULT_LAB_CONFIG == defaults.DEFAULT_LAB_CONFIG in defaults.LAB_CONFIG_NAMES
