@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from requests.adapters import HTTPAdapter
+from urllib3 import ProxyManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -84,6 +85,15 @@ class WatchedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = dict(POOLS)
+
+    def proxy_manager_for(self, proxy, **proxy_kwargs):
+        """An HTTP(S) proxy from the environment (requests honours HTTPS_PROXY/HTTP_PROXY) gets the watched pools
+        too: a proxy that drips its CONNECT answer or the body is cut at the same deadline (the watcher shuts
+        the socket to the proxy, which urllib3 sets before it tunnels)."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, ProxyManager):
+            manager.pool_classes_by_scheme = dict(POOLS)
+        return manager
 
 
 @contextmanager

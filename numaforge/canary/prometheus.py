@@ -28,11 +28,10 @@ from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 import requests
-from urllib3 import ProxyManager
 
 from ..errors import NumaforgeError
 from ..secrets import redact, url_has_credentials
-from ..watchedhttp import POOLS, WatchedAdapter, watched
+from ..watchedhttp import WatchedAdapter, watched
 
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -107,16 +106,6 @@ def p99_query(metric: str, label: str, values: Sequence[str], range_s: float, qu
 
 
 # ------------------------------------------------------------------ one bounded request
-class _Adapter(WatchedAdapter):
-    """The watched adapter; an HTTP(S) proxy from the environment (requests honours HTTPS_PROXY) is watched too."""
-
-    def proxy_manager_for(self, proxy, **proxy_kwargs):
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if isinstance(manager, ProxyManager):
-            manager.pool_classes_by_scheme = dict(POOLS)
-        return manager
-
-
 @dataclass
 class _Answer:
     status: int
@@ -129,8 +118,8 @@ def _get(url: str, params: dict, headers: dict, verify: bool | str, timeout: flo
     Raises _Cut (deadline/stop), _TooBig, or requests' own errors."""
     with watched(timeout, stop_grace=0.0, name="prometheus-deadline") as box:
         with requests.Session() as session:
-            session.mount("http://", _Adapter())
-            session.mount("https://", _Adapter())
+            session.mount("http://", WatchedAdapter())
+            session.mount("https://", WatchedAdapter())
             try:
                 r = session.get(
                     url,
