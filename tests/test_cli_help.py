@@ -11,14 +11,13 @@ empty, and the inventory's BMC and SSH addresses are a listening socket on this 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from invoke import main as invoke_main
+from listener import Listener
 
 from numaforge.cli import main as nf_main
 
@@ -37,31 +36,6 @@ def _checkout_namespace():
 
 
 NAMESPACES = {"invoke": _checkout_namespace(), "numaforge": nf_main.namespace()}
-
-
-class Listener:
-    """A TCP socket on 127.0.0.1 that accepts and counts every connection (a BMC or sshd that would be asked)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.accepts = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepts += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

@@ -13,30 +13,22 @@ import time
 
 import pytest
 import requests
+from listener import Listener
 
 from numaforge.bios.deadline import DeadlineAdapter, cut_reason
 
 
-class DrippingProxy:
+class DrippingProxy(Listener):
     """Accepts a CONNECT and answers it one byte every ``interval`` s, for at most ``give_up`` s (so a client that
     is never cut fails the test instead of hanging it)."""
 
     def __init__(self, interval: float = 0.2, give_up: float = 20.0):
         self.interval, self.give_up = interval, give_up
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.requests: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(backlog=8)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+    def handle(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
 
     def _drip(self, conn: socket.socket) -> None:
         with conn:
@@ -57,7 +49,7 @@ def proxy(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", p.url)
     yield p
-    p.sock.close()
+    p.close()
 
 
 def test_a_proxy_dripping_its_connect_answer_ends_at_the_request_deadline(proxy):

@@ -15,10 +15,8 @@ from __future__ import annotations
 import ast
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ pytestmark = pytest.mark.hostile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from harness import ROOT, cli  # noqa: E402
+from listener import Listener  # noqa: E402
 from test_generated_options import POSITIONAL  # noqa: E402
 
 from numaforge.cli import environment  # noqa: E402
@@ -72,25 +71,6 @@ BAD_BY_KIND = {
 
 def test_every_kind_of_check_has_bad_values():
     assert set(environment.CHECKS.values()) <= set(BAD_BY_KIND)
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepts = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepts += 1
-            conn.close()
 
 
 @pytest.fixture

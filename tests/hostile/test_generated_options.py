@@ -19,9 +19,7 @@ tasks.py gives the `invoke` command), every case with a 60 s alarm. The counts g
 from __future__ import annotations
 
 import signal
-import socket
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,7 @@ pytestmark = pytest.mark.hostile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from harness import cli  # noqa: E402
+from listener import Listener  # noqa: E402
 
 from numaforge.cli.main import namespace  # noqa: E402
 
@@ -83,27 +82,6 @@ POSITIONAL: dict[tuple[str, str], str] = {
     ("bmc-power", "action"): "status",  # reads PowerState; and no case runs anyway (every value is refused)
     ("bios-capture", "directory"): "capture",  # a new directory in the case's empty working directory
 }
-
-
-class Listener:
-    """A TCP socket on 127.0.0.1 that accepts and counts every connection."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepts = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepts += 1
-            conn.close()
 
 
 def _inventory(path: Path, port: int) -> Path:

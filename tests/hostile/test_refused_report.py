@@ -16,9 +16,7 @@ connections.
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,6 +26,7 @@ pytestmark = pytest.mark.hostile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from harness import cli  # noqa: E402
+from listener import Listener  # noqa: E402
 from test_generated_options import POSITIONAL  # noqa: E402
 
 from numaforge.cli.environment import CHECKS  # noqa: E402
@@ -35,25 +34,6 @@ from numaforge.cli.main import namespace  # noqa: E402
 
 STALE = '{"ok": true, "status": "ok", "note": "the previous run\'s report"}\n'
 CONTROL = "a\x1b[2Jb"
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepts = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepts += 1
-            conn.close()
 
 
 @pytest.fixture
