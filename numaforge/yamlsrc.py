@@ -6,7 +6,7 @@ PyYAML's composer gives each node a start mark; we build plain dict/list/scalars
 silently and this refuses, each with file:line and a fix:
 
 * duplicate keys (PyYAML keeps the last one, so a second ``iommu: false`` silently wins);
-* alias expansion beyond ``MAX_NODES`` values (a 459-byte "billion laughs" document expands to 10^9
+* alias expansion beyond ``MAX_NODES`` values added by aliases (a 459-byte "billion laughs" document expands to 10^9
   values; it now fails after ``MAX_NODES`` constructions, in well under a second);
 * files larger than ``MAX_BYTES``, and anything that is not a regular file (``/dev/zero``, a FIFO, a
   directory): they are refused before a byte is read;
@@ -28,7 +28,7 @@ from . import safeio
 from .errors import NumaforgeError
 
 MAX_BYTES = 4 * 1024 * 1024  # no hand-written YAML of ours comes near this
-MAX_NODES = 200_000  # values built from one document, aliases expanded
+MAX_NODES = 200_000  # values aliases add to one document (copies of what is written once)
 
 
 class LMap(dict):
@@ -70,15 +70,23 @@ class _Builder:
         self.error = error
         self.locate = locate
         self.max_nodes = max_nodes
-        self.built = 0
+        self.built = 0  # values built again through an alias
+        self.seen: set[int] = set()  # the nodes of the document (the composed tree shares an alias's nodes)
         self.loader = _Loader("")
 
     def _count(self, node: yaml.Node) -> None:
+        """Count what aliases add: a node built a second time is a copy an alias made. A document written out
+        in full is bounded by MAX_BYTES (a 10,000-host inventory is about 260,000 values and was refused here as
+        an alias bomb: issue 43 item 6); what an alias repeats is bounded by ``max_nodes``."""
+        key = id(node)
+        if key not in self.seen:
+            self.seen.add(key)
+            return
         self.built += 1
         if self.built > self.max_nodes:
             raise self.error(
-                f"YAML expands to more than {self.max_nodes} values (aliases '*name' repeat "
-                "whole structures; nested aliases multiply)",
+                f"YAML expands to more than {self.max_nodes} values through aliases, beyond those written out "
+                "(aliases '*name' repeat whole structures; nested aliases multiply)",
                 self.locate(node.start_mark.line + 1),
                 "write the values out instead of nesting aliases (this limit stops 'billion laughs' documents)",
             )
