@@ -243,19 +243,17 @@ def main(argv: list[str]) -> int:
     if args.pilot:
         if not args.studies:
             ap.error("--pilot: give the pilot study files")
-        text = pilot_markdown([r for p in args.studies for r in pilot_rows(p)])
-        if args.md:
-            args.md.write_text(text)
-            print(f"wrote {args.md}")
-        else:
-            print(text, end="")
-        return 0
+        return _emit(pilot_markdown([r for p in args.studies for r in pilot_rows(p)]), args.md)
     paths = args.studies or sorted((Path(__file__).resolve().parent.parent / "docs/numa-effect/study").glob("*.json"))
     all_rows = [r for p in paths for r in rows(p)]
-    text = markdown(all_rows)
-    if args.md:
-        args.md.write_text(text)
-        print(f"wrote {args.md}")
+    return _emit(markdown(all_rows), args.md)
+
+
+def _emit(text: str, md: Path | None) -> int:
+    """The markdown into ``md`` (saying so), else on stdout."""
+    if md:
+        md.write_text(text)
+        print(f"wrote {md}")
     else:
         print(text, end="")
     return 0
