@@ -147,6 +147,35 @@ def test_pending_after_a_write_is_what_the_bmc_holds_not_a_sum(sim_factory):
     assert set(r.data["pending"]) == held and f"{len(held)} written, {len(held)} pending" in r.message, r.message
 
 
+def signal_on_the_wire(tmp_path: Path, sim, task: list[str], request: tuple[str, str], sig, profile: bool = False):
+    """The user's view of a write cut by a real signal: ``invoke TASK... -i INV --json R`` against ``sim`` (one host
+    whose inventory names the simulator's CA; ``profile``: with the shipped bios profile), ``sig`` sent 0.5 s after
+    the simulator saw ``request`` (method, path regex: the write a slow fault holds on the wire). Returns (exit
+    code, stdout + stderr, the JSON report)."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "hosts:\n  gpu-01:\n"
+        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_TEST_BMC_PASSWORD', "
+        f"ca_bundle: '{sim.ca_file}'}}\n"
+        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
+        + ("    bios_profile: epyc-gpudirect\n" if profile else "")
+    )
+    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "invoke", task[0], "-i", str(inv), *task[1:], "--json", str(report)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    t0 = time.monotonic()
+    while sim.count(*request) == 0:
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out + err, json.loads(report.read_text())
+
+
 @pytest.mark.bmc
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_a_patch_is_on_the_wire_keeps_the_write_in_the_json_report(sim_factory, tmp_path, sig, code):
@@ -155,50 +184,17 @@ def test_a_signal_while_a_patch_is_on_the_wire_keeps_the_write_in_the_json_repor
     holds, with the write's outcome unknown and re-read (main: `changed: []`, 4 of 4 runs)."""
     sim = sim_factory("generic")
     sim.inject("slow", _settings_re(sim), method="PATCH", after=True, seconds=12)
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(
-        "hosts:\n  gpu-01:\n"
-        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_TEST_BMC_PASSWORD', "
-        f"ca_bundle: '{sim.ca_file}'}}\n"
-        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n    bios_profile: epyc-gpudirect\n"
+    code_got, out, doc = signal_on_the_wire(
+        tmp_path, sim, ["bios-apply", "--unverified", "allow"], ("PATCH", _settings_re(sim)), sig, profile=True
     )
-    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "bios-apply",
-            "-i",
-            str(inv),
-            "--unverified",
-            "allow",
-            "--json",
-            str(tmp_path / "r.json"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    t0 = time.monotonic()
-    while sim.count("PATCH", _settings_re(sim)) == 0:
-        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
-        time.sleep(0.05)
-    time.sleep(0.5)
-    os.kill(proc.pid, sig)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, out + err
+    assert code_got == code, out
     held = sim.bios_pending()
     assert held, "the fault applies the PATCH"
-    doc = json.loads((tmp_path / "r.json").read_text())
     (h,) = doc["hosts"]
     assert doc["ok"] is False and h["status"] in ("interrupted", "failed"), h
     assert sorted(h["data"]["changed"]) == sorted(held), (h["data"], held)
     assert h["data"]["write"]["outcome"] == "unknown" and h["data"]["write"]["reread"] == "ok", h["data"]
-    assert "outcome unknown" in " ".join((out + err).split()), out + err
+    assert "outcome unknown" in " ".join(out.split()), out
 
 
 @pytest.mark.bmc

@@ -7,11 +7,7 @@ job list, power state -- like the PATCH (tests/bios/test_write_outcome_bmc.py). 
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +24,7 @@ from numaforge.report import HostResult
 
 from .test_bios_apply_bmc import _bmc_password, admin_session, host_for, opts, run, sim_factory  # noqa: F401
 from .test_bios_operations_bmc import queue_dell_job
+from .test_write_outcome_bmc import signal_on_the_wire
 
 pytestmark = pytest.mark.bmc
 
@@ -182,36 +179,13 @@ def test_a_signal_while_clear_pending_is_on_the_wire_keeps_it_in_the_json_report
     sim = sim_factory("dell")
     _stage(sim, {"AssetTag": "other"})
     sim.inject("slow", "ClearPending", method="POST", after=True, seconds=12)
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(
-        "hosts:\n  gpu-01:\n"
-        f"    bmc: {{url: '{sim.url}', username: admin, password: 'env:NF_TEST_BMC_PASSWORD', "
-        f"ca_bundle: '{sim.ca_file}'}}\n"
-        "    hardware: {sockets: 2, gpus: ['0000:41:00.0']}\n"
+    got, out, doc = signal_on_the_wire(
+        tmp_path, sim, ["bios-clear-pending", "--host", "gpu-01"], ("POST", "ClearPending"), sig
     )
-    env = {**os.environ, "NUMAFORGE_STATE": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
-    report = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "invoke", "bios-clear-pending", "-i", str(inv), "--host", "gpu-01"]
-    proc = subprocess.Popen(
-        cmd + ["--json", str(report)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    t0 = time.monotonic()
-    while sim.count("POST", "ClearPending") == 0:
-        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
-        time.sleep(0.05)
-    time.sleep(0.5)
-    os.kill(proc.pid, sig)
-    out, err = proc.communicate(timeout=60)
-    text = " ".join((out + err).split())
-    assert proc.returncode == code, text
+    text = " ".join(out.split())
+    assert got == code, text
     assert sim.bios_pending() == {}, "the slow fault carries the clear out"
-    (host,) = json.loads(report.read_text())["hosts"]
+    (host,) = doc["hosts"]
     (record,) = host["data"]["unsure"]
     assert record["outcome"] == "unknown" and record["reread"] == "ok" and record["pending_after"] == [], record
     assert "outcome unknown of POST" in text and "0 values pending now (1 before)" in text, text
