@@ -14,16 +14,11 @@ def print_summary(terminalreporter) -> None:
     _reader_matrix(terminalreporter)
     tally = Tally()
     counts = []  # test_generated_options.py's "tasks x options x values" line
-    for reports in terminalreporter.stats.values():
-        for rep in reports:
-            if getattr(rep, "when", None) != "call":
-                continue
-            for name, value in getattr(rep, "user_properties", ()):
-                if name == "generated_options":
-                    counts.append(value)
-                if name != "campaign":
-                    continue
-                tally.add(Case(value["id"], value["area"], run=None, message=""), list(value["bad"]))
+    for name, value in _properties(terminalreporter):
+        if name == "generated_options":
+            counts.append(value)
+        if name == "campaign":
+            tally.add(Case(value["id"], value["area"], run=None, message=""), list(value["bad"]))
     if tally.total:
         terminalreporter.write_sep("=", "hostile campaign tally (docs/RELIABILITY.md)")
         terminalreporter.write_line(tally.render())
@@ -34,13 +29,9 @@ def print_summary(terminalreporter) -> None:
 def _reader_matrix(terminalreporter) -> None:
     """The reader fault matrix's counts (test_reader_matrix.py records each cell: run, or not applicable)."""
     cells: dict[tuple[str, str], bool] = {}
-    for reports in terminalreporter.stats.values():
-        for rep in reports:
-            if getattr(rep, "when", None) != "call":
-                continue
-            for name, value in getattr(rep, "user_properties", ()):
-                if name == "reader_matrix":
-                    cells[(value["reader"], value["fault"])] = value["applies"]
+    for name, value in _properties(terminalreporter):
+        if name == "reader_matrix":
+            cells[(value["reader"], value["fault"])] = value["applies"]
     if cells:
         readers = sorted({r for r, _ in cells})
         faults = sorted({f for _, f in cells})
@@ -50,3 +41,12 @@ def _reader_matrix(terminalreporter) -> None:
             f"{len(readers)} readers x {len(faults)} faults: {run} cells run, {len(cells) - run} not applicable"
             f" (readers: {', '.join(readers)})"
         )
+
+
+def _properties(terminalreporter):
+    """Every (name, value) a test recorded with ``record_property`` in its call phase (under xdist too: the
+    workers send them with their reports)."""
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if getattr(rep, "when", None) == "call":
+                yield from getattr(rep, "user_properties", ())

@@ -167,21 +167,17 @@ def test_a_good_value_and_an_option_that_replaces_a_bad_one_are_accepted(sandbox
     assert out.code == 2 and "--host" in text and "NUMAFORGE" not in text, text
 
 
-def _numaforge(env: dict, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
+# the two entry points as separate processes (the variables are read at start): the console script's main, invoke
+ENTRY_POINTS = {
+    "numaforge": [sys.executable, "-c", "from numaforge.cli.main import main; main()"],
+    "invoke": [sys.executable, "-m", "invoke"],
+}
+
+
+def _run(entry: str, env: dict, *argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "from numaforge.cli.main import main; main()", *argv],
+        [*ENTRY_POINTS[entry], *argv],
         cwd=cwd,
-        env={**env, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def _invoke(env: dict, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *argv],
-        cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
         capture_output=True,
         text=True,
@@ -197,15 +193,18 @@ def test_numaforge_root_through_both_entry_points(value, sandbox):
     help still works (asking for help reads nothing)."""
     inv, listener, state, work = sandbox
     env = {**os.environ, "NUMAFORGE_ROOT": value, "NUMAFORGE_INVENTORY": str(inv)}
-    for run in (_numaforge(env, "bios-plan", "--host", "h1", cwd=work), _invoke(env, "bios-plan", "--host", "h1")):
+    for run in (
+        _run("numaforge", env, "bios-plan", "--host", "h1", cwd=work),
+        _run("invoke", env, "bios-plan", "--host", "h1"),
+    ):
         text = " ".join((run.stdout + run.stderr).split())
         assert run.returncode == 2, text
         assert "NUMAFORGE_ROOT" in text and "Traceback" not in text, text
         assert "does not exist" in text or "is a file" in text, text
     assert not listener.accepts and not _written(state)
-    helped = _numaforge(env, "bios-plan", "-h", cwd=work)
+    helped = _run("numaforge", env, "bios-plan", "-h", cwd=work)
     assert helped.returncode == 0 and "--host" in helped.stdout, helped.stderr
-    replaced = _numaforge(env, "--root", str(ROOT), "bios-plan", "--host", "nosuch", cwd=work)
+    replaced = _run("numaforge", env, "--root", str(ROOT), "bios-plan", "--host", "nosuch", cwd=work)
     text = " ".join((replaced.stdout + replaced.stderr).split())
     assert replaced.returncode == 2 and "NUMAFORGE_ROOT" not in text and "nosuch" in text, text
 
