@@ -332,31 +332,36 @@ def translate(
             where,
             "; ".join(f for f in dict.fromkeys(t.fixes) if f),
         )
-    locked = _locked_gaps(t.out, registry, present)
+    # the host's current values as ValueNames, read once for the locked values and the presets (None: not given)
+    now = registry.value_names(present) if isinstance(present, dict) else None
+    locked = _locked_gaps(t.out, registry, now)
     for d in locked:
         del t.out[d.attribute]
     return (
-        _presets(gen, vmap, registry, t.out, present)
+        _presets(gen, vmap, registry, t.out, now)
         + list(t.out.values())
         + [n for n in t.notes if n.status in ("gap", "skipped")]
         + locked
     )
 
 
-def _presets(gen: Generation, vmap: VendorMap, registry: Registry, out: dict[str, Desired], present) -> list[Desired]:
+def _presets(
+    gen: Generation, vmap: VendorMap, registry: Registry, out: dict[str, Desired], now: dict[str, Any] | None
+) -> list[Desired]:
     """The generation's presets to write, in order, each set to the value that frees what it locks: only when
-    another value changes (issue 41 item 7), and an ``only_when_locking`` one only when its current value locks
-    or forces a value the plan changes (HPE's AMDPerformanceWorkloadProfile: issue 41 item 8)."""
-    if not gen.presets or not _something_changes(out, registry, present):
+    another value changes (issue 41 item 7: on a host where nothing else changes, writing it costs a reboot for
+    nothing; without the current values, ``now`` None, it is kept), and an ``only_when_locking`` one only when its
+    current value locks or forces a value the plan changes (HPE's AMDPerformanceWorkloadProfile: issue 41 item 8)."""
+    wanted = {n: _want(registry, n, d.value) for n, d in out.items()}
+    changed = {n for n, v in wanted.items() if now is None or n not in now or now[n] != v}
+    if not gen.presets or (now is not None and not changed):
         return []
-    now = registry.value_names(present) if isinstance(present, dict) else {}
-    changed = {n for n, d in out.items() if n not in now or now[n] != _want(registry, n, d.value)}
+    now = now or {}
     pre: list[Desired] = []
     for preset in gen.presets:
         if now and _locked(registry, preset["attribute"], now):
             continue  # a preset this host locks itself is never added (issue 41: the R750 with DPUs)
-        state = {**now, **{d.attribute: _want(registry, d.attribute, d.value) for d in [*pre, *out.values()]}}
-        wanted = {d.attribute: _want(registry, d.attribute, d.value) for d in out.values()}
+        state = {**now, **{d.attribute: _want(registry, d.attribute, d.value) for d in pre}, **wanted}
         if preset.get("only_when_locking") and not locks_a_change(preset, registry, state, wanted, changed):
             continue
         got = preset_value(preset, registry, {**out, **{d.attribute: d for d in pre}})
@@ -390,19 +395,17 @@ def _locked(registry: Registry, name: str, current: dict[str, Any]) -> bool:
     )
 
 
-def _locked_gaps(out: dict[str, Desired], registry: Registry, present) -> list[Desired]:
+def _locked_gaps(out: dict[str, Desired], registry: Registry, now: dict[str, Any] | None) -> list[Desired]:
     """The values this host cannot take (issue 41): an attribute whose value differs from the profile's and
-    that is locked (``_locked``) is a gap naming it -- shown, never written. Without the current values (a
-    mapping) nothing is judged here; the plan's validation still refuses a read-only attribute it would write."""
-    if not isinstance(present, dict):
+    that is locked (``_locked``) is a gap naming it -- shown, never written. Without the current values (``now``
+    None) nothing is judged here; the plan's validation still refuses a read-only attribute it would write."""
+    if now is None:
         return []
-    now = registry.value_names(present)
     gaps = []
     for name, d in out.items():
         if d.status != "set" or d.setting == "raw":
             continue
-        attr = registry.attributes.get(name)
-        want = attr.value_name(d.value) if attr is not None else d.value
+        want = _want(registry, name, d.value)
         if name in now and now[name] != want and _locked(registry, name, now):
             why = (
                 f"read-only on this host: {name} is {now[name]!r} and the registry marks it ReadOnly with no "
@@ -410,21 +413,6 @@ def _locked_gaps(out: dict[str, Desired], registry: Registry, present) -> list[D
             )
             gaps.append(Desired(name, None, d.setting, why, d.source, status="gap"))
     return gaps
-
-
-def _something_changes(out: dict[str, Desired], registry: Registry, present) -> bool:
-    """Whether a value chosen differs from the host's (``present``: its current Bios values, when a mapping).
-    The preset is written only then (issue 41 item 7: on a host where nothing else changes, writing it costs a
-    reboot for nothing); without the current values it is kept, as before."""
-    if not isinstance(present, dict):
-        return True
-    now = registry.value_names(present)
-    for name, d in out.items():
-        attr = registry.attributes.get(name)
-        want = attr.value_name(d.value) if attr is not None else d.value
-        if name not in now or now[name] != want:
-            return True
-    return False
 
 
 class _Translation:
