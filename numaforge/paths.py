@@ -59,17 +59,25 @@ def set_project_dir(path: str | os.PathLike | None) -> Path | None:
         return None
     fix = "pass a directory holding your bios/, inventory/, patches/ or kpatch/targets/"
     shown = printable(str(path))
-    try:
-        p = Path(path).expanduser().resolve()
-        is_dir = p.is_dir()
-        exists = p.exists()
-    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a NUL, a name too long
-        raise ProjectError(f"project directory {shown} cannot be used: {exc}", "--root", fix) from None
-    if not is_dir:
-        what = "is not a directory (it is a file)" if exists else "does not exist"
-        raise ProjectError(f"project directory {shown} {what}", "--root", fix)
+    p, problem = directory_check(path)
+    if problem == "file":
+        raise ProjectError(f"project directory {shown} is not a directory (it is a file)", "--root", fix)
+    if problem == "missing":
+        raise ProjectError(f"project directory {shown} does not exist", "--root", fix)
+    if problem:
+        raise ProjectError(f"project directory {shown} cannot be used: {problem}", "--root", fix)
     _project = p
     return p
+
+
+def directory_check(path: str | os.PathLike) -> tuple[Path, str]:
+    """(``path`` resolved, "" when it is a directory, else "file", "missing" or why it cannot be resolved: a link
+    loop, a NUL, a name too long). The one check of a project directory, for --root and $NUMAFORGE_ROOT."""
+    try:
+        p = Path(path).expanduser().resolve()
+        return p, "" if p.is_dir() else "file" if p.exists() else "missing"
+    except (OSError, RuntimeError, ValueError) as exc:
+        return Path(path), str(exc) or type(exc).__name__
 
 
 def project_dir_given() -> bool:

@@ -44,15 +44,12 @@ def _text(var: str, value: str) -> None:
 
 
 def project_dir(var: str, value: str) -> None:
-    """An existing directory: the project directory (numaforge.paths.set_project_dir's checks, as for --root)."""
-    try:
-        p = Path(value).expanduser()
-        resolved = p.resolve()
-        is_dir, exists = resolved.is_dir(), resolved.exists()
-    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a name too long
-        raise _error(var, f"({printable(value)}) cannot be used: {exc}", f"set {var} to a directory") from None
-    if not is_dir:
-        what = "is a file, not a directory" if exists else "does not exist"
+    """An existing directory: the project directory (numaforge.paths.directory_check, as for --root)."""
+    _, problem = paths.directory_check(value)
+    if problem not in ("", "file", "missing"):  # a link loop, a name too long
+        raise _error(var, f"({printable(value)}) cannot be used: {problem}", f"set {var} to a directory")
+    if problem:
+        what = "is a file, not a directory" if problem == "file" else "does not exist"
         raise _error(
             var,
             f"names {printable(value)}, which {what}",
