@@ -1,21 +1,27 @@
-"""Protocol amendment 8's decision rule (numaforge.measure.decision.judge_case / across_cases), issue 42.
+"""Protocol amendment 8's decision rule (numaforge.measure.decision.judge_case / across_cases) and its report
+(bench/numa_effect.py control on a study of the amendment's cases), issue 42.
 
 Synthetic per-block data for every branch of the rule (passes; fails locality; fails load-balancer returns; the
 primary's "better" required and missing; the primary non-inferior where off makes no not-closer move; too few
 blocks), the decision over every registered case, the registered block counts against the amendment's text and
 against bench/numa_effect_power.py's computation from the pilots it names, the real class pilot (2 blocks: no
-verdict). Pure: nothing here boots a VM."""
+verdict), and every earlier generated report regenerated unchanged (load-balancer returns stay descriptive there).
+Pure: nothing here boots a VM; the report tests run the bench script on study files."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from numaforge.lab import vm
 from numaforge.measure import configs, decision, scenario, study
+from numaforge.measure.scenario import ProbeMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = ROOT / "docs" / "numa-effect-protocol.md"
@@ -196,6 +202,11 @@ def test_the_registered_block_counts_are_what_the_power_script_computes_from_the
     assert got == decision.REGISTERED_BLOCKS
 
 
+def bench(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "bench" / "numa_effect.py"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
 def test_the_class_pilot_gives_no_verdict_for_every_arm_in_every_case():
     """The real class pilot (backplane4, 2 blocks of off, winner and alt-root-cause-complete per class): every
     case is registered, every case is short of its n (20 or 100), so every arm gets no verdict."""
@@ -208,3 +219,114 @@ def test_the_class_pilot_gives_no_verdict_for_every_arm_in_every_case():
         cv = decision.judge_case(decision.case_blocks(runs, arms), decision.REGISTERED_BLOCKS[key])
         assert cv.blocks == 2 and list(cv.arms) == arms[1:]
         assert {av.verdict for av in cv.arms.values()} == {decision.NO_VERDICT}
+
+
+def test_the_class_pilots_report_prints_no_verdict_for_every_arm_in_every_case():
+    """bench/numa_effect.py control on the real class pilot: each arm's "no verdict" line per case, returns a
+    registered secondary, no design the fix, exit 0; the pilot file unchanged."""
+    settings, _chunks, bl = study.read(CLASS_PILOT)
+    arms = settings["arms"]
+    before = CLASS_PILOT.read_bytes()
+    r = bench("control", "--study", str(CLASS_PILOT.relative_to(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert CLASS_PILOT.read_bytes() == before
+    for name in bl:
+        label = decision.case_name(*decision.registered_case(settings, name))
+        n = decision.REGISTERED_BLOCKS[decision.registered_case(settings, name)]
+        for arm in arms[1:]:
+            assert (
+                f"- **{arm}: no verdict** in {label} (2 of {n} blocks: a case with fewer blocks than its n gives no "
+                "verdict for any arm)" in r.stdout
+            )
+    assert "| load-balancer returns of the probe per minute (registered secondary, amendment 8) (/min) |" in r.stdout
+    assert "(proposed secondary)" not in r.stdout
+    assert "result: No design is the fix yet" in r.stdout
+
+
+def write_pairs_study(path: Path, pairs: list[tuple[int, int]], nblocks: int, bad_returns: bool) -> None:
+    """A study over the configuration space on backplane4 (as probe --pairs writes it): winner fixes the moves
+    and, with ``bad_returns``, adds a load-balancer return per minute in every case."""
+    out: dict[str, list[list[ProbeMetrics]]] = {}
+    for pair in pairs:
+        case = scenario.pair_case(*pair)
+        out[case] = []
+        for b in range(1, nblocks + 1):
+            j = JITTER[b - 1]
+            block = []
+            for arm in ("off", "winner"):
+                on = arm == "winner"
+                block.append(
+                    ProbeMetrics(
+                        arm,
+                        b,
+                        not_closer_per_min=(0.2 if on else 4.0) + j * (not on),
+                        local_share_30s=(80.0 if on else 60.0) + j,
+                        time_to_90=30.0 + j,
+                        reached_90=True,
+                        pages_migrated_per_min=1000.0 + 10 * j,
+                        lb_returns_per_min=(1.5 if on and bad_returns else 0.5) + j / 10,
+                        closer_per_min=1.0 if on else 0.0,
+                        found_nothing_per_min=0.0,
+                    )
+                )
+            out[case].append(block)
+    settings = {"arms": ["off", "winner"], "modules": {"off": None, "winner": "ab" * 32}, "seed": 13}
+    settings |= {"topology": "backplane4", "control": False, "pairs": [list(p) for p in pairs]}
+    study.save(path, settings | {"params": {"pref": 0, "src": 2, "seconds": 60, "mb": 64}}, out, [{"from_block": 1}])
+
+
+def test_a_study_of_the_registered_cases_is_judged_by_the_rule_and_other_pairs_are_not(tmp_path):
+    """100 blocks (every backplane4 case's n): with returns +1 /min winner fails every case on item 2 and the
+    report says no design is the fix; a pair that is not its class's first, (1, 0), is reported with the
+    earlier endpoints (returns descriptive) and no rule."""
+    tp = vm.topology("backplane4")
+    reps = [c.rep for c in configs.scan_classes(tp.distances, tp.cpus)]
+    write_pairs_study(tmp_path / "bad.json", [*reps, (1, 0)], 100, bad_returns=True)
+    r = bench("control", "--study", str(tmp_path / "bad.json"), "--md", str(tmp_path / "bad.md"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "bad.md").read_text()
+    for pair in reps:
+        label = decision.case_name("backplane4", pair)
+        assert f"- **winner: fail** in {label} (2. load-balancer returns not shown non-inferior (+0.25 /min))" in text
+    assert "- winner: fails " + ", ".join(decision.case_name("backplane4", p) for p in reps) in text
+    assert "**Result:** No design passes every case of amendment 8: none ships as the fix" in text
+    section = text[text.index("### P=1 S=0 source spare") :]
+    assert "Not a case amendment 8 registers" in section.split("###")[1]
+    assert "(proposed secondary)" in section.split("###")[1]
+    write_pairs_study(tmp_path / "ok.json", reps, 100, bad_returns=False)
+    r = bench("control", "--study", str(tmp_path / "ok.json"))
+    assert r.returncode == 0, r.stderr
+    for pair in reps:
+        assert f"- **winner: pass** in {decision.case_name('backplane4', pair)}" in r.stdout
+    # nps2 and the 2-node case are not in this study: no verdict there yet, so not the fix
+    assert "no verdict yet in nps2 (0, 1), nps2 (0, 2), nps2 (2, 0), 2node (0, 1)" in r.stdout
+    r = bench("result", "--study", str(tmp_path / "ok.json"))
+    assert r.returncode == 2 and "amendment 8" in r.stderr and "`control --study " in r.stderr
+
+
+GENERATED = re.compile(r"^Generated by `python bench/numa_effect\.py ((?:result|control) [^`]+)`", re.M)
+
+
+def generated_docs() -> list[Path]:
+    return sorted(p for p in (ROOT / "docs").rglob("*.md") if GENERATED.search(p.read_text()))
+
+
+@pytest.mark.parametrize("doc", generated_docs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_earlier_generated_report_regenerates_to_the_same_text(doc, tmp_path):
+    """Amendment 8 changes no earlier report: each committed `result`/`control` document, regenerated from its
+    study file by the command it records (its outputs redirected into tmp), is the same text, byte for byte."""
+    m = GENERATED.search(doc.read_text())
+    assert m is not None
+    argv = shlex.split(m.group(1))
+    moved = {}
+    for opt in ("--md", "--png"):
+        if opt in argv:
+            i = argv.index(opt) + 1
+            moved[argv[i]] = str(tmp_path / Path(argv[i]).name)
+            argv[i] = moved[argv[i]]
+    r = bench(*argv)
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / doc.name).read_text()
+    for orig, new in moved.items():
+        text = text.replace(new, orig)
+    assert text == doc.read_text()
