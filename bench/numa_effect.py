@@ -343,6 +343,13 @@ def amendment8(args, settings: dict, chunks: list[dict], blocks: dict) -> int:
     the amendment's rule, whatever its number of blocks (below its registered n a case gives no verdict, and the
     report says so), and the amendment's decision over the cases."""
     arms = settings.get("arms") or []
+    if decision.BASE not in arms:
+        print(
+            f"error: {args.study}: amendment 8 measures every arm against `{decision.BASE}`, and this study ran "
+            f"{'+'.join(arms) or 'no arms'}; run its cases with --arms {decision.BASE}+...",
+            file=sys.stderr,
+        )
+        return 2
     cases, verdicts = {}, {}
     for name, bl in blocks.items():
         runs = [r for b in bl for r in b]

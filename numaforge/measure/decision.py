@@ -232,11 +232,10 @@ def registered_case(settings: dict, case: str) -> tuple[str, tuple[int, int]] | 
     configuration space (``settings["pairs"]``, bench/numa_effect.py probe --pairs) whose source-spare case is the
     registered pair of its topology's class. None for every other case (every earlier study, a source-busy
     control, a pair that is not its class's first)."""
-    pair = case_pair(case)
-    key = (str(settings.get("topology")), pair)
-    if not settings.get("pairs") or pair is None or key not in REGISTERED_BLOCKS:
+    pair, topology = case_pair(case), str(settings.get("topology"))
+    if not settings.get("pairs") or pair is None or (topology, pair) not in REGISTERED_BLOCKS:
         return None
-    return key  # type: ignore[return-value]
+    return topology, pair
 
 
 @dataclass
