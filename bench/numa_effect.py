@@ -16,7 +16,9 @@ a null live patch) in interleaved rounds, one lab VM boot per topology.
     .venv/bin/python bench/numa_effect.py probe --pairs classes --topology nps2 --no-control --study S.json
         # the configuration space (issue 42): one case per (P, S) class of the topology's SLIT (or `all` pairs)
     .venv/bin/python bench/numa_effect.py control --study S.json --md S.md
-        # a control study (2-node, multi-instance, two-thread, knob; protocol amendments 4, 5, 7) and its rule
+        # a control study (2-node, multi-instance, two-thread, knob; protocol amendments 4, 5, 7) and its rule;
+        # a study of amendment 8's cases (probe --pairs classes): its rule per case and over the cases, at any
+        # number of blocks (a case short of its registered block count gives no verdict, and says so)
 
 Cases are TOPOLOGY:WORKLOAD[:ARM+ARM...]; WORKLOAD is single (independent processes) or grouped (threads
 sharing memory). Default plan (CASES): every arm on backplane4 and nps2 (single), off/winner/null for the
@@ -268,6 +270,13 @@ def result(args) -> int:
     """The result document of a finished study (docs/numa-effect-protocol.md): refused below 20 blocks."""
     spath = Path(args.study)
     settings, chunks, blocks = study.read(spath)
+    if any(decision.registered_case(settings, name) for name in blocks):
+        print(
+            f"error: {spath} is a study of protocol amendment 8's cases (the configuration matrix): its report, with "
+            f"the amendment's rule, is `control --study {spath}`",
+            file=sys.stderr,
+        )
+        return 2
     n = min((len(b) for b in blocks.values()), default=0)
     if n < mresult.MIN_STUDY_BLOCKS or scenario.MAIN_CASE not in blocks:
         print(
@@ -299,6 +308,8 @@ def control(args) -> int:
     blocks and for the main study (whose document is `result`)."""
     spath = Path(args.study)
     settings, chunks, blocks = study.read(spath)
+    if any(decision.registered_case(settings, name) for name in blocks):
+        return amendment8(args, settings, chunks, blocks)
     n = min((len(b) for b in blocks.values()), default=0)
     main = scenario.MAIN_CASE in blocks and settings.get("topology") != "2node"
     if n < mresult.MIN_STUDY_BLOCKS or main:
@@ -324,6 +335,37 @@ def control(args) -> int:
         print(f"wrote {args.md}", flush=True)
     else:
         print(text)
+    return 0
+
+
+def amendment8(args, settings: dict, chunks: list[dict], blocks: dict) -> int:
+    """The report of a study of protocol amendment 8's cases (the configuration matrix): every case judged by
+    the amendment's rule, whatever its number of blocks (below its registered n a case gives no verdict, and the
+    report says so), and the amendment's decision over the cases."""
+    arms = settings.get("arms") or []
+    if decision.BASE not in arms:
+        print(
+            f"error: {args.study}: amendment 8 measures every arm against `{decision.BASE}`, and this study ran "
+            f"{'+'.join(arms) or 'no arms'}; run its cases with --arms {decision.BASE}+...",
+            file=sys.stderr,
+        )
+        return 2
+    cases, verdicts = {}, {}
+    for name, bl in blocks.items():
+        runs = [r for b in bl for r in b]
+        key = decision.registered_case(settings, name)
+        cases[name] = scenario.report(runs, arms, amendment8=key is not None)
+        if key:
+            cv = decision.judge_case(decision.case_blocks(cases[name]["runs"], arms), decision.REGISTERED_BLOCKS[key])
+            verdicts[name] = (decision.case_name(*key), cv)
+    command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
+    text = mresult.amendment8_markdown(settings, chunks, cases, verdicts, command)
+    if args.md:
+        Path(args.md).write_text(text)
+        print(f"wrote {args.md}", flush=True)
+    else:
+        print(text)
+    print(f"result: {decision.across_cases({k: v for k, v in verdicts.values()}).statement}", flush=True)
     return 0
 
 
@@ -450,7 +492,9 @@ def main(argv: list[str]) -> int:
     gc = sub.add_parser("groups", help="protocol amendment 6's check: was any run's probe ever in a numa_group?")
     gc.add_argument("--study", required=True)
     ct = sub.add_parser("control")
-    ct.add_argument("--study", required=True, help="a control study file of >= 20 blocks")
+    ct.add_argument(
+        "--study", required=True, help="a control study file of >= 20 blocks, or a study of amendment 8's cases"
+    )
     ct.add_argument("--md", help="write the report here (else print it)")
     args = ap.parse_args(argv)
     if args.cmd == "control":

@@ -49,6 +49,23 @@ MARGINS: dict[str, tuple[str, float]] = {
 MULTI_OUTCOMES = [*OUTCOMES, ("passes_per_s", "passes over the probe's buffer per second", "/s", False)]
 MULTI_SECONDARY = (*SECONDARY, "passes_per_s")
 MULTI_MARGINS = {**MARGINS, "passes_per_s": ("rel", 0.10)}
+# protocol amendment 8 (issue 42's configuration matrix): load-balancer returns are a registered fourth secondary
+# for its cases only (every earlier study keeps OUTCOMES, where they are descriptive), and every "no harm" claim is
+# one-sided non-inferiority within NI_MARGINS (the primary's, where off makes no not-closer move, is MARGINS' +1
+# /min); numaforge.measure.decision.judge_case applies its rule
+CASE_OUTCOMES = [
+    (k, "load-balancer returns of the probe per minute (registered secondary, amendment 8)", u, True)
+    if k == "lb_returns_per_min"
+    else (k, label, u, lower)
+    for k, label, u, lower in OUTCOMES
+]
+CASE_SECONDARY = ("local_share_30s", "lb_returns_per_min", "time_to_90", "pages_migrated_per_min")
+NI_MARGINS: dict[str, tuple[str, float]] = {
+    "local_share_30s": ("abs", 5.0),
+    "lb_returns_per_min": ("abs", 0.25),
+    "time_to_90": ("abs", 10.0),
+    "pages_migrated_per_min": ("rel", 0.25),
+}
 MAX_THREADS = 16  # numa_probe.c's MAX_THREADS
 LOCAL_WINDOW_S = 30
 MAIN_CASE, CONTROL_CASE = "source spare", "source busy (control)"  # the study file's case names
@@ -61,6 +78,13 @@ UNIT_CASES = (MULTI_CASE, THREADS_CASE)  # cases whose runs trace several units 
 def pair_case(pref: int, src: int, busy: bool = False) -> str:
     """The name of the case of configuration (P, S) in a study over several pairs (issue 42 item 1)."""
     return f"P={pref} S={src} " + (CONTROL_CASE if busy else MAIN_CASE)
+
+
+def case_pair(case: str) -> tuple[int, int] | None:
+    """(P, S) of a source-spare case named by ``pair_case``; None for any other case name (its source-busy
+    control, or a study of one configuration)."""
+    m = re.fullmatch(r"P=(\d+) S=(\d+) " + re.escape(MAIN_CASE), case)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def outcomes_of(case: str) -> list[tuple[str, str, str, bool | None]]:
@@ -610,18 +634,25 @@ def choose_nodes(topo: metrics.Topo) -> tuple[int, int]:
     )
 
 
-def report(runs: list[ProbeMetrics], arms: list[str] | None = None, base: str = "off", multi: bool = False) -> dict:
+def report(
+    runs: list[ProbeMetrics],
+    arms: list[str] | None = None,
+    base: str = "off",
+    multi: bool = False,
+    amendment8: bool = False,
+) -> dict:
     """runner.report over the protocol's endpoints: per-arm medians and paired verdicts against `base`; Holm
     adjusts over the three registered secondaries (SECONDARY), the descriptive counts get no verdict. ``multi``:
     the multi-instance and two-thread controls' endpoints (MULTI_OUTCOMES: passes per second as a fourth
-    secondary). Without `base` among the arms (amendment 6's check runs no `off`) the first arm is the base
-    (runner.report)."""
+    secondary). ``amendment8``: a case of amendment 8 (CASE_OUTCOMES, Holm over CASE_SECONDARY's four, no TOST:
+    its "no harm" claims are one-sided, judged by decision.judge_case). Without `base` among the arms (amendment
+    6's check runs no `off`) the first arm is the base (runner.report)."""
     return runner.report(
         runs,  # type: ignore[arg-type]
         arms,
         base,
         primary=PRIMARY,
-        outcomes=MULTI_OUTCOMES if multi else OUTCOMES,
-        margins=MULTI_MARGINS if multi else MARGINS,
-        secondary=MULTI_SECONDARY if multi else SECONDARY,
+        outcomes=CASE_OUTCOMES if amendment8 else MULTI_OUTCOMES if multi else OUTCOMES,
+        margins={} if amendment8 else MULTI_MARGINS if multi else MARGINS,
+        secondary=CASE_SECONDARY if amendment8 else MULTI_SECONDARY if multi else SECONDARY,
     )
