@@ -44,10 +44,32 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
+# A step whose header has the line "# setup: runs beside the steps after it" (35-kernel-caches: the kernel builds,
+# ~5 minutes of both cores) starts in the background and the next steps (apt, downloads, pip: mostly waiting on
+# the network) run meanwhile (issue 43); setup waits for it at the end, prints its output then, and fails if it did.
+beside=(); beside_logs=(); beside_pids=(); beside_t0=()
+stop_beside() { for p in "${beside_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done; }
+trap 'stop_beside' EXIT
+trap 'stop_beside; exit 130' INT
+trap 'stop_beside; exit 143' TERM
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   s0=$SECONDS
+  if grep -qx '# setup: runs beside the steps after it' "$step"; then
+    log=$(mktemp /tmp/numaforge-setup-step.XXXXXX)
+    setsid bash "$step" >"$log" 2>&1 &   # its own process group: stopped whole if setup stops first
+    beside+=("$step"); beside_logs+=("$log"); beside_pids+=($!); beside_t0+=("$s0")
+    echo "setup: $(basename "$step") started beside the next steps (its output follows when it ends)"
+    continue
+  fi
   bash "$step"
   echo "setup: $(basename "$step") done in $((SECONDS - s0)) s"
 done
+for i in "${!beside[@]}"; do
+  rc=0; wait "${beside_pids[$i]}" || rc=$?
+  cat "${beside_logs[$i]}"; rm -f "${beside_logs[$i]}"
+  if [ "$rc" != 0 ]; then echo "setup: $(basename "${beside[$i]}") failed (exit $rc; its output is above)"; exit 1; fi
+  echo "setup: $(basename "${beside[$i]}") done in $((SECONDS - ${beside_t0[$i]})) s (beside the steps after it)"
+done
+beside_pids=()
 echo "setup: ready in $((SECONDS - t0)) s"

@@ -9,7 +9,9 @@
 #  - each Debian kpatch target's inputs: .config and Module.symvers from the headers package, vmlinux from the
 #    -dbg package (about 800 MB downloaded, only the vmlinux kept; numaforge.kernel.targets.debian_inputs).
 # `invoke doctor --strict` checks that both are here. Idempotent: a warm run finds them and does nothing.
-# Needs 20-kernel-toolchain.sh (source) and 30-kpatch.sh (kpatch-build, gcc-10, ccache).
+# Needs 20-kernel-toolchain.sh (source) and 30-kpatch.sh (kpatch-build, gcc-10, ccache). Nothing in the steps after
+# it needs what it builds, so setup.sh runs them meanwhile (issue 43):
+# setup: runs beside the steps after it
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
@@ -31,6 +33,11 @@ for name in tg.available():
         print(f"setup: kpatch target {name}: inputs in {di.vmlinux.parent}")
 PYEOF
 dpid=$!
+# bullseye main's 5.10.223 source (the kernel_source tier applies the series there too; 20-kernel-toolchain.sh
+# imported only 5.10.262, the lab kernel's): imported beside the build as well
+plog=$(mktemp /tmp/numaforge-prefetch.XXXXXX)
+"$PY" -m numaforge.kernel.source prefetch "debian:linux-source-5.10=5.10.223-1" >"$plog" 2>&1 &
+ppid_=$!
 if ! "$PY" -m numaforge.kernel.labkernel >"$log" 2>&1; then
   tail -20 "$log"
   echo "setup: the lab kernel build failed (log above; the build's own log is named there)"
@@ -63,6 +70,13 @@ then
 fi
 tail -1 "$slog"
 rm -f "$slog"
+if ! wait $ppid_; then
+  cat "$plog"
+  echo "setup: importing linux-source-5.10=5.10.223-1 failed (above)"
+  exit 1
+fi
+cat "$plog"
+rm -f "$plog"
 if ! wait $dpid; then
   cat "$dlog"
   echo "setup: downloading a Debian kpatch target's inputs failed (above)"
