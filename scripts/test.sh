@@ -39,7 +39,9 @@ tier() {
 }
 lane_kernel() { tier kernel_source kernel_source "$@"; tier kpatch kpatch "$@"; }
 lane_python() {
-  tier core "not ($heavy)" -n 2 "$@"; tier ssh "ssh and not hostile" -n 2 "$@"; tier bmc "bmc and not hostile" -n 2 "$@"
+  tier core "not ($heavy)" -n 2 "$@"; tier ssh "ssh and not hostile" -n 2 "$@"
+  # loadgroup: the install tests' venv fixtures are built once each (their modules' xdist groups), not per worker
+  tier bmc "bmc and not hostile" -n 2 --dist loadgroup "$@"
   tier hostile hostile -n 2 "$@"   # tests/hostile/conftest.py prints the campaign's tally at the end of its log
 }
 
