@@ -42,7 +42,7 @@ def _xdist_groups(tree: ast.Module) -> list[str]:
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets):
             for c in ast.walk(n.value):
                 if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "xdist_group":
-                    groups += [a.value for a in c.args if isinstance(a, ast.Constant)]
+                    groups += [str(a.value) for a in c.args if isinstance(a, ast.Constant)]
     return groups
 
 
