@@ -185,8 +185,12 @@ def test_no_reset_of_any_kind_is_sent_to_a_host_in_post(sim_factory, flavour):
     sim.state.post_seconds = 60.0
     sim.state.reset("ForceRestart")  # another operator's reset: POST for a minute
     t0 = time.monotonic()
+    # the simulator's state moves only when asked (advance(), as each request does): without it this loop read
+    # the same "None" for its whole 10 s and the host entered POST at apply_host's first request
     while sim.state.boot_state != "MemoryInitializationStarted" and time.monotonic() - t0 < 10:
         time.sleep(0.05)
+        sim.state.advance()
+    assert sim.state.boot_state == "MemoryInitializationStarted", "the host never reached POST"
     sim.reset_counts()
     r = run(apply_host, h, opts(reboot=True, timeouts=SHORT))
     assert r.status == "failed"

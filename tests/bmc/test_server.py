@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -493,6 +494,24 @@ def test_a_stopped_bmc_stops_answering_on_kept_alive_connections(make_sim, tmp_p
     sim.stop()
     with pytest.raises(requests.exceptions.ConnectionError):
         c.get(sim.system_path)
+
+
+def test_a_standalone_simulator_stops_at_once_woken_not_polled():
+    """Issue 43: a simulator on its own served with ``serve_forever(poll_interval=0.2)``, so every stop() waited
+    for the next poll (about 0.2 s; the bmc tier starts hundreds of simulators) and an idle one woke five times a
+    second. Its thread now sleeps on its own hub's wake-up socket: stop() wakes it and joins it at once. Ten
+    stops, each after a real request, take well under the ten polls (2 s) they took; each thread has ended."""
+    stopping = 0.0
+    for _ in range(10):
+        sim = BMCSimulator(username="admin", password=PASSWORD, power_delay=0.1).start()
+        assert Client(sim).get("/redfish/v1/").status_code == 200
+        (thread,) = [t for t in threading.enumerate() if t.name == "bmc-sim-generic"]
+        t0 = time.monotonic()
+        sim.stop()
+        stopping += time.monotonic() - t0
+        assert not thread.is_alive(), "stop() returned with the simulator's thread still serving"
+        assert sim.errors == [], f"simulator bugs: {sim.errors}"
+    assert stopping < 1.0, f"10 stops took {stopping:.2f} s: stop() waits for a poll"
 
 
 # ---------------------------------------------------------------------------------------------- many BMCs, one hub

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from hostos.helpers import build_tree
-from sshd_fixture import SshdHost, free_port
+from sshd_fixture import SshdHost, descendants, free_port
 
 from numaforge.bios.applysteps import STATES
 from numaforge.lab.bmc import BMCSimulator
@@ -264,13 +264,18 @@ def test_a_signal_during_the_verify_read_after_the_reboot(tmp_path, sig):
 
 def _after_the_read_step(sim: BMCSimulator):
     """The resumed run's first poll, told apart from the read step's GET System (the read step is GET Systems,
-    GET System, GET Bios, ...): a GET Bios came after the last GET of the Systems collection. A late request of
-    the stopped first run (its reboot poll is GET System, GET Bios) is logged before that collection read."""
+    then GET System and GET Bios in either order: GET Bios came first in 9 of 15 runs, and then the read step's
+    own GET System was held): a GET System and a GET Bios both came after the last GET of the Systems
+    collection. A late request of the stopped first run (its reboot poll is GET System, GET Bios) is logged
+    before that collection read."""
 
     def when() -> bool:
         log = list(sim.requests)
         reads = [i for i, (m, p) in enumerate(log) if m == "GET" and p.rstrip("/").endswith("/Systems")]
-        return bool(reads) and any(m == "GET" and re.search(r"/Bios$", p) for m, p in log[reads[-1] : -1])
+        since = log[reads[-1] : -1] if reads else []
+        return any(m == "GET" and re.search(r"/Bios$", p) for m, p in since) and any(
+            m == "GET" and re.search(r"/Systems/[^/]+$", p) for m, p in since
+        )
 
     return when
 
@@ -417,7 +422,7 @@ if [ -f "$D/hold" ] && [ ! -f "$D/held" ]; then
   pat=$(sed -n 1p "$D/hold"); want=$(sed -n 2p "$D/hold")
   if grep -qF -- "$pat" "$f"; then
     k=$(( $(cat "$D/seen" 2>/dev/null || echo 0) + 1 )); echo "$k" > "$D/seen"
-    if [ "$k" = "$want" ]; then touch "$D/held"; sleep 8; fi
+    if [ "$k" = "$want" ]; then touch "$D/held"; sleep 8; touch "$D/released"; fi
   fi
 fi
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" < "$f"
@@ -531,7 +536,12 @@ def _os_apply_held(tmp_path, held_sshd, sig, step, spec, extra=()):
     # a read is cut at once (stop_grace=0); a write on the host is never cut half-way: it ends (bounded by its
     # timeout) -- the held write here sleeps 8 s, then runs
     assert took < (8 + 5 if step == "apply" else 5), f"took {took:.1f} s after the signal"
-    time.sleep(9)  # the held command has run by now (it was on the host before the signal)
+    # the held command has run (it was on the host before the signal), and every session the run opened has ended
+    # (the listener has no child left): no command of the run can still arrive (a fixed 9 s sleep before)
+    deadline = time.monotonic() + 60
+    while not (cmds / "released").exists() or descendants(host.proc.pid):
+        assert time.monotonic() < deadline, f"the host's sessions did not end: {descendants(host.proc.pid)}"
+        time.sleep(0.05)
     assert len(list(cmds.glob("in.*"))) == sent, "a command was sent to the host after the signal"
     if not written:
         assert (root / "proc/sys/vm/swappiness").read_text() == before, "written though the signal came first"

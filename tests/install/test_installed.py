@@ -25,7 +25,8 @@ import yaml
 
 from numaforge.paths import CHECKOUT
 
-pytestmark = pytest.mark.bmc
+# one xdist group: its session venv is built once, on one worker (scripts/test.sh: the bmc tier with --dist loadgroup)
+pytestmark = [pytest.mark.bmc, pytest.mark.xdist_group("install-venv")]
 
 
 def _env(work: Path, **extra: str) -> dict[str, str]:

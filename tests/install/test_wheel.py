@@ -22,7 +22,8 @@ import pytest
 from numaforge.lab.bmc import BMCSimulator
 from numaforge.paths import CHECKOUT
 
-pytestmark = pytest.mark.bmc
+# one xdist group: its module venv is built once, on one worker (scripts/test.sh: the bmc tier with --dist loadgroup)
+pytestmark = [pytest.mark.bmc, pytest.mark.xdist_group("install-user-venv")]
 
 USER = "numaforge-ci"
 PASSWORD = "wh33l-Pa55word"

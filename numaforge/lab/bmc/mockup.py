@@ -222,8 +222,8 @@ class MockupSimulator(BMCSimulator):
         self._unavailable_until = 0.0
         self.ca_file: Path | None = None
         self._server = None
-        self._thread: threading.Thread | None = None
-        self._hub = None  # BMCSimulator.start(hub=...): None, served by its own thread
+        self._hub = None  # BMCSimulator.start(hub=...), or a hub of its own
+        self._own_hub = False
         self.etags: dict[str, str] = {}  # path key -> the ETag of the document as last served
         self.served: dict[str, dict] = {}  # path key -> the body that ETag belongs to
         self.jobs_added: dict[str, dict] = {}  # job id -> job made here
