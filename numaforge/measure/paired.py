@@ -28,6 +28,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass
 from statistics import fmean
 
+import numpy as np
+
 ALPHA = 0.05
 MIN_BLOCKS = 6  # smallest n with 2 / 2**n < ALPHA (see the module docstring)
 N_BOOT = 4000
@@ -73,8 +75,11 @@ def sign_flip_p(d: list[float], n_perm: int = N_PERM, seed: int = SEED) -> float
     obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
     if len(d) <= EXACT_MAX:
         return _exact_hits(d, obs) / 2 ** len(d)
-    rng = random.Random(seed)
-    hits = sum(1 for _ in range(n_perm) if abs(sum(x if rng.random() < 0.5 else -x for x in d)) >= obs)
+    # n_perm random sign patterns at once (a 20000 x 100 matrix for amendment 8's 100-block cases; the loop in
+    # Python took about 0.5 s per test): numpy's own seeded generator, so the p differs from the loop's by the
+    # Monte Carlo error only; no committed report has more than EXACT_MAX blocks
+    signs = np.random.default_rng(seed).integers(0, 2, size=(n_perm, len(d)), dtype=np.int8) * 2 - 1
+    hits = int(np.count_nonzero(np.abs(signs @ np.asarray(d, dtype=float)) >= obs))
     return (hits + 1) / (n_perm + 1)
 
 
