@@ -294,11 +294,7 @@ def result(args) -> int:
     rel = os.path.relpath(png, Path(args.md).parent) if png and args.md else None
     command = "python bench/numa_effect.py result " + " ".join(sys.argv[2:])
     text = mresult.markdown(settings, chunks, cases, dec, sizes, command, rel)
-    if args.md:
-        Path(args.md).write_text(text)
-        print(f"wrote {args.md}" + (f" and {png}" if png else ""), flush=True)
-    else:
-        print(text)
+    _emit(text, args.md, f" and {png}" if png else "")
     print(f"result: {dec.statement} (basis: {dec.basis})", flush=True)
     return 0
 
@@ -328,14 +324,21 @@ def control(args) -> int:
             for i, a in enumerate(patched)
             for b in patched[i + 1 :]
         }
-    command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
-    text = mresult.control_markdown(settings, chunks, cases, command, direct)
-    if args.md:
-        Path(args.md).write_text(text)
-        print(f"wrote {args.md}", flush=True)
+    _emit(mresult.control_markdown(settings, chunks, cases, _control_command(), direct), args.md)
+    return 0
+
+
+def _control_command() -> str:
+    return "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
+
+
+def _emit(text: str, md: str | None, also: str = "") -> None:
+    """The report into --md (saying so, with ``also`` written beside it), else on stdout."""
+    if md:
+        Path(md).write_text(text)
+        print(f"wrote {md}{also}", flush=True)
     else:
         print(text)
-    return 0
 
 
 def amendment8(args, settings: dict, chunks: list[dict], blocks: dict) -> int:
@@ -358,13 +361,7 @@ def amendment8(args, settings: dict, chunks: list[dict], blocks: dict) -> int:
         if key:
             cv = decision.judge_case(decision.case_blocks(cases[name]["runs"], arms), decision.REGISTERED_BLOCKS[key])
             verdicts[name] = (decision.case_name(*key), cv)
-    command = "python bench/numa_effect.py control " + " ".join(sys.argv[2:])
-    text = mresult.amendment8_markdown(settings, chunks, cases, verdicts, command)
-    if args.md:
-        Path(args.md).write_text(text)
-        print(f"wrote {args.md}", flush=True)
-    else:
-        print(text)
+    _emit(mresult.amendment8_markdown(settings, chunks, cases, verdicts, _control_command()), args.md)
     print(f"result: {decision.across_cases({k: v for k, v in verdicts.values()}).statement}", flush=True)
     return 0
 

@@ -3,11 +3,11 @@ study files. Pure: reads docs/numa-effect/study/*.json, writes nothing there."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 from pathlib import Path
 
+import benchscripts
 import pytest
 
 from numaforge.measure import paired
@@ -17,11 +17,7 @@ STUDIES = sorted((ROOT / "docs" / "numa-effect" / "study").glob("*.json"))
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("numa_effect_power", ROOT / "bench" / "numa_effect_power.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchscripts.load("numa_effect_power")
 
 
 power = _load()

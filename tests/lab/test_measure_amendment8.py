@@ -10,13 +10,13 @@ Pure: nothing here boots a VM; the report tests run the bench script on study fi
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import benchscripts
 import pytest
 
 from numaforge.lab import vm
@@ -170,11 +170,7 @@ def test_the_registered_block_counts_are_amendment_8s_table_and_its_classes_the_
 
 
 def _power():
-    spec = importlib.util.spec_from_file_location("numa_effect_power", ROOT / "bench" / "numa_effect_power.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchscripts.load("numa_effect_power")
 
 
 def test_the_registered_block_counts_are_what_the_power_script_computes_from_the_named_pilots():
