@@ -47,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numaforge import livepatch
+from numaforge.kernel import kpatch, labkernel
 from numaforge.lab import vm
 from numaforge.lab.kernels import built_kernel
 from numaforge.livepatch import probe as lprobe
@@ -163,6 +164,17 @@ def probe(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     state = out / ".lab-probe"
     kernel = args.kernel
+    spath = Path(args.study) if args.study else None
+    booting = None  # the lab kernel about to boot, pinned by a study (its recipe and content key)
+    if kernel == "lab" and not args.knob:  # the knob's kernel records its own build (settings["kernel_build"])
+        lab = kpatch.lab_kernel(log=lambda m: print(m, flush=True))  # what vm.up would boot for --kernel lab
+        kernel = built_kernel(lab, "lab")
+        booting = {"config": labkernel.lab_config().name, "key": lab.key}
+    try:  # before the VM boots: a study measured on another lab kernel is not continued on this one
+        pin = study.pin_lab_kernel({}, study.read(spath)[0] if spath and spath.exists() else None, booting, str(spath))
+    except study.LabKernelMismatch as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
     if args.knob:  # amendment 7: the lab kernel with the whole series built in, the feature switched per run
         lk = marms.full_kernel(args.series, log=lambda m: print(m, flush=True))
         kernel = built_kernel(lk, "series")
@@ -209,7 +221,7 @@ def probe(args) -> int:
             settings["second"] = list(second)  # the multi-instance control (protocol amendment 4)
         if pairs:
             settings["pairs"] = [list(p) for p in pairs]  # one case per configuration (issue 42 item 1)
-        spath = Path(args.study) if args.study else None
+        settings.update(pin)  # the lab kernel's recipe and key, from the first block of a study on
         done = study.load(spath, settings) if spath else {}
         have = min((len(b) for b in done.values()), default=0)
         upto = min(args.rounds, have + args.blocks_now) if args.blocks_now else args.rounds

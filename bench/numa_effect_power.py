@@ -1,6 +1,7 @@
 """Exact p-values and the power the probe studies had (issue 42 item 6), from the stored study files.
 
     .venv/bin/python bench/numa_effect_power.py [docs/numa-effect/study/*.json] [--md OUT.md]
+        # default: every study there but amendment 8's matrix (finished_studies)
     .venv/bin/python bench/numa_effect_power.py --pilot PILOT.json... [--md OUT.md]
 
 ``--pilot`` (protocol amendment 8, issue 42): from pilot studies of any number of blocks (>= 2), per case, patched
@@ -43,7 +44,7 @@ from statistics import NormalDist, fmean, stdev
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from numaforge.measure import metrics, paired, scenario, study
+from numaforge.measure import decision, metrics, paired, scenario, study
 
 Z = NormalDist()
 Z95, Z90, Z80 = Z.inv_cdf(0.95), Z.inv_cdf(0.90), Z.inv_cdf(0.80)
@@ -140,6 +141,21 @@ def pilot_markdown(prows: list[dict]) -> str:
     lines += ["", "| study | case | blocks (amendment 8: max(20, largest above), at most 100) |", "|---|---|---|"]
     lines += [f"| {s} | {c} | {n} |" for (s, c), n in case_blocks(prows).items()]
     return "\n".join(lines) + "\n"
+
+
+STUDY_DIR = Path(__file__).resolve().parent.parent / "docs" / "numa-effect" / "study"
+
+
+def finished_studies(directory: Path = STUDY_DIR) -> list[Path]:
+    """The study files the table covers: every one in ``directory`` but a study of amendment 8's cases (the
+    configuration matrix, decision.registered_case): its block counts and their power are the amendment's, and its
+    report (`numa_effect.py control`) judges a case at its registered n, so no interim pool of it is tabled here."""
+    out = []
+    for path in sorted(directory.glob("*.json")):
+        settings, _chunks, blocks = study.read(path)
+        if not any(decision.registered_case(settings, case) for case in blocks):
+            out.append(path)
+    return out
 
 
 def rows(path: Path) -> list[dict]:
@@ -240,7 +256,7 @@ def main(argv: list[str]) -> int:
         if not args.studies:
             ap.error("--pilot: give the pilot study files")
         return _emit(pilot_markdown([r for p in args.studies for r in pilot_rows(p)]), args.md)
-    paths = args.studies or sorted((Path(__file__).resolve().parent.parent / "docs/numa-effect/study").glob("*.json"))
+    paths = args.studies or finished_studies()
     all_rows = [r for p in paths for r in rows(p)]
     return _emit(markdown(all_rows), args.md)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import benchscripts
 import pytest
 
-from numaforge.measure import paired
+from numaforge.measure import decision, paired, study
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = sorted((ROOT / "docs" / "numa-effect" / "study").glob("*.json"))
+EVERY_STUDY = sorted((ROOT / "docs" / "numa-effect" / "study").glob("*.json"))
 
 
 def _load():
@@ -21,6 +21,31 @@ def _load():
 
 
 power = _load()
+STUDIES = power.finished_studies()  # the studies the table covers (not amendment 8's matrix)
+
+
+def test_the_table_covers_every_study_but_amendment_8s_matrix():
+    """A study of amendment 8's cases (the configuration matrix, run in chunks) is judged by its own report at
+    each case's registered n, its block counts and power are the amendment's: the table neither reads it nor
+    quotes an interim pool of it. Every other study file is in the table."""
+    matrix = [p for p in EVERY_STUDY if p not in STUDIES]
+    assert sorted(STUDIES + matrix) == EVERY_STUDY
+    for p in matrix:
+        settings, _chunks, blocks = study.read(p)
+        assert any(decision.registered_case(settings, case) for case in blocks), p.name
+    for p in STUDIES:
+        settings, _chunks, blocks = study.read(p)
+        assert not any(decision.registered_case(settings, case) for case in blocks), p.name
+
+
+def test_a_study_of_amendment_8s_cases_is_left_out_and_every_other_study_is_read(tmp_path):
+    """The real class pilot (backplane4, --pairs classes: amendment 8's registered cases) beside copies of the
+    stored studies: the table's set is the stored studies alone."""
+    for p in EVERY_STUDY:
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    pilot = ROOT / "docs" / "numa-effect" / "pilot" / "probe-backplane4-classes-pilot.json"
+    (tmp_path / "matrix.json").write_bytes(pilot.read_bytes())
+    assert [p.name for p in power.finished_studies(tmp_path)] == [p.name for p in STUDIES]
 
 
 @pytest.mark.parametrize("n", range(paired.MIN_BLOCKS, 21))

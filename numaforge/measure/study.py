@@ -5,7 +5,9 @@ source-busy control: about 4 hours of a TCG lab VM. ``measure_scenario`` (numafo
 after every block; the study file is rewritten atomically then, so a cut-short chunk keeps every finished block,
 and the next chunk continues from the next block with the same settings. A block's arm order depends only on
 the seed, the case and the block's number (``block_order``), so the schedule is the same however the study is
-cut into chunks. Mixing settings (other arms, window, buffer, topology, kernel, modules) in one file is refused.
+cut into chunks. Mixing settings (other arms, window, buffer, topology, kernel, modules) in one file is refused;
+a study started since issue 42's matrix also pins the lab kernel's recipe and content key (``pin_lab_kernel``),
+checked before the VM boots.
 """
 
 from __future__ import annotations
@@ -15,12 +17,20 @@ import random
 from dataclasses import fields
 from pathlib import Path
 
+from ..kernel.labkernel import LAB_CONFIG_ENV
 from ..safeio import read_input, write_output
 from .scenario import ProbeMetrics, ScenarioError
 
 FORMAT = "numaforge-probe-study/1"
 MAX_BYTES = 64 * 1024 * 1024  # 20 blocks x 2 cases x 5 arms of run records are well under 1 MiB
 _FIELDS = {f.name for f in fields(ProbeMetrics)}
+LAB_KERNEL = "lab_kernel"  # the settings' pin of the booted lab kernel: {"config": recipe name, "key": content key}
+
+
+class LabKernelMismatch(ScenarioError):
+    """A study pinned to one lab kernel, continued on another (a bad $NUMAFORGE_LAB_CONFIG, a bad option value)."""
+
+    exit_code = 2
 
 
 def block_order(arms: list[str], seed: int, case: str, block: int) -> list[str]:
@@ -47,6 +57,33 @@ def load(path: Path, settings: dict) -> dict[str, list[list[ProbeMetrics]]]:
             "continue it with the same options and modules, or start a new study with another --study path",
         )
     return out
+
+
+def pin_lab_kernel(settings: dict, old: dict | None, booting: dict | None, where: str) -> dict:
+    """``settings`` with the lab kernel about to boot pinned (``LAB_KERNEL``: its recipe name in
+    numaforge.kernel.labkernel.LAB_CONFIGS and its content key), written with the study's first block.
+
+    ``old``: the study's settings (None for a new study); ``booting``: {"config", "key"} of the kernel about to
+    boot, None when it is not the lab kernel (--kernel debian). A study pinned to another recipe or key is
+    refused (LabKernelMismatch, exit 2) before the VM boots, naming both and the variable that chooses the recipe;
+    a study from before the pin goes on with its settings unchanged (``load`` compares them whole)."""
+    if old is not None and LAB_KERNEL not in old:
+        return settings
+    pinned = old.get(LAB_KERNEL) if old is not None else None
+    if pinned is not None and pinned != booting:
+
+        def said(pin: dict) -> str:
+            return f"{pin.get('config')!r} (content key {pin.get('key')})"
+
+        now = f"lab kernel {said(booting)}" if booting else "a kernel that is not the lab kernel (--kernel)"
+        raise LabKernelMismatch(
+            f"this study was measured on lab kernel {said(pinned)}, and the kernel about to boot is {now}",
+            where,
+            f"continue it with {LAB_CONFIG_ENV}={pinned.get('config')} and --kernel lab (the lab kernel with key "
+            f"{pinned.get('key')}: the same source, fragment, lab patches and compiler), or start a new study "
+            "with another --study path",
+        )
+    return {**settings, LAB_KERNEL: booting} if booting is not None else settings
 
 
 def read(path: Path) -> tuple[dict, list[dict], dict[str, list[list[ProbeMetrics]]]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import benchscripts
 import pytest
 
+from numaforge.kernel import labkernel
 from numaforge.lab import vm
 from numaforge.measure import configs, decision, scenario, study
 from numaforge.measure.scenario import ProbeMetrics
@@ -338,3 +339,19 @@ def test_every_earlier_generated_report_regenerates_to_the_same_text(doc, tmp_pa
     for orig, new in moved.items():
         text = text.replace(new, orig)
     assert text == doc.read_text()
+
+
+def test_the_report_names_the_lab_kernel_the_study_is_pinned_to(tmp_path):
+    """A study started since the pin (probe --study records the lab kernel's recipe and content key) says which
+    kernel it measured; one from before it says nothing more than its release."""
+    path = tmp_path / "pinned.json"
+    write_pairs_study(path, [(0, 1)], 2, bad_returns=False)
+    settings, chunks, bl = study.read(path)
+    for name in labkernel.LAB_CONFIGS:
+        pin = {"config": name, "key": "7ea1bdd532c20285bf02"}
+        study.save(path, {**settings, study.LAB_KERNEL: pin}, bl, chunks)
+        r = bench("control", "--study", str(path))
+        assert r.returncode == 0, r.stderr
+        assert f"lab kernel recipe {name} ({labkernel.LAB_CONFIG_ENV}), content key 7ea1bdd532c20285bf02" in r.stdout
+    study.save(path, settings, bl, chunks)
+    assert "lab kernel recipe" not in bench("control", "--study", str(path)).stdout

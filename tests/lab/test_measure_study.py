@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from numaforge.kernel import labkernel
 from numaforge.measure import scenario, study
 
 ARMS = ["off", "winner", "alt-closer-or-gain", "alt-root-cause", "null"]
@@ -87,3 +88,47 @@ def test_cases_with_different_block_counts_are_refused(tmp_path):
     study.save(path, SETTINGS, {**blocks(2), **blocks(1, "source busy (control)")}, [])
     with pytest.raises(scenario.ScenarioError, match="different numbers of blocks"):
         study.load(path, SETTINGS)
+
+
+# the lab kernel's recipes and the content keys of two builds of each (what labkernel.lab_key gives)
+RECIPES = {name: {"config": name, "key": f"{i:x}" * 20} for i, name in enumerate(labkernel.LAB_CONFIGS, 10)}
+
+
+def test_a_new_study_pins_the_lab_kernel_it_boots_on_its_first_block(tmp_path):
+    path = tmp_path / "s.json"
+    for lab in RECIPES.values():
+        pinned = study.pin_lab_kernel(SETTINGS, None, lab, str(path))
+        assert pinned == {**SETTINGS, study.LAB_KERNEL: lab}
+        study.save(path, pinned, blocks(1), [])  # the first block's save writes it
+        settings, _chunks, _blocks = study.read(path)
+        assert settings[study.LAB_KERNEL] == lab
+        assert study.pin_lab_kernel(SETTINGS, settings, lab, str(path)) == pinned  # the same kernel goes on
+
+
+@pytest.mark.parametrize("was", list(RECIPES))
+@pytest.mark.parametrize("now", list(RECIPES))
+def test_a_study_on_another_lab_kernel_is_refused_naming_both_and_the_variable(tmp_path, was, now):
+    """Every pair of recipes, and the same recipe whose inputs changed (another content key)."""
+    path = str(tmp_path / "s.json")
+    old = {**SETTINGS, study.LAB_KERNEL: RECIPES[was]}
+    booting = RECIPES[now] if was != now else {**RECIPES[now], "key": "0" * 20}
+    with pytest.raises(study.LabKernelMismatch) as e:
+        study.pin_lab_kernel(SETTINGS, old, booting, path)
+    err = e.value
+    assert err.exit_code == 2 and err.where == path
+    for pin in (RECIPES[was], booting):
+        assert f"{pin['config']!r} (content key {pin['key']})" in err.what
+    assert f"{labkernel.LAB_CONFIG_ENV}={was}" in err.fix and "another --study path" in err.fix
+
+
+def test_a_pinned_study_is_refused_on_a_kernel_that_is_not_the_lab_kernel(tmp_path):
+    old = {**SETTINGS, study.LAB_KERNEL: RECIPES["defconfig"]}
+    with pytest.raises(study.LabKernelMismatch) as e:
+        study.pin_lab_kernel(SETTINGS, old, None, "s.json")
+    assert "not the lab kernel" in e.value.what and "--kernel lab" in e.value.fix
+
+
+def test_a_study_from_before_the_pin_goes_on_unpinned(tmp_path):
+    """Its settings stay those it was started with (study.load compares them whole), so it can be finished."""
+    assert study.pin_lab_kernel(SETTINGS, SETTINGS, RECIPES["defconfig"], "s.json") == SETTINGS
+    assert study.pin_lab_kernel(SETTINGS, None, None, "s.json") == SETTINGS  # --kernel debian: nothing to pin
