@@ -42,6 +42,7 @@ from .checks import (
     parse_facts,
     parse_objects,
     preflight_problems,
+    prod_due,
     superseded,
     transition_action,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "parse_objects",
     "preflight_problems",
     "superseded",
+    "prod_due",
     "transition_action",
     "validate_host",
 ]

@@ -179,6 +179,18 @@ def dmesg_problems(text: str, module: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if _DMESG_BAD.search(ln)]
 
 
+PROD_AFTER = 2.0  # s into a transition before idle CPUs are prodded, then once a second (prod_due)
+
+
+def prod_due(elapsed: float, last_prod: float | None, after: float = PROD_AFTER) -> bool:
+    """Whether the transition wait prods the host's idle CPUs now. Pure. 5.10's klp_try_complete_transition
+    never wakes an idle CPU, and an idle task switches only when its CPU leaves the idle loop (upstream added
+    the wake-up in 5.16: "sched,livepatch: Use wake_up_if_idle()"); a CPU that runs nothing holds the transition
+    until the kernel signals tasks at 15 s, or for ever on an isolated CPU. Prodding = running `true` on each
+    online CPU: what upstream's IPI does, from user space."""
+    return elapsed >= after and (last_prod is None or elapsed - last_prod >= 1.0)
+
+
 def transition_action(elapsed: float, signalled: bool, signal_after: float, revert_after: float) -> str:
     """What the transition wait does next: 'wait' | 'signal' | 'revert'. Pure."""
     if elapsed >= revert_after:

@@ -23,6 +23,7 @@ from .checks import (
     parse_facts,
     parse_objects,
     preflight_problems,
+    prod_due,
     superseded,
     transition_action,
 )
@@ -195,6 +196,7 @@ class HostRun:
     def wait_transition(self, target: str = "1", name: str = "patch") -> dict:
         t0 = time.monotonic()
         signalled = False
+        last_prod: float | None = None
         detail: dict = {"target": name}
         while True:
             enabled, transition = self.patch_state()
@@ -206,6 +208,10 @@ class HostRun:
                 detail.update(done=True, seconds=round(elapsed, 1))
                 return detail
             action = transition_action(elapsed, signalled, self.opts.signal_after, self.opts.revert_after)
+            if action == "wait" and prod_due(elapsed, last_prod):
+                self.sh(hostops.PROD_IDLE_CPUS, check=False)
+                last_prod = elapsed
+                detail["idle_cpus_prodded"] = detail.get("idle_cpus_prodded", 0) + 1
             if action == "signal":
                 signalled = True
                 detail["stalled_tasks"] = self.stalled_tasks()

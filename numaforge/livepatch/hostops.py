@@ -103,6 +103,14 @@ def new_taint(before, after, expected: frozenset = EXPECTED_LIVEPATCH_TAINT) -> 
     return [x for x in decode_taint(after) if x not in decode_taint(before) and x not in expected]
 
 
+# every online CPU runs one `true` (taskset: util-linux on the hosts, busybox in the lab VM); cpu0 often has no
+# `online` file (it cannot go offline)
+PROD_IDLE_CPUS = (
+    "for d in /sys/devices/system/cpu/cpu[0-9]*; do c=${d##*/cpu}; "
+    '[ "$(cat $d/online 2>/dev/null || echo 1)" = 1 ] && taskset -c $c true; done 2>/dev/null; true'
+)
+
+
 def stalled_script(sysfs_dir: str, limit: int = 20, stack_lines: int = 16) -> str:
     """Shell: every thread whose patch_state is not the target (the patch's `enabled` value), as
     'T pid tid comm' followed by its kernel stack lines 'S ...' (needs root for the stack)."""

@@ -20,6 +20,7 @@ import pytest
 from numaforge import livepatch as lp
 from numaforge.livepatch import fleet as lpfleet
 from numaforge.livepatch import lifecycle
+from numaforge.livepatch.hostops import PROD_IDLE_CPUS as PROD  # 5.10 wakes no idle CPU (docs/kpatch.md)
 from numaforge.report import HostResult
 
 from .conftest import manifest_for
@@ -44,7 +45,7 @@ def insmod_other(lab, name: str = "nf_lp_version") -> None:
         r.put(ko, f"/tmp/{name}.ko")
         res = r.run(
             f"insmod /tmp/{name}.ko && rm -f /tmp/{name}.ko; "
-            f'while [ "$(cat /sys/kernel/livepatch/{name}/transition)" != 0 ]; do sleep 0.2; done',
+            f'while [ "$(cat /sys/kernel/livepatch/{name}/transition)" != 0 ]; do {PROD}; sleep 0.2; done',
             timeout=60,
             check=False,
         )
@@ -55,7 +56,7 @@ def remove(lab, name: str) -> None:
     sh(
         lab,
         f"[ -d /sys/kernel/livepatch/{name} ] && echo 0 > /sys/kernel/livepatch/{name}/enabled; "
-        f"while [ -d /sys/kernel/livepatch/{name} ]; do sleep 0.3; done; "
+        f"while [ -d /sys/kernel/livepatch/{name} ]; do {PROD}; sleep 0.3; done; "
         f'while [ "$(cat /sys/module/{name}/refcnt 2>/dev/null || echo 0)" != 0 ]; do sleep 0.3; done; '
         f"rmmod {name} 2>/dev/null; true",
     )

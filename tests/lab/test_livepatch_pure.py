@@ -253,3 +253,13 @@ def test_a_study_over_pairs_runs_one_case_per_pair_and_its_control():
         assert (q.pref, q.src, q.source_busy, q.mb, q.seconds) == (a, b, busy, 32, 20)
     alone = lprobe.cases(p, control=False, pairs=[(3, 0)])
     assert list(alone) == ["P=3 S=0 source spare"]
+
+
+@pytest.mark.parametrize(
+    "elapsed, last, due",
+    [(0.0, None, False), (1.9, None, False), (2.0, None, True), (2.5, 2.0, False), (3.0, 2.0, True), (9.0, 8.5, False)],
+)
+def test_idle_cpus_are_prodded_from_2_s_into_a_transition_then_once_a_second(elapsed, last, due):
+    """5.10 never wakes an idle CPU during a transition: the tinyconfig lab kernel (nothing runs on its idle
+    CPUs) held every third transition until the kernel's 15 s signal (docs/kpatch.md)."""
+    assert lp.prod_due(elapsed, last) is due
