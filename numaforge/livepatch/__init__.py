@@ -9,7 +9,9 @@
   uploaded before preflight passes.
 - upload: into a private `mktemp -d` directory (atomic put with sha256 check on the host).
 - load: `kpatch load` when the host has kpatch, else insmod; EBUSY retried 5 x 2 s (hostops).
-- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. After `signal_after` s (15) the stalled
+- transition: wait for /sys/kernel/livepatch/<mod>/transition == 0. From 2 s in, once a second, the host's idle
+  CPUs are prodded (`true` pinned to each: checks.prod_due; 5.10 never wakes an idle CPU, so its idle task
+  holds the transition until something runs there). After `signal_after` s (15) the stalled
   threads (with kernel stacks) are recorded and signalled through the `signal` file where the kernel has one
   (5.10 signals them itself); after `revert_after` s (60) the patch is reverted (enabled=0), the module
   unloaded, and the host fails.
