@@ -40,6 +40,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -552,5 +553,18 @@ def _log(name: str, message: str) -> None:
     print(f"{name}: {message}", flush=True)
 
 
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP end the run like Ctrl-C does: as an exception (SystemExit 128+n), so each `finally`
+    runs and the lab VM is stopped (`timeout`'s SIGTERM killed Python and left qemu running in its own
+    session)."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 if __name__ == "__main__":
+    stop_on_signals()
     sys.exit(main(sys.argv[1:]))

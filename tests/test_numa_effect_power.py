@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import random
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import benchscripts
@@ -108,3 +111,20 @@ def test_pilot_block_counts_follow_amendment_8s_formula_for_every_arm_and_endpoi
     assert returns["margin"] == 0.25 and returns["sd"] == pytest.approx(0.446, abs=0.001) and returns["blocks"] == 20
     assert power.case_blocks(prows) == {(PILOT.name, "source spare"): power.MAX_CASE_BLOCKS}  # 641 for 0001's locality
     assert power.case_blocks([{**returns, "blocks": 3}]) == {(PILOT.name, "source spare"): power.MIN_CASE_BLOCKS}
+
+
+def test_numa_effect_stops_its_vm_on_sigterm_and_sighup(tmp_path):
+    """bench/numa_effect.py under `timeout` (SIGTERM) left qemu running: the signal killed Python before its
+    `finally: vm.down(...)`. With stop_on_signals the signal is an exception, so the finally runs and the exit
+    code is the signal's."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        marker = tmp_path / f"down-{sig.name}"
+        code = (
+            "import os, signal, sys; sys.path.insert(0, 'tests'); import benchscripts\n"
+            "benchscripts.load('numa_effect').stop_on_signals()\n"
+            f"try:\n    os.kill(os.getpid(), {int(sig)}); signal.pause()\n"
+            f"finally:\n    open({str(marker)!r}, 'w').write('vm.down ran')\n"
+        )
+        r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 128 + sig, r.stderr
+        assert marker.read_text() == "vm.down ran"
