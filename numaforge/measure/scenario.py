@@ -151,6 +151,10 @@ class ProbeMetrics:
     found_nothing: int = 0
     swaps: int = 0
     migrations: int = 0
+    # every sched_migrate_task its tracefs instance recorded, before the window too: the move onto S at the go
+    # file is always one, so a run of 0 traced nothing of its task (the machinery check; ``migrations`` is
+    # the window's and may be 0 when the scheduler had no reason to move it)
+    traced_migrations: int = 0
     not_closer_per_min: float | None = None
     closer_per_min: float | None = None
     found_nothing_per_min: float | None = None
@@ -444,6 +448,8 @@ def _count_events(rm: ProbeMetrics, events, timeline, pref0: int, topo: metrics.
     """Moves (third-node, closer / not closer to the preferred node at event time), stick dst=-1, swaps and
     migrations of the probe inside the window."""
     for ev in events:
+        if ev.event == "sched_migrate_task":
+            rm.traced_migrations += 1
         if not start <= ev.ts_ns <= done:
             continue
         f = ev.fields
@@ -587,6 +593,7 @@ def combine(runs: list[ProbeMetrics]) -> ProbeMetrics:
         "found_nothing",
         "swaps",
         "migrations",
+        "traced_migrations",
         "lb_returns",
         "lb_returns_to_source",
     ):

@@ -325,6 +325,7 @@ def test_a_real_traced_run_has_two_load_balancer_returns_to_the_source():
     assert (rm.lb_returns, rm.lb_returns_to_source) == (2, 2)
     assert rm.lb_returns_per_min == pytest.approx(2 / (rm.seconds / 60), abs=1e-3)
     assert rm.migrations == 8  # every sched_migrate_task in the window, for comparison
+    assert rm.traced_migrations == 9  # and the move onto S (cpu 0 -> 4) just before the window
 
 
 def test_load_balancer_returns_agree_with_the_move_paths_on_every_traced_run():
@@ -376,6 +377,7 @@ def test_combined_runs_sum_returns_and_average_their_rate():
     b = scenario.probe_metrics("off", 1, capture(), scenario.ScenarioParams())
     c = scenario.combine([a, b])
     assert (c.lb_returns, c.lb_returns_to_source) == (2, 2)
+    assert c.traced_migrations == a.traced_migrations + b.traced_migrations
     assert c.lb_returns_per_min == pytest.approx((a.lb_returns_per_min + 0.0) / 2, abs=1e-3)
 
 
