@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from .errors import NumaforgeError
@@ -135,20 +136,28 @@ def versions(suiteset: str, package: str) -> list[str]:
 
 
 def download(suiteset: str, spec: str, dest: str | os.PathLike) -> Path:
-    """apt-get download PACKAGE[=VERSION] into dest; returns the .deb path."""
+    """apt-get download PACKAGE[=VERSION] into dest; returns the .deb path.
+
+    apt-get writes into a directory of this call's own inside dest, and the one .deb it wrote is then renamed into
+    dest: two downloads into one dest at once (setup's kernel step fetches two source packages side by side) each
+    get their own package, never the other's, and dest never holds a half-written .deb."""
     ensure_updated(suiteset)
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    before = set(dest.glob("*.deb"))
-    apt(suiteset, "download", spec, cwd=str(dest))
-    new = sorted(set(dest.glob("*.deb")) - before)
     name = spec.split("=")[0]
-    if not new:
-        cands = sorted(dest.glob(f"{name}_*.deb"))
-        if not cands:
-            raise NumaforgeError(f"apt-get download {spec} produced no .deb", str(dest), None)
-        return cands[-1]
-    return new[0]
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=dest) as tmp:
+        apt(suiteset, "download", spec, cwd=tmp)
+        got = sorted(Path(tmp).glob(f"{name}_*.deb"))
+        if len(got) != 1:
+            raise NumaforgeError(
+                f"apt-get download {spec} wrote {', '.join(p.name for p in Path(tmp).iterdir()) or 'nothing'}, "
+                f"not one {name}_*.deb",
+                str(dest),
+                f"check the package name; re-run `python -m numaforge.debian_apt update {suiteset}`",
+            )
+        out = dest / got[0].name
+        os.replace(got[0], out)
+    return out
 
 
 def extract_member(deb: str | os.PathLike, member: str, dest: str | os.PathLike, error=NumaforgeError) -> Path:
