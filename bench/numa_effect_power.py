@@ -15,10 +15,11 @@ endpoint; the TOST margins of scenario.MARGINS / MULTI_MARGINS through metrics.m
 study file is written. For every endpoint with a margin it prints:
 
 - ``p exact``: the two-sided sign-flip p-value over all 2**n sign patterns; the reports' p (paired.sign_flip_p)
-  is the same up to paired.EXACT_MAX blocks (before issue 42 it counted only up to 14 blocks and above that
-  printed a seeded Monte Carlo p, whose floor at 20,000 patterns is 1/20,001 = 5e-05);
+  is the same (enumerated up to paired.EXACT_MAX blocks, above that counted on the data's decimal grid; before
+  issue 42 it counted only up to 14 blocks and above that printed a seeded Monte Carlo p, whose floor at 20,000
+  patterns is 1/20,001 = 5e-05);
 - ``Holm``: the exact p-values Holm-adjusted over the case's registered secondaries (paired.holm), as the reports
-  adjust the Monte Carlo ones;
+  adjust theirs;
 - ``non-inferior``: one-sided non-inferiority at 5 % within the same margin: the harmful-side bound of the
   90 % bootstrap interval (paired.interval, the interval paired.tost uses) is inside the margin (below +margin where
   lower is better, above -margin where higher is better);

@@ -248,11 +248,12 @@ class Endpoint:
     estimate: float | None  # mean paired difference
     bound: float | None  # the one-sided 95 % bound on the harmful side (an end of the 90 % interval)
     margin: float | None  # absolute, in the endpoint's unit
-    p: float | None  # two-sided sign-flip p (exact up to paired.EXACT_MAX blocks)
+    p: float | None  # two-sided sign-flip p (paired.sign_flip_p: exact, see p_method)
     p_holm: float | None  # Holm over the four registered secondaries; None for the primary
     direction: str  # paired's verdict: better | worse | no detectable change (Holm-adjusted) | no verdict: ...
     holds: bool | None  # the test held; None: no verdict (fewer blocks than the case's n)
     required: bool  # part of the pass rule (the primary, locality, load-balancer returns)
+    p_method: str = "exact"  # paired.p_method: "exact", or "monte carlo" where d lies on no grid it can count
 
 
 @dataclass
@@ -332,6 +333,7 @@ def judge_case(blocks: Blocks, n: int, base: str = BASE) -> CaseVerdict:
                 c.verdict,
                 holds if nblocks >= n else None,
                 k in (PRIMARY, LOCALITY, LB_RETURNS),
+                paired.p_method(d) if d else "exact",
             )
         av = ArmVerdict(arm, NO_VERDICT, eps)
         if nblocks >= n:

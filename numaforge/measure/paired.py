@@ -6,9 +6,11 @@ where both arms produced a value; never two pooled samples (the blocks remove sl
 
 - ``interval(d)``: percentile bootstrap interval of the mean difference (seeded ``random``, resampling blocks).
 - ``sign_flip_p(d)``: two-sided permutation p-value of the mean difference under the null "the arms are
-  exchangeable within a block" (each d_i's sign flipped at random): exact, all 2**n sign patterns counted, up to
-  ``EXACT_MAX`` blocks (issue 42: 20 blocks all one way is 2 / 2**20, not the Monte Carlo floor 1 / 20,001), else
-  a seeded Monte Carlo of ``N_PERM`` patterns.
+  exchangeable within a block" (each d_i's sign flipped at random): exact, all 2**n sign patterns counted (issue
+  42: 20 blocks all one way is 2 / 2**20, not the Monte Carlo floor 1 / 20,001). Up to ``EXACT_MAX`` blocks by
+  enumeration; above that by the distribution of the signed sum, when the differences lie on a decimal grid (the
+  measurements are rounded to 3 decimals) whose sums need at most ``GRID_MAX`` cells; only else (``p_method``
+  says so) a seeded Monte Carlo of ``N_PERM`` patterns.
 - ``holm(p)``: Holm's step-down adjustment of a family of p-values (the secondary endpoints of one arm).
 - ``tost(d, margin)``: equivalence within +-margin: both one-sided tests at ``alpha``, i.e. the (1 - 2 alpha)
   bootstrap interval inside (-margin, +margin). The only way a report may say "no regression".
@@ -35,6 +37,8 @@ MIN_BLOCKS = 6  # smallest n with 2 / 2**n < ALPHA (see the module docstring)
 N_BOOT = 4000
 N_PERM = 20000
 EXACT_MAX = 36  # count all 2**n sign patterns up to this many blocks (two halves of <= 2**18 sums)
+GRID_MAX = 20_000_000  # above EXACT_MAX: the largest sum of |d| on its grid counted exactly (<= 80 MB of float64)
+GRID_DECIMALS = 6  # the finest decimal grid tried (the measurements are rounded to 3 decimals)
 SEED = 13
 
 BETTER, WORSE, HIGHER, LOWER = "better", "worse", "higher", "lower"
@@ -69,18 +73,63 @@ def interval(d: list[float], level: float = 0.95, n_boot: int = N_BOOT, seed: in
 
 
 def sign_flip_p(d: list[float], n_perm: int = N_PERM, seed: int = SEED) -> float:
-    """Two-sided sign-flip permutation p-value of mean(d) (exact up to EXACT_MAX blocks)."""
+    """Two-sided sign-flip permutation p-value of mean(d): exact (``p_method``), else seeded Monte Carlo."""
     if not d:
         raise ValueError("no paired differences")
     obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
     if len(d) <= EXACT_MAX:
         return _exact_hits(d, obs) / 2 ** len(d)
-    # n_perm random sign patterns at once (a 20000 x 100 matrix for amendment 8's 100-block cases; the loop in
-    # Python took about 0.5 s per test): numpy's own seeded generator, so the p differs from the loop's by the
-    # Monte Carlo error only; no committed report has more than EXACT_MAX blocks
+    grid = _on_grid(d)
+    if grid is not None:
+        return _grid_p(grid)
+    # n_perm random sign patterns at once: numpy's own seeded generator, so the p differs from the loop's by the
+    # Monte Carlo error only
     signs = np.random.default_rng(seed).integers(0, 2, size=(n_perm, len(d)), dtype=np.int8) * 2 - 1
     hits = int(np.count_nonzero(np.abs(signs @ np.asarray(d, dtype=float)) >= obs))
     return (hits + 1) / (n_perm + 1)
+
+
+def p_method(d: list[float]) -> str:
+    """How sign_flip_p gets d's p: "exact" (every sign pattern counted) or "monte carlo" (seeded, N_PERM)."""
+    return "exact" if len(d) <= EXACT_MAX or _on_grid(d) is not None else "monte carlo"
+
+
+def _on_grid(d: list[float]) -> list[int] | None:
+    """d as integers on the coarsest decimal grid (10**-j, j <= GRID_DECIMALS) it lies on, divided by their gcd
+    (signs kept): the signed sums of these are the signed sums of d, scaled. None when d is on no such grid or the
+    sums would need more than GRID_MAX cells (then sign_flip_p falls back to Monte Carlo)."""
+    for j in range(GRID_DECIMALS + 1):
+        scaled = [x * 10**j for x in d]
+        k = [round(x) for x in scaled]
+        if all(abs(x - i) <= 1e-6 * max(1.0, abs(x)) for x, i in zip(scaled, k)):
+            g = math.gcd(*k) or 1
+            k = [i // g for i in k]
+            return k if sum(abs(i) for i in k) < GRID_MAX else None
+    return None
+
+
+def _grid_p(signed: list[int]) -> float:
+    """The exact two-sided p of the sum of ``signed`` (integers) under sign flips. With k = |signed| and K = sum(k),
+    a sign pattern's sum is K - 2 T, T the sum of the k it flips; the subset sums T are symmetric about K / 2, so
+    p = 2 * #{subsets with T <= (K - obs) / 2} / 2**n for obs = |sum(signed)| > 0 (ties count, as in the
+    enumeration). The subsets are counted by their sum up to that bound only (float64 counts: < 2**1023, each exact
+    to float rounding), so a small p costs little and the largest costs n * K / 2 additions."""
+    obs = abs(sum(signed))
+    if obs == 0:
+        return 1.0
+    k = [abs(i) for i in signed]
+    cap = (sum(k) - obs) // 2  # the largest T in the lower tail
+    counts = np.zeros(cap + 1)
+    counts[0] = 1.0
+    reach = 0
+    for x in sorted(k):  # the reachable sums grow by x: only that prefix, up to cap, is added to
+        if x == 0:
+            counts[: reach + 1] *= 2.0
+        elif x <= cap:
+            top = min(reach + x, cap)
+            counts[x : top + 1] += counts[: top + 1 - x].copy()
+        reach = min(reach + x, cap)
+    return float(min(1.0, 2.0 * counts.sum() / 2.0 ** len(k)))
 
 
 def _exact_hits(d: list[float], obs: float) -> int:

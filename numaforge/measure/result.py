@@ -189,8 +189,9 @@ def _amendment8_case_lines(label: str, cv: decision.CaseVerdict) -> list[str]:
     out = [
         f"Amendment 8's rule, case {label}: {cv.blocks} blocks (registered: {cv.n}); primary: {test}. One-sided",
         "bound: the harmful-side end of the 90 % bootstrap interval of the mean difference arm - off. p: two-sided",
-        f"sign-flip, exact up to {paired.EXACT_MAX} blocks, above that a seeded Monte Carlo of {paired.N_PERM:,} sign "
-        f"patterns (its floor {1 / (paired.N_PERM + 1):.1e}).",
+        f"sign-flip, exact: every sign pattern counted (above {paired.EXACT_MAX} blocks by the distribution of the "
+        "signed sum on the data's decimal grid); a p marked MC is a seeded Monte Carlo of "
+        f"{paired.N_PERM:,} sign patterns instead (its floor {1 / (paired.N_PERM + 1):.1e}).",
         "",
         "| arm | endpoint | test | required | estimate | one-sided bound | margin | p | Holm p | direction | holds |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -198,9 +199,11 @@ def _amendment8_case_lines(label: str, cv: decision.CaseVerdict) -> list[str]:
     for arm, av in cv.arms.items():
         for ep in av.endpoints.values():
             held = "-" if ep.holds is None else ("yes" if ep.holds else "no")
+            p = _num(ep.p, p=True) + _mc([ep])
+            p_holm = _num(ep.p_holm, p=True) + (_mc(av.endpoints.values()) if ep.p_holm is not None else "")
             out.append(
                 f"| {arm} | {ep.key} | {ep.test} | {'yes' if ep.required else 'no'} | {_num(ep.estimate)} "
-                f"| {_num(ep.bound)} | {_num(ep.margin, '-' if ep.key == decision.LOCALITY else '+')} | {_num(ep.p, p=True)} | {_num(ep.p_holm, p=True)} "
+                f"| {_num(ep.bound)} | {_num(ep.margin, '-' if ep.key == decision.LOCALITY else '+')} | {p} | {p_holm} "
                 f"| {_esc(ep.direction)} | {held} |"
             )
     out.append("")
@@ -213,6 +216,11 @@ def _amendment8_case_lines(label: str, cv: decision.CaseVerdict) -> list[str]:
             why = "locality and load-balancer returns non-inferior, the primary's test held"
         out.append(f"- **{arm}: {av.verdict}** in {label} ({why})")
     return out + [""]
+
+
+def _mc(eps) -> str:
+    """ " MC" where a p (or, for a Holm p, any p of its arm's family) is a Monte Carlo one."""
+    return " MC" if any(e.p is not None and e.p_method != "exact" for e in eps) else ""
 
 
 def _num(v: float | None, sign: str = "", p: bool = False) -> str:

@@ -2,8 +2,10 @@
 verdict below the minimum number of blocks. Pure: every expected number below is worked out by hand."""
 
 import itertools
+import math
 import random
 
+import numpy as np
 import pytest
 
 from numaforge.measure import paired
@@ -53,10 +55,50 @@ def test_sign_flip_p_counts_every_sign_pattern(n):
     assert paired.sign_flip_p(d) == plain / 2**n
 
 
-def test_sign_flip_p_monte_carlo_beyond_exact_range_is_seeded():
-    d = [1.0 + (i % 3) for i in range(paired.EXACT_MAX + 1)]
+@pytest.mark.parametrize("n", [7, 12, 15, 16])
+def test_the_grid_count_agrees_with_every_sign_pattern(n):
+    """Above EXACT_MAX blocks the p comes from counting subset sums on the data's decimal grid: on data the
+    enumeration can still check (3-decimal values, zeros and ties among them), it counts the same patterns."""
+    rng = random.Random(100 + n)
+    d = [rng.choice([-3.125, -1.0, 0.0, 0.5, 2.0, 4.0, 0.001, -2.3]) for _ in range(n)]
+    obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
+    plain = sum(1 for s in itertools.product((1, -1), repeat=n) if abs(sum(a * x for a, x in zip(s, d))) >= obs)
+    grid = paired._on_grid(d)
+    assert grid is not None
+    assert paired._grid_p(grid) == pytest.approx(plain / 2**n, rel=1e-12, abs=0)
+    assert paired._grid_p([0] * n) == 1.0 and paired._grid_p([3, -3] * (n // 2)) == 1.0  # sums of 0: every pattern
+
+
+def test_sign_flip_p_beyond_the_enumeration_is_still_exact():
+    """Issue 42 item 6 and amendment 8 ("p-values exact"): 100 blocks all one way is 2 / 2**100, not the Monte Carlo
+    floor 1 / 20,001; an alternating series has p = 1; measurements rounded to 3 decimals are counted exactly."""
+    d = [1.0 + (i % 3) for i in range(100)]
+    assert paired.p_method(d) == "exact"
+    assert paired.sign_flip_p(d) == pytest.approx(2 / 2**100, rel=1e-12)
+    assert paired.sign_flip_p([(-1.0) ** i * 2.5 for i in range(100)]) == 1.0
+    rng = random.Random(7)
+    d = [round(rng.gauss(0.4, 1.0) * 10, 3) for _ in range(100)]
+    p = paired.sign_flip_p(d)
+    assert paired.p_method(d) == "exact" and 0 < p < 1
+    # the count's p agrees with a large Monte Carlo of the same statistic within its error (3 sd)
+    signs = np.random.default_rng(1).integers(0, 2, size=(200_000, 100), dtype=np.int8) * 2 - 1
+    obs = abs(sum(d)) - 1e-9 * (1 + sum(abs(x) for x in d))
+    mc = float(np.count_nonzero(np.abs(signs @ np.asarray(d)) >= obs)) / 200_000
+    assert abs(mc - p) < 3 * math.sqrt(p * (1 - p) / 200_000) + 1e-5, (p, mc)
+
+
+def test_sign_flip_p_falls_back_to_a_seeded_monte_carlo_only_off_any_grid():
+    """Data on no decimal grid of <= GRID_DECIMALS places (or whose grid sums would pass GRID_MAX) get a seeded
+    Monte Carlo p, said by p_method; the same data give the same p."""
+    d = [math.pi * (1 + i % 3) for i in range(paired.EXACT_MAX + 1)]
+    assert paired.p_method(d) == "monte carlo"
     p = paired.sign_flip_p(d)
     assert p == paired.sign_flip_p(d) and p == 1 / (paired.N_PERM + 1)
+    big = [float(paired.GRID_MAX // 10)] * (paired.EXACT_MAX + 1)  # on the grid of 1, gcd divides it away
+    assert paired.p_method(big) == "exact"
+    spread = [float(paired.GRID_MAX // 10 + i) for i in range(paired.EXACT_MAX + 1)]  # gcd 1, sum > GRID_MAX
+    assert paired.p_method(spread) == "monte carlo"
+    assert paired.p_method(d[: paired.EXACT_MAX]) == "exact"  # enumerated, grid or not
 
 
 def test_interval_is_deterministic_contains_the_mean_and_needs_min_blocks():
