@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # Set up a Debian 12 build server for numaforge: apt packages, the Python venv (.venv), and every
-# toolchain/cache the pipelines and tests need (scripts/setup.d/*.sh, run in order). Idempotent: a
-# second run only checks. Needs root (or sudo) for apt.
+# toolchain/cache the pipelines need (scripts/setup.d/*.sh, run in order). Idempotent: a second run only
+# checks. Needs root (or sudo) for apt.
+#
+#   bash scripts/setup.sh            # what the tasks need (the README's first command: setup + the main job)
+#   bash scripts/setup.sh --tests    # and what only the test suite and bench/ need (scripts/test.sh runs this)
+#
+# The test suite's part (issue 43: a newcomer's first result should not wait for it): a step whose header has
+# the line "# setup: the test suite's only" runs with --tests only; steps that hold both read
+# NUMAFORGE_SETUP_TESTS (1 with --tests; a step run on its own does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") NUMAFORGE_SETUP_TESTS=0 ;;
+  --tests) NUMAFORGE_SETUP_TESTS=1 ;;
+  *) echo "setup: unknown argument '$1' (usage: bash scripts/setup.sh [--tests])" >&2; exit 2 ;;
+esac
+export NUMAFORGE_SETUP_TESTS
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 t0=$SECONDS
@@ -55,6 +68,10 @@ trap 'stop_beside; exit 143' TERM
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   s0=$SECONDS
+  if [ "$NUMAFORGE_SETUP_TESTS" = 0 ] && grep -qx "# setup: the test suite's only" "$step"; then
+    echo "setup: $(basename "$step") skipped: the test suite's (bash scripts/setup.sh --tests)"
+    continue
+  fi
   if grep -qx '# setup: runs beside the steps after it' "$step"; then
     log=$(mktemp /tmp/numaforge-setup-step.XXXXXX)
     setsid bash "$step" >"$log" 2>&1 &   # its own process group: stopped whole if setup stops first
@@ -72,4 +89,4 @@ for i in "${!beside[@]}"; do
   echo "setup: $(basename "${beside[$i]}") done in $((SECONDS - ${beside_t0[$i]})) s (beside the steps after it)"
 done
 beside_pids=()
-echo "setup: ready in $((SECONDS - t0)) s"
+echo "setup: ready in $((SECONDS - t0)) s$([ "$NUMAFORGE_SETUP_TESTS" = 1 ] && echo ", the test suite's part included")"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything (scripts/setup.sh), then run the test suite tier by tier, printing each tier's time.
+# Set up everything (scripts/setup.sh --tests: the test suite's part too), then run the test suite tier by
+# tier, printing each tier's time.
 # `invoke doctor --strict` first: every tool, package and cache the suite needs is there and came from setup
 # (scripts/packages.txt), so a green run here is a green run on a fresh machine; it stops the run when not.
 # Then lint (ruff + mypy, `invoke lint`) and the tiers (pytest markers, see pyproject.toml) in two lanes side by
@@ -16,7 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --tests || exit 1
 setup_s=$((SECONDS - t0))
 echo "tier setup: $setup_s s"
 PY=.venv/bin/python

@@ -16,16 +16,20 @@ if ! command -v gcc-10 >/dev/null 2>&1; then
     "$PY" -m numaforge.debian_apt install bullseye gcc-10
 fi
 
-# Debian kernel + headers (downloaded and extracted once into the cache), the static workload, and the
-# test live patches compiled against that kernel (cached by content hash)
-"$PY" - <<'PYEOF'
+# The static workload (validate's NUMA A/B runs it in the VM); for the test suite (NUMAFORGE_SETUP_TESTS=1:
+# `scripts/setup.sh --tests`, or this script on its own) also Debian's kernel + headers (downloaded and extracted
+# once into the cache; `lab-up --kernel debian` fetches it on first use otherwise) and the test live patches
+# compiled against it (cached by content hash)
+NUMAFORGE_SETUP_TESTS=${NUMAFORGE_SETUP_TESTS:-1} "$PY" - <<'PYEOF'
+import os
 from numaforge.lab import vm
 from numaforge.workload import workload_binary
 from numaforge.paths import ROOT
-k = vm.debian_kernel()
-print(f"setup: lab kernel 'debian' {k.release}: {k.image}")
 print(f"setup: NUMA workload {workload_binary()}")
-for name in ("nf_lp_cmdline", "nf_lp_stall"):
-    print(f"setup: test live patch {vm.build_module(ROOT / 'tests/data/livepatch' / name, k)}")
+if os.environ["NUMAFORGE_SETUP_TESTS"] == "1":
+    k = vm.debian_kernel()
+    print(f"setup: lab kernel 'debian' {k.release}: {k.image}")
+    for name in ("nf_lp_cmdline", "nf_lp_stall"):
+        print(f"setup: test live patch {vm.build_module(ROOT / 'tests/data/livepatch' / name, k)}")
 PYEOF
 qemu-system-x86_64 --version | head -1

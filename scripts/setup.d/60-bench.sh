@@ -3,6 +3,7 @@
 # run against community.general.redfish_config (the `ansible` package ships community.general). The SSH fleet
 # benchmark reuses the ssh tier's peers (openssh-server, iproute2: 15-ssh-test-peers.sh) and the BIOS ones the
 # BMC simulator (50-bmc.sh); nothing else is needed. Idempotent: a warm run only checks.
+# setup: the test suite's only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
