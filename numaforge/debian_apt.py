@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import NumaforgeError
+from .filelock import locked
 from .paths import cache_dir
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -108,13 +109,26 @@ def apt(suiteset: str, *args: str, cwd: str | None = None, check: bool = True) -
 
 
 def update(suiteset: str) -> None:
-    apt(suiteset, "update")
+    """apt-get update of the suite set's own lists, one at a time on the machine (setup's kernel step runs two
+    downloads side by side; apt-get itself refuses a second update of the same lists: "Could not get lock")."""
+    with locked(_root(suiteset) / ".numaforge-update.lock"):
+        apt(suiteset, "update")
+
+
+def have_lists(lists: Path) -> bool:
+    """The suite set's package or source lists are there, however apt stored them: plain, or compressed as the
+    machine's apt config says (Acquire::GzipIndexes keeps them as ..._Packages.lz4, .gz, .xz)."""
+    return any(re.search(r"_(Packages|Sources)(\.\w+)?$", p.name) for p in lists.glob("*_*"))
 
 
 def ensure_updated(suiteset: str) -> None:
+    """Update the suite set's lists once, when it has none (a second caller waiting on the first finds them)."""
     lists = _root(suiteset) / "lists"
-    if not any(lists.glob("*_Packages")) and not any(lists.glob("*_Sources")):
-        update(suiteset)
+    if have_lists(lists):
+        return
+    with locked(_root(suiteset) / ".numaforge-update.lock"):
+        if not have_lists(lists):
+            apt(suiteset, "update")
 
 
 def policy(suiteset: str, package: str) -> str | None:

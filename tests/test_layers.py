@@ -20,6 +20,7 @@ BASICS = {
     "digest",
     "display",
     "errors",
+    "filelock",
     "fleet",
     "journal",
     "hostlock",

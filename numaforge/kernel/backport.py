@@ -29,6 +29,7 @@ from typing import Any
 from .. import __version__
 from ..defaults import DEFAULT_SERIES
 from ..errors import NumaforgeError
+from ..filelock import locked
 from ..paths import atomic_write_text, build_dir, project_dir
 from . import compile as kcompile
 from . import source as ksource
@@ -454,7 +455,7 @@ def backport(
     src = ksource.prepare(source_spec, log)
     ser = load_series(series, base_version=src.base_version)
     gitdir = Path(_git(src.repo, "rev-parse", "--absolute-git-dir").stdout.strip())
-    with ksource.locked(gitdir / "numaforge" / "lock"):  # one backport at a time per tree
+    with locked(gitdir / "numaforge" / "lock"):  # one backport at a time per tree
         return _backport(src, ser, compilers, compile_check, log, ident)
 
 

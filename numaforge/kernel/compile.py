@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import NumaforgeError, ToolMissingError
+from ..filelock import locked
 
 STAMP = ".numaforge-compile.json"
 JOBS = "2"  # shared 2-core build servers: never more
@@ -97,8 +98,6 @@ def check(
         "tree": str(tree),
     }
     objdir.mkdir(parents=True, exist_ok=True)
-    from .source import locked
-
     with locked(objdir / ".numaforge-lock"):
         return _check(tree, objects, cc, objdir, fragment, version, wanted, key, log)
 

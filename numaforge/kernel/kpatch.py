@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import paths
 from ..digest import sha256_file
+from ..filelock import locked
 from ..paths import cache_dir
 from ..program import prog
 from . import backport as bpm
@@ -58,7 +59,6 @@ from .kpatch_steps import (  # noqa: F401
     release_makeflags,
     run_kpatch_build,
 )
-from .kpatch_steps import FileLock as _Lock
 from .signing import sign_module, signing_inputs
 from .toolchain import (  # noqa: F401
     KPATCH_VERSION_WANTED,
@@ -256,7 +256,7 @@ def _kpatch_build(
 ):
     """Run kpatch-build under the tree's lock, append its own log to ours, restore a prebuilt tree.
     Returns (exit code, output, stopped early, restore result)."""
-    with _Lock(inputs.tree.parent / ".kpatch-build.lock"):
+    with locked(inputs.tree.parent / ".kpatch-build.lock"):
         rc, out, stopped = run_kpatch_build(
             cmd, env, log_path, on_stage=stages, stop_at="build-original" if check_only else None
         )

@@ -7,7 +7,6 @@ parse_modinfo. Adapters: modinfo(), run_kpatch_build().
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -340,21 +339,3 @@ def run_kpatch_build(
             proc.wait()
             raise
     return rc, "".join(captured), stopped
-
-
-class FileLock:
-    """flock(2) on a lock file for the duration of a with-block."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "w")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
-        return False

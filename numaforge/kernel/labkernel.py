@@ -37,9 +37,9 @@ from .. import paths
 from ..defaults import DEFAULT_LAB_CONFIG
 from ..digest import sha256_bytes, sha256_file
 from ..errors import NumaforgeError
+from ..filelock import locked
 from ..paths import cache_dir
 from ..program import prog
-from . import kpatch_steps
 from . import toolchain as tcm
 from .kpatch_errors import KpatchError
 from .source import export_tree
@@ -315,7 +315,7 @@ def lab_kernel(
     if found:
         return found
     inputs["root"].mkdir(parents=True, exist_ok=True)
-    with kpatch_steps.FileLock(inputs["root"] / ".build.lock"):  # one build per key, even with concurrent callers
+    with locked(inputs["root"] / ".build.lock"):  # one build per key, even with concurrent callers
         found = _cached(inputs["key"], inputs["root"])
         if found:
             return found
@@ -355,7 +355,7 @@ def series_kernel(repo: Path, base_commit: str, result_commit: str, source_hash:
         return found
     lab = lab_kernel(log=log, source=lab_ref)
     root.mkdir(parents=True, exist_ok=True)
-    with kpatch_steps.FileLock(root / ".build.lock"):  # one build per key, even with concurrent callers
+    with locked(root / ".build.lock"):  # one build per key, even with concurrent callers
         found = _cached(key, root)
         if found:
             return found
@@ -411,7 +411,7 @@ def _build_incremental(key, root: Path, lab: LabKernel, lab_ref: SourceRef, seri
     with open(logpath, "a") as logf:
         log(f"series kernel: copying the lab kernel's built tree {lab.tree} (key {lab.key})")
         # kpatch-build patches and restores the lab tree under this lock: copy it between two builds
-        with kpatch_steps.FileLock(lab.root / ".kpatch-build.lock"):
+        with locked(lab.root / ".kpatch-build.lock"):
             tc = time.monotonic()
             _run(["cp", "-a", "--reflink=auto", str(lab.tree), str(tree)], root, env, logf, "copying the lab tree")
         copy_s = round(time.monotonic() - tc, 1)

@@ -25,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import git
 from ..defaults import DEFAULT_DEBIAN, MAINLINE_DEBIAN
 from ..digest import sha256_file
 from ..errors import NumaforgeError, ToolMissingError
+from ..filelock import locked
 from ..paths import cache_dir
 
 # package -> (suite set of numaforge.debian_apt, the suites it names, the default version)
@@ -232,20 +232,6 @@ def _debian_tarball(pkg: str, version: str, index: Path, root: Path, log) -> tup
         )
     )
     return tarball, digest
-
-
-@contextmanager
-def locked(path: Path):
-    """Exclusive flock on `path` (created): serialises imports / applies / compiles of one thing across runs."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def import_tarball(tarball: Path, digest: str, log=None) -> tuple[Path, bool]:

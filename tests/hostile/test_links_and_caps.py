@@ -186,6 +186,7 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/bios/capture.py", "write_tree"): "writes inside a fresh mkdtemp directory (0700, this run's alone: "
     "no link can be planted there), renamed into place whole",
     ("numaforge/debian_apt.py", "apt_options"): BUILD_TREE,
+    ("numaforge/filelock.py", "locked"): BUILD_TREE + " (every caller locks a file of its cache or build dir)",
     ("numaforge/debian_apt.py", "extract_member"): BUILD_TREE,
     ("numaforge/kernel/backport.py", "apply_series"): BUILD_TREE,
     ("numaforge/kernel/backport.py", "check_applies_to_base"): BUILD_TREE,
@@ -196,7 +197,6 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/kernel/kpatch.py", "_reuse"): BUILD_TREE,
     ("numaforge/kernel/kpatch.py", "_write_manifest"): BUILD_TREE,
     ("numaforge/kernel/kpatch_inputs.py", "debian_tree"): BUILD_TREE,
-    ("numaforge/kernel/kpatch_steps.py", "FileLock.__enter__"): BUILD_TREE,
     ("numaforge/kernel/kpatch_steps.py", "run_kpatch_build"): BUILD_TREE,
     ("numaforge/kernel/labkernel.py", "_build"): BUILD_TREE,
     ("numaforge/kernel/labkernel.py", "_build_incremental"): BUILD_TREE,
@@ -205,7 +205,6 @@ ALLOWED_RAW_WRITERS = {
     ("numaforge/kernel/labkernel.py", "_prepare"): BUILD_TREE,
     ("numaforge/kernel/source.py", "_debian_tarball"): BUILD_TREE,
     ("numaforge/kernel/source.py", "_import_tarball"): BUILD_TREE,
-    ("numaforge/kernel/source.py", "locked"): BUILD_TREE,
     ("numaforge/kernel/targets.py", "debian_inputs"): BUILD_TREE,
     ("numaforge/kernel/toolchain.py", "compiler_shim"): BUILD_TREE,
     ("numaforge/kernel/toolchain.py", "gcc_comment"): BUILD_TREE,
