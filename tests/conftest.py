@@ -20,6 +20,12 @@ from numaforge.lab import vm
 # reset to the default by exec, so every child Python turns SIGINT into KeyboardInterrupt as on a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# The same for SIGHUP under nohup (a fresh root started with `nohup ... &` failed every SIGHUP test: the tasks
+# keep an inherited SIG_IGN for SIGHUP on purpose, as a run under nohup must). The SIGHUP tests stand for a run
+# whose terminal goes away, so the suite's children start with the default action, as on a terminal, while
+# the suite itself still survives a hangup: a handler that does nothing, which exec resets to the default.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,8 @@ These tests pin the budgets (each test starts with an empty discovery cache: tes
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +40,11 @@ OTHER_HOSTS = 6  # vendor auto: the registry comes from the run's cache (confirm
 SAME_MODEL_HOSTS = 4  # vendor stated: Systems, Bios, settings object, HEAD registry -- all at once
 SAME_MODEL_ROUND_TRIPS = 1  # issue 29: <= 2 sequential round trips and <= 4 requests per compliant host
 SESSION_SAME_MODEL = (6, 3)  # bmc.auth session: login, the four reads at once, logout (requests, round trips)
-# s per answer where round trips are counted: requests sent together overlap unless one of them reaches the
-# simulator a whole LATENCY after another was answered. At 0.3 s a loaded CI worker (the bmc tier on 4 workers
-# beside the kernel lane) once counted a host's four parallel reads as 2 round trips; 1 s leaves room for that
+# s per answer where round trips are counted. Requests sent together overlapped only if each reached the
+# simulator before another was answered: on loaded CI workers (the bmc tier on 4 workers beside the kernel lane)
+# one of a host's four parallel reads reached it more than 0.3 s, and once more than 1 s, after another was
+# answered (2 round trips). The tests now gather() a host's parallel reads (held until all are in flight), so
+# the count no longer depends on the machine's load; LATENCY only keeps sequential requests apart
 LATENCY = 1.0
 
 # the simulated flavours carry values no public source shows; these tests count requests, not that policy
@@ -240,6 +244,7 @@ def test_a_rerun_costs_every_compliant_host_four_reads(compliant_fleet, flavour)
     assert sorted(sim.count() for _, sim in fleet) == [SAME_MODEL_HOSTS] * 2 + [FIRST_HOST_OF_A_REGISTRY]
     for _, sim in fleet:
         sim.reset_counts()
+        sim.gather(SAME_MODEL_HOSTS)  # sent at once: in flight together however the threads are scheduled
     out = run_hosts(hosts, "apply", APPLY, rollout=Rollout(forks=3))
     assert [r.status for r in out.results] == ["unchanged"] * 3, out.summary()
     assert [sim.count() for _, sim in fleet] == [SAME_MODEL_HOSTS] * 3, [s.requests for _, s in fleet]
@@ -297,6 +302,7 @@ def test_a_compliant_host_of_a_known_model_costs_one_round_trip(compliant_fleet)
     session = [make_host(h.name, sim, "generic", "session") for h, (_, sim) in zip(hosts, fleet)]
     for _, sim in fleet:
         sim.reset_counts()
+        sim.gather(SAME_MODEL_HOSTS)  # the reads (GET/HEAD); the login POST and the logout DELETE pass
     out = run_hosts(session, "apply", APPLY, rollout=Rollout(forks=3))
     assert [r.status for r in out.results] == ["unchanged"] * 3, out.summary()
     assert all(r.data["auth"] == "session" for r in out.results)
@@ -313,6 +319,7 @@ def test_a_changed_host_of_a_known_model_writes_in_three_round_trips(compliant_f
     for _, sim in fleet:
         sim.set_bios(Q0100="NPS1")  # differs from the profile's NPS4
         sim.reset_counts()
+        sim.gather(SAME_MODEL_HOSTS)  # the four reads; the PATCH and the read-back after it pass
     out = run_hosts(hosts, "apply", APPLY, rollout=Rollout(forks=2))
     assert [r.status for r in out.results] == ["changed"] * 2, out.summary()
     for _, sim in fleet:
@@ -346,3 +353,38 @@ def test_a_cold_first_apply_confirms_the_registry_while_it_is_fetched(compliant_
         assert head[1].lower().rstrip("/") == reg
         assert head[2] < fetch_end, (head, fetch_start, fetch_end)  # sent while the fetch was under way
         assert sim.bios_pending() == {"Q0100": "NPS4"}
+
+
+def test_gathered_requests_count_once_however_late_one_arrives_and_sequential_ones_still_count_each():
+    """The simulator's gather(): two reads sent at once, the second 0.5 s late (longer than the 0.1 s answer, as a
+    starved thread would send it), are one round trip; two sent one after the other are two, each held at most
+    the gather's timeout."""
+    import requests
+
+    sim = BMCSimulator(flavour="generic", tls=True, username="admin", password=PASSWORD, latency=0.1).start()
+    try:
+
+        def get(delay: float = 0.0) -> None:
+            time.sleep(delay)
+            r = requests.get(sim.url + "/redfish/v1/Systems", verify=str(sim.ca_file), auth=("admin", PASSWORD))
+            assert r.status_code == 200
+
+        sim.reset_counts()
+        sim.gather(2)
+        late = threading.Thread(target=get, args=(0.5,))
+        late.start()
+        get()
+        late.join()
+        assert sim.count() == 2 and sim.round_trips() == 1, sim.timeline
+        sim.reset_counts()
+        sim.gather(2, timeout=0.5)
+        t0 = time.monotonic()
+        get()
+        get()
+        assert sim.count() == 2 and sim.round_trips() == 2, sim.timeline
+        assert 0.5 <= time.monotonic() - t0 < 5.0  # the first waited for the second until the timeout
+        t0 = time.monotonic()
+        get()  # the gather is spent: later requests pass at once
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        sim.stop()

@@ -135,6 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = normalise(self.path)
         started = time.monotonic()
         sim._count(method, path)
+        sim._gathered(method)
         try:
             self._answer(sim, method, path, raw)
         finally:
@@ -443,6 +444,8 @@ class BMCSimulator:
         self.password_change_required = False  # True: the account must change its password (Base message)
         self.basic_auth = True  # False: HTTP Basic is refused (401), sessions only (some BMCs are set up so)
         self._session_seq = 0
+        self._gather: dict | None = None  # gather(): the next requests held until they are all in flight
+        self._gather_cv = threading.Condition()
         self._lock = threading.Lock()
         self._unavailable_until = 0.0  # after a manager reset the BMC answers 503 for a while
         self.manager_reset_seconds: float | None = None  # None: min(power_delay, 2)
@@ -535,6 +538,29 @@ class BMCSimulator:
         method="PATCH" limits it to one method; after=True fires after the request was processed."""
         return self.faults.add(kind, path_regex, count, **kw)
 
+    def gather(self, n: int, methods: tuple[str, ...] = ("GET", "HEAD"), timeout: float = 10.0) -> None:
+        """Hold the next ``n`` requests of these methods until all ``n`` have arrived (at most ``timeout`` s after
+        the first): requests a client sent at once are then in flight together however this machine schedules
+        the client's threads, so round_trips() counts them once; a client that sends them one after the other
+        gets its first answer only after the timeout, and round_trips() still counts every one. Later requests
+        pass."""
+        with self._gather_cv:
+            self._gather = {"n": n, "methods": set(methods), "arrived": 0, "timeout": timeout, "first": None}
+
+    def _gathered(self, method: str) -> None:
+        with self._gather_cv:
+            g = self._gather
+            if g is None or method not in g["methods"] or g["arrived"] >= g["n"]:
+                return
+            g["arrived"] += 1
+            g["first"] = g["first"] or time.monotonic()
+            self._gather_cv.notify_all()
+            while g["arrived"] < g["n"] and not self._stopping.is_set():
+                left = g["first"] + g["timeout"] - time.monotonic()
+                if left <= 0:
+                    return
+                self._gather_cv.wait(min(left, 0.2))
+
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
@@ -611,8 +637,13 @@ class BMCSimulator:
         """Sequential round trips the client made: the longest chain of requests each received after the
         previous one was answered (requests that overlap in time went out in parallel and count once). With
         ``latency`` set, every answer takes at least that long, so parallel requests overlap for certain."""
-        with self._lock:
-            spans = sorted(self.timeline, key=lambda t: t[3])
+        deadline = time.monotonic() + 5.0  # an answer is on the wire before its span is written: wait for the spans
+        while True:
+            with self._lock:
+                if len(self.timeline) >= len(self.requests) or time.monotonic() > deadline:
+                    spans = sorted(self.timeline, key=lambda t: t[3])
+                    break
+            time.sleep(0.01)
         chain, free_at = 0, float("-inf")
         for _m, _p, start, end in spans:  # earliest-answered first: the longest chain of disjoint spans
             if start >= free_at:
