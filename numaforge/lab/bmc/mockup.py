@@ -217,6 +217,7 @@ class MockupSimulator(BMCSimulator):
         self.password_change_required = False
         self.basic_auth = True
         self._session_seq = 0
+        self._gather_cv = threading.Condition()  # BMCSimulator.gather()
         self._lock = threading.Lock()
         self.lock = threading.RLock()  # the machine's state
         self._unavailable_until = 0.0

@@ -374,6 +374,8 @@ class Hub:
 class BMCSimulator:
     """A vendor-flavoured Redfish BMC on host:port. Use as a context manager or start()/stop()."""
 
+    _gather: dict | None = None  # gather(): the next requests held until they are all in flight (any subclass)
+
     def __init__(
         self,
         flavour: "str | Flavour" = "generic",
@@ -444,7 +446,6 @@ class BMCSimulator:
         self.password_change_required = False  # True: the account must change its password (Base message)
         self.basic_auth = True  # False: HTTP Basic is refused (401), sessions only (some BMCs are set up so)
         self._session_seq = 0
-        self._gather: dict | None = None  # gather(): the next requests held until they are all in flight
         self._gather_cv = threading.Condition()
         self._lock = threading.Lock()
         self._unavailable_until = 0.0  # after a manager reset the BMC answers 503 for a while
@@ -548,6 +549,8 @@ class BMCSimulator:
             self._gather = {"n": n, "methods": set(methods), "arrived": 0, "timeout": timeout, "first": None}
 
     def _gathered(self, method: str) -> None:
+        if self._gather is None:  # nothing gathered (and a subclass that never set its condition)
+            return
         with self._gather_cv:
             g = self._gather
             if g is None or method not in g["methods"] or g["arrived"] >= g["n"]:
