@@ -10,11 +10,14 @@ DEFAULT_DEBIAN = "debian:linux-source-5.10=5.10.262-1"
 # the newest Debian kernel source (bookworm-security): the base of the series' mainline copy (issue 42 item 7)
 MAINLINE_DEBIAN = "debian:linux-source-6.12=6.12.118-1~deb12u1"
 DEFAULT_SERIES = "sched-numa-prefer-local-fallback"
-# the lab kernel's config recipes (numaforge.kernel.labkernel.LAB_CONFIGS), chosen by $NUMAFORGE_LAB_CONFIG; tiny
-# (tinyconfig + kpatch/lab/tiny.fragment) is the default since it passed the whole kpatch and lab_vm tiers (issue 43
-# item 1); defconfig stays for the studies pinned to it (amendment 8's matrix: NUMAFORGE_LAB_CONFIG=defconfig)
+# the lab kernel's config recipes (numaforge.kernel.labkernel.LAB_CONFIGS), chosen by $NUMAFORGE_LAB_CONFIG: tiny
+# (tinyconfig + kpatch/lab/tiny.fragment, issue 43 item 1: about 80 s less of a first setup) or defconfig (the
+# studies are pinned to it: amendment 8's matrix)
 LAB_CONFIG_NAMES = ("defconfig", "tiny")
-DEFAULT_LAB_CONFIG = "tiny"
+# Back to defconfig on 2026-12-08: on the tiny kernel the lab_vm tier's probe-direction VM panicked twice in three
+# whole-suite runs (int3 at a jump-label site in __schedule / ttwu_do_wakeup as tracing switched on, in TCG;
+# docs/lab.md, "Known, not fixed"), which the defconfig kernel never did in its runs and amendment 8's chunks.
+DEFAULT_LAB_CONFIG = "defconfig"
 
 # host OS pipeline: os-apply's gate, the largest allowed drop of a local share (absolute)
 DEFAULT_GATE_THRESHOLD = 0.02
