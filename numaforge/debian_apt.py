@@ -108,11 +108,13 @@ def apt(suiteset: str, *args: str, cwd: str | None = None, check: bool = True) -
     return proc
 
 
-def update(suiteset: str) -> None:
+def update(suiteset: str, only_if_missing: bool = False) -> None:
     """apt-get update of the suite set's own lists, one at a time on the machine (setup's kernel step runs two
-    downloads side by side; apt-get itself refuses a second update of the same lists: "Could not get lock")."""
+    downloads side by side; apt-get itself refuses a second update of the same lists: "Could not get lock").
+    ``only_if_missing``: checked again under the lock, so a caller that waited on another's update skips its own."""
     with locked(_root(suiteset) / ".numaforge-update.lock"):
-        apt(suiteset, "update")
+        if not (only_if_missing and have_lists(_root(suiteset) / "lists")):
+            apt(suiteset, "update")
 
 
 def have_lists(lists: Path) -> bool:
@@ -123,12 +125,8 @@ def have_lists(lists: Path) -> bool:
 
 def ensure_updated(suiteset: str) -> None:
     """Update the suite set's lists once, when it has none (a second caller waiting on the first finds them)."""
-    lists = _root(suiteset) / "lists"
-    if have_lists(lists):
-        return
-    with locked(_root(suiteset) / ".numaforge-update.lock"):
-        if not have_lists(lists):
-            apt(suiteset, "update")
+    if not have_lists(_root(suiteset) / "lists"):
+        update(suiteset, only_if_missing=True)
 
 
 def policy(suiteset: str, package: str) -> str | None:
