@@ -549,7 +549,7 @@ class BMCSimulator:
             self._gather = {"n": n, "methods": set(methods), "arrived": 0, "timeout": timeout, "first": None}
 
     def _gathered(self, method: str) -> None:
-        if self._gather is None:  # nothing gathered (and a subclass that never set its condition)
+        if self._gather is None:  # nothing gathered: every request passes without taking the condition
             return
         with self._gather_cv:
             g = self._gather
